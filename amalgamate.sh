@@ -1,0 +1,67 @@
+#!/bin/sh
+# amalgamate.sh: build bptrace.h from the parts in src/, as SQLite's
+# mksqlite3c.tcl builds sqlite3.c. The public half (bpt_api.h) comes first;
+# the implementation parts follow inside #ifdef BPTRACE_IMPLEMENTATION, each
+# between /*** Begin file X ***/ and /*** End of X ***/ banners, with their
+# local #include lines removed (everything is one translation unit).
+#
+#   ./amalgamate.sh          write bptrace.h
+#   ./amalgamate.sh --check  exit 1 if the committed bptrace.h differs
+#   ./amalgamate.sh --lines  also emit #line directives, so compiler errors
+#                            point at src/ (for working on the parts)
+set -eu
+cd "$(dirname "$0")"
+
+# The order is the dependency order of DESIGN §2: each part uses only the ones above it.
+PARTS="port.h progress.c intern.c session.c pattern.c breakpoint.h hit.c site_vm.c bp.c registry.c format.c"
+
+check=0 lines=0
+for arg in "$@"; do
+    case "$arg" in
+        --check) check=1 ;;
+        --lines) lines=1 ;;
+        *) echo "usage: $0 [--check] [--lines]" >&2; exit 2 ;;
+    esac
+done
+
+emit_part() {
+    echo "/*** Begin file $1 ***/"
+    if [ "$lines" = 1 ]; then echo "#line 1 \"src/$1\""; fi
+    grep -v '^#include "' "src/$1"
+    echo "/*** End of $1 ***/"
+}
+
+generate() {
+    # bpt_api.h opens the header with the doc block, so it has no banner. It
+    # ends with the include guard's #endif; the implementation goes after it.
+    grep -v '^#include "' src/bpt_api.h
+    echo
+    echo "#ifdef BPTRACE_IMPLEMENTATION"
+    echo "#ifndef BPTRACE_IMPLEMENTATION_DONE"
+    echo "#define BPTRACE_IMPLEMENTATION_DONE"
+    for p in $PARTS; do
+        echo
+        emit_part "$p"
+    done
+    echo
+    echo "#endif /* BPTRACE_IMPLEMENTATION_DONE */"
+    echo "#endif /* BPTRACE_IMPLEMENTATION */"
+    echo
+    cat src/license.txt
+}
+
+if [ "$check" = 1 ]; then
+    tmp=$(mktemp)
+    trap 'rm -f "$tmp"' EXIT
+    generate > "$tmp"
+    if ! cmp -s "$tmp" bptrace.h; then
+        diff -u bptrace.h "$tmp" | head -20 >&2 || true
+        echo "bptrace.h is out of date: edit src/, then run ./amalgamate.sh" >&2
+        exit 1
+    fi
+    echo "bptrace.h is up to date"
+else
+    generate > bptrace.h.tmp
+    mv bptrace.h.tmp bptrace.h
+    echo "wrote bptrace.h ($(wc -l < bptrace.h) lines)"
+fi

@@ -1,0 +1,2596 @@
+/* bptrace.h - v0.1.0 - BEAM-style live tracing for any C program, as one header.
+
+   bptrace brings Erlang/OTP's breakpoint machinery (beam_bp.c, erl_thr_progress.c,
+   Tracing.md) to C programs, game engines and embedded interpreters: switch call
+   tracing and call counting on and off for any function while every thread of
+   the program keeps running. Nothing is ever stopped: a pattern change is a
+   sequence of staged writes and thread-progress waits (the 13 steps of
+   Tracing.md), and every hit reads one consistent generation of its settings.
+
+   DO THIS IN ONE FILE (and only one) before you include this header:
+
+       #define BPTRACE_IMPLEMENTATION
+       #include "bptrace.h"
+
+   Every other file just includes it. Link with -pthread.
+
+   TABLE OF CONTENTS (search for ">>name" to jump to a section)
+       >>config      compile-time options
+       >>errors      BPT_E* codes, bpt_strerror, bpt_last_error
+       >>progress    thread progress: pin/unpin, waits, managed threads
+       >>session     trace sessions, tracers, message rings, rate limits
+       >>func        function records and VM instruction-word sites
+       >>pattern     bpt_trace_pattern, match specs, trace info
+       >>format      dbg-style text
+       >>observe     the protocol observer (teaching and tests)
+       The implementation parts follow, each between "Begin file X" and "End of X" banners.
+
+   COMPILE-TIME OPTIONS (>>config)
+       Set these before including the header. "Everywhere" means every file that
+       includes bptrace.h must see the same value; "implementation" means only
+       the file that defines BPTRACE_IMPLEMENTATION reads it.
+
+       BPTRACE_STATIC     everywhere      Make every definition static (header used in one file only).
+       BPT_API            everywhere      Override the declaration prefix (default: extern, or static
+                                          under BPTRACE_STATIC).
+       BPT_ASSERT(c)      implementation  Internal assertion (default: assert from <assert.h>).
+       BPT_MALLOC(n)      implementation  Allocator (default: malloc). Every allocation on the
+       BPT_FREE(p)        implementation  trace_pattern and session paths goes through it; a NULL
+                                          return gives BPT_ENOMEM and changes nothing.
+       BPT_MAX_THREADS    implementation  Per-thread slots (message rings, later timing tables).
+                                          Default 64. Threads beyond it share one overflow slot.
+       BPT_MAX_SESSIONS   implementation  Trace sessions alive at once. Default 64.
+       BPT_NO_MEMBARRIER  implementation  Never use membarrier(2): readers pay a full fence on pin.
+                                          For kernels without it, and for tests of the fallback.
+       BPT_SYNC_CORE_SIGNAL implementation The signal that serializes threads' instruction streams
+                                          where membarrier SYNC_CORE is missing. Default SIGRTMIN+7.
+
+   SUPPORTED
+       gcc and clang on x86-64 and aarch64 (C11 <stdatomic.h>, __thread);
+       tcc 0.9.27 on x86-64 (x86-64 inline asm atomics, pthread keys for
+       thread-locals). Linux only (futex, membarrier). The API half compiles as C++.
+
+   THREAD-SAFETY RULES
+       - Every public function may be called from any thread.
+       - Set-path calls (bpt_register_*, bpt_unregister, bpt_trace_pattern,
+         bpt_session_create/destroy, bpt_trace_info) take the one code
+         modification permission: they serialize with each other, and they wait
+         for thread progress. They must not be called from a tracer callback or a
+         signal handler (they return BPT_EDEADLK from a tracer callback).
+       - Hit-path calls (bpt_vm_breakpoint, bpt_thread_progress_pin/unpin) never
+         block and never take a lock, except that a thread's first message to a
+         session allocates that thread's ring. They are async-signal-safe once
+         the calling thread has a ring (a signal handler may pin and hit).
+       - bpt_session_drain may run concurrently with traced threads; one drainer
+         per session at a time (others wait on the session's drain lock).
+
+   LICENSE
+       MIT. See the end of this file.
+*/
+#if defined(BPTRACE_IMPLEMENTATION) && !defined(_GNU_SOURCE)
+/* syscall() and clock_gettime() under -std=c99: include bptrace.h first in
+   the implementation file, or compile that file with -D_GNU_SOURCE. */
+#  define _GNU_SOURCE
+#endif
+#ifndef BPTRACE_H
+#define BPTRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BPTRACE_VERSION_MAJOR 0
+#define BPTRACE_VERSION_MINOR 1
+#define BPTRACE_VERSION_PATCH 0
+#define BPTRACE_VERSION "0.1.0"
+
+/* >>config: the declaration macro chain, as sokol's SOKOL_API_DECL. */
+#ifndef BPT_API
+#  ifdef BPTRACE_STATIC
+#    define BPT_API static
+#  else
+#    define BPT_API extern
+#  endif
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* >>errors
+   One X-macro list gives every error a name, a value and a message. Every
+   function that can fail returns 0 (or a count) on success and a negative
+   BPT_E* on failure; bpt_last_error() then says why, in words, for the
+   calling thread. */
+#define BPT_ERRORS(X) \
+    X(BPT_OK,             0,  "success") \
+    X(BPT_EINVAL,        -1,  "invalid argument") \
+    X(BPT_ENOMEM,        -2,  "out of memory") \
+    X(BPT_EPATTERN,      -3,  "malformed trace pattern (expected module:function/arity)") \
+    X(BPT_EFLAGS,        -4,  "unknown or conflicting trace flags") \
+    X(BPT_ESESSION,      -5,  "no such trace session (never created, or destroyed)") \
+    X(BPT_EBUSY,         -6,  "function is traced by a session; remove its trace patterns first") \
+    X(BPT_EDEADLK,       -7,  "set-path call from a tracer callback would deadlock") \
+    X(BPT_ENOENT,        -8,  "no such function registered") \
+    X(BPT_EEXIST,        -9,  "already registered") \
+    X(BPT_ENOTSUP,      -10,  "not supported on this compiler or architecture") \
+    X(BPT_EPERM,        -11,  "the system refused the operation (mprotect)") \
+    X(BPT_ENOTPATCHABLE,-12,  "function entry is not patchable") \
+    X(BPT_ELIMIT,       -13,  "a fixed limit was reached (sessions, name length)")
+
+enum bpt_error {
+#define BPT__ERROR_ENUM(name, value, text) name = value,
+    BPT_ERRORS(BPT__ERROR_ENUM)
+#undef BPT__ERROR_ENUM
+    BPT__ERROR_END = 1
+};
+
+/* bpt_strerror: the fixed message of an error code.
+   In: code, a BPT_E* value (or anything else). Out: a static string, never NULL;
+   "unknown error" for a value that is not a BPT_E*. Thread-safe. */
+BPT_API const char *bpt_strerror(int code);
+
+/* bpt_last_error: why the calling thread's last failing bptrace call failed.
+   Out: a thread-local string (valid until this thread's next failing call),
+   e.g. "bpt_trace_pattern: 'vm:fib' has no '/arity'"; "" if none failed yet.
+   Thread-safe: each thread sees only its own message. */
+BPT_API const char *bpt_last_error(void);
+
+/* >>progress
+   Thread progress: an epoch mechanism in the manner of ERTS erl_thr_progress.c
+   and liburcu's memb flavour. Readers pin around every use of breakpoint data;
+   a waiter learns that every thread has left the pins that were in force
+   when the wait began. */
+
+/* bpt_thread_progress_pin / _unpin: enter / leave a read-side section.
+   Nests (counted), also from a signal handler that interrupts a pinned
+   section. The first pin of a thread creates its thread record (a one-time
+   allocation). A pin costs an acquire load and a store, plus a full fence when
+   membarrier(2) is unavailable; a managed online thread's pin costs nothing.
+   Never blocks. Unpin wakes a waiter sleeping on this thread.
+   Thread-safe; async-signal-safe once the thread has its record.
+   Source: rcu_read_lock/unlock in liburcu urcu-memb. */
+BPT_API void bpt_thread_progress_pin(void);
+BPT_API void bpt_thread_progress_unpin(void);
+
+/* bpt_thread_progress_wait: wait until every thread has passed a quiescent
+   point since this call began.
+   On return, every pin section that was in force when the call began has
+   ended, managed online threads have called bpt_thread_progress() since, and
+   all stores made before the call are visible to every thread.
+   Offline managed threads, exited threads and unpinned threads never delay
+   it. It spins briefly, then sleeps on a futex; it takes no lock that a
+   reader takes. Returns 0, or BPT_EDEADLK when called by a pinned thread or
+   from a tracer callback (it would wait for itself).
+   Thread-safe: concurrent waiters are serialized.
+   Source: erts_thr_progress_block / synchronize_rcu. */
+BPT_API int bpt_thread_progress_wait(void);
+
+/* bpt_thread_progress_wait_sync_core: as bpt_thread_progress_wait, and in
+   addition every running thread of the process has serialized its instruction
+   stream (membarrier PRIVATE_EXPEDITED_SYNC_CORE, or a signal to each thread
+   with a record where that is missing). Use after writing code.
+   Errors: BPT_EDEADLK as above. Source: Linux text_poke_sync. */
+BPT_API int bpt_thread_progress_wait_sync_core(void);
+
+/* bpt_thread_progress_register_managed: declare the calling thread managed,
+   as ERTS managed threads. It then promises to call bpt_thread_progress() at
+   quiescent points (e.g. once per frame) and to go offline before blocking;
+   in exchange its pins cost nothing. Waiters wait for its next
+   bpt_thread_progress(). Returns 0, BPT_EINVAL if called while pinned,
+   BPT_ENOMEM if its record cannot be allocated. Thread-safe (acts on the caller). */
+BPT_API int bpt_thread_progress_register_managed(void);
+
+/* bpt_thread_progress: a managed thread reports a quiescent point: it holds no
+   reference to breakpoint data. No-op on unmanaged threads. Wakes a waiter.
+   Never blocks. Source: erts_thr_progress_update. */
+BPT_API void bpt_thread_progress(void);
+
+/* bpt_thread_progress_offline / _online: a managed thread leaves (before
+   blocking, e.g. in a futex, a condition variable or I/O) and re-enters the
+   set of threads that waiters wait for. While offline it must not pin nor hit
+   a breakpoint. No-op on unmanaged threads. Never block.
+   Source: erts_thr_progress_prepare_wait / erts_thr_progress_finalize_wait. */
+BPT_API void bpt_thread_progress_offline(void);
+BPT_API void bpt_thread_progress_online(void);
+
+/* What thread progress has done, for tests and benchmarks. */
+typedef struct bpt_progress_stats {
+    uint64_t epoch;          /* current global epoch (starts at 1) */
+    uint64_t waits;          /* completed waits */
+    uint64_t futex_sleeps;   /* times a waiter slept on the futex */
+    uint64_t futex_wakes;    /* wake-ups readers issued to a sleeping waiter */
+    uint32_t threads;        /* thread records in use (live threads that pinned) */
+    uint32_t records;        /* thread records ever created (they are reused) */
+    int      membarrier;     /* 1: light pins (membarrier registered), 0: fence pins */
+    int      sync_core;      /* 1: membarrier SYNC_CORE registered, 0: signal fallback */
+} bpt_progress_stats;
+
+/* bpt_thread_progress_stats: fill *out (NULL gives BPT_EINVAL). Counters are
+   read without a lock, so they are each exact but not a snapshot. Thread-safe. */
+BPT_API int bpt_thread_progress_stats(bpt_progress_stats *out);
+
+/* >>session
+   A trace session is an isolated set of trace settings with one tracer, as
+   OTP 27's trace:session_create/3. Handles are weak ids (a generation and a
+   slot, as sokol's resource handles): a stale handle gives BPT_ESESSION, never
+   a crash, and a late message of a dead session is dropped. */
+typedef struct bpt_session { uint64_t id; } bpt_session;
+
+/* Message types. */
+enum bpt_msg_type {
+    BPT_MSG_CALL    = 1,  /* a traced call: func, args */
+    BPT_MSG_DROPPED = 2,  /* value = messages this thread's ring dropped since the last report */
+    BPT_MSG_LIMIT   = 3   /* the rate limit tripped; the session traced nothing after it */
+};
+
+enum { BPT_MAX_ARGS = 8 };
+
+typedef struct bpt_func bpt_func;
+
+/* A value formatter: write value as text into buf (size bytes, always NUL
+   terminated), return the length it wanted, as snprintf. */
+typedef int (*bpt_format_fn)(char *buf, size_t size, uint64_t value);
+
+/* One trace message. Names point into bptrace's interned strings and stay
+   valid until the process exits, so a message outlives its function. */
+typedef struct bpt_msg {
+    uint16_t type;         /* enum bpt_msg_type */
+    uint16_t nargs;        /* valid entries of args[] */
+    uint32_t thread;       /* OS thread id (gettid) of the traced thread */
+    uint64_t process;      /* the process the call ran in (default: the OS thread id) */
+    uint64_t ts_ns;        /* CLOCK_MONOTONIC, ns */
+    uint64_t session;      /* the session's weak id */
+    const char *module;    /* function, or NULL for DROPPED / LIMIT */
+    const char *name;
+    int arity;
+    bpt_format_fn format;  /* the site's argument formatter, or NULL for decimal */
+    const char *user;      /* the match spec's message, or NULL */
+    uint64_t value;        /* DROPPED: count */
+    uint64_t args[BPT_MAX_ARGS];
+} bpt_msg;
+
+/* A callback tracer runs in the traced thread, inside the hit path: it must
+   not block for long and must not call set-path functions (BPT_EDEADLK).
+   Breakpoints hit from inside it are counted but send no messages. */
+typedef void (*bpt_tracer_fn)(const bpt_msg *msg, void *user);
+
+/* Session settings. Zero-initialise and set what you need; zero means default. */
+typedef struct bpt_session_desc {
+    const char   *name;        /* copied; default "session" (at most 63 bytes) */
+    bpt_tracer_fn tracer;      /* callback tracer; NULL: per-thread message rings */
+    void         *tracer_user;
+    uint32_t      ring_size;   /* messages per thread ring, rounded up to a power
+                                  of two; default 1024, at most 1<<20 */
+    uint64_t      rate_max;    /* recon_trace limit: at most rate_max messages ... */
+    uint32_t      rate_per_ms; /* ... in every window of this many ms (0: in all) */
+} bpt_session_desc;
+
+/* bpt_session_create: create a trace session.
+   In: desc (NULL gives the defaults). Out: *out, the session handle.
+   Returns 0; BPT_EINVAL (out NULL, ring_size over 1<<20, rate_per_ms without
+   rate_max); BPT_ELIMIT (BPT_MAX_SESSIONS alive, or a name over 63 bytes);
+   BPT_ENOMEM. Thread-safe (set path). Source: trace:session_create/3 (OTP 27). */
+BPT_API int bpt_session_create(const bpt_session_desc *desc, bpt_session *out);
+
+/* bpt_session_destroy: clear every breakpoint of the session through the 13
+   steps, then free it after a thread progress wait. Messages still in its
+   rings are discarded; frames and messages that outlive it do nothing.
+   Returns 0; BPT_ESESSION for a stale or destroyed handle (a double destroy);
+   BPT_EDEADLK from a tracer callback. Thread-safe (set path).
+   Source: trace:session_destroy/1. */
+BPT_API int bpt_session_destroy(bpt_session s);
+
+/* bpt_session_drain: move up to max messages from the session's rings into out.
+   Returns how many (0..max), thread by thread, each thread's in order;
+   BPT_ESESSION (stale handle), BPT_EINVAL (out NULL with max > 0, max < 0).
+   A session with a callback tracer has nothing to drain (returns 0).
+   Never blocks a traced thread. Thread-safe: one drainer at a time per session. */
+BPT_API int bpt_session_drain(bpt_session s, bpt_msg *out, int max);
+
+typedef struct bpt_session_counts {
+    uint64_t produced;   /* messages the session generated (delivered + dropped + pending) */
+    uint64_t delivered;  /* handed to the callback tracer, or drained */
+    uint64_t dropped;    /* lost to full rings (a traced thread never waits) */
+    uint64_t limited;    /* hits suppressed after the rate limit tripped */
+    int      limit_tripped;
+    char     name[64];
+} bpt_session_counts;
+
+/* bpt_session_stats: fill *out. Returns 0, BPT_ESESSION, BPT_EINVAL (out NULL).
+   Counters are each exact, read without stopping anyone. Thread-safe. */
+BPT_API int bpt_session_stats(bpt_session s, bpt_session_counts *out);
+
+/* >>func
+   A function record (bpt_func, BEAM's ErtsCodeInfo) names one instrumentable
+   function and owns its site: here, a VM instruction word. */
+
+/* How a VM lets bptrace read a call's arguments and print values. */
+typedef uint64_t (*bpt_vm_arg_fn)(const void *frame, int index);
+typedef struct bpt_vm_ops {
+    bpt_vm_arg_fn arg;      /* argument index of the frame given to bpt_vm_breakpoint; NULL: no args */
+    bpt_format_fn format;   /* how to print an argument; NULL: decimal. Must stay valid for
+                               the life of the process (messages keep it). */
+} bpt_vm_ops;
+
+/* A VM instruction word: the interpreter's dispatch word (a label address
+   in threaded code, or an opcode). bptrace stores it with one aligned atomic
+   store; the VM must load it with BPT_VM_FETCH (one relaxed atomic load). */
+typedef uintptr_t bpt_vm_word;
+#if defined(__GNUC__) && !defined(__TINYC__)
+#  define BPT_VM_FETCH(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#else
+#  define BPT_VM_FETCH(p) (*(volatile bpt_vm_word *)(p))
+#endif
+
+/* bpt_register_vm: register a VM site.
+   In: first_word, the address of the function's first instruction word (the
+   VM keeps it at that address while registered); breakpoint_word, the word of
+   the VM's breakpoint opcode (must differ from *first_word); module, name
+   (copied, interned; at most 127 bytes each), arity 0..255; ops (may be NULL;
+   must stay valid while registered). Out: *out, the function record.
+   Trace patterns already set by any session apply to it at once, through the
+   13 steps, without stopping any thread.
+   Returns 0; BPT_EINVAL (a NULL, arity out of range, breakpoint_word equal to
+   the first word); BPT_EEXIST (first_word already registered); BPT_ELIMIT (a
+   name too long); BPT_ENOMEM. Thread-safe (set path).
+   Source: BEAM's code loading plus erts_set_trace_pattern's default patterns. */
+BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word,
+                            const char *module, const char *name, int arity,
+                            const bpt_vm_ops *ops, bpt_func **out);
+
+/* bpt_unregister: forget a function record. It must carry no breakpoint:
+   BPT_EBUSY if any session traces it (remove the patterns first). Frees the
+   record after a thread progress wait. Returns 0; BPT_EINVAL (NULL);
+   BPT_ENOENT (not a registered record); BPT_EBUSY. Thread-safe (set path). */
+BPT_API int bpt_unregister(bpt_func *f);
+
+/* bpt_func_lookup: find a registered function by exact module, name, arity.
+   Returns 0 and *out; BPT_EINVAL (a NULL); BPT_ENOENT. Thread-safe. */
+BPT_API int bpt_func_lookup(const char *module, const char *name, int arity, bpt_func **out);
+
+/* bpt_func_count: how many functions are registered. Thread-safe. */
+BPT_API int bpt_func_count(void);
+
+/* bpt_vm_breakpoint: what the VM's breakpoint opcode calls, as BEAM's
+   op_i_generic_breakpoint. In: f, the record registered for this site; frame,
+   handed back to ops->arg. Out: the original instruction word, for the VM to
+   execute in place of the breakpoint. Runs every session's active
+   generation: counts, evaluates match specs, sends call messages.
+   Never blocks; takes no lock. Thread-safe and async-signal-safe once the
+   thread has a ring in each tracing session. */
+BPT_API bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame);
+
+/* bpt_vm_word_at: the word currently stored at a registered site (the
+   breakpoint word while installed, the original otherwise). For tests. */
+BPT_API bpt_vm_word bpt_vm_word_at(const bpt_func *f);
+
+/* >>pattern */
+
+/* bpt_active_bp_ix: which of the two generations of every breakpoint running
+   code reads (0 or 1); the other, bpt_staging_bp_ix(), is where the set path
+   stages changes. Step 7 of the protocol (commit) flips them. Thread-safe.
+   Source: erts_active_bp_ix / erts_staging_bp_ix in beam_bp.h. */
+BPT_API unsigned bpt_active_bp_ix(void);
+BPT_API unsigned bpt_staging_bp_ix(void);
+
+/* What a pattern sets (OR them): */
+enum bpt_trace_flag {
+    BPT_CALL    = 1u << 0,  /* local call trace: a call message per call */
+    BPT_COUNT   = 1u << 1,  /* call_count: an atomic counter, as BEAM's BpCount */
+    /* How (at most one; none means "switch on"): */
+    BPT_OFF     = 1u << 16, /* switch the named kinds off (BPT_OFF alone: all kinds) */
+    BPT_PAUSE   = 1u << 17, /* call_count: stop counting, keep the value */
+    BPT_RESTART = 1u << 18  /* call_count: set to zero and count */
+};
+
+/* Match spec actions. */
+enum bpt_match_action {
+    BPT_MS_SILENT = 1u << 0 /* run the predicate but send no call message */
+};
+
+/* A match spec predicate: return non-zero to trace this call. args holds the
+   first nargs arguments as 64-bit words. Runs in the traced thread. */
+typedef int (*bpt_match_fn)(const uint64_t *args, int nargs, void *user);
+
+/* A match spec: an optional predicate over the arguments plus actions, the
+   C counterpart of [{Head, Guards, Body}] for the call trace of a pattern.
+   Copied by bpt_trace_pattern; user must stay valid while the pattern is set. */
+typedef struct bpt_match {
+    bpt_match_fn pred;     /* NULL: every call matches */
+    void        *user;
+    unsigned     actions;  /* BPT_MS_* */
+    const char  *message;  /* copied and interned; attached to each call message */
+} bpt_match;
+
+/* bpt_trace_pattern: set, change or clear a session's breakpoints on every
+   function matching pattern, without stopping any thread (the 13 steps).
+   In: pattern "module:function/arity"; each part a glob where '*' matches any
+   run of characters, and '_' alone matches anything ("_:_/_" is every
+   function). flags: kinds (BPT_CALL, BPT_COUNT) plus at most one of
+   BPT_OFF, BPT_PAUSE, BPT_RESTART. match: the call-trace match spec (NULL: none).
+   The pattern also stays in force for functions registered later, until a
+   BPT_OFF call with the same pattern text removes it.
+   Returns the number of functions matched (>= 0); BPT_ESESSION; BPT_EINVAL
+   (pattern NULL); BPT_EPATTERN (empty or malformed; bpt_last_error says
+   where); BPT_EFLAGS (unknown bit, no kind with PAUSE/RESTART, PAUSE or
+   RESTART without BPT_COUNT, two hows); BPT_EDEADLK (from a tracer callback);
+   BPT_ENOMEM (nothing changed). Thread-safe (set path).
+   Source: erlang:trace_pattern/3 and erts_set_trace_pattern in beam_bp.c. */
+BPT_API int bpt_trace_pattern(bpt_session s, const char *pattern, unsigned flags,
+                              const bpt_match *match);
+
+/* What bpt_trace_info reports. */
+enum bpt_info_flag { BPT_INFO_FLAGS = 1u << 0, BPT_INFO_COUNT = 1u << 1 };
+
+typedef struct bpt_info {
+    unsigned flags;        /* BPT_CALL | BPT_COUNT set for f in the session; 0 if none */
+    int      count_paused; /* call_count is paused */
+    uint64_t count;        /* call_count, exact */
+} bpt_info;
+
+/* bpt_trace_info: the session's settings and call_count for one function.
+   Returns 0; BPT_ESESSION; BPT_EINVAL (f or out NULL, unknown what bits);
+   BPT_ENOENT (f not registered). Reads without blocking any traced thread.
+   Thread-safe. Source: erlang:trace_info/2 (flags, call_count). */
+BPT_API int bpt_trace_info(bpt_session s, const bpt_func *f, unsigned what, bpt_info *out);
+
+/* bpt_trace_info_each: bpt_trace_info for every registered function matching
+   pattern, calling fn(f, module, name, arity, info, user) for each with a
+   breakpoint in the session. Returns how many were reported; errors as
+   bpt_trace_info plus BPT_EPATTERN. fn runs in the calling thread, under the
+   code modification permission: it must not call set-path functions. */
+typedef void (*bpt_info_fn)(const bpt_func *f, const char *module, const char *name,
+                            int arity, const bpt_info *info, void *user);
+BPT_API int bpt_trace_info_each(bpt_session s, const char *pattern, unsigned what,
+                                bpt_info_fn fn, void *user);
+
+/* >>format */
+
+/* bpt_format_dbg: one message as a line in the style of OTP's dbg with
+   recon_trace's timestamps, e.g.
+       15:36:26.123456 (<4711>) call tinyvm:fib(10)
+       15:36:26.123460 (<4711>) dropped 17 messages
+   In: m, buf of size bytes. Out: the text, NUL terminated, no newline.
+   Returns the length it wanted (as snprintf), or BPT_EINVAL for a NULL.
+   Thread-safe; never touches traced threads. */
+BPT_API int bpt_format_dbg(const bpt_msg *m, char *buf, size_t size);
+
+/* >>observe */
+
+/* A protocol observer sees each of the 13 steps of a breakpoint change as it
+   ends: step 1..13, did (0 when the step had nothing to do and was skipped),
+   the step's duration in ns. It runs under the code modification permission
+   and must not call set-path functions. For examples/protocol_walkthrough and tests. */
+typedef void (*bpt_observer_fn)(int step, int did, uint64_t ns, void *user);
+
+/* bpt_set_protocol_observer: install (fn non-NULL) or remove (NULL) the
+   observer. Returns 0. Thread-safe (set path). */
+BPT_API int bpt_set_protocol_observer(bpt_observer_fn fn, void *user);
+
+/* bpt_protocol_step_name: "seize permission", "allocate", ... for step 1..13,
+   NULL otherwise. Thread-safe. */
+BPT_API const char *bpt_protocol_step_name(int step);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BPTRACE_H */
+
+#ifdef BPTRACE_IMPLEMENTATION
+#ifndef BPTRACE_IMPLEMENTATION_DONE
+#define BPTRACE_IMPLEMENTATION_DONE
+
+/*** Begin file port.h ***/
+/* port.h: everything that differs by compiler or architecture.
+   Atomics, thread-locals, the monotonic clock, futex, membarrier, CPU relax.
+   Above this part nothing names a compiler or an instruction set.
+
+   Atomics come in two implementations with one interface:
+   - gcc and clang: C11 <stdatomic.h> on _Atomic types;
+   - tcc 0.9.27 (no <stdatomic.h>, no __atomic builtins): GNU inline asm for
+     x86-64, whose memory model (TSO) makes every plain aligned load an acquire
+     and every plain aligned store a release; only the compiler must be kept
+     from reordering ("memory" clobbers), and seq_cst needs a locked
+     instruction or mfence. */
+
+#if !defined(__linux__)
+#  error "bptrace: Linux only (it needs futex(2) and membarrier(2))"
+#endif
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <linux/futex.h>
+
+#ifndef BPT_ASSERT
+#  include <assert.h>
+#  define BPT_ASSERT(c) assert(c)
+#endif
+#if defined(BPT_MALLOC) != defined(BPT_FREE)
+#  error "bptrace: define both BPT_MALLOC and BPT_FREE, or neither"
+#endif
+#ifndef BPT_MALLOC
+#  define BPT_MALLOC(n) malloc(n)
+#  define BPT_FREE(p) free(p)
+#endif
+#ifndef BPT_MAX_THREADS
+#  define BPT_MAX_THREADS 64
+#endif
+#ifndef BPT_MAX_SESSIONS
+#  define BPT_MAX_SESSIONS 64
+#endif
+#ifndef BPT_SYNC_CORE_SIGNAL
+#  define BPT_SYNC_CORE_SIGNAL (SIGRTMIN + 7)
+#endif
+#define BPT__SYNC_CORE_SIGNAL BPT_SYNC_CORE_SIGNAL
+#if BPT_MAX_THREADS < 1 || BPT_MAX_SESSIONS < 1 || BPT_MAX_SESSIONS > 65535
+#  error "bptrace: BPT_MAX_THREADS must be >= 1 and BPT_MAX_SESSIONS in 1..65535"
+#endif
+
+#if defined(__GNUC__) || defined(__clang__) || defined(__TINYC__)
+#  define BPT__PRIVATE __attribute__((unused)) static
+#else
+#  define BPT__PRIVATE static
+#endif
+
+#define BPT__CACHE_LINE 64
+
+/* >>atomics */
+#if defined(__TINYC__)
+#  if !defined(__x86_64__)
+#    error "bptrace: tcc is supported on x86-64 only"
+#  endif
+#  define BPT__ASM_ATOMICS 1
+typedef volatile uint32_t bpt__atomic_u32;
+typedef volatile uint64_t bpt__atomic_u64;
+typedef void *volatile    bpt__atomic_ptr;
+#  define bpt__compiler_barrier() __asm__ __volatile__("" ::: "memory")
+
+BPT__PRIVATE uint32_t bpt__load_relaxed_u32(bpt__atomic_u32 *p) { return *p; }
+BPT__PRIVATE uint64_t bpt__load_relaxed_u64(bpt__atomic_u64 *p) { return *p; }
+BPT__PRIVATE void *bpt__load_relaxed_ptr(bpt__atomic_ptr *p) { return *p; }
+/* TSO: a load is not reordered with later loads or stores; the barrier keeps tcc from doing so. */
+BPT__PRIVATE uint32_t bpt__load_acquire_u32(bpt__atomic_u32 *p) { uint32_t v = *p; bpt__compiler_barrier(); return v; }
+BPT__PRIVATE uint64_t bpt__load_acquire_u64(bpt__atomic_u64 *p) { uint64_t v = *p; bpt__compiler_barrier(); return v; }
+BPT__PRIVATE void *bpt__load_acquire_ptr(bpt__atomic_ptr *p) { void *v = *p; bpt__compiler_barrier(); return v; }
+BPT__PRIVATE void bpt__store_relaxed_u32(bpt__atomic_u32 *p, uint32_t v) { *p = v; }
+BPT__PRIVATE void bpt__store_relaxed_u64(bpt__atomic_u64 *p, uint64_t v) { *p = v; }
+BPT__PRIVATE void bpt__store_relaxed_ptr(bpt__atomic_ptr *p, void *v) { *p = v; }
+/* TSO: a store is not reordered with earlier loads or stores. */
+BPT__PRIVATE void bpt__store_release_u32(bpt__atomic_u32 *p, uint32_t v) { bpt__compiler_barrier(); *p = v; }
+BPT__PRIVATE void bpt__store_release_u64(bpt__atomic_u64 *p, uint64_t v) { bpt__compiler_barrier(); *p = v; }
+BPT__PRIVATE void bpt__store_release_ptr(bpt__atomic_ptr *p, void *v) { bpt__compiler_barrier(); *p = v; }
+/* xchg with memory is implicitly locked: a full barrier. */
+BPT__PRIVATE void bpt__store_seq_cst_u32(bpt__atomic_u32 *p, uint32_t v) {
+    __asm__ __volatile__("xchgl %0, %1" : "+r"(v), "+m"(*p) : : "memory");
+}
+BPT__PRIVATE uint64_t bpt__fetch_add_u64(bpt__atomic_u64 *p, uint64_t v) {
+    __asm__ __volatile__("lock; xaddq %0, %1" : "+r"(v), "+m"(*p) : : "memory");
+    return v;
+}
+BPT__PRIVATE uint32_t bpt__fetch_add_u32(bpt__atomic_u32 *p, uint32_t v) {
+    __asm__ __volatile__("lock; xaddl %0, %1" : "+r"(v), "+m"(*p) : : "memory");
+    return v;
+}
+BPT__PRIVATE int bpt__cas_u32(bpt__atomic_u32 *p, uint32_t expected, uint32_t desired) {
+    uint32_t prev = expected;
+    __asm__ __volatile__("lock; cmpxchgl %2, %1" : "+a"(prev), "+m"(*p) : "r"(desired) : "memory");
+    return prev == expected;
+}
+BPT__PRIVATE int bpt__cas_u64(bpt__atomic_u64 *p, uint64_t expected, uint64_t desired) {
+    uint64_t prev = expected;
+    __asm__ __volatile__("lock; cmpxchgq %2, %1" : "+a"(prev), "+m"(*p) : "r"(desired) : "memory");
+    return prev == expected;
+}
+BPT__PRIVATE int bpt__cas_ptr(bpt__atomic_ptr *p, void *expected, void *desired) {
+    return bpt__cas_u64((bpt__atomic_u64 *)(void *)p, (uint64_t)(uintptr_t)expected,
+                        (uint64_t)(uintptr_t)desired);
+}
+BPT__PRIVATE void bpt__fence_seq_cst(void) { __asm__ __volatile__("mfence" ::: "memory"); }
+BPT__PRIVATE void bpt__cpu_relax(void) { __asm__ __volatile__("pause" ::: "memory"); }
+
+#else /* gcc, clang: C11 atomics */
+#  include <stdatomic.h>
+typedef _Atomic(uint32_t) bpt__atomic_u32;
+typedef _Atomic(uint64_t) bpt__atomic_u64;
+typedef _Atomic(void *)   bpt__atomic_ptr;
+#  define bpt__compiler_barrier() atomic_signal_fence(memory_order_seq_cst)
+#  define BPT__ATOMIC_OPS(suffix, T, A) \
+    BPT__PRIVATE T bpt__load_relaxed_##suffix(A *p) { return atomic_load_explicit(p, memory_order_relaxed); } \
+    BPT__PRIVATE T bpt__load_acquire_##suffix(A *p) { return atomic_load_explicit(p, memory_order_acquire); } \
+    BPT__PRIVATE void bpt__store_relaxed_##suffix(A *p, T v) { atomic_store_explicit(p, v, memory_order_relaxed); } \
+    BPT__PRIVATE void bpt__store_release_##suffix(A *p, T v) { atomic_store_explicit(p, v, memory_order_release); } \
+    BPT__PRIVATE int bpt__cas_##suffix(A *p, T expected, T desired) { \
+        return atomic_compare_exchange_strong_explicit(p, &expected, desired, \
+                   memory_order_acq_rel, memory_order_acquire); }
+BPT__ATOMIC_OPS(u32, uint32_t, bpt__atomic_u32)
+BPT__ATOMIC_OPS(u64, uint64_t, bpt__atomic_u64)
+BPT__ATOMIC_OPS(ptr, void *, bpt__atomic_ptr)
+#  undef BPT__ATOMIC_OPS
+BPT__PRIVATE void bpt__store_seq_cst_u32(bpt__atomic_u32 *p, uint32_t v) { atomic_store_explicit(p, v, memory_order_seq_cst); }
+BPT__PRIVATE uint64_t bpt__fetch_add_u64(bpt__atomic_u64 *p, uint64_t v) { return atomic_fetch_add_explicit(p, v, memory_order_acq_rel); }
+BPT__PRIVATE uint32_t bpt__fetch_add_u32(bpt__atomic_u32 *p, uint32_t v) { return atomic_fetch_add_explicit(p, v, memory_order_acq_rel); }
+BPT__PRIVATE void bpt__fence_seq_cst(void) { atomic_thread_fence(memory_order_seq_cst); }
+BPT__PRIVATE void bpt__cpu_relax(void) {
+#  if defined(__x86_64__) || defined(__i386__)
+    __asm__ __volatile__("pause" ::: "memory");
+#  elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#  else
+    bpt__compiler_barrier();
+#  endif
+}
+#endif
+
+/* A counter that only its owner thread writes: a relaxed load and store, no
+   locked instruction, read by others with a relaxed load. */
+BPT__PRIVATE void bpt__owner_inc_u64(bpt__atomic_u64 *p, uint64_t v) {
+    bpt__store_relaxed_u64(p, bpt__load_relaxed_u64(p) + v);
+}
+
+/* >>tls: thread-locals. tcc has no __thread, so it keeps the one per-thread
+   pointer bptrace needs (the thread record) in a pthread key, which it needs
+   anyway for the exit destructor. */
+#if defined(__TINYC__)
+#  define BPT__TLS_BY_KEY 1
+#else
+#  define BPT__THREAD_LOCAL __thread
+#endif
+
+/* >>clock */
+BPT__PRIVATE uint64_t bpt__now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+BPT__PRIVATE uint32_t bpt__gettid(void) { return (uint32_t)syscall(SYS_gettid); }
+
+/* >>futex: sleep while *word == expected; wake up to n sleepers. Private
+   futexes: the word is never shared with another process. Spurious returns
+   (EINTR, EAGAIN) are fine: every caller re-checks its condition. */
+BPT__PRIVATE void bpt__futex_wait(bpt__atomic_u32 *word, uint32_t expected) {
+    syscall(SYS_futex, (void *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+BPT__PRIVATE void bpt__futex_wake(bpt__atomic_u32 *word, int n) {
+    syscall(SYS_futex, (void *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+/* >>membarrier: the heavy barrier of an asymmetric fence pair.
+   membarrier(PRIVATE_EXPEDITED) makes every running thread of this process
+   execute a full memory barrier before it returns (an IPI to each CPU that
+   runs one of them), so readers may use a compiler barrier where they would
+   otherwise need a fence. SYNC_CORE also serializes each thread's
+   instruction stream, as needed after writing code.
+   The commands are spelled out rather than taken from <linux/membarrier.h>,
+   which old kernels' headers lack. */
+enum {
+    BPT__MEMBARRIER_CMD_QUERY = 0,
+    BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED = 1 << 3,
+    BPT__MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED = 1 << 4,
+    BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE = 1 << 5,
+    BPT__MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE = 1 << 6
+};
+
+BPT__PRIVATE long bpt__membarrier(int cmd) {
+#if defined(SYS_membarrier)
+    return syscall(SYS_membarrier, cmd, 0, 0);
+#else
+    (void)cmd;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/* Register a membarrier command: 1 if it can be used from now on, 0 if the
+   kernel refused (ENOSYS: too old or seccomp; EINVAL: command unknown;
+   EPERM: forbidden), and the caller falls back. */
+BPT__PRIVATE int bpt__membarrier_register(int query_bit, int register_cmd) {
+#if defined(BPT_NO_MEMBARRIER)
+    (void)query_bit; (void)register_cmd;
+    return 0;
+#else
+    long supported = bpt__membarrier(BPT__MEMBARRIER_CMD_QUERY);
+    if (supported < 0 || !(supported & query_bit)) return 0;
+    return bpt__membarrier(register_cmd) == 0;
+#endif
+}
+/*** End of port.h ***/
+
+/*** Begin file progress.c ***/
+/* progress.c: thread progress, the epoch mechanism every wait of the protocol uses.
+   (ERTS erl_thr_progress.c for managed threads; liburcu urcu-memb for the
+   pinned read side of unmanaged ones.)
+
+   Each thread that ever pins owns a thread record. Its state word says where
+   the thread is:
+       state == 0                   quiescent: holds no reference
+       state == (epoch << 16) | n   pinned n deep since the thread read epoch
+   A managed online thread keeps (acknowledged epoch << 16) | 1 there, and
+   moves it forward at each bpt_thread_progress().
+
+   A waiter advances the global epoch to E and waits until every record is
+   quiescent or carries an epoch >= E. Such a thread started its current
+   section after the waiter's stores, and sees them.
+
+   The barrier pairs (each named where it is used):
+   [B1] pin:    store state; light barrier; read breakpoint data
+        waiter: advance epoch; heavy barrier; read states
+        Either the waiter sees the pin, or the reader sees every store the
+        waiter made before advancing the epoch.
+   [B2] unpin:  release-store 0; light barrier; read the futex word
+        waiter: store futex word = 1; heavy barrier; re-read the state
+        Either the waiter sees the unpin, or the unpinner sees the waiter
+        asleep and wakes it: no lost wake-up.
+   [B3] the waiter's acquire load of a state pairs with the release store
+        that ended the section (unpin, progress, offline, exit), so all the
+        reader's accesses happen before whatever the waiter does next (a free).
+   The light barrier is a compiler barrier once membarrier(PRIVATE_EXPEDITED)
+   is registered (the heavy barrier then runs a full barrier on every running
+   thread); otherwise both sides use a full fence. */
+
+#define BPT__NEST_BITS 16
+#define BPT__NEST_MASK ((1u << BPT__NEST_BITS) - 1)
+#define BPT__WAIT_SPINS 200
+
+typedef struct bpt__thread {
+    /* Written by the owner, read by waiters: first, on its own cache line. */
+    bpt__atomic_u64 state;
+    bpt__atomic_u32 in_use;         /* 1 while a live thread owns the record */
+    bpt__atomic_u32 sync_ack;       /* bumped by the sync-core fallback signal handler */
+    struct bpt__thread *next;       /* immutable once the record is published */
+    uint32_t index;                 /* slot for per-thread data (rings); stable across reuse */
+    uint32_t tid;                   /* OS thread id of the owner */
+    pthread_t self;
+    int managed;                    /* owner only: registered as a managed thread */
+    int managed_online;             /* owner only: managed and online (pins are free) */
+    int in_tracer;                  /* owner only: inside a callback tracer */
+    uint64_t process;               /* owner only: the process time is charged to */
+    char errmsg[200];               /* owner only: bpt_last_error() */
+} bpt__thread;
+
+static struct {
+    bpt__atomic_u64 epoch;          /* global epoch; starts at 1 */
+    bpt__atomic_u32 futex;          /* 1: a waiter sleeps (or is about to) */
+    bpt__atomic_ptr records;        /* bpt__thread list head, push-only */
+    bpt__atomic_u32 nrecords;
+    bpt__atomic_u32 light_pins;     /* membarrier PRIVATE_EXPEDITED registered */
+    bpt__atomic_u32 sync_core;      /* membarrier SYNC_CORE registered */
+    pthread_mutex_t wait_lock;      /* one waiter at a time */
+    pthread_key_t key;              /* exit destructor (and the TLS slot on tcc) */
+    bpt__atomic_u64 waits, futex_sleeps, futex_wakes;
+} bpt__progress = { 1, 0, NULL, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0 };
+
+static pthread_once_t bpt__progress_once = PTHREAD_ONCE_INIT;
+
+#if !defined(BPT__TLS_BY_KEY)
+static BPT__THREAD_LOCAL bpt__thread *bpt__tls_thread;
+#endif
+
+BPT__PRIVATE bpt__thread *bpt__thread_self_or_null(void) {
+#if defined(BPT__TLS_BY_KEY)
+    return (bpt__thread *)pthread_getspecific(bpt__progress.key);
+#else
+    return bpt__tls_thread;
+#endif
+}
+
+/* The light side of an asymmetric barrier pair [B1] [B2]. */
+BPT__PRIVATE void bpt__light_barrier(void) {
+    if (bpt__load_relaxed_u32(&bpt__progress.light_pins))
+        bpt__compiler_barrier();
+    else
+        bpt__fence_seq_cst();
+}
+
+/* The heavy side [B1] [B2]: after it, every thread's earlier stores are
+   visible to us and our earlier stores to every thread. */
+BPT__PRIVATE void bpt__heavy_barrier(void) {
+    bpt__fence_seq_cst();
+    if (bpt__load_relaxed_u32(&bpt__progress.light_pins))
+        bpt__membarrier(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+}
+
+static void bpt__sync_core_handler(int sig);
+static void bpt__thread_exit_destructor(void *arg);
+static void bpt__atfork_child(void);
+
+static void bpt__progress_init(void) {
+    pthread_key_create(&bpt__progress.key, bpt__thread_exit_destructor);
+    /* light_pins is set only after registration succeeded: a reader that
+       sees it knows every later heavy barrier reaches it. */
+    if (bpt__membarrier_register(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED,
+                                 BPT__MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED))
+        bpt__store_release_u32(&bpt__progress.light_pins, 1);
+    if (bpt__membarrier_register(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE,
+                                 BPT__MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE)) {
+        bpt__store_release_u32(&bpt__progress.sync_core, 1);
+    } else {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = bpt__sync_core_handler;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(BPT__SYNC_CORE_SIGNAL, &sa, NULL);
+    }
+    pthread_atfork(NULL, NULL, bpt__atfork_child);
+}
+
+BPT__PRIVATE void bpt__progress_ensure_init(void) {
+    pthread_once(&bpt__progress_once, bpt__progress_init);
+}
+
+/* Take a retired record, or make a new one. Records are never freed: a
+   waiter may be walking the list at any time. */
+static bpt__thread *bpt__thread_create(void) {
+    bpt__thread *rec;
+    void *raw;
+    size_t size;
+    bpt__progress_ensure_init();
+    for (rec = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records); rec; rec = rec->next) {
+        if (bpt__load_relaxed_u32(&rec->in_use) == 0 && bpt__cas_u32(&rec->in_use, 0, 1))
+            break;   /* acquire: sees everything the previous owner did */
+    }
+    if (!rec) {
+        /* A whole number of cache lines, cache-line aligned: no false sharing
+           between one thread's pins and another's. */
+        size = (sizeof(bpt__thread) + BPT__CACHE_LINE - 1) & ~(size_t)(BPT__CACHE_LINE - 1);
+        raw = BPT_MALLOC(size + BPT__CACHE_LINE);
+        if (!raw) return NULL;
+        rec = (bpt__thread *)(((uintptr_t)raw + BPT__CACHE_LINE) & ~(uintptr_t)(BPT__CACHE_LINE - 1));
+        memset(rec, 0, sizeof *rec);
+        bpt__store_relaxed_u32(&rec->in_use, 1);
+        rec->index = bpt__fetch_add_u32(&bpt__progress.nrecords, 1);
+        do {   /* push: next is written before the release CAS publishes rec */
+            rec->next = (bpt__thread *)bpt__load_relaxed_ptr(&bpt__progress.records);
+        } while (!bpt__cas_ptr(&bpt__progress.records, rec->next, rec));
+    }
+    rec->tid = bpt__gettid();
+    rec->self = pthread_self();
+    rec->managed = rec->managed_online = rec->in_tracer = 0;
+    rec->process = rec->tid;
+    rec->errmsg[0] = '\0';
+    bpt__store_relaxed_u64(&rec->state, 0);
+#if !defined(BPT__TLS_BY_KEY)
+    bpt__tls_thread = rec;
+#endif
+    pthread_setspecific(bpt__progress.key, rec);   /* arms the exit destructor */
+    return rec;
+}
+
+/* The calling thread's record, created on first use; NULL only if memory ran out. */
+BPT__PRIVATE bpt__thread *bpt__thread_self(void) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    return rec ? rec : bpt__thread_create();
+}
+
+/* End a section: publish the new state [B3], then wake a sleeping waiter [B2]. */
+static void bpt__state_store_and_wake(bpt__thread *rec, uint64_t state) {
+    bpt__store_release_u64(&rec->state, state);          /* [B3] pairs with the waiter's acquire load */
+    bpt__light_barrier();                                /* [B2] pairs with the waiter's heavy barrier */
+    if (bpt__load_relaxed_u32(&bpt__progress.futex)) {
+        bpt__store_relaxed_u32(&bpt__progress.futex, 0);
+        bpt__fetch_add_u64(&bpt__progress.futex_wakes, 1);
+        bpt__futex_wake(&bpt__progress.futex, INT_MAX);
+    }
+}
+
+/* The read side. One load of the thread's own state and one store: a signal
+   handler that pins in between restores the state before the interrupted
+   code resumes, so the store never loses a nesting level. */
+BPT__PRIVATE bpt__thread *bpt__pin(void) {
+    bpt__thread *rec = bpt__thread_self();
+    uint64_t s;
+    if (!rec) return NULL;
+    if (rec->managed_online) return rec;   /* its progress reports cover it */
+    s = bpt__load_relaxed_u64(&rec->state);
+    if ((s & BPT__NEST_MASK) == 0) {
+        /* The acquire pairs with the waiter's epoch advance: a section that
+           reads the new epoch sees the waiter's earlier stores. */
+        s = bpt__load_acquire_u64(&bpt__progress.epoch) << BPT__NEST_BITS | 1;
+        bpt__store_relaxed_u64(&rec->state, s);
+        bpt__light_barrier();                  /* [B1] pairs with the waiter's heavy barrier */
+    } else {
+        BPT_ASSERT((s & BPT__NEST_MASK) != BPT__NEST_MASK);
+        bpt__store_relaxed_u64(&rec->state, s + 1);
+    }
+    return rec;
+}
+
+BPT__PRIVATE void bpt__unpin(bpt__thread *rec) {
+    uint64_t s;
+    if (!rec || rec->managed_online) return;
+    s = bpt__load_relaxed_u64(&rec->state);
+    BPT_ASSERT((s & BPT__NEST_MASK) != 0);
+    if ((s & BPT__NEST_MASK) == 1)
+        bpt__state_store_and_wake(rec, 0);
+    else
+        bpt__store_relaxed_u64(&rec->state, s - 1);
+}
+
+BPT__PRIVATE int bpt__thread_pinned(const bpt__thread *rec) {
+    return rec && !rec->managed && (bpt__load_relaxed_u64((bpt__atomic_u64 *)&rec->state) & BPT__NEST_MASK) != 0;
+}
+
+void bpt_thread_progress_pin(void) { (void)bpt__pin(); }
+
+void bpt_thread_progress_unpin(void) { bpt__unpin(bpt__thread_self_or_null()); }
+
+static void bpt__thread_exit_destructor(void *arg) {
+    bpt__thread *rec = (bpt__thread *)arg;
+    rec->managed = rec->managed_online = 0;
+    /* Quiescent from now on, even if it exited pinned: it will never touch
+       breakpoint data again. */
+    bpt__state_store_and_wake(rec, 0);
+#if !defined(BPT__TLS_BY_KEY)
+    bpt__tls_thread = NULL;
+#endif
+    bpt__store_release_u32(&rec->in_use, 0);   /* pairs with the CAS that reuses it */
+}
+
+/* After fork() only the forking thread exists in the child: retire every
+   other record, or the child's first wait would wait for ghosts. */
+static void bpt__atfork_child(void) {
+    bpt__thread *self = bpt__thread_self_or_null(), *rec;
+    for (rec = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records); rec; rec = rec->next) {
+        if (rec == self) continue;
+        bpt__store_relaxed_u64(&rec->state, 0);
+        bpt__store_relaxed_u32(&rec->in_use, 0);
+    }
+    bpt__store_relaxed_u32(&bpt__progress.futex, 0);
+    pthread_mutex_init(&bpt__progress.wait_lock, NULL);
+}
+
+/* A record no longer holds a waiter for epoch `target` back. */
+BPT__PRIVATE int bpt__state_done(uint64_t s, uint64_t target) {
+    return s == 0 || (s >> BPT__NEST_BITS) >= target;
+}
+
+static void bpt__wait_for_record(bpt__thread *rec, uint64_t target) {
+    int spins = 0;
+    while (!bpt__state_done(bpt__load_acquire_u64(&rec->state), target)) {   /* [B3] */
+        if (++spins < BPT__WAIT_SPINS) {
+            bpt__cpu_relax();
+            continue;
+        }
+        /* Sleep. Announce it, then look again after the heavy barrier [B2]:
+           an unpin that came before it is seen here, and one after it sees
+           the announcement and wakes us. */
+        bpt__store_seq_cst_u32(&bpt__progress.futex, 1);
+        bpt__heavy_barrier();
+        if (bpt__state_done(bpt__load_acquire_u64(&rec->state), target)) break;
+        bpt__fetch_add_u64(&bpt__progress.futex_sleeps, 1);
+        bpt__futex_wait(&bpt__progress.futex, 1);
+    }
+}
+
+static int bpt__progress_wait(int sync_core);
+
+int bpt_thread_progress_wait(void) { return bpt__progress_wait(0); }
+
+int bpt_thread_progress_wait_sync_core(void) { return bpt__progress_wait(1); }
+
+/* Serialize every thread's instruction stream where membarrier SYNC_CORE is
+   missing: a signal to each live thread. Returning from a signal handler is
+   context synchronizing (iret on x86-64, eret on aarch64). */
+static void bpt__sync_core_handler(int sig) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    (void)sig;
+    if (rec) bpt__fetch_add_u32(&rec->sync_ack, 1);
+}
+
+static void bpt__sync_core_by_signal(bpt__thread *self) {
+    bpt__thread *rec;
+    for (rec = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records); rec; rec = rec->next) {
+        uint32_t before;
+        if (rec == self || !bpt__load_acquire_u32(&rec->in_use)) continue;
+        before = bpt__load_acquire_u32(&rec->sync_ack);
+        if (pthread_kill(rec->self, BPT__SYNC_CORE_SIGNAL) != 0) continue;   /* exited meanwhile */
+        while (bpt__load_acquire_u32(&rec->sync_ack) == before && bpt__load_acquire_u32(&rec->in_use))
+            sched_yield();
+    }
+}
+
+static int bpt__progress_wait(int sync_core) {
+    bpt__thread *self = bpt__thread_self_or_null(), *rec;
+    uint64_t target;
+    if (self && (bpt__thread_pinned(self) || self->in_tracer)) return BPT_EDEADLK;
+    bpt__progress_ensure_init();
+    pthread_mutex_lock(&bpt__progress.wait_lock);
+    /* The acq_rel increment releases every store made before the wait to a
+       pin that reads the new epoch (the pin's acquire load). */
+    target = bpt__fetch_add_u64(&bpt__progress.epoch, 1) + 1;
+    bpt__heavy_barrier();                       /* [B1] pairs with the pin's light barrier */
+    for (rec = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records); rec; rec = rec->next) {
+        if (rec == self) continue;              /* not pinned (checked above) */
+        bpt__wait_for_record(rec, target);
+    }
+    if (sync_core) {
+        if (bpt__load_relaxed_u32(&bpt__progress.sync_core))
+            bpt__membarrier(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE);
+        else
+            bpt__sync_core_by_signal(self);
+    }
+    bpt__fetch_add_u64(&bpt__progress.waits, 1);
+    pthread_mutex_unlock(&bpt__progress.wait_lock);
+    return 0;
+}
+
+int bpt_thread_progress_register_managed(void) {
+    bpt__thread *rec = bpt__thread_self();
+    if (!rec) return BPT_ENOMEM;
+    if (bpt__thread_pinned(rec)) return BPT_EINVAL;
+    rec->managed = 1;
+    bpt_thread_progress_online();
+    return 0;
+}
+
+void bpt_thread_progress(void) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    if (!rec || !rec->managed_online) return;
+    /* Quiescent point: every earlier access is released before the new epoch
+       is acknowledged [B3]; the acquire of the epoch makes later reads see
+       the waiter's stores. */
+    bpt__state_store_and_wake(rec, bpt__load_acquire_u64(&bpt__progress.epoch) << BPT__NEST_BITS | 1);
+}
+
+void bpt_thread_progress_offline(void) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    if (!rec || !rec->managed_online) return;
+    rec->managed_online = 0;
+    bpt__state_store_and_wake(rec, 0);
+}
+
+void bpt_thread_progress_online(void) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    if (!rec || !rec->managed || rec->managed_online) return;
+    /* As a pin [B1]: the state must be visible before the thread reads any
+       breakpoint data. A full fence: going online is rare. */
+    bpt__store_relaxed_u64(&rec->state, bpt__load_acquire_u64(&bpt__progress.epoch) << BPT__NEST_BITS | 1);
+    bpt__fence_seq_cst();
+    rec->managed_online = 1;
+}
+
+int bpt_thread_progress_stats(bpt_progress_stats *out) {
+    bpt__thread *rec;
+    if (!out) return BPT_EINVAL;
+    bpt__progress_ensure_init();
+    memset(out, 0, sizeof *out);
+    out->epoch = bpt__load_relaxed_u64(&bpt__progress.epoch);
+    out->waits = bpt__load_relaxed_u64(&bpt__progress.waits);
+    out->futex_sleeps = bpt__load_relaxed_u64(&bpt__progress.futex_sleeps);
+    out->futex_wakes = bpt__load_relaxed_u64(&bpt__progress.futex_wakes);
+    out->records = bpt__load_relaxed_u32(&bpt__progress.nrecords);
+    for (rec = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records); rec; rec = rec->next)
+        out->threads += bpt__load_relaxed_u32(&rec->in_use);
+    out->membarrier = (int)bpt__load_relaxed_u32(&bpt__progress.light_pins);
+    out->sync_core = (int)bpt__load_relaxed_u32(&bpt__progress.sync_core);
+    return 0;
+}
+
+/* >>errors: the message of the calling thread's last failure. */
+static const char *bpt__error_text(int code) {
+    switch (code) {
+#define BPT__ERROR_CASE(name, value, text) case value: return text;
+    BPT_ERRORS(BPT__ERROR_CASE)
+#undef BPT__ERROR_CASE
+    default: return "unknown error";
+    }
+}
+
+const char *bpt_strerror(int code) { return bpt__error_text(code); }
+
+const char *bpt_last_error(void) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    return rec ? rec->errmsg : "";
+}
+
+/* Record why a call failed and return its code, so that failure paths read
+   `return bpt__fail(BPT_EPATTERN, "...", ...);`. */
+BPT__PRIVATE int bpt__fail(int code, const char *fmt, ...) {
+    bpt__thread *rec = bpt__thread_self();
+    if (rec) {
+        va_list ap;
+        int n = snprintf(rec->errmsg, sizeof rec->errmsg, "%s: ", bpt__error_text(code));
+        if (n < 0 || (size_t)n >= sizeof rec->errmsg) n = 0;
+        va_start(ap, fmt);
+        vsnprintf(rec->errmsg + n, sizeof rec->errmsg - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+/*** End of progress.c ***/
+
+/*** Begin file intern.c ***/
+/* intern.c: interned strings. Module and function names, and match spec
+   messages, are copied once and kept for the life of the process, so a trace
+   message can name its function after the function is gone. Only the set
+   path interns (under its own lock); the hit path only reads the pointers. */
+
+typedef struct bpt__interned {
+    struct bpt__interned *next;
+    uint32_t hash;
+    char text[1];
+} bpt__interned;
+
+enum { BPT__INTERN_BUCKETS = 1024 };
+static bpt__interned *bpt__intern_table[BPT__INTERN_BUCKETS];
+static pthread_mutex_t bpt__intern_lock = PTHREAD_MUTEX_INITIALIZER;
+
+BPT__PRIVATE uint32_t bpt__hash_str(const char *s) {
+    uint32_t h = 2166136261u;   /* FNV-1a */
+    while (*s) h = (h ^ (uint8_t)*s++) * 16777619u;
+    return h;
+}
+
+/* The interned copy of text, or NULL when memory ran out. */
+BPT__PRIVATE const char *bpt__intern(const char *text) {
+    uint32_t h = bpt__hash_str(text);
+    size_t len = strlen(text);
+    bpt__interned *e;
+    pthread_mutex_lock(&bpt__intern_lock);
+    for (e = bpt__intern_table[h % BPT__INTERN_BUCKETS]; e; e = e->next)
+        if (e->hash == h && strcmp(e->text, text) == 0) break;
+    if (!e && (e = (bpt__interned *)BPT_MALLOC(sizeof *e + len)) != NULL) {
+        e->hash = h;
+        memcpy(e->text, text, len + 1);
+        e->next = bpt__intern_table[h % BPT__INTERN_BUCKETS];
+        bpt__intern_table[h % BPT__INTERN_BUCKETS] = e;
+    }
+    pthread_mutex_unlock(&bpt__intern_lock);
+    return e ? e->text : NULL;
+}
+/*** End of intern.c ***/
+
+/*** Begin file session.c ***/
+/* session.c: trace sessions, their tracers, message rings and rate limits
+   (OTP 27 trace sessions; recon_trace's rate limits).
+
+   A session sends each message either to a callback tracer, run in the
+   traced thread, or to a per-thread lane: a single-producer single-consumer
+   ring the traced thread writes and bpt_session_drain reads. A traced thread
+   never waits for a tracer: a full ring drops the message and counts it.
+
+   Lanes are per thread slot (bpt__thread.index), created on the slot's first
+   message. Threads beyond BPT_MAX_THREADS share one overflow lane, taken with
+   a try-lock: a thread that finds it busy drops its message, so even a signal
+   handler that interrupts the lock's holder cannot deadlock. */
+
+typedef struct bpt__lane {
+    /* producer side */
+    bpt__atomic_u64 head;         /* next slot to write; release-stored after the write */
+    bpt__atomic_u64 produced;     /* owner-written counters (bpt__owner_inc_u64) */
+    bpt__atomic_u64 dropped;
+    bpt__atomic_u64 delivered;    /* callback tracer deliveries */
+    uint64_t unreported_drops;    /* drops not yet announced by a DROPPED message */
+    char pad[BPT__CACHE_LINE];
+    /* consumer side */
+    bpt__atomic_u64 tail;         /* next slot to read; release-stored after the read */
+    bpt__atomic_u64 drained;
+    uint64_t mask;                /* capacity - 1; capacity 0 for a callback session */
+    bpt_msg slots[1];
+} bpt__lane;
+
+typedef struct bpt__pattern_entry bpt__pattern_entry;   /* pattern.c */
+
+typedef struct bpt__session {
+    uint64_t id;                  /* weak id: generation << 16 | slot */
+    char name[64];
+    bpt_tracer_fn tracer;
+    void *tracer_user;
+    uint32_t ring_size;
+    uint64_t rate_max;
+    uint64_t rate_window_ns;
+    bpt__atomic_u32 dead;         /* destroy began: send nothing more */
+    bpt__atomic_u32 limit_tripped;
+    bpt__atomic_u64 window_start; /* rate limit window */
+    bpt__atomic_u64 window_count;
+    bpt__atomic_u64 limited;
+    bpt__atomic_ptr lanes[BPT_MAX_THREADS + 1];   /* the last is the overflow lane */
+    bpt__atomic_u32 overflow_busy;
+    pthread_mutex_t drain_lock;
+    bpt__pattern_entry *patterns; /* set path only: the patterns in force, in order */
+} bpt__session;
+
+/* The registry of live sessions. A slot's pointer is published with a
+   release store and cleared before the session is freed after a wait, so a
+   pinned reader that finds it may use it. */
+static struct {
+    bpt__atomic_ptr slot[BPT_MAX_SESSIONS];
+    uint64_t generation[BPT_MAX_SESSIONS];    /* under the code modification permission */
+} bpt__sessions;
+
+/* The live session of handle `id`, or NULL. The caller is pinned or holds the permission. */
+BPT__PRIVATE bpt__session *bpt__session_lookup(uint64_t id) {
+    uint64_t slot = id & 0xffff;
+    bpt__session *s;
+    if (id == 0 || slot >= BPT_MAX_SESSIONS) return NULL;
+    s = (bpt__session *)bpt__load_acquire_ptr(&bpt__sessions.slot[slot]);
+    if (!s || s->id != id || bpt__load_relaxed_u32(&s->dead)) return NULL;
+    return s;
+}
+
+static bpt__lane *bpt__lane_new(const bpt__session *s) {
+    size_t cap = s->tracer ? 0 : s->ring_size;
+    size_t size = sizeof(bpt__lane) + (cap ? cap - 1 : 0) * sizeof(bpt_msg);
+    bpt__lane *lane = (bpt__lane *)BPT_MALLOC(size);
+    if (!lane) return NULL;
+    memset(lane, 0, sizeof *lane);
+    lane->mask = cap ? cap - 1 : 0;
+    return lane;
+}
+
+/* The lane of the calling thread's slot, created on first use. Publication
+   is a release CAS (a new lane is fully initialised before others see it),
+   paired with the acquire loads in drain, stats and here. */
+static bpt__lane *bpt__lane_get(bpt__session *s, const bpt__thread *rec) {
+    uint32_t ix = rec->index < BPT_MAX_THREADS ? rec->index : BPT_MAX_THREADS;
+    bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[ix]);
+    if (lane) return lane;
+    lane = bpt__lane_new(s);
+    if (!lane) return NULL;
+    if (!bpt__cas_ptr(&s->lanes[ix], NULL, lane)) {
+        BPT_FREE(lane);   /* only the overflow slot has rival producers */
+        lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[ix]);
+    }
+    return lane;
+}
+
+/* Write one message into a ring lane, announcing earlier drops first. The
+   single producer owns head; tail is read with acquire, pairing with the
+   consumer's release store after it copied the slot out. */
+static void bpt__lane_push(bpt__lane *lane, const bpt_msg *m) {
+    uint64_t head = bpt__load_relaxed_u64(&lane->head);
+    uint64_t tail = bpt__load_acquire_u64(&lane->tail);
+    uint64_t need = lane->unreported_drops ? 2 : 1;
+    bpt__owner_inc_u64(&lane->produced, 1);
+    if (head - tail + need > lane->mask + 1) {
+        lane->unreported_drops++;
+        bpt__owner_inc_u64(&lane->dropped, 1);
+        return;
+    }
+    if (need == 2) {
+        bpt_msg *d = &lane->slots[head++ & lane->mask];
+        memset(d, 0, sizeof *d);
+        d->type = BPT_MSG_DROPPED;
+        d->thread = m->thread;
+        d->process = m->process;
+        d->ts_ns = m->ts_ns;
+        d->session = m->session;
+        d->value = lane->unreported_drops;
+        lane->unreported_drops = 0;
+    }
+    lane->slots[head & lane->mask] = *m;
+    bpt__store_release_u64(&lane->head, head + 1);   /* pairs with drain's acquire of head */
+}
+
+/* Hand one message to the session's tracer. Called pinned, from the hit path. */
+BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt_msg *m) {
+    bpt__lane *lane = bpt__lane_get(s, rec);
+    int overflow = rec->index >= BPT_MAX_THREADS;
+    if (!lane) return;   /* out of memory: the message is lost, nothing else is */
+    if (overflow && !bpt__cas_u32(&s->overflow_busy, 0, 1)) {
+        bpt__fetch_add_u64(&lane->produced, 1);
+        bpt__fetch_add_u64(&lane->dropped, 1);
+        return;
+    }
+    if (s->tracer) {
+        bpt__owner_inc_u64(&lane->produced, 1);
+        rec->in_tracer++;
+        s->tracer(m, s->tracer_user);
+        rec->in_tracer--;
+        bpt__owner_inc_u64(&lane->delivered, 1);
+    } else {
+        bpt__lane_push(lane, m);
+    }
+    if (overflow) bpt__store_release_u32(&s->overflow_busy, 0);
+}
+
+/* recon_trace's rule: at most rate_max messages (per window, if one is set);
+   past it the session stops tracing and says so once. Returns 1 to send. */
+BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec, uint64_t now) {
+    uint64_t n;
+    if (bpt__load_relaxed_u32(&s->limit_tripped)) {
+        bpt__fetch_add_u64(&s->limited, 1);
+        return 0;
+    }
+    if (!s->rate_max) return 1;
+    if (s->rate_window_ns) {
+        uint64_t start = bpt__load_relaxed_u64(&s->window_start);
+        if (now - start >= s->rate_window_ns && bpt__cas_u64(&s->window_start, start, now))
+            bpt__store_relaxed_u64(&s->window_count, 0);
+    }
+    n = bpt__fetch_add_u64(&s->window_count, 1);
+    if (n < s->rate_max) return 1;
+    bpt__fetch_add_u64(&s->limited, 1);
+    if (bpt__cas_u32(&s->limit_tripped, 0, 1)) {
+        bpt_msg m;
+        memset(&m, 0, sizeof m);
+        m.type = BPT_MSG_LIMIT;
+        m.thread = rec->tid;
+        m.process = rec->process;
+        m.ts_ns = now;
+        m.session = s->id;
+        m.value = s->rate_max;
+        bpt__session_send(s, rec, &m);
+    }
+    return 0;
+}
+
+/* Build a session from its desc (validated by the caller). */
+static int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out) {
+    bpt__session *s = (bpt__session *)BPT_MALLOC(sizeof *s);
+    uint32_t ring = d->ring_size ? d->ring_size : 1024;
+    if (!s) return bpt__fail(BPT_ENOMEM, "bpt_session_create: no memory for the session");
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", d->name ? d->name : "session");
+    s->tracer = d->tracer;
+    s->tracer_user = d->tracer_user;
+    s->ring_size = 1;
+    while (s->ring_size < ring) s->ring_size <<= 1;
+    s->rate_max = d->rate_max;
+    s->rate_window_ns = (uint64_t)d->rate_per_ms * 1000000u;
+    bpt__store_relaxed_u64(&s->window_start, bpt__now_ns());
+    pthread_mutex_init(&s->drain_lock, NULL);
+    *out = s;
+    return 0;
+}
+
+/* Free a session that no thread can reach any more (after a wait). */
+static void bpt__session_free(bpt__session *s) {
+    int i;
+    for (i = 0; i <= BPT_MAX_THREADS; i++)
+        BPT_FREE(bpt__load_relaxed_ptr(&s->lanes[i]));
+    pthread_mutex_destroy(&s->drain_lock);
+    BPT_FREE(s);
+}
+
+int bpt_session_drain(bpt_session handle, bpt_msg *out, int max) {
+    bpt__thread *rec;
+    bpt__session *s;
+    int n = 0, i;
+    if (max < 0 || (max > 0 && !out))
+        return bpt__fail(BPT_EINVAL, "bpt_session_drain: out is NULL or max (%d) < 0", max);
+    /* Pinned, so a concurrent destroy frees the session only after we leave. */
+    rec = bpt__pin();
+    if (!rec) return bpt__fail(BPT_ENOMEM, "bpt_session_drain: no memory for the thread record");
+    s = bpt__session_lookup(handle.id);
+    if (!s) {
+        bpt__unpin(rec);
+        return bpt__fail(BPT_ESESSION, "bpt_session_drain: session %llu is not alive",
+                         (unsigned long long)handle.id);
+    }
+    pthread_mutex_lock(&s->drain_lock);
+    for (i = 0; i <= BPT_MAX_THREADS && n < max; i++) {
+        bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);
+        uint64_t tail, head, drained;
+        if (!lane || !lane->mask) continue;
+        tail = bpt__load_relaxed_u64(&lane->tail);
+        head = bpt__load_acquire_u64(&lane->head);   /* pairs with the producer's release of head */
+        drained = bpt__load_relaxed_u64(&lane->drained);
+        while (tail != head && n < max) {
+            out[n] = lane->slots[tail++ & lane->mask];
+            drained += out[n++].type != BPT_MSG_DROPPED;   /* notices are not produced messages */
+        }
+        bpt__store_release_u64(&lane->tail, tail);    /* pairs with the producer's acquire of tail */
+        bpt__store_relaxed_u64(&lane->drained, drained);
+    }
+    pthread_mutex_unlock(&s->drain_lock);
+    bpt__unpin(rec);
+    return n;
+}
+
+int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
+    bpt__thread *rec;
+    bpt__session *s;
+    int i;
+    if (!out) return bpt__fail(BPT_EINVAL, "bpt_session_stats: out is NULL");
+    rec = bpt__pin();
+    if (!rec) return bpt__fail(BPT_ENOMEM, "bpt_session_stats: no memory for the thread record");
+    s = bpt__session_lookup(handle.id);
+    if (!s) {
+        bpt__unpin(rec);
+        return bpt__fail(BPT_ESESSION, "bpt_session_stats: session %llu is not alive",
+                         (unsigned long long)handle.id);
+    }
+    memset(out, 0, sizeof *out);
+    for (i = 0; i <= BPT_MAX_THREADS; i++) {
+        bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);
+        if (!lane) continue;
+        out->produced += bpt__load_relaxed_u64(&lane->produced);
+        out->dropped += bpt__load_relaxed_u64(&lane->dropped);
+        out->delivered += bpt__load_relaxed_u64(&lane->delivered) + bpt__load_relaxed_u64(&lane->drained);
+    }
+    out->limited = bpt__load_relaxed_u64(&s->limited);
+    out->limit_tripped = (int)bpt__load_relaxed_u32(&s->limit_tripped);
+    memcpy(out->name, s->name, sizeof out->name);
+    bpt__unpin(rec);
+    return 0;
+}
+/*** End of session.c ***/
+
+/*** Begin file pattern.c ***/
+/* pattern.c: trace patterns ("module:function/arity" with globs) and match
+   specs, as erlang:trace_pattern/3 takes them. Set path only. */
+
+enum { BPT__NAME_MAX = 127 };
+
+typedef struct bpt__mfa {
+    char module[BPT__NAME_MAX + 1];
+    char function[BPT__NAME_MAX + 1];
+    int arity;                    /* -1: any */
+} bpt__mfa;
+
+/* Copy one part of a pattern; '_' alone means any, as '*'. */
+static int bpt__pattern_part(char *dst, const char *src, size_t len, const char *what, const char *text) {
+    if (len == 0)
+        return bpt__fail(BPT_EPATTERN, "'%s': the %s is empty", text, what);
+    if (len > BPT__NAME_MAX)
+        return bpt__fail(BPT_EPATTERN, "'%s': the %s is longer than %d bytes", text, what, BPT__NAME_MAX);
+    if (len == 1 && src[0] == '_') { strcpy(dst, "*"); return 0; }
+    memcpy(dst, src, len);
+    dst[len] = '\0';
+    return 0;
+}
+
+/* Parse "module:function/arity". Errors: BPT_EINVAL (NULL), BPT_EPATTERN,
+   with bpt_last_error() saying which part is wrong. */
+BPT__PRIVATE int bpt__pattern_parse(const char *text, bpt__mfa *out) {
+    const char *colon, *slash, *a;
+    int rc, arity = 0;
+    if (!text) return bpt__fail(BPT_EINVAL, "the pattern is NULL");
+    if (!*text) return bpt__fail(BPT_EPATTERN, "the pattern is empty (expected module:function/arity)");
+    colon = strchr(text, ':');
+    if (!colon) return bpt__fail(BPT_EPATTERN, "'%s' has no ':' (expected module:function/arity)", text);
+    slash = strchr(colon + 1, '/');
+    if (!slash) return bpt__fail(BPT_EPATTERN, "'%s' has no '/arity'", text);
+    if (strchr(slash + 1, '/') || strchr(colon + 1, ':'))
+        return bpt__fail(BPT_EPATTERN, "'%s' has more than one ':' or '/'", text);
+    if ((rc = bpt__pattern_part(out->module, text, (size_t)(colon - text), "module", text)) < 0) return rc;
+    if ((rc = bpt__pattern_part(out->function, colon + 1, (size_t)(slash - colon - 1), "function", text)) < 0) return rc;
+    a = slash + 1;
+    if ((a[0] == '_' || a[0] == '*') && a[1] == '\0') { out->arity = -1; return 0; }
+    if (!*a) return bpt__fail(BPT_EPATTERN, "'%s': the arity is empty (use '_' for any)", text);
+    for (; *a; a++) {
+        if (*a < '0' || *a > '9' || arity > 255)
+            return bpt__fail(BPT_EPATTERN, "'%s': the arity must be 0..255 or '_'", text);
+        arity = arity * 10 + (*a - '0');
+    }
+    if (arity > 255) return bpt__fail(BPT_EPATTERN, "'%s': the arity must be 0..255 or '_'", text);
+    out->arity = arity;
+    return 0;
+}
+
+/* Glob match: '*' matches any run, everything else itself. Iterative, with
+   one backtrack point: linear in practice, never recursive. */
+BPT__PRIVATE int bpt__glob(const char *p, const char *s) {
+    const char *star = NULL, *resume = NULL;
+    while (*s) {
+        if (*p == '*') { star = p++; resume = s; }
+        else if (*p == *s) { p++; s++; }
+        else if (star) { p = star + 1; s = ++resume; }
+        else return 0;
+    }
+    while (*p == '*') p++;
+    return *p == '\0';
+}
+
+BPT__PRIVATE int bpt__mfa_match(const bpt__mfa *p, const char *module, const char *name, int arity) {
+    return (p->arity < 0 || p->arity == arity) && bpt__glob(p->module, module) && bpt__glob(p->function, name);
+}
+
+/* The kinds a pattern sets and how. */
+#define BPT__KINDS (BPT_CALL | BPT_COUNT)
+#define BPT__HOWS (BPT_OFF | BPT_PAUSE | BPT_RESTART)
+
+BPT__PRIVATE int bpt__flags_check(unsigned flags) {
+    unsigned how = flags & BPT__HOWS, kinds = flags & BPT__KINDS;
+    if (flags & ~(BPT__KINDS | BPT__HOWS))
+        return bpt__fail(BPT_EFLAGS, "unknown flag bits 0x%x", flags & ~(BPT__KINDS | BPT__HOWS));
+    if (how & (how - 1))
+        return bpt__fail(BPT_EFLAGS, "at most one of BPT_OFF, BPT_PAUSE, BPT_RESTART");
+    if ((how & (BPT_PAUSE | BPT_RESTART)) && kinds != BPT_COUNT)
+        return bpt__fail(BPT_EFLAGS, "BPT_PAUSE and BPT_RESTART apply to BPT_COUNT alone");
+    if (!kinds && how != BPT_OFF)
+        return bpt__fail(BPT_EFLAGS, "no kind given (BPT_CALL, BPT_COUNT)");
+    return 0;
+}
+
+/* A match spec, shared by the generations that use it and freed when the
+   last lets go. refc is changed only under the code modification permission;
+   readers never touch it (they are done with a generation before its
+   references are dropped: steps 8 and 11). */
+typedef struct bpt__ms {
+    bpt_match_fn pred;
+    void *user;
+    unsigned actions;
+    const char *message;          /* interned */
+    uint32_t refc;
+} bpt__ms;
+
+/* A new match spec with one reference, or NULL for ENOMEM. */
+BPT__PRIVATE bpt__ms *bpt__ms_new(const bpt_match *m) {
+    bpt__ms *ms = (bpt__ms *)BPT_MALLOC(sizeof *ms);
+    if (!ms) return NULL;
+    ms->pred = m->pred;
+    ms->user = m->user;
+    ms->actions = m->actions;
+    ms->message = NULL;
+    ms->refc = 1;
+    if (m->message && !(ms->message = bpt__intern(m->message))) {
+        BPT_FREE(ms);
+        return NULL;
+    }
+    return ms;
+}
+
+BPT__PRIVATE void bpt__ms_ref(bpt__ms *ms) { if (ms) ms->refc++; }
+
+BPT__PRIVATE void bpt__ms_unref(bpt__ms *ms) {
+    if (ms && --ms->refc == 0) BPT_FREE(ms);
+}
+
+/* A pattern in force in a session: bpt_trace_pattern calls are kept in order
+   and replayed on functions registered later. */
+struct bpt__pattern_entry {
+    bpt__pattern_entry *next;
+    bpt__mfa mfa;
+    unsigned flags;
+    bpt__ms *ms;                  /* one reference */
+};
+
+static void bpt__pattern_entry_free(bpt__pattern_entry *e) {
+    bpt__ms_unref(e->ms);
+    BPT_FREE(e);
+}
+/*** End of pattern.c ***/
+
+/*** Begin file breakpoint.h ***/
+/* breakpoint.h: the data the set path (bp.c) writes and the hit path
+   (hit.c) reads: function records, GenericBp and its two generations.
+   Names and flag values as in beam_bp.c. */
+
+enum {
+    BPT__BPF_LOCAL_TRACE  = 0x01,
+    BPT__BPF_COUNT        = 0x04,
+    BPT__BPF_COUNT_ACTIVE = 0x08
+};
+
+/* call_count, as BEAM's BpCount: shared by the generations that count into
+   it, freed when the last lets go (refc under the permission). */
+typedef struct bpt__BpCount {
+    bpt__atomic_u64 value;
+    uint32_t refc;
+} bpt__BpCount;
+
+/* One generation of one session's settings on one function. */
+typedef struct bpt__GenericBpData {
+    uint32_t flags;               /* BPT__BPF_* */
+    bpt__ms *local_ms;            /* BPT__BPF_LOCAL_TRACE: the match spec, or NULL (match all) */
+    bpt__BpCount *count;          /* BPT__BPF_COUNT */
+} bpt__GenericBpData;
+
+/* The breakpoint of one trace session on one function. */
+typedef struct bpt__GenericBp {
+    bpt_vm_word orig_instr;       /* the word the breakpoint replaces */
+    bpt__GenericBpData data[2];   /* indexed by bpt_active_bp_ix() / its staging twin */
+    bpt__session *session;
+    bpt__atomic_ptr next;         /* bpt__GenericBp *: the next session's, walked by readers */
+    struct bpt__GenericBp *to_insert;    /* set path: a new session's GenericBp, parked until step 5 */
+    struct bpt__GenericBp *next_to_free; /* set path: freed after step 12 */
+} bpt__GenericBp;
+
+enum bpt__site_kind { BPT__SITE_VM = 1 };
+
+struct bpt_func {
+    const char *module, *name;    /* interned */
+    int arity;
+    int kind;                     /* enum bpt__site_kind */
+    bpt_vm_word *word;            /* VM site: the function's first instruction word */
+    bpt_vm_word orig_word;        /* ... its original content */
+    bpt_vm_word bp_word;          /* ... the VM's breakpoint opcode word */
+    const bpt_vm_ops *ops;
+    bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */
+    int installed;                /* set path: the breakpoint word is in place */
+    uint32_t registry_ix;         /* set path: position in the registry */
+};
+
+/* The active generation index. Step 7 of the protocol flips it with a
+   release store; the hit path reads it with an acquire load, so a hit that
+   sees the new index sees what step 3 staged. */
+static bpt__atomic_u32 bpt__active_ix;
+
+unsigned bpt_active_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix); }
+unsigned bpt_staging_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix) ^ 1u; }
+/*** End of breakpoint.h ***/
+
+/*** Begin file hit.c ***/
+/* hit.c: what a breakpoint does when a thread reaches it.
+   Pin, read the active index once, walk the function's GenericBp list (one
+   per session) and act on each session's active generation: count, evaluate
+   the match spec, send a call message. Unpin. No lock, no wait: this is
+   op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c. */
+
+/* The arguments of a hit, read from the site at most once. */
+typedef struct bpt__hit_args {
+    int n;                        /* -1 until read */
+    uint64_t v[BPT_MAX_ARGS];
+} bpt__hit_args;
+
+static void bpt__read_args(const bpt_func *f, const void *frame, bpt__hit_args *a) {
+    int i;
+    a->n = 0;
+    if (f->kind == BPT__SITE_VM && f->ops && f->ops->arg) {
+        a->n = f->arity < BPT_MAX_ARGS ? f->arity : BPT_MAX_ARGS;
+        for (i = 0; i < a->n; i++) a->v[i] = f->ops->arg(frame, i);
+    }
+}
+
+/* Local call trace of one session: match spec, rate limit, message. */
+static void bpt__hit_call_trace(bpt__thread *rec, const bpt_func *f, bpt__session *s,
+                                const bpt__ms *ms, const void *frame, bpt__hit_args *a) {
+    bpt_msg m;
+    uint64_t now;
+    /* A dead session's GenericBp lives until step 12 of its destroy; it must
+       send nothing meanwhile. A tracer's own calls are not traced. */
+    if (rec->in_tracer || bpt__load_relaxed_u32(&s->dead)) return;
+    if (a->n < 0) bpt__read_args(f, frame, a);
+    if (ms && ms->pred && !ms->pred(a->v, a->n, ms->user)) return;
+    if (ms && (ms->actions & BPT_MS_SILENT)) return;
+    now = bpt__now_ns();
+    if (!bpt__session_admit(s, rec, now)) return;
+    memset(&m, 0, sizeof m);
+    m.type = BPT_MSG_CALL;
+    m.nargs = (uint16_t)a->n;
+    m.thread = rec->tid;
+    m.process = rec->process;
+    m.ts_ns = now;
+    m.session = s->id;
+    m.module = f->module;
+    m.name = f->name;
+    m.arity = f->arity;
+    m.format = f->ops ? f->ops->format : NULL;
+    m.user = ms ? ms->message : NULL;
+    memcpy(m.args, a->v, sizeof m.args);
+    bpt__session_send(s, rec, &m);
+}
+
+/* Run every session's breakpoint on f. The caller then executes the
+   original instruction. */
+static void bpt__breakpoint(bpt_func *f, const void *frame) {
+    bpt__hit_args args;
+    bpt__GenericBp *g;
+    unsigned ix;
+    bpt__thread *rec = bpt__pin();
+    if (!rec) return;   /* no thread record (out of memory): untraced, never unsafe */
+    args.n = -1;
+    ix = bpt_active_bp_ix();   /* once per hit: one generation throughout */
+    /* Acquire loads of the list pair with the release stores that link a
+       GenericBp (steps 2 and 5) and unlink one (step 11). */
+    for (g = (bpt__GenericBp *)bpt__load_acquire_ptr(&f->gen_bp); g;
+         g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next)) {
+        const bpt__GenericBpData *d = &g->data[ix];
+        if (!d->flags) continue;
+        if (d->flags & BPT__BPF_COUNT_ACTIVE) bpt__fetch_add_u64(&d->count->value, 1);
+        if (d->flags & BPT__BPF_LOCAL_TRACE) bpt__hit_call_trace(rec, f, g->session, d->local_ms, frame, &args);
+    }
+    bpt__unpin(rec);
+}
+
+bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame) {
+    BPT_ASSERT(f && f->kind == BPT__SITE_VM);
+    bpt__breakpoint(f, frame);
+    return f->orig_word;   /* immutable while registered */
+}
+/*** End of hit.c ***/
+
+/*** Begin file site_vm.c ***/
+/* site_vm.c: VM instruction-word sites (DESIGN §4.1).
+   The interpreter registers the address of a function's first instruction
+   word; installing a breakpoint stores the breakpoint opcode's word there,
+   uninstalling stores the original back. */
+
+typedef char bpt__vm_word_is_64_bits[sizeof(bpt_vm_word) == sizeof(uint64_t) ? 1 : -1];
+
+/* One aligned 8-byte store: single-copy atomic on x86-64 and aarch64, so a
+   VM thread's BPT_VM_FETCH sees the old word or the new one, never a mix.
+   Its ordering with the GenericBp data comes from the waits around it
+   (steps 4 and 6, 10), not from this store. */
+static void bpt__site_vm_write(bpt_func *f, bpt_vm_word w) {
+    bpt__store_release_u64((bpt__atomic_u64 *)(void *)f->word, (uint64_t)w);
+}
+
+BPT__PRIVATE int bpt__site_vm_check(const bpt_vm_word *word, bpt_vm_word bp_word) {
+    if ((uintptr_t)word % sizeof(bpt_vm_word))
+        return bpt__fail(BPT_EINVAL, "bpt_register_vm: first_word %p is not %d-byte aligned",
+                         (const void *)word, (int)sizeof(bpt_vm_word));
+    if (BPT_VM_FETCH(word) == bp_word)
+        return bpt__fail(BPT_EINVAL, "bpt_register_vm: the breakpoint word equals the first "
+                         "instruction word (or the site is already patched)");
+    return 0;
+}
+
+bpt_vm_word bpt_vm_word_at(const bpt_func *f) { return f ? BPT_VM_FETCH(f->word) : 0; }
+
+/* The protocol's view of a site, whatever its kind. */
+static void bpt__site_install(bpt_func *f) {
+    if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, f->bp_word);
+    f->installed = 1;
+}
+
+static void bpt__site_uninstall(bpt_func *f) {
+    if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, f->orig_word);
+    f->installed = 0;
+}
+/*** End of site_vm.c ***/
+
+/*** Begin file bp.c ***/
+/* bp.c: the set path. How a breakpoint change becomes visible to running
+   threads without stopping any of them: the 13 steps of OTP's Tracing.md,
+   as erts_set_trace_pattern and friends run them in beam_bp.c.
+
+   Invariant between changes: for every GenericBp, data[active] and
+   data[staging] are equal (step 11 makes them so). A change therefore only
+   writes staging halves (step 3), flips the global index (step 7), and
+   waits for thread progress wherever a reader could still see the past. */
+
+/* What one bpt__protocol_run does to each affected function's breakpoint of
+   one session: switch kinds on (how 0), off, pause or restart the count. */
+typedef struct bpt__op {
+    unsigned kinds;               /* BPT_CALL | BPT_COUNT */
+    unsigned how;                 /* 0, BPT_OFF, BPT_PAUSE, BPT_RESTART */
+    bpt__ms *ms;                  /* for BPT_CALL switched on; the op holds one reference */
+} bpt__op;
+
+/* One affected function, prepared at step 2. */
+typedef struct bpt__change {
+    bpt_func *f;
+    bpt__GenericBp *g;            /* the session's breakpoint on f */
+    bpt__BpCount *new_count;      /* allocated at step 2 if step 3 needs one */
+    int fresh;                    /* g was allocated by this change */
+} bpt__change;
+
+static pthread_mutex_t bpt__code_mod_permission = PTHREAD_MUTEX_INITIALIZER;
+static bpt_observer_fn bpt__observer;
+static void *bpt__observer_user;
+
+static const char *const bpt__step_names[13] = {
+    "seize permission", "allocate", "stage", "wait", "install", "wait", "commit",
+    "wait", "uninstall", "wait", "consolidate", "wait and free", "release permission"
+};
+
+const char *bpt_protocol_step_name(int step) {
+    return step >= 1 && step <= 13 ? bpt__step_names[step - 1] : NULL;
+}
+
+int bpt_set_protocol_observer(bpt_observer_fn fn, void *user) {
+    pthread_mutex_lock(&bpt__code_mod_permission);
+    bpt__observer = fn;
+    bpt__observer_user = user;
+    pthread_mutex_unlock(&bpt__code_mod_permission);
+    return 0;
+}
+
+/* Report a step to the observer and start timing the next. */
+static void bpt__step_done(int step, int did, uint64_t *t) {
+    uint64_t now = bpt__now_ns();
+    if (bpt__observer) bpt__observer(step, did, now - *t, bpt__observer_user);
+    *t = bpt__now_ns();
+}
+
+/* Seize the code modification permission (step 1). Set-path calls from a
+   tracer callback or a pinned section would wait for themselves. */
+BPT__PRIVATE int bpt__permission_seize(const char *who) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    if (rec && rec->in_tracer)
+        return bpt__fail(BPT_EDEADLK, "%s: called from inside a tracer callback", who);
+    if (bpt__thread_pinned(rec))
+        return bpt__fail(BPT_EDEADLK, "%s: called while pinned (bpt_thread_progress_pin)", who);
+    pthread_mutex_lock(&bpt__code_mod_permission);
+    return 0;
+}
+
+BPT__PRIVATE void bpt__permission_release(void) { pthread_mutex_unlock(&bpt__code_mod_permission); }
+
+/* The session's breakpoint on f, or NULL. Under the permission. */
+BPT__PRIVATE bpt__GenericBp *bpt__find_bp(const bpt_func *f, const bpt__session *s) {
+    bpt__GenericBp *g;
+    for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr((bpt__atomic_ptr *)&f->gen_bp); g;
+         g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&g->next))
+        if (g->session == s) return g;
+    return NULL;
+}
+
+static int bpt__op_enables(const bpt__op *op) { return op->how == 0 || op->how == BPT_RESTART; }
+
+/* Does step 3 need a fresh BpCount for g? */
+static int bpt__op_needs_count(const bpt__op *op, const bpt__GenericBp *g, unsigned staging) {
+    return (op->kinds & BPT_COUNT) && bpt__op_enables(op) &&
+           !(g && (g->data[staging].flags & BPT__BPF_COUNT));
+}
+
+static void bpt__count_unref(bpt__BpCount *c) {
+    if (c && --c->refc == 0) BPT_FREE(c);
+}
+
+/* Drop the references a generation holds (its pointers stay, now dangling). */
+static void bpt__data_unref(bpt__GenericBpData *d) {
+    if (d->flags & BPT__BPF_LOCAL_TRACE) bpt__ms_unref(d->local_ms);
+    if (d->flags & BPT__BPF_COUNT) bpt__count_unref(d->count);
+}
+
+/* Step 3 for one breakpoint: write the op into its staging generation. */
+static void bpt__stage(bpt__GenericBpData *d, const bpt__op *op, bpt__BpCount *new_count) {
+    if (op->kinds & BPT_CALL) {
+        if (d->flags & BPT__BPF_LOCAL_TRACE) bpt__ms_unref(d->local_ms);
+        d->flags &= ~(uint32_t)BPT__BPF_LOCAL_TRACE;
+        d->local_ms = NULL;
+        if (op->how == 0) {
+            d->flags |= BPT__BPF_LOCAL_TRACE;
+            d->local_ms = op->ms;
+            bpt__ms_ref(op->ms);
+        }
+    }
+    if (op->kinds & BPT_COUNT) {
+        switch (op->how) {
+        case BPT_OFF:
+            if (d->flags & BPT__BPF_COUNT) bpt__count_unref(d->count);
+            d->flags &= ~(uint32_t)(BPT__BPF_COUNT | BPT__BPF_COUNT_ACTIVE);
+            d->count = NULL;
+            break;
+        case BPT_PAUSE:
+            d->flags &= ~(uint32_t)BPT__BPF_COUNT_ACTIVE;
+            break;
+        default: /* on, restart */
+            if (!(d->flags & BPT__BPF_COUNT)) {
+                d->count = new_count;   /* its one reference moves here */
+                d->flags |= BPT__BPF_COUNT;
+            } else if (op->how == BPT_RESTART) {
+                /* Shared with the active generation, as in BEAM: the reset
+                   is seen at once, the re-activation at the commit. */
+                bpt__store_relaxed_u64(&d->count->value, 0);
+            }
+            d->flags |= BPT__BPF_COUNT_ACTIVE;
+        }
+    }
+}
+
+/* Step 11 for one breakpoint: copy the active generation into the staging
+   one, as consolidate_bp_data_session does. */
+static void bpt__consolidate(bpt__GenericBp *g, unsigned active) {
+    bpt__GenericBpData *src = &g->data[active], *dst = &g->data[active ^ 1];
+    bpt__data_unref(dst);
+    *dst = *src;
+    if (dst->flags & BPT__BPF_LOCAL_TRACE) bpt__ms_ref(dst->local_ms);
+    if (dst->flags & BPT__BPF_COUNT) dst->count->refc++;
+}
+
+static void bpt__changes_free(bpt__change *c, int n) {
+    int i;
+    for (i = 0; i < n; i++) {
+        if (c[i].fresh) BPT_FREE(c[i].g);
+        BPT_FREE(c[i].new_count);
+    }
+    BPT_FREE(c);
+}
+
+/* Steps 2-12 for session s on functions fs[0..n). The caller holds the code
+   modification permission (step 1) and releases it after (step 13).
+   Returns 0, or BPT_ENOMEM with nothing changed. */
+BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const bpt__op *op, uint64_t *t) {
+    unsigned active = bpt__load_relaxed_u32(&bpt__active_ix), staging = active ^ 1;
+    bpt__change *c;
+    bpt__GenericBp *to_free = NULL, *g;
+    int i, nc = 0, installs = 0, uninstalls = 0, unlinked = 0;
+
+    /* Step 2: allocate. Everything this change needs is allocated before
+       anything shared is touched, so running out of memory changes nothing. */
+    c = (bpt__change *)BPT_MALLOC(sizeof *c * (size_t)(n ? n : 1));
+    if (!c) return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for %d changes", n);
+    for (i = 0; i < n; i++) {
+        g = bpt__find_bp(fs[i], s);
+        if (!g && !bpt__op_enables(op)) continue;   /* nothing to switch off */
+        c[nc].f = fs[i];
+        c[nc].g = g;
+        c[nc].fresh = 0;
+        c[nc].new_count = NULL;
+        nc++;
+        if (!g) {
+            g = (bpt__GenericBp *)BPT_MALLOC(sizeof *g);
+            if (!g) goto enomem;
+            memset(g, 0, sizeof *g);   /* both generations disabled: flags 0 */
+            g->orig_instr = fs[i]->orig_word;
+            g->session = s;
+            c[nc - 1].g = g;
+            c[nc - 1].fresh = 1;
+        }
+        if (bpt__op_needs_count(op, c[nc - 1].fresh ? NULL : g, staging)) {
+            bpt__BpCount *bc = (bpt__BpCount *)BPT_MALLOC(sizeof *bc);
+            if (!bc) goto enomem;
+            bpt__store_relaxed_u64(&bc->value, 0);
+            bc->refc = 1;
+            c[nc - 1].new_count = bc;
+        }
+    }
+    if (nc == 0) {
+        BPT_FREE(c);
+        return 0;   /* every stage would be empty: all skipped */
+    }
+    /* Link the fresh breakpoints. The first session on a function writes its
+       list head; nobody reaches it before step 5 installs the word. A later
+       session's breakpoint is parked in the head's to_insert, already
+       pointing at the head, and published at step 5 with one store. */
+    for (i = 0; i < nc; i++) {
+        bpt__GenericBp *head;
+        if (!c[i].fresh) continue;
+        head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&c[i].f->gen_bp);
+        if (!head) {
+            bpt__store_release_ptr(&c[i].f->gen_bp, c[i].g);
+        } else {
+            bpt__store_relaxed_ptr(&c[i].g->next, head);
+            head->to_insert = c[i].g;
+        }
+    }
+    bpt__step_done(2, 1, t);
+
+    /* Step 3: stage. Only staging generations change; running code reads the
+       active ones. A breakpoint to be removed gets flags 0 here. */
+    for (i = 0; i < nc; i++) {
+        bpt__stage(&c[i].g->data[staging], op, c[i].new_count);
+        c[i].new_count = NULL;   /* owned by the breakpoint now, or never needed */
+        if (c[i].fresh) c[i].fresh = 0;   /* linked: freed by step 11/12 if unused */
+        if (!c[i].f->installed && c[i].g->data[staging].flags) installs++;
+    }
+    bpt__step_done(3, 1, t);
+
+    /* Step 4: wait for thread progress, so that every thread sees the new
+       list heads (step 2) before an instruction word leads it there: a VM's
+       fetch of the word is not an acquire load. Only when step 5 installs. */
+    if (installs) bpt_thread_progress_wait();
+    bpt__step_done(4, installs != 0, t);
+
+    /* Step 5: install the breakpoint word, one aligned store per site, and
+       publish parked breakpoints of further sessions (one release store: the
+       parked breakpoint is complete, and its active generation disabled). */
+    installs = 0;
+    for (i = 0; i < nc; i++) {
+        bpt_func *f = c[i].f;
+        bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp);
+        if (head->to_insert) {
+            bpt__store_release_ptr(&f->gen_bp, head->to_insert);
+            head->to_insert = NULL;
+        }
+        if (!f->installed && c[i].g->data[staging].flags) {
+            bpt__site_install(f);
+            installs++;
+        }
+    }
+    bpt__step_done(5, installs != 0, t);
+
+    /* Step 6: wait, so that every thread runs the new words before the
+       commit, making the switch as atomic as possible. */
+    if (installs) bpt_thread_progress_wait();
+    bpt__step_done(6, installs != 0, t);
+
+    /* Step 7: commit. Flip the active index; the release pairs with the hit
+       path's acquire load, so a hit that sees the new index sees step 3. */
+    bpt__store_release_u32(&bpt__active_ix, staging);
+    active = staging;
+    staging = active ^ 1;
+    bpt__step_done(7, 1, t);
+
+    /* Step 8: wait, so no thread still reads the old generation: step 9 may
+       remove words it relies on, and step 11 overwrites it. */
+    bpt_thread_progress_wait();
+    bpt__step_done(8, 1, t);
+
+    /* Step 9: uninstall: restore the original word where no session's active
+       generation has any flag left (the OR over all sessions is 0). */
+    for (i = 0; i < nc; i++) {
+        bpt_func *f = c[i].f;
+        uint32_t all = 0;
+        if (!f->installed) continue;
+        for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp); g;
+             g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&g->next))
+            all |= g->data[active].flags;
+        if (!all) {
+            bpt__site_uninstall(f);
+            uninstalls++;
+        }
+    }
+    bpt__step_done(9, uninstalls != 0, t);
+
+    /* Step 10: wait, so no thread still runs a removed breakpoint word:
+       once past it, nothing leads a thread into a breakpoint being unlinked. */
+    if (uninstalls) bpt_thread_progress_wait();
+    bpt__step_done(10, uninstalls != 0, t);
+
+    /* Step 11: consolidate: make staging equal to active again, and unlink
+       disabled breakpoints, one release store each. A thread walking the list
+       may still stand on an unlinked breakpoint: it is freed only after 12. */
+    for (i = 0; i < nc; i++) {
+        bpt_func *f = c[i].f;
+        bpt__atomic_ptr *prev = &f->gen_bp;
+        for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev); g;
+             g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev)) {
+            if (g != c[i].g) { prev = &g->next; continue; }
+            bpt__consolidate(g, active);
+            if (g->data[active].flags == 0) {
+                bpt__store_release_ptr(prev, bpt__load_relaxed_ptr(&g->next));
+                g->next_to_free = to_free;
+                to_free = g;
+                unlinked++;
+            }
+            break;
+        }
+    }
+    bpt__step_done(11, 1, t);
+
+    /* Step 12: wait, because readers may still walk the lists step 11
+       changed; then free what was unlinked. */
+    if (unlinked) bpt_thread_progress_wait();
+    while (to_free) {
+        g = to_free;
+        to_free = g->next_to_free;
+        bpt__data_unref(&g->data[0]);
+        bpt__data_unref(&g->data[1]);
+        BPT_FREE(g);
+    }
+    bpt__step_done(12, unlinked != 0, t);
+    BPT_FREE(c);
+    return 0;
+
+enomem:
+    bpt__changes_free(c, nc);
+    return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: out of memory allocating breakpoints; nothing changed");
+}
+/*** End of bp.c ***/
+
+/*** Begin file registry.c ***/
+/* registry.c: the set-path API. Function records come and go, sessions are
+   created and destroyed, trace patterns are matched against the registered
+   functions and handed to the protocol (bp.c). Everything here runs under
+   the code modification permission. */
+
+/* A pointer-keyed open-addressing set (linear probing, backward-shift
+   deletion): validates bpt_func handles and finds duplicate sites in O(1). */
+typedef struct bpt__ptrset {
+    const void **keys;
+    size_t cap, len;              /* cap is 0 or a power of two */
+} bpt__ptrset;
+
+static size_t bpt__ptr_hash(const void *p, size_t mask) {
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33;
+    return (size_t)x & mask;
+}
+
+static size_t bpt__ptrset_slot(const bpt__ptrset *set, const void *p) {
+    size_t i = bpt__ptr_hash(p, set->cap - 1);
+    while (set->keys[i] && set->keys[i] != p) i = (i + 1) & (set->cap - 1);
+    return i;
+}
+
+static int bpt__ptrset_has(const bpt__ptrset *set, const void *p) {
+    return set->cap && set->keys[bpt__ptrset_slot(set, p)] == p;
+}
+
+/* Make room for one more key. Returns 0 or BPT_ENOMEM (set unchanged). */
+static int bpt__ptrset_reserve(bpt__ptrset *set) {
+    const void **old = set->keys;
+    size_t i, oldcap = set->cap, cap;
+    if ((set->len + 1) * 2 <= set->cap) return 0;
+    cap = oldcap ? oldcap * 2 : 64;
+    set->keys = (const void **)BPT_MALLOC(cap * sizeof *set->keys);
+    if (!set->keys) { set->keys = old; return BPT_ENOMEM; }
+    memset(set->keys, 0, cap * sizeof *set->keys);
+    set->cap = cap;
+    for (i = 0; i < oldcap; i++)
+        if (old[i]) set->keys[bpt__ptrset_slot(set, old[i])] = old[i];
+    BPT_FREE(old);
+    return 0;
+}
+
+static void bpt__ptrset_add(bpt__ptrset *set, const void *p) {   /* after reserve */
+    set->keys[bpt__ptrset_slot(set, p)] = p;
+    set->len++;
+}
+
+static void bpt__ptrset_remove(bpt__ptrset *set, const void *p) {
+    size_t mask = set->cap - 1, i = bpt__ptrset_slot(set, p), j, home;
+    if (set->keys[i] != p) return;
+    set->keys[i] = NULL;
+    set->len--;
+    /* Shift back the rest of the cluster whose home is at or before the hole. */
+    for (j = (i + 1) & mask; set->keys[j]; j = (j + 1) & mask) {
+        home = bpt__ptr_hash(set->keys[j], mask);
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            set->keys[i] = set->keys[j];
+            set->keys[j] = NULL;
+            i = j;
+        }
+    }
+}
+
+static struct {
+    bpt_func **funcs;             /* the registered functions, in registration order */
+    uint32_t len, cap;
+    bpt__ptrset records;          /* bpt_func pointers */
+    bpt__ptrset sites;            /* site addresses */
+} bpt__registry;
+
+/* >>func */
+
+static int bpt__registry_reserve(void) {
+    if (bpt__registry.len == bpt__registry.cap) {
+        uint32_t cap = bpt__registry.cap ? bpt__registry.cap * 2 : 256;
+        bpt_func **funcs = (bpt_func **)BPT_MALLOC(cap * sizeof *funcs);
+        if (!funcs) return BPT_ENOMEM;
+        if (bpt__registry.len) memcpy(funcs, bpt__registry.funcs, bpt__registry.len * sizeof *funcs);
+        BPT_FREE(bpt__registry.funcs);
+        bpt__registry.funcs = funcs;
+        bpt__registry.cap = cap;
+    }
+    if (bpt__ptrset_reserve(&bpt__registry.records) < 0 || bpt__ptrset_reserve(&bpt__registry.sites) < 0)
+        return BPT_ENOMEM;
+    return 0;
+}
+
+/* Apply the patterns in force in every session to a newly registered
+   function, in the order they were set: the same protocol, no thread stopped. */
+static int bpt__apply_patterns(bpt_func *f, uint64_t *t) {
+    int i, rc;
+    for (i = 0; i < BPT_MAX_SESSIONS; i++) {
+        bpt__session *s = (bpt__session *)bpt__load_relaxed_ptr(&bpt__sessions.slot[i]);
+        bpt__pattern_entry *e;
+        if (!s) continue;
+        for (e = s->patterns; e; e = e->next) {
+            bpt__op op;
+            if (!bpt__mfa_match(&e->mfa, f->module, f->name, f->arity)) continue;
+            op.kinds = e->flags & BPT__KINDS;
+            op.how = e->flags & BPT__HOWS;
+            op.ms = e->ms;
+            if (op.how == BPT_OFF && !op.kinds) op.kinds = BPT__KINDS;
+            if ((rc = bpt__protocol_run(s, &f, 1, &op, t)) < 0) return rc;
+        }
+    }
+    return 0;
+}
+
+int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word, const char *module,
+                    const char *name, int arity, const bpt_vm_ops *ops, bpt_func **out) {
+    bpt_func *f;
+    uint64_t t = bpt__now_ns();
+    int rc;
+    if (!first_word || !module || !name || !out)
+        return bpt__fail(BPT_EINVAL, "bpt_register_vm: first_word, module, name and out must not be NULL");
+    if (arity < 0 || arity > 255)
+        return bpt__fail(BPT_EINVAL, "bpt_register_vm: arity %d is outside 0..255", arity);
+    if (strlen(module) > BPT__NAME_MAX || strlen(name) > BPT__NAME_MAX)
+        return bpt__fail(BPT_ELIMIT, "bpt_register_vm: module and name are limited to %d bytes", BPT__NAME_MAX);
+    if ((rc = bpt__site_vm_check(first_word, breakpoint_word)) < 0) return rc;
+    if ((rc = bpt__permission_seize("bpt_register_vm")) < 0) return rc;
+    if (bpt__ptrset_has(&bpt__registry.sites, first_word)) {
+        bpt__permission_release();
+        return bpt__fail(BPT_EEXIST, "bpt_register_vm: %s:%s/%d: the site %p is already registered",
+                         module, name, arity, (void *)first_word);
+    }
+    f = (bpt_func *)BPT_MALLOC(sizeof *f);
+    if (!f || bpt__registry_reserve() < 0 || !(f->module = bpt__intern(module)) ||
+        !(f->name = bpt__intern(name))) {
+        BPT_FREE(f);
+        bpt__permission_release();
+        return bpt__fail(BPT_ENOMEM, "bpt_register_vm: no memory to register %s:%s/%d", module, name, arity);
+    }
+    f->arity = arity;
+    f->kind = BPT__SITE_VM;
+    f->word = first_word;
+    f->orig_word = BPT_VM_FETCH(first_word);
+    f->bp_word = breakpoint_word;
+    f->ops = ops;
+    bpt__store_relaxed_ptr(&f->gen_bp, NULL);
+    f->installed = 0;
+    f->registry_ix = bpt__registry.len;
+    bpt__registry.funcs[bpt__registry.len++] = f;
+    bpt__ptrset_add(&bpt__registry.records, f);
+    bpt__ptrset_add(&bpt__registry.sites, first_word);
+    rc = bpt__apply_patterns(f, &t);
+    bpt__permission_release();
+    *out = f;
+    return rc < 0 ? rc : 0;
+}
+
+int bpt_unregister(bpt_func *f) {
+    int rc;
+    uint32_t ix;
+    if (!f) return bpt__fail(BPT_EINVAL, "bpt_unregister: f is NULL");
+    if ((rc = bpt__permission_seize("bpt_unregister")) < 0) return rc;
+    if (!bpt__ptrset_has(&bpt__registry.records, f)) {
+        bpt__permission_release();
+        return bpt__fail(BPT_ENOENT, "bpt_unregister: %p is not a registered function", (void *)f);
+    }
+    if (bpt__load_relaxed_ptr(&f->gen_bp)) {
+        bpt__GenericBp *g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp);
+        bpt__permission_release();
+        return bpt__fail(BPT_EBUSY, "bpt_unregister: %s:%s/%d is traced by session '%s'",
+                         f->module, f->name, f->arity, g->session->name);
+    }
+    ix = f->registry_ix;
+    bpt__registry.funcs[ix] = bpt__registry.funcs[--bpt__registry.len];
+    bpt__registry.funcs[ix]->registry_ix = ix;
+    bpt__ptrset_remove(&bpt__registry.records, f);
+    bpt__ptrset_remove(&bpt__registry.sites, f->word);
+    bpt__permission_release();
+    /* A VM thread may still be inside bpt_vm_breakpoint(f) from before the
+       word was restored. */
+    bpt_thread_progress_wait();
+    BPT_FREE(f);
+    return 0;
+}
+
+int bpt_func_lookup(const char *module, const char *name, int arity, bpt_func **out) {
+    uint32_t i;
+    int rc;
+    if (!module || !name || !out) return bpt__fail(BPT_EINVAL, "bpt_func_lookup: a NULL argument");
+    if ((rc = bpt__permission_seize("bpt_func_lookup")) < 0) return rc;
+    for (i = 0; i < bpt__registry.len; i++) {
+        bpt_func *f = bpt__registry.funcs[i];
+        if (f->arity == arity && strcmp(f->name, name) == 0 && strcmp(f->module, module) == 0) {
+            *out = f;
+            bpt__permission_release();
+            return 0;
+        }
+    }
+    bpt__permission_release();
+    return bpt__fail(BPT_ENOENT, "bpt_func_lookup: %s:%s/%d is not registered", module, name, arity);
+}
+
+int bpt_func_count(void) {
+    int n;
+    pthread_mutex_lock(&bpt__code_mod_permission);
+    n = (int)bpt__registry.len;
+    pthread_mutex_unlock(&bpt__code_mod_permission);
+    return n;
+}
+
+/* >>session */
+
+int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
+    static const bpt_session_desc defaults;
+    const bpt_session_desc *d = desc ? desc : &defaults;
+    bpt__session *s;
+    int slot, rc;
+    if (!out) return bpt__fail(BPT_EINVAL, "bpt_session_create: out is NULL");
+    if (d->ring_size > (1u << 20))
+        return bpt__fail(BPT_EINVAL, "bpt_session_create: ring_size %u is over 1<<20", d->ring_size);
+    if (d->rate_per_ms && !d->rate_max)
+        return bpt__fail(BPT_EINVAL, "bpt_session_create: rate_per_ms needs rate_max");
+    if (d->name && strlen(d->name) > 63)
+        return bpt__fail(BPT_ELIMIT, "bpt_session_create: the name is over 63 bytes");
+    if ((rc = bpt__permission_seize("bpt_session_create")) < 0) return rc;
+    for (slot = 0; slot < BPT_MAX_SESSIONS; slot++)
+        if (!bpt__load_relaxed_ptr(&bpt__sessions.slot[slot])) break;
+    if (slot == BPT_MAX_SESSIONS) {
+        bpt__permission_release();
+        return bpt__fail(BPT_ELIMIT, "bpt_session_create: %d sessions are alive (BPT_MAX_SESSIONS)", BPT_MAX_SESSIONS);
+    }
+    if ((rc = bpt__session_alloc(d, &s)) < 0) {
+        bpt__permission_release();
+        return rc;
+    }
+    /* Weak id: a per-slot generation, never 0, so a stale handle never matches. */
+    s->id = (++bpt__sessions.generation[slot] << 16) | (uint64_t)slot;
+    bpt__store_release_ptr(&bpt__sessions.slot[slot], s);   /* pairs with bpt__session_lookup */
+    bpt__permission_release();
+    out->id = s->id;
+    return 0;
+}
+
+/* Every registered function with a breakpoint of session s. Caller frees. */
+static int bpt__funcs_of_session(const bpt__session *s, bpt_func ***out, int *n) {
+    uint32_t i;
+    *n = 0;
+    *out = (bpt_func **)BPT_MALLOC(sizeof **out * (bpt__registry.len ? bpt__registry.len : 1));
+    if (!*out) return BPT_ENOMEM;
+    for (i = 0; i < bpt__registry.len; i++)
+        if (bpt__find_bp(bpt__registry.funcs[i], s)) (*out)[(*n)++] = bpt__registry.funcs[i];
+    return 0;
+}
+
+int bpt_session_destroy(bpt_session handle) {
+    static const bpt__op off_all = { BPT__KINDS, BPT_OFF, NULL };
+    bpt__session *s;
+    bpt_func **fs;
+    bpt__pattern_entry *e;
+    uint64_t t = bpt__now_ns();
+    int n, rc;
+    if ((rc = bpt__permission_seize("bpt_session_destroy")) < 0) return rc;
+    s = bpt__session_lookup(handle.id);
+    if (!s) {
+        bpt__permission_release();
+        return bpt__fail(BPT_ESESSION, "bpt_session_destroy: session %llu is not alive (destroyed twice?)",
+                         (unsigned long long)handle.id);
+    }
+    if (bpt__funcs_of_session(s, &fs, &n) < 0 || (rc = bpt__protocol_run(s, fs, n, &off_all, &t)) < 0) {
+        BPT_FREE(fs);
+        bpt__permission_release();
+        return bpt__fail(BPT_ENOMEM, "bpt_session_destroy: out of memory; the session is unchanged");
+    }
+    BPT_FREE(fs);
+    /* From here the session is gone for everyone: late hits see dead, and
+       lookups by its weak id fail. */
+    bpt__store_release_u32(&s->dead, 1);
+    bpt__store_release_ptr(&bpt__sessions.slot[s->id & 0xffff], NULL);
+    while ((e = s->patterns) != NULL) {
+        s->patterns = e->next;
+        bpt__pattern_entry_free(e);
+    }
+    bpt__permission_release();
+    /* Drainers, stats readers and hits that found the session before it was
+       unpublished are pinned: wait for them before freeing. */
+    bpt_thread_progress_wait();
+    bpt__session_free(s);
+    return 0;
+}
+
+/* >>pattern */
+
+/* A pattern to remember for functions registered later, or NULL (ENOMEM). */
+static bpt__pattern_entry *bpt__pattern_entry_new(const bpt__mfa *mfa, unsigned flags, bpt__ms *ms) {
+    bpt__pattern_entry *e = (bpt__pattern_entry *)BPT_MALLOC(sizeof *e);
+    if (!e) return NULL;
+    e->next = NULL;
+    e->mfa = *mfa;
+    e->flags = flags;
+    e->ms = ms;
+    bpt__ms_ref(ms);
+    return e;
+}
+
+/* Keep e in the session's patterns (it is replayed, in order, on functions
+   registered later). A BPT_OFF of all kinds cancels the earlier entries with
+   the same pattern, and is kept itself only if other entries remain for it
+   to act on. Never fails: e was allocated before the protocol ran. */
+static void bpt__remember_pattern(bpt__session *s, bpt__pattern_entry *e) {
+    bpt__pattern_entry **pp = &s->patterns, *old;
+    unsigned kinds = e->flags & BPT__KINDS;
+    if ((e->flags & BPT__HOWS) == BPT_OFF && (kinds == 0 || kinds == BPT__KINDS)) {
+        while ((old = *pp) != NULL) {
+            if (memcmp(&old->mfa, &e->mfa, sizeof e->mfa) == 0) { *pp = old->next; bpt__pattern_entry_free(old); }
+            else pp = &old->next;
+        }
+        if (!s->patterns) { bpt__pattern_entry_free(e); return; }
+    }
+    for (pp = &s->patterns; *pp; pp = &(*pp)->next) {}
+    *pp = e;
+}
+
+int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, const bpt_match *match) {
+    bpt__mfa mfa;
+    bpt__session *s;
+    bpt__op op;
+    bpt__pattern_entry *entry;
+    bpt_func **fs;
+    uint64_t t = bpt__now_ns();
+    uint32_t i;
+    int n = 0, rc;
+    memset(&mfa, 0, sizeof mfa);
+    if ((rc = bpt__pattern_parse(pattern, &mfa)) < 0 || (rc = bpt__flags_check(flags)) < 0) return rc;
+    op.kinds = flags & BPT__KINDS;
+    op.how = flags & BPT__HOWS;
+    op.ms = NULL;
+    if (op.how == BPT_OFF && !op.kinds) op.kinds = BPT__KINDS;
+    if (match && (op.kinds & BPT_CALL) && op.how == 0 && !(op.ms = bpt__ms_new(match)))
+        return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for the match spec");
+    if ((rc = bpt__permission_seize("bpt_trace_pattern")) < 0) {
+        bpt__ms_unref(op.ms);
+        return rc;
+    }
+    bpt__step_done(1, 1, &t);
+    s = bpt__session_lookup(handle.id);
+    if (!s) {
+        rc = bpt__fail(BPT_ESESSION, "bpt_trace_pattern: session %llu is not alive", (unsigned long long)handle.id);
+        goto out;
+    }
+    fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (bpt__registry.len ? bpt__registry.len : 1));
+    if (!fs) {
+        rc = bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory to match '%s'", pattern);
+        goto out;
+    }
+    for (i = 0; i < bpt__registry.len; i++)
+        if (bpt__mfa_match(&mfa, bpt__registry.funcs[i]->module, bpt__registry.funcs[i]->name,
+                           bpt__registry.funcs[i]->arity))
+            fs[n++] = bpt__registry.funcs[i];
+    /* Everything that can fail is allocated before the protocol runs. */
+    entry = bpt__pattern_entry_new(&mfa, flags, op.ms);
+    if (!entry) rc = bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory to remember '%s'", pattern);
+    else if ((rc = bpt__protocol_run(s, fs, n, &op, &t)) < 0) bpt__pattern_entry_free(entry);
+    else bpt__remember_pattern(s, entry);
+    BPT_FREE(fs);
+    if (rc == 0) rc = n;
+out:
+    bpt__ms_unref(op.ms);
+    bpt__step_done(13, 1, &t);
+    bpt__permission_release();
+    return rc;
+}
+
+/* >>info */
+
+static int bpt__info_of(const bpt__session *s, const bpt_func *f, unsigned what, bpt_info *out) {
+    unsigned ix = bpt__load_relaxed_u32(&bpt__active_ix);
+    const bpt__GenericBp *g = bpt__find_bp(f, s);
+    const bpt__GenericBpData *d;
+    memset(out, 0, sizeof *out);
+    if (!g) return 0;
+    d = &g->data[ix];
+    if (what & BPT_INFO_FLAGS) {
+        if (d->flags & BPT__BPF_LOCAL_TRACE) out->flags |= BPT_CALL;
+        if (d->flags & BPT__BPF_COUNT) out->flags |= BPT_COUNT;
+        out->count_paused = (d->flags & BPT__BPF_COUNT) && !(d->flags & BPT__BPF_COUNT_ACTIVE);
+    }
+    if ((what & BPT_INFO_COUNT) && (d->flags & BPT__BPF_COUNT))
+        out->count = bpt__load_relaxed_u64(&d->count->value);
+    return 1;
+}
+
+#define BPT__INFO_ALL (BPT_INFO_FLAGS | BPT_INFO_COUNT)
+
+int bpt_trace_info(bpt_session handle, const bpt_func *f, unsigned what, bpt_info *out) {
+    bpt__session *s;
+    int rc;
+    if (!f || !out) return bpt__fail(BPT_EINVAL, "bpt_trace_info: f and out must not be NULL");
+    if (what & ~(unsigned)BPT__INFO_ALL) return bpt__fail(BPT_EINVAL, "bpt_trace_info: unknown what bits 0x%x", what);
+    if ((rc = bpt__permission_seize("bpt_trace_info")) < 0) return rc;
+    if (!(s = bpt__session_lookup(handle.id)))
+        rc = bpt__fail(BPT_ESESSION, "bpt_trace_info: session %llu is not alive", (unsigned long long)handle.id);
+    else if (!bpt__ptrset_has(&bpt__registry.records, f))
+        rc = bpt__fail(BPT_ENOENT, "bpt_trace_info: %p is not a registered function", (const void *)f);
+    else
+        bpt__info_of(s, f, what, out);
+    bpt__permission_release();
+    return rc;
+}
+
+int bpt_trace_info_each(bpt_session handle, const char *pattern, unsigned what, bpt_info_fn fn, void *user) {
+    bpt__mfa mfa;
+    bpt__session *s;
+    uint32_t i;
+    int rc, n = 0;
+    if (!fn) return bpt__fail(BPT_EINVAL, "bpt_trace_info_each: fn is NULL");
+    if (what & ~(unsigned)BPT__INFO_ALL) return bpt__fail(BPT_EINVAL, "bpt_trace_info_each: unknown what bits 0x%x", what);
+    if ((rc = bpt__pattern_parse(pattern, &mfa)) < 0) return rc;
+    if ((rc = bpt__permission_seize("bpt_trace_info_each")) < 0) return rc;
+    if (!(s = bpt__session_lookup(handle.id))) {
+        bpt__permission_release();
+        return bpt__fail(BPT_ESESSION, "bpt_trace_info_each: session %llu is not alive", (unsigned long long)handle.id);
+    }
+    for (i = 0; i < bpt__registry.len; i++) {
+        bpt_func *f = bpt__registry.funcs[i];
+        bpt_info info;
+        if (!bpt__mfa_match(&mfa, f->module, f->name, f->arity) || !bpt__info_of(s, f, what, &info)) continue;
+        fn(f, f->module, f->name, f->arity, &info, user);
+        n++;
+    }
+    bpt__permission_release();
+    return n;
+}
+/*** End of registry.c ***/
+
+/*** Begin file format.c ***/
+/* format.c: trace messages as text, off the hot path (the drainer's or the
+   tracer callback's thread). dbg's line shapes, recon_trace's timestamps. */
+
+static int64_t bpt__realtime_offset_ns;   /* CLOCK_REALTIME - CLOCK_MONOTONIC, once */
+static pthread_once_t bpt__format_once = PTHREAD_ONCE_INIT;
+
+static void bpt__format_init(void) {
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    bpt__realtime_offset_ns = (int64_t)((uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec) -
+                              (int64_t)bpt__now_ns();
+}
+
+/* Append to a bounded buffer, remembering the length it wanted (snprintf's contract). */
+typedef struct bpt__buf { char *p; size_t size, len; } bpt__buf;
+
+static void bpt__bprintf(bpt__buf *b, const char *fmt, ...) {
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    n = vsnprintf(b->len < b->size ? b->p + b->len : NULL, b->len < b->size ? b->size - b->len : 0, fmt, ap);
+    va_end(ap);
+    if (n > 0) b->len += (size_t)n;
+}
+
+/* recon_trace's clock: local wall time, HH:MM:SS.microseconds. */
+static void bpt__format_time(bpt__buf *b, uint64_t mono_ns) {
+    int64_t ns = (int64_t)mono_ns + bpt__realtime_offset_ns;
+    time_t secs = (time_t)(ns / 1000000000);
+    struct tm tm;
+    localtime_r(&secs, &tm);
+    bpt__bprintf(b, "%02d:%02d:%02d.%06ld", tm.tm_hour, tm.tm_min, tm.tm_sec, (long)(ns % 1000000000 / 1000));
+}
+
+static void bpt__format_value(bpt__buf *b, bpt_format_fn format, uint64_t v) {
+    char tmp[128];
+    if (format) {
+        format(tmp, sizeof tmp, v);
+        bpt__bprintf(b, "%s", tmp);
+    } else {
+        bpt__bprintf(b, "%lld", (long long)v);
+    }
+}
+
+int bpt_format_dbg(const bpt_msg *m, char *buf, size_t size) {
+    bpt__buf b;
+    int i;
+    if (!m || (!buf && size)) return bpt__fail(BPT_EINVAL, "bpt_format_dbg: m or buf is NULL");
+    pthread_once(&bpt__format_once, bpt__format_init);
+    b.p = buf;
+    b.size = size;
+    b.len = 0;
+    if (size) buf[0] = '\0';
+    bpt__format_time(&b, m->ts_ns);
+    bpt__bprintf(&b, " (<%llu>) ", (unsigned long long)m->process);
+    switch (m->type) {
+    case BPT_MSG_CALL:
+        bpt__bprintf(&b, "call %s:%s(", m->module, m->name);
+        for (i = 0; i < m->nargs; i++) {
+            if (i) bpt__bprintf(&b, ",");
+            bpt__format_value(&b, m->format, m->args[i]);
+        }
+        bpt__bprintf(&b, ")");
+        if (m->nargs < m->arity) bpt__bprintf(&b, "/%d", m->arity);   /* args not shown */
+        if (m->user) bpt__bprintf(&b, " (%s)", m->user);
+        break;
+    case BPT_MSG_DROPPED:
+        bpt__bprintf(&b, "dropped %llu messages (ring full)", (unsigned long long)m->value);
+        break;
+    case BPT_MSG_LIMIT:
+        bpt__bprintf(&b, "rate limit tripped (%llu messages): the session stopped tracing",
+                     (unsigned long long)m->value);
+        break;
+    default:
+        bpt__bprintf(&b, "unknown message type %u", (unsigned)m->type);
+    }
+    return (int)b.len;
+}
+/*** End of format.c ***/
+
+#endif /* BPTRACE_IMPLEMENTATION_DONE */
+#endif /* BPTRACE_IMPLEMENTATION */
+
+/*
+------------------------------------------------------------------------------
+MIT License
+
+Copyright (c) 2026 the bptrace authors
+
+Permission is hereby granted, free of charge, to any person obtaining a copy of
+this software and associated documentation files (the "Software"), to deal in
+the Software without restriction, including without limitation the rights to
+use, copy, modify, merge, publish, distribute, sublicense, and/or sell copies
+of the Software, and to permit persons to whom the Software is furnished to do
+so, subject to the following conditions:
+
+The above copyright notice and this permission notice shall be included in all
+copies or substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+SOFTWARE.
+------------------------------------------------------------------------------
+*/

@@ -1,0 +1,477 @@
+/* bptrace.h - v0.1.0 - BEAM-style live tracing for any C program, as one header.
+
+   bptrace brings Erlang/OTP's breakpoint machinery (beam_bp.c, erl_thr_progress.c,
+   Tracing.md) to C programs, game engines and embedded interpreters: switch call
+   tracing and call counting on and off for any function while every thread of
+   the program keeps running. Nothing is ever stopped: a pattern change is a
+   sequence of staged writes and thread-progress waits (the 13 steps of
+   Tracing.md), and every hit reads one consistent generation of its settings.
+
+   DO THIS IN ONE FILE (and only one) before you include this header:
+
+       #define BPTRACE_IMPLEMENTATION
+       #include "bptrace.h"
+
+   Every other file just includes it. Link with -pthread.
+
+   TABLE OF CONTENTS (search for ">>name" to jump to a section)
+       >>config      compile-time options
+       >>errors      BPT_E* codes, bpt_strerror, bpt_last_error
+       >>progress    thread progress: pin/unpin, waits, managed threads
+       >>session     trace sessions, tracers, message rings, rate limits
+       >>func        function records and VM instruction-word sites
+       >>pattern     bpt_trace_pattern, match specs, trace info
+       >>format      dbg-style text
+       >>observe     the protocol observer (teaching and tests)
+       The implementation parts follow, each between "Begin file X" and "End of X" banners.
+
+   COMPILE-TIME OPTIONS (>>config)
+       Set these before including the header. "Everywhere" means every file that
+       includes bptrace.h must see the same value; "implementation" means only
+       the file that defines BPTRACE_IMPLEMENTATION reads it.
+
+       BPTRACE_STATIC     everywhere      Make every definition static (header used in one file only).
+       BPT_API            everywhere      Override the declaration prefix (default: extern, or static
+                                          under BPTRACE_STATIC).
+       BPT_ASSERT(c)      implementation  Internal assertion (default: assert from <assert.h>).
+       BPT_MALLOC(n)      implementation  Allocator (default: malloc). Every allocation on the
+       BPT_FREE(p)        implementation  trace_pattern and session paths goes through it; a NULL
+                                          return gives BPT_ENOMEM and changes nothing.
+       BPT_MAX_THREADS    implementation  Per-thread slots (message rings, later timing tables).
+                                          Default 64. Threads beyond it share one overflow slot.
+       BPT_MAX_SESSIONS   implementation  Trace sessions alive at once. Default 64.
+       BPT_NO_MEMBARRIER  implementation  Never use membarrier(2): readers pay a full fence on pin.
+                                          For kernels without it, and for tests of the fallback.
+       BPT_SYNC_CORE_SIGNAL implementation The signal that serializes threads' instruction streams
+                                          where membarrier SYNC_CORE is missing. Default SIGRTMIN+7.
+
+   SUPPORTED
+       gcc and clang on x86-64 and aarch64 (C11 <stdatomic.h>, __thread);
+       tcc 0.9.27 on x86-64 (x86-64 inline asm atomics, pthread keys for
+       thread-locals). Linux only (futex, membarrier). The API half compiles as C++.
+
+   THREAD-SAFETY RULES
+       - Every public function may be called from any thread.
+       - Set-path calls (bpt_register_*, bpt_unregister, bpt_trace_pattern,
+         bpt_session_create/destroy, bpt_trace_info) take the one code
+         modification permission: they serialize with each other, and they wait
+         for thread progress. They must not be called from a tracer callback or a
+         signal handler (they return BPT_EDEADLK from a tracer callback).
+       - Hit-path calls (bpt_vm_breakpoint, bpt_thread_progress_pin/unpin) never
+         block and never take a lock, except that a thread's first message to a
+         session allocates that thread's ring. They are async-signal-safe once
+         the calling thread has a ring (a signal handler may pin and hit).
+       - bpt_session_drain may run concurrently with traced threads; one drainer
+         per session at a time (others wait on the session's drain lock).
+
+   LICENSE
+       MIT. See the end of this file.
+*/
+#if defined(BPTRACE_IMPLEMENTATION) && !defined(_GNU_SOURCE)
+/* syscall() and clock_gettime() under -std=c99: include bptrace.h first in
+   the implementation file, or compile that file with -D_GNU_SOURCE. */
+#  define _GNU_SOURCE
+#endif
+#ifndef BPTRACE_H
+#define BPTRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BPTRACE_VERSION_MAJOR 0
+#define BPTRACE_VERSION_MINOR 1
+#define BPTRACE_VERSION_PATCH 0
+#define BPTRACE_VERSION "0.1.0"
+
+/* >>config: the declaration macro chain, as sokol's SOKOL_API_DECL. */
+#ifndef BPT_API
+#  ifdef BPTRACE_STATIC
+#    define BPT_API static
+#  else
+#    define BPT_API extern
+#  endif
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* >>errors
+   One X-macro list gives every error a name, a value and a message. Every
+   function that can fail returns 0 (or a count) on success and a negative
+   BPT_E* on failure; bpt_last_error() then says why, in words, for the
+   calling thread. */
+#define BPT_ERRORS(X) \
+    X(BPT_OK,             0,  "success") \
+    X(BPT_EINVAL,        -1,  "invalid argument") \
+    X(BPT_ENOMEM,        -2,  "out of memory") \
+    X(BPT_EPATTERN,      -3,  "malformed trace pattern (expected module:function/arity)") \
+    X(BPT_EFLAGS,        -4,  "unknown or conflicting trace flags") \
+    X(BPT_ESESSION,      -5,  "no such trace session (never created, or destroyed)") \
+    X(BPT_EBUSY,         -6,  "function is traced by a session; remove its trace patterns first") \
+    X(BPT_EDEADLK,       -7,  "set-path call from a tracer callback would deadlock") \
+    X(BPT_ENOENT,        -8,  "no such function registered") \
+    X(BPT_EEXIST,        -9,  "already registered") \
+    X(BPT_ENOTSUP,      -10,  "not supported on this compiler or architecture") \
+    X(BPT_EPERM,        -11,  "the system refused the operation (mprotect)") \
+    X(BPT_ENOTPATCHABLE,-12,  "function entry is not patchable") \
+    X(BPT_ELIMIT,       -13,  "a fixed limit was reached (sessions, name length)")
+
+enum bpt_error {
+#define BPT__ERROR_ENUM(name, value, text) name = value,
+    BPT_ERRORS(BPT__ERROR_ENUM)
+#undef BPT__ERROR_ENUM
+    BPT__ERROR_END = 1
+};
+
+/* bpt_strerror: the fixed message of an error code.
+   In: code, a BPT_E* value (or anything else). Out: a static string, never NULL;
+   "unknown error" for a value that is not a BPT_E*. Thread-safe. */
+BPT_API const char *bpt_strerror(int code);
+
+/* bpt_last_error: why the calling thread's last failing bptrace call failed.
+   Out: a thread-local string (valid until this thread's next failing call),
+   e.g. "bpt_trace_pattern: 'vm:fib' has no '/arity'"; "" if none failed yet.
+   Thread-safe: each thread sees only its own message. */
+BPT_API const char *bpt_last_error(void);
+
+/* >>progress
+   Thread progress: an epoch mechanism in the manner of ERTS erl_thr_progress.c
+   and liburcu's memb flavour. Readers pin around every use of breakpoint data;
+   a waiter learns that every thread has left the pins that were in force
+   when the wait began. */
+
+/* bpt_thread_progress_pin / _unpin: enter / leave a read-side section.
+   Nests (counted), also from a signal handler that interrupts a pinned
+   section. The first pin of a thread creates its thread record (a one-time
+   allocation). A pin costs an acquire load and a store, plus a full fence when
+   membarrier(2) is unavailable; a managed online thread's pin costs nothing.
+   Never blocks. Unpin wakes a waiter sleeping on this thread.
+   Thread-safe; async-signal-safe once the thread has its record.
+   Source: rcu_read_lock/unlock in liburcu urcu-memb. */
+BPT_API void bpt_thread_progress_pin(void);
+BPT_API void bpt_thread_progress_unpin(void);
+
+/* bpt_thread_progress_wait: wait until every thread has passed a quiescent
+   point since this call began.
+   On return, every pin section that was in force when the call began has
+   ended, managed online threads have called bpt_thread_progress() since, and
+   all stores made before the call are visible to every thread.
+   Offline managed threads, exited threads and unpinned threads never delay
+   it. It spins briefly, then sleeps on a futex; it takes no lock that a
+   reader takes. Returns 0, or BPT_EDEADLK when called by a pinned thread or
+   from a tracer callback (it would wait for itself).
+   Thread-safe: concurrent waiters are serialized.
+   Source: erts_thr_progress_block / synchronize_rcu. */
+BPT_API int bpt_thread_progress_wait(void);
+
+/* bpt_thread_progress_wait_sync_core: as bpt_thread_progress_wait, and in
+   addition every running thread of the process has serialized its instruction
+   stream (membarrier PRIVATE_EXPEDITED_SYNC_CORE, or a signal to each thread
+   with a record where that is missing). Use after writing code.
+   Errors: BPT_EDEADLK as above. Source: Linux text_poke_sync. */
+BPT_API int bpt_thread_progress_wait_sync_core(void);
+
+/* bpt_thread_progress_register_managed: declare the calling thread managed,
+   as ERTS managed threads. It then promises to call bpt_thread_progress() at
+   quiescent points (e.g. once per frame) and to go offline before blocking;
+   in exchange its pins cost nothing. Waiters wait for its next
+   bpt_thread_progress(). Returns 0, BPT_EINVAL if called while pinned,
+   BPT_ENOMEM if its record cannot be allocated. Thread-safe (acts on the caller). */
+BPT_API int bpt_thread_progress_register_managed(void);
+
+/* bpt_thread_progress: a managed thread reports a quiescent point: it holds no
+   reference to breakpoint data. No-op on unmanaged threads. Wakes a waiter.
+   Never blocks. Source: erts_thr_progress_update. */
+BPT_API void bpt_thread_progress(void);
+
+/* bpt_thread_progress_offline / _online: a managed thread leaves (before
+   blocking, e.g. in a futex, a condition variable or I/O) and re-enters the
+   set of threads that waiters wait for. While offline it must not pin nor hit
+   a breakpoint. No-op on unmanaged threads. Never block.
+   Source: erts_thr_progress_prepare_wait / erts_thr_progress_finalize_wait. */
+BPT_API void bpt_thread_progress_offline(void);
+BPT_API void bpt_thread_progress_online(void);
+
+/* What thread progress has done, for tests and benchmarks. */
+typedef struct bpt_progress_stats {
+    uint64_t epoch;          /* current global epoch (starts at 1) */
+    uint64_t waits;          /* completed waits */
+    uint64_t futex_sleeps;   /* times a waiter slept on the futex */
+    uint64_t futex_wakes;    /* wake-ups readers issued to a sleeping waiter */
+    uint32_t threads;        /* thread records in use (live threads that pinned) */
+    uint32_t records;        /* thread records ever created (they are reused) */
+    int      membarrier;     /* 1: light pins (membarrier registered), 0: fence pins */
+    int      sync_core;      /* 1: membarrier SYNC_CORE registered, 0: signal fallback */
+} bpt_progress_stats;
+
+/* bpt_thread_progress_stats: fill *out (NULL gives BPT_EINVAL). Counters are
+   read without a lock, so they are each exact but not a snapshot. Thread-safe. */
+BPT_API int bpt_thread_progress_stats(bpt_progress_stats *out);
+
+/* >>session
+   A trace session is an isolated set of trace settings with one tracer, as
+   OTP 27's trace:session_create/3. Handles are weak ids (a generation and a
+   slot, as sokol's resource handles): a stale handle gives BPT_ESESSION, never
+   a crash, and a late message of a dead session is dropped. */
+typedef struct bpt_session { uint64_t id; } bpt_session;
+
+/* Message types. */
+enum bpt_msg_type {
+    BPT_MSG_CALL    = 1,  /* a traced call: func, args */
+    BPT_MSG_DROPPED = 2,  /* value = messages this thread's ring dropped since the last report */
+    BPT_MSG_LIMIT   = 3   /* the rate limit tripped; the session traced nothing after it */
+};
+
+enum { BPT_MAX_ARGS = 8 };
+
+typedef struct bpt_func bpt_func;
+
+/* A value formatter: write value as text into buf (size bytes, always NUL
+   terminated), return the length it wanted, as snprintf. */
+typedef int (*bpt_format_fn)(char *buf, size_t size, uint64_t value);
+
+/* One trace message. Names point into bptrace's interned strings and stay
+   valid until the process exits, so a message outlives its function. */
+typedef struct bpt_msg {
+    uint16_t type;         /* enum bpt_msg_type */
+    uint16_t nargs;        /* valid entries of args[] */
+    uint32_t thread;       /* OS thread id (gettid) of the traced thread */
+    uint64_t process;      /* the process the call ran in (default: the OS thread id) */
+    uint64_t ts_ns;        /* CLOCK_MONOTONIC, ns */
+    uint64_t session;      /* the session's weak id */
+    const char *module;    /* function, or NULL for DROPPED / LIMIT */
+    const char *name;
+    int arity;
+    bpt_format_fn format;  /* the site's argument formatter, or NULL for decimal */
+    const char *user;      /* the match spec's message, or NULL */
+    uint64_t value;        /* DROPPED: count */
+    uint64_t args[BPT_MAX_ARGS];
+} bpt_msg;
+
+/* A callback tracer runs in the traced thread, inside the hit path: it must
+   not block for long and must not call set-path functions (BPT_EDEADLK).
+   Breakpoints hit from inside it are counted but send no messages. */
+typedef void (*bpt_tracer_fn)(const bpt_msg *msg, void *user);
+
+/* Session settings. Zero-initialise and set what you need; zero means default. */
+typedef struct bpt_session_desc {
+    const char   *name;        /* copied; default "session" (at most 63 bytes) */
+    bpt_tracer_fn tracer;      /* callback tracer; NULL: per-thread message rings */
+    void         *tracer_user;
+    uint32_t      ring_size;   /* messages per thread ring, rounded up to a power
+                                  of two; default 1024, at most 1<<20 */
+    uint64_t      rate_max;    /* recon_trace limit: at most rate_max messages ... */
+    uint32_t      rate_per_ms; /* ... in every window of this many ms (0: in all) */
+} bpt_session_desc;
+
+/* bpt_session_create: create a trace session.
+   In: desc (NULL gives the defaults). Out: *out, the session handle.
+   Returns 0; BPT_EINVAL (out NULL, ring_size over 1<<20, rate_per_ms without
+   rate_max); BPT_ELIMIT (BPT_MAX_SESSIONS alive, or a name over 63 bytes);
+   BPT_ENOMEM. Thread-safe (set path). Source: trace:session_create/3 (OTP 27). */
+BPT_API int bpt_session_create(const bpt_session_desc *desc, bpt_session *out);
+
+/* bpt_session_destroy: clear every breakpoint of the session through the 13
+   steps, then free it after a thread progress wait. Messages still in its
+   rings are discarded; frames and messages that outlive it do nothing.
+   Returns 0; BPT_ESESSION for a stale or destroyed handle (a double destroy);
+   BPT_EDEADLK from a tracer callback. Thread-safe (set path).
+   Source: trace:session_destroy/1. */
+BPT_API int bpt_session_destroy(bpt_session s);
+
+/* bpt_session_drain: move up to max messages from the session's rings into out.
+   Returns how many (0..max), thread by thread, each thread's in order;
+   BPT_ESESSION (stale handle), BPT_EINVAL (out NULL with max > 0, max < 0).
+   A session with a callback tracer has nothing to drain (returns 0).
+   Never blocks a traced thread. Thread-safe: one drainer at a time per session. */
+BPT_API int bpt_session_drain(bpt_session s, bpt_msg *out, int max);
+
+typedef struct bpt_session_counts {
+    uint64_t produced;   /* messages the session generated (delivered + dropped + pending) */
+    uint64_t delivered;  /* handed to the callback tracer, or drained */
+    uint64_t dropped;    /* lost to full rings (a traced thread never waits) */
+    uint64_t limited;    /* hits suppressed after the rate limit tripped */
+    int      limit_tripped;
+    char     name[64];
+} bpt_session_counts;
+
+/* bpt_session_stats: fill *out. Returns 0, BPT_ESESSION, BPT_EINVAL (out NULL).
+   Counters are each exact, read without stopping anyone. Thread-safe. */
+BPT_API int bpt_session_stats(bpt_session s, bpt_session_counts *out);
+
+/* >>func
+   A function record (bpt_func, BEAM's ErtsCodeInfo) names one instrumentable
+   function and owns its site: here, a VM instruction word. */
+
+/* How a VM lets bptrace read a call's arguments and print values. */
+typedef uint64_t (*bpt_vm_arg_fn)(const void *frame, int index);
+typedef struct bpt_vm_ops {
+    bpt_vm_arg_fn arg;      /* argument index of the frame given to bpt_vm_breakpoint; NULL: no args */
+    bpt_format_fn format;   /* how to print an argument; NULL: decimal. Must stay valid for
+                               the life of the process (messages keep it). */
+} bpt_vm_ops;
+
+/* A VM instruction word: the interpreter's dispatch word (a label address
+   in threaded code, or an opcode). bptrace stores it with one aligned atomic
+   store; the VM must load it with BPT_VM_FETCH (one relaxed atomic load). */
+typedef uintptr_t bpt_vm_word;
+#if defined(__GNUC__) && !defined(__TINYC__)
+#  define BPT_VM_FETCH(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#else
+#  define BPT_VM_FETCH(p) (*(volatile bpt_vm_word *)(p))
+#endif
+
+/* bpt_register_vm: register a VM site.
+   In: first_word, the address of the function's first instruction word (the
+   VM keeps it at that address while registered); breakpoint_word, the word of
+   the VM's breakpoint opcode (must differ from *first_word); module, name
+   (copied, interned; at most 127 bytes each), arity 0..255; ops (may be NULL;
+   must stay valid while registered). Out: *out, the function record.
+   Trace patterns already set by any session apply to it at once, through the
+   13 steps, without stopping any thread.
+   Returns 0; BPT_EINVAL (a NULL, arity out of range, breakpoint_word equal to
+   the first word); BPT_EEXIST (first_word already registered); BPT_ELIMIT (a
+   name too long); BPT_ENOMEM. Thread-safe (set path).
+   Source: BEAM's code loading plus erts_set_trace_pattern's default patterns. */
+BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word,
+                            const char *module, const char *name, int arity,
+                            const bpt_vm_ops *ops, bpt_func **out);
+
+/* bpt_unregister: forget a function record. It must carry no breakpoint:
+   BPT_EBUSY if any session traces it (remove the patterns first). Frees the
+   record after a thread progress wait. Returns 0; BPT_EINVAL (NULL);
+   BPT_ENOENT (not a registered record); BPT_EBUSY. Thread-safe (set path). */
+BPT_API int bpt_unregister(bpt_func *f);
+
+/* bpt_func_lookup: find a registered function by exact module, name, arity.
+   Returns 0 and *out; BPT_EINVAL (a NULL); BPT_ENOENT. Thread-safe. */
+BPT_API int bpt_func_lookup(const char *module, const char *name, int arity, bpt_func **out);
+
+/* bpt_func_count: how many functions are registered. Thread-safe. */
+BPT_API int bpt_func_count(void);
+
+/* bpt_vm_breakpoint: what the VM's breakpoint opcode calls, as BEAM's
+   op_i_generic_breakpoint. In: f, the record registered for this site; frame,
+   handed back to ops->arg. Out: the original instruction word, for the VM to
+   execute in place of the breakpoint. Runs every session's active
+   generation: counts, evaluates match specs, sends call messages.
+   Never blocks; takes no lock. Thread-safe and async-signal-safe once the
+   thread has a ring in each tracing session. */
+BPT_API bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame);
+
+/* bpt_vm_word_at: the word currently stored at a registered site (the
+   breakpoint word while installed, the original otherwise). For tests. */
+BPT_API bpt_vm_word bpt_vm_word_at(const bpt_func *f);
+
+/* >>pattern */
+
+/* bpt_active_bp_ix: which of the two generations of every breakpoint running
+   code reads (0 or 1); the other, bpt_staging_bp_ix(), is where the set path
+   stages changes. Step 7 of the protocol (commit) flips them. Thread-safe.
+   Source: erts_active_bp_ix / erts_staging_bp_ix in beam_bp.h. */
+BPT_API unsigned bpt_active_bp_ix(void);
+BPT_API unsigned bpt_staging_bp_ix(void);
+
+/* What a pattern sets (OR them): */
+enum bpt_trace_flag {
+    BPT_CALL    = 1u << 0,  /* local call trace: a call message per call */
+    BPT_COUNT   = 1u << 1,  /* call_count: an atomic counter, as BEAM's BpCount */
+    /* How (at most one; none means "switch on"): */
+    BPT_OFF     = 1u << 16, /* switch the named kinds off (BPT_OFF alone: all kinds) */
+    BPT_PAUSE   = 1u << 17, /* call_count: stop counting, keep the value */
+    BPT_RESTART = 1u << 18  /* call_count: set to zero and count */
+};
+
+/* Match spec actions. */
+enum bpt_match_action {
+    BPT_MS_SILENT = 1u << 0 /* run the predicate but send no call message */
+};
+
+/* A match spec predicate: return non-zero to trace this call. args holds the
+   first nargs arguments as 64-bit words. Runs in the traced thread. */
+typedef int (*bpt_match_fn)(const uint64_t *args, int nargs, void *user);
+
+/* A match spec: an optional predicate over the arguments plus actions, the
+   C counterpart of [{Head, Guards, Body}] for the call trace of a pattern.
+   Copied by bpt_trace_pattern; user must stay valid while the pattern is set. */
+typedef struct bpt_match {
+    bpt_match_fn pred;     /* NULL: every call matches */
+    void        *user;
+    unsigned     actions;  /* BPT_MS_* */
+    const char  *message;  /* copied and interned; attached to each call message */
+} bpt_match;
+
+/* bpt_trace_pattern: set, change or clear a session's breakpoints on every
+   function matching pattern, without stopping any thread (the 13 steps).
+   In: pattern "module:function/arity"; each part a glob where '*' matches any
+   run of characters, and '_' alone matches anything ("_:_/_" is every
+   function). flags: kinds (BPT_CALL, BPT_COUNT) plus at most one of
+   BPT_OFF, BPT_PAUSE, BPT_RESTART. match: the call-trace match spec (NULL: none).
+   The pattern also stays in force for functions registered later, until a
+   BPT_OFF call with the same pattern text removes it.
+   Returns the number of functions matched (>= 0); BPT_ESESSION; BPT_EINVAL
+   (pattern NULL); BPT_EPATTERN (empty or malformed; bpt_last_error says
+   where); BPT_EFLAGS (unknown bit, no kind with PAUSE/RESTART, PAUSE or
+   RESTART without BPT_COUNT, two hows); BPT_EDEADLK (from a tracer callback);
+   BPT_ENOMEM (nothing changed). Thread-safe (set path).
+   Source: erlang:trace_pattern/3 and erts_set_trace_pattern in beam_bp.c. */
+BPT_API int bpt_trace_pattern(bpt_session s, const char *pattern, unsigned flags,
+                              const bpt_match *match);
+
+/* What bpt_trace_info reports. */
+enum bpt_info_flag { BPT_INFO_FLAGS = 1u << 0, BPT_INFO_COUNT = 1u << 1 };
+
+typedef struct bpt_info {
+    unsigned flags;        /* BPT_CALL | BPT_COUNT set for f in the session; 0 if none */
+    int      count_paused; /* call_count is paused */
+    uint64_t count;        /* call_count, exact */
+} bpt_info;
+
+/* bpt_trace_info: the session's settings and call_count for one function.
+   Returns 0; BPT_ESESSION; BPT_EINVAL (f or out NULL, unknown what bits);
+   BPT_ENOENT (f not registered). Reads without blocking any traced thread.
+   Thread-safe. Source: erlang:trace_info/2 (flags, call_count). */
+BPT_API int bpt_trace_info(bpt_session s, const bpt_func *f, unsigned what, bpt_info *out);
+
+/* bpt_trace_info_each: bpt_trace_info for every registered function matching
+   pattern, calling fn(f, module, name, arity, info, user) for each with a
+   breakpoint in the session. Returns how many were reported; errors as
+   bpt_trace_info plus BPT_EPATTERN. fn runs in the calling thread, under the
+   code modification permission: it must not call set-path functions. */
+typedef void (*bpt_info_fn)(const bpt_func *f, const char *module, const char *name,
+                            int arity, const bpt_info *info, void *user);
+BPT_API int bpt_trace_info_each(bpt_session s, const char *pattern, unsigned what,
+                                bpt_info_fn fn, void *user);
+
+/* >>format */
+
+/* bpt_format_dbg: one message as a line in the style of OTP's dbg with
+   recon_trace's timestamps, e.g.
+       15:36:26.123456 (<4711>) call tinyvm:fib(10)
+       15:36:26.123460 (<4711>) dropped 17 messages
+   In: m, buf of size bytes. Out: the text, NUL terminated, no newline.
+   Returns the length it wanted (as snprintf), or BPT_EINVAL for a NULL.
+   Thread-safe; never touches traced threads. */
+BPT_API int bpt_format_dbg(const bpt_msg *m, char *buf, size_t size);
+
+/* >>observe */
+
+/* A protocol observer sees each of the 13 steps of a breakpoint change as it
+   ends: step 1..13, did (0 when the step had nothing to do and was skipped),
+   the step's duration in ns. It runs under the code modification permission
+   and must not call set-path functions. For examples/protocol_walkthrough and tests. */
+typedef void (*bpt_observer_fn)(int step, int did, uint64_t ns, void *user);
+
+/* bpt_set_protocol_observer: install (fn non-NULL) or remove (NULL) the
+   observer. Returns 0. Thread-safe (set path). */
+BPT_API int bpt_set_protocol_observer(bpt_observer_fn fn, void *user);
+
+/* bpt_protocol_step_name: "seize permission", "allocate", ... for step 1..13,
+   NULL otherwise. Thread-safe. */
+BPT_API const char *bpt_protocol_step_name(int step);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BPTRACE_H */

@@ -1,0 +1,56 @@
+/* breakpoint.h: the data the set path (bp.c) writes and the hit path
+   (hit.c) reads: function records, GenericBp and its two generations.
+   Names and flag values as in beam_bp.c. */
+
+enum {
+    BPT__BPF_LOCAL_TRACE  = 0x01,
+    BPT__BPF_COUNT        = 0x04,
+    BPT__BPF_COUNT_ACTIVE = 0x08
+};
+
+/* call_count, as BEAM's BpCount: shared by the generations that count into
+   it, freed when the last lets go (refc under the permission). */
+typedef struct bpt__BpCount {
+    bpt__atomic_u64 value;
+    uint32_t refc;
+} bpt__BpCount;
+
+/* One generation of one session's settings on one function. */
+typedef struct bpt__GenericBpData {
+    uint32_t flags;               /* BPT__BPF_* */
+    bpt__ms *local_ms;            /* BPT__BPF_LOCAL_TRACE: the match spec, or NULL (match all) */
+    bpt__BpCount *count;          /* BPT__BPF_COUNT */
+} bpt__GenericBpData;
+
+/* The breakpoint of one trace session on one function. */
+typedef struct bpt__GenericBp {
+    bpt_vm_word orig_instr;       /* the word the breakpoint replaces */
+    bpt__GenericBpData data[2];   /* indexed by bpt_active_bp_ix() / its staging twin */
+    bpt__session *session;
+    bpt__atomic_ptr next;         /* bpt__GenericBp *: the next session's, walked by readers */
+    struct bpt__GenericBp *to_insert;    /* set path: a new session's GenericBp, parked until step 5 */
+    struct bpt__GenericBp *next_to_free; /* set path: freed after step 12 */
+} bpt__GenericBp;
+
+enum bpt__site_kind { BPT__SITE_VM = 1 };
+
+struct bpt_func {
+    const char *module, *name;    /* interned */
+    int arity;
+    int kind;                     /* enum bpt__site_kind */
+    bpt_vm_word *word;            /* VM site: the function's first instruction word */
+    bpt_vm_word orig_word;        /* ... its original content */
+    bpt_vm_word bp_word;          /* ... the VM's breakpoint opcode word */
+    const bpt_vm_ops *ops;
+    bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */
+    int installed;                /* set path: the breakpoint word is in place */
+    uint32_t registry_ix;         /* set path: position in the registry */
+};
+
+/* The active generation index. Step 7 of the protocol flips it with a
+   release store; the hit path reads it with an acquire load, so a hit that
+   sees the new index sees what step 3 staged. */
+static bpt__atomic_u32 bpt__active_ix;
+
+unsigned bpt_active_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix); }
+unsigned bpt_staging_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix) ^ 1u; }

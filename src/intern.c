@@ -1,0 +1,38 @@
+/* intern.c: interned strings. Module and function names, and match spec
+   messages, are copied once and kept for the life of the process, so a trace
+   message can name its function after the function is gone. Only the set
+   path interns (under its own lock); the hit path only reads the pointers. */
+
+typedef struct bpt__interned {
+    struct bpt__interned *next;
+    uint32_t hash;
+    char text[1];
+} bpt__interned;
+
+enum { BPT__INTERN_BUCKETS = 1024 };
+static bpt__interned *bpt__intern_table[BPT__INTERN_BUCKETS];
+static pthread_mutex_t bpt__intern_lock = PTHREAD_MUTEX_INITIALIZER;
+
+BPT__PRIVATE uint32_t bpt__hash_str(const char *s) {
+    uint32_t h = 2166136261u;   /* FNV-1a */
+    while (*s) h = (h ^ (uint8_t)*s++) * 16777619u;
+    return h;
+}
+
+/* The interned copy of text, or NULL when memory ran out. */
+BPT__PRIVATE const char *bpt__intern(const char *text) {
+    uint32_t h = bpt__hash_str(text);
+    size_t len = strlen(text);
+    bpt__interned *e;
+    pthread_mutex_lock(&bpt__intern_lock);
+    for (e = bpt__intern_table[h % BPT__INTERN_BUCKETS]; e; e = e->next)
+        if (e->hash == h && strcmp(e->text, text) == 0) break;
+    if (!e && (e = (bpt__interned *)BPT_MALLOC(sizeof *e + len)) != NULL) {
+        e->hash = h;
+        memcpy(e->text, text, len + 1);
+        e->next = bpt__intern_table[h % BPT__INTERN_BUCKETS];
+        bpt__intern_table[h % BPT__INTERN_BUCKETS] = e;
+    }
+    pthread_mutex_unlock(&bpt__intern_lock);
+    return e ? e->text : NULL;
+}

@@ -1,0 +1,133 @@
+/* pattern.c: trace patterns ("module:function/arity" with globs) and match
+   specs, as erlang:trace_pattern/3 takes them. Set path only. */
+
+enum { BPT__NAME_MAX = 127 };
+
+typedef struct bpt__mfa {
+    char module[BPT__NAME_MAX + 1];
+    char function[BPT__NAME_MAX + 1];
+    int arity;                    /* -1: any */
+} bpt__mfa;
+
+/* Copy one part of a pattern; '_' alone means any, as '*'. */
+static int bpt__pattern_part(char *dst, const char *src, size_t len, const char *what, const char *text) {
+    if (len == 0)
+        return bpt__fail(BPT_EPATTERN, "'%s': the %s is empty", text, what);
+    if (len > BPT__NAME_MAX)
+        return bpt__fail(BPT_EPATTERN, "'%s': the %s is longer than %d bytes", text, what, BPT__NAME_MAX);
+    if (len == 1 && src[0] == '_') { strcpy(dst, "*"); return 0; }
+    memcpy(dst, src, len);
+    dst[len] = '\0';
+    return 0;
+}
+
+/* Parse "module:function/arity". Errors: BPT_EINVAL (NULL), BPT_EPATTERN,
+   with bpt_last_error() saying which part is wrong. */
+BPT__PRIVATE int bpt__pattern_parse(const char *text, bpt__mfa *out) {
+    const char *colon, *slash, *a;
+    int rc, arity = 0;
+    if (!text) return bpt__fail(BPT_EINVAL, "the pattern is NULL");
+    if (!*text) return bpt__fail(BPT_EPATTERN, "the pattern is empty (expected module:function/arity)");
+    colon = strchr(text, ':');
+    if (!colon) return bpt__fail(BPT_EPATTERN, "'%s' has no ':' (expected module:function/arity)", text);
+    slash = strchr(colon + 1, '/');
+    if (!slash) return bpt__fail(BPT_EPATTERN, "'%s' has no '/arity'", text);
+    if (strchr(slash + 1, '/') || strchr(colon + 1, ':'))
+        return bpt__fail(BPT_EPATTERN, "'%s' has more than one ':' or '/'", text);
+    if ((rc = bpt__pattern_part(out->module, text, (size_t)(colon - text), "module", text)) < 0) return rc;
+    if ((rc = bpt__pattern_part(out->function, colon + 1, (size_t)(slash - colon - 1), "function", text)) < 0) return rc;
+    a = slash + 1;
+    if ((a[0] == '_' || a[0] == '*') && a[1] == '\0') { out->arity = -1; return 0; }
+    if (!*a) return bpt__fail(BPT_EPATTERN, "'%s': the arity is empty (use '_' for any)", text);
+    for (; *a; a++) {
+        if (*a < '0' || *a > '9' || arity > 255)
+            return bpt__fail(BPT_EPATTERN, "'%s': the arity must be 0..255 or '_'", text);
+        arity = arity * 10 + (*a - '0');
+    }
+    if (arity > 255) return bpt__fail(BPT_EPATTERN, "'%s': the arity must be 0..255 or '_'", text);
+    out->arity = arity;
+    return 0;
+}
+
+/* Glob match: '*' matches any run, everything else itself. Iterative, with
+   one backtrack point: linear in practice, never recursive. */
+BPT__PRIVATE int bpt__glob(const char *p, const char *s) {
+    const char *star = NULL, *resume = NULL;
+    while (*s) {
+        if (*p == '*') { star = p++; resume = s; }
+        else if (*p == *s) { p++; s++; }
+        else if (star) { p = star + 1; s = ++resume; }
+        else return 0;
+    }
+    while (*p == '*') p++;
+    return *p == '\0';
+}
+
+BPT__PRIVATE int bpt__mfa_match(const bpt__mfa *p, const char *module, const char *name, int arity) {
+    return (p->arity < 0 || p->arity == arity) && bpt__glob(p->module, module) && bpt__glob(p->function, name);
+}
+
+/* The kinds a pattern sets and how. */
+#define BPT__KINDS (BPT_CALL | BPT_COUNT)
+#define BPT__HOWS (BPT_OFF | BPT_PAUSE | BPT_RESTART)
+
+BPT__PRIVATE int bpt__flags_check(unsigned flags) {
+    unsigned how = flags & BPT__HOWS, kinds = flags & BPT__KINDS;
+    if (flags & ~(BPT__KINDS | BPT__HOWS))
+        return bpt__fail(BPT_EFLAGS, "unknown flag bits 0x%x", flags & ~(BPT__KINDS | BPT__HOWS));
+    if (how & (how - 1))
+        return bpt__fail(BPT_EFLAGS, "at most one of BPT_OFF, BPT_PAUSE, BPT_RESTART");
+    if ((how & (BPT_PAUSE | BPT_RESTART)) && kinds != BPT_COUNT)
+        return bpt__fail(BPT_EFLAGS, "BPT_PAUSE and BPT_RESTART apply to BPT_COUNT alone");
+    if (!kinds && how != BPT_OFF)
+        return bpt__fail(BPT_EFLAGS, "no kind given (BPT_CALL, BPT_COUNT)");
+    return 0;
+}
+
+/* A match spec, shared by the generations that use it and freed when the
+   last lets go. refc is changed only under the code modification permission;
+   readers never touch it (they are done with a generation before its
+   references are dropped: steps 8 and 11). */
+typedef struct bpt__ms {
+    bpt_match_fn pred;
+    void *user;
+    unsigned actions;
+    const char *message;          /* interned */
+    uint32_t refc;
+} bpt__ms;
+
+/* A new match spec with one reference, or NULL for ENOMEM. */
+BPT__PRIVATE bpt__ms *bpt__ms_new(const bpt_match *m) {
+    bpt__ms *ms = (bpt__ms *)BPT_MALLOC(sizeof *ms);
+    if (!ms) return NULL;
+    ms->pred = m->pred;
+    ms->user = m->user;
+    ms->actions = m->actions;
+    ms->message = NULL;
+    ms->refc = 1;
+    if (m->message && !(ms->message = bpt__intern(m->message))) {
+        BPT_FREE(ms);
+        return NULL;
+    }
+    return ms;
+}
+
+BPT__PRIVATE void bpt__ms_ref(bpt__ms *ms) { if (ms) ms->refc++; }
+
+BPT__PRIVATE void bpt__ms_unref(bpt__ms *ms) {
+    if (ms && --ms->refc == 0) BPT_FREE(ms);
+}
+
+/* A pattern in force in a session: bpt_trace_pattern calls are kept in order
+   and replayed on functions registered later. */
+struct bpt__pattern_entry {
+    bpt__pattern_entry *next;
+    bpt__mfa mfa;
+    unsigned flags;
+    bpt__ms *ms;                  /* one reference */
+};
+
+static void bpt__pattern_entry_free(bpt__pattern_entry *e) {
+    bpt__ms_unref(e->ms);
+    BPT_FREE(e);
+}

@@ -1,0 +1,222 @@
+/* port.h: everything that differs by compiler or architecture.
+   Atomics, thread-locals, the monotonic clock, futex, membarrier, CPU relax.
+   Above this part nothing names a compiler or an instruction set.
+
+   Atomics come in two implementations with one interface:
+   - gcc and clang: C11 <stdatomic.h> on _Atomic types;
+   - tcc 0.9.27 (no <stdatomic.h>, no __atomic builtins): GNU inline asm for
+     x86-64, whose memory model (TSO) makes every plain aligned load an acquire
+     and every plain aligned store a release; only the compiler must be kept
+     from reordering ("memory" clobbers), and seq_cst needs a locked
+     instruction or mfence. */
+
+#if !defined(__linux__)
+#  error "bptrace: Linux only (it needs futex(2) and membarrier(2))"
+#endif
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <linux/futex.h>
+
+#ifndef BPT_ASSERT
+#  include <assert.h>
+#  define BPT_ASSERT(c) assert(c)
+#endif
+#if defined(BPT_MALLOC) != defined(BPT_FREE)
+#  error "bptrace: define both BPT_MALLOC and BPT_FREE, or neither"
+#endif
+#ifndef BPT_MALLOC
+#  define BPT_MALLOC(n) malloc(n)
+#  define BPT_FREE(p) free(p)
+#endif
+#ifndef BPT_MAX_THREADS
+#  define BPT_MAX_THREADS 64
+#endif
+#ifndef BPT_MAX_SESSIONS
+#  define BPT_MAX_SESSIONS 64
+#endif
+#ifndef BPT_SYNC_CORE_SIGNAL
+#  define BPT_SYNC_CORE_SIGNAL (SIGRTMIN + 7)
+#endif
+#define BPT__SYNC_CORE_SIGNAL BPT_SYNC_CORE_SIGNAL
+#if BPT_MAX_THREADS < 1 || BPT_MAX_SESSIONS < 1 || BPT_MAX_SESSIONS > 65535
+#  error "bptrace: BPT_MAX_THREADS must be >= 1 and BPT_MAX_SESSIONS in 1..65535"
+#endif
+
+#if defined(__GNUC__) || defined(__clang__) || defined(__TINYC__)
+#  define BPT__PRIVATE __attribute__((unused)) static
+#else
+#  define BPT__PRIVATE static
+#endif
+
+#define BPT__CACHE_LINE 64
+
+/* >>atomics */
+#if defined(__TINYC__)
+#  if !defined(__x86_64__)
+#    error "bptrace: tcc is supported on x86-64 only"
+#  endif
+#  define BPT__ASM_ATOMICS 1
+typedef volatile uint32_t bpt__atomic_u32;
+typedef volatile uint64_t bpt__atomic_u64;
+typedef void *volatile    bpt__atomic_ptr;
+#  define bpt__compiler_barrier() __asm__ __volatile__("" ::: "memory")
+
+BPT__PRIVATE uint32_t bpt__load_relaxed_u32(bpt__atomic_u32 *p) { return *p; }
+BPT__PRIVATE uint64_t bpt__load_relaxed_u64(bpt__atomic_u64 *p) { return *p; }
+BPT__PRIVATE void *bpt__load_relaxed_ptr(bpt__atomic_ptr *p) { return *p; }
+/* TSO: a load is not reordered with later loads or stores; the barrier keeps tcc from doing so. */
+BPT__PRIVATE uint32_t bpt__load_acquire_u32(bpt__atomic_u32 *p) { uint32_t v = *p; bpt__compiler_barrier(); return v; }
+BPT__PRIVATE uint64_t bpt__load_acquire_u64(bpt__atomic_u64 *p) { uint64_t v = *p; bpt__compiler_barrier(); return v; }
+BPT__PRIVATE void *bpt__load_acquire_ptr(bpt__atomic_ptr *p) { void *v = *p; bpt__compiler_barrier(); return v; }
+BPT__PRIVATE void bpt__store_relaxed_u32(bpt__atomic_u32 *p, uint32_t v) { *p = v; }
+BPT__PRIVATE void bpt__store_relaxed_u64(bpt__atomic_u64 *p, uint64_t v) { *p = v; }
+BPT__PRIVATE void bpt__store_relaxed_ptr(bpt__atomic_ptr *p, void *v) { *p = v; }
+/* TSO: a store is not reordered with earlier loads or stores. */
+BPT__PRIVATE void bpt__store_release_u32(bpt__atomic_u32 *p, uint32_t v) { bpt__compiler_barrier(); *p = v; }
+BPT__PRIVATE void bpt__store_release_u64(bpt__atomic_u64 *p, uint64_t v) { bpt__compiler_barrier(); *p = v; }
+BPT__PRIVATE void bpt__store_release_ptr(bpt__atomic_ptr *p, void *v) { bpt__compiler_barrier(); *p = v; }
+/* xchg with memory is implicitly locked: a full barrier. */
+BPT__PRIVATE void bpt__store_seq_cst_u32(bpt__atomic_u32 *p, uint32_t v) {
+    __asm__ __volatile__("xchgl %0, %1" : "+r"(v), "+m"(*p) : : "memory");
+}
+BPT__PRIVATE uint64_t bpt__fetch_add_u64(bpt__atomic_u64 *p, uint64_t v) {
+    __asm__ __volatile__("lock; xaddq %0, %1" : "+r"(v), "+m"(*p) : : "memory");
+    return v;
+}
+BPT__PRIVATE uint32_t bpt__fetch_add_u32(bpt__atomic_u32 *p, uint32_t v) {
+    __asm__ __volatile__("lock; xaddl %0, %1" : "+r"(v), "+m"(*p) : : "memory");
+    return v;
+}
+BPT__PRIVATE int bpt__cas_u32(bpt__atomic_u32 *p, uint32_t expected, uint32_t desired) {
+    uint32_t prev = expected;
+    __asm__ __volatile__("lock; cmpxchgl %2, %1" : "+a"(prev), "+m"(*p) : "r"(desired) : "memory");
+    return prev == expected;
+}
+BPT__PRIVATE int bpt__cas_u64(bpt__atomic_u64 *p, uint64_t expected, uint64_t desired) {
+    uint64_t prev = expected;
+    __asm__ __volatile__("lock; cmpxchgq %2, %1" : "+a"(prev), "+m"(*p) : "r"(desired) : "memory");
+    return prev == expected;
+}
+BPT__PRIVATE int bpt__cas_ptr(bpt__atomic_ptr *p, void *expected, void *desired) {
+    return bpt__cas_u64((bpt__atomic_u64 *)(void *)p, (uint64_t)(uintptr_t)expected,
+                        (uint64_t)(uintptr_t)desired);
+}
+BPT__PRIVATE void bpt__fence_seq_cst(void) { __asm__ __volatile__("mfence" ::: "memory"); }
+BPT__PRIVATE void bpt__cpu_relax(void) { __asm__ __volatile__("pause" ::: "memory"); }
+
+#else /* gcc, clang: C11 atomics */
+#  include <stdatomic.h>
+typedef _Atomic(uint32_t) bpt__atomic_u32;
+typedef _Atomic(uint64_t) bpt__atomic_u64;
+typedef _Atomic(void *)   bpt__atomic_ptr;
+#  define bpt__compiler_barrier() atomic_signal_fence(memory_order_seq_cst)
+#  define BPT__ATOMIC_OPS(suffix, T, A) \
+    BPT__PRIVATE T bpt__load_relaxed_##suffix(A *p) { return atomic_load_explicit(p, memory_order_relaxed); } \
+    BPT__PRIVATE T bpt__load_acquire_##suffix(A *p) { return atomic_load_explicit(p, memory_order_acquire); } \
+    BPT__PRIVATE void bpt__store_relaxed_##suffix(A *p, T v) { atomic_store_explicit(p, v, memory_order_relaxed); } \
+    BPT__PRIVATE void bpt__store_release_##suffix(A *p, T v) { atomic_store_explicit(p, v, memory_order_release); } \
+    BPT__PRIVATE int bpt__cas_##suffix(A *p, T expected, T desired) { \
+        return atomic_compare_exchange_strong_explicit(p, &expected, desired, \
+                   memory_order_acq_rel, memory_order_acquire); }
+BPT__ATOMIC_OPS(u32, uint32_t, bpt__atomic_u32)
+BPT__ATOMIC_OPS(u64, uint64_t, bpt__atomic_u64)
+BPT__ATOMIC_OPS(ptr, void *, bpt__atomic_ptr)
+#  undef BPT__ATOMIC_OPS
+BPT__PRIVATE void bpt__store_seq_cst_u32(bpt__atomic_u32 *p, uint32_t v) { atomic_store_explicit(p, v, memory_order_seq_cst); }
+BPT__PRIVATE uint64_t bpt__fetch_add_u64(bpt__atomic_u64 *p, uint64_t v) { return atomic_fetch_add_explicit(p, v, memory_order_acq_rel); }
+BPT__PRIVATE uint32_t bpt__fetch_add_u32(bpt__atomic_u32 *p, uint32_t v) { return atomic_fetch_add_explicit(p, v, memory_order_acq_rel); }
+BPT__PRIVATE void bpt__fence_seq_cst(void) { atomic_thread_fence(memory_order_seq_cst); }
+BPT__PRIVATE void bpt__cpu_relax(void) {
+#  if defined(__x86_64__) || defined(__i386__)
+    __asm__ __volatile__("pause" ::: "memory");
+#  elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#  else
+    bpt__compiler_barrier();
+#  endif
+}
+#endif
+
+/* A counter that only its owner thread writes: a relaxed load and store, no
+   locked instruction, read by others with a relaxed load. */
+BPT__PRIVATE void bpt__owner_inc_u64(bpt__atomic_u64 *p, uint64_t v) {
+    bpt__store_relaxed_u64(p, bpt__load_relaxed_u64(p) + v);
+}
+
+/* >>tls: thread-locals. tcc has no __thread, so it keeps the one per-thread
+   pointer bptrace needs (the thread record) in a pthread key, which it needs
+   anyway for the exit destructor. */
+#if defined(__TINYC__)
+#  define BPT__TLS_BY_KEY 1
+#else
+#  define BPT__THREAD_LOCAL __thread
+#endif
+
+/* >>clock */
+BPT__PRIVATE uint64_t bpt__now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+BPT__PRIVATE uint32_t bpt__gettid(void) { return (uint32_t)syscall(SYS_gettid); }
+
+/* >>futex: sleep while *word == expected; wake up to n sleepers. Private
+   futexes: the word is never shared with another process. Spurious returns
+   (EINTR, EAGAIN) are fine: every caller re-checks its condition. */
+BPT__PRIVATE void bpt__futex_wait(bpt__atomic_u32 *word, uint32_t expected) {
+    syscall(SYS_futex, (void *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+BPT__PRIVATE void bpt__futex_wake(bpt__atomic_u32 *word, int n) {
+    syscall(SYS_futex, (void *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+/* >>membarrier: the heavy barrier of an asymmetric fence pair.
+   membarrier(PRIVATE_EXPEDITED) makes every running thread of this process
+   execute a full memory barrier before it returns (an IPI to each CPU that
+   runs one of them), so readers may use a compiler barrier where they would
+   otherwise need a fence. SYNC_CORE also serializes each thread's
+   instruction stream, as needed after writing code.
+   The commands are spelled out rather than taken from <linux/membarrier.h>,
+   which old kernels' headers lack. */
+enum {
+    BPT__MEMBARRIER_CMD_QUERY = 0,
+    BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED = 1 << 3,
+    BPT__MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED = 1 << 4,
+    BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE = 1 << 5,
+    BPT__MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE = 1 << 6
+};
+
+BPT__PRIVATE long bpt__membarrier(int cmd) {
+#if defined(SYS_membarrier)
+    return syscall(SYS_membarrier, cmd, 0, 0);
+#else
+    (void)cmd;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/* Register a membarrier command: 1 if it can be used from now on, 0 if the
+   kernel refused (ENOSYS: too old or seccomp; EINVAL: command unknown;
+   EPERM: forbidden), and the caller falls back. */
+BPT__PRIVATE int bpt__membarrier_register(int query_bit, int register_cmd) {
+#if defined(BPT_NO_MEMBARRIER)
+    (void)query_bit; (void)register_cmd;
+    return 0;
+#else
+    long supported = bpt__membarrier(BPT__MEMBARRIER_CMD_QUERY);
+    if (supported < 0 || !(supported & query_bit)) return 0;
+    return bpt__membarrier(register_cmd) == 0;
+#endif
+}

@@ -1,0 +1,401 @@
+/* progress.c: thread progress, the epoch mechanism every wait of the protocol uses.
+   (ERTS erl_thr_progress.c for managed threads; liburcu urcu-memb for the
+   pinned read side of unmanaged ones.)
+
+   Each thread that ever pins owns a thread record. Its state word says where
+   the thread is:
+       state == 0                   quiescent: holds no reference
+       state == (epoch << 16) | n   pinned n deep since the thread read epoch
+   A managed online thread keeps (acknowledged epoch << 16) | 1 there, and
+   moves it forward at each bpt_thread_progress().
+
+   A waiter advances the global epoch to E and waits until every record is
+   quiescent or carries an epoch >= E. Such a thread started its current
+   section after the waiter's stores, and sees them.
+
+   The barrier pairs (each named where it is used):
+   [B1] pin:    store state; light barrier; read breakpoint data
+        waiter: advance epoch; heavy barrier; read states
+        Either the waiter sees the pin, or the reader sees every store the
+        waiter made before advancing the epoch.
+   [B2] unpin:  release-store 0; light barrier; read the futex word
+        waiter: store futex word = 1; heavy barrier; re-read the state
+        Either the waiter sees the unpin, or the unpinner sees the waiter
+        asleep and wakes it: no lost wake-up.
+   [B3] the waiter's acquire load of a state pairs with the release store
+        that ended the section (unpin, progress, offline, exit), so all the
+        reader's accesses happen before whatever the waiter does next (a free).
+   The light barrier is a compiler barrier once membarrier(PRIVATE_EXPEDITED)
+   is registered (the heavy barrier then runs a full barrier on every running
+   thread); otherwise both sides use a full fence. */
+
+#define BPT__NEST_BITS 16
+#define BPT__NEST_MASK ((1u << BPT__NEST_BITS) - 1)
+#define BPT__WAIT_SPINS 200
+
+typedef struct bpt__thread {
+    /* Written by the owner, read by waiters: first, on its own cache line. */
+    bpt__atomic_u64 state;
+    bpt__atomic_u32 in_use;         /* 1 while a live thread owns the record */
+    bpt__atomic_u32 sync_ack;       /* bumped by the sync-core fallback signal handler */
+    struct bpt__thread *next;       /* immutable once the record is published */
+    uint32_t index;                 /* slot for per-thread data (rings); stable across reuse */
+    uint32_t tid;                   /* OS thread id of the owner */
+    pthread_t self;
+    int managed;                    /* owner only: registered as a managed thread */
+    int managed_online;             /* owner only: managed and online (pins are free) */
+    int in_tracer;                  /* owner only: inside a callback tracer */
+    uint64_t process;               /* owner only: the process time is charged to */
+    char errmsg[200];               /* owner only: bpt_last_error() */
+} bpt__thread;
+
+static struct {
+    bpt__atomic_u64 epoch;          /* global epoch; starts at 1 */
+    bpt__atomic_u32 futex;          /* 1: a waiter sleeps (or is about to) */
+    bpt__atomic_ptr records;        /* bpt__thread list head, push-only */
+    bpt__atomic_u32 nrecords;
+    bpt__atomic_u32 light_pins;     /* membarrier PRIVATE_EXPEDITED registered */
+    bpt__atomic_u32 sync_core;      /* membarrier SYNC_CORE registered */
+    pthread_mutex_t wait_lock;      /* one waiter at a time */
+    pthread_key_t key;              /* exit destructor (and the TLS slot on tcc) */
+    bpt__atomic_u64 waits, futex_sleeps, futex_wakes;
+} bpt__progress = { 1, 0, NULL, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0 };
+
+static pthread_once_t bpt__progress_once = PTHREAD_ONCE_INIT;
+
+#if !defined(BPT__TLS_BY_KEY)
+static BPT__THREAD_LOCAL bpt__thread *bpt__tls_thread;
+#endif
+
+BPT__PRIVATE bpt__thread *bpt__thread_self_or_null(void) {
+#if defined(BPT__TLS_BY_KEY)
+    return (bpt__thread *)pthread_getspecific(bpt__progress.key);
+#else
+    return bpt__tls_thread;
+#endif
+}
+
+/* The light side of an asymmetric barrier pair [B1] [B2]. */
+BPT__PRIVATE void bpt__light_barrier(void) {
+    if (bpt__load_relaxed_u32(&bpt__progress.light_pins))
+        bpt__compiler_barrier();
+    else
+        bpt__fence_seq_cst();
+}
+
+/* The heavy side [B1] [B2]: after it, every thread's earlier stores are
+   visible to us and our earlier stores to every thread. */
+BPT__PRIVATE void bpt__heavy_barrier(void) {
+    bpt__fence_seq_cst();
+    if (bpt__load_relaxed_u32(&bpt__progress.light_pins))
+        bpt__membarrier(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+}
+
+static void bpt__sync_core_handler(int sig);
+static void bpt__thread_exit_destructor(void *arg);
+static void bpt__atfork_child(void);
+
+static void bpt__progress_init(void) {
+    pthread_key_create(&bpt__progress.key, bpt__thread_exit_destructor);
+    /* light_pins is set only after registration succeeded: a reader that
+       sees it knows every later heavy barrier reaches it. */
+    if (bpt__membarrier_register(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED,
+                                 BPT__MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED))
+        bpt__store_release_u32(&bpt__progress.light_pins, 1);
+    if (bpt__membarrier_register(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE,
+                                 BPT__MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE)) {
+        bpt__store_release_u32(&bpt__progress.sync_core, 1);
+    } else {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = bpt__sync_core_handler;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(BPT__SYNC_CORE_SIGNAL, &sa, NULL);
+    }
+    pthread_atfork(NULL, NULL, bpt__atfork_child);
+}
+
+BPT__PRIVATE void bpt__progress_ensure_init(void) {
+    pthread_once(&bpt__progress_once, bpt__progress_init);
+}
+
+/* Take a retired record, or make a new one. Records are never freed: a
+   waiter may be walking the list at any time. */
+static bpt__thread *bpt__thread_create(void) {
+    bpt__thread *rec;
+    void *raw;
+    size_t size;
+    bpt__progress_ensure_init();
+    for (rec = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records); rec; rec = rec->next) {
+        if (bpt__load_relaxed_u32(&rec->in_use) == 0 && bpt__cas_u32(&rec->in_use, 0, 1))
+            break;   /* acquire: sees everything the previous owner did */
+    }
+    if (!rec) {
+        /* A whole number of cache lines, cache-line aligned: no false sharing
+           between one thread's pins and another's. */
+        size = (sizeof(bpt__thread) + BPT__CACHE_LINE - 1) & ~(size_t)(BPT__CACHE_LINE - 1);
+        raw = BPT_MALLOC(size + BPT__CACHE_LINE);
+        if (!raw) return NULL;
+        rec = (bpt__thread *)(((uintptr_t)raw + BPT__CACHE_LINE) & ~(uintptr_t)(BPT__CACHE_LINE - 1));
+        memset(rec, 0, sizeof *rec);
+        bpt__store_relaxed_u32(&rec->in_use, 1);
+        rec->index = bpt__fetch_add_u32(&bpt__progress.nrecords, 1);
+        do {   /* push: next is written before the release CAS publishes rec */
+            rec->next = (bpt__thread *)bpt__load_relaxed_ptr(&bpt__progress.records);
+        } while (!bpt__cas_ptr(&bpt__progress.records, rec->next, rec));
+    }
+    rec->tid = bpt__gettid();
+    rec->self = pthread_self();
+    rec->managed = rec->managed_online = rec->in_tracer = 0;
+    rec->process = rec->tid;
+    rec->errmsg[0] = '\0';
+    bpt__store_relaxed_u64(&rec->state, 0);
+#if !defined(BPT__TLS_BY_KEY)
+    bpt__tls_thread = rec;
+#endif
+    pthread_setspecific(bpt__progress.key, rec);   /* arms the exit destructor */
+    return rec;
+}
+
+/* The calling thread's record, created on first use; NULL only if memory ran out. */
+BPT__PRIVATE bpt__thread *bpt__thread_self(void) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    return rec ? rec : bpt__thread_create();
+}
+
+/* End a section: publish the new state [B3], then wake a sleeping waiter [B2]. */
+static void bpt__state_store_and_wake(bpt__thread *rec, uint64_t state) {
+    bpt__store_release_u64(&rec->state, state);          /* [B3] pairs with the waiter's acquire load */
+    bpt__light_barrier();                                /* [B2] pairs with the waiter's heavy barrier */
+    if (bpt__load_relaxed_u32(&bpt__progress.futex)) {
+        bpt__store_relaxed_u32(&bpt__progress.futex, 0);
+        bpt__fetch_add_u64(&bpt__progress.futex_wakes, 1);
+        bpt__futex_wake(&bpt__progress.futex, INT_MAX);
+    }
+}
+
+/* The read side. One load of the thread's own state and one store: a signal
+   handler that pins in between restores the state before the interrupted
+   code resumes, so the store never loses a nesting level. */
+BPT__PRIVATE bpt__thread *bpt__pin(void) {
+    bpt__thread *rec = bpt__thread_self();
+    uint64_t s;
+    if (!rec) return NULL;
+    if (rec->managed_online) return rec;   /* its progress reports cover it */
+    s = bpt__load_relaxed_u64(&rec->state);
+    if ((s & BPT__NEST_MASK) == 0) {
+        /* The acquire pairs with the waiter's epoch advance: a section that
+           reads the new epoch sees the waiter's earlier stores. */
+        s = bpt__load_acquire_u64(&bpt__progress.epoch) << BPT__NEST_BITS | 1;
+        bpt__store_relaxed_u64(&rec->state, s);
+        bpt__light_barrier();                  /* [B1] pairs with the waiter's heavy barrier */
+    } else {
+        BPT_ASSERT((s & BPT__NEST_MASK) != BPT__NEST_MASK);
+        bpt__store_relaxed_u64(&rec->state, s + 1);
+    }
+    return rec;
+}
+
+BPT__PRIVATE void bpt__unpin(bpt__thread *rec) {
+    uint64_t s;
+    if (!rec || rec->managed_online) return;
+    s = bpt__load_relaxed_u64(&rec->state);
+    BPT_ASSERT((s & BPT__NEST_MASK) != 0);
+    if ((s & BPT__NEST_MASK) == 1)
+        bpt__state_store_and_wake(rec, 0);
+    else
+        bpt__store_relaxed_u64(&rec->state, s - 1);
+}
+
+BPT__PRIVATE int bpt__thread_pinned(const bpt__thread *rec) {
+    return rec && !rec->managed && (bpt__load_relaxed_u64((bpt__atomic_u64 *)&rec->state) & BPT__NEST_MASK) != 0;
+}
+
+void bpt_thread_progress_pin(void) { (void)bpt__pin(); }
+
+void bpt_thread_progress_unpin(void) { bpt__unpin(bpt__thread_self_or_null()); }
+
+static void bpt__thread_exit_destructor(void *arg) {
+    bpt__thread *rec = (bpt__thread *)arg;
+    rec->managed = rec->managed_online = 0;
+    /* Quiescent from now on, even if it exited pinned: it will never touch
+       breakpoint data again. */
+    bpt__state_store_and_wake(rec, 0);
+#if !defined(BPT__TLS_BY_KEY)
+    bpt__tls_thread = NULL;
+#endif
+    bpt__store_release_u32(&rec->in_use, 0);   /* pairs with the CAS that reuses it */
+}
+
+/* After fork() only the forking thread exists in the child: retire every
+   other record, or the child's first wait would wait for ghosts. */
+static void bpt__atfork_child(void) {
+    bpt__thread *self = bpt__thread_self_or_null(), *rec;
+    for (rec = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records); rec; rec = rec->next) {
+        if (rec == self) continue;
+        bpt__store_relaxed_u64(&rec->state, 0);
+        bpt__store_relaxed_u32(&rec->in_use, 0);
+    }
+    bpt__store_relaxed_u32(&bpt__progress.futex, 0);
+    pthread_mutex_init(&bpt__progress.wait_lock, NULL);
+}
+
+/* A record no longer holds a waiter for epoch `target` back. */
+BPT__PRIVATE int bpt__state_done(uint64_t s, uint64_t target) {
+    return s == 0 || (s >> BPT__NEST_BITS) >= target;
+}
+
+static void bpt__wait_for_record(bpt__thread *rec, uint64_t target) {
+    int spins = 0;
+    while (!bpt__state_done(bpt__load_acquire_u64(&rec->state), target)) {   /* [B3] */
+        if (++spins < BPT__WAIT_SPINS) {
+            bpt__cpu_relax();
+            continue;
+        }
+        /* Sleep. Announce it, then look again after the heavy barrier [B2]:
+           an unpin that came before it is seen here, and one after it sees
+           the announcement and wakes us. */
+        bpt__store_seq_cst_u32(&bpt__progress.futex, 1);
+        bpt__heavy_barrier();
+        if (bpt__state_done(bpt__load_acquire_u64(&rec->state), target)) break;
+        bpt__fetch_add_u64(&bpt__progress.futex_sleeps, 1);
+        bpt__futex_wait(&bpt__progress.futex, 1);
+    }
+}
+
+static int bpt__progress_wait(int sync_core);
+
+int bpt_thread_progress_wait(void) { return bpt__progress_wait(0); }
+
+int bpt_thread_progress_wait_sync_core(void) { return bpt__progress_wait(1); }
+
+/* Serialize every thread's instruction stream where membarrier SYNC_CORE is
+   missing: a signal to each live thread. Returning from a signal handler is
+   context synchronizing (iret on x86-64, eret on aarch64). */
+static void bpt__sync_core_handler(int sig) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    (void)sig;
+    if (rec) bpt__fetch_add_u32(&rec->sync_ack, 1);
+}
+
+static void bpt__sync_core_by_signal(bpt__thread *self) {
+    bpt__thread *rec;
+    for (rec = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records); rec; rec = rec->next) {
+        uint32_t before;
+        if (rec == self || !bpt__load_acquire_u32(&rec->in_use)) continue;
+        before = bpt__load_acquire_u32(&rec->sync_ack);
+        if (pthread_kill(rec->self, BPT__SYNC_CORE_SIGNAL) != 0) continue;   /* exited meanwhile */
+        while (bpt__load_acquire_u32(&rec->sync_ack) == before && bpt__load_acquire_u32(&rec->in_use))
+            sched_yield();
+    }
+}
+
+static int bpt__progress_wait(int sync_core) {
+    bpt__thread *self = bpt__thread_self_or_null(), *rec;
+    uint64_t target;
+    if (self && (bpt__thread_pinned(self) || self->in_tracer)) return BPT_EDEADLK;
+    bpt__progress_ensure_init();
+    pthread_mutex_lock(&bpt__progress.wait_lock);
+    /* The acq_rel increment releases every store made before the wait to a
+       pin that reads the new epoch (the pin's acquire load). */
+    target = bpt__fetch_add_u64(&bpt__progress.epoch, 1) + 1;
+    bpt__heavy_barrier();                       /* [B1] pairs with the pin's light barrier */
+    for (rec = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records); rec; rec = rec->next) {
+        if (rec == self) continue;              /* not pinned (checked above) */
+        bpt__wait_for_record(rec, target);
+    }
+    if (sync_core) {
+        if (bpt__load_relaxed_u32(&bpt__progress.sync_core))
+            bpt__membarrier(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE);
+        else
+            bpt__sync_core_by_signal(self);
+    }
+    bpt__fetch_add_u64(&bpt__progress.waits, 1);
+    pthread_mutex_unlock(&bpt__progress.wait_lock);
+    return 0;
+}
+
+int bpt_thread_progress_register_managed(void) {
+    bpt__thread *rec = bpt__thread_self();
+    if (!rec) return BPT_ENOMEM;
+    if (bpt__thread_pinned(rec)) return BPT_EINVAL;
+    rec->managed = 1;
+    bpt_thread_progress_online();
+    return 0;
+}
+
+void bpt_thread_progress(void) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    if (!rec || !rec->managed_online) return;
+    /* Quiescent point: every earlier access is released before the new epoch
+       is acknowledged [B3]; the acquire of the epoch makes later reads see
+       the waiter's stores. */
+    bpt__state_store_and_wake(rec, bpt__load_acquire_u64(&bpt__progress.epoch) << BPT__NEST_BITS | 1);
+}
+
+void bpt_thread_progress_offline(void) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    if (!rec || !rec->managed_online) return;
+    rec->managed_online = 0;
+    bpt__state_store_and_wake(rec, 0);
+}
+
+void bpt_thread_progress_online(void) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    if (!rec || !rec->managed || rec->managed_online) return;
+    /* As a pin [B1]: the state must be visible before the thread reads any
+       breakpoint data. A full fence: going online is rare. */
+    bpt__store_relaxed_u64(&rec->state, bpt__load_acquire_u64(&bpt__progress.epoch) << BPT__NEST_BITS | 1);
+    bpt__fence_seq_cst();
+    rec->managed_online = 1;
+}
+
+int bpt_thread_progress_stats(bpt_progress_stats *out) {
+    bpt__thread *rec;
+    if (!out) return BPT_EINVAL;
+    bpt__progress_ensure_init();
+    memset(out, 0, sizeof *out);
+    out->epoch = bpt__load_relaxed_u64(&bpt__progress.epoch);
+    out->waits = bpt__load_relaxed_u64(&bpt__progress.waits);
+    out->futex_sleeps = bpt__load_relaxed_u64(&bpt__progress.futex_sleeps);
+    out->futex_wakes = bpt__load_relaxed_u64(&bpt__progress.futex_wakes);
+    out->records = bpt__load_relaxed_u32(&bpt__progress.nrecords);
+    for (rec = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records); rec; rec = rec->next)
+        out->threads += bpt__load_relaxed_u32(&rec->in_use);
+    out->membarrier = (int)bpt__load_relaxed_u32(&bpt__progress.light_pins);
+    out->sync_core = (int)bpt__load_relaxed_u32(&bpt__progress.sync_core);
+    return 0;
+}
+
+/* >>errors: the message of the calling thread's last failure. */
+static const char *bpt__error_text(int code) {
+    switch (code) {
+#define BPT__ERROR_CASE(name, value, text) case value: return text;
+    BPT_ERRORS(BPT__ERROR_CASE)
+#undef BPT__ERROR_CASE
+    default: return "unknown error";
+    }
+}
+
+const char *bpt_strerror(int code) { return bpt__error_text(code); }
+
+const char *bpt_last_error(void) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    return rec ? rec->errmsg : "";
+}
+
+/* Record why a call failed and return its code, so that failure paths read
+   `return bpt__fail(BPT_EPATTERN, "...", ...);`. */
+BPT__PRIVATE int bpt__fail(int code, const char *fmt, ...) {
+    bpt__thread *rec = bpt__thread_self();
+    if (rec) {
+        va_list ap;
+        int n = snprintf(rec->errmsg, sizeof rec->errmsg, "%s: ", bpt__error_text(code));
+        if (n < 0 || (size_t)n >= sizeof rec->errmsg) n = 0;
+        va_start(ap, fmt);
+        vsnprintf(rec->errmsg + n, sizeof rec->errmsg - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}

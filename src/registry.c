@@ -1,0 +1,428 @@
+/* registry.c: the set-path API. Function records come and go, sessions are
+   created and destroyed, trace patterns are matched against the registered
+   functions and handed to the protocol (bp.c). Everything here runs under
+   the code modification permission. */
+
+/* A pointer-keyed open-addressing set (linear probing, backward-shift
+   deletion): validates bpt_func handles and finds duplicate sites in O(1). */
+typedef struct bpt__ptrset {
+    const void **keys;
+    size_t cap, len;              /* cap is 0 or a power of two */
+} bpt__ptrset;
+
+static size_t bpt__ptr_hash(const void *p, size_t mask) {
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33;
+    return (size_t)x & mask;
+}
+
+static size_t bpt__ptrset_slot(const bpt__ptrset *set, const void *p) {
+    size_t i = bpt__ptr_hash(p, set->cap - 1);
+    while (set->keys[i] && set->keys[i] != p) i = (i + 1) & (set->cap - 1);
+    return i;
+}
+
+static int bpt__ptrset_has(const bpt__ptrset *set, const void *p) {
+    return set->cap && set->keys[bpt__ptrset_slot(set, p)] == p;
+}
+
+/* Make room for one more key. Returns 0 or BPT_ENOMEM (set unchanged). */
+static int bpt__ptrset_reserve(bpt__ptrset *set) {
+    const void **old = set->keys;
+    size_t i, oldcap = set->cap, cap;
+    if ((set->len + 1) * 2 <= set->cap) return 0;
+    cap = oldcap ? oldcap * 2 : 64;
+    set->keys = (const void **)BPT_MALLOC(cap * sizeof *set->keys);
+    if (!set->keys) { set->keys = old; return BPT_ENOMEM; }
+    memset(set->keys, 0, cap * sizeof *set->keys);
+    set->cap = cap;
+    for (i = 0; i < oldcap; i++)
+        if (old[i]) set->keys[bpt__ptrset_slot(set, old[i])] = old[i];
+    BPT_FREE(old);
+    return 0;
+}
+
+static void bpt__ptrset_add(bpt__ptrset *set, const void *p) {   /* after reserve */
+    set->keys[bpt__ptrset_slot(set, p)] = p;
+    set->len++;
+}
+
+static void bpt__ptrset_remove(bpt__ptrset *set, const void *p) {
+    size_t mask = set->cap - 1, i = bpt__ptrset_slot(set, p), j, home;
+    if (set->keys[i] != p) return;
+    set->keys[i] = NULL;
+    set->len--;
+    /* Shift back the rest of the cluster whose home is at or before the hole. */
+    for (j = (i + 1) & mask; set->keys[j]; j = (j + 1) & mask) {
+        home = bpt__ptr_hash(set->keys[j], mask);
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            set->keys[i] = set->keys[j];
+            set->keys[j] = NULL;
+            i = j;
+        }
+    }
+}
+
+static struct {
+    bpt_func **funcs;             /* the registered functions, in registration order */
+    uint32_t len, cap;
+    bpt__ptrset records;          /* bpt_func pointers */
+    bpt__ptrset sites;            /* site addresses */
+} bpt__registry;
+
+/* >>func */
+
+static int bpt__registry_reserve(void) {
+    if (bpt__registry.len == bpt__registry.cap) {
+        uint32_t cap = bpt__registry.cap ? bpt__registry.cap * 2 : 256;
+        bpt_func **funcs = (bpt_func **)BPT_MALLOC(cap * sizeof *funcs);
+        if (!funcs) return BPT_ENOMEM;
+        if (bpt__registry.len) memcpy(funcs, bpt__registry.funcs, bpt__registry.len * sizeof *funcs);
+        BPT_FREE(bpt__registry.funcs);
+        bpt__registry.funcs = funcs;
+        bpt__registry.cap = cap;
+    }
+    if (bpt__ptrset_reserve(&bpt__registry.records) < 0 || bpt__ptrset_reserve(&bpt__registry.sites) < 0)
+        return BPT_ENOMEM;
+    return 0;
+}
+
+/* Apply the patterns in force in every session to a newly registered
+   function, in the order they were set: the same protocol, no thread stopped. */
+static int bpt__apply_patterns(bpt_func *f, uint64_t *t) {
+    int i, rc;
+    for (i = 0; i < BPT_MAX_SESSIONS; i++) {
+        bpt__session *s = (bpt__session *)bpt__load_relaxed_ptr(&bpt__sessions.slot[i]);
+        bpt__pattern_entry *e;
+        if (!s) continue;
+        for (e = s->patterns; e; e = e->next) {
+            bpt__op op;
+            if (!bpt__mfa_match(&e->mfa, f->module, f->name, f->arity)) continue;
+            op.kinds = e->flags & BPT__KINDS;
+            op.how = e->flags & BPT__HOWS;
+            op.ms = e->ms;
+            if (op.how == BPT_OFF && !op.kinds) op.kinds = BPT__KINDS;
+            if ((rc = bpt__protocol_run(s, &f, 1, &op, t)) < 0) return rc;
+        }
+    }
+    return 0;
+}
+
+int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word, const char *module,
+                    const char *name, int arity, const bpt_vm_ops *ops, bpt_func **out) {
+    bpt_func *f;
+    uint64_t t = bpt__now_ns();
+    int rc;
+    if (!first_word || !module || !name || !out)
+        return bpt__fail(BPT_EINVAL, "bpt_register_vm: first_word, module, name and out must not be NULL");
+    if (arity < 0 || arity > 255)
+        return bpt__fail(BPT_EINVAL, "bpt_register_vm: arity %d is outside 0..255", arity);
+    if (strlen(module) > BPT__NAME_MAX || strlen(name) > BPT__NAME_MAX)
+        return bpt__fail(BPT_ELIMIT, "bpt_register_vm: module and name are limited to %d bytes", BPT__NAME_MAX);
+    if ((rc = bpt__site_vm_check(first_word, breakpoint_word)) < 0) return rc;
+    if ((rc = bpt__permission_seize("bpt_register_vm")) < 0) return rc;
+    if (bpt__ptrset_has(&bpt__registry.sites, first_word)) {
+        bpt__permission_release();
+        return bpt__fail(BPT_EEXIST, "bpt_register_vm: %s:%s/%d: the site %p is already registered",
+                         module, name, arity, (void *)first_word);
+    }
+    f = (bpt_func *)BPT_MALLOC(sizeof *f);
+    if (!f || bpt__registry_reserve() < 0 || !(f->module = bpt__intern(module)) ||
+        !(f->name = bpt__intern(name))) {
+        BPT_FREE(f);
+        bpt__permission_release();
+        return bpt__fail(BPT_ENOMEM, "bpt_register_vm: no memory to register %s:%s/%d", module, name, arity);
+    }
+    f->arity = arity;
+    f->kind = BPT__SITE_VM;
+    f->word = first_word;
+    f->orig_word = BPT_VM_FETCH(first_word);
+    f->bp_word = breakpoint_word;
+    f->ops = ops;
+    bpt__store_relaxed_ptr(&f->gen_bp, NULL);
+    f->installed = 0;
+    f->registry_ix = bpt__registry.len;
+    bpt__registry.funcs[bpt__registry.len++] = f;
+    bpt__ptrset_add(&bpt__registry.records, f);
+    bpt__ptrset_add(&bpt__registry.sites, first_word);
+    rc = bpt__apply_patterns(f, &t);
+    bpt__permission_release();
+    *out = f;
+    return rc < 0 ? rc : 0;
+}
+
+int bpt_unregister(bpt_func *f) {
+    int rc;
+    uint32_t ix;
+    if (!f) return bpt__fail(BPT_EINVAL, "bpt_unregister: f is NULL");
+    if ((rc = bpt__permission_seize("bpt_unregister")) < 0) return rc;
+    if (!bpt__ptrset_has(&bpt__registry.records, f)) {
+        bpt__permission_release();
+        return bpt__fail(BPT_ENOENT, "bpt_unregister: %p is not a registered function", (void *)f);
+    }
+    if (bpt__load_relaxed_ptr(&f->gen_bp)) {
+        bpt__GenericBp *g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp);
+        bpt__permission_release();
+        return bpt__fail(BPT_EBUSY, "bpt_unregister: %s:%s/%d is traced by session '%s'",
+                         f->module, f->name, f->arity, g->session->name);
+    }
+    ix = f->registry_ix;
+    bpt__registry.funcs[ix] = bpt__registry.funcs[--bpt__registry.len];
+    bpt__registry.funcs[ix]->registry_ix = ix;
+    bpt__ptrset_remove(&bpt__registry.records, f);
+    bpt__ptrset_remove(&bpt__registry.sites, f->word);
+    bpt__permission_release();
+    /* A VM thread may still be inside bpt_vm_breakpoint(f) from before the
+       word was restored. */
+    bpt_thread_progress_wait();
+    BPT_FREE(f);
+    return 0;
+}
+
+int bpt_func_lookup(const char *module, const char *name, int arity, bpt_func **out) {
+    uint32_t i;
+    int rc;
+    if (!module || !name || !out) return bpt__fail(BPT_EINVAL, "bpt_func_lookup: a NULL argument");
+    if ((rc = bpt__permission_seize("bpt_func_lookup")) < 0) return rc;
+    for (i = 0; i < bpt__registry.len; i++) {
+        bpt_func *f = bpt__registry.funcs[i];
+        if (f->arity == arity && strcmp(f->name, name) == 0 && strcmp(f->module, module) == 0) {
+            *out = f;
+            bpt__permission_release();
+            return 0;
+        }
+    }
+    bpt__permission_release();
+    return bpt__fail(BPT_ENOENT, "bpt_func_lookup: %s:%s/%d is not registered", module, name, arity);
+}
+
+int bpt_func_count(void) {
+    int n;
+    pthread_mutex_lock(&bpt__code_mod_permission);
+    n = (int)bpt__registry.len;
+    pthread_mutex_unlock(&bpt__code_mod_permission);
+    return n;
+}
+
+/* >>session */
+
+int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
+    static const bpt_session_desc defaults;
+    const bpt_session_desc *d = desc ? desc : &defaults;
+    bpt__session *s;
+    int slot, rc;
+    if (!out) return bpt__fail(BPT_EINVAL, "bpt_session_create: out is NULL");
+    if (d->ring_size > (1u << 20))
+        return bpt__fail(BPT_EINVAL, "bpt_session_create: ring_size %u is over 1<<20", d->ring_size);
+    if (d->rate_per_ms && !d->rate_max)
+        return bpt__fail(BPT_EINVAL, "bpt_session_create: rate_per_ms needs rate_max");
+    if (d->name && strlen(d->name) > 63)
+        return bpt__fail(BPT_ELIMIT, "bpt_session_create: the name is over 63 bytes");
+    if ((rc = bpt__permission_seize("bpt_session_create")) < 0) return rc;
+    for (slot = 0; slot < BPT_MAX_SESSIONS; slot++)
+        if (!bpt__load_relaxed_ptr(&bpt__sessions.slot[slot])) break;
+    if (slot == BPT_MAX_SESSIONS) {
+        bpt__permission_release();
+        return bpt__fail(BPT_ELIMIT, "bpt_session_create: %d sessions are alive (BPT_MAX_SESSIONS)", BPT_MAX_SESSIONS);
+    }
+    if ((rc = bpt__session_alloc(d, &s)) < 0) {
+        bpt__permission_release();
+        return rc;
+    }
+    /* Weak id: a per-slot generation, never 0, so a stale handle never matches. */
+    s->id = (++bpt__sessions.generation[slot] << 16) | (uint64_t)slot;
+    bpt__store_release_ptr(&bpt__sessions.slot[slot], s);   /* pairs with bpt__session_lookup */
+    bpt__permission_release();
+    out->id = s->id;
+    return 0;
+}
+
+/* Every registered function with a breakpoint of session s. Caller frees. */
+static int bpt__funcs_of_session(const bpt__session *s, bpt_func ***out, int *n) {
+    uint32_t i;
+    *n = 0;
+    *out = (bpt_func **)BPT_MALLOC(sizeof **out * (bpt__registry.len ? bpt__registry.len : 1));
+    if (!*out) return BPT_ENOMEM;
+    for (i = 0; i < bpt__registry.len; i++)
+        if (bpt__find_bp(bpt__registry.funcs[i], s)) (*out)[(*n)++] = bpt__registry.funcs[i];
+    return 0;
+}
+
+int bpt_session_destroy(bpt_session handle) {
+    static const bpt__op off_all = { BPT__KINDS, BPT_OFF, NULL };
+    bpt__session *s;
+    bpt_func **fs;
+    bpt__pattern_entry *e;
+    uint64_t t = bpt__now_ns();
+    int n, rc;
+    if ((rc = bpt__permission_seize("bpt_session_destroy")) < 0) return rc;
+    s = bpt__session_lookup(handle.id);
+    if (!s) {
+        bpt__permission_release();
+        return bpt__fail(BPT_ESESSION, "bpt_session_destroy: session %llu is not alive (destroyed twice?)",
+                         (unsigned long long)handle.id);
+    }
+    if (bpt__funcs_of_session(s, &fs, &n) < 0 || (rc = bpt__protocol_run(s, fs, n, &off_all, &t)) < 0) {
+        BPT_FREE(fs);
+        bpt__permission_release();
+        return bpt__fail(BPT_ENOMEM, "bpt_session_destroy: out of memory; the session is unchanged");
+    }
+    BPT_FREE(fs);
+    /* From here the session is gone for everyone: late hits see dead, and
+       lookups by its weak id fail. */
+    bpt__store_release_u32(&s->dead, 1);
+    bpt__store_release_ptr(&bpt__sessions.slot[s->id & 0xffff], NULL);
+    while ((e = s->patterns) != NULL) {
+        s->patterns = e->next;
+        bpt__pattern_entry_free(e);
+    }
+    bpt__permission_release();
+    /* Drainers, stats readers and hits that found the session before it was
+       unpublished are pinned: wait for them before freeing. */
+    bpt_thread_progress_wait();
+    bpt__session_free(s);
+    return 0;
+}
+
+/* >>pattern */
+
+/* A pattern to remember for functions registered later, or NULL (ENOMEM). */
+static bpt__pattern_entry *bpt__pattern_entry_new(const bpt__mfa *mfa, unsigned flags, bpt__ms *ms) {
+    bpt__pattern_entry *e = (bpt__pattern_entry *)BPT_MALLOC(sizeof *e);
+    if (!e) return NULL;
+    e->next = NULL;
+    e->mfa = *mfa;
+    e->flags = flags;
+    e->ms = ms;
+    bpt__ms_ref(ms);
+    return e;
+}
+
+/* Keep e in the session's patterns (it is replayed, in order, on functions
+   registered later). A BPT_OFF of all kinds cancels the earlier entries with
+   the same pattern, and is kept itself only if other entries remain for it
+   to act on. Never fails: e was allocated before the protocol ran. */
+static void bpt__remember_pattern(bpt__session *s, bpt__pattern_entry *e) {
+    bpt__pattern_entry **pp = &s->patterns, *old;
+    unsigned kinds = e->flags & BPT__KINDS;
+    if ((e->flags & BPT__HOWS) == BPT_OFF && (kinds == 0 || kinds == BPT__KINDS)) {
+        while ((old = *pp) != NULL) {
+            if (memcmp(&old->mfa, &e->mfa, sizeof e->mfa) == 0) { *pp = old->next; bpt__pattern_entry_free(old); }
+            else pp = &old->next;
+        }
+        if (!s->patterns) { bpt__pattern_entry_free(e); return; }
+    }
+    for (pp = &s->patterns; *pp; pp = &(*pp)->next) {}
+    *pp = e;
+}
+
+int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, const bpt_match *match) {
+    bpt__mfa mfa;
+    bpt__session *s;
+    bpt__op op;
+    bpt__pattern_entry *entry;
+    bpt_func **fs;
+    uint64_t t = bpt__now_ns();
+    uint32_t i;
+    int n = 0, rc;
+    memset(&mfa, 0, sizeof mfa);
+    if ((rc = bpt__pattern_parse(pattern, &mfa)) < 0 || (rc = bpt__flags_check(flags)) < 0) return rc;
+    op.kinds = flags & BPT__KINDS;
+    op.how = flags & BPT__HOWS;
+    op.ms = NULL;
+    if (op.how == BPT_OFF && !op.kinds) op.kinds = BPT__KINDS;
+    if (match && (op.kinds & BPT_CALL) && op.how == 0 && !(op.ms = bpt__ms_new(match)))
+        return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for the match spec");
+    if ((rc = bpt__permission_seize("bpt_trace_pattern")) < 0) {
+        bpt__ms_unref(op.ms);
+        return rc;
+    }
+    bpt__step_done(1, 1, &t);
+    s = bpt__session_lookup(handle.id);
+    if (!s) {
+        rc = bpt__fail(BPT_ESESSION, "bpt_trace_pattern: session %llu is not alive", (unsigned long long)handle.id);
+        goto out;
+    }
+    fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (bpt__registry.len ? bpt__registry.len : 1));
+    if (!fs) {
+        rc = bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory to match '%s'", pattern);
+        goto out;
+    }
+    for (i = 0; i < bpt__registry.len; i++)
+        if (bpt__mfa_match(&mfa, bpt__registry.funcs[i]->module, bpt__registry.funcs[i]->name,
+                           bpt__registry.funcs[i]->arity))
+            fs[n++] = bpt__registry.funcs[i];
+    /* Everything that can fail is allocated before the protocol runs. */
+    entry = bpt__pattern_entry_new(&mfa, flags, op.ms);
+    if (!entry) rc = bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory to remember '%s'", pattern);
+    else if ((rc = bpt__protocol_run(s, fs, n, &op, &t)) < 0) bpt__pattern_entry_free(entry);
+    else bpt__remember_pattern(s, entry);
+    BPT_FREE(fs);
+    if (rc == 0) rc = n;
+out:
+    bpt__ms_unref(op.ms);
+    bpt__step_done(13, 1, &t);
+    bpt__permission_release();
+    return rc;
+}
+
+/* >>info */
+
+static int bpt__info_of(const bpt__session *s, const bpt_func *f, unsigned what, bpt_info *out) {
+    unsigned ix = bpt__load_relaxed_u32(&bpt__active_ix);
+    const bpt__GenericBp *g = bpt__find_bp(f, s);
+    const bpt__GenericBpData *d;
+    memset(out, 0, sizeof *out);
+    if (!g) return 0;
+    d = &g->data[ix];
+    if (what & BPT_INFO_FLAGS) {
+        if (d->flags & BPT__BPF_LOCAL_TRACE) out->flags |= BPT_CALL;
+        if (d->flags & BPT__BPF_COUNT) out->flags |= BPT_COUNT;
+        out->count_paused = (d->flags & BPT__BPF_COUNT) && !(d->flags & BPT__BPF_COUNT_ACTIVE);
+    }
+    if ((what & BPT_INFO_COUNT) && (d->flags & BPT__BPF_COUNT))
+        out->count = bpt__load_relaxed_u64(&d->count->value);
+    return 1;
+}
+
+#define BPT__INFO_ALL (BPT_INFO_FLAGS | BPT_INFO_COUNT)
+
+int bpt_trace_info(bpt_session handle, const bpt_func *f, unsigned what, bpt_info *out) {
+    bpt__session *s;
+    int rc;
+    if (!f || !out) return bpt__fail(BPT_EINVAL, "bpt_trace_info: f and out must not be NULL");
+    if (what & ~(unsigned)BPT__INFO_ALL) return bpt__fail(BPT_EINVAL, "bpt_trace_info: unknown what bits 0x%x", what);
+    if ((rc = bpt__permission_seize("bpt_trace_info")) < 0) return rc;
+    if (!(s = bpt__session_lookup(handle.id)))
+        rc = bpt__fail(BPT_ESESSION, "bpt_trace_info: session %llu is not alive", (unsigned long long)handle.id);
+    else if (!bpt__ptrset_has(&bpt__registry.records, f))
+        rc = bpt__fail(BPT_ENOENT, "bpt_trace_info: %p is not a registered function", (const void *)f);
+    else
+        bpt__info_of(s, f, what, out);
+    bpt__permission_release();
+    return rc;
+}
+
+int bpt_trace_info_each(bpt_session handle, const char *pattern, unsigned what, bpt_info_fn fn, void *user) {
+    bpt__mfa mfa;
+    bpt__session *s;
+    uint32_t i;
+    int rc, n = 0;
+    if (!fn) return bpt__fail(BPT_EINVAL, "bpt_trace_info_each: fn is NULL");
+    if (what & ~(unsigned)BPT__INFO_ALL) return bpt__fail(BPT_EINVAL, "bpt_trace_info_each: unknown what bits 0x%x", what);
+    if ((rc = bpt__pattern_parse(pattern, &mfa)) < 0) return rc;
+    if ((rc = bpt__permission_seize("bpt_trace_info_each")) < 0) return rc;
+    if (!(s = bpt__session_lookup(handle.id))) {
+        bpt__permission_release();
+        return bpt__fail(BPT_ESESSION, "bpt_trace_info_each: session %llu is not alive", (unsigned long long)handle.id);
+    }
+    for (i = 0; i < bpt__registry.len; i++) {
+        bpt_func *f = bpt__registry.funcs[i];
+        bpt_info info;
+        if (!bpt__mfa_match(&mfa, f->module, f->name, f->arity) || !bpt__info_of(s, f, what, &info)) continue;
+        fn(f, f->module, f->name, f->arity, &info, user);
+        n++;
+    }
+    bpt__permission_release();
+    return n;
+}

@@ -1,0 +1,264 @@
+/* session.c: trace sessions, their tracers, message rings and rate limits
+   (OTP 27 trace sessions; recon_trace's rate limits).
+
+   A session sends each message either to a callback tracer, run in the
+   traced thread, or to a per-thread lane: a single-producer single-consumer
+   ring the traced thread writes and bpt_session_drain reads. A traced thread
+   never waits for a tracer: a full ring drops the message and counts it.
+
+   Lanes are per thread slot (bpt__thread.index), created on the slot's first
+   message. Threads beyond BPT_MAX_THREADS share one overflow lane, taken with
+   a try-lock: a thread that finds it busy drops its message, so even a signal
+   handler that interrupts the lock's holder cannot deadlock. */
+
+typedef struct bpt__lane {
+    /* producer side */
+    bpt__atomic_u64 head;         /* next slot to write; release-stored after the write */
+    bpt__atomic_u64 produced;     /* owner-written counters (bpt__owner_inc_u64) */
+    bpt__atomic_u64 dropped;
+    bpt__atomic_u64 delivered;    /* callback tracer deliveries */
+    uint64_t unreported_drops;    /* drops not yet announced by a DROPPED message */
+    char pad[BPT__CACHE_LINE];
+    /* consumer side */
+    bpt__atomic_u64 tail;         /* next slot to read; release-stored after the read */
+    bpt__atomic_u64 drained;
+    uint64_t mask;                /* capacity - 1; capacity 0 for a callback session */
+    bpt_msg slots[1];
+} bpt__lane;
+
+typedef struct bpt__pattern_entry bpt__pattern_entry;   /* pattern.c */
+
+typedef struct bpt__session {
+    uint64_t id;                  /* weak id: generation << 16 | slot */
+    char name[64];
+    bpt_tracer_fn tracer;
+    void *tracer_user;
+    uint32_t ring_size;
+    uint64_t rate_max;
+    uint64_t rate_window_ns;
+    bpt__atomic_u32 dead;         /* destroy began: send nothing more */
+    bpt__atomic_u32 limit_tripped;
+    bpt__atomic_u64 window_start; /* rate limit window */
+    bpt__atomic_u64 window_count;
+    bpt__atomic_u64 limited;
+    bpt__atomic_ptr lanes[BPT_MAX_THREADS + 1];   /* the last is the overflow lane */
+    bpt__atomic_u32 overflow_busy;
+    pthread_mutex_t drain_lock;
+    bpt__pattern_entry *patterns; /* set path only: the patterns in force, in order */
+} bpt__session;
+
+/* The registry of live sessions. A slot's pointer is published with a
+   release store and cleared before the session is freed after a wait, so a
+   pinned reader that finds it may use it. */
+static struct {
+    bpt__atomic_ptr slot[BPT_MAX_SESSIONS];
+    uint64_t generation[BPT_MAX_SESSIONS];    /* under the code modification permission */
+} bpt__sessions;
+
+/* The live session of handle `id`, or NULL. The caller is pinned or holds the permission. */
+BPT__PRIVATE bpt__session *bpt__session_lookup(uint64_t id) {
+    uint64_t slot = id & 0xffff;
+    bpt__session *s;
+    if (id == 0 || slot >= BPT_MAX_SESSIONS) return NULL;
+    s = (bpt__session *)bpt__load_acquire_ptr(&bpt__sessions.slot[slot]);
+    if (!s || s->id != id || bpt__load_relaxed_u32(&s->dead)) return NULL;
+    return s;
+}
+
+static bpt__lane *bpt__lane_new(const bpt__session *s) {
+    size_t cap = s->tracer ? 0 : s->ring_size;
+    size_t size = sizeof(bpt__lane) + (cap ? cap - 1 : 0) * sizeof(bpt_msg);
+    bpt__lane *lane = (bpt__lane *)BPT_MALLOC(size);
+    if (!lane) return NULL;
+    memset(lane, 0, sizeof *lane);
+    lane->mask = cap ? cap - 1 : 0;
+    return lane;
+}
+
+/* The lane of the calling thread's slot, created on first use. Publication
+   is a release CAS (a new lane is fully initialised before others see it),
+   paired with the acquire loads in drain, stats and here. */
+static bpt__lane *bpt__lane_get(bpt__session *s, const bpt__thread *rec) {
+    uint32_t ix = rec->index < BPT_MAX_THREADS ? rec->index : BPT_MAX_THREADS;
+    bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[ix]);
+    if (lane) return lane;
+    lane = bpt__lane_new(s);
+    if (!lane) return NULL;
+    if (!bpt__cas_ptr(&s->lanes[ix], NULL, lane)) {
+        BPT_FREE(lane);   /* only the overflow slot has rival producers */
+        lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[ix]);
+    }
+    return lane;
+}
+
+/* Write one message into a ring lane, announcing earlier drops first. The
+   single producer owns head; tail is read with acquire, pairing with the
+   consumer's release store after it copied the slot out. */
+static void bpt__lane_push(bpt__lane *lane, const bpt_msg *m) {
+    uint64_t head = bpt__load_relaxed_u64(&lane->head);
+    uint64_t tail = bpt__load_acquire_u64(&lane->tail);
+    uint64_t need = lane->unreported_drops ? 2 : 1;
+    bpt__owner_inc_u64(&lane->produced, 1);
+    if (head - tail + need > lane->mask + 1) {
+        lane->unreported_drops++;
+        bpt__owner_inc_u64(&lane->dropped, 1);
+        return;
+    }
+    if (need == 2) {
+        bpt_msg *d = &lane->slots[head++ & lane->mask];
+        memset(d, 0, sizeof *d);
+        d->type = BPT_MSG_DROPPED;
+        d->thread = m->thread;
+        d->process = m->process;
+        d->ts_ns = m->ts_ns;
+        d->session = m->session;
+        d->value = lane->unreported_drops;
+        lane->unreported_drops = 0;
+    }
+    lane->slots[head & lane->mask] = *m;
+    bpt__store_release_u64(&lane->head, head + 1);   /* pairs with drain's acquire of head */
+}
+
+/* Hand one message to the session's tracer. Called pinned, from the hit path. */
+BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt_msg *m) {
+    bpt__lane *lane = bpt__lane_get(s, rec);
+    int overflow = rec->index >= BPT_MAX_THREADS;
+    if (!lane) return;   /* out of memory: the message is lost, nothing else is */
+    if (overflow && !bpt__cas_u32(&s->overflow_busy, 0, 1)) {
+        bpt__fetch_add_u64(&lane->produced, 1);
+        bpt__fetch_add_u64(&lane->dropped, 1);
+        return;
+    }
+    if (s->tracer) {
+        bpt__owner_inc_u64(&lane->produced, 1);
+        rec->in_tracer++;
+        s->tracer(m, s->tracer_user);
+        rec->in_tracer--;
+        bpt__owner_inc_u64(&lane->delivered, 1);
+    } else {
+        bpt__lane_push(lane, m);
+    }
+    if (overflow) bpt__store_release_u32(&s->overflow_busy, 0);
+}
+
+/* recon_trace's rule: at most rate_max messages (per window, if one is set);
+   past it the session stops tracing and says so once. Returns 1 to send. */
+BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec, uint64_t now) {
+    uint64_t n;
+    if (bpt__load_relaxed_u32(&s->limit_tripped)) {
+        bpt__fetch_add_u64(&s->limited, 1);
+        return 0;
+    }
+    if (!s->rate_max) return 1;
+    if (s->rate_window_ns) {
+        uint64_t start = bpt__load_relaxed_u64(&s->window_start);
+        if (now - start >= s->rate_window_ns && bpt__cas_u64(&s->window_start, start, now))
+            bpt__store_relaxed_u64(&s->window_count, 0);
+    }
+    n = bpt__fetch_add_u64(&s->window_count, 1);
+    if (n < s->rate_max) return 1;
+    bpt__fetch_add_u64(&s->limited, 1);
+    if (bpt__cas_u32(&s->limit_tripped, 0, 1)) {
+        bpt_msg m;
+        memset(&m, 0, sizeof m);
+        m.type = BPT_MSG_LIMIT;
+        m.thread = rec->tid;
+        m.process = rec->process;
+        m.ts_ns = now;
+        m.session = s->id;
+        m.value = s->rate_max;
+        bpt__session_send(s, rec, &m);
+    }
+    return 0;
+}
+
+/* Build a session from its desc (validated by the caller). */
+static int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out) {
+    bpt__session *s = (bpt__session *)BPT_MALLOC(sizeof *s);
+    uint32_t ring = d->ring_size ? d->ring_size : 1024;
+    if (!s) return bpt__fail(BPT_ENOMEM, "bpt_session_create: no memory for the session");
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", d->name ? d->name : "session");
+    s->tracer = d->tracer;
+    s->tracer_user = d->tracer_user;
+    s->ring_size = 1;
+    while (s->ring_size < ring) s->ring_size <<= 1;
+    s->rate_max = d->rate_max;
+    s->rate_window_ns = (uint64_t)d->rate_per_ms * 1000000u;
+    bpt__store_relaxed_u64(&s->window_start, bpt__now_ns());
+    pthread_mutex_init(&s->drain_lock, NULL);
+    *out = s;
+    return 0;
+}
+
+/* Free a session that no thread can reach any more (after a wait). */
+static void bpt__session_free(bpt__session *s) {
+    int i;
+    for (i = 0; i <= BPT_MAX_THREADS; i++)
+        BPT_FREE(bpt__load_relaxed_ptr(&s->lanes[i]));
+    pthread_mutex_destroy(&s->drain_lock);
+    BPT_FREE(s);
+}
+
+int bpt_session_drain(bpt_session handle, bpt_msg *out, int max) {
+    bpt__thread *rec;
+    bpt__session *s;
+    int n = 0, i;
+    if (max < 0 || (max > 0 && !out))
+        return bpt__fail(BPT_EINVAL, "bpt_session_drain: out is NULL or max (%d) < 0", max);
+    /* Pinned, so a concurrent destroy frees the session only after we leave. */
+    rec = bpt__pin();
+    if (!rec) return bpt__fail(BPT_ENOMEM, "bpt_session_drain: no memory for the thread record");
+    s = bpt__session_lookup(handle.id);
+    if (!s) {
+        bpt__unpin(rec);
+        return bpt__fail(BPT_ESESSION, "bpt_session_drain: session %llu is not alive",
+                         (unsigned long long)handle.id);
+    }
+    pthread_mutex_lock(&s->drain_lock);
+    for (i = 0; i <= BPT_MAX_THREADS && n < max; i++) {
+        bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);
+        uint64_t tail, head, drained;
+        if (!lane || !lane->mask) continue;
+        tail = bpt__load_relaxed_u64(&lane->tail);
+        head = bpt__load_acquire_u64(&lane->head);   /* pairs with the producer's release of head */
+        drained = bpt__load_relaxed_u64(&lane->drained);
+        while (tail != head && n < max) {
+            out[n] = lane->slots[tail++ & lane->mask];
+            drained += out[n++].type != BPT_MSG_DROPPED;   /* notices are not produced messages */
+        }
+        bpt__store_release_u64(&lane->tail, tail);    /* pairs with the producer's acquire of tail */
+        bpt__store_relaxed_u64(&lane->drained, drained);
+    }
+    pthread_mutex_unlock(&s->drain_lock);
+    bpt__unpin(rec);
+    return n;
+}
+
+int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
+    bpt__thread *rec;
+    bpt__session *s;
+    int i;
+    if (!out) return bpt__fail(BPT_EINVAL, "bpt_session_stats: out is NULL");
+    rec = bpt__pin();
+    if (!rec) return bpt__fail(BPT_ENOMEM, "bpt_session_stats: no memory for the thread record");
+    s = bpt__session_lookup(handle.id);
+    if (!s) {
+        bpt__unpin(rec);
+        return bpt__fail(BPT_ESESSION, "bpt_session_stats: session %llu is not alive",
+                         (unsigned long long)handle.id);
+    }
+    memset(out, 0, sizeof *out);
+    for (i = 0; i <= BPT_MAX_THREADS; i++) {
+        bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);
+        if (!lane) continue;
+        out->produced += bpt__load_relaxed_u64(&lane->produced);
+        out->dropped += bpt__load_relaxed_u64(&lane->dropped);
+        out->delivered += bpt__load_relaxed_u64(&lane->delivered) + bpt__load_relaxed_u64(&lane->drained);
+    }
+    out->limited = bpt__load_relaxed_u64(&s->limited);
+    out->limit_tripped = (int)bpt__load_relaxed_u32(&s->limit_tripped);
+    memcpy(out->name, s->name, sizeof out->name);
+    bpt__unpin(rec);
+    return 0;
+}

@@ -1,0 +1,37 @@
+/* site_vm.c: VM instruction-word sites (DESIGN §4.1).
+   The interpreter registers the address of a function's first instruction
+   word; installing a breakpoint stores the breakpoint opcode's word there,
+   uninstalling stores the original back. */
+
+typedef char bpt__vm_word_is_64_bits[sizeof(bpt_vm_word) == sizeof(uint64_t) ? 1 : -1];
+
+/* One aligned 8-byte store: single-copy atomic on x86-64 and aarch64, so a
+   VM thread's BPT_VM_FETCH sees the old word or the new one, never a mix.
+   Its ordering with the GenericBp data comes from the waits around it
+   (steps 4 and 6, 10), not from this store. */
+static void bpt__site_vm_write(bpt_func *f, bpt_vm_word w) {
+    bpt__store_release_u64((bpt__atomic_u64 *)(void *)f->word, (uint64_t)w);
+}
+
+BPT__PRIVATE int bpt__site_vm_check(const bpt_vm_word *word, bpt_vm_word bp_word) {
+    if ((uintptr_t)word % sizeof(bpt_vm_word))
+        return bpt__fail(BPT_EINVAL, "bpt_register_vm: first_word %p is not %d-byte aligned",
+                         (const void *)word, (int)sizeof(bpt_vm_word));
+    if (BPT_VM_FETCH(word) == bp_word)
+        return bpt__fail(BPT_EINVAL, "bpt_register_vm: the breakpoint word equals the first "
+                         "instruction word (or the site is already patched)");
+    return 0;
+}
+
+bpt_vm_word bpt_vm_word_at(const bpt_func *f) { return f ? BPT_VM_FETCH(f->word) : 0; }
+
+/* The protocol's view of a site, whatever its kind. */
+static void bpt__site_install(bpt_func *f) {
+    if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, f->bp_word);
+    f->installed = 1;
+}
+
+static void bpt__site_uninstall(bpt_func *f) {
+    if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, f->orig_word);
+    f->installed = 0;
+}
