@@ -109,7 +109,7 @@ extern "C" {
     X(BPT_EFLAGS,        -4,  "unknown or conflicting trace flags") \
     X(BPT_ESESSION,      -5,  "no such trace session (never created, or destroyed)") \
     X(BPT_EBUSY,         -6,  "function is traced by a session; remove its trace patterns first") \
-    X(BPT_EDEADLK,       -7,  "set-path call from a tracer callback would deadlock") \
+    X(BPT_EDEADLK,       -7,  "the call would wait for its own thread (tracer callback, pinned section, or callback under the permission)") \
     X(BPT_ENOENT,        -8,  "no such function registered") \
     X(BPT_EEXIST,        -9,  "already registered") \
     X(BPT_ENOTSUP,      -10,  "not supported on this compiler or architecture") \
@@ -146,7 +146,8 @@ BPT_API const char *bpt_last_error(void);
    section. The first pin of a thread creates its thread record (a one-time
    allocation). A pin costs an acquire load and a store, plus a full fence when
    membarrier(2) is unavailable; a managed online thread's pin costs nothing.
-   Never blocks. Unpin wakes a waiter sleeping on this thread.
+   Never blocks. Unpin wakes a waiter sleeping on this thread; an unpin
+   without a pin is ignored.
    Thread-safe; async-signal-safe once the thread has its record.
    Source: rcu_read_lock/unlock in liburcu urcu-memb. */
 BPT_API void bpt_thread_progress_pin(void);
@@ -340,15 +341,23 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
 
 /* bpt_unregister: forget a function record. It must carry no breakpoint:
    BPT_EBUSY if any session traces it (remove the patterns first). Frees the
-   record after a thread progress wait. Returns 0; BPT_EINVAL (NULL);
-   BPT_ENOENT (not a registered record); BPT_EBUSY. Thread-safe (set path). */
+   record after a thread progress wait, which covers threads inside
+   bpt_vm_breakpoint(f). The caller guarantees, as when unloading code, that
+   no thread can still fetch the site's word and call bpt_vm_breakpoint(f)
+   afterwards; VM threads that are managed (as BEAM's schedulers) and report
+   progress only between instructions are covered by the wait too.
+   Returns 0; BPT_EINVAL (NULL); BPT_ENOENT (not a registered record);
+   BPT_EBUSY; BPT_EDEADLK (see bpt_trace_pattern). Thread-safe (set path). */
 BPT_API int bpt_unregister(bpt_func *f);
 
 /* bpt_func_lookup: find a registered function by exact module, name, arity.
-   Returns 0 and *out; BPT_EINVAL (a NULL); BPT_ENOENT. Thread-safe. */
+   Returns 0 and *out; BPT_EINVAL (a NULL); BPT_ENOENT; BPT_EDEADLK from a
+   tracer callback or a pinned section (it takes the code modification
+   permission, whose holder may be waiting for that very thread). Thread-safe. */
 BPT_API int bpt_func_lookup(const char *module, const char *name, int arity, bpt_func **out);
 
-/* bpt_func_count: how many functions are registered. Thread-safe. */
+/* bpt_func_count: how many functions are registered, or BPT_EDEADLK from a
+   callback that runs under the permission. Thread-safe. */
 BPT_API int bpt_func_count(void);
 
 /* bpt_vm_breakpoint: what the VM's breakpoint opcode calls, as BEAM's
@@ -413,7 +422,8 @@ typedef struct bpt_match {
    Returns the number of functions matched (>= 0); BPT_ESESSION; BPT_EINVAL
    (pattern NULL); BPT_EPATTERN (empty or malformed; bpt_last_error says
    where); BPT_EFLAGS (unknown bit, no kind with PAUSE/RESTART, PAUSE or
-   RESTART without BPT_COUNT, two hows); BPT_EDEADLK (from a tracer callback);
+   RESTART without BPT_COUNT, two hows); BPT_EDEADLK (from a tracer callback,
+   a pinned section, or an observer or trace_info_each callback);
    BPT_ENOMEM (nothing changed). Thread-safe (set path).
    Source: erlang:trace_pattern/3 and erts_set_trace_pattern in beam_bp.c. */
 BPT_API int bpt_trace_pattern(bpt_session s, const char *pattern, unsigned flags,
@@ -464,7 +474,7 @@ BPT_API int bpt_format_dbg(const bpt_msg *m, char *buf, size_t size);
 typedef void (*bpt_observer_fn)(int step, int did, uint64_t ns, void *user);
 
 /* bpt_set_protocol_observer: install (fn non-NULL) or remove (NULL) the
-   observer. Returns 0. Thread-safe (set path). */
+   observer. Returns 0, or BPT_EDEADLK (see bpt_trace_pattern). Thread-safe (set path). */
 BPT_API int bpt_set_protocol_observer(bpt_observer_fn fn, void *user);
 
 /* bpt_protocol_step_name: "seize permission", "allocate", ... for step 1..13,
@@ -757,6 +767,7 @@ typedef struct bpt__thread {
     int managed;                    /* owner only: registered as a managed thread */
     int managed_online;             /* owner only: managed and online (pins are free) */
     int in_tracer;                  /* owner only: inside a callback tracer */
+    int holds_permission;           /* owner only: holds the code modification permission */
     uint64_t process;               /* owner only: the process time is charged to */
     char errmsg[200];               /* owner only: bpt_last_error() */
 } bpt__thread;
@@ -803,6 +814,7 @@ BPT__PRIVATE void bpt__heavy_barrier(void) {
         bpt__membarrier(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED);
 }
 
+BPT__PRIVATE int bpt__fail(int code, const char *fmt, ...);
 static void bpt__sync_core_handler(int sig);
 static void bpt__thread_exit_destructor(void *arg);
 static void bpt__atfork_child(void);
@@ -859,7 +871,7 @@ static bpt__thread *bpt__thread_create(void) {
     }
     rec->tid = bpt__gettid();
     rec->self = pthread_self();
-    rec->managed = rec->managed_online = rec->in_tracer = 0;
+    rec->managed = rec->managed_online = rec->in_tracer = rec->holds_permission = 0;
     rec->process = rec->tid;
     rec->errmsg[0] = '\0';
     bpt__store_relaxed_u64(&rec->state, 0);
@@ -913,7 +925,7 @@ BPT__PRIVATE void bpt__unpin(bpt__thread *rec) {
     uint64_t s;
     if (!rec || rec->managed_online) return;
     s = bpt__load_relaxed_u64(&rec->state);
-    BPT_ASSERT((s & BPT__NEST_MASK) != 0);
+    if ((s & BPT__NEST_MASK) == 0) return;   /* unbalanced unpin: ignored, never a crash */
     if ((s & BPT__NEST_MASK) == 1)
         bpt__state_store_and_wake(rec, 0);
     else
@@ -1006,7 +1018,11 @@ static void bpt__sync_core_by_signal(bpt__thread *self) {
 static int bpt__progress_wait(int sync_core) {
     bpt__thread *self = bpt__thread_self_or_null(), *rec;
     uint64_t target;
-    if (self && (bpt__thread_pinned(self) || self->in_tracer)) return BPT_EDEADLK;
+    const char *who = sync_core ? "bpt_thread_progress_wait_sync_core" : "bpt_thread_progress_wait";
+    if (self && self->in_tracer) return bpt__fail(BPT_EDEADLK, "%s: called from inside a tracer callback", who);
+    if (bpt__thread_pinned(self)) return bpt__fail(BPT_EDEADLK, "%s: called while pinned: it would wait for itself", who);
+    /* The permission holder may wait (the protocol does); nobody else
+       waits for it, since readers never take the permission. */
     bpt__progress_ensure_init();
     pthread_mutex_lock(&bpt__progress.wait_lock);
     /* The acq_rel increment releases every store made before the wait to a
@@ -1031,7 +1047,8 @@ static int bpt__progress_wait(int sync_core) {
 int bpt_thread_progress_register_managed(void) {
     bpt__thread *rec = bpt__thread_self();
     if (!rec) return BPT_ENOMEM;
-    if (bpt__thread_pinned(rec)) return BPT_EINVAL;
+    if (bpt__thread_pinned(rec))
+        return bpt__fail(BPT_EINVAL, "bpt_thread_progress_register_managed: called while pinned");
     rec->managed = 1;
     bpt_thread_progress_online();
     return 0;
@@ -1065,7 +1082,7 @@ void bpt_thread_progress_online(void) {
 
 int bpt_thread_progress_stats(bpt_progress_stats *out) {
     bpt__thread *rec;
-    if (!out) return BPT_EINVAL;
+    if (!out) return bpt__fail(BPT_EINVAL, "bpt_thread_progress_stats: out is NULL");
     bpt__progress_ensure_init();
     memset(out, 0, sizeof *out);
     out->epoch = bpt__load_relaxed_u64(&bpt__progress.epoch);
@@ -1775,13 +1792,6 @@ const char *bpt_protocol_step_name(int step) {
     return step >= 1 && step <= 13 ? bpt__step_names[step - 1] : NULL;
 }
 
-int bpt_set_protocol_observer(bpt_observer_fn fn, void *user) {
-    pthread_mutex_lock(&bpt__code_mod_permission);
-    bpt__observer = fn;
-    bpt__observer_user = user;
-    pthread_mutex_unlock(&bpt__code_mod_permission);
-    return 0;
-}
 
 /* Report a step to the observer and start timing the next. */
 static void bpt__step_done(int step, int did, uint64_t *t) {
@@ -1791,18 +1801,36 @@ static void bpt__step_done(int step, int did, uint64_t *t) {
 }
 
 /* Seize the code modification permission (step 1). Set-path calls from a
-   tracer callback or a pinned section would wait for themselves. */
+   tracer callback, a pinned section, or a callback run under the permission
+   (an observer, a trace_info_each visitor) would wait for themselves. */
 BPT__PRIVATE int bpt__permission_seize(const char *who) {
-    bpt__thread *rec = bpt__thread_self_or_null();
-    if (rec && rec->in_tracer)
+    bpt__thread *rec = bpt__thread_self();
+    if (!rec) return bpt__fail(BPT_ENOMEM, "%s: no memory for the thread record", who);
+    if (rec->in_tracer)
         return bpt__fail(BPT_EDEADLK, "%s: called from inside a tracer callback", who);
+    if (rec->holds_permission)
+        return bpt__fail(BPT_EDEADLK, "%s: called from a callback that runs under the code "
+                         "modification permission (observer or trace_info_each visitor)", who);
     if (bpt__thread_pinned(rec))
         return bpt__fail(BPT_EDEADLK, "%s: called while pinned (bpt_thread_progress_pin)", who);
     pthread_mutex_lock(&bpt__code_mod_permission);
+    rec->holds_permission = 1;
     return 0;
 }
 
-BPT__PRIVATE void bpt__permission_release(void) { pthread_mutex_unlock(&bpt__code_mod_permission); }
+BPT__PRIVATE void bpt__permission_release(void) {
+    bpt__thread_self_or_null()->holds_permission = 0;
+    pthread_mutex_unlock(&bpt__code_mod_permission);
+}
+
+int bpt_set_protocol_observer(bpt_observer_fn fn, void *user) {
+    int rc = bpt__permission_seize("bpt_set_protocol_observer");
+    if (rc < 0) return rc;
+    bpt__observer = fn;
+    bpt__observer_user = user;
+    bpt__permission_release();
+    return 0;
+}
 
 /* The session's breakpoint on f, or NULL. Under the permission. */
 BPT__PRIVATE bpt__GenericBp *bpt__find_bp(const bpt_func *f, const bpt__session *s) {
@@ -2180,12 +2208,16 @@ int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word, const 
         return bpt__fail(BPT_EINVAL, "bpt_register_vm: arity %d is outside 0..255", arity);
     if (strlen(module) > BPT__NAME_MAX || strlen(name) > BPT__NAME_MAX)
         return bpt__fail(BPT_ELIMIT, "bpt_register_vm: module and name are limited to %d bytes", BPT__NAME_MAX);
-    if ((rc = bpt__site_vm_check(first_word, breakpoint_word)) < 0) return rc;
     if ((rc = bpt__permission_seize("bpt_register_vm")) < 0) return rc;
+    /* Duplicates first: a registered site may hold the breakpoint word. */
     if (bpt__ptrset_has(&bpt__registry.sites, first_word)) {
         bpt__permission_release();
         return bpt__fail(BPT_EEXIST, "bpt_register_vm: %s:%s/%d: the site %p is already registered",
                          module, name, arity, (void *)first_word);
+    }
+    if ((rc = bpt__site_vm_check(first_word, breakpoint_word)) < 0) {
+        bpt__permission_release();
+        return rc;
     }
     f = (bpt_func *)BPT_MALLOC(sizeof *f);
     if (!f || bpt__registry_reserve() < 0 || !(f->module = bpt__intern(module)) ||
@@ -2258,10 +2290,10 @@ int bpt_func_lookup(const char *module, const char *name, int arity, bpt_func **
 }
 
 int bpt_func_count(void) {
-    int n;
-    pthread_mutex_lock(&bpt__code_mod_permission);
+    int n = bpt__permission_seize("bpt_func_count");
+    if (n < 0) return n;
     n = (int)bpt__registry.len;
-    pthread_mutex_unlock(&bpt__code_mod_permission);
+    bpt__permission_release();
     return n;
 }
 

@@ -36,13 +36,6 @@ const char *bpt_protocol_step_name(int step) {
     return step >= 1 && step <= 13 ? bpt__step_names[step - 1] : NULL;
 }
 
-int bpt_set_protocol_observer(bpt_observer_fn fn, void *user) {
-    pthread_mutex_lock(&bpt__code_mod_permission);
-    bpt__observer = fn;
-    bpt__observer_user = user;
-    pthread_mutex_unlock(&bpt__code_mod_permission);
-    return 0;
-}
 
 /* Report a step to the observer and start timing the next. */
 static void bpt__step_done(int step, int did, uint64_t *t) {
@@ -52,18 +45,36 @@ static void bpt__step_done(int step, int did, uint64_t *t) {
 }
 
 /* Seize the code modification permission (step 1). Set-path calls from a
-   tracer callback or a pinned section would wait for themselves. */
+   tracer callback, a pinned section, or a callback run under the permission
+   (an observer, a trace_info_each visitor) would wait for themselves. */
 BPT__PRIVATE int bpt__permission_seize(const char *who) {
-    bpt__thread *rec = bpt__thread_self_or_null();
-    if (rec && rec->in_tracer)
+    bpt__thread *rec = bpt__thread_self();
+    if (!rec) return bpt__fail(BPT_ENOMEM, "%s: no memory for the thread record", who);
+    if (rec->in_tracer)
         return bpt__fail(BPT_EDEADLK, "%s: called from inside a tracer callback", who);
+    if (rec->holds_permission)
+        return bpt__fail(BPT_EDEADLK, "%s: called from a callback that runs under the code "
+                         "modification permission (observer or trace_info_each visitor)", who);
     if (bpt__thread_pinned(rec))
         return bpt__fail(BPT_EDEADLK, "%s: called while pinned (bpt_thread_progress_pin)", who);
     pthread_mutex_lock(&bpt__code_mod_permission);
+    rec->holds_permission = 1;
     return 0;
 }
 
-BPT__PRIVATE void bpt__permission_release(void) { pthread_mutex_unlock(&bpt__code_mod_permission); }
+BPT__PRIVATE void bpt__permission_release(void) {
+    bpt__thread_self_or_null()->holds_permission = 0;
+    pthread_mutex_unlock(&bpt__code_mod_permission);
+}
+
+int bpt_set_protocol_observer(bpt_observer_fn fn, void *user) {
+    int rc = bpt__permission_seize("bpt_set_protocol_observer");
+    if (rc < 0) return rc;
+    bpt__observer = fn;
+    bpt__observer_user = user;
+    bpt__permission_release();
+    return 0;
+}
 
 /* The session's breakpoint on f, or NULL. Under the permission. */
 BPT__PRIVATE bpt__GenericBp *bpt__find_bp(const bpt_func *f, const bpt__session *s) {

@@ -109,7 +109,7 @@ extern "C" {
     X(BPT_EFLAGS,        -4,  "unknown or conflicting trace flags") \
     X(BPT_ESESSION,      -5,  "no such trace session (never created, or destroyed)") \
     X(BPT_EBUSY,         -6,  "function is traced by a session; remove its trace patterns first") \
-    X(BPT_EDEADLK,       -7,  "set-path call from a tracer callback would deadlock") \
+    X(BPT_EDEADLK,       -7,  "the call would wait for its own thread (tracer callback, pinned section, or callback under the permission)") \
     X(BPT_ENOENT,        -8,  "no such function registered") \
     X(BPT_EEXIST,        -9,  "already registered") \
     X(BPT_ENOTSUP,      -10,  "not supported on this compiler or architecture") \
@@ -146,7 +146,8 @@ BPT_API const char *bpt_last_error(void);
    section. The first pin of a thread creates its thread record (a one-time
    allocation). A pin costs an acquire load and a store, plus a full fence when
    membarrier(2) is unavailable; a managed online thread's pin costs nothing.
-   Never blocks. Unpin wakes a waiter sleeping on this thread.
+   Never blocks. Unpin wakes a waiter sleeping on this thread; an unpin
+   without a pin is ignored.
    Thread-safe; async-signal-safe once the thread has its record.
    Source: rcu_read_lock/unlock in liburcu urcu-memb. */
 BPT_API void bpt_thread_progress_pin(void);
@@ -340,15 +341,23 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
 
 /* bpt_unregister: forget a function record. It must carry no breakpoint:
    BPT_EBUSY if any session traces it (remove the patterns first). Frees the
-   record after a thread progress wait. Returns 0; BPT_EINVAL (NULL);
-   BPT_ENOENT (not a registered record); BPT_EBUSY. Thread-safe (set path). */
+   record after a thread progress wait, which covers threads inside
+   bpt_vm_breakpoint(f). The caller guarantees, as when unloading code, that
+   no thread can still fetch the site's word and call bpt_vm_breakpoint(f)
+   afterwards; VM threads that are managed (as BEAM's schedulers) and report
+   progress only between instructions are covered by the wait too.
+   Returns 0; BPT_EINVAL (NULL); BPT_ENOENT (not a registered record);
+   BPT_EBUSY; BPT_EDEADLK (see bpt_trace_pattern). Thread-safe (set path). */
 BPT_API int bpt_unregister(bpt_func *f);
 
 /* bpt_func_lookup: find a registered function by exact module, name, arity.
-   Returns 0 and *out; BPT_EINVAL (a NULL); BPT_ENOENT. Thread-safe. */
+   Returns 0 and *out; BPT_EINVAL (a NULL); BPT_ENOENT; BPT_EDEADLK from a
+   tracer callback or a pinned section (it takes the code modification
+   permission, whose holder may be waiting for that very thread). Thread-safe. */
 BPT_API int bpt_func_lookup(const char *module, const char *name, int arity, bpt_func **out);
 
-/* bpt_func_count: how many functions are registered. Thread-safe. */
+/* bpt_func_count: how many functions are registered, or BPT_EDEADLK from a
+   callback that runs under the permission. Thread-safe. */
 BPT_API int bpt_func_count(void);
 
 /* bpt_vm_breakpoint: what the VM's breakpoint opcode calls, as BEAM's
@@ -413,7 +422,8 @@ typedef struct bpt_match {
    Returns the number of functions matched (>= 0); BPT_ESESSION; BPT_EINVAL
    (pattern NULL); BPT_EPATTERN (empty or malformed; bpt_last_error says
    where); BPT_EFLAGS (unknown bit, no kind with PAUSE/RESTART, PAUSE or
-   RESTART without BPT_COUNT, two hows); BPT_EDEADLK (from a tracer callback);
+   RESTART without BPT_COUNT, two hows); BPT_EDEADLK (from a tracer callback,
+   a pinned section, or an observer or trace_info_each callback);
    BPT_ENOMEM (nothing changed). Thread-safe (set path).
    Source: erlang:trace_pattern/3 and erts_set_trace_pattern in beam_bp.c. */
 BPT_API int bpt_trace_pattern(bpt_session s, const char *pattern, unsigned flags,
@@ -464,7 +474,7 @@ BPT_API int bpt_format_dbg(const bpt_msg *m, char *buf, size_t size);
 typedef void (*bpt_observer_fn)(int step, int did, uint64_t ns, void *user);
 
 /* bpt_set_protocol_observer: install (fn non-NULL) or remove (NULL) the
-   observer. Returns 0. Thread-safe (set path). */
+   observer. Returns 0, or BPT_EDEADLK (see bpt_trace_pattern). Thread-safe (set path). */
 BPT_API int bpt_set_protocol_observer(bpt_observer_fn fn, void *user);
 
 /* bpt_protocol_step_name: "seize permission", "allocate", ... for step 1..13,

@@ -45,6 +45,7 @@ typedef struct bpt__thread {
     int managed;                    /* owner only: registered as a managed thread */
     int managed_online;             /* owner only: managed and online (pins are free) */
     int in_tracer;                  /* owner only: inside a callback tracer */
+    int holds_permission;           /* owner only: holds the code modification permission */
     uint64_t process;               /* owner only: the process time is charged to */
     char errmsg[200];               /* owner only: bpt_last_error() */
 } bpt__thread;
@@ -91,6 +92,7 @@ BPT__PRIVATE void bpt__heavy_barrier(void) {
         bpt__membarrier(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED);
 }
 
+BPT__PRIVATE int bpt__fail(int code, const char *fmt, ...);
 static void bpt__sync_core_handler(int sig);
 static void bpt__thread_exit_destructor(void *arg);
 static void bpt__atfork_child(void);
@@ -147,7 +149,7 @@ static bpt__thread *bpt__thread_create(void) {
     }
     rec->tid = bpt__gettid();
     rec->self = pthread_self();
-    rec->managed = rec->managed_online = rec->in_tracer = 0;
+    rec->managed = rec->managed_online = rec->in_tracer = rec->holds_permission = 0;
     rec->process = rec->tid;
     rec->errmsg[0] = '\0';
     bpt__store_relaxed_u64(&rec->state, 0);
@@ -201,7 +203,7 @@ BPT__PRIVATE void bpt__unpin(bpt__thread *rec) {
     uint64_t s;
     if (!rec || rec->managed_online) return;
     s = bpt__load_relaxed_u64(&rec->state);
-    BPT_ASSERT((s & BPT__NEST_MASK) != 0);
+    if ((s & BPT__NEST_MASK) == 0) return;   /* unbalanced unpin: ignored, never a crash */
     if ((s & BPT__NEST_MASK) == 1)
         bpt__state_store_and_wake(rec, 0);
     else
@@ -294,7 +296,11 @@ static void bpt__sync_core_by_signal(bpt__thread *self) {
 static int bpt__progress_wait(int sync_core) {
     bpt__thread *self = bpt__thread_self_or_null(), *rec;
     uint64_t target;
-    if (self && (bpt__thread_pinned(self) || self->in_tracer)) return BPT_EDEADLK;
+    const char *who = sync_core ? "bpt_thread_progress_wait_sync_core" : "bpt_thread_progress_wait";
+    if (self && self->in_tracer) return bpt__fail(BPT_EDEADLK, "%s: called from inside a tracer callback", who);
+    if (bpt__thread_pinned(self)) return bpt__fail(BPT_EDEADLK, "%s: called while pinned: it would wait for itself", who);
+    /* The permission holder may wait (the protocol does); nobody else
+       waits for it, since readers never take the permission. */
     bpt__progress_ensure_init();
     pthread_mutex_lock(&bpt__progress.wait_lock);
     /* The acq_rel increment releases every store made before the wait to a
@@ -319,7 +325,8 @@ static int bpt__progress_wait(int sync_core) {
 int bpt_thread_progress_register_managed(void) {
     bpt__thread *rec = bpt__thread_self();
     if (!rec) return BPT_ENOMEM;
-    if (bpt__thread_pinned(rec)) return BPT_EINVAL;
+    if (bpt__thread_pinned(rec))
+        return bpt__fail(BPT_EINVAL, "bpt_thread_progress_register_managed: called while pinned");
     rec->managed = 1;
     bpt_thread_progress_online();
     return 0;
@@ -353,7 +360,7 @@ void bpt_thread_progress_online(void) {
 
 int bpt_thread_progress_stats(bpt_progress_stats *out) {
     bpt__thread *rec;
-    if (!out) return BPT_EINVAL;
+    if (!out) return bpt__fail(BPT_EINVAL, "bpt_thread_progress_stats: out is NULL");
     bpt__progress_ensure_init();
     memset(out, 0, sizeof *out);
     out->epoch = bpt__load_relaxed_u64(&bpt__progress.epoch);

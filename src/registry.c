@@ -119,12 +119,16 @@ int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word, const 
         return bpt__fail(BPT_EINVAL, "bpt_register_vm: arity %d is outside 0..255", arity);
     if (strlen(module) > BPT__NAME_MAX || strlen(name) > BPT__NAME_MAX)
         return bpt__fail(BPT_ELIMIT, "bpt_register_vm: module and name are limited to %d bytes", BPT__NAME_MAX);
-    if ((rc = bpt__site_vm_check(first_word, breakpoint_word)) < 0) return rc;
     if ((rc = bpt__permission_seize("bpt_register_vm")) < 0) return rc;
+    /* Duplicates first: a registered site may hold the breakpoint word. */
     if (bpt__ptrset_has(&bpt__registry.sites, first_word)) {
         bpt__permission_release();
         return bpt__fail(BPT_EEXIST, "bpt_register_vm: %s:%s/%d: the site %p is already registered",
                          module, name, arity, (void *)first_word);
+    }
+    if ((rc = bpt__site_vm_check(first_word, breakpoint_word)) < 0) {
+        bpt__permission_release();
+        return rc;
     }
     f = (bpt_func *)BPT_MALLOC(sizeof *f);
     if (!f || bpt__registry_reserve() < 0 || !(f->module = bpt__intern(module)) ||
@@ -197,10 +201,10 @@ int bpt_func_lookup(const char *module, const char *name, int arity, bpt_func **
 }
 
 int bpt_func_count(void) {
-    int n;
-    pthread_mutex_lock(&bpt__code_mod_permission);
+    int n = bpt__permission_seize("bpt_func_count");
+    if (n < 0) return n;
     n = (int)bpt__registry.len;
-    pthread_mutex_unlock(&bpt__code_mod_permission);
+    bpt__permission_release();
     return n;
 }
 
