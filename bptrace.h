@@ -105,7 +105,7 @@ extern "C" {
     X(BPT_OK,             0,  "success") \
     X(BPT_EINVAL,        -1,  "invalid argument") \
     X(BPT_ENOMEM,        -2,  "out of memory") \
-    X(BPT_EPATTERN,      -3,  "malformed trace pattern (expected module:function/arity)") \
+    X(BPT_EPATTERN,      -3,  "malformed trace pattern") \
     X(BPT_EFLAGS,        -4,  "unknown or conflicting trace flags") \
     X(BPT_ESESSION,      -5,  "no such trace session (never created, or destroyed)") \
     X(BPT_EBUSY,         -6,  "function is traced by a session; remove its trace patterns first") \
@@ -139,7 +139,12 @@ BPT_API const char *bpt_last_error(void);
    Thread progress: an epoch mechanism in the manner of ERTS erl_thr_progress.c
    and liburcu's memb flavour. Readers pin around every use of breakpoint data;
    a waiter learns that every thread has left the pins that were in force
-   when the wait began. */
+   when the wait began.
+   The first use of thread progress registers membarrier(2). Registering
+   while other threads already run costs the kernel a grace period (tens of
+   ms, once): a program that starts its threads first pays it in its first
+   pin or wait. Calling bpt_thread_progress_stats() early, while the program
+   is still single-threaded, moves that cost out of the way. */
 
 /* bpt_thread_progress_pin / _unpin: enter / leave a read-side section.
    Nests (counted), also from a signal handler that interrupts a pinned
@@ -469,7 +474,9 @@ BPT_API int bpt_format_dbg(const bpt_msg *m, char *buf, size_t size);
 
 /* A protocol observer sees each of the 13 steps of a breakpoint change as it
    ends: step 1..13, did (0 when the step had nothing to do and was skipped),
-   the step's duration in ns. It runs under the code modification permission
+   the step's duration in ns. bpt_trace_pattern and bpt_session_destroy
+   report all 13; a registration that applies remembered patterns reports
+   steps 2..12 once per pattern applied. It runs under the code modification permission
    and must not call set-path functions. For examples/protocol_walkthrough and tests. */
 typedef void (*bpt_observer_fn)(int step, int did, uint64_t ns, void *user);
 
@@ -1921,7 +1928,7 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
     unsigned active = bpt__load_relaxed_u32(&bpt__active_ix), staging = active ^ 1;
     bpt__change *c;
     bpt__GenericBp *to_free = NULL, *g;
-    int i, nc = 0, installs = 0, uninstalls = 0, unlinked = 0;
+    int i, nc = 0, allocated = 0, installs = 0, published = 0, uninstalls = 0, unlinked = 0;
 
     /* Step 2: allocate. Everything this change needs is allocated before
        anything shared is touched, so running out of memory changes nothing. */
@@ -1943,6 +1950,7 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
             g->session = s;
             c[nc - 1].g = g;
             c[nc - 1].fresh = 1;
+            allocated++;
         }
         if (bpt__op_needs_count(op, c[nc - 1].fresh ? NULL : g, staging)) {
             bpt__BpCount *bc = (bpt__BpCount *)BPT_MALLOC(sizeof *bc);
@@ -1950,11 +1958,14 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
             bpt__store_relaxed_u64(&bc->value, 0);
             bc->refc = 1;
             c[nc - 1].new_count = bc;
+            allocated++;
         }
     }
     if (nc == 0) {
+        int step;
         BPT_FREE(c);
-        return 0;   /* every stage would be empty: all skipped */
+        for (step = 2; step <= 12; step++) bpt__step_done(step, 0, t);   /* nothing to change */
+        return 0;
     }
     /* Link the fresh breakpoints. The first session on a function writes its
        list head; nobody reaches it before step 5 installs the word. A later
@@ -1971,7 +1982,7 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
             head->to_insert = c[i].g;
         }
     }
-    bpt__step_done(2, 1, t);
+    bpt__step_done(2, allocated != 0, t);
 
     /* Step 3: stage. Only staging generations change; running code reads the
        active ones. A breakpoint to be removed gets flags 0 here. */
@@ -1999,13 +2010,14 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
         if (head->to_insert) {
             bpt__store_release_ptr(&f->gen_bp, head->to_insert);
             head->to_insert = NULL;
+            published++;
         }
         if (!f->installed && c[i].g->data[staging].flags) {
             bpt__site_install(f);
             installs++;
         }
     }
-    bpt__step_done(5, installs != 0, t);
+    bpt__step_done(5, installs + published != 0, t);
 
     /* Step 6: wait, so that every thread runs the new words before the
        commit, making the switch as atomic as possible. */
@@ -2302,7 +2314,7 @@ int bpt_func_count(void) {
 int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
     static const bpt_session_desc defaults;
     const bpt_session_desc *d = desc ? desc : &defaults;
-    bpt__session *s;
+    bpt__session *s = NULL;
     int slot, rc;
     if (!out) return bpt__fail(BPT_EINVAL, "bpt_session_create: out is NULL");
     if (d->ring_size > (1u << 20))
@@ -2349,14 +2361,17 @@ int bpt_session_destroy(bpt_session handle) {
     uint64_t t = bpt__now_ns();
     int n, rc;
     if ((rc = bpt__permission_seize("bpt_session_destroy")) < 0) return rc;
+    bpt__step_done(1, 1, &t);
     s = bpt__session_lookup(handle.id);
     if (!s) {
+        bpt__step_done(13, 1, &t);
         bpt__permission_release();
         return bpt__fail(BPT_ESESSION, "bpt_session_destroy: session %llu is not alive (destroyed twice?)",
                          (unsigned long long)handle.id);
     }
     if (bpt__funcs_of_session(s, &fs, &n) < 0 || (rc = bpt__protocol_run(s, fs, n, &off_all, &t)) < 0) {
         BPT_FREE(fs);
+        bpt__step_done(13, 1, &t);
         bpt__permission_release();
         return bpt__fail(BPT_ENOMEM, "bpt_session_destroy: out of memory; the session is unchanged");
     }
@@ -2369,6 +2384,7 @@ int bpt_session_destroy(bpt_session handle) {
         s->patterns = e->next;
         bpt__pattern_entry_free(e);
     }
+    bpt__step_done(13, 1, &t);
     bpt__permission_release();
     /* Drainers, stats readers and hits that found the session before it was
        unpublished are pinned: wait for them before freeing. */

@@ -165,7 +165,7 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
     unsigned active = bpt__load_relaxed_u32(&bpt__active_ix), staging = active ^ 1;
     bpt__change *c;
     bpt__GenericBp *to_free = NULL, *g;
-    int i, nc = 0, installs = 0, uninstalls = 0, unlinked = 0;
+    int i, nc = 0, allocated = 0, installs = 0, published = 0, uninstalls = 0, unlinked = 0;
 
     /* Step 2: allocate. Everything this change needs is allocated before
        anything shared is touched, so running out of memory changes nothing. */
@@ -187,6 +187,7 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
             g->session = s;
             c[nc - 1].g = g;
             c[nc - 1].fresh = 1;
+            allocated++;
         }
         if (bpt__op_needs_count(op, c[nc - 1].fresh ? NULL : g, staging)) {
             bpt__BpCount *bc = (bpt__BpCount *)BPT_MALLOC(sizeof *bc);
@@ -194,11 +195,14 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
             bpt__store_relaxed_u64(&bc->value, 0);
             bc->refc = 1;
             c[nc - 1].new_count = bc;
+            allocated++;
         }
     }
     if (nc == 0) {
+        int step;
         BPT_FREE(c);
-        return 0;   /* every stage would be empty: all skipped */
+        for (step = 2; step <= 12; step++) bpt__step_done(step, 0, t);   /* nothing to change */
+        return 0;
     }
     /* Link the fresh breakpoints. The first session on a function writes its
        list head; nobody reaches it before step 5 installs the word. A later
@@ -215,7 +219,7 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
             head->to_insert = c[i].g;
         }
     }
-    bpt__step_done(2, 1, t);
+    bpt__step_done(2, allocated != 0, t);
 
     /* Step 3: stage. Only staging generations change; running code reads the
        active ones. A breakpoint to be removed gets flags 0 here. */
@@ -243,13 +247,14 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
         if (head->to_insert) {
             bpt__store_release_ptr(&f->gen_bp, head->to_insert);
             head->to_insert = NULL;
+            published++;
         }
         if (!f->installed && c[i].g->data[staging].flags) {
             bpt__site_install(f);
             installs++;
         }
     }
-    bpt__step_done(5, installs != 0, t);
+    bpt__step_done(5, installs + published != 0, t);
 
     /* Step 6: wait, so that every thread runs the new words before the
        commit, making the switch as atomic as possible. */

@@ -105,7 +105,7 @@ extern "C" {
     X(BPT_OK,             0,  "success") \
     X(BPT_EINVAL,        -1,  "invalid argument") \
     X(BPT_ENOMEM,        -2,  "out of memory") \
-    X(BPT_EPATTERN,      -3,  "malformed trace pattern (expected module:function/arity)") \
+    X(BPT_EPATTERN,      -3,  "malformed trace pattern") \
     X(BPT_EFLAGS,        -4,  "unknown or conflicting trace flags") \
     X(BPT_ESESSION,      -5,  "no such trace session (never created, or destroyed)") \
     X(BPT_EBUSY,         -6,  "function is traced by a session; remove its trace patterns first") \
@@ -139,7 +139,12 @@ BPT_API const char *bpt_last_error(void);
    Thread progress: an epoch mechanism in the manner of ERTS erl_thr_progress.c
    and liburcu's memb flavour. Readers pin around every use of breakpoint data;
    a waiter learns that every thread has left the pins that were in force
-   when the wait began. */
+   when the wait began.
+   The first use of thread progress registers membarrier(2). Registering
+   while other threads already run costs the kernel a grace period (tens of
+   ms, once): a program that starts its threads first pays it in its first
+   pin or wait. Calling bpt_thread_progress_stats() early, while the program
+   is still single-threaded, moves that cost out of the way. */
 
 /* bpt_thread_progress_pin / _unpin: enter / leave a read-side section.
    Nests (counted), also from a signal handler that interrupts a pinned
@@ -469,7 +474,9 @@ BPT_API int bpt_format_dbg(const bpt_msg *m, char *buf, size_t size);
 
 /* A protocol observer sees each of the 13 steps of a breakpoint change as it
    ends: step 1..13, did (0 when the step had nothing to do and was skipped),
-   the step's duration in ns. It runs under the code modification permission
+   the step's duration in ns. bpt_trace_pattern and bpt_session_destroy
+   report all 13; a registration that applies remembered patterns reports
+   steps 2..12 once per pattern applied. It runs under the code modification permission
    and must not call set-path functions. For examples/protocol_walkthrough and tests. */
 typedef void (*bpt_observer_fn)(int step, int did, uint64_t ns, void *user);
 

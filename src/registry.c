@@ -213,7 +213,7 @@ int bpt_func_count(void) {
 int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
     static const bpt_session_desc defaults;
     const bpt_session_desc *d = desc ? desc : &defaults;
-    bpt__session *s;
+    bpt__session *s = NULL;
     int slot, rc;
     if (!out) return bpt__fail(BPT_EINVAL, "bpt_session_create: out is NULL");
     if (d->ring_size > (1u << 20))
@@ -260,14 +260,17 @@ int bpt_session_destroy(bpt_session handle) {
     uint64_t t = bpt__now_ns();
     int n, rc;
     if ((rc = bpt__permission_seize("bpt_session_destroy")) < 0) return rc;
+    bpt__step_done(1, 1, &t);
     s = bpt__session_lookup(handle.id);
     if (!s) {
+        bpt__step_done(13, 1, &t);
         bpt__permission_release();
         return bpt__fail(BPT_ESESSION, "bpt_session_destroy: session %llu is not alive (destroyed twice?)",
                          (unsigned long long)handle.id);
     }
     if (bpt__funcs_of_session(s, &fs, &n) < 0 || (rc = bpt__protocol_run(s, fs, n, &off_all, &t)) < 0) {
         BPT_FREE(fs);
+        bpt__step_done(13, 1, &t);
         bpt__permission_release();
         return bpt__fail(BPT_ENOMEM, "bpt_session_destroy: out of memory; the session is unchanged");
     }
@@ -280,6 +283,7 @@ int bpt_session_destroy(bpt_session handle) {
         s->patterns = e->next;
         bpt__pattern_entry_free(e);
     }
+    bpt__step_done(13, 1, &t);
     bpt__permission_release();
     /* Drainers, stats readers and hits that found the session before it was
        unpublished are pinned: wait for them before freeing. */
