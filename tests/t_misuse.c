@@ -15,7 +15,8 @@
    case the message must be non-empty and no longer the marker, so a failure
    that forgets to set its message is caught.
 
-   Output: one table line per case: number, case, returned code, last error. 
+   Output: one table line per case: number, case, returned code, last error.
+
    BPT_TEST_CONCURRENCY (tests/run: also run this test under TSAN) */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -390,8 +391,8 @@ int main(void) {
     desc.name = "reuser";
     CHECK_RC(bpt_session_create(&desc, &E), 0);
     CHECK(E.id != D.id, "a new session got the destroyed session's id %lu", (unsigned long)D.id);
-    CASE("destroyed session after its slot was reused: stats", bpt_session_stats(D, &st), BPT_ESESSION);
-    CASE("destroyed session after its slot was reused: pattern", bpt_trace_pattern(D, "vm:f/1", BPT_OFF, NULL), BPT_ESESSION);
+    CASE("stale handle, slot reused: stats", bpt_session_stats(D, &st), BPT_ESESSION);
+    CASE("stale handle, slot reused: trace_pattern", bpt_trace_pattern(D, "vm:f/1", BPT_OFF, NULL), BPT_ESESSION);
     CHECK_RC(bpt_session_stats(E, &st), 0);
     CHECK_RC(bpt_session_destroy(E), 0);
     bogus.id = 12345;

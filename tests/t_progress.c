@@ -6,10 +6,11 @@
      c. an offline managed thread blocked on a condvar does not hold a waiter
         back; an online one does, until its next bpt_thread_progress()
      d. nested pins, and pins inside a signal handler (with the thread pinned
-        and not pinned), leave the thread's pin state exactly as before
-     e. stress: 4 readers x 10^7 pin/unpin against 10^4 waits, with a
-        publish / wait / poison / deferred-free protocol that catches a
-        broken grace period
+        and not pinned), leave the thread's pin state exactly as before; an
+        unpin without a pin is ignored; pin/unpin survives a SIGUSR1 storm
+     e. stress: 4 readers x 10^7 pin/unpin (at least; they go on until the
+        waiter is done) against 10^4 waits, with a publish / wait / poison /
+        deferred-free protocol that catches a broken grace period
      f. a wait from a pinned thread returns BPT_EDEADLK
      g. bpt_thread_progress_stats reports the membarrier mode
 
@@ -19,7 +20,10 @@
    which is how "the wait completes" is checked.
 
    Self-test of the test: build with -DT_SABOTAGE_WAIT to replace
-   bpt_thread_progress_wait by a no-op; a, b2, c2, d, e and f must then fail. 
+   bpt_thread_progress_wait by a no-op: a, b2, c2, c3, d1-d5, e and f must then
+   fail; with -DT_SABOTAGE_HANG (a wait that never returns) the watchdog must
+   end the test with exit status 3.
+
    BPT_TEST_CONCURRENCY (tests/run: also run this test under TSAN) */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* clock_gettime, pthread barriers, syscall under -std=c99 */

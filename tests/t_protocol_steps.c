@@ -115,8 +115,9 @@ int main(void) {
     CHECK(obs.head_at[2] == ga && obs.to_insert_at[2] == gb && gb && bpt__load_relaxed_ptr(&gb->next) == (void *)ga,
           "step 2 parks B's GenericBp in to_insert, pointing at A's");
     CHECK(obs.head_at[5] == gb && obs.to_insert_at[5] == NULL, "step 5 publishes it as the new head");
-    CHECK(!obs.did[4] && !obs.did[5] && !obs.did[6], "steps 4-6 skipped: the word is already installed (%d %d %d)",
-          obs.did[4], obs.did[5], obs.did[6]);
+    CHECK(!obs.did[4] && obs.did[5] && !obs.did[6],
+          "no wait around step 5: it publishes without writing a word (%d %d %d)", obs.did[4], obs.did[5], obs.did[6]);
+    CHECK(obs.did[2], "step 2 allocated B's GenericBp");
     CHECK(!obs.did[9] && !obs.did[10] && !obs.did[12], "steps 9, 10, 12 skipped: nothing to remove");
 
     /* 3. Pause A's count: only A's generation changes; the word stays. */
@@ -124,6 +125,7 @@ int main(void) {
     CHECK_RC(bpt_trace_pattern(a, "unit:f/0", BPT_COUNT | BPT_PAUSE, NULL), 1);
     CHECK(obs.staging_flags[3] == BPT__BPF_COUNT && obs.active_flags[3] == (BPT__BPF_COUNT | BPT__BPF_COUNT_ACTIVE),
           "pause staged: active %#x staging %#x", obs.active_flags[3], obs.staging_flags[3]);
+    CHECK(!obs.did[2], "step 2 skipped: a pause allocates nothing");
     CHECK_RC(bpt_trace_info(a, f, BPT_INFO_FLAGS, &info), 0);
     CHECK(info.count_paused == 1 && info.flags == BPT_COUNT, "paused: flags %u paused %d", info.flags, info.count_paused);
     CHECK(bpt_vm_word_at(f) == BP, "still installed");
