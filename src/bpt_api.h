@@ -445,8 +445,10 @@ typedef struct bpt_info {
 
 /* bpt_trace_info: the session's settings and call_count for one function.
    Returns 0; BPT_ESESSION; BPT_EINVAL (f or out NULL, unknown what bits);
-   BPT_ENOENT (f not registered). Reads without blocking any traced thread.
-   Thread-safe. Source: erlang:trace_info/2 (flags, call_count). */
+   BPT_ENOENT (f not registered); BPT_EDEADLK (see bpt_trace_pattern: it
+   takes the code modification permission). Traced threads never wait for
+   it: the count is one relaxed atomic load. Thread-safe.
+   Source: erlang:trace_info/2 (flags, call_count). */
 BPT_API int bpt_trace_info(bpt_session s, const bpt_func *f, unsigned what, bpt_info *out);
 
 /* bpt_trace_info_each: bpt_trace_info for every registered function matching

@@ -177,7 +177,29 @@ int main(void) {
     CHECK_RC(bpt_session_stats(limited, &st), 0);
     CHECK(st.limit_tripped && st.limited == 70, "limited %llu", (unsigned long long)st.limited);
     CHECK_RC(bpt_session_destroy(limited), 0);
-    printf("callback, ring overflow, rate limit: checked\n");
+
+    /* The windowed form: at most 5 messages in every second. Five, a new
+       window, five more: under the limit. A sixth in one window trips it. */
+    memset(&d, 0, sizeof d);
+    d.rate_max = 5;
+    d.rate_per_ms = 1000;
+    CHECK_RC(bpt_session_create(&d, &limited), 0);
+    CHECK_RC(bpt_trace_pattern(limited, "m:g/1", BPT_CALL, NULL), 1);
+    for (i = 0; i < 5; i++) call(g, 1, 0, 0);
+    {
+        struct timespec pause = { 1, 100 * 1000000L };
+        nanosleep(&pause, NULL);
+    }
+    for (i = 0; i < 5; i++) call(g, 1, 0, 0);
+    CHECK_RC(bpt_session_stats(limited, &st), 0);
+    CHECK(!st.limit_tripped && st.produced == 10, "5 + 5 in two windows: not tripped, produced %llu",
+          (unsigned long long)st.produced);
+    call(g, 1, 0, 0);
+    CHECK_RC(bpt_session_stats(limited, &st), 0);
+    CHECK(st.limit_tripped && st.limited == 1, "a sixth in the window trips it (limited %llu)",
+          (unsigned long long)st.limited);
+    CHECK_RC(bpt_session_destroy(limited), 0);
+    printf("callback, ring overflow, rate limit (total and per window): checked\n");
 
     CHECK_RC(bpt_session_destroy(a), 0);
     CHECK_RC(bpt_session_destroy(b), 0);
