@@ -40,10 +40,23 @@
        BPT_MAX_THREADS    implementation  Per-thread slots (message rings, later timing tables).
                                           Default 64. Threads beyond it share one overflow slot.
        BPT_MAX_SESSIONS   implementation  Trace sessions alive at once. Default 64.
+       BPT_NO_NATIVE      everywhere      Leave out native entry patching (BPT_TRACEABLE expands to
+                                          nothing; bpt_register_native returns BPT_ENOTSUP).
        BPT_NO_MEMBARRIER  implementation  Never use membarrier(2): readers pay a full fence on pin.
                                           For kernels without it, and for tests of the fallback.
        BPT_SYNC_CORE_SIGNAL implementation The signal that serializes threads' instruction streams
                                           where membarrier SYNC_CORE is missing. Default SIGRTMIN+7.
+
+   NATIVE FUNCTIONS (gcc and clang, x86-64 and aarch64)
+       Mark a function BPT_TRACEABLE, or compile whole files with the flags
+       BPT_TRACEABLE_CFLAGS names (`make print-cflags` prints them):
+           x86-64:  -fpatchable-function-entry=26,24 -falign-functions=16
+           aarch64: -fpatchable-function-entry=9,8 -falign-functions=16
+       Then bpt_register_native(fn, ...) or bpt_register_module(NULL) makes it
+       traceable; only one aligned instruction word at its entry ever changes.
+       Native tracing needs the implementation in one file per program (its
+       entry stubs are assembly with fixed names). On tcc BPT_TRACEABLE is
+       empty and native registration returns BPT_ENOTSUP; VM sites still work.
 
    SUPPORTED
        gcc and clang on x86-64 and aarch64 (C11 <stdatomic.h>, __thread);
@@ -82,6 +95,24 @@
 #define BPTRACE_VERSION_MINOR 1
 #define BPTRACE_VERSION_PATCH 0
 #define BPTRACE_VERSION "0.1.0"
+
+/* >>config: BPT_TRACEABLE reserves the patchable entry bptrace needs
+   (DESIGN §4.2, §4.3): pre-entry padding for the function record pointer, the
+   stub address and the call into the stub, and one word at the entry. */
+#if !defined(BPT_NO_NATIVE) && (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__) && \
+    (defined(__x86_64__) || defined(__aarch64__))
+#  define BPT_NATIVE 1
+#  if defined(__x86_64__)
+#    define BPT_TRACEABLE __attribute__((patchable_function_entry(26, 24), aligned(16), noinline))
+#    define BPT_TRACEABLE_CFLAGS "-fpatchable-function-entry=26,24 -falign-functions=16"
+#  else
+#    define BPT_TRACEABLE __attribute__((patchable_function_entry(9, 8), aligned(16), noinline))
+#    define BPT_TRACEABLE_CFLAGS "-fpatchable-function-entry=9,8 -falign-functions=16"
+#  endif
+#else
+#  define BPT_TRACEABLE
+#  define BPT_TRACEABLE_CFLAGS ""
+#endif
 
 /* >>config: the declaration macro chain, as sokol's SOKOL_API_DECL. */
 #ifndef BPT_API
@@ -229,7 +260,17 @@ enum bpt_msg_type {
     BPT_MSG_LIMIT   = 3   /* the rate limit tripped; the session traced nothing after it */
 };
 
-enum { BPT_MAX_ARGS = 8 };
+enum { BPT_MAX_ARGS = 8, BPT_MSG_STR_BYTES = 48 };
+
+/* How an argument is read and shown (an argument spec names them, as
+   uftrace's -A does: "i64,ptr,str,f64"). */
+enum bpt_arg_type {
+    BPT_ARG_I64 = 0,   /* signed integer register (the default) */
+    BPT_ARG_U64 = 1,   /* unsigned integer register */
+    BPT_ARG_PTR = 2,   /* integer register, shown in hex */
+    BPT_ARG_STR = 3,   /* char * in an integer register: the string is copied */
+    BPT_ARG_F64 = 4    /* double in the next floating-point register (native sites) */
+};
 
 typedef struct bpt_func bpt_func;
 
@@ -252,7 +293,9 @@ typedef struct bpt_msg {
     bpt_format_fn format;  /* the site's argument formatter, or NULL for decimal */
     const char *user;      /* the match spec's message, or NULL */
     uint64_t value;        /* DROPPED: count */
-    uint64_t args[BPT_MAX_ARGS];
+    uint64_t args[BPT_MAX_ARGS];       /* F64: the double's bits; STR: offset into str */
+    uint8_t  argtype[BPT_MAX_ARGS];    /* enum bpt_arg_type */
+    char     str[BPT_MSG_STR_BYTES];   /* STR arguments, NUL-separated, truncated to fit */
 } bpt_msg;
 
 /* A callback tracer runs in the traced thread, inside the hit path: it must
@@ -344,6 +387,40 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
                             const char *module, const char *name, int arity,
                             const bpt_vm_ops *ops, bpt_func **out);
 
+/* bpt_register_native: register one BPT_TRACEABLE C function by hand.
+   In: fn, the function's address; module, name (copied, interned, at most
+   127 bytes each); arity 0..255 (how many integer arguments call messages
+   show when the pattern gives no argument spec). Out: *out.
+   Checks the entry: the padding must be bptrace's (24 NOP bytes on x86-64,
+   8 NOP words on aarch64) and the entry word a 2-byte NOP (gcc 90 90, clang
+   66 90) or NOP, optionally after endbr64 / bti c / paciasp; the patched word
+   must not cross a cache line. Writes the pre-entry words (function record
+   pointer, stub address, call sequence) while nothing can execute them,
+   restoring the page to read+execute. Patterns in force apply at once.
+   Returns 0; BPT_EINVAL (NULL, arity); BPT_ELIMIT (names); BPT_EEXIST;
+   BPT_ENOTPATCHABLE (entry bytes not as compiled by BPT_TRACEABLE;
+   bpt_last_error shows them); BPT_EPERM (mprotect refused: the function is
+   untouched; the message gives errno, e.g. SELinux execmod or a read-only
+   file mapping); BPT_ENOTSUP (tcc, BPT_NO_NATIVE, another architecture);
+   BPT_ENOMEM; BPT_EDEADLK. Thread-safe (set path). Source: DESIGN §4.2-4.4. */
+BPT_API int bpt_register_native(void *fn, const char *module, const char *name, int arity, bpt_func **out);
+
+/* bpt_register_module: register every patchable function of a loaded module:
+   NULL for the main executable, or the basename ("libfoo.so") or path of a
+   shared object. Entries come from its __patchable_function_entries section
+   and names from its ELF .symtab (static functions too), else .dynsym. Arity
+   is 0 (unknown): give an argument spec in the match spec to see arguments.
+   Already registered functions are skipped. Returns how many functions it
+   registered; BPT_ENOENT (not loaded); BPT_EINVAL (malformed ELF); BPT_ENOTSUP;
+   BPT_EPERM; BPT_ENOMEM (then nothing is registered). Thread-safe (set path). */
+BPT_API int bpt_register_module(const char *module);
+
+/* bpt_unregister_module: remove every session's breakpoints from the
+   module's functions (the 13 steps), then unregister them. Call it before
+   dlclose; the caller guarantees no thread still runs the module's code.
+   Returns how many it unregistered; BPT_ENOENT; BPT_EDEADLK. Thread-safe (set path). */
+BPT_API int bpt_unregister_module(const char *module);
+
 /* bpt_unregister: forget a function record. It must carry no breakpoint:
    BPT_EBUSY if any session traces it (remove the patterns first). Frees the
    record after a thread progress wait, which covers threads inside
@@ -414,6 +491,9 @@ typedef struct bpt_match {
     void        *user;
     unsigned     actions;  /* BPT_MS_* */
     const char  *message;  /* copied and interned; attached to each call message */
+    const char  *args;     /* argument spec, e.g. "i64,ptr,str,f64" (at most 8; uftrace -A);
+                              NULL: the first `arity` arguments as i64. Integer kinds take the
+                              next integer register, f64 the next FP register. */
 } bpt_match;
 
 /* bpt_trace_pattern: set, change or clear a session's breakpoints on every
@@ -427,7 +507,8 @@ typedef struct bpt_match {
    Returns the number of functions matched (>= 0); BPT_ESESSION; BPT_EINVAL
    (pattern NULL); BPT_EPATTERN (empty or malformed; bpt_last_error says
    where); BPT_EFLAGS (unknown bit, no kind with PAUSE/RESTART, PAUSE or
-   RESTART without BPT_COUNT, two hows); BPT_EDEADLK (from a tracer callback,
+   RESTART without BPT_COUNT, two hows); BPT_EPATTERN also for a bad argument
+   spec (an unknown type, more than 8); BPT_EDEADLK (from a tracer callback,
    a pinned section, or an observer or trace_info_each callback);
    BPT_ENOMEM (nothing changed). Thread-safe (set path).
    Source: erlang:trace_pattern/3 and erts_set_trace_pattern in beam_bp.c. */
@@ -1543,23 +1624,56 @@ typedef struct bpt__ms {
     void *user;
     unsigned actions;
     const char *message;          /* interned */
+    int nspec;                    /* argument spec: how many, or 0 for none */
+    uint8_t spec[BPT_MAX_ARGS];   /* enum bpt_arg_type */
     uint32_t refc;
 } bpt__ms;
 
-/* A new match spec with one reference, or NULL for ENOMEM. */
-BPT__PRIVATE bpt__ms *bpt__ms_new(const bpt_match *m) {
-    bpt__ms *ms = (bpt__ms *)BPT_MALLOC(sizeof *ms);
-    if (!ms) return NULL;
+/* Parse an argument spec, "i64,ptr,str,f64" (uftrace -A). Returns the count
+   or BPT_EPATTERN. */
+BPT__PRIVATE int bpt__argspec_parse(const char *text, uint8_t *types) {
+    static const char *const names[] = { "i64", "u64", "ptr", "str", "f64" };
+    const char *p = text;
+    int n = 0, k;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        for (k = 0; k < 5; k++)
+            if (len == 3 && strncmp(p, names[k], 3) == 0) break;
+        if (k == 5)
+            return bpt__fail(BPT_EPATTERN, "argument spec '%s': '%.*s' is not one of i64, u64, ptr, str, f64",
+                             text, (int)len, p);
+        if (n == BPT_MAX_ARGS)
+            return bpt__fail(BPT_EPATTERN, "argument spec '%s': more than %d arguments", text, BPT_MAX_ARGS);
+        types[n++] = (uint8_t)k;
+        p += len;
+        if (*p == ',' && *++p == '\0')
+            return bpt__fail(BPT_EPATTERN, "argument spec '%s' ends with ','", text);
+    }
+    return n;
+}
+
+/* A new match spec with one reference in *out. Returns 0, BPT_EPATTERN (a
+   bad argument spec) or BPT_ENOMEM. */
+BPT__PRIVATE int bpt__ms_new(const bpt_match *m, bpt__ms **out) {
+    uint8_t spec[BPT_MAX_ARGS];
+    int nspec = m->args ? bpt__argspec_parse(m->args, spec) : 0;
+    bpt__ms *ms;
+    if (nspec < 0) return nspec;
+    if (!(ms = (bpt__ms *)BPT_MALLOC(sizeof *ms)))
+        return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for the match spec");
     ms->pred = m->pred;
     ms->user = m->user;
     ms->actions = m->actions;
     ms->message = NULL;
+    ms->nspec = nspec;
+    memcpy(ms->spec, spec, sizeof spec);
     ms->refc = 1;
     if (m->message && !(ms->message = bpt__intern(m->message))) {
         BPT_FREE(ms);
-        return NULL;
+        return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for the match spec's message");
     }
-    return ms;
+    *out = ms;
+    return 0;
 }
 
 BPT__PRIVATE void bpt__ms_ref(bpt__ms *ms) { if (ms) ms->refc++; }
@@ -1618,20 +1732,46 @@ typedef struct bpt__GenericBp {
     struct bpt__GenericBp *next_to_free; /* set path: freed after step 12 */
 } bpt__GenericBp;
 
-enum bpt__site_kind { BPT__SITE_VM = 1 };
+enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
 
 struct bpt_func {
     const char *module, *name;    /* interned */
     int arity;
     int kind;                     /* enum bpt__site_kind */
-    bpt_vm_word *word;            /* VM site: the function's first instruction word */
-    bpt_vm_word orig_word;        /* ... its original content */
-    bpt_vm_word bp_word;          /* ... the VM's breakpoint opcode word */
-    const bpt_vm_ops *ops;
+    /* The site: the one word that switches between the original and the
+       breakpoint. VM: an 8-byte instruction word. Native: the 2-byte entry
+       NOP (x86-64) or the 4-byte entry NOP (aarch64). */
+    void *site;
+    uint64_t orig_word;           /* the site's original content */
+    uint64_t bp_word;             /* what it holds while a breakpoint is installed */
+    unsigned word_size;           /* 8, 4 or 2 bytes */
+    void *fn;                     /* native: the function's address */
+    uintptr_t resume;             /* native: where the stub continues (the word after the site) */
+    const bpt_vm_ops *ops;        /* VM: argument access and formatting */
     bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */
     int installed;                /* set path: the breakpoint word is in place */
     uint32_t registry_ix;         /* set path: position in the registry */
 };
+
+#if defined(BPT_NATIVE)
+/* The register frame an entry stub builds on the stack and hands to the
+   hit path. Its layout is fixed by the stub's assembly (site_*.c). */
+#  if defined(__x86_64__)
+typedef struct bpt__regs {
+    uint64_t gpr[8];              /* rdi rsi rdx rcx r8 r9 (arguments), rax (varargs count), r10 (static chain) */
+    uint64_t xmm[8][2];           /* xmm0-7: floating-point arguments */
+    uint64_t resume;              /* the stub's return slot: rewritten to the resume address */
+    uint64_t caller_ra;           /* the traced function's own return address */
+} bpt__regs;
+enum { BPT__INT_ARG_REGS = 6, BPT__FP_ARG_REGS = 8 };
+#  else
+typedef struct bpt__regs {
+    uint64_t gpr[10];             /* x0-x7 (arguments), x8 (indirect result), x9 (the caller's LR) */
+    uint64_t q[8][2];             /* q0-q7: floating-point arguments */
+} bpt__regs;
+enum { BPT__INT_ARG_REGS = 8, BPT__FP_ARG_REGS = 8 };
+#  endif
+#endif
 
 /* The active generation index. Step 7 of the protocol flips it with a
    release store; the hit path reads it with an acquire load, so a hit that
@@ -1642,6 +1782,296 @@ unsigned bpt_active_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix);
 unsigned bpt_staging_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix) ^ 1u; }
 /*** End of breakpoint.h ***/
 
+/*** Begin file site_x86_64.c ***/
+/* site_x86_64.c: native function entries on x86-64 (DESIGN §4.2).
+
+   BPT_TRACEABLE compiles a function with 24 NOP bytes before it and a 2-byte
+   NOP at its entry (gcc: 90 90, clang: 66 90), after an endbr64 when
+   -fcf-protection is on. Registration fills the padding once, while nothing
+   can execute it; afterwards only the 2-byte entry word ever changes:
+
+   plain entry (site = fn)                  endbr64 entry (site = fn+4)
+   fn-24  bpt_func *                        fn-24  bpt_func *
+   fn-16  &bpt__x86_64_stub_plain           fn-16  &bpt__x86_64_stub_endbr
+   fn-8   66 90              nop            fn-8   FF 15 F2 FF FF FF  call *[fn-16]
+   fn-6   FF 15 F0 FF FF FF  call *[fn-16]  fn-2   EB F8              jmp fn-8
+   fn+0   90 90 <-> EB F8    jmp fn-6       fn+0   F3 0F 1E FA        endbr64
+                                            fn+4   90 90 <-> EB F8    jmp fn-2
+
+   Why: a thread may sit between gcc's two single-byte NOPs when the word
+   changes; it then executes the jump's displacement byte F8, which is CLC,
+   harmless at a function entry (flags are dead there). The endbr64 layout
+   keeps that displacement F8 by bouncing through fn-2, because a direct jump
+   from fn+4 to the call would need F4 (HLT). The 2-byte store is atomic as
+   long as it stays within one cache line (Intel SDM vol. 3, 9.1.1), which
+   registration checks. The call reaches the stub from any distance, and the
+   stub finds the record at a fixed offset from its return address, as BEAM
+   finds GenericBp in front of the code. */
+
+#if defined(BPT_NATIVE) && defined(__x86_64__)
+
+#define BPT__PAD_BYTES 24
+
+/* The entry stub: save the argument registers in a bpt__regs frame (16-byte
+   aligned: the caller's call and ours leave rsp 16-aligned at stub entry),
+   call bpt__native_entry(record, frame), restore, and continue where the
+   handler says by rewriting our own return slot. */
+__asm__(
+    "    .text\n"
+    "    .p2align 4\n"
+    "    .type bpt__x86_64_stub_plain, @function\n"
+    "bpt__x86_64_stub_plain:\n"
+    "    movq (%rsp), %r11\n"              /* return address = fn */
+    "    subq $24, %r11\n"                 /* &record = fn-24 */
+    "    jmp bpt__x86_64_stub_common\n"
+    "    .p2align 4\n"
+    "    .type bpt__x86_64_stub_endbr, @function\n"
+    "bpt__x86_64_stub_endbr:\n"
+    "    movq (%rsp), %r11\n"              /* return address = fn-2 */
+    "    subq $22, %r11\n"                 /* &record = fn-24 */
+    "bpt__x86_64_stub_common:\n"
+    "    subq $192, %rsp\n"
+    "    movq %rdi, 0(%rsp)\n"
+    "    movq %rsi, 8(%rsp)\n"
+    "    movq %rdx, 16(%rsp)\n"
+    "    movq %rcx, 24(%rsp)\n"
+    "    movq %r8, 32(%rsp)\n"
+    "    movq %r9, 40(%rsp)\n"
+    "    movq %rax, 48(%rsp)\n"
+    "    movq %r10, 56(%rsp)\n"
+    "    movaps %xmm0, 64(%rsp)\n"
+    "    movaps %xmm1, 80(%rsp)\n"
+    "    movaps %xmm2, 96(%rsp)\n"
+    "    movaps %xmm3, 112(%rsp)\n"
+    "    movaps %xmm4, 128(%rsp)\n"
+    "    movaps %xmm5, 144(%rsp)\n"
+    "    movaps %xmm6, 160(%rsp)\n"
+    "    movaps %xmm7, 176(%rsp)\n"
+    "    movq (%r11), %rdi\n"
+    "    movq %rsp, %rsi\n"
+    "    call bpt__native_entry\n"
+    "    movq %rax, 192(%rsp)\n"           /* ret continues at the resume address */
+    "    movaps 64(%rsp), %xmm0\n"
+    "    movaps 80(%rsp), %xmm1\n"
+    "    movaps 96(%rsp), %xmm2\n"
+    "    movaps 112(%rsp), %xmm3\n"
+    "    movaps 128(%rsp), %xmm4\n"
+    "    movaps 144(%rsp), %xmm5\n"
+    "    movaps 160(%rsp), %xmm6\n"
+    "    movaps 176(%rsp), %xmm7\n"
+    "    movq 0(%rsp), %rdi\n"
+    "    movq 8(%rsp), %rsi\n"
+    "    movq 16(%rsp), %rdx\n"
+    "    movq 24(%rsp), %rcx\n"
+    "    movq 32(%rsp), %r8\n"
+    "    movq 40(%rsp), %r9\n"
+    "    movq 48(%rsp), %rax\n"
+    "    movq 56(%rsp), %r10\n"
+    "    addq $192, %rsp\n"
+    "    ret\n"
+    "    .size bpt__x86_64_stub_plain, . - bpt__x86_64_stub_plain\n");
+extern char bpt__x86_64_stub_plain[], bpt__x86_64_stub_endbr[];
+
+/* What registration writes and what the protocol switches, for one entry. */
+typedef struct bpt__entry_layout {
+    uint8_t *site;
+    uint64_t orig_word, bp_word;
+    unsigned word_size;
+    uintptr_t resume;
+    uint8_t pre[BPT__PAD_BYTES];   /* the padding's new content */
+} bpt__entry_layout;
+
+static const uint8_t bpt__endbr64[4] = { 0xF3, 0x0F, 0x1E, 0xFA };
+
+/* Is the padding fresh (24 NOPs) or already ours (registered before)? */
+static int bpt__x86_pad_ok(const uint8_t *fn, const uint8_t *want) {
+    int i, fresh = 1;
+    for (i = 0; i < BPT__PAD_BYTES; i++) fresh &= fn[i - BPT__PAD_BYTES] == 0x90;
+    return fresh || memcmp(fn - BPT__PAD_BYTES + 8, want + 8, BPT__PAD_BYTES - 8) == 0;
+}
+
+static int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l) {
+    uint8_t *fn = (uint8_t *)fnp;
+    int endbr = memcmp(fn, bpt__endbr64, 4) == 0;
+    uint8_t *site = fn + (endbr ? 4 : 0);
+    uintptr_t stub = (uintptr_t)(endbr ? bpt__x86_64_stub_endbr : bpt__x86_64_stub_plain);
+    static const uint8_t plain_tail[8] = { 0x66, 0x90, 0xFF, 0x15, 0xF0, 0xFF, 0xFF, 0xFF };
+    static const uint8_t endbr_tail[8] = { 0xFF, 0x15, 0xF2, 0xFF, 0xFF, 0xFF, 0xEB, 0xF8 };
+    if (!((site[0] == 0x90 && site[1] == 0x90) || (site[0] == 0x66 && site[1] == 0x90)))
+        return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: entry bytes %02x %02x %02x %02x %02x %02x are not "
+                         "BPT_TRACEABLE's (expected 90 90 or 66 90, optionally after endbr64)",
+                         name, fnp, fn[0], fn[1], fn[2], fn[3], fn[4], fn[5]);
+    if (((uintptr_t)site & 63) == 63)
+        return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: the entry word crosses a cache line, so it "
+                         "cannot be written atomically", name, fnp);
+    memcpy(l->pre + 8, &stub, 8);
+    memcpy(l->pre + 16, endbr ? endbr_tail : plain_tail, 8);
+    if (!bpt__x86_pad_ok(fn, l->pre))
+        return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: the %d bytes before the entry are neither NOPs "
+                         "nor bptrace's (compiled without patchable_function_entry(26,24)?)",
+                         name, fnp, BPT__PAD_BYTES);
+    l->site = site;
+    l->word_size = 2;
+    l->orig_word = (uint64_t)site[0] | (uint64_t)site[1] << 8;
+    l->bp_word = 0xF8EB;   /* EB F8: jmp -8, to the call (plain) or the bounce (endbr64) */
+    l->resume = (uintptr_t)site + 2;
+    return 0;
+}
+
+/* The one store that switches a site: 2 bytes, atomic within a cache line.
+   Instruction fetch on other cores sees it after the SYNC_CORE wait that
+   follows every batch of writes (DESIGN §4.4). */
+static void bpt__arch_write_site(uint8_t *site, uint64_t word) {
+    __atomic_store_n((uint16_t *)(void *)site, (uint16_t)word, __ATOMIC_RELAXED);
+}
+
+static void bpt__arch_sync_icache(void *start, size_t len) { (void)start; (void)len; }   /* coherent on x86 */
+
+/* The arguments a call message shows, read from the stub's frame. */
+static void bpt__arch_args(const bpt__regs *r, const uint8_t *types, int n, uint64_t *out) {
+    int i, gi = 0, fi = 0;
+    for (i = 0; i < n; i++) {
+        if (types[i] == BPT_ARG_F64) out[i] = fi < BPT__FP_ARG_REGS ? r->xmm[fi++][0] : 0;
+        else out[i] = gi < BPT__INT_ARG_REGS ? r->gpr[gi++] : 0;
+    }
+}
+
+#endif /* BPT_NATIVE && __x86_64__ */
+/*** End of site_x86_64.c ***/
+
+/*** Begin file site_aarch64.c ***/
+/* site_aarch64.c: native function entries on aarch64 (DESIGN §4.3).
+
+   BPT_TRACEABLE compiles a function with 8 NOP words before it and one NOP
+   at its entry, after a bti c or paciasp with -mbranch-protection. The
+   padding is filled once at registration; afterwards only the entry word
+   changes:
+
+   fn-32  bpt_func *                  (8 bytes, read by the stub)
+   fn-24  &bpt__aarch64_stub          (8 bytes, the literal loaded at fn-12)
+   fn-16  AA1E03E9  mov x9, x30       keep the caller's return address
+   fn-12  58FFFFB0  ldr x16, fn-24
+   fn-8   D63F0200  blr x16           x30 = fn-4: the stub finds the record at x30-28
+   fn-4   D503201F  nop
+   site   D503201F  nop  <->  B fn-16 (the only word patched at run time)
+
+   NOP and B are on the ARM ARM's list of instructions that may be changed
+   while another core executes them (B2.2.5, "concurrent modification and
+   execution of instructions"), as Linux arm64 ftrace relies on. Each write is
+   followed by cache maintenance here (clean D, invalidate I) and by a
+   SYNC_CORE wait in the protocol (an ISB on every core). The literals are
+   written only at registration, while nothing can reach them, because an
+   8-byte store to a possibly 4-aligned address is not single-copy atomic. */
+
+#if defined(BPT_NATIVE) && defined(__aarch64__)
+
+#define BPT__PAD_BYTES 32
+#define BPT__A64_NOP 0xD503201Fu
+
+/* The entry stub: `hint #34` is bti c (a landing pad for the blr), written
+   as a hint so that older assemblers accept it. It saves x0-x9 and q0-q7 in
+   a bpt__regs frame, calls bpt__native_entry(record, frame), restores, puts
+   the caller's return address back in x30 and continues at the resume
+   address with `ret x16`: a return, which BTI does not check, where a br
+   would need a landing pad at the target. */
+__asm__(
+    "    .text\n"
+    "    .p2align 4\n"
+    "    .type bpt__aarch64_stub, %function\n"
+    "bpt__aarch64_stub:\n"
+    "    hint #34\n"
+    "    sub sp, sp, #208\n"
+    "    stp x0, x1, [sp, #0]\n"
+    "    stp x2, x3, [sp, #16]\n"
+    "    stp x4, x5, [sp, #32]\n"
+    "    stp x6, x7, [sp, #48]\n"
+    "    stp x8, x9, [sp, #64]\n"
+    "    stp q0, q1, [sp, #80]\n"
+    "    stp q2, q3, [sp, #112]\n"
+    "    stp q4, q5, [sp, #144]\n"
+    "    stp q6, q7, [sp, #176]\n"
+    "    ldur x0, [x30, #-28]\n"
+    "    mov x1, sp\n"
+    "    bl bpt__native_entry\n"
+    "    mov x16, x0\n"
+    "    ldp q0, q1, [sp, #80]\n"
+    "    ldp q2, q3, [sp, #112]\n"
+    "    ldp q4, q5, [sp, #144]\n"
+    "    ldp q6, q7, [sp, #176]\n"
+    "    ldp x0, x1, [sp, #0]\n"
+    "    ldp x2, x3, [sp, #16]\n"
+    "    ldp x4, x5, [sp, #32]\n"
+    "    ldp x6, x7, [sp, #48]\n"
+    "    ldp x8, x9, [sp, #64]\n"
+    "    add sp, sp, #208\n"
+    "    mov x30, x9\n"
+    "    ret x16\n"
+    "    .size bpt__aarch64_stub, . - bpt__aarch64_stub\n");
+extern char bpt__aarch64_stub[];
+
+typedef struct bpt__entry_layout {
+    uint8_t *site;
+    uint64_t orig_word, bp_word;
+    unsigned word_size;
+    uintptr_t resume;
+    uint8_t pre[BPT__PAD_BYTES];
+} bpt__entry_layout;
+
+static uint32_t bpt__a64_word(const uint8_t *p) { uint32_t w; memcpy(&w, p, 4); return w; }
+
+/* B from `from` to `to`: imm26 counts words. */
+static uint32_t bpt__a64_branch(uintptr_t from, uintptr_t to) {
+    return 0x14000000u | ((uint32_t)((intptr_t)(to - from) >> 2) & 0x03FFFFFFu);
+}
+
+static int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l) {
+    uint8_t *fn = (uint8_t *)fnp;
+    uint32_t first = bpt__a64_word(fn);
+    static const uint32_t tail[4] = { 0xAA1E03E9u, 0x58FFFFB0u, 0xD63F0200u, BPT__A64_NOP };
+    uintptr_t stub = (uintptr_t)bpt__aarch64_stub;
+    int i, fresh = 1, landing = first == 0xD503245Fu /* bti c */ || first == 0xD503233Fu /* paciasp */;
+    uint8_t *site = fn + (landing ? 4 : 0);
+    if ((uintptr_t)fn & 3)
+        return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: not 4-byte aligned", name, fnp);
+    if (bpt__a64_word(site) != BPT__A64_NOP)
+        return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: entry words %08x %08x are not BPT_TRACEABLE's "
+                         "(expected NOP, optionally after bti c or paciasp)", name, fnp,
+                         (unsigned)first, (unsigned)bpt__a64_word(fn + 4));
+    memcpy(l->pre + 8, &stub, 8);
+    memcpy(l->pre + 16, tail, 16);
+    for (i = 0; i < 8; i++) fresh &= bpt__a64_word(fn - BPT__PAD_BYTES + 4 * i) == BPT__A64_NOP;
+    if (!fresh && memcmp(fn - 16, l->pre + 16, 16) != 0)
+        return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: the 8 words before the entry are neither NOPs nor "
+                         "bptrace's (compiled without patchable_function_entry(9,8)?)", name, fnp);
+    l->site = site;
+    l->word_size = 4;
+    l->orig_word = BPT__A64_NOP;
+    l->bp_word = bpt__a64_branch((uintptr_t)site, (uintptr_t)(fn - 16));
+    l->resume = (uintptr_t)site + 4;
+    return 0;
+}
+
+/* One aligned 4-byte store: single-copy atomic (ARM ARM B2.2.1). */
+static void bpt__arch_write_site(uint8_t *site, uint64_t word) {
+    __atomic_store_n((uint32_t *)(void *)site, (uint32_t)word, __ATOMIC_RELAXED);
+    __builtin___clear_cache((char *)site, (char *)site + 4);
+}
+
+static void bpt__arch_sync_icache(void *start, size_t len) {
+    __builtin___clear_cache((char *)start, (char *)start + len);
+}
+
+static void bpt__arch_args(const bpt__regs *r, const uint8_t *types, int n, uint64_t *out) {
+    int i, gi = 0, fi = 0;
+    for (i = 0; i < n; i++) {
+        if (types[i] == BPT_ARG_F64) out[i] = fi < BPT__FP_ARG_REGS ? r->q[fi++][0] : 0;
+        else out[i] = gi < BPT__INT_ARG_REGS ? r->gpr[gi++] : 0;
+    }
+}
+
+#endif /* BPT_NATIVE && __aarch64__ */
+/*** End of site_aarch64.c ***/
+
 /*** Begin file hit.c ***/
 /* hit.c: what a breakpoint does when a thread reaches it.
    Pin, read the active index once, walk the function's GenericBp list (one
@@ -1649,37 +2079,56 @@ unsigned bpt_staging_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix)
    the match spec, send a call message. Unpin. No lock, no wait: this is
    op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c. */
 
-/* The arguments of a hit, read from the site at most once. */
-typedef struct bpt__hit_args {
-    int n;                        /* -1 until read */
-    uint64_t v[BPT_MAX_ARGS];
-} bpt__hit_args;
-
-static void bpt__read_args(const bpt_func *f, const void *frame, bpt__hit_args *a) {
-    int i;
-    a->n = 0;
-    if (f->kind == BPT__SITE_VM && f->ops && f->ops->arg) {
-        a->n = f->arity < BPT_MAX_ARGS ? f->arity : BPT_MAX_ARGS;
-        for (i = 0; i < a->n; i++) a->v[i] = f->ops->arg(frame, i);
+/* Fill a message's arguments: as the match spec's argument spec says, or
+   the first `arity` as i64. VM sites read them through ops->arg; native
+   sites from the stub's register frame (integer and floating-point
+   registers counted separately, as the ABI assigns them). */
+static void bpt__read_args(const bpt_func *f, const bpt__ms *ms, const void *frame, bpt_msg *m) {
+    int i, n = ms && ms->nspec ? ms->nspec : (f->arity < BPT_MAX_ARGS ? f->arity : BPT_MAX_ARGS);
+    size_t used = 0;
+    if (ms && ms->nspec) memcpy(m->argtype, ms->spec, (size_t)n);
+    if (f->kind == BPT__SITE_VM) {
+        if (!f->ops || !f->ops->arg) n = 0;
+        for (i = 0; i < n; i++) m->args[i] = f->ops->arg(frame, i);
+    }
+#if defined(BPT_NATIVE)
+    else {
+        bpt__arch_args((const bpt__regs *)frame, m->argtype, n, m->args);
+    }
+#endif
+    m->nargs = (uint16_t)n;
+    /* Strings are copied now: the pointer means nothing once the call is
+       over. Each takes its bytes and a NUL from m->str while room lasts;
+       later ones point at the buffer's last byte, always a NUL. */
+    for (i = 0; i < n; i++) {
+        const char *str = (const char *)(uintptr_t)m->args[i];
+        size_t len;
+        if (m->argtype[i] != BPT_ARG_STR) continue;
+        if (used >= sizeof m->str) { m->args[i] = sizeof m->str - 1; continue; }
+        if (!str) str = "(null)";
+        len = strnlen(str, sizeof m->str - used - 1);
+        memcpy(m->str + used, str, len);
+        m->str[used + len] = '\0';
+        m->args[i] = used;
+        used += len + 1;
     }
 }
 
 /* Local call trace of one session: match spec, rate limit, message. */
 static void bpt__hit_call_trace(bpt__thread *rec, const bpt_func *f, bpt__session *s,
-                                const bpt__ms *ms, const void *frame, bpt__hit_args *a) {
+                                const bpt__ms *ms, const void *frame) {
     bpt_msg m;
     uint64_t now;
     /* A dead session's GenericBp lives until step 12 of its destroy; it must
        send nothing meanwhile. A tracer's own calls are not traced. */
     if (rec->in_tracer || bpt__load_relaxed_u32(&s->dead)) return;
-    if (a->n < 0) bpt__read_args(f, frame, a);
-    if (ms && ms->pred && !ms->pred(a->v, a->n, ms->user)) return;
+    memset(&m, 0, sizeof m);
+    bpt__read_args(f, ms, frame, &m);
+    if (ms && ms->pred && !ms->pred(m.args, m.nargs, ms->user)) return;
     if (ms && (ms->actions & BPT_MS_SILENT)) return;
     now = bpt__now_ns();
     if (!bpt__session_admit(s, rec, now)) return;
-    memset(&m, 0, sizeof m);
     m.type = BPT_MSG_CALL;
-    m.nargs = (uint16_t)a->n;
     m.thread = rec->tid;
     m.process = rec->process;
     m.ts_ns = now;
@@ -1689,19 +2138,16 @@ static void bpt__hit_call_trace(bpt__thread *rec, const bpt_func *f, bpt__sessio
     m.arity = f->arity;
     m.format = f->ops ? f->ops->format : NULL;
     m.user = ms ? ms->message : NULL;
-    memcpy(m.args, a->v, sizeof m.args);
     bpt__session_send(s, rec, &m);
 }
 
 /* Run every session's breakpoint on f. The caller then executes the
    original instruction. */
 static void bpt__breakpoint(bpt_func *f, const void *frame) {
-    bpt__hit_args args;
     bpt__GenericBp *g;
     unsigned ix;
     bpt__thread *rec = bpt__pin();
     if (!rec) return;   /* no thread record (out of memory): untraced, never unsafe */
-    args.n = -1;
     ix = bpt_active_bp_ix();   /* once per hit: one generation throughout */
     /* Acquire loads of the list pair with the release stores that link a
        GenericBp (steps 2 and 5) and unlink one (step 11). */
@@ -1710,7 +2156,7 @@ static void bpt__breakpoint(bpt_func *f, const void *frame) {
         const bpt__GenericBpData *d = &g->data[ix];
         if (!d->flags) continue;
         if (d->flags & BPT__BPF_COUNT_ACTIVE) bpt__fetch_add_u64(&d->count->value, 1);
-        if (d->flags & BPT__BPF_LOCAL_TRACE) bpt__hit_call_trace(rec, f, g->session, d->local_ms, frame, &args);
+        if (d->flags & BPT__BPF_LOCAL_TRACE) bpt__hit_call_trace(rec, f, g->session, d->local_ms, frame);
     }
     bpt__unpin(rec);
 }
@@ -1718,7 +2164,7 @@ static void bpt__breakpoint(bpt_func *f, const void *frame) {
 bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame) {
     BPT_ASSERT(f && f->kind == BPT__SITE_VM);
     bpt__breakpoint(f, frame);
-    return f->orig_word;   /* immutable while registered */
+    return (bpt_vm_word)f->orig_word;   /* immutable while registered */
 }
 /*** End of hit.c ***/
 
@@ -1734,8 +2180,8 @@ typedef char bpt__vm_word_is_64_bits[sizeof(bpt_vm_word) == sizeof(uint64_t) ? 1
    VM thread's BPT_VM_FETCH sees the old word or the new one, never a mix.
    Its ordering with the GenericBp data comes from the waits around it
    (steps 4 and 6, 10), not from this store. */
-static void bpt__site_vm_write(bpt_func *f, bpt_vm_word w) {
-    bpt__store_release_u64((bpt__atomic_u64 *)(void *)f->word, (uint64_t)w);
+static void bpt__site_vm_write(bpt_func *f, uint64_t w) {
+    bpt__store_release_u64((bpt__atomic_u64 *)f->site, w);
 }
 
 BPT__PRIVATE int bpt__site_vm_check(const bpt_vm_word *word, bpt_vm_word bp_word) {
@@ -1748,19 +2194,141 @@ BPT__PRIVATE int bpt__site_vm_check(const bpt_vm_word *word, bpt_vm_word bp_word
     return 0;
 }
 
-bpt_vm_word bpt_vm_word_at(const bpt_func *f) { return f ? BPT_VM_FETCH(f->word) : 0; }
-
-/* The protocol's view of a site, whatever its kind. */
-static void bpt__site_install(bpt_func *f) {
-    if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, f->bp_word);
-    f->installed = 1;
-}
-
-static void bpt__site_uninstall(bpt_func *f) {
-    if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, f->orig_word);
-    f->installed = 0;
+bpt_vm_word bpt_vm_word_at(const bpt_func *f) {
+    return f && f->kind == BPT__SITE_VM ? BPT_VM_FETCH((const bpt_vm_word *)f->site) : 0;
 }
 /*** End of site_vm.c ***/
+
+/*** Begin file site_native.c ***/
+/* site_native.c: what native sites share on both architectures: making code
+   pages writable in batches, the entry the stubs call, and the one writer the
+   protocol uses for every kind of site (DESIGN §4.4). */
+
+#if defined(BPT_NATIVE)
+#include <sys/mman.h>
+
+/* The pages one batch of code writes touches. Text pages are made
+   read+write+execute for the writes (not read+write: other threads keep
+   executing on them) and read+execute again afterwards, each page once per
+   batch however many sites it holds. */
+typedef struct bpt__code_batch {
+    uintptr_t *pages;
+    int n, cap;
+} bpt__code_batch;
+
+static uintptr_t bpt__page_size(void) {
+    static uintptr_t size;
+    if (!size) size = (uintptr_t)sysconf(_SC_PAGESIZE);
+    return size;
+}
+
+/* Note the pages of [addr, addr+len). Returns 0 or BPT_ENOMEM. */
+static int bpt__batch_add(bpt__code_batch *b, const void *addr, size_t len) {
+    uintptr_t ps = bpt__page_size(), p = (uintptr_t)addr & ~(ps - 1), end = (uintptr_t)addr + len;
+    for (; p < end; p += ps) {
+        if (b->n && b->pages[b->n - 1] == p) continue;
+        if (b->n == b->cap) {
+            int cap = b->cap ? b->cap * 2 : 16;
+            uintptr_t *pages = (uintptr_t *)BPT_MALLOC(sizeof *pages * (size_t)cap);
+            if (!pages) return BPT_ENOMEM;
+            if (b->n) memcpy(pages, b->pages, sizeof *pages * (size_t)b->n);
+            BPT_FREE(b->pages);
+            b->pages = pages;
+            b->cap = cap;
+        }
+        b->pages[b->n++] = p;
+    }
+    return 0;
+}
+
+static int bpt__uintptr_cmp(const void *a, const void *b) {
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void bpt__batch_protect(const bpt__code_batch *b, int n, int prot) {
+    int i;
+    for (i = 0; i < n; i++) mprotect((void *)b->pages[i], bpt__page_size(), prot);
+}
+
+/* Make every noted page writable. Returns 0, or BPT_EPERM with every page
+   back to read+execute and the reason in bpt_last_error. */
+static int bpt__batch_open(bpt__code_batch *b, const char *who) {
+    int i, k = 0;
+    qsort(b->pages, (size_t)b->n, sizeof *b->pages, bpt__uintptr_cmp);
+    for (i = 0; i < b->n; i++)
+        if (!k || b->pages[k - 1] != b->pages[i]) b->pages[k++] = b->pages[i];
+    b->n = k;
+    for (i = 0; i < b->n; i++) {
+        if (mprotect((void *)b->pages[i], bpt__page_size(), PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+            int e = errno;
+            bpt__batch_protect(b, i, PROT_READ | PROT_EXEC);
+            return bpt__fail(BPT_EPERM, "%s: mprotect(%p, RWX) refused: %s (a read-only file mapping, "
+                             "SELinux execmod, or a hardened kernel); nothing was changed",
+                             who, (void *)b->pages[i], strerror(e));
+        }
+    }
+    return 0;
+}
+
+/* Back to read+execute: no page stays writable and executable (W^X). */
+static void bpt__batch_close(bpt__code_batch *b) {
+    bpt__batch_protect(b, b->n, PROT_READ | PROT_EXEC);
+    BPT_FREE(b->pages);
+    b->pages = NULL;
+    b->n = b->cap = 0;
+}
+
+/* Called by the entry stubs with the function record and the saved
+   registers; returns where the stub continues. Not static: the stubs'
+   assembly calls it by name. */
+__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func *f, bpt__regs *regs);
+__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func *f, bpt__regs *regs) {
+    bpt__breakpoint(f, regs);
+    return f->resume;   /* immutable while registered */
+}
+#endif /* BPT_NATIVE */
+
+/* Write the breakpoint word (install) or the original (uninstall) into
+   every site of fs[0..n) that needs it: one batch, each code page opened
+   once. Returns how many sites it wrote (the caller waits after writes, with
+   SYNC_CORE if *wrote_code), or BPT_EPERM with nothing written. */
+static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code) {
+    int i, written = 0;
+#if defined(BPT_NATIVE)
+    bpt__code_batch batch = { NULL, 0, 0 };
+    for (i = 0; i < n; i++)
+        if (fs[i]->kind == BPT__SITE_NATIVE && fs[i]->installed != install &&
+            bpt__batch_add(&batch, fs[i]->site, fs[i]->word_size) < 0) {
+            BPT_FREE(batch.pages);
+            return bpt__fail(BPT_ENOMEM, "no memory to batch %d code writes", n);
+        }
+    if (batch.n && bpt__batch_open(&batch, install ? "install breakpoints" : "uninstall breakpoints") < 0) {
+        BPT_FREE(batch.pages);
+        return BPT_EPERM;
+    }
+#endif
+    *wrote_code = 0;
+    for (i = 0; i < n; i++) {
+        bpt_func *f = fs[i];
+        uint64_t w = install ? f->bp_word : f->orig_word;
+        if (f->installed == install) continue;
+        if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, w);
+#if defined(BPT_NATIVE)
+        else {
+            bpt__arch_write_site((uint8_t *)f->site, w);
+            *wrote_code = 1;
+        }
+#endif
+        f->installed = install;
+        written++;
+    }
+#if defined(BPT_NATIVE)
+    if (batch.n) bpt__batch_close(&batch);
+#endif
+    return written;
+}
+/*** End of site_native.c ***/
 
 /*** Begin file bp.c ***/
 /* bp.c: the set path. How a breakpoint change becomes visible to running
@@ -1914,6 +2482,14 @@ static void bpt__consolidate(bpt__GenericBp *g, unsigned active) {
     if (dst->flags & BPT__BPF_COUNT) dst->count->refc++;
 }
 
+/* The wait after writing site words (steps 6 and 10): a plain wait for VM
+   words, which are data; after code writes, one that also serializes every
+   thread's instruction stream (DESIGN §4.4). */
+static void bpt__wait_after_write(int wrote_code) {
+    if (wrote_code) bpt_thread_progress_wait_sync_core();
+    else bpt_thread_progress_wait();
+}
+
 static void bpt__changes_free(bpt__change *c, int n) {
     int i;
     for (i = 0; i < n; i++) {
@@ -1930,12 +2506,19 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
     unsigned active = bpt__load_relaxed_u32(&bpt__active_ix), staging = active ^ 1;
     bpt__change *c;
     bpt__GenericBp *to_free = NULL, *g;
-    int i, nc = 0, allocated = 0, installs = 0, published = 0, uninstalls = 0, unlinked = 0;
+    bpt_func **sites;
+    int i, nc = 0, nsites = 0, allocated = 0, installs = 0, published = 0, uninstalls = 0, unlinked = 0;
+    int wrote_code = 0, rc = 0;
 
     /* Step 2: allocate. Everything this change needs is allocated before
        anything shared is touched, so running out of memory changes nothing. */
     c = (bpt__change *)BPT_MALLOC(sizeof *c * (size_t)(n ? n : 1));
-    if (!c) return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for %d changes", n);
+    sites = (bpt_func **)BPT_MALLOC(sizeof *sites * (size_t)(n ? n : 1));
+    if (!c || !sites) {
+        BPT_FREE(c);
+        BPT_FREE(sites);
+        return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for %d changes", n);
+    }
     for (i = 0; i < n; i++) {
         g = bpt__find_bp(fs[i], s);
         if (!g && !bpt__op_enables(op)) continue;   /* nothing to switch off */
@@ -1966,6 +2549,7 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
     if (nc == 0) {
         int step;
         BPT_FREE(c);
+        BPT_FREE(sites);
         for (step = 2; step <= 12; step++) bpt__step_done(step, 0, t);   /* nothing to change */
         return 0;
     }
@@ -2002,10 +2586,10 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
     if (installs) bpt_thread_progress_wait();
     bpt__step_done(4, installs != 0, t);
 
-    /* Step 5: install the breakpoint word, one aligned store per site, and
-       publish parked breakpoints of further sessions (one release store: the
-       parked breakpoint is complete, and its active generation disabled). */
-    installs = 0;
+    /* Step 5: install the breakpoint word, one aligned store per site, in one
+       batch (each code page made writable once), and publish parked
+       breakpoints of further sessions (one release store: the parked
+       breakpoint is complete, and its active generation disabled). */
     for (i = 0; i < nc; i++) {
         bpt_func *f = c[i].f;
         bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp);
@@ -2014,16 +2598,22 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
             head->to_insert = NULL;
             published++;
         }
-        if (!f->installed && c[i].g->data[staging].flags) {
-            bpt__site_install(f);
-            installs++;
-        }
+        if (!f->installed && c[i].g->data[staging].flags) sites[nsites++] = f;
+    }
+    installs = bpt__sites_write(sites, nsites, 1, &wrote_code);
+    if (installs < 0) {
+        /* mprotect refused: those functions stay untraced; the settings
+           commit anyway, so the state stays consistent, and the caller
+           learns why. */
+        rc = installs;
+        installs = 0;
     }
     bpt__step_done(5, installs + published != 0, t);
 
     /* Step 6: wait, so that every thread runs the new words before the
-       commit, making the switch as atomic as possible. */
-    if (installs) bpt_thread_progress_wait();
+       commit, making the switch as atomic as possible. After writing code
+       the wait also serializes every thread's instruction stream. */
+    if (installs) bpt__wait_after_write(wrote_code);
     bpt__step_done(6, installs != 0, t);
 
     /* Step 7: commit. Flip the active index; the release pairs with the hit
@@ -2040,6 +2630,7 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
 
     /* Step 9: uninstall: restore the original word where no session's active
        generation has any flag left (the OR over all sessions is 0). */
+    nsites = 0;
     for (i = 0; i < nc; i++) {
         bpt_func *f = c[i].f;
         uint32_t all = 0;
@@ -2047,16 +2638,19 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
         for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp); g;
              g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&g->next))
             all |= g->data[active].flags;
-        if (!all) {
-            bpt__site_uninstall(f);
-            uninstalls++;
-        }
+        if (!all) sites[nsites++] = f;
+    }
+    uninstalls = bpt__sites_write(sites, nsites, 0, &wrote_code);
+    if (uninstalls < 0) {
+        /* The words stay: their breakpoints find no active flag and do nothing. */
+        rc = uninstalls;
+        uninstalls = 0;
     }
     bpt__step_done(9, uninstalls != 0, t);
 
     /* Step 10: wait, so no thread still runs a removed breakpoint word:
        once past it, nothing leads a thread into a breakpoint being unlinked. */
-    if (uninstalls) bpt_thread_progress_wait();
+    if (uninstalls) bpt__wait_after_write(wrote_code);
     bpt__step_done(10, uninstalls != 0, t);
 
     /* Step 11: consolidate: make staging equal to active again, and unlink
@@ -2092,10 +2686,12 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
     }
     bpt__step_done(12, unlinked != 0, t);
     BPT_FREE(c);
-    return 0;
+    BPT_FREE(sites);
+    return rc;
 
 enomem:
     bpt__changes_free(c, nc);
+    BPT_FREE(sites);
     return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: out of memory allocating breakpoints; nothing changed");
 }
 /*** End of bp.c ***/
@@ -2190,6 +2786,32 @@ static int bpt__registry_reserve(void) {
     return 0;
 }
 
+/* A new, unregistered function record with interned names and no site yet.
+   The caller holds the permission. Returns 0 or BPT_ENOMEM. */
+static int bpt__func_new(const char *module, const char *name, int arity, const char *who, bpt_func **out) {
+    bpt_func *f = (bpt_func *)BPT_MALLOC(sizeof *f);
+    if (!f || bpt__registry_reserve() < 0) {
+        BPT_FREE(f);
+        return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
+    }
+    memset(f, 0, sizeof *f);
+    if (!(f->module = bpt__intern(module)) || !(f->name = bpt__intern(name))) {
+        BPT_FREE(f);
+        return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
+    }
+    f->arity = arity;
+    bpt__store_relaxed_ptr(&f->gen_bp, NULL);
+    return (*out = f, 0);
+}
+
+/* Make f known: after bpt__registry_reserve, so it cannot fail. */
+static void bpt__registry_add(bpt_func *f, const void *site_key) {
+    f->registry_ix = bpt__registry.len;
+    bpt__registry.funcs[bpt__registry.len++] = f;
+    bpt__ptrset_add(&bpt__registry.records, f);
+    bpt__ptrset_add(&bpt__registry.sites, site_key);
+}
+
 /* Apply the patterns in force in every session to a newly registered
    function, in the order they were set: the same protocol, no thread stopped. */
 static int bpt__apply_patterns(bpt_func *f, uint64_t *t) {
@@ -2233,29 +2855,107 @@ int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word, const 
         bpt__permission_release();
         return rc;
     }
-    f = (bpt_func *)BPT_MALLOC(sizeof *f);
-    if (!f || bpt__registry_reserve() < 0 || !(f->module = bpt__intern(module)) ||
-        !(f->name = bpt__intern(name))) {
-        BPT_FREE(f);
+    if ((rc = bpt__func_new(module, name, arity, "bpt_register_vm", &f)) < 0) {
         bpt__permission_release();
-        return bpt__fail(BPT_ENOMEM, "bpt_register_vm: no memory to register %s:%s/%d", module, name, arity);
+        return rc;
     }
-    f->arity = arity;
     f->kind = BPT__SITE_VM;
-    f->word = first_word;
+    f->site = first_word;
     f->orig_word = BPT_VM_FETCH(first_word);
     f->bp_word = breakpoint_word;
+    f->word_size = sizeof(bpt_vm_word);
     f->ops = ops;
-    bpt__store_relaxed_ptr(&f->gen_bp, NULL);
-    f->installed = 0;
-    f->registry_ix = bpt__registry.len;
-    bpt__registry.funcs[bpt__registry.len++] = f;
-    bpt__ptrset_add(&bpt__registry.records, f);
-    bpt__ptrset_add(&bpt__registry.sites, first_word);
+    bpt__registry_add(f, first_word);
     rc = bpt__apply_patterns(f, &t);
     bpt__permission_release();
     *out = f;
     return rc < 0 ? rc : 0;
+}
+
+#if defined(BPT_NATIVE)
+/* Fill the pre-entry padding of fs[0..n) (layouts ls) in one batch of code
+   writes. Nothing executes the padding before a site is installed, so plain
+   stores do; the icache is synced for aarch64. Returns 0 or BPT_EPERM /
+   BPT_ENOMEM with nothing written. */
+static int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who) {
+    bpt__code_batch batch = { NULL, 0, 0 };
+    int i, rc;
+    for (i = 0; i < n; i++)
+        if (bpt__batch_add(&batch, (uint8_t *)fs[i]->fn - BPT__PAD_BYTES, BPT__PAD_BYTES) < 0) {
+            BPT_FREE(batch.pages);
+            return bpt__fail(BPT_ENOMEM, "%s: no memory to batch %d code writes", who, n);
+        }
+    if ((rc = bpt__batch_open(&batch, who)) < 0) {
+        BPT_FREE(batch.pages);
+        return rc;
+    }
+    for (i = 0; i < n; i++) {
+        uint8_t *pad = (uint8_t *)fs[i]->fn - BPT__PAD_BYTES;
+        memcpy(ls[i].pre, &fs[i], sizeof fs[i]);   /* the record pointer, read by the stub */
+        memcpy(pad, ls[i].pre, BPT__PAD_BYTES);
+        bpt__arch_sync_icache(pad, BPT__PAD_BYTES);
+    }
+    bpt__batch_close(&batch);
+    return 0;
+}
+
+/* A native function record from its checked layout (not yet registered). */
+static int bpt__native_new(void *fn, const char *module, const char *name, int arity,
+                           const bpt__entry_layout *l, const char *who, bpt_func **out) {
+    bpt_func *f;
+    int rc = bpt__func_new(module, name, arity, who, &f);
+    if (rc < 0) return rc;
+    f->kind = BPT__SITE_NATIVE;
+    f->fn = fn;
+    f->site = l->site;
+    f->orig_word = l->orig_word;
+    f->bp_word = l->bp_word;
+    f->word_size = l->word_size;
+    f->resume = l->resume;
+    *out = f;
+    return 0;
+}
+#endif
+
+int bpt_register_native(void *fn, const char *module, const char *name, int arity, bpt_func **out) {
+#if !defined(BPT_NATIVE)
+    (void)fn; (void)module; (void)name; (void)arity; (void)out;
+    return bpt__fail(BPT_ENOTSUP, "bpt_register_native: native entry patching needs gcc or clang on "
+                     "x86-64 or aarch64 without BPT_NO_NATIVE; VM sites work everywhere");
+#else
+    bpt__entry_layout l;
+    bpt_func *f;
+    uint64_t t = bpt__now_ns();
+    int rc;
+    if (!fn || !module || !name || !out)
+        return bpt__fail(BPT_EINVAL, "bpt_register_native: fn, module, name and out must not be NULL");
+    if (arity < 0 || arity > 255)
+        return bpt__fail(BPT_EINVAL, "bpt_register_native: arity %d is outside 0..255", arity);
+    if (strlen(module) > BPT__NAME_MAX || strlen(name) > BPT__NAME_MAX)
+        return bpt__fail(BPT_ELIMIT, "bpt_register_native: module and name are limited to %d bytes", BPT__NAME_MAX);
+    if ((rc = bpt__permission_seize("bpt_register_native")) < 0) return rc;
+    if (bpt__ptrset_has(&bpt__registry.sites, fn)) {
+        bpt__permission_release();
+        return bpt__fail(BPT_EEXIST, "bpt_register_native: %s:%s/%d at %p is already registered",
+                         module, name, arity, fn);
+    }
+    memset(&l, 0, sizeof l);
+    if ((rc = bpt__arch_entry_layout(fn, name, &l)) < 0 ||
+        (rc = bpt__native_new(fn, module, name, arity, &l, "bpt_register_native", &f)) < 0) {
+        bpt__permission_release();
+        return rc;
+    }
+    if ((rc = bpt__native_prepare(&f, &l, 1, "bpt_register_native")) < 0) {
+        BPT_FREE(f);
+        bpt__permission_release();
+        return rc;
+    }
+    bpt__registry_add(f, fn);
+    rc = bpt__apply_patterns(f, &t);
+    bpt__permission_release();
+    *out = f;
+    return rc < 0 ? rc : 0;
+#endif
 }
 
 int bpt_unregister(bpt_func *f) {
@@ -2277,7 +2977,7 @@ int bpt_unregister(bpt_func *f) {
     bpt__registry.funcs[ix] = bpt__registry.funcs[--bpt__registry.len];
     bpt__registry.funcs[ix]->registry_ix = ix;
     bpt__ptrset_remove(&bpt__registry.records, f);
-    bpt__ptrset_remove(&bpt__registry.sites, f->word);
+    bpt__ptrset_remove(&bpt__registry.sites, f->kind == BPT__SITE_NATIVE ? f->fn : f->site);
     bpt__permission_release();
     /* A VM thread may still be inside bpt_vm_breakpoint(f) from before the
        word was restored. */
@@ -2442,8 +3142,7 @@ int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, c
     op.how = flags & BPT__HOWS;
     op.ms = NULL;
     if (op.how == BPT_OFF && !op.kinds) op.kinds = BPT__KINDS;
-    if (match && (op.kinds & BPT_CALL) && op.how == 0 && !(op.ms = bpt__ms_new(match)))
-        return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for the match spec");
+    if (match && (op.kinds & BPT_CALL) && op.how == 0 && (rc = bpt__ms_new(match, &op.ms)) < 0) return rc;
     if ((rc = bpt__permission_seize("bpt_trace_pattern")) < 0) {
         bpt__ms_unref(op.ms);
         return rc;
@@ -2574,13 +3273,23 @@ static void bpt__format_time(bpt__buf *b, uint64_t mono_ns) {
     bpt__bprintf(b, "%02d:%02d:%02d.%06ld", tm.tm_hour, tm.tm_min, tm.tm_sec, (long)(ns % 1000000000 / 1000));
 }
 
-static void bpt__format_value(bpt__buf *b, bpt_format_fn format, uint64_t v) {
+/* One argument, as its type says; i64 through the site's formatter if it has one. */
+static void bpt__format_arg(bpt__buf *b, const bpt_msg *m, int i) {
     char tmp[128];
-    if (format) {
-        format(tmp, sizeof tmp, v);
-        bpt__bprintf(b, "%s", tmp);
-    } else {
-        bpt__bprintf(b, "%lld", (long long)v);
+    uint64_t v = m->args[i];
+    double d;
+    switch (m->argtype[i]) {
+    case BPT_ARG_U64: bpt__bprintf(b, "%llu", (unsigned long long)v); break;
+    case BPT_ARG_PTR: bpt__bprintf(b, "0x%llx", (unsigned long long)v); break;
+    case BPT_ARG_STR: bpt__bprintf(b, "\"%s\"", v < sizeof m->str ? m->str + v : ""); break;
+    case BPT_ARG_F64: memcpy(&d, &v, sizeof d); bpt__bprintf(b, "%g", d); break;
+    default:
+        if (m->format) {
+            m->format(tmp, sizeof tmp, v);
+            bpt__bprintf(b, "%s", tmp);
+        } else {
+            bpt__bprintf(b, "%lld", (long long)v);
+        }
     }
 }
 
@@ -2600,7 +3309,7 @@ int bpt_format_dbg(const bpt_msg *m, char *buf, size_t size) {
         bpt__bprintf(&b, "call %s:%s(", m->module, m->name);
         for (i = 0; i < m->nargs; i++) {
             if (i) bpt__bprintf(&b, ",");
-            bpt__format_value(&b, m->format, m->args[i]);
+            bpt__format_arg(&b, m, i);
         }
         bpt__bprintf(&b, ")");
         if (m->nargs < m->arity) bpt__bprintf(&b, "/%d", m->arity);   /* args not shown */

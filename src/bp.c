@@ -149,6 +149,14 @@ static void bpt__consolidate(bpt__GenericBp *g, unsigned active) {
     if (dst->flags & BPT__BPF_COUNT) dst->count->refc++;
 }
 
+/* The wait after writing site words (steps 6 and 10): a plain wait for VM
+   words, which are data; after code writes, one that also serializes every
+   thread's instruction stream (DESIGN §4.4). */
+static void bpt__wait_after_write(int wrote_code) {
+    if (wrote_code) bpt_thread_progress_wait_sync_core();
+    else bpt_thread_progress_wait();
+}
+
 static void bpt__changes_free(bpt__change *c, int n) {
     int i;
     for (i = 0; i < n; i++) {
@@ -165,12 +173,19 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
     unsigned active = bpt__load_relaxed_u32(&bpt__active_ix), staging = active ^ 1;
     bpt__change *c;
     bpt__GenericBp *to_free = NULL, *g;
-    int i, nc = 0, allocated = 0, installs = 0, published = 0, uninstalls = 0, unlinked = 0;
+    bpt_func **sites;
+    int i, nc = 0, nsites = 0, allocated = 0, installs = 0, published = 0, uninstalls = 0, unlinked = 0;
+    int wrote_code = 0, rc = 0;
 
     /* Step 2: allocate. Everything this change needs is allocated before
        anything shared is touched, so running out of memory changes nothing. */
     c = (bpt__change *)BPT_MALLOC(sizeof *c * (size_t)(n ? n : 1));
-    if (!c) return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for %d changes", n);
+    sites = (bpt_func **)BPT_MALLOC(sizeof *sites * (size_t)(n ? n : 1));
+    if (!c || !sites) {
+        BPT_FREE(c);
+        BPT_FREE(sites);
+        return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for %d changes", n);
+    }
     for (i = 0; i < n; i++) {
         g = bpt__find_bp(fs[i], s);
         if (!g && !bpt__op_enables(op)) continue;   /* nothing to switch off */
@@ -201,6 +216,7 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
     if (nc == 0) {
         int step;
         BPT_FREE(c);
+        BPT_FREE(sites);
         for (step = 2; step <= 12; step++) bpt__step_done(step, 0, t);   /* nothing to change */
         return 0;
     }
@@ -237,10 +253,10 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
     if (installs) bpt_thread_progress_wait();
     bpt__step_done(4, installs != 0, t);
 
-    /* Step 5: install the breakpoint word, one aligned store per site, and
-       publish parked breakpoints of further sessions (one release store: the
-       parked breakpoint is complete, and its active generation disabled). */
-    installs = 0;
+    /* Step 5: install the breakpoint word, one aligned store per site, in one
+       batch (each code page made writable once), and publish parked
+       breakpoints of further sessions (one release store: the parked
+       breakpoint is complete, and its active generation disabled). */
     for (i = 0; i < nc; i++) {
         bpt_func *f = c[i].f;
         bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp);
@@ -249,16 +265,22 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
             head->to_insert = NULL;
             published++;
         }
-        if (!f->installed && c[i].g->data[staging].flags) {
-            bpt__site_install(f);
-            installs++;
-        }
+        if (!f->installed && c[i].g->data[staging].flags) sites[nsites++] = f;
+    }
+    installs = bpt__sites_write(sites, nsites, 1, &wrote_code);
+    if (installs < 0) {
+        /* mprotect refused: those functions stay untraced; the settings
+           commit anyway, so the state stays consistent, and the caller
+           learns why. */
+        rc = installs;
+        installs = 0;
     }
     bpt__step_done(5, installs + published != 0, t);
 
     /* Step 6: wait, so that every thread runs the new words before the
-       commit, making the switch as atomic as possible. */
-    if (installs) bpt_thread_progress_wait();
+       commit, making the switch as atomic as possible. After writing code
+       the wait also serializes every thread's instruction stream. */
+    if (installs) bpt__wait_after_write(wrote_code);
     bpt__step_done(6, installs != 0, t);
 
     /* Step 7: commit. Flip the active index; the release pairs with the hit
@@ -275,6 +297,7 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
 
     /* Step 9: uninstall: restore the original word where no session's active
        generation has any flag left (the OR over all sessions is 0). */
+    nsites = 0;
     for (i = 0; i < nc; i++) {
         bpt_func *f = c[i].f;
         uint32_t all = 0;
@@ -282,16 +305,19 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
         for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp); g;
              g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&g->next))
             all |= g->data[active].flags;
-        if (!all) {
-            bpt__site_uninstall(f);
-            uninstalls++;
-        }
+        if (!all) sites[nsites++] = f;
+    }
+    uninstalls = bpt__sites_write(sites, nsites, 0, &wrote_code);
+    if (uninstalls < 0) {
+        /* The words stay: their breakpoints find no active flag and do nothing. */
+        rc = uninstalls;
+        uninstalls = 0;
     }
     bpt__step_done(9, uninstalls != 0, t);
 
     /* Step 10: wait, so no thread still runs a removed breakpoint word:
        once past it, nothing leads a thread into a breakpoint being unlinked. */
-    if (uninstalls) bpt_thread_progress_wait();
+    if (uninstalls) bpt__wait_after_write(wrote_code);
     bpt__step_done(10, uninstalls != 0, t);
 
     /* Step 11: consolidate: make staging equal to active again, and unlink
@@ -327,9 +353,11 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
     }
     bpt__step_done(12, unlinked != 0, t);
     BPT_FREE(c);
-    return 0;
+    BPT_FREE(sites);
+    return rc;
 
 enomem:
     bpt__changes_free(c, nc);
+    BPT_FREE(sites);
     return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: out of memory allocating breakpoints; nothing changed");
 }

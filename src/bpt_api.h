@@ -40,10 +40,23 @@
        BPT_MAX_THREADS    implementation  Per-thread slots (message rings, later timing tables).
                                           Default 64. Threads beyond it share one overflow slot.
        BPT_MAX_SESSIONS   implementation  Trace sessions alive at once. Default 64.
+       BPT_NO_NATIVE      everywhere      Leave out native entry patching (BPT_TRACEABLE expands to
+                                          nothing; bpt_register_native returns BPT_ENOTSUP).
        BPT_NO_MEMBARRIER  implementation  Never use membarrier(2): readers pay a full fence on pin.
                                           For kernels without it, and for tests of the fallback.
        BPT_SYNC_CORE_SIGNAL implementation The signal that serializes threads' instruction streams
                                           where membarrier SYNC_CORE is missing. Default SIGRTMIN+7.
+
+   NATIVE FUNCTIONS (gcc and clang, x86-64 and aarch64)
+       Mark a function BPT_TRACEABLE, or compile whole files with the flags
+       BPT_TRACEABLE_CFLAGS names (`make print-cflags` prints them):
+           x86-64:  -fpatchable-function-entry=26,24 -falign-functions=16
+           aarch64: -fpatchable-function-entry=9,8 -falign-functions=16
+       Then bpt_register_native(fn, ...) or bpt_register_module(NULL) makes it
+       traceable; only one aligned instruction word at its entry ever changes.
+       Native tracing needs the implementation in one file per program (its
+       entry stubs are assembly with fixed names). On tcc BPT_TRACEABLE is
+       empty and native registration returns BPT_ENOTSUP; VM sites still work.
 
    SUPPORTED
        gcc and clang on x86-64 and aarch64 (C11 <stdatomic.h>, __thread);
@@ -82,6 +95,24 @@
 #define BPTRACE_VERSION_MINOR 1
 #define BPTRACE_VERSION_PATCH 0
 #define BPTRACE_VERSION "0.1.0"
+
+/* >>config: BPT_TRACEABLE reserves the patchable entry bptrace needs
+   (DESIGN §4.2, §4.3): pre-entry padding for the function record pointer, the
+   stub address and the call into the stub, and one word at the entry. */
+#if !defined(BPT_NO_NATIVE) && (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__) && \
+    (defined(__x86_64__) || defined(__aarch64__))
+#  define BPT_NATIVE 1
+#  if defined(__x86_64__)
+#    define BPT_TRACEABLE __attribute__((patchable_function_entry(26, 24), aligned(16), noinline))
+#    define BPT_TRACEABLE_CFLAGS "-fpatchable-function-entry=26,24 -falign-functions=16"
+#  else
+#    define BPT_TRACEABLE __attribute__((patchable_function_entry(9, 8), aligned(16), noinline))
+#    define BPT_TRACEABLE_CFLAGS "-fpatchable-function-entry=9,8 -falign-functions=16"
+#  endif
+#else
+#  define BPT_TRACEABLE
+#  define BPT_TRACEABLE_CFLAGS ""
+#endif
 
 /* >>config: the declaration macro chain, as sokol's SOKOL_API_DECL. */
 #ifndef BPT_API
@@ -229,7 +260,17 @@ enum bpt_msg_type {
     BPT_MSG_LIMIT   = 3   /* the rate limit tripped; the session traced nothing after it */
 };
 
-enum { BPT_MAX_ARGS = 8 };
+enum { BPT_MAX_ARGS = 8, BPT_MSG_STR_BYTES = 48 };
+
+/* How an argument is read and shown (an argument spec names them, as
+   uftrace's -A does: "i64,ptr,str,f64"). */
+enum bpt_arg_type {
+    BPT_ARG_I64 = 0,   /* signed integer register (the default) */
+    BPT_ARG_U64 = 1,   /* unsigned integer register */
+    BPT_ARG_PTR = 2,   /* integer register, shown in hex */
+    BPT_ARG_STR = 3,   /* char * in an integer register: the string is copied */
+    BPT_ARG_F64 = 4    /* double in the next floating-point register (native sites) */
+};
 
 typedef struct bpt_func bpt_func;
 
@@ -252,7 +293,9 @@ typedef struct bpt_msg {
     bpt_format_fn format;  /* the site's argument formatter, or NULL for decimal */
     const char *user;      /* the match spec's message, or NULL */
     uint64_t value;        /* DROPPED: count */
-    uint64_t args[BPT_MAX_ARGS];
+    uint64_t args[BPT_MAX_ARGS];       /* F64: the double's bits; STR: offset into str */
+    uint8_t  argtype[BPT_MAX_ARGS];    /* enum bpt_arg_type */
+    char     str[BPT_MSG_STR_BYTES];   /* STR arguments, NUL-separated, truncated to fit */
 } bpt_msg;
 
 /* A callback tracer runs in the traced thread, inside the hit path: it must
@@ -344,6 +387,40 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
                             const char *module, const char *name, int arity,
                             const bpt_vm_ops *ops, bpt_func **out);
 
+/* bpt_register_native: register one BPT_TRACEABLE C function by hand.
+   In: fn, the function's address; module, name (copied, interned, at most
+   127 bytes each); arity 0..255 (how many integer arguments call messages
+   show when the pattern gives no argument spec). Out: *out.
+   Checks the entry: the padding must be bptrace's (24 NOP bytes on x86-64,
+   8 NOP words on aarch64) and the entry word a 2-byte NOP (gcc 90 90, clang
+   66 90) or NOP, optionally after endbr64 / bti c / paciasp; the patched word
+   must not cross a cache line. Writes the pre-entry words (function record
+   pointer, stub address, call sequence) while nothing can execute them,
+   restoring the page to read+execute. Patterns in force apply at once.
+   Returns 0; BPT_EINVAL (NULL, arity); BPT_ELIMIT (names); BPT_EEXIST;
+   BPT_ENOTPATCHABLE (entry bytes not as compiled by BPT_TRACEABLE;
+   bpt_last_error shows them); BPT_EPERM (mprotect refused: the function is
+   untouched; the message gives errno, e.g. SELinux execmod or a read-only
+   file mapping); BPT_ENOTSUP (tcc, BPT_NO_NATIVE, another architecture);
+   BPT_ENOMEM; BPT_EDEADLK. Thread-safe (set path). Source: DESIGN §4.2-4.4. */
+BPT_API int bpt_register_native(void *fn, const char *module, const char *name, int arity, bpt_func **out);
+
+/* bpt_register_module: register every patchable function of a loaded module:
+   NULL for the main executable, or the basename ("libfoo.so") or path of a
+   shared object. Entries come from its __patchable_function_entries section
+   and names from its ELF .symtab (static functions too), else .dynsym. Arity
+   is 0 (unknown): give an argument spec in the match spec to see arguments.
+   Already registered functions are skipped. Returns how many functions it
+   registered; BPT_ENOENT (not loaded); BPT_EINVAL (malformed ELF); BPT_ENOTSUP;
+   BPT_EPERM; BPT_ENOMEM (then nothing is registered). Thread-safe (set path). */
+BPT_API int bpt_register_module(const char *module);
+
+/* bpt_unregister_module: remove every session's breakpoints from the
+   module's functions (the 13 steps), then unregister them. Call it before
+   dlclose; the caller guarantees no thread still runs the module's code.
+   Returns how many it unregistered; BPT_ENOENT; BPT_EDEADLK. Thread-safe (set path). */
+BPT_API int bpt_unregister_module(const char *module);
+
 /* bpt_unregister: forget a function record. It must carry no breakpoint:
    BPT_EBUSY if any session traces it (remove the patterns first). Frees the
    record after a thread progress wait, which covers threads inside
@@ -414,6 +491,9 @@ typedef struct bpt_match {
     void        *user;
     unsigned     actions;  /* BPT_MS_* */
     const char  *message;  /* copied and interned; attached to each call message */
+    const char  *args;     /* argument spec, e.g. "i64,ptr,str,f64" (at most 8; uftrace -A);
+                              NULL: the first `arity` arguments as i64. Integer kinds take the
+                              next integer register, f64 the next FP register. */
 } bpt_match;
 
 /* bpt_trace_pattern: set, change or clear a session's breakpoints on every
@@ -427,7 +507,8 @@ typedef struct bpt_match {
    Returns the number of functions matched (>= 0); BPT_ESESSION; BPT_EINVAL
    (pattern NULL); BPT_EPATTERN (empty or malformed; bpt_last_error says
    where); BPT_EFLAGS (unknown bit, no kind with PAUSE/RESTART, PAUSE or
-   RESTART without BPT_COUNT, two hows); BPT_EDEADLK (from a tracer callback,
+   RESTART without BPT_COUNT, two hows); BPT_EPATTERN also for a bad argument
+   spec (an unknown type, more than 8); BPT_EDEADLK (from a tracer callback,
    a pinned section, or an observer or trace_info_each callback);
    BPT_ENOMEM (nothing changed). Thread-safe (set path).
    Source: erlang:trace_pattern/3 and erts_set_trace_pattern in beam_bp.c. */

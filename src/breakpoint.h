@@ -32,20 +32,46 @@ typedef struct bpt__GenericBp {
     struct bpt__GenericBp *next_to_free; /* set path: freed after step 12 */
 } bpt__GenericBp;
 
-enum bpt__site_kind { BPT__SITE_VM = 1 };
+enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
 
 struct bpt_func {
     const char *module, *name;    /* interned */
     int arity;
     int kind;                     /* enum bpt__site_kind */
-    bpt_vm_word *word;            /* VM site: the function's first instruction word */
-    bpt_vm_word orig_word;        /* ... its original content */
-    bpt_vm_word bp_word;          /* ... the VM's breakpoint opcode word */
-    const bpt_vm_ops *ops;
+    /* The site: the one word that switches between the original and the
+       breakpoint. VM: an 8-byte instruction word. Native: the 2-byte entry
+       NOP (x86-64) or the 4-byte entry NOP (aarch64). */
+    void *site;
+    uint64_t orig_word;           /* the site's original content */
+    uint64_t bp_word;             /* what it holds while a breakpoint is installed */
+    unsigned word_size;           /* 8, 4 or 2 bytes */
+    void *fn;                     /* native: the function's address */
+    uintptr_t resume;             /* native: where the stub continues (the word after the site) */
+    const bpt_vm_ops *ops;        /* VM: argument access and formatting */
     bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */
     int installed;                /* set path: the breakpoint word is in place */
     uint32_t registry_ix;         /* set path: position in the registry */
 };
+
+#if defined(BPT_NATIVE)
+/* The register frame an entry stub builds on the stack and hands to the
+   hit path. Its layout is fixed by the stub's assembly (site_*.c). */
+#  if defined(__x86_64__)
+typedef struct bpt__regs {
+    uint64_t gpr[8];              /* rdi rsi rdx rcx r8 r9 (arguments), rax (varargs count), r10 (static chain) */
+    uint64_t xmm[8][2];           /* xmm0-7: floating-point arguments */
+    uint64_t resume;              /* the stub's return slot: rewritten to the resume address */
+    uint64_t caller_ra;           /* the traced function's own return address */
+} bpt__regs;
+enum { BPT__INT_ARG_REGS = 6, BPT__FP_ARG_REGS = 8 };
+#  else
+typedef struct bpt__regs {
+    uint64_t gpr[10];             /* x0-x7 (arguments), x8 (indirect result), x9 (the caller's LR) */
+    uint64_t q[8][2];             /* q0-q7: floating-point arguments */
+} bpt__regs;
+enum { BPT__INT_ARG_REGS = 8, BPT__FP_ARG_REGS = 8 };
+#  endif
+#endif
 
 /* The active generation index. Step 7 of the protocol flips it with a
    release store; the hit path reads it with an acquire load, so a hit that

@@ -32,13 +32,23 @@ static void bpt__format_time(bpt__buf *b, uint64_t mono_ns) {
     bpt__bprintf(b, "%02d:%02d:%02d.%06ld", tm.tm_hour, tm.tm_min, tm.tm_sec, (long)(ns % 1000000000 / 1000));
 }
 
-static void bpt__format_value(bpt__buf *b, bpt_format_fn format, uint64_t v) {
+/* One argument, as its type says; i64 through the site's formatter if it has one. */
+static void bpt__format_arg(bpt__buf *b, const bpt_msg *m, int i) {
     char tmp[128];
-    if (format) {
-        format(tmp, sizeof tmp, v);
-        bpt__bprintf(b, "%s", tmp);
-    } else {
-        bpt__bprintf(b, "%lld", (long long)v);
+    uint64_t v = m->args[i];
+    double d;
+    switch (m->argtype[i]) {
+    case BPT_ARG_U64: bpt__bprintf(b, "%llu", (unsigned long long)v); break;
+    case BPT_ARG_PTR: bpt__bprintf(b, "0x%llx", (unsigned long long)v); break;
+    case BPT_ARG_STR: bpt__bprintf(b, "\"%s\"", v < sizeof m->str ? m->str + v : ""); break;
+    case BPT_ARG_F64: memcpy(&d, &v, sizeof d); bpt__bprintf(b, "%g", d); break;
+    default:
+        if (m->format) {
+            m->format(tmp, sizeof tmp, v);
+            bpt__bprintf(b, "%s", tmp);
+        } else {
+            bpt__bprintf(b, "%lld", (long long)v);
+        }
     }
 }
 
@@ -58,7 +68,7 @@ int bpt_format_dbg(const bpt_msg *m, char *buf, size_t size) {
         bpt__bprintf(&b, "call %s:%s(", m->module, m->name);
         for (i = 0; i < m->nargs; i++) {
             if (i) bpt__bprintf(&b, ",");
-            bpt__format_value(&b, m->format, m->args[i]);
+            bpt__format_arg(&b, m, i);
         }
         bpt__bprintf(&b, ")");
         if (m->nargs < m->arity) bpt__bprintf(&b, "/%d", m->arity);   /* args not shown */

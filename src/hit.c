@@ -4,37 +4,56 @@
    the match spec, send a call message. Unpin. No lock, no wait: this is
    op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c. */
 
-/* The arguments of a hit, read from the site at most once. */
-typedef struct bpt__hit_args {
-    int n;                        /* -1 until read */
-    uint64_t v[BPT_MAX_ARGS];
-} bpt__hit_args;
-
-static void bpt__read_args(const bpt_func *f, const void *frame, bpt__hit_args *a) {
-    int i;
-    a->n = 0;
-    if (f->kind == BPT__SITE_VM && f->ops && f->ops->arg) {
-        a->n = f->arity < BPT_MAX_ARGS ? f->arity : BPT_MAX_ARGS;
-        for (i = 0; i < a->n; i++) a->v[i] = f->ops->arg(frame, i);
+/* Fill a message's arguments: as the match spec's argument spec says, or
+   the first `arity` as i64. VM sites read them through ops->arg; native
+   sites from the stub's register frame (integer and floating-point
+   registers counted separately, as the ABI assigns them). */
+static void bpt__read_args(const bpt_func *f, const bpt__ms *ms, const void *frame, bpt_msg *m) {
+    int i, n = ms && ms->nspec ? ms->nspec : (f->arity < BPT_MAX_ARGS ? f->arity : BPT_MAX_ARGS);
+    size_t used = 0;
+    if (ms && ms->nspec) memcpy(m->argtype, ms->spec, (size_t)n);
+    if (f->kind == BPT__SITE_VM) {
+        if (!f->ops || !f->ops->arg) n = 0;
+        for (i = 0; i < n; i++) m->args[i] = f->ops->arg(frame, i);
+    }
+#if defined(BPT_NATIVE)
+    else {
+        bpt__arch_args((const bpt__regs *)frame, m->argtype, n, m->args);
+    }
+#endif
+    m->nargs = (uint16_t)n;
+    /* Strings are copied now: the pointer means nothing once the call is
+       over. Each takes its bytes and a NUL from m->str while room lasts;
+       later ones point at the buffer's last byte, always a NUL. */
+    for (i = 0; i < n; i++) {
+        const char *str = (const char *)(uintptr_t)m->args[i];
+        size_t len;
+        if (m->argtype[i] != BPT_ARG_STR) continue;
+        if (used >= sizeof m->str) { m->args[i] = sizeof m->str - 1; continue; }
+        if (!str) str = "(null)";
+        len = strnlen(str, sizeof m->str - used - 1);
+        memcpy(m->str + used, str, len);
+        m->str[used + len] = '\0';
+        m->args[i] = used;
+        used += len + 1;
     }
 }
 
 /* Local call trace of one session: match spec, rate limit, message. */
 static void bpt__hit_call_trace(bpt__thread *rec, const bpt_func *f, bpt__session *s,
-                                const bpt__ms *ms, const void *frame, bpt__hit_args *a) {
+                                const bpt__ms *ms, const void *frame) {
     bpt_msg m;
     uint64_t now;
     /* A dead session's GenericBp lives until step 12 of its destroy; it must
        send nothing meanwhile. A tracer's own calls are not traced. */
     if (rec->in_tracer || bpt__load_relaxed_u32(&s->dead)) return;
-    if (a->n < 0) bpt__read_args(f, frame, a);
-    if (ms && ms->pred && !ms->pred(a->v, a->n, ms->user)) return;
+    memset(&m, 0, sizeof m);
+    bpt__read_args(f, ms, frame, &m);
+    if (ms && ms->pred && !ms->pred(m.args, m.nargs, ms->user)) return;
     if (ms && (ms->actions & BPT_MS_SILENT)) return;
     now = bpt__now_ns();
     if (!bpt__session_admit(s, rec, now)) return;
-    memset(&m, 0, sizeof m);
     m.type = BPT_MSG_CALL;
-    m.nargs = (uint16_t)a->n;
     m.thread = rec->tid;
     m.process = rec->process;
     m.ts_ns = now;
@@ -44,19 +63,16 @@ static void bpt__hit_call_trace(bpt__thread *rec, const bpt_func *f, bpt__sessio
     m.arity = f->arity;
     m.format = f->ops ? f->ops->format : NULL;
     m.user = ms ? ms->message : NULL;
-    memcpy(m.args, a->v, sizeof m.args);
     bpt__session_send(s, rec, &m);
 }
 
 /* Run every session's breakpoint on f. The caller then executes the
    original instruction. */
 static void bpt__breakpoint(bpt_func *f, const void *frame) {
-    bpt__hit_args args;
     bpt__GenericBp *g;
     unsigned ix;
     bpt__thread *rec = bpt__pin();
     if (!rec) return;   /* no thread record (out of memory): untraced, never unsafe */
-    args.n = -1;
     ix = bpt_active_bp_ix();   /* once per hit: one generation throughout */
     /* Acquire loads of the list pair with the release stores that link a
        GenericBp (steps 2 and 5) and unlink one (step 11). */
@@ -65,7 +81,7 @@ static void bpt__breakpoint(bpt_func *f, const void *frame) {
         const bpt__GenericBpData *d = &g->data[ix];
         if (!d->flags) continue;
         if (d->flags & BPT__BPF_COUNT_ACTIVE) bpt__fetch_add_u64(&d->count->value, 1);
-        if (d->flags & BPT__BPF_LOCAL_TRACE) bpt__hit_call_trace(rec, f, g->session, d->local_ms, frame, &args);
+        if (d->flags & BPT__BPF_LOCAL_TRACE) bpt__hit_call_trace(rec, f, g->session, d->local_ms, frame);
     }
     bpt__unpin(rec);
 }
@@ -73,5 +89,5 @@ static void bpt__breakpoint(bpt_func *f, const void *frame) {
 bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame) {
     BPT_ASSERT(f && f->kind == BPT__SITE_VM);
     bpt__breakpoint(f, frame);
-    return f->orig_word;   /* immutable while registered */
+    return (bpt_vm_word)f->orig_word;   /* immutable while registered */
 }

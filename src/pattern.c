@@ -93,23 +93,56 @@ typedef struct bpt__ms {
     void *user;
     unsigned actions;
     const char *message;          /* interned */
+    int nspec;                    /* argument spec: how many, or 0 for none */
+    uint8_t spec[BPT_MAX_ARGS];   /* enum bpt_arg_type */
     uint32_t refc;
 } bpt__ms;
 
-/* A new match spec with one reference, or NULL for ENOMEM. */
-BPT__PRIVATE bpt__ms *bpt__ms_new(const bpt_match *m) {
-    bpt__ms *ms = (bpt__ms *)BPT_MALLOC(sizeof *ms);
-    if (!ms) return NULL;
+/* Parse an argument spec, "i64,ptr,str,f64" (uftrace -A). Returns the count
+   or BPT_EPATTERN. */
+BPT__PRIVATE int bpt__argspec_parse(const char *text, uint8_t *types) {
+    static const char *const names[] = { "i64", "u64", "ptr", "str", "f64" };
+    const char *p = text;
+    int n = 0, k;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        for (k = 0; k < 5; k++)
+            if (len == 3 && strncmp(p, names[k], 3) == 0) break;
+        if (k == 5)
+            return bpt__fail(BPT_EPATTERN, "argument spec '%s': '%.*s' is not one of i64, u64, ptr, str, f64",
+                             text, (int)len, p);
+        if (n == BPT_MAX_ARGS)
+            return bpt__fail(BPT_EPATTERN, "argument spec '%s': more than %d arguments", text, BPT_MAX_ARGS);
+        types[n++] = (uint8_t)k;
+        p += len;
+        if (*p == ',' && *++p == '\0')
+            return bpt__fail(BPT_EPATTERN, "argument spec '%s' ends with ','", text);
+    }
+    return n;
+}
+
+/* A new match spec with one reference in *out. Returns 0, BPT_EPATTERN (a
+   bad argument spec) or BPT_ENOMEM. */
+BPT__PRIVATE int bpt__ms_new(const bpt_match *m, bpt__ms **out) {
+    uint8_t spec[BPT_MAX_ARGS];
+    int nspec = m->args ? bpt__argspec_parse(m->args, spec) : 0;
+    bpt__ms *ms;
+    if (nspec < 0) return nspec;
+    if (!(ms = (bpt__ms *)BPT_MALLOC(sizeof *ms)))
+        return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for the match spec");
     ms->pred = m->pred;
     ms->user = m->user;
     ms->actions = m->actions;
     ms->message = NULL;
+    ms->nspec = nspec;
+    memcpy(ms->spec, spec, sizeof spec);
     ms->refc = 1;
     if (m->message && !(ms->message = bpt__intern(m->message))) {
         BPT_FREE(ms);
-        return NULL;
+        return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for the match spec's message");
     }
-    return ms;
+    *out = ms;
+    return 0;
 }
 
 BPT__PRIVATE void bpt__ms_ref(bpt__ms *ms) { if (ms) ms->refc++; }

@@ -87,6 +87,32 @@ static int bpt__registry_reserve(void) {
     return 0;
 }
 
+/* A new, unregistered function record with interned names and no site yet.
+   The caller holds the permission. Returns 0 or BPT_ENOMEM. */
+static int bpt__func_new(const char *module, const char *name, int arity, const char *who, bpt_func **out) {
+    bpt_func *f = (bpt_func *)BPT_MALLOC(sizeof *f);
+    if (!f || bpt__registry_reserve() < 0) {
+        BPT_FREE(f);
+        return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
+    }
+    memset(f, 0, sizeof *f);
+    if (!(f->module = bpt__intern(module)) || !(f->name = bpt__intern(name))) {
+        BPT_FREE(f);
+        return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
+    }
+    f->arity = arity;
+    bpt__store_relaxed_ptr(&f->gen_bp, NULL);
+    return (*out = f, 0);
+}
+
+/* Make f known: after bpt__registry_reserve, so it cannot fail. */
+static void bpt__registry_add(bpt_func *f, const void *site_key) {
+    f->registry_ix = bpt__registry.len;
+    bpt__registry.funcs[bpt__registry.len++] = f;
+    bpt__ptrset_add(&bpt__registry.records, f);
+    bpt__ptrset_add(&bpt__registry.sites, site_key);
+}
+
 /* Apply the patterns in force in every session to a newly registered
    function, in the order they were set: the same protocol, no thread stopped. */
 static int bpt__apply_patterns(bpt_func *f, uint64_t *t) {
@@ -130,29 +156,107 @@ int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word, const 
         bpt__permission_release();
         return rc;
     }
-    f = (bpt_func *)BPT_MALLOC(sizeof *f);
-    if (!f || bpt__registry_reserve() < 0 || !(f->module = bpt__intern(module)) ||
-        !(f->name = bpt__intern(name))) {
-        BPT_FREE(f);
+    if ((rc = bpt__func_new(module, name, arity, "bpt_register_vm", &f)) < 0) {
         bpt__permission_release();
-        return bpt__fail(BPT_ENOMEM, "bpt_register_vm: no memory to register %s:%s/%d", module, name, arity);
+        return rc;
     }
-    f->arity = arity;
     f->kind = BPT__SITE_VM;
-    f->word = first_word;
+    f->site = first_word;
     f->orig_word = BPT_VM_FETCH(first_word);
     f->bp_word = breakpoint_word;
+    f->word_size = sizeof(bpt_vm_word);
     f->ops = ops;
-    bpt__store_relaxed_ptr(&f->gen_bp, NULL);
-    f->installed = 0;
-    f->registry_ix = bpt__registry.len;
-    bpt__registry.funcs[bpt__registry.len++] = f;
-    bpt__ptrset_add(&bpt__registry.records, f);
-    bpt__ptrset_add(&bpt__registry.sites, first_word);
+    bpt__registry_add(f, first_word);
     rc = bpt__apply_patterns(f, &t);
     bpt__permission_release();
     *out = f;
     return rc < 0 ? rc : 0;
+}
+
+#if defined(BPT_NATIVE)
+/* Fill the pre-entry padding of fs[0..n) (layouts ls) in one batch of code
+   writes. Nothing executes the padding before a site is installed, so plain
+   stores do; the icache is synced for aarch64. Returns 0 or BPT_EPERM /
+   BPT_ENOMEM with nothing written. */
+static int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who) {
+    bpt__code_batch batch = { NULL, 0, 0 };
+    int i, rc;
+    for (i = 0; i < n; i++)
+        if (bpt__batch_add(&batch, (uint8_t *)fs[i]->fn - BPT__PAD_BYTES, BPT__PAD_BYTES) < 0) {
+            BPT_FREE(batch.pages);
+            return bpt__fail(BPT_ENOMEM, "%s: no memory to batch %d code writes", who, n);
+        }
+    if ((rc = bpt__batch_open(&batch, who)) < 0) {
+        BPT_FREE(batch.pages);
+        return rc;
+    }
+    for (i = 0; i < n; i++) {
+        uint8_t *pad = (uint8_t *)fs[i]->fn - BPT__PAD_BYTES;
+        memcpy(ls[i].pre, &fs[i], sizeof fs[i]);   /* the record pointer, read by the stub */
+        memcpy(pad, ls[i].pre, BPT__PAD_BYTES);
+        bpt__arch_sync_icache(pad, BPT__PAD_BYTES);
+    }
+    bpt__batch_close(&batch);
+    return 0;
+}
+
+/* A native function record from its checked layout (not yet registered). */
+static int bpt__native_new(void *fn, const char *module, const char *name, int arity,
+                           const bpt__entry_layout *l, const char *who, bpt_func **out) {
+    bpt_func *f;
+    int rc = bpt__func_new(module, name, arity, who, &f);
+    if (rc < 0) return rc;
+    f->kind = BPT__SITE_NATIVE;
+    f->fn = fn;
+    f->site = l->site;
+    f->orig_word = l->orig_word;
+    f->bp_word = l->bp_word;
+    f->word_size = l->word_size;
+    f->resume = l->resume;
+    *out = f;
+    return 0;
+}
+#endif
+
+int bpt_register_native(void *fn, const char *module, const char *name, int arity, bpt_func **out) {
+#if !defined(BPT_NATIVE)
+    (void)fn; (void)module; (void)name; (void)arity; (void)out;
+    return bpt__fail(BPT_ENOTSUP, "bpt_register_native: native entry patching needs gcc or clang on "
+                     "x86-64 or aarch64 without BPT_NO_NATIVE; VM sites work everywhere");
+#else
+    bpt__entry_layout l;
+    bpt_func *f;
+    uint64_t t = bpt__now_ns();
+    int rc;
+    if (!fn || !module || !name || !out)
+        return bpt__fail(BPT_EINVAL, "bpt_register_native: fn, module, name and out must not be NULL");
+    if (arity < 0 || arity > 255)
+        return bpt__fail(BPT_EINVAL, "bpt_register_native: arity %d is outside 0..255", arity);
+    if (strlen(module) > BPT__NAME_MAX || strlen(name) > BPT__NAME_MAX)
+        return bpt__fail(BPT_ELIMIT, "bpt_register_native: module and name are limited to %d bytes", BPT__NAME_MAX);
+    if ((rc = bpt__permission_seize("bpt_register_native")) < 0) return rc;
+    if (bpt__ptrset_has(&bpt__registry.sites, fn)) {
+        bpt__permission_release();
+        return bpt__fail(BPT_EEXIST, "bpt_register_native: %s:%s/%d at %p is already registered",
+                         module, name, arity, fn);
+    }
+    memset(&l, 0, sizeof l);
+    if ((rc = bpt__arch_entry_layout(fn, name, &l)) < 0 ||
+        (rc = bpt__native_new(fn, module, name, arity, &l, "bpt_register_native", &f)) < 0) {
+        bpt__permission_release();
+        return rc;
+    }
+    if ((rc = bpt__native_prepare(&f, &l, 1, "bpt_register_native")) < 0) {
+        BPT_FREE(f);
+        bpt__permission_release();
+        return rc;
+    }
+    bpt__registry_add(f, fn);
+    rc = bpt__apply_patterns(f, &t);
+    bpt__permission_release();
+    *out = f;
+    return rc < 0 ? rc : 0;
+#endif
 }
 
 int bpt_unregister(bpt_func *f) {
@@ -174,7 +278,7 @@ int bpt_unregister(bpt_func *f) {
     bpt__registry.funcs[ix] = bpt__registry.funcs[--bpt__registry.len];
     bpt__registry.funcs[ix]->registry_ix = ix;
     bpt__ptrset_remove(&bpt__registry.records, f);
-    bpt__ptrset_remove(&bpt__registry.sites, f->word);
+    bpt__ptrset_remove(&bpt__registry.sites, f->kind == BPT__SITE_NATIVE ? f->fn : f->site);
     bpt__permission_release();
     /* A VM thread may still be inside bpt_vm_breakpoint(f) from before the
        word was restored. */
@@ -339,8 +443,7 @@ int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, c
     op.how = flags & BPT__HOWS;
     op.ms = NULL;
     if (op.how == BPT_OFF && !op.kinds) op.kinds = BPT__KINDS;
-    if (match && (op.kinds & BPT_CALL) && op.how == 0 && !(op.ms = bpt__ms_new(match)))
-        return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for the match spec");
+    if (match && (op.kinds & BPT_CALL) && op.how == 0 && (rc = bpt__ms_new(match, &op.ms)) < 0) return rc;
     if ((rc = bpt__permission_seize("bpt_trace_pattern")) < 0) {
         bpt__ms_unref(op.ms);
         return rc;

@@ -9,8 +9,8 @@ typedef char bpt__vm_word_is_64_bits[sizeof(bpt_vm_word) == sizeof(uint64_t) ? 1
    VM thread's BPT_VM_FETCH sees the old word or the new one, never a mix.
    Its ordering with the GenericBp data comes from the waits around it
    (steps 4 and 6, 10), not from this store. */
-static void bpt__site_vm_write(bpt_func *f, bpt_vm_word w) {
-    bpt__store_release_u64((bpt__atomic_u64 *)(void *)f->word, (uint64_t)w);
+static void bpt__site_vm_write(bpt_func *f, uint64_t w) {
+    bpt__store_release_u64((bpt__atomic_u64 *)f->site, w);
 }
 
 BPT__PRIVATE int bpt__site_vm_check(const bpt_vm_word *word, bpt_vm_word bp_word) {
@@ -23,15 +23,6 @@ BPT__PRIVATE int bpt__site_vm_check(const bpt_vm_word *word, bpt_vm_word bp_word
     return 0;
 }
 
-bpt_vm_word bpt_vm_word_at(const bpt_func *f) { return f ? BPT_VM_FETCH(f->word) : 0; }
-
-/* The protocol's view of a site, whatever its kind. */
-static void bpt__site_install(bpt_func *f) {
-    if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, f->bp_word);
-    f->installed = 1;
-}
-
-static void bpt__site_uninstall(bpt_func *f) {
-    if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, f->orig_word);
-    f->installed = 0;
+bpt_vm_word bpt_vm_word_at(const bpt_func *f) {
+    return f && f->kind == BPT__SITE_VM ? BPT_VM_FETCH((const bpt_vm_word *)f->site) : 0;
 }

@@ -1,0 +1,130 @@
+/* site_aarch64.c: native function entries on aarch64 (DESIGN §4.3).
+
+   BPT_TRACEABLE compiles a function with 8 NOP words before it and one NOP
+   at its entry, after a bti c or paciasp with -mbranch-protection. The
+   padding is filled once at registration; afterwards only the entry word
+   changes:
+
+   fn-32  bpt_func *                  (8 bytes, read by the stub)
+   fn-24  &bpt__aarch64_stub          (8 bytes, the literal loaded at fn-12)
+   fn-16  AA1E03E9  mov x9, x30       keep the caller's return address
+   fn-12  58FFFFB0  ldr x16, fn-24
+   fn-8   D63F0200  blr x16           x30 = fn-4: the stub finds the record at x30-28
+   fn-4   D503201F  nop
+   site   D503201F  nop  <->  B fn-16 (the only word patched at run time)
+
+   NOP and B are on the ARM ARM's list of instructions that may be changed
+   while another core executes them (B2.2.5, "concurrent modification and
+   execution of instructions"), as Linux arm64 ftrace relies on. Each write is
+   followed by cache maintenance here (clean D, invalidate I) and by a
+   SYNC_CORE wait in the protocol (an ISB on every core). The literals are
+   written only at registration, while nothing can reach them, because an
+   8-byte store to a possibly 4-aligned address is not single-copy atomic. */
+
+#if defined(BPT_NATIVE) && defined(__aarch64__)
+
+#define BPT__PAD_BYTES 32
+#define BPT__A64_NOP 0xD503201Fu
+
+/* The entry stub: `hint #34` is bti c (a landing pad for the blr), written
+   as a hint so that older assemblers accept it. It saves x0-x9 and q0-q7 in
+   a bpt__regs frame, calls bpt__native_entry(record, frame), restores, puts
+   the caller's return address back in x30 and continues at the resume
+   address with `ret x16`: a return, which BTI does not check, where a br
+   would need a landing pad at the target. */
+__asm__(
+    "    .text\n"
+    "    .p2align 4\n"
+    "    .type bpt__aarch64_stub, %function\n"
+    "bpt__aarch64_stub:\n"
+    "    hint #34\n"
+    "    sub sp, sp, #208\n"
+    "    stp x0, x1, [sp, #0]\n"
+    "    stp x2, x3, [sp, #16]\n"
+    "    stp x4, x5, [sp, #32]\n"
+    "    stp x6, x7, [sp, #48]\n"
+    "    stp x8, x9, [sp, #64]\n"
+    "    stp q0, q1, [sp, #80]\n"
+    "    stp q2, q3, [sp, #112]\n"
+    "    stp q4, q5, [sp, #144]\n"
+    "    stp q6, q7, [sp, #176]\n"
+    "    ldur x0, [x30, #-28]\n"
+    "    mov x1, sp\n"
+    "    bl bpt__native_entry\n"
+    "    mov x16, x0\n"
+    "    ldp q0, q1, [sp, #80]\n"
+    "    ldp q2, q3, [sp, #112]\n"
+    "    ldp q4, q5, [sp, #144]\n"
+    "    ldp q6, q7, [sp, #176]\n"
+    "    ldp x0, x1, [sp, #0]\n"
+    "    ldp x2, x3, [sp, #16]\n"
+    "    ldp x4, x5, [sp, #32]\n"
+    "    ldp x6, x7, [sp, #48]\n"
+    "    ldp x8, x9, [sp, #64]\n"
+    "    add sp, sp, #208\n"
+    "    mov x30, x9\n"
+    "    ret x16\n"
+    "    .size bpt__aarch64_stub, . - bpt__aarch64_stub\n");
+extern char bpt__aarch64_stub[];
+
+typedef struct bpt__entry_layout {
+    uint8_t *site;
+    uint64_t orig_word, bp_word;
+    unsigned word_size;
+    uintptr_t resume;
+    uint8_t pre[BPT__PAD_BYTES];
+} bpt__entry_layout;
+
+static uint32_t bpt__a64_word(const uint8_t *p) { uint32_t w; memcpy(&w, p, 4); return w; }
+
+/* B from `from` to `to`: imm26 counts words. */
+static uint32_t bpt__a64_branch(uintptr_t from, uintptr_t to) {
+    return 0x14000000u | ((uint32_t)((intptr_t)(to - from) >> 2) & 0x03FFFFFFu);
+}
+
+static int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l) {
+    uint8_t *fn = (uint8_t *)fnp;
+    uint32_t first = bpt__a64_word(fn);
+    static const uint32_t tail[4] = { 0xAA1E03E9u, 0x58FFFFB0u, 0xD63F0200u, BPT__A64_NOP };
+    uintptr_t stub = (uintptr_t)bpt__aarch64_stub;
+    int i, fresh = 1, landing = first == 0xD503245Fu /* bti c */ || first == 0xD503233Fu /* paciasp */;
+    uint8_t *site = fn + (landing ? 4 : 0);
+    if ((uintptr_t)fn & 3)
+        return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: not 4-byte aligned", name, fnp);
+    if (bpt__a64_word(site) != BPT__A64_NOP)
+        return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: entry words %08x %08x are not BPT_TRACEABLE's "
+                         "(expected NOP, optionally after bti c or paciasp)", name, fnp,
+                         (unsigned)first, (unsigned)bpt__a64_word(fn + 4));
+    memcpy(l->pre + 8, &stub, 8);
+    memcpy(l->pre + 16, tail, 16);
+    for (i = 0; i < 8; i++) fresh &= bpt__a64_word(fn - BPT__PAD_BYTES + 4 * i) == BPT__A64_NOP;
+    if (!fresh && memcmp(fn - 16, l->pre + 16, 16) != 0)
+        return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: the 8 words before the entry are neither NOPs nor "
+                         "bptrace's (compiled without patchable_function_entry(9,8)?)", name, fnp);
+    l->site = site;
+    l->word_size = 4;
+    l->orig_word = BPT__A64_NOP;
+    l->bp_word = bpt__a64_branch((uintptr_t)site, (uintptr_t)(fn - 16));
+    l->resume = (uintptr_t)site + 4;
+    return 0;
+}
+
+/* One aligned 4-byte store: single-copy atomic (ARM ARM B2.2.1). */
+static void bpt__arch_write_site(uint8_t *site, uint64_t word) {
+    __atomic_store_n((uint32_t *)(void *)site, (uint32_t)word, __ATOMIC_RELAXED);
+    __builtin___clear_cache((char *)site, (char *)site + 4);
+}
+
+static void bpt__arch_sync_icache(void *start, size_t len) {
+    __builtin___clear_cache((char *)start, (char *)start + len);
+}
+
+static void bpt__arch_args(const bpt__regs *r, const uint8_t *types, int n, uint64_t *out) {
+    int i, gi = 0, fi = 0;
+    for (i = 0; i < n; i++) {
+        if (types[i] == BPT_ARG_F64) out[i] = fi < BPT__FP_ARG_REGS ? r->q[fi++][0] : 0;
+        else out[i] = gi < BPT__INT_ARG_REGS ? r->gpr[gi++] : 0;
+    }
+}
+
+#endif /* BPT_NATIVE && __aarch64__ */

@@ -1,0 +1,128 @@
+/* site_native.c: what native sites share on both architectures: making code
+   pages writable in batches, the entry the stubs call, and the one writer the
+   protocol uses for every kind of site (DESIGN §4.4). */
+
+#if defined(BPT_NATIVE)
+#include <sys/mman.h>
+
+/* The pages one batch of code writes touches. Text pages are made
+   read+write+execute for the writes (not read+write: other threads keep
+   executing on them) and read+execute again afterwards, each page once per
+   batch however many sites it holds. */
+typedef struct bpt__code_batch {
+    uintptr_t *pages;
+    int n, cap;
+} bpt__code_batch;
+
+static uintptr_t bpt__page_size(void) {
+    static uintptr_t size;
+    if (!size) size = (uintptr_t)sysconf(_SC_PAGESIZE);
+    return size;
+}
+
+/* Note the pages of [addr, addr+len). Returns 0 or BPT_ENOMEM. */
+static int bpt__batch_add(bpt__code_batch *b, const void *addr, size_t len) {
+    uintptr_t ps = bpt__page_size(), p = (uintptr_t)addr & ~(ps - 1), end = (uintptr_t)addr + len;
+    for (; p < end; p += ps) {
+        if (b->n && b->pages[b->n - 1] == p) continue;
+        if (b->n == b->cap) {
+            int cap = b->cap ? b->cap * 2 : 16;
+            uintptr_t *pages = (uintptr_t *)BPT_MALLOC(sizeof *pages * (size_t)cap);
+            if (!pages) return BPT_ENOMEM;
+            if (b->n) memcpy(pages, b->pages, sizeof *pages * (size_t)b->n);
+            BPT_FREE(b->pages);
+            b->pages = pages;
+            b->cap = cap;
+        }
+        b->pages[b->n++] = p;
+    }
+    return 0;
+}
+
+static int bpt__uintptr_cmp(const void *a, const void *b) {
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void bpt__batch_protect(const bpt__code_batch *b, int n, int prot) {
+    int i;
+    for (i = 0; i < n; i++) mprotect((void *)b->pages[i], bpt__page_size(), prot);
+}
+
+/* Make every noted page writable. Returns 0, or BPT_EPERM with every page
+   back to read+execute and the reason in bpt_last_error. */
+static int bpt__batch_open(bpt__code_batch *b, const char *who) {
+    int i, k = 0;
+    qsort(b->pages, (size_t)b->n, sizeof *b->pages, bpt__uintptr_cmp);
+    for (i = 0; i < b->n; i++)
+        if (!k || b->pages[k - 1] != b->pages[i]) b->pages[k++] = b->pages[i];
+    b->n = k;
+    for (i = 0; i < b->n; i++) {
+        if (mprotect((void *)b->pages[i], bpt__page_size(), PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+            int e = errno;
+            bpt__batch_protect(b, i, PROT_READ | PROT_EXEC);
+            return bpt__fail(BPT_EPERM, "%s: mprotect(%p, RWX) refused: %s (a read-only file mapping, "
+                             "SELinux execmod, or a hardened kernel); nothing was changed",
+                             who, (void *)b->pages[i], strerror(e));
+        }
+    }
+    return 0;
+}
+
+/* Back to read+execute: no page stays writable and executable (W^X). */
+static void bpt__batch_close(bpt__code_batch *b) {
+    bpt__batch_protect(b, b->n, PROT_READ | PROT_EXEC);
+    BPT_FREE(b->pages);
+    b->pages = NULL;
+    b->n = b->cap = 0;
+}
+
+/* Called by the entry stubs with the function record and the saved
+   registers; returns where the stub continues. Not static: the stubs'
+   assembly calls it by name. */
+__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func *f, bpt__regs *regs);
+__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func *f, bpt__regs *regs) {
+    bpt__breakpoint(f, regs);
+    return f->resume;   /* immutable while registered */
+}
+#endif /* BPT_NATIVE */
+
+/* Write the breakpoint word (install) or the original (uninstall) into
+   every site of fs[0..n) that needs it: one batch, each code page opened
+   once. Returns how many sites it wrote (the caller waits after writes, with
+   SYNC_CORE if *wrote_code), or BPT_EPERM with nothing written. */
+static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code) {
+    int i, written = 0;
+#if defined(BPT_NATIVE)
+    bpt__code_batch batch = { NULL, 0, 0 };
+    for (i = 0; i < n; i++)
+        if (fs[i]->kind == BPT__SITE_NATIVE && fs[i]->installed != install &&
+            bpt__batch_add(&batch, fs[i]->site, fs[i]->word_size) < 0) {
+            BPT_FREE(batch.pages);
+            return bpt__fail(BPT_ENOMEM, "no memory to batch %d code writes", n);
+        }
+    if (batch.n && bpt__batch_open(&batch, install ? "install breakpoints" : "uninstall breakpoints") < 0) {
+        BPT_FREE(batch.pages);
+        return BPT_EPERM;
+    }
+#endif
+    *wrote_code = 0;
+    for (i = 0; i < n; i++) {
+        bpt_func *f = fs[i];
+        uint64_t w = install ? f->bp_word : f->orig_word;
+        if (f->installed == install) continue;
+        if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, w);
+#if defined(BPT_NATIVE)
+        else {
+            bpt__arch_write_site((uint8_t *)f->site, w);
+            *wrote_code = 1;
+        }
+#endif
+        f->installed = install;
+        written++;
+    }
+#if defined(BPT_NATIVE)
+    if (batch.n) bpt__batch_close(&batch);
+#endif
+    return written;
+}

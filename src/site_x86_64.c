@@ -1,0 +1,154 @@
+/* site_x86_64.c: native function entries on x86-64 (DESIGN §4.2).
+
+   BPT_TRACEABLE compiles a function with 24 NOP bytes before it and a 2-byte
+   NOP at its entry (gcc: 90 90, clang: 66 90), after an endbr64 when
+   -fcf-protection is on. Registration fills the padding once, while nothing
+   can execute it; afterwards only the 2-byte entry word ever changes:
+
+   plain entry (site = fn)                  endbr64 entry (site = fn+4)
+   fn-24  bpt_func *                        fn-24  bpt_func *
+   fn-16  &bpt__x86_64_stub_plain           fn-16  &bpt__x86_64_stub_endbr
+   fn-8   66 90              nop            fn-8   FF 15 F2 FF FF FF  call *[fn-16]
+   fn-6   FF 15 F0 FF FF FF  call *[fn-16]  fn-2   EB F8              jmp fn-8
+   fn+0   90 90 <-> EB F8    jmp fn-6       fn+0   F3 0F 1E FA        endbr64
+                                            fn+4   90 90 <-> EB F8    jmp fn-2
+
+   Why: a thread may sit between gcc's two single-byte NOPs when the word
+   changes; it then executes the jump's displacement byte F8, which is CLC,
+   harmless at a function entry (flags are dead there). The endbr64 layout
+   keeps that displacement F8 by bouncing through fn-2, because a direct jump
+   from fn+4 to the call would need F4 (HLT). The 2-byte store is atomic as
+   long as it stays within one cache line (Intel SDM vol. 3, 9.1.1), which
+   registration checks. The call reaches the stub from any distance, and the
+   stub finds the record at a fixed offset from its return address, as BEAM
+   finds GenericBp in front of the code. */
+
+#if defined(BPT_NATIVE) && defined(__x86_64__)
+
+#define BPT__PAD_BYTES 24
+
+/* The entry stub: save the argument registers in a bpt__regs frame (16-byte
+   aligned: the caller's call and ours leave rsp 16-aligned at stub entry),
+   call bpt__native_entry(record, frame), restore, and continue where the
+   handler says by rewriting our own return slot. */
+__asm__(
+    "    .text\n"
+    "    .p2align 4\n"
+    "    .type bpt__x86_64_stub_plain, @function\n"
+    "bpt__x86_64_stub_plain:\n"
+    "    movq (%rsp), %r11\n"              /* return address = fn */
+    "    subq $24, %r11\n"                 /* &record = fn-24 */
+    "    jmp bpt__x86_64_stub_common\n"
+    "    .p2align 4\n"
+    "    .type bpt__x86_64_stub_endbr, @function\n"
+    "bpt__x86_64_stub_endbr:\n"
+    "    movq (%rsp), %r11\n"              /* return address = fn-2 */
+    "    subq $22, %r11\n"                 /* &record = fn-24 */
+    "bpt__x86_64_stub_common:\n"
+    "    subq $192, %rsp\n"
+    "    movq %rdi, 0(%rsp)\n"
+    "    movq %rsi, 8(%rsp)\n"
+    "    movq %rdx, 16(%rsp)\n"
+    "    movq %rcx, 24(%rsp)\n"
+    "    movq %r8, 32(%rsp)\n"
+    "    movq %r9, 40(%rsp)\n"
+    "    movq %rax, 48(%rsp)\n"
+    "    movq %r10, 56(%rsp)\n"
+    "    movaps %xmm0, 64(%rsp)\n"
+    "    movaps %xmm1, 80(%rsp)\n"
+    "    movaps %xmm2, 96(%rsp)\n"
+    "    movaps %xmm3, 112(%rsp)\n"
+    "    movaps %xmm4, 128(%rsp)\n"
+    "    movaps %xmm5, 144(%rsp)\n"
+    "    movaps %xmm6, 160(%rsp)\n"
+    "    movaps %xmm7, 176(%rsp)\n"
+    "    movq (%r11), %rdi\n"
+    "    movq %rsp, %rsi\n"
+    "    call bpt__native_entry\n"
+    "    movq %rax, 192(%rsp)\n"           /* ret continues at the resume address */
+    "    movaps 64(%rsp), %xmm0\n"
+    "    movaps 80(%rsp), %xmm1\n"
+    "    movaps 96(%rsp), %xmm2\n"
+    "    movaps 112(%rsp), %xmm3\n"
+    "    movaps 128(%rsp), %xmm4\n"
+    "    movaps 144(%rsp), %xmm5\n"
+    "    movaps 160(%rsp), %xmm6\n"
+    "    movaps 176(%rsp), %xmm7\n"
+    "    movq 0(%rsp), %rdi\n"
+    "    movq 8(%rsp), %rsi\n"
+    "    movq 16(%rsp), %rdx\n"
+    "    movq 24(%rsp), %rcx\n"
+    "    movq 32(%rsp), %r8\n"
+    "    movq 40(%rsp), %r9\n"
+    "    movq 48(%rsp), %rax\n"
+    "    movq 56(%rsp), %r10\n"
+    "    addq $192, %rsp\n"
+    "    ret\n"
+    "    .size bpt__x86_64_stub_plain, . - bpt__x86_64_stub_plain\n");
+extern char bpt__x86_64_stub_plain[], bpt__x86_64_stub_endbr[];
+
+/* What registration writes and what the protocol switches, for one entry. */
+typedef struct bpt__entry_layout {
+    uint8_t *site;
+    uint64_t orig_word, bp_word;
+    unsigned word_size;
+    uintptr_t resume;
+    uint8_t pre[BPT__PAD_BYTES];   /* the padding's new content */
+} bpt__entry_layout;
+
+static const uint8_t bpt__endbr64[4] = { 0xF3, 0x0F, 0x1E, 0xFA };
+
+/* Is the padding fresh (24 NOPs) or already ours (registered before)? */
+static int bpt__x86_pad_ok(const uint8_t *fn, const uint8_t *want) {
+    int i, fresh = 1;
+    for (i = 0; i < BPT__PAD_BYTES; i++) fresh &= fn[i - BPT__PAD_BYTES] == 0x90;
+    return fresh || memcmp(fn - BPT__PAD_BYTES + 8, want + 8, BPT__PAD_BYTES - 8) == 0;
+}
+
+static int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l) {
+    uint8_t *fn = (uint8_t *)fnp;
+    int endbr = memcmp(fn, bpt__endbr64, 4) == 0;
+    uint8_t *site = fn + (endbr ? 4 : 0);
+    uintptr_t stub = (uintptr_t)(endbr ? bpt__x86_64_stub_endbr : bpt__x86_64_stub_plain);
+    static const uint8_t plain_tail[8] = { 0x66, 0x90, 0xFF, 0x15, 0xF0, 0xFF, 0xFF, 0xFF };
+    static const uint8_t endbr_tail[8] = { 0xFF, 0x15, 0xF2, 0xFF, 0xFF, 0xFF, 0xEB, 0xF8 };
+    if (!((site[0] == 0x90 && site[1] == 0x90) || (site[0] == 0x66 && site[1] == 0x90)))
+        return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: entry bytes %02x %02x %02x %02x %02x %02x are not "
+                         "BPT_TRACEABLE's (expected 90 90 or 66 90, optionally after endbr64)",
+                         name, fnp, fn[0], fn[1], fn[2], fn[3], fn[4], fn[5]);
+    if (((uintptr_t)site & 63) == 63)
+        return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: the entry word crosses a cache line, so it "
+                         "cannot be written atomically", name, fnp);
+    memcpy(l->pre + 8, &stub, 8);
+    memcpy(l->pre + 16, endbr ? endbr_tail : plain_tail, 8);
+    if (!bpt__x86_pad_ok(fn, l->pre))
+        return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: the %d bytes before the entry are neither NOPs "
+                         "nor bptrace's (compiled without patchable_function_entry(26,24)?)",
+                         name, fnp, BPT__PAD_BYTES);
+    l->site = site;
+    l->word_size = 2;
+    l->orig_word = (uint64_t)site[0] | (uint64_t)site[1] << 8;
+    l->bp_word = 0xF8EB;   /* EB F8: jmp -8, to the call (plain) or the bounce (endbr64) */
+    l->resume = (uintptr_t)site + 2;
+    return 0;
+}
+
+/* The one store that switches a site: 2 bytes, atomic within a cache line.
+   Instruction fetch on other cores sees it after the SYNC_CORE wait that
+   follows every batch of writes (DESIGN §4.4). */
+static void bpt__arch_write_site(uint8_t *site, uint64_t word) {
+    __atomic_store_n((uint16_t *)(void *)site, (uint16_t)word, __ATOMIC_RELAXED);
+}
+
+static void bpt__arch_sync_icache(void *start, size_t len) { (void)start; (void)len; }   /* coherent on x86 */
+
+/* The arguments a call message shows, read from the stub's frame. */
+static void bpt__arch_args(const bpt__regs *r, const uint8_t *types, int n, uint64_t *out) {
+    int i, gi = 0, fi = 0;
+    for (i = 0; i < n; i++) {
+        if (types[i] == BPT_ARG_F64) out[i] = fi < BPT__FP_ARG_REGS ? r->xmm[fi++][0] : 0;
+        else out[i] = gi < BPT__INT_ARG_REGS ? r->gpr[gi++] : 0;
+    }
+}
+
+#endif /* BPT_NATIVE && __x86_64__ */
