@@ -3,11 +3,12 @@
 #   make test         the whole test matrix (tests/run), ends with "N passed, N failed"
 #   make amalgamate   regenerate bptrace.h from src/
 #   make check-amalgamation
+#   make print-cflags the whole-program flags for traceable functions
 CC ?= cc
 CFLAGS ?= -std=c11 -O2 -g -Wall -Wextra
 BUILD := build
 
-.PHONY: all demo test amalgamate check-amalgamation examples clean
+.PHONY: all demo test amalgamate check-amalgamation examples print-cflags clean
 
 all: examples
 
@@ -32,6 +33,16 @@ demo: $(BUILD)/tinyvm
 test:
 	./amalgamate.sh --check
 	tests/run
+
+# The flags that make every function of a file traceable (BPT_TRACEABLE_CFLAGS),
+# for the host architecture, or for ARCH=x86_64 / ARCH=aarch64.
+ARCH ?= $(shell uname -m)
+print-cflags:
+	@case "$(ARCH)" in \
+	  x86_64)  echo "-fpatchable-function-entry=26,24 -falign-functions=16" ;; \
+	  aarch64|arm64) echo "-fpatchable-function-entry=9,8 -falign-functions=16" ;; \
+	  *) echo "bptrace: no native entry patching on $(ARCH) (VM sites work everywhere)" >&2; exit 1 ;; \
+	esac
 
 clean:
 	rm -rf $(BUILD)
