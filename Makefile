@@ -1,6 +1,7 @@
 # bptrace: the header is the product; this Makefile builds its tests, examples and demo.
 #   make demo         the main job (until the SQLite demo lands: tinyvm traced live)
 #   make test         the whole test matrix (tests/run), ends with "N passed, N failed"
+#   make bench        benchmarks (figures and ratios; no assertions)
 #   make amalgamate   regenerate bptrace.h from src/
 #   make check-amalgamation
 #   make print-cflags the whole-program flags for traceable functions
@@ -8,7 +9,7 @@ CC ?= cc
 CFLAGS ?= -std=c11 -O2 -g -Wall -Wextra
 BUILD := build
 
-.PHONY: all demo test amalgamate check-amalgamation examples print-cflags clean
+.PHONY: all demo test bench amalgamate check-amalgamation examples print-cflags clean
 
 all: examples
 
@@ -33,6 +34,14 @@ demo: $(BUILD)/tinyvm
 test:
 	./amalgamate.sh --check
 	tests/run
+
+# Benchmarks print figures and ratios; they assert nothing and stay out of make test.
+$(BUILD)/bench_%: bench/%.c bptrace.h
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) -o $@ $< -pthread
+
+bench: $(BUILD)/bench_entry_overhead
+	$(BUILD)/bench_entry_overhead
 
 # The flags that make every function of a file traceable (BPT_TRACEABLE_CFLAGS),
 # for the host architecture, or for ARCH=x86_64 / ARCH=aarch64.

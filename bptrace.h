@@ -2330,6 +2330,563 @@ static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code) 
 }
 /*** End of site_native.c ***/
 
+/*** Begin file module.c ***/
+/* module.c: finding a module's patchable entries and naming them from ELF
+   symbols (DESIGN §4.5). Runs on the set path, under the code modification
+   permission; nothing here is reached from a breakpoint.
+
+   The facts this part relies on, and where they come from:
+   - gcc's manual (-fpatchable-function-entry=N,M and the
+     patchable_function_entry attribute): "the starting addresses of these
+     areas, which correspond to their respective function entries minus M,
+     are additionally collected in the __patchable_function_entries section".
+     M counts NOPs, not bytes: 24 bytes on x86-64 (26,24), 32 on aarch64
+     (9,8, four bytes a NOP). The caller passes the byte count. Checked with
+     gcc 12 and clang 14 on x86-64 (also with -fcf-protection: endbr64 comes
+     after the symbol, so the padding still ends at it) and aarch64 (also with
+     -mbranch-protection: bti c likewise).
+   - The section is SHF_ALLOC | SHF_WRITE: in a PIE or a shared object every
+     entry is an R_X86_64_RELATIVE / R_AARCH64_RELATIVE relocation, which
+     ld.so applies at load time. With RELA the addend lives in the relocation
+     and the file's bytes are the linker's choice: GNU ld and gold write the
+     link-time address, lld writes 0 (unless --apply-dynamic-relocs). So the
+     entries are read from memory, already relocated.
+   - dl_iterate_phdr(3): dlpi_addr is the load bias (run-time address =
+     bias + link-time address) and the first object visited is the main
+     program, whose dlpi_name is "".
+   - Section headers, .symtab and string tables are not part of any PT_LOAD
+     segment, so they are read from the file with pread (System V gABI,
+     chapter 4: Sections, String Table, Symbol Table). Everything the file
+     says is bounds-checked: a truncated or garbage file gives BPT_EINVAL. */
+
+#include <elf.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#if defined(__TINYC__)
+/* tcc 0.9.27 cannot parse glibc's <link.h> (its audit structures have
+   __int128_t members). Declare the prefix of dl_phdr_info that
+   dl_iterate_phdr(3) documents: glibc passes its own, longer struct and we
+   read only these fields. tcc is x86-64 only (port.h), hence Elf64. */
+struct dl_phdr_info {
+    Elf64_Addr dlpi_addr;
+    const char *dlpi_name;
+    const Elf64_Phdr *dlpi_phdr;
+    Elf64_Half dlpi_phnum;
+};
+extern int dl_iterate_phdr(int (*callback)(struct dl_phdr_info *info, size_t size, void *data), void *data);
+#  define ElfW(type) Elf64_##type
+#else
+#  include <link.h>
+#endif
+
+/* >>module */
+
+#define BPT__PFE_SECTION "__patchable_function_entries"
+
+/* Called once per patchable entry of the module, in address order: fn is the
+   function's entry address (padding start + pad_bytes), name is valid only
+   during the call. Return 0 to continue, a negative BPT_E* to stop
+   (propagated). */
+typedef int (*bpt__module_visit_fn)(void *fn, const char *name, void *user);
+
+/* One STT_FUNC symbol, kept small: a big program has 10^5 of them. */
+typedef struct bpt__elf_func {
+    uint64_t addr;          /* st_value: the link-time address */
+    uint32_t name;          /* st_name: offset in the string table */
+    uint32_t index;         /* position in the symbol table: the last tie-break */
+    uint32_t rank;          /* 0 global, 1 weak, 2 local: which alias names the address */
+} bpt__elf_func;
+
+/* What the scan needs from a module's file: its headers and its functions. */
+typedef struct bpt__elf_file {
+    const char *path;
+    int fd;
+    uint64_t size;                  /* bytes in the file: the bound of every offset */
+    Elf64_Ehdr eh;
+    Elf64_Shdr *sh;                 /* section headers; NULL when the file has none */
+    size_t shnum;
+    Elf64_Phdr *ph;                 /* program headers, to compare with the loaded image */
+    size_t phnum;
+    char *shstrtab;                 /* section names, NUL-terminated by us */
+    size_t shstrtab_size;
+    bpt__elf_func *funcs;           /* by address, then best name first */
+    size_t nfuncs;
+    char *strtab;                   /* the symbol names, NUL-terminated by us */
+    size_t strtab_size;
+    const char *symtab_name;        /* ".symtab", ".dynsym", or NULL (no names) */
+} bpt__elf_file;
+
+/* [off, off + size) lies within [0, limit), computed without overflow:
+   every offset and size in a file is untrusted. */
+static int bpt__elf_in_bounds(uint64_t off, uint64_t size, uint64_t limit) {
+    return size <= limit && off <= limit - size;
+}
+
+static int bpt__elf_truncated(const bpt__elf_file *f, uint64_t off, uint64_t size, const char *what) {
+    return bpt__fail(BPT_EINVAL, "%s: truncated ELF: %s at offset %llu size %llu is past the end (%llu bytes)",
+                     f->path, what, (unsigned long long)off, (unsigned long long)size,
+                     (unsigned long long)f->size);
+}
+
+/* Read exactly size bytes at off, or fail: the file may also shrink while
+   we read it, so a short read is an error and not a zero-fill. */
+static int bpt__elf_pread(const bpt__elf_file *f, uint64_t off, uint64_t size, void *buf, const char *what) {
+    char *p = (char *)buf;
+    if (!bpt__elf_in_bounds(off, size, f->size)) return bpt__elf_truncated(f, off, size, what);
+    while (size > 0) {
+        ssize_t n = pread(f->fd, p, size > (1u << 30) ? (size_t)1 << 30 : (size_t)size, (off_t)off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0)
+            return bpt__fail(BPT_EINVAL, "%s: cannot read the %s: %s", f->path, what,
+                             n < 0 ? strerror(errno) : "the file shrank");
+        p += n; off += (uint64_t)n; size -= (uint64_t)n;
+    }
+    return 0;
+}
+
+/* Allocate and read size bytes at off, plus one NUL byte after them, so that
+   a string table the file forgot to terminate cannot run us off its end. */
+static int bpt__elf_read_alloc(const bpt__elf_file *f, uint64_t off, uint64_t size, const char *what, char **out) {
+    char *buf;
+    int rc;
+    *out = NULL;
+    if (!bpt__elf_in_bounds(off, size, f->size))   /* before allocating what the file claims */
+        return bpt__elf_truncated(f, off, size, what);
+    if (!(buf = (char *)BPT_MALLOC((size_t)size + 1)))
+        return bpt__fail(BPT_ENOMEM, "%s: no memory for the %s (%llu bytes)", f->path, what,
+                         (unsigned long long)size);
+    if ((rc = bpt__elf_pread(f, off, size, buf, what)) < 0) { BPT_FREE(buf); return rc; }
+    buf[size] = '\0';
+    *out = buf;
+    return 0;
+}
+
+/* The bytes of a section. SHT_NOBITS (.bss) has none in the file. */
+static int bpt__elf_section_alloc(const bpt__elf_file *f, const Elf64_Shdr *s, const char *what, char **out) {
+    if (s->sh_type == SHT_NOBITS)
+        return bpt__fail(BPT_EINVAL, "%s: malformed ELF: the %s is SHT_NOBITS", f->path, what);
+    return bpt__elf_read_alloc(f, s->sh_offset, s->sh_size, what, out);
+}
+
+static const char *bpt__elf_section_name(const bpt__elf_file *f, const Elf64_Shdr *s) {
+    return f->shstrtab && s->sh_name < f->shstrtab_size ? f->shstrtab + s->sh_name : "";
+}
+
+static int bpt__elf_host_lsb(void) {
+    const uint16_t one = 1;
+    return *(const unsigned char *)&one == 1;
+}
+
+/* e_ident first: the class decides how to read the rest, and a 32-bit
+   file is a clear BPT_ENOTSUP rather than a misread 64-bit header. */
+static int bpt__elf_read_header(bpt__elf_file *f) {
+    unsigned char id[EI_NIDENT];
+    int rc;
+    if (f->size < EI_NIDENT) return bpt__fail(BPT_EINVAL, "%s: not an ELF file (%llu bytes)", f->path,
+                                              (unsigned long long)f->size);
+    if ((rc = bpt__elf_pread(f, 0, EI_NIDENT, id, "ELF identification")) < 0) return rc;
+    if (memcmp(id, ELFMAG, SELFMAG) != 0) return bpt__fail(BPT_EINVAL, "%s: not an ELF file", f->path);
+    if (id[EI_CLASS] == ELFCLASS32)
+        return bpt__fail(BPT_ENOTSUP, "%s: 32-bit ELF (bptrace reads ELF64 only)", f->path);
+    if (id[EI_CLASS] != ELFCLASS64)
+        return bpt__fail(BPT_EINVAL, "%s: malformed ELF: unknown class %u", f->path, (unsigned)id[EI_CLASS]);
+    if (id[EI_DATA] != (bpt__elf_host_lsb() ? ELFDATA2LSB : ELFDATA2MSB))
+        return bpt__fail(BPT_ENOTSUP, "%s: ELF byte order differs from this machine's", f->path);
+    return bpt__elf_pread(f, 0, sizeof f->eh, &f->eh, "ELF header");
+}
+
+/* Section headers and their names. Extended numbering (gABI, "Sections"):
+   with 65280 sections or more, e_shnum is 0 and the count is in section
+   0's sh_size, and e_shstrndx is SHN_XINDEX with the index in its sh_link. */
+static int bpt__elf_read_sections(bpt__elf_file *f) {
+    Elf64_Shdr first;
+    uint64_t shnum = f->eh.e_shnum, shstrndx = f->eh.e_shstrndx;
+    int rc;
+    if (f->eh.e_shoff == 0) return 0;           /* no section headers: nothing to find */
+    if (f->eh.e_shentsize != sizeof(Elf64_Shdr))
+        return bpt__fail(BPT_EINVAL, "%s: malformed ELF: e_shentsize is %u, not %u", f->path,
+                         (unsigned)f->eh.e_shentsize, (unsigned)sizeof(Elf64_Shdr));
+    if ((rc = bpt__elf_pread(f, f->eh.e_shoff, sizeof first, &first, "section header 0")) < 0) return rc;
+    if (shnum == 0) shnum = first.sh_size;
+    if (shstrndx == SHN_XINDEX) shstrndx = first.sh_link;
+    if (shnum > f->size / sizeof(Elf64_Shdr))   /* also keeps the product below from overflowing */
+        return bpt__fail(BPT_EINVAL, "%s: malformed ELF: %llu section headers do not fit in the file",
+                         f->path, (unsigned long long)shnum);
+    if ((rc = bpt__elf_read_alloc(f, f->eh.e_shoff, shnum * sizeof(Elf64_Shdr), "section headers",
+                                  (char **)&f->sh)) < 0)
+        return rc;
+    f->shnum = (size_t)shnum;
+    if (shstrndx == SHN_UNDEF) return 0;        /* sections without names: nothing to find */
+    if (shstrndx >= shnum)
+        return bpt__fail(BPT_EINVAL, "%s: malformed ELF: section name table index %llu >= %llu sections",
+                         f->path, (unsigned long long)shstrndx, (unsigned long long)shnum);
+    if ((rc = bpt__elf_section_alloc(f, &f->sh[shstrndx], "section name table", &f->shstrtab)) < 0) return rc;
+    f->shstrtab_size = (size_t)f->sh[shstrndx].sh_size;
+    return 0;
+}
+
+/* Program headers, to check that the file is the image that was loaded.
+   PN_XNUM: the count is in section 0's sh_info (gABI, "Program Header"). */
+static int bpt__elf_read_segments(bpt__elf_file *f) {
+    uint64_t phnum = f->eh.e_phnum;
+    if (phnum == PN_XNUM) {
+        if (!f->shnum)
+            return bpt__fail(BPT_EINVAL, "%s: malformed ELF: e_phnum is PN_XNUM without section 0", f->path);
+        phnum = f->sh[0].sh_info;
+    }
+    if (phnum == 0) return 0;
+    if (f->eh.e_phentsize != sizeof(Elf64_Phdr))
+        return bpt__fail(BPT_EINVAL, "%s: malformed ELF: e_phentsize is %u, not %u", f->path,
+                         (unsigned)f->eh.e_phentsize, (unsigned)sizeof(Elf64_Phdr));
+    f->phnum = (size_t)phnum;                   /* at most 2^32: the product cannot overflow */
+    return bpt__elf_read_alloc(f, f->eh.e_phoff, phnum * sizeof(Elf64_Phdr), "program headers", (char **)&f->ph);
+}
+
+/* Which of several symbols at one address names it: the global one, so
+   that gcc's "f.localalias" (a local alias it emits for global functions in
+   shared objects) or a weak alias does not hide "f". */
+static uint32_t bpt__elf_symbol_rank(unsigned char info) {
+    switch (ELF64_ST_BIND(info)) {
+    case STB_GLOBAL: return 0;
+    case STB_WEAK:   return 1;
+    default:         return 2;
+    }
+}
+
+static int bpt__elf_func_cmp(const void *pa, const void *pb) {
+    const bpt__elf_func *a = (const bpt__elf_func *)pa, *b = (const bpt__elf_func *)pb;
+    if (a->addr != b->addr) return a->addr < b->addr ? -1 : 1;
+    if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* Add the function symbols of n Elf64_Sym to f->funcs. Undefined symbols
+   are imports (their st_value is 0 or a PLT slot, not the function). */
+static void bpt__elf_add_functions(bpt__elf_file *f, const Elf64_Sym *sym, size_t n, size_t first_index) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        const Elf64_Sym *s = &sym[i];
+        bpt__elf_func *out;
+        if (ELF64_ST_TYPE(s->st_info) != STT_FUNC || s->st_shndx == SHN_UNDEF) continue;
+        if (s->st_name == 0 || s->st_name >= f->strtab_size || !f->strtab[s->st_name]) continue;
+        out = &f->funcs[f->nfuncs++];
+        out->addr = s->st_value;
+        out->name = s->st_name;
+        out->index = (uint32_t)(first_index + i);
+        out->rank = bpt__elf_symbol_rank(s->st_info);
+    }
+}
+
+/* The function symbols, sorted. .symtab has static functions too; a
+   stripped file keeps only .dynsym (exported functions). Neither: no names,
+   and every entry gets a fn_0x... name. */
+static int bpt__elf_read_functions(bpt__elf_file *f) {
+    const Elf64_Shdr *symtab = NULL, *strtab;
+    Elf64_Sym chunk[128];                       /* read in chunks: no second copy of the table */
+    uint64_t count, done;
+    size_t i;
+    int rc;
+    for (i = 0; i < f->shnum && !symtab; i++)
+        if (f->sh[i].sh_type == SHT_SYMTAB) symtab = &f->sh[i];
+    for (i = 0; i < f->shnum && !symtab; i++)
+        if (f->sh[i].sh_type == SHT_DYNSYM) symtab = &f->sh[i];
+    if (!symtab) return 0;
+    f->symtab_name = symtab->sh_type == SHT_SYMTAB ? ".symtab" : ".dynsym";
+    if (symtab->sh_entsize != sizeof(Elf64_Sym) || symtab->sh_size % sizeof(Elf64_Sym) != 0)
+        return bpt__fail(BPT_EINVAL, "%s: malformed ELF: %s entry size %llu, table size %llu", f->path,
+                         f->symtab_name, (unsigned long long)symtab->sh_entsize,
+                         (unsigned long long)symtab->sh_size);
+    if (symtab->sh_link == 0 || symtab->sh_link >= f->shnum || f->sh[symtab->sh_link].sh_type != SHT_STRTAB)
+        return bpt__fail(BPT_EINVAL, "%s: malformed ELF: %s links to section %u, not a string table",
+                         f->path, f->symtab_name, (unsigned)symtab->sh_link);
+    count = symtab->sh_size / sizeof(Elf64_Sym);
+    if (!bpt__elf_in_bounds(symtab->sh_offset, symtab->sh_size, f->size))
+        return bpt__elf_truncated(f, symtab->sh_offset, symtab->sh_size, f->symtab_name);
+    if (count > UINT32_MAX)   /* bpt__elf_func.index is 32 bits */
+        return bpt__fail(BPT_EINVAL, "%s: %llu symbols", f->path, (unsigned long long)count);
+    strtab = &f->sh[symtab->sh_link];
+    if ((rc = bpt__elf_section_alloc(f, strtab, "symbol name table", &f->strtab)) < 0) return rc;
+    f->strtab_size = (size_t)strtab->sh_size;
+    if (count && !(f->funcs = (bpt__elf_func *)BPT_MALLOC((size_t)count * sizeof *f->funcs)))
+        return bpt__fail(BPT_ENOMEM, "%s: no memory for %llu symbols", f->path, (unsigned long long)count);
+    for (done = 0; done < count; ) {
+        size_t n = count - done < 128 ? (size_t)(count - done) : 128;
+        if ((rc = bpt__elf_pread(f, symtab->sh_offset + done * sizeof(Elf64_Sym), n * sizeof(Elf64_Sym),
+                                 chunk, f->symtab_name)) < 0)
+            return rc;
+        bpt__elf_add_functions(f, chunk, n, (size_t)done);
+        done += n;
+    }
+    if (f->nfuncs > 1) qsort(f->funcs, f->nfuncs, sizeof *f->funcs, bpt__elf_func_cmp);
+    return 0;
+}
+
+BPT__PRIVATE void bpt__elf_close(bpt__elf_file *f) {
+    if (f->fd >= 0) close(f->fd);
+    BPT_FREE(f->sh);
+    BPT_FREE(f->ph);
+    BPT_FREE(f->shstrtab);
+    BPT_FREE(f->funcs);
+    BPT_FREE(f->strtab);
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+}
+
+/* Open an ELF file and read its headers and function symbols. The harness
+   calls this on truncated and corrupted copies: no offset, size or index in
+   the file is trusted. In: path (kept, not copied). Out: *f, to release with
+   bpt__elf_close (also after a failure). Returns 0; BPT_ENOENT (no such
+   file); BPT_EPERM (cannot open it); BPT_EINVAL (not ELF, malformed or
+   truncated); BPT_ENOTSUP (ELF32, or the other byte order); BPT_ENOMEM. */
+BPT__PRIVATE int bpt__elf_open(const char *path, bpt__elf_file *f) {
+    struct stat st;
+    int rc;
+    memset(f, 0, sizeof *f);
+    f->path = path;
+    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (f->fd < 0)
+        return bpt__fail(errno == ENOENT || errno == ENOTDIR ? BPT_ENOENT : BPT_EPERM,
+                         "cannot open %s: %s (section headers and symbols are only in the file)",
+                         path, strerror(errno));
+    if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return bpt__fail(BPT_EINVAL, "%s: not a regular file", path);
+    f->size = (uint64_t)st.st_size;
+    if ((rc = bpt__elf_read_header(f)) < 0 || (rc = bpt__elf_read_sections(f)) < 0 ||
+        (rc = bpt__elf_read_segments(f)) < 0 || (rc = bpt__elf_read_functions(f)) < 0)
+        return rc;
+    return 0;
+}
+
+/* The name of the function symbol at link-time address addr, or NULL. The
+   first of equal addresses is the best-ranked (see bpt__elf_func_cmp). */
+BPT__PRIVATE const char *bpt__elf_func_name(const bpt__elf_file *f, uint64_t addr) {
+    size_t lo = 0, hi = f->nfuncs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (f->funcs[mid].addr < addr) lo = mid + 1; else hi = mid;
+    }
+    return lo < f->nfuncs && f->funcs[lo].addr == addr ? f->strtab + f->funcs[lo].name : NULL;
+}
+
+/* A loaded object, as dl_iterate_phdr reports it. The pointers stay valid
+   while the object stays loaded, which the caller guarantees. */
+typedef struct bpt__module_object {
+    const char *want;               /* NULL: the main program; else a basename or path */
+    const char *exe_path;           /* the main program's path (for matching by name), or NULL */
+    unsigned seen;                  /* objects visited: the first is the main program */
+    int found;
+    int is_main;
+    uintptr_t bias;
+    const ElfW(Phdr) *phdr;
+    size_t phnum;
+    const char *path;               /* dlpi_name, or exe_path for the main program */
+} bpt__module_object;
+
+static const char *bpt__module_basename(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+static int bpt__module_match(struct dl_phdr_info *info, size_t size, void *data) {
+    bpt__module_object *m = (bpt__module_object *)data;
+    int is_main = m->seen++ == 0;
+    const char *path = is_main ? m->exe_path : info->dlpi_name;
+    (void)size;
+    if (!m->want ? !is_main
+                 : !path || !*path || (strcmp(path, m->want) != 0 && strcmp(bpt__module_basename(path), m->want) != 0))
+        return 0;
+    m->found = 1;
+    m->is_main = is_main;
+    m->bias = (uintptr_t)info->dlpi_addr;
+    m->phdr = info->dlpi_phdr;
+    m->phnum = info->dlpi_phnum;
+    m->path = path;
+    return 1;
+}
+
+/* The main program's path, for its name. /proc/self/exe keeps naming the
+   running file after it is deleted (say, rebuilt by make), with " (deleted)"
+   appended, which is not part of the name a user writes in a pattern. */
+static const char *bpt__module_exe_path(char *buf, size_t size) {
+    static const char deleted[] = " (deleted)";
+    size_t dl = sizeof deleted - 1;
+    ssize_t n = readlink("/proc/self/exe", buf, size - 1);
+    if (n <= 0) return NULL;
+    buf[n] = '\0';
+    if ((size_t)n > dl && strcmp(buf + n - dl, deleted) == 0) buf[n - dl] = '\0';
+    return buf;
+}
+
+/* The loaded segment that holds link-time [vaddr, vaddr + size) and has
+   every permission in flags, or NULL. */
+static const ElfW(Phdr) *bpt__module_segment(const bpt__module_object *m, uint64_t vaddr, uint64_t size,
+                                             unsigned flags) {
+    size_t i;
+    for (i = 0; i < m->phnum; i++) {
+        const ElfW(Phdr) *p = &m->phdr[i];
+        if (p->p_type == PT_LOAD && (p->p_flags & flags) == flags && vaddr >= p->p_vaddr &&
+            bpt__elf_in_bounds(vaddr - p->p_vaddr, size, p->p_memsz))
+            return p;
+    }
+    return NULL;
+}
+
+static int bpt__module_phdr_same(const ElfW(Phdr) *mem, const Elf64_Phdr *file) {
+    return mem->p_type == file->p_type && mem->p_flags == file->p_flags && mem->p_offset == file->p_offset &&
+           mem->p_vaddr == file->p_vaddr && mem->p_paddr == file->p_paddr && mem->p_filesz == file->p_filesz &&
+           mem->p_memsz == file->p_memsz && mem->p_align == file->p_align;
+}
+
+/* Compare the loaded bytes of one PT_NOTE segment with the file's. */
+static int bpt__module_note_same(const bpt__module_object *m, const bpt__elf_file *f, const ElfW(Phdr) *note) {
+    char buf[256];
+    uint64_t done, n;
+    if (!bpt__module_segment(m, note->p_vaddr, note->p_filesz, PF_R)) return 1;   /* not loaded: nothing to compare */
+    for (done = 0; done < note->p_filesz; done += n) {
+        n = note->p_filesz - done < sizeof buf ? note->p_filesz - done : sizeof buf;
+        if (bpt__elf_pread(f, note->p_offset + done, n, buf, "note segment") < 0 ||
+            memcmp(buf, (const char *)(m->bias + (uintptr_t)(note->p_vaddr + done)), (size_t)n) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* The file at the module's path must be the image that was loaded: a library
+   rebuilt in place while the program runs would give the new build's section
+   addresses and names. Same program headers, and the same notes (which hold
+   the build ID when the linker wrote one). */
+static int bpt__module_check_image(const bpt__module_object *m, const bpt__elf_file *f) {
+    size_t i;
+    int same = f->phnum == m->phnum;
+    for (i = 0; same && i < m->phnum; i++) same = bpt__module_phdr_same(&m->phdr[i], &f->ph[i]);
+    for (i = 0; same && i < m->phnum; i++)
+        if (m->phdr[i].p_type == PT_NOTE) same = bpt__module_note_same(m, f, &m->phdr[i]);
+    if (!same)
+        return bpt__fail(BPT_EINVAL, "%s is not the file that was loaded (program headers or build ID differ: "
+                         "rebuilt or replaced since?)", f->path);
+    return 0;
+}
+
+static int bpt__module_entry_cmp(const void *pa, const void *pb) {
+    uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+    return a < b ? -1 : a > b;
+}
+
+/* Copy the relocated entries out of the loaded __patchable_function_entries
+   section(s), sorted. A linked file has one such section; several (a
+   relocatable link, say) are read alike. */
+static int bpt__module_read_entries(const bpt__module_object *m, const bpt__elf_file *f, uint64_t **out, size_t *n) {
+    uint64_t total = 0, *e;
+    size_t i, k = 0;
+    *out = NULL;
+    *n = 0;
+    for (i = 0; i < f->shnum; i++) {
+        const Elf64_Shdr *s = &f->sh[i];
+        if (strcmp(bpt__elf_section_name(f, s), BPT__PFE_SECTION) != 0) continue;
+        if (s->sh_size % sizeof(uint64_t) != 0 || !(s->sh_flags & SHF_ALLOC) ||
+            !bpt__module_segment(m, s->sh_addr, s->sh_size, PF_R))
+            return bpt__fail(BPT_EINVAL, "%s: malformed ELF: " BPT__PFE_SECTION " (address 0x%llx, size %llu) "
+                             "is not a whole number of addresses inside a loaded segment", f->path,
+                             (unsigned long long)s->sh_addr, (unsigned long long)s->sh_size);
+        total += s->sh_size / sizeof(uint64_t);
+    }
+    if (total == 0) return 0;
+    if (total > INT_MAX)   /* the scan returns the count as an int */
+        return bpt__fail(BPT_EINVAL, "%s: %llu patchable entries", f->path, (unsigned long long)total);
+    if (!(e = (uint64_t *)BPT_MALLOC((size_t)total * sizeof *e)))
+        return bpt__fail(BPT_ENOMEM, "%s: no memory for %llu patchable entries", f->path, (unsigned long long)total);
+    for (i = 0; i < f->shnum; i++) {
+        const Elf64_Shdr *s = &f->sh[i];
+        if (strcmp(bpt__elf_section_name(f, s), BPT__PFE_SECTION) != 0 || s->sh_size == 0) continue;
+        memcpy(e + k, (const void *)(m->bias + (uintptr_t)s->sh_addr), (size_t)s->sh_size);
+        k += (size_t)(s->sh_size / sizeof(uint64_t));
+    }
+    qsort(e, k, sizeof *e, bpt__module_entry_cmp);
+    *out = e;
+    *n = k;
+    return 0;
+}
+
+/* Visit each entry: check it is code of this module, name it, call visit.
+   An entry outside the module's executable segments is not a function this
+   file compiled; patching there would corrupt memory, so the whole scan
+   fails rather than guess. */
+static int bpt__module_visit_entries(const bpt__module_object *m, const bpt__elf_file *f, const uint64_t *e, size_t n,
+                                     size_t pad_bytes, bpt__module_visit_fn visit, void *user) {
+    char unnamed[32];
+    size_t i;
+    int visited = 0, rc;
+    for (i = 0; i < n; i++) {
+        uint64_t pad_start = e[i] - m->bias;    /* link-time address */
+        uint64_t fn = pad_start + pad_bytes;
+        const char *name;
+        if (i > 0 && e[i] == e[i - 1]) continue;    /* one function, listed twice: register it once */
+        if (fn < pad_start || fn == UINT64_MAX || !bpt__module_segment(m, pad_start, fn - pad_start + 1, PF_X))
+            return bpt__fail(BPT_EINVAL, "%s: patchable entry 0x%llx (+%zu bytes of padding) is not inside "
+                             "the module's code", f->path, (unsigned long long)e[i], pad_bytes);
+        /* No symbol (stripped of .symtab and not exported, or no symbol table
+           at all): the link-time address names it, as nm and addr2line show it. */
+        if (!(name = bpt__elf_func_name(f, fn))) {
+            snprintf(unnamed, sizeof unnamed, "fn_0x%llx", (unsigned long long)fn);
+            name = unnamed;
+        }
+        if ((rc = visit((void *)(m->bias + (uintptr_t)fn), name, user)) < 0) return rc;
+        visited++;
+    }
+    return visited;
+}
+
+/* bpt__module_scan: visit every patchable function entry of a loaded module.
+   In: module, NULL for the main program, else the basename ("libfoo.so") or
+   the path (as dlopen was given it) of a loaded object; the first match in
+   load order wins. pad_bytes, the bytes of padding before each function (24
+   on x86-64 with (26,24), 32 on aarch64 with (9,8)). visit and user: called
+   per entry in address order with the function's run-time address and name
+   (".symtab" name, else ".dynsym", else "fn_0x<link-time address>"); a
+   negative return stops the scan and is returned as is.
+   Out: *module_name, the interned basename of the module's file, set before
+   the first visit so that visit may use it.
+   Returns the number of entries visited (0 when the module has no
+   __patchable_function_entries section, or no section headers at all).
+   Errors (with bpt_last_error): BPT_EINVAL (NULL visit or module_name, empty
+   module; malformed ELF; the file differs from the loaded image; an entry
+   outside the module's code); BPT_ENOENT (not loaded; file gone); BPT_EPERM
+   (file unreadable: without it there is no section table to find the
+   entries, so nothing is visited); BPT_ENOTSUP (ELF32 or foreign byte
+   order); BPT_ENOMEM.
+   Thread safety: not by itself; the caller holds the code modification
+   permission and keeps the module loaded for the duration of the call.
+   Source: DESIGN §4.5; dl_iterate_phdr(3); gcc -fpatchable-function-entry. */
+BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const char **module_name,
+                                  bpt__module_visit_fn visit, void *user) {
+    char exe_buf[PATH_MAX];
+    bpt__module_object m;
+    bpt__elf_file f;
+    uint64_t *entries = NULL;
+    size_t n = 0;
+    int rc;
+    if (!module_name || !visit || (module && !*module))
+        return bpt__fail(BPT_EINVAL, "module scan: module_name and visit must not be NULL, module not empty");
+    memset(&m, 0, sizeof m);
+    m.want = module;
+    m.exe_path = bpt__module_exe_path(exe_buf, sizeof exe_buf);
+    dl_iterate_phdr(bpt__module_match, &m);
+    if (!m.found)
+        return bpt__fail(BPT_ENOENT, "module '%s' is not loaded", module ? module : "(main program)");
+    if (m.is_main && !m.exe_path)
+        return bpt__fail(BPT_ENOENT, "cannot resolve /proc/self/exe (is /proc mounted?)");
+    rc = bpt__elf_open(m.is_main ? "/proc/self/exe" : m.path, &f);
+    if (rc == 0) rc = bpt__module_check_image(&m, &f);
+    if (rc == 0 && !(*module_name = bpt__intern(bpt__module_basename(m.path))))
+        rc = bpt__fail(BPT_ENOMEM, "no memory for the module name");
+    if (rc == 0) rc = bpt__module_read_entries(&m, &f, &entries, &n);
+    if (rc == 0) rc = bpt__module_visit_entries(&m, &f, entries, n, pad_bytes, visit, user);
+    BPT_FREE(entries);
+    bpt__elf_close(&f);
+    return rc;
+}
+/*** End of module.c ***/
+
 /*** Begin file bp.c ***/
 /* bp.c: the set path. How a breakpoint change becomes visible to running
    threads without stopping any of them: the 13 steps of OTP's Tracing.md,
@@ -2725,12 +3282,12 @@ static int bpt__ptrset_has(const bpt__ptrset *set, const void *p) {
     return set->cap && set->keys[bpt__ptrset_slot(set, p)] == p;
 }
 
-/* Make room for one more key. Returns 0 or BPT_ENOMEM (set unchanged). */
-static int bpt__ptrset_reserve(bpt__ptrset *set) {
+/* Make room for `extra` more keys. Returns 0 or BPT_ENOMEM (set unchanged). */
+static int bpt__ptrset_reserve(bpt__ptrset *set, size_t extra) {
     const void **old = set->keys;
-    size_t i, oldcap = set->cap, cap;
-    if ((set->len + 1) * 2 <= set->cap) return 0;
-    cap = oldcap ? oldcap * 2 : 64;
+    size_t i, oldcap = set->cap, cap = oldcap ? oldcap : 64;
+    if ((set->len + extra) * 2 <= set->cap) return 0;
+    while ((set->len + extra) * 2 > cap) cap *= 2;
     set->keys = (const void **)BPT_MALLOC(cap * sizeof *set->keys);
     if (!set->keys) { set->keys = old; return BPT_ENOMEM; }
     memset(set->keys, 0, cap * sizeof *set->keys);
@@ -2771,9 +3328,11 @@ static struct {
 
 /* >>func */
 
-static int bpt__registry_reserve(void) {
-    if (bpt__registry.len == bpt__registry.cap) {
-        uint32_t cap = bpt__registry.cap ? bpt__registry.cap * 2 : 256;
+/* Make room for `extra` more functions. Returns 0 or BPT_ENOMEM. */
+static int bpt__registry_reserve(uint32_t extra) {
+    if (bpt__registry.len + extra > bpt__registry.cap) {
+        uint32_t cap = bpt__registry.cap ? bpt__registry.cap : 256;
+        while (cap < bpt__registry.len + extra) cap *= 2;
         bpt_func **funcs = (bpt_func **)BPT_MALLOC(cap * sizeof *funcs);
         if (!funcs) return BPT_ENOMEM;
         if (bpt__registry.len) memcpy(funcs, bpt__registry.funcs, bpt__registry.len * sizeof *funcs);
@@ -2781,7 +3340,7 @@ static int bpt__registry_reserve(void) {
         bpt__registry.funcs = funcs;
         bpt__registry.cap = cap;
     }
-    if (bpt__ptrset_reserve(&bpt__registry.records) < 0 || bpt__ptrset_reserve(&bpt__registry.sites) < 0)
+    if (bpt__ptrset_reserve(&bpt__registry.records, extra) < 0 || bpt__ptrset_reserve(&bpt__registry.sites, extra) < 0)
         return BPT_ENOMEM;
     return 0;
 }
@@ -2790,7 +3349,7 @@ static int bpt__registry_reserve(void) {
    The caller holds the permission. Returns 0 or BPT_ENOMEM. */
 static int bpt__func_new(const char *module, const char *name, int arity, const char *who, bpt_func **out) {
     bpt_func *f = (bpt_func *)BPT_MALLOC(sizeof *f);
-    if (!f || bpt__registry_reserve() < 0) {
+    if (!f || bpt__registry_reserve(1) < 0) {
         BPT_FREE(f);
         return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
     }
@@ -2958,9 +3517,142 @@ int bpt_register_native(void *fn, const char *module, const char *name, int arit
 #endif
 }
 
+/* >>module */
+
+#if defined(BPT_NATIVE)
+/* The patchable entries of a module, as bpt__module_scan reports them. */
+typedef struct bpt__module_entries {
+    void **fn;
+    char **name;
+    int n, cap;
+} bpt__module_entries;
+
+static void bpt__module_entries_free(bpt__module_entries *e) {
+    int i;
+    for (i = 0; i < e->n; i++) BPT_FREE(e->name[i]);
+    BPT_FREE(e->fn);
+    BPT_FREE(e->name);
+}
+
+static int bpt__module_collect(void *fn, const char *name, void *user) {
+    bpt__module_entries *e = (bpt__module_entries *)user;
+    size_t len = strlen(name);
+    if (bpt__ptrset_has(&bpt__registry.sites, fn)) return 0;   /* registered already */
+    if (e->n == e->cap) {
+        int cap = e->cap ? e->cap * 2 : 256;
+        void **fns = (void **)BPT_MALLOC(sizeof *fns * (size_t)cap);
+        char **names = (char **)BPT_MALLOC(sizeof *names * (size_t)cap);
+        if (!fns || !names) { BPT_FREE(fns); BPT_FREE(names); return BPT_ENOMEM; }
+        if (e->n) { memcpy(fns, e->fn, sizeof *fns * (size_t)e->n); memcpy(names, e->name, sizeof *names * (size_t)e->n); }
+        BPT_FREE(e->fn); BPT_FREE(e->name);
+        e->fn = fns; e->name = names; e->cap = cap;
+    }
+    if (len > BPT__NAME_MAX) len = BPT__NAME_MAX;   /* C++ symbols can be long: keep a prefix */
+    if (!(e->name[e->n] = (char *)BPT_MALLOC(len + 1))) return BPT_ENOMEM;
+    memcpy(e->name[e->n], name, len);
+    e->name[e->n][len] = '\0';
+    e->fn[e->n++] = fn;
+    return 0;
+}
+#endif
+
+int bpt_register_module(const char *module) {
+#if !defined(BPT_NATIVE)
+    (void)module;
+    return bpt__fail(BPT_ENOTSUP, "bpt_register_module: native entry patching needs gcc or clang on "
+                     "x86-64 or aarch64 without BPT_NO_NATIVE");
+#else
+    bpt__module_entries e = { NULL, NULL, 0, 0 };
+    bpt__entry_layout *ls = NULL;
+    bpt_func **fs = NULL;
+    const char *mod = NULL;
+    uint64_t t = bpt__now_ns();
+    int i, made = 0, rc;
+    if ((rc = bpt__permission_seize("bpt_register_module")) < 0) return rc;
+    rc = bpt__module_scan(module, BPT__PAD_BYTES, &mod, bpt__module_collect, &e);
+    if (rc >= 0 && e.n) {
+        ls = (bpt__entry_layout *)BPT_MALLOC(sizeof *ls * (size_t)e.n);
+        fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (size_t)e.n);
+        if (!ls || !fs || bpt__registry_reserve((uint32_t)e.n) < 0)
+            rc = bpt__fail(BPT_ENOMEM, "bpt_register_module: no memory for %d functions", e.n);
+    }
+    /* Check every entry and make every record before touching any code:
+       one refusal or one ENOMEM registers nothing. */
+    for (i = 0; rc >= 0 && i < e.n; i++) {
+        memset(&ls[i], 0, sizeof ls[i]);
+        if ((rc = bpt__arch_entry_layout(e.fn[i], e.name[i], &ls[i])) < 0) break;
+        if ((rc = bpt__native_new(e.fn[i], mod, e.name[i], 0, &ls[i], "bpt_register_module", &fs[i])) < 0) break;
+        made++;
+    }
+    if (rc >= 0 && e.n) rc = bpt__native_prepare(fs, ls, e.n, "bpt_register_module");
+    if (rc >= 0) {
+        for (i = 0; i < e.n; i++) bpt__registry_add(fs[i], e.fn[i]);
+        for (i = 0; i < e.n && rc >= 0; i++) rc = bpt__apply_patterns(fs[i], &t);
+        if (rc >= 0) rc = e.n;
+    } else {
+        for (i = 0; i < made; i++) BPT_FREE(fs[i]);
+    }
+    bpt__permission_release();
+    bpt__module_entries_free(&e);
+    BPT_FREE(ls);
+    BPT_FREE(fs);
+    return rc;
+#endif
+}
+
+/* Forget f; the caller holds the permission and frees f after a wait. */
+static void bpt__registry_remove(bpt_func *f) {
+    uint32_t ix = f->registry_ix;
+    bpt__registry.funcs[ix] = bpt__registry.funcs[--bpt__registry.len];
+    bpt__registry.funcs[ix]->registry_ix = ix;
+    bpt__ptrset_remove(&bpt__registry.records, f);
+    bpt__ptrset_remove(&bpt__registry.sites, f->kind == BPT__SITE_NATIVE ? f->fn : f->site);
+}
+
+int bpt_unregister_module(const char *module) {
+    static const bpt__op off_all = { BPT__KINDS, BPT_OFF, NULL };
+    const char *base;
+    bpt_func **fs, **traced;
+    uint64_t t = bpt__now_ns();
+    uint32_t i;
+    int n = 0, k, slot, rc;
+    if (!module) return bpt__fail(BPT_EINVAL, "bpt_unregister_module: module is NULL");
+    base = strrchr(module, '/') ? strrchr(module, '/') + 1 : module;
+    if ((rc = bpt__permission_seize("bpt_unregister_module")) < 0) return rc;
+    fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (bpt__registry.len + 1));
+    traced = (bpt_func **)BPT_MALLOC(sizeof *traced * (bpt__registry.len + 1));
+    if (!fs || !traced) {
+        BPT_FREE(fs); BPT_FREE(traced);
+        bpt__permission_release();
+        return bpt__fail(BPT_ENOMEM, "bpt_unregister_module: no memory");
+    }
+    for (i = 0; i < bpt__registry.len; i++)
+        if (bpt__registry.funcs[i]->kind == BPT__SITE_NATIVE && strcmp(bpt__registry.funcs[i]->module, base) == 0)
+            fs[n++] = bpt__registry.funcs[i];
+    /* Every session's breakpoints off, through the protocol, session by session. */
+    for (slot = 0; slot < BPT_MAX_SESSIONS && rc >= 0; slot++) {
+        bpt__session *s = (bpt__session *)bpt__load_relaxed_ptr(&bpt__sessions.slot[slot]);
+        int nt = 0;
+        if (!s) continue;
+        for (k = 0; k < n; k++) if (bpt__find_bp(fs[k], s)) traced[nt++] = fs[k];
+        if (nt) rc = bpt__protocol_run(s, traced, nt, &off_all, &t);
+    }
+    if (rc >= 0) for (k = 0; k < n; k++) bpt__registry_remove(fs[k]);
+    bpt__permission_release();
+    BPT_FREE(traced);
+    if (rc < 0) { BPT_FREE(fs); return rc; }
+    if (n == 0) {
+        BPT_FREE(fs);
+        return bpt__fail(BPT_ENOENT, "bpt_unregister_module: no registered function of '%s'", base);
+    }
+    bpt_thread_progress_wait();   /* threads still inside a breakpoint of the module */
+    for (k = 0; k < n; k++) BPT_FREE(fs[k]);
+    BPT_FREE(fs);
+    return n;
+}
+
 int bpt_unregister(bpt_func *f) {
     int rc;
-    uint32_t ix;
     if (!f) return bpt__fail(BPT_EINVAL, "bpt_unregister: f is NULL");
     if ((rc = bpt__permission_seize("bpt_unregister")) < 0) return rc;
     if (!bpt__ptrset_has(&bpt__registry.records, f)) {
@@ -2973,11 +3665,7 @@ int bpt_unregister(bpt_func *f) {
         return bpt__fail(BPT_EBUSY, "bpt_unregister: %s:%s/%d is traced by session '%s'",
                          f->module, f->name, f->arity, g->session->name);
     }
-    ix = f->registry_ix;
-    bpt__registry.funcs[ix] = bpt__registry.funcs[--bpt__registry.len];
-    bpt__registry.funcs[ix]->registry_ix = ix;
-    bpt__ptrset_remove(&bpt__registry.records, f);
-    bpt__ptrset_remove(&bpt__registry.sites, f->kind == BPT__SITE_NATIVE ? f->fn : f->site);
+    bpt__registry_remove(f);
     bpt__permission_release();
     /* A VM thread may still be inside bpt_vm_breakpoint(f) from before the
        word was restored. */

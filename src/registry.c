@@ -26,12 +26,12 @@ static int bpt__ptrset_has(const bpt__ptrset *set, const void *p) {
     return set->cap && set->keys[bpt__ptrset_slot(set, p)] == p;
 }
 
-/* Make room for one more key. Returns 0 or BPT_ENOMEM (set unchanged). */
-static int bpt__ptrset_reserve(bpt__ptrset *set) {
+/* Make room for `extra` more keys. Returns 0 or BPT_ENOMEM (set unchanged). */
+static int bpt__ptrset_reserve(bpt__ptrset *set, size_t extra) {
     const void **old = set->keys;
-    size_t i, oldcap = set->cap, cap;
-    if ((set->len + 1) * 2 <= set->cap) return 0;
-    cap = oldcap ? oldcap * 2 : 64;
+    size_t i, oldcap = set->cap, cap = oldcap ? oldcap : 64;
+    if ((set->len + extra) * 2 <= set->cap) return 0;
+    while ((set->len + extra) * 2 > cap) cap *= 2;
     set->keys = (const void **)BPT_MALLOC(cap * sizeof *set->keys);
     if (!set->keys) { set->keys = old; return BPT_ENOMEM; }
     memset(set->keys, 0, cap * sizeof *set->keys);
@@ -72,9 +72,11 @@ static struct {
 
 /* >>func */
 
-static int bpt__registry_reserve(void) {
-    if (bpt__registry.len == bpt__registry.cap) {
-        uint32_t cap = bpt__registry.cap ? bpt__registry.cap * 2 : 256;
+/* Make room for `extra` more functions. Returns 0 or BPT_ENOMEM. */
+static int bpt__registry_reserve(uint32_t extra) {
+    if (bpt__registry.len + extra > bpt__registry.cap) {
+        uint32_t cap = bpt__registry.cap ? bpt__registry.cap : 256;
+        while (cap < bpt__registry.len + extra) cap *= 2;
         bpt_func **funcs = (bpt_func **)BPT_MALLOC(cap * sizeof *funcs);
         if (!funcs) return BPT_ENOMEM;
         if (bpt__registry.len) memcpy(funcs, bpt__registry.funcs, bpt__registry.len * sizeof *funcs);
@@ -82,7 +84,7 @@ static int bpt__registry_reserve(void) {
         bpt__registry.funcs = funcs;
         bpt__registry.cap = cap;
     }
-    if (bpt__ptrset_reserve(&bpt__registry.records) < 0 || bpt__ptrset_reserve(&bpt__registry.sites) < 0)
+    if (bpt__ptrset_reserve(&bpt__registry.records, extra) < 0 || bpt__ptrset_reserve(&bpt__registry.sites, extra) < 0)
         return BPT_ENOMEM;
     return 0;
 }
@@ -91,7 +93,7 @@ static int bpt__registry_reserve(void) {
    The caller holds the permission. Returns 0 or BPT_ENOMEM. */
 static int bpt__func_new(const char *module, const char *name, int arity, const char *who, bpt_func **out) {
     bpt_func *f = (bpt_func *)BPT_MALLOC(sizeof *f);
-    if (!f || bpt__registry_reserve() < 0) {
+    if (!f || bpt__registry_reserve(1) < 0) {
         BPT_FREE(f);
         return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
     }
@@ -259,9 +261,142 @@ int bpt_register_native(void *fn, const char *module, const char *name, int arit
 #endif
 }
 
+/* >>module */
+
+#if defined(BPT_NATIVE)
+/* The patchable entries of a module, as bpt__module_scan reports them. */
+typedef struct bpt__module_entries {
+    void **fn;
+    char **name;
+    int n, cap;
+} bpt__module_entries;
+
+static void bpt__module_entries_free(bpt__module_entries *e) {
+    int i;
+    for (i = 0; i < e->n; i++) BPT_FREE(e->name[i]);
+    BPT_FREE(e->fn);
+    BPT_FREE(e->name);
+}
+
+static int bpt__module_collect(void *fn, const char *name, void *user) {
+    bpt__module_entries *e = (bpt__module_entries *)user;
+    size_t len = strlen(name);
+    if (bpt__ptrset_has(&bpt__registry.sites, fn)) return 0;   /* registered already */
+    if (e->n == e->cap) {
+        int cap = e->cap ? e->cap * 2 : 256;
+        void **fns = (void **)BPT_MALLOC(sizeof *fns * (size_t)cap);
+        char **names = (char **)BPT_MALLOC(sizeof *names * (size_t)cap);
+        if (!fns || !names) { BPT_FREE(fns); BPT_FREE(names); return BPT_ENOMEM; }
+        if (e->n) { memcpy(fns, e->fn, sizeof *fns * (size_t)e->n); memcpy(names, e->name, sizeof *names * (size_t)e->n); }
+        BPT_FREE(e->fn); BPT_FREE(e->name);
+        e->fn = fns; e->name = names; e->cap = cap;
+    }
+    if (len > BPT__NAME_MAX) len = BPT__NAME_MAX;   /* C++ symbols can be long: keep a prefix */
+    if (!(e->name[e->n] = (char *)BPT_MALLOC(len + 1))) return BPT_ENOMEM;
+    memcpy(e->name[e->n], name, len);
+    e->name[e->n][len] = '\0';
+    e->fn[e->n++] = fn;
+    return 0;
+}
+#endif
+
+int bpt_register_module(const char *module) {
+#if !defined(BPT_NATIVE)
+    (void)module;
+    return bpt__fail(BPT_ENOTSUP, "bpt_register_module: native entry patching needs gcc or clang on "
+                     "x86-64 or aarch64 without BPT_NO_NATIVE");
+#else
+    bpt__module_entries e = { NULL, NULL, 0, 0 };
+    bpt__entry_layout *ls = NULL;
+    bpt_func **fs = NULL;
+    const char *mod = NULL;
+    uint64_t t = bpt__now_ns();
+    int i, made = 0, rc;
+    if ((rc = bpt__permission_seize("bpt_register_module")) < 0) return rc;
+    rc = bpt__module_scan(module, BPT__PAD_BYTES, &mod, bpt__module_collect, &e);
+    if (rc >= 0 && e.n) {
+        ls = (bpt__entry_layout *)BPT_MALLOC(sizeof *ls * (size_t)e.n);
+        fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (size_t)e.n);
+        if (!ls || !fs || bpt__registry_reserve((uint32_t)e.n) < 0)
+            rc = bpt__fail(BPT_ENOMEM, "bpt_register_module: no memory for %d functions", e.n);
+    }
+    /* Check every entry and make every record before touching any code:
+       one refusal or one ENOMEM registers nothing. */
+    for (i = 0; rc >= 0 && i < e.n; i++) {
+        memset(&ls[i], 0, sizeof ls[i]);
+        if ((rc = bpt__arch_entry_layout(e.fn[i], e.name[i], &ls[i])) < 0) break;
+        if ((rc = bpt__native_new(e.fn[i], mod, e.name[i], 0, &ls[i], "bpt_register_module", &fs[i])) < 0) break;
+        made++;
+    }
+    if (rc >= 0 && e.n) rc = bpt__native_prepare(fs, ls, e.n, "bpt_register_module");
+    if (rc >= 0) {
+        for (i = 0; i < e.n; i++) bpt__registry_add(fs[i], e.fn[i]);
+        for (i = 0; i < e.n && rc >= 0; i++) rc = bpt__apply_patterns(fs[i], &t);
+        if (rc >= 0) rc = e.n;
+    } else {
+        for (i = 0; i < made; i++) BPT_FREE(fs[i]);
+    }
+    bpt__permission_release();
+    bpt__module_entries_free(&e);
+    BPT_FREE(ls);
+    BPT_FREE(fs);
+    return rc;
+#endif
+}
+
+/* Forget f; the caller holds the permission and frees f after a wait. */
+static void bpt__registry_remove(bpt_func *f) {
+    uint32_t ix = f->registry_ix;
+    bpt__registry.funcs[ix] = bpt__registry.funcs[--bpt__registry.len];
+    bpt__registry.funcs[ix]->registry_ix = ix;
+    bpt__ptrset_remove(&bpt__registry.records, f);
+    bpt__ptrset_remove(&bpt__registry.sites, f->kind == BPT__SITE_NATIVE ? f->fn : f->site);
+}
+
+int bpt_unregister_module(const char *module) {
+    static const bpt__op off_all = { BPT__KINDS, BPT_OFF, NULL };
+    const char *base;
+    bpt_func **fs, **traced;
+    uint64_t t = bpt__now_ns();
+    uint32_t i;
+    int n = 0, k, slot, rc;
+    if (!module) return bpt__fail(BPT_EINVAL, "bpt_unregister_module: module is NULL");
+    base = strrchr(module, '/') ? strrchr(module, '/') + 1 : module;
+    if ((rc = bpt__permission_seize("bpt_unregister_module")) < 0) return rc;
+    fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (bpt__registry.len + 1));
+    traced = (bpt_func **)BPT_MALLOC(sizeof *traced * (bpt__registry.len + 1));
+    if (!fs || !traced) {
+        BPT_FREE(fs); BPT_FREE(traced);
+        bpt__permission_release();
+        return bpt__fail(BPT_ENOMEM, "bpt_unregister_module: no memory");
+    }
+    for (i = 0; i < bpt__registry.len; i++)
+        if (bpt__registry.funcs[i]->kind == BPT__SITE_NATIVE && strcmp(bpt__registry.funcs[i]->module, base) == 0)
+            fs[n++] = bpt__registry.funcs[i];
+    /* Every session's breakpoints off, through the protocol, session by session. */
+    for (slot = 0; slot < BPT_MAX_SESSIONS && rc >= 0; slot++) {
+        bpt__session *s = (bpt__session *)bpt__load_relaxed_ptr(&bpt__sessions.slot[slot]);
+        int nt = 0;
+        if (!s) continue;
+        for (k = 0; k < n; k++) if (bpt__find_bp(fs[k], s)) traced[nt++] = fs[k];
+        if (nt) rc = bpt__protocol_run(s, traced, nt, &off_all, &t);
+    }
+    if (rc >= 0) for (k = 0; k < n; k++) bpt__registry_remove(fs[k]);
+    bpt__permission_release();
+    BPT_FREE(traced);
+    if (rc < 0) { BPT_FREE(fs); return rc; }
+    if (n == 0) {
+        BPT_FREE(fs);
+        return bpt__fail(BPT_ENOENT, "bpt_unregister_module: no registered function of '%s'", base);
+    }
+    bpt_thread_progress_wait();   /* threads still inside a breakpoint of the module */
+    for (k = 0; k < n; k++) BPT_FREE(fs[k]);
+    BPT_FREE(fs);
+    return n;
+}
+
 int bpt_unregister(bpt_func *f) {
     int rc;
-    uint32_t ix;
     if (!f) return bpt__fail(BPT_EINVAL, "bpt_unregister: f is NULL");
     if ((rc = bpt__permission_seize("bpt_unregister")) < 0) return rc;
     if (!bpt__ptrset_has(&bpt__registry.records, f)) {
@@ -274,11 +409,7 @@ int bpt_unregister(bpt_func *f) {
         return bpt__fail(BPT_EBUSY, "bpt_unregister: %s:%s/%d is traced by session '%s'",
                          f->module, f->name, f->arity, g->session->name);
     }
-    ix = f->registry_ix;
-    bpt__registry.funcs[ix] = bpt__registry.funcs[--bpt__registry.len];
-    bpt__registry.funcs[ix]->registry_ix = ix;
-    bpt__ptrset_remove(&bpt__registry.records, f);
-    bpt__ptrset_remove(&bpt__registry.sites, f->kind == BPT__SITE_NATIVE ? f->fn : f->site);
+    bpt__registry_remove(f);
     bpt__permission_release();
     /* A VM thread may still be inside bpt_vm_breakpoint(f) from before the
        word was restored. */
