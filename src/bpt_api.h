@@ -141,7 +141,7 @@ extern "C" {
     X(BPT_ESESSION,      -5,  "no such trace session (never created, or destroyed)") \
     X(BPT_EBUSY,         -6,  "function is traced by a session; remove its trace patterns first") \
     X(BPT_EDEADLK,       -7,  "the call would wait for its own thread (tracer callback, pinned section, or callback under the permission)") \
-    X(BPT_ENOENT,        -8,  "no such function registered") \
+    X(BPT_ENOENT,        -8,  "not found (no such function, module or file)") \
     X(BPT_EEXIST,        -9,  "already registered") \
     X(BPT_ENOTSUP,      -10,  "not supported on this compiler or architecture") \
     X(BPT_EPERM,        -11,  "the system refused the operation (mprotect)") \
@@ -410,7 +410,9 @@ BPT_API int bpt_register_native(void *fn, const char *module, const char *name, 
    shared object. Entries come from its __patchable_function_entries section
    and names from its ELF .symtab (static functions too), else .dynsym. Arity
    is 0 (unknown): give an argument spec in the match spec to see arguments.
-   Already registered functions are skipped. Returns how many functions it
+   Already registered functions are skipped, and so are bptrace's own (names
+   starting with bpt_), which a whole-program build also makes patchable:
+   tracing them would recurse. Returns how many functions it
    registered; BPT_ENOENT (not loaded); BPT_EINVAL (malformed ELF); BPT_ENOTSUP;
    BPT_EPERM; BPT_ENOMEM (then nothing is registered). Thread-safe (set path). */
 BPT_API int bpt_register_module(const char *module);

@@ -282,6 +282,9 @@ static int bpt__module_collect(void *fn, const char *name, void *user) {
     bpt__module_entries *e = (bpt__module_entries *)user;
     size_t len = strlen(name);
     if (bpt__ptrset_has(&bpt__registry.sites, fn)) return 0;   /* registered already */
+    /* bptrace's own functions, when the whole program is built with the
+       patchable-entry flags: tracing the hit path would recurse into itself. */
+    if (strncmp(name, "bpt_", 4) == 0) return 0;
     if (e->n == e->cap) {
         int cap = e->cap ? e->cap * 2 : 256;
         void **fns = (void **)BPT_MALLOC(sizeof *fns * (size_t)cap);
