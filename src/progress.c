@@ -38,6 +38,7 @@ typedef struct bpt__thread {
     bpt__atomic_u64 state;
     bpt__atomic_u32 in_use;         /* 1 while a live thread owns the record */
     bpt__atomic_u32 sync_ack;       /* bumped by the sync-core fallback signal handler */
+    uint32_t sync_expect;           /* waiter only: sync_ack before the signal; ~0: none sent */
     struct bpt__thread *next;       /* immutable once the record is published */
     uint32_t index;                 /* slot for per-thread data (rings); stable across reuse */
     uint32_t tid;                   /* OS thread id of the owner */
@@ -282,13 +283,18 @@ static void bpt__sync_core_handler(int sig) {
 }
 
 static void bpt__sync_core_by_signal(bpt__thread *self) {
-    bpt__thread *rec;
-    for (rec = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records); rec; rec = rec->next) {
-        uint32_t before;
+    bpt__thread *rec, *head = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records);
+    /* Signal every live thread first, then collect the acknowledgements: the
+       threads run their handlers in parallel, in one scheduling round. */
+    for (rec = head; rec; rec = rec->next) {
+        rec->sync_expect = ~0u;
         if (rec == self || !bpt__load_acquire_u32(&rec->in_use)) continue;
-        before = bpt__load_acquire_u32(&rec->sync_ack);
-        if (pthread_kill(rec->self, BPT__SYNC_CORE_SIGNAL) != 0) continue;   /* exited meanwhile */
-        while (bpt__load_acquire_u32(&rec->sync_ack) == before && bpt__load_acquire_u32(&rec->in_use))
+        rec->sync_expect = bpt__load_acquire_u32(&rec->sync_ack);
+        if (pthread_kill(rec->self, BPT__SYNC_CORE_SIGNAL) != 0) rec->sync_expect = ~0u;   /* exited meanwhile */
+    }
+    for (rec = head; rec; rec = rec->next) {
+        if (rec->sync_expect == ~0u) continue;
+        while (bpt__load_acquire_u32(&rec->sync_ack) == rec->sync_expect && bpt__load_acquire_u32(&rec->in_use))
             sched_yield();
     }
 }
