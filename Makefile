@@ -9,7 +9,7 @@ CC ?= cc
 CFLAGS ?= -std=c11 -O2 -g -Wall -Wextra
 BUILD := build
 
-.PHONY: all demo test bench amalgamate check-amalgamation examples print-cflags clean
+.PHONY: all demo test test-elf bench amalgamate check-amalgamation examples print-cflags clean
 
 all: examples
 
@@ -34,6 +34,11 @@ demo: $(BUILD)/tinyvm
 test:
 	./amalgamate.sh --check
 	tests/run
+
+# The ELF module scanner across 24 builds (gcc, clang, lld, gold, LTO, PIE and not,
+# aarch64 under qemu, sanitizers) with corrupt-file fuzzing; needs lld. ~5 minutes.
+test-elf:
+	tests/module_harness.sh
 
 # Benchmarks print figures and ratios; they assert nothing and stay out of make test.
 $(BUILD)/bench_%: bench/%.c bptrace.h
