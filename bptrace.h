@@ -600,6 +600,7 @@ BPT_API const char *bpt_protocol_step_name(int step);
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #if defined(__GLIBC__) && !defined(_DEFAULT_SOURCE)
 #  error "bptrace: the implementation needs POSIX and Linux calls (syscall, clock_gettime, sigaction): include bptrace.h before any other header in the file that defines BPTRACE_IMPLEMENTATION, or compile that file with -D_GNU_SOURCE"
 #endif
@@ -862,7 +863,7 @@ typedef struct bpt__thread {
     int in_tracer;                  /* owner only: inside a callback tracer */
     int holds_permission;           /* owner only: holds the code modification permission */
     uint64_t process;               /* owner only: the process time is charged to */
-    char errmsg[200];               /* owner only: bpt_last_error() */
+    char errmsg[320];               /* owner only: bpt_last_error() */
 } bpt__thread;
 
 static struct {
@@ -1096,6 +1097,25 @@ static void bpt__sync_core_handler(int sig) {
     if (rec) bpt__fetch_add_u32(&rec->sync_ack, 1);
 }
 
+/* Is the thread running or runnable ('R' in /proc/self/task/TID/stat)? A
+   thread that is not (blocked in the kernel: futex, sigwait, I/O) passes
+   through the kernel's scheduler before it runs user code again, so it
+   cannot run stale instructions; membarrier SYNC_CORE itself targets only
+   running threads. Unknown (no /proc) counts as running. */
+static int bpt__thread_running(uint32_t tid) {
+    char path[64], buf[512], *close_paren;
+    ssize_t n;
+    int fd;
+    snprintf(path, sizeof path, "/proc/self/task/%u/stat", (unsigned)tid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) return errno != ENOENT;
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 1;
+    buf[n] = '\0';
+    close_paren = strrchr(buf, ')');   /* the name may hold spaces and ')' */
+    return !close_paren || close_paren[1] != ' ' || close_paren[2] == 'R';
+}
+
 static void bpt__sync_core_by_signal(bpt__thread *self) {
     bpt__thread *rec, *head = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records);
     /* Signal every live thread first, then collect the acknowledgements: the
@@ -1107,9 +1127,14 @@ static void bpt__sync_core_by_signal(bpt__thread *self) {
         if (pthread_kill(rec->self, BPT__SYNC_CORE_SIGNAL) != 0) rec->sync_expect = ~0u;   /* exited meanwhile */
     }
     for (rec = head; rec; rec = rec->next) {
+        int spins = 0;
         if (rec->sync_expect == ~0u) continue;
-        while (bpt__load_acquire_u32(&rec->sync_ack) == rec->sync_expect && bpt__load_acquire_u32(&rec->in_use))
+        /* A thread that blocks the signal (sigwait, a fully masked pause)
+           never acknowledges: stop waiting once it is seen not running. */
+        while (bpt__load_acquire_u32(&rec->sync_ack) == rec->sync_expect && bpt__load_acquire_u32(&rec->in_use)) {
+            if (++spins % 64 == 0 && !bpt__thread_running(rec->tid)) break;
             sched_yield();
+        }
     }
 }
 
@@ -1928,9 +1953,11 @@ static int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout
 
 /* The one store that switches a site: 2 bytes, atomic within a cache line.
    Instruction fetch on other cores sees it after the SYNC_CORE wait that
-   follows every batch of writes (DESIGN §4.4). */
+   follows every batch of writes (DESIGN §4.4). One movw in asm rather than
+   a C atomic: a sanitizer must not instrument a store into code (TSAN's
+   shadow of text is read-only and faults). */
 static void bpt__arch_write_site(uint8_t *site, uint64_t word) {
-    __atomic_store_n((uint16_t *)(void *)site, (uint16_t)word, __ATOMIC_RELAXED);
+    __asm__ __volatile__("movw %1, %0" : "=m"(*(uint16_t *)(void *)site) : "r"((uint16_t)word) : "memory");
 }
 
 static void bpt__arch_sync_icache(void *start, size_t len) { (void)start; (void)len; }   /* coherent on x86 */
@@ -2059,9 +2086,11 @@ static int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout
     return 0;
 }
 
-/* One aligned 4-byte store: single-copy atomic (ARM ARM B2.2.1). */
+/* One aligned 4-byte store: single-copy atomic (ARM ARM B2.2.1). A str in
+   asm rather than a C atomic: a sanitizer must not instrument a store into
+   code (TSAN's shadow of text is read-only). */
 static void bpt__arch_write_site(uint8_t *site, uint64_t word) {
-    __atomic_store_n((uint32_t *)(void *)site, (uint32_t)word, __ATOMIC_RELAXED);
+    __asm__ __volatile__("str %w1, %0" : "=m"(*(uint32_t *)(void *)site) : "r"((uint32_t)word) : "memory");
     __builtin___clear_cache((char *)site, (char *)site + 4);
 }
 

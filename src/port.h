@@ -15,6 +15,7 @@
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #if defined(__GLIBC__) && !defined(_DEFAULT_SOURCE)
 #  error "bptrace: the implementation needs POSIX and Linux calls (syscall, clock_gettime, sigaction): include bptrace.h before any other header in the file that defines BPTRACE_IMPLEMENTATION, or compile that file with -D_GNU_SOURCE"
 #endif

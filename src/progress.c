@@ -48,7 +48,7 @@ typedef struct bpt__thread {
     int in_tracer;                  /* owner only: inside a callback tracer */
     int holds_permission;           /* owner only: holds the code modification permission */
     uint64_t process;               /* owner only: the process time is charged to */
-    char errmsg[200];               /* owner only: bpt_last_error() */
+    char errmsg[320];               /* owner only: bpt_last_error() */
 } bpt__thread;
 
 static struct {
@@ -282,6 +282,25 @@ static void bpt__sync_core_handler(int sig) {
     if (rec) bpt__fetch_add_u32(&rec->sync_ack, 1);
 }
 
+/* Is the thread running or runnable ('R' in /proc/self/task/TID/stat)? A
+   thread that is not (blocked in the kernel: futex, sigwait, I/O) passes
+   through the kernel's scheduler before it runs user code again, so it
+   cannot run stale instructions; membarrier SYNC_CORE itself targets only
+   running threads. Unknown (no /proc) counts as running. */
+static int bpt__thread_running(uint32_t tid) {
+    char path[64], buf[512], *close_paren;
+    ssize_t n;
+    int fd;
+    snprintf(path, sizeof path, "/proc/self/task/%u/stat", (unsigned)tid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) return errno != ENOENT;
+    n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 1;
+    buf[n] = '\0';
+    close_paren = strrchr(buf, ')');   /* the name may hold spaces and ')' */
+    return !close_paren || close_paren[1] != ' ' || close_paren[2] == 'R';
+}
+
 static void bpt__sync_core_by_signal(bpt__thread *self) {
     bpt__thread *rec, *head = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records);
     /* Signal every live thread first, then collect the acknowledgements: the
@@ -293,9 +312,14 @@ static void bpt__sync_core_by_signal(bpt__thread *self) {
         if (pthread_kill(rec->self, BPT__SYNC_CORE_SIGNAL) != 0) rec->sync_expect = ~0u;   /* exited meanwhile */
     }
     for (rec = head; rec; rec = rec->next) {
+        int spins = 0;
         if (rec->sync_expect == ~0u) continue;
-        while (bpt__load_acquire_u32(&rec->sync_ack) == rec->sync_expect && bpt__load_acquire_u32(&rec->in_use))
+        /* A thread that blocks the signal (sigwait, a fully masked pause)
+           never acknowledges: stop waiting once it is seen not running. */
+        while (bpt__load_acquire_u32(&rec->sync_ack) == rec->sync_expect && bpt__load_acquire_u32(&rec->in_use)) {
+            if (++spins % 64 == 0 && !bpt__thread_running(rec->tid)) break;
             sched_yield();
+        }
     }
 }
 

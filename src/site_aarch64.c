@@ -109,9 +109,11 @@ static int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout
     return 0;
 }
 
-/* One aligned 4-byte store: single-copy atomic (ARM ARM B2.2.1). */
+/* One aligned 4-byte store: single-copy atomic (ARM ARM B2.2.1). A str in
+   asm rather than a C atomic: a sanitizer must not instrument a store into
+   code (TSAN's shadow of text is read-only). */
 static void bpt__arch_write_site(uint8_t *site, uint64_t word) {
-    __atomic_store_n((uint32_t *)(void *)site, (uint32_t)word, __ATOMIC_RELAXED);
+    __asm__ __volatile__("str %w1, %0" : "=m"(*(uint32_t *)(void *)site) : "r"((uint32_t)word) : "memory");
     __builtin___clear_cache((char *)site, (char *)site + 4);
 }
 

@@ -135,9 +135,11 @@ static int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout
 
 /* The one store that switches a site: 2 bytes, atomic within a cache line.
    Instruction fetch on other cores sees it after the SYNC_CORE wait that
-   follows every batch of writes (DESIGN §4.4). */
+   follows every batch of writes (DESIGN §4.4). One movw in asm rather than
+   a C atomic: a sanitizer must not instrument a store into code (TSAN's
+   shadow of text is read-only and faults). */
 static void bpt__arch_write_site(uint8_t *site, uint64_t word) {
-    __atomic_store_n((uint16_t *)(void *)site, (uint16_t)word, __ATOMIC_RELAXED);
+    __asm__ __volatile__("movw %1, %0" : "=m"(*(uint16_t *)(void *)site) : "r"((uint16_t)word) : "memory");
 }
 
 static void bpt__arch_sync_icache(void *start, size_t len) { (void)start; (void)len; }   /* coherent on x86 */

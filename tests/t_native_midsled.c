@@ -1,0 +1,319 @@
+/* t_native_midsled: a thread stopped inside the entry word while it changes.
+   gcc compiles BPT_TRACEABLE's entry word as two one-byte NOPs, 90 90, so a
+   thread may have executed the first and not yet the second when the word
+   becomes the breakpoint EB F8 (jmp -8). It then executes F8, which is CLC:
+   harmless at a function entry, where the flags are dead. This test makes
+   that happen deterministically instead of hoping a race hits it:
+   the thread sets the x86 trap flag right before the call; a SIGTRAP handler
+   single-steps it until it stands at entry+1 (the second NOP), then holds it
+   there, blocked in read() inside the handler. The main thread changes the
+   entry word meanwhile, then releases it.
+
+   Which states can a thread stopped at entry+1 meet? It got there by
+   executing a single 90 at the entry, so the word was 90 90 when it
+   fetched the entry; a thread that fetches EB F8 takes the whole 2-byte jump
+   and never stands at entry+1 (checked below: the step after the entry lands
+   at entry-6, the call into the stub), and the stub resumes at entry+2. So
+   the reachable transitions are the ones that happen while it is held:
+     90 90 -> EB F8                 it executes F8 (CLC) and goes on at entry+2;
+     90 90 -> EB F8 -> 90 90        it executes 90 (NOP), as if nothing happened;
+     90 90 -> EB F8 -> 90 90 -> EB F8   F8 again.
+   In each case the held call must return the right value and is not counted
+   (it entered before the breakpoint), and the next call hits the breakpoint.
+   A held thread is not pinned, so the protocol's waits do not wait for it;
+   it has a thread record, so with BPT_NO_MEMBARRIER the SYNC_CORE fallback
+   signals it inside its SIGTRAP handler, and it must still answer.
+
+   Only gcc's build has 90 90 (detected at run time from the entry bytes).
+   clang's entry word is the single instruction 66 90, so no thread can stop
+   inside it: checked by stepping over it (the next stop is entry+2).
+   aarch64's entry is one 4-byte NOP, D503201F: nothing to stand inside,
+   checked as such. tcc has no native support: BPT_ENOTSUP. */
+#define BPTRACE_IMPLEMENTATION
+#include "../bptrace.h"
+#include "check.h"
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(BPT_NATIVE)
+BPT_TRACEABLE long mid(long x) { return x * 7 + 3; }
+static long (*volatile mid_p)(long) = mid;
+
+static unsigned char code_byte(const void *p, int i) { return ((const volatile unsigned char *)p)[i]; }
+
+static bpt_session sess;
+static bpt_func *fmid;
+
+/* The session's call_count of mid, or -1 when it has no count. */
+static long count_of_mid(void) {
+    bpt_info info;
+    if (bpt_trace_info(sess, fmid, BPT_INFO_COUNT | BPT_INFO_FLAGS, &info) < 0) return -2;
+    return info.flags & BPT_COUNT ? (long)info.count : -1;
+}
+
+#if defined(__x86_64__)
+#include <ucontext.h>
+
+enum { MODE_HOLD = 1, MODE_OBSERVE = 2, MAX_STEPS = 64 };
+#define TF 0x100L
+
+static uintptr_t site;            /* the entry word (fn, or fn+4 after endbr64) */
+static int held_pipe[2], release_pipe[2];
+/* Handler state: written by the stepped thread (before it sets TF, and in
+   its own SIGTRAP handler), read by main after the handler wrote to the pipe. */
+static volatile int mode, steps;
+static volatile uintptr_t prev_rip, after_site_rip, held_rip;
+
+static void say(char c) {
+    while (write(held_pipe[1], &c, 1) < 0 && errno == EINTR) {}
+}
+
+/* SIGTRAP after each single-stepped instruction of the stepped thread. */
+static void on_trap(int sig, siginfo_t *si, void *ucv) {
+    ucontext_t *uc = (ucontext_t *)ucv;
+    uintptr_t rip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    int saved_errno = errno;
+    char c;
+    (void)sig; (void)si;
+    if (prev_rip == site) after_site_rip = rip;
+    if (++steps > MAX_STEPS) {
+        uc->uc_mcontext.gregs[REG_EFL] &= ~TF;
+        say('X');                                 /* never got where it should */
+    } else if (mode == MODE_HOLD && rip == site + 1) {
+        uc->uc_mcontext.gregs[REG_EFL] &= ~TF;    /* no more steps after the release */
+        held_rip = rip;
+        say('H');
+        while (read(release_pipe[0], &c, 1) < 0 && errno == EINTR) {}
+    } else if (prev_rip == site) {
+        uc->uc_mcontext.gregs[REG_EFL] &= ~TF;
+        say(mode == MODE_OBSERVE ? 'J' : 'M');    /* stepped past the entry word (M: without stopping inside) */
+    }
+    prev_rip = rip;
+    errno = saved_errno;
+}
+
+typedef struct job { int mode; long arg, result; } job;
+
+/* The stepped thread: set TF, call mid through the volatile pointer. The
+   lea keeps pushfq off the red zone. */
+static void *stepped_call(void *arg) {
+    job *j = (job *)arg;
+    bpt_thread_progress_pin();    /* a thread record: the NO_MEMBARRIER fallback signals it */
+    bpt_thread_progress_unpin();
+    steps = 0;
+    prev_rip = after_site_rip = held_rip = 0;
+    mode = j->mode;
+    __asm__ volatile("lea -128(%%rsp), %%rsp\n\tpushfq\n\torq $0x100, (%%rsp)\n\tpopfq\n\tlea 128(%%rsp), %%rsp"
+                     ::: "memory", "cc");
+    j->result = mid_p(j->arg);
+    return NULL;
+}
+
+static char wait_word(void) {
+    char c = 0;
+    while (read(held_pipe[0], &c, 1) < 0 && errno == EINTR) {}
+    return c;
+}
+static void release(void) {
+    char c = 'R';
+    while (write(release_pipe[1], &c, 1) < 0 && errno == EINTR) {}
+}
+
+static void check_word(unsigned char b0, unsigned char b1, const char *when) {
+    unsigned char x0 = code_byte((void *)site, 0), x1 = code_byte((void *)site, 1);
+    printf("  entry word %s: %02x %02x\n", when, x0, x1);
+    CHECK(x0 == b0 && x1 == b1, "entry word %s is %02x %02x, expected %02x %02x", when, x0, x1, b0, b1);
+}
+
+/* Start a stepped call and wait for its first report. */
+static char start(pthread_t *t, job *j, int m, long arg) {
+    j->mode = m;
+    j->arg = arg;
+    j->result = 0;
+    CHECK_RC(pthread_create(t, NULL, stepped_call, j), 0);
+    return wait_word();
+}
+
+static void finish(pthread_t t, job *j, const char *what) {
+    pthread_join(t, NULL);
+    CHECK(j->result == j->arg * 7 + 3, "%s: mid(%ld) returned %ld, expected %ld", what, j->arg, j->result,
+          j->arg * 7 + 3);
+    printf("  %s: mid(%ld) = %ld after %d single steps\n", what, j->arg, j->result, steps);
+}
+
+/* One held scenario: hold at site+1, apply the changes (flags, 0-terminated)
+   with the expected word after each, release, check the call. */
+static void held_scenario(const char *what, const unsigned *changes, long arg) {
+    pthread_t t;
+    job j;
+    char c;
+    int i;
+    printf("%s\n", what);
+    c = start(&t, &j, MODE_HOLD, arg);
+    CHECK(c == 'H', "%s: the thread reports '%c', expected to be held at entry+1", what, c);
+    if (c == 'H') {
+        CHECK(held_rip == site + 1, "held at %p, entry+1 is %p", (void *)held_rip, (void *)(site + 1));
+        check_word(0x90, 0x90, "while held");
+        for (i = 0; changes[i]; i++) {
+            int on = !(changes[i] & BPT_OFF);
+            CHECK_RC(bpt_trace_pattern(sess, "mid:mid/1", changes[i], NULL), 1);
+            check_word(on ? 0xEB : 0x90, on ? 0xF8 : 0x90, on ? "after install (thread held)" : "after removal (thread held)");
+        }
+        printf("  releasing: it executes %02x at entry+1\n", code_byte((void *)site, 1));
+        release();
+    }
+    finish(t, &j, what);
+}
+
+static void x86_tests(void) {
+    struct sigaction sa;
+    pthread_t t;
+    job j;
+    char c;
+    long n;
+    bpt_progress_stats ps;
+    static const unsigned install[] = { BPT_COUNT, 0 };
+    static const unsigned install_remove[] = { BPT_COUNT, BPT_OFF, 0 };
+    static const unsigned install_remove_install[] = { BPT_COUNT, BPT_OFF, BPT_COUNT, 0 };
+    int gcc_sled;
+
+    site = (uintptr_t)mid;
+    if (code_byte(mid, 0) == 0xF3 && code_byte(mid, 1) == 0x0F && code_byte(mid, 2) == 0x1E && code_byte(mid, 3) == 0xFA)
+        site += 4;   /* endbr64 first (-fcf-protection) */
+    gcc_sled = code_byte((void *)site, 0) == 0x90 && code_byte((void *)site, 1) == 0x90;
+    printf("entry word of mid at %p: %02x %02x (%s)\n", (void *)site, code_byte((void *)site, 0),
+           code_byte((void *)site, 1), gcc_sled ? "gcc: two one-byte NOPs" : "one two-byte instruction");
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_trap;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    CHECK_RC(sigaction(SIGTRAP, &sa, NULL), 0);
+    CHECK_RC(pipe(held_pipe), 0);
+    CHECK_RC(pipe(release_pipe), 0);
+    CHECK_RC(bpt_register_native((void *)mid, "mid", "mid", 1, &fmid), 0);
+    CHECK_RC(bpt_session_create(NULL, &sess), 0);
+
+    if (!gcc_sled) {
+        /* clang: 66 90 is one instruction; a step over it lands at entry+2. */
+        printf("not applicable: this compiler's entry word is the single instruction 66 90, so no thread can "
+               "stand inside it; checking that instead\n");
+        CHECK(code_byte((void *)site, 0) == 0x66 && code_byte((void *)site, 1) == 0x90, "entry word is not 66 90");
+        c = start(&t, &j, MODE_OBSERVE, 11);
+        CHECK(c == 'J', "observe: the thread reports '%c'", c);
+        CHECK(after_site_rip == site + 2, "the step over 66 90 landed at entry%+ld, expected entry+2",
+              (long)(after_site_rip - site));
+        finish(t, &j, "step over 66 90");
+    } else {
+        /* 1. Untraced: the step after the entry lands at entry+1 (between the NOPs). */
+        printf("step over the untraced entry\n");
+        c = start(&t, &j, MODE_OBSERVE, 1);
+        CHECK(c == 'J', "observe: the thread reports '%c'", c);
+        CHECK(after_site_rip == site + 1, "the step over 90 landed at entry%+ld, expected entry+1",
+              (long)(after_site_rip - site));
+        finish(t, &j, "untraced");
+
+        /* 2. Held at entry+1 while the breakpoint is installed: it executes F8 (CLC). */
+        held_scenario("held at entry+1 while the breakpoint is installed", install, 2);
+        n = count_of_mid();
+        CHECK(n == 0, "the held call entered before the breakpoint: count %ld, expected 0", n);
+        CHECK(mid_p(3) == 24, "a plain call after the release");
+        n = count_of_mid();
+        CHECK(n == 1, "the next call hits the breakpoint: count %ld, expected 1", n);
+        printf("  count after the held call: 0; after one more call: %ld\n", n);
+    }
+
+    /* 3. With the breakpoint installed, a thread fetches the whole jump: the
+       step after the entry lands at entry-6, the call into the stub. So no
+       thread can stand at entry+1 of EB F8. */
+    if (!gcc_sled) CHECK_RC(bpt_trace_pattern(sess, "mid:mid/1", BPT_COUNT, NULL), 1);
+    printf("step over the installed breakpoint\n");
+    check_word(0xEB, 0xF8, "installed");
+    n = count_of_mid();
+    c = start(&t, &j, MODE_OBSERVE, 4);
+    CHECK(c == 'J', "observe: the thread reports '%c'", c);
+    CHECK(after_site_rip == site + 2 - 8, "the step over EB F8 landed at entry%+ld, expected entry-6",
+          (long)(after_site_rip - site));
+    finish(t, &j, "installed");
+    CHECK(count_of_mid() == n + 1, "the stepped call through the breakpoint is counted: %ld -> %ld", n,
+          count_of_mid());
+
+    /* Remove it: back to the compiled word. */
+    CHECK_RC(bpt_trace_pattern(sess, "mid:mid/1", BPT_OFF, NULL), 1);
+    check_word(gcc_sled ? 0x90 : 0x66, 0x90, "removed");
+
+    if (gcc_sled) {
+        /* 4. Held while installed and removed again: it executes 90 (NOP). */
+        held_scenario("held at entry+1 while the breakpoint is installed and removed", install_remove, 5);
+        CHECK(count_of_mid() == -1, "no count after the removal");
+
+        /* 5. Installed, removed, installed again: F8 once more. */
+        held_scenario("held at entry+1 while the breakpoint is installed, removed and installed", install_remove_install, 6);
+        n = count_of_mid();
+        CHECK(n == 0, "the held call is not counted: %ld", n);
+        CHECK(mid_p(7) == 52, "a plain call after the release");
+        CHECK(count_of_mid() == 1, "the next call is counted: %ld", count_of_mid());
+        CHECK_RC(bpt_trace_pattern(sess, "mid:mid/1", BPT_OFF, NULL), 1);
+        check_word(0x90, 0x90, "at the end");
+    }
+    CHECK_RC(bpt_thread_progress_stats(&ps), 0);
+    printf("thread progress: membarrier %d, sync_core %d (0: the held thread got the fallback signal "
+           "inside its SIGTRAP handler), %llu waits\n", ps.membarrier, ps.sync_core, (unsigned long long)ps.waits);
+    CHECK_RC(bpt_session_destroy(sess), 0);
+    CHECK_RC(bpt_unregister(fmid), 0);
+}
+#endif /* __x86_64__ */
+
+#if defined(__aarch64__)
+static uint32_t code_word(const void *p) {
+    return (uint32_t)code_byte(p, 0) | (uint32_t)code_byte(p, 1) << 8 | (uint32_t)code_byte(p, 2) << 16 |
+           (uint32_t)code_byte(p, 3) << 24;
+}
+
+static void aarch64_tests(void) {
+    const unsigned char *site = (const unsigned char *)mid;
+    uint32_t w = code_word(site), first = w, bp;
+    if (w == 0xD503245Fu || w == 0xD503233Fu) { site += 4; w = code_word(site); }   /* bti c / paciasp */
+    printf("not applicable: aarch64's entry word is one 4-byte instruction (%08x at %p, first word %08x), "
+           "written with one single-copy-atomic store, so no thread can stand inside it\n",
+           (unsigned)w, (const void *)site, (unsigned)first);
+    CHECK(w == 0xD503201Fu, "the entry word is %08x, expected the NOP D503201F", (unsigned)w);
+    CHECK_RC(bpt_register_native((void *)mid, "mid", "mid", 1, &fmid), 0);
+    CHECK_RC(bpt_session_create(NULL, &sess), 0);
+    CHECK_RC(bpt_trace_pattern(sess, "mid:mid/1", BPT_COUNT, NULL), 1);
+    bp = code_word(site);
+    /* B to fn-16: imm26 = (fn - 16 - site) / 4. */
+    printf("installed: %08x\n", (unsigned)bp);
+    CHECK(bp == (0x14000000u | ((uint32_t)(((intptr_t)mid - 16 - (intptr_t)site) >> 2) & 0x03FFFFFFu)),
+          "the breakpoint word %08x is not B fn-16", (unsigned)bp);
+    CHECK(mid_p(3) == 24 && count_of_mid() == 1, "a call through the breakpoint");
+    CHECK_RC(bpt_trace_pattern(sess, "mid:mid/1", BPT_OFF, NULL), 1);
+    CHECK(code_word(site) == 0xD503201Fu, "removed: %08x", (unsigned)code_word(site));
+    CHECK(mid_p(4) == 31, "a call after the removal");
+    CHECK_RC(bpt_session_destroy(sess), 0);
+    CHECK_RC(bpt_unregister(fmid), 0);
+}
+#endif
+
+int main(void) {
+    alarm(120);   /* a stuck hold fails the test instead of hanging it */
+#if defined(__x86_64__)
+    x86_tests();
+#else
+    aarch64_tests();
+#endif
+    return CHECK_DONE();
+}
+#else
+static long plain(long a) { return a + 1; }
+int main(void) {
+    bpt_func *f;
+    printf("not applicable: no native support on this compiler, so no entry word to stand inside\n");
+    CHECK_RC(bpt_register_native((void *)plain, "native", "plain", 1, &f), BPT_ENOTSUP);
+    printf("%s\n", bpt_last_error());
+    return CHECK_DONE() + (plain(1) != 2);
+}
+#endif
