@@ -1792,7 +1792,7 @@ struct bpt_func {
 #  if defined(__x86_64__)
 typedef struct bpt__regs {
     uint64_t gpr[8];              /* rdi rsi rdx rcx r8 r9 (arguments), rax (varargs count), r10 (static chain) */
-    uint64_t xmm[8][2];           /* xmm0-7: floating-point arguments */
+    uint64_t fp[8][2];            /* xmm0-7: floating-point arguments */
     uint64_t resume;              /* the stub's return slot: rewritten to the resume address */
     uint64_t caller_ra;           /* the traced function's own return address */
 } bpt__regs;
@@ -1800,7 +1800,7 @@ enum { BPT__INT_ARG_REGS = 6, BPT__FP_ARG_REGS = 8 };
 #  else
 typedef struct bpt__regs {
     uint64_t gpr[10];             /* x0-x7 (arguments), x8 (indirect result), x9 (the caller's LR) */
-    uint64_t q[8][2];             /* q0-q7: floating-point arguments */
+    uint64_t fp[8][2];            /* q0-q7: floating-point arguments */
 } bpt__regs;
 enum { BPT__INT_ARG_REGS = 8, BPT__FP_ARG_REGS = 8 };
 #  endif
@@ -1962,15 +1962,6 @@ static void bpt__arch_write_site(uint8_t *site, uint64_t word) {
 
 static void bpt__arch_sync_icache(void *start, size_t len) { (void)start; (void)len; }   /* coherent on x86 */
 
-/* The arguments a call message shows, read from the stub's frame. */
-static void bpt__arch_args(const bpt__regs *r, const uint8_t *types, int n, uint64_t *out) {
-    int i, gi = 0, fi = 0;
-    for (i = 0; i < n; i++) {
-        if (types[i] == BPT_ARG_F64) out[i] = fi < BPT__FP_ARG_REGS ? r->xmm[fi++][0] : 0;
-        else out[i] = gi < BPT__INT_ARG_REGS ? r->gpr[gi++] : 0;
-    }
-}
-
 #endif /* BPT_NATIVE && __x86_64__ */
 /*** End of site_x86_64.c ***/
 
@@ -2098,14 +2089,6 @@ static void bpt__arch_sync_icache(void *start, size_t len) {
     __builtin___clear_cache((char *)start, (char *)start + len);
 }
 
-static void bpt__arch_args(const bpt__regs *r, const uint8_t *types, int n, uint64_t *out) {
-    int i, gi = 0, fi = 0;
-    for (i = 0; i < n; i++) {
-        if (types[i] == BPT_ARG_F64) out[i] = fi < BPT__FP_ARG_REGS ? r->q[fi++][0] : 0;
-        else out[i] = gi < BPT__INT_ARG_REGS ? r->gpr[gi++] : 0;
-    }
-}
-
 #endif /* BPT_NATIVE && __aarch64__ */
 /*** End of site_aarch64.c ***/
 
@@ -2115,6 +2098,19 @@ static void bpt__arch_args(const bpt__regs *r, const uint8_t *types, int n, uint
    per session) and act on each session's active generation: count, evaluate
    the match spec, send a call message. Unpin. No lock, no wait: this is
    op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c. */
+
+#if defined(BPT_NATIVE)
+/* A native call's arguments, from the stub's register frame: integer kinds
+   take the next integer register, f64 the next floating-point one, as the
+   SysV x86-64 and AAPCS64 ABIs assign simple arguments. */
+static void bpt__native_args(const bpt__regs *r, const uint8_t *types, int n, uint64_t *out) {
+    int i, gi = 0, fi = 0;
+    for (i = 0; i < n; i++) {
+        if (types[i] == BPT_ARG_F64) out[i] = fi < BPT__FP_ARG_REGS ? r->fp[fi++][0] : 0;
+        else out[i] = gi < BPT__INT_ARG_REGS ? r->gpr[gi++] : 0;
+    }
+}
+#endif
 
 /* Fill a message's arguments: as the match spec's argument spec says, or
    the first `arity` as i64. VM sites read them through ops->arg; native
@@ -2130,7 +2126,7 @@ static void bpt__read_args(const bpt_func *f, const bpt__ms *ms, const void *fra
     }
 #if defined(BPT_NATIVE)
     else {
-        bpt__arch_args((const bpt__regs *)frame, m->argtype, n, m->args);
+        bpt__native_args((const bpt__regs *)frame, m->argtype, n, m->args);
     }
 #endif
     m->nargs = (uint16_t)n;

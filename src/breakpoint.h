@@ -59,7 +59,7 @@ struct bpt_func {
 #  if defined(__x86_64__)
 typedef struct bpt__regs {
     uint64_t gpr[8];              /* rdi rsi rdx rcx r8 r9 (arguments), rax (varargs count), r10 (static chain) */
-    uint64_t xmm[8][2];           /* xmm0-7: floating-point arguments */
+    uint64_t fp[8][2];            /* xmm0-7: floating-point arguments */
     uint64_t resume;              /* the stub's return slot: rewritten to the resume address */
     uint64_t caller_ra;           /* the traced function's own return address */
 } bpt__regs;
@@ -67,7 +67,7 @@ enum { BPT__INT_ARG_REGS = 6, BPT__FP_ARG_REGS = 8 };
 #  else
 typedef struct bpt__regs {
     uint64_t gpr[10];             /* x0-x7 (arguments), x8 (indirect result), x9 (the caller's LR) */
-    uint64_t q[8][2];             /* q0-q7: floating-point arguments */
+    uint64_t fp[8][2];            /* q0-q7: floating-point arguments */
 } bpt__regs;
 enum { BPT__INT_ARG_REGS = 8, BPT__FP_ARG_REGS = 8 };
 #  endif

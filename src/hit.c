@@ -4,6 +4,19 @@
    the match spec, send a call message. Unpin. No lock, no wait: this is
    op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c. */
 
+#if defined(BPT_NATIVE)
+/* A native call's arguments, from the stub's register frame: integer kinds
+   take the next integer register, f64 the next floating-point one, as the
+   SysV x86-64 and AAPCS64 ABIs assign simple arguments. */
+static void bpt__native_args(const bpt__regs *r, const uint8_t *types, int n, uint64_t *out) {
+    int i, gi = 0, fi = 0;
+    for (i = 0; i < n; i++) {
+        if (types[i] == BPT_ARG_F64) out[i] = fi < BPT__FP_ARG_REGS ? r->fp[fi++][0] : 0;
+        else out[i] = gi < BPT__INT_ARG_REGS ? r->gpr[gi++] : 0;
+    }
+}
+#endif
+
 /* Fill a message's arguments: as the match spec's argument spec says, or
    the first `arity` as i64. VM sites read them through ops->arg; native
    sites from the stub's register frame (integer and floating-point
@@ -18,7 +31,7 @@ static void bpt__read_args(const bpt_func *f, const bpt__ms *ms, const void *fra
     }
 #if defined(BPT_NATIVE)
     else {
-        bpt__arch_args((const bpt__regs *)frame, m->argtype, n, m->args);
+        bpt__native_args((const bpt__regs *)frame, m->argtype, n, m->args);
     }
 #endif
     m->nargs = (uint16_t)n;

@@ -144,13 +144,4 @@ static void bpt__arch_write_site(uint8_t *site, uint64_t word) {
 
 static void bpt__arch_sync_icache(void *start, size_t len) { (void)start; (void)len; }   /* coherent on x86 */
 
-/* The arguments a call message shows, read from the stub's frame. */
-static void bpt__arch_args(const bpt__regs *r, const uint8_t *types, int n, uint64_t *out) {
-    int i, gi = 0, fi = 0;
-    for (i = 0; i < n; i++) {
-        if (types[i] == BPT_ARG_F64) out[i] = fi < BPT__FP_ARG_REGS ? r->xmm[fi++][0] : 0;
-        else out[i] = gi < BPT__INT_ARG_REGS ? r->gpr[gi++] : 0;
-    }
-}
-
 #endif /* BPT_NATIVE && __x86_64__ */
