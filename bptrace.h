@@ -402,7 +402,9 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
    bpt_last_error shows them); BPT_EPERM (mprotect refused: the function is
    untouched; the message gives errno, e.g. SELinux execmod or a read-only
    file mapping); BPT_ENOTSUP (tcc, BPT_NO_NATIVE, another architecture);
-   BPT_ENOMEM; BPT_EDEADLK. Thread-safe (set path). Source: DESIGN §4.2-4.4. */
+   BPT_ENOMEM; BPT_EDEADLK; BPT_ENOTSUP also where a CET shadow stack (x86-64)
+   or a guarded control stack (aarch64) is active, which the entry stub's
+   redirected return would trip. Thread-safe (set path). Source: DESIGN §4.2-4.4. */
 BPT_API int bpt_register_native(void *fn, const char *module, const char *name, int arity, bpt_func **out);
 
 /* bpt_register_module: register every patchable function of a loaded module:
@@ -1962,6 +1964,17 @@ static void bpt__arch_write_site(uint8_t *site, uint64_t word) {
 
 static void bpt__arch_sync_icache(void *start, size_t len) { (void)start; (void)len; }   /* coherent on x86 */
 
+/* A CET user shadow stack (arch_prctl ARCH_SHSTK_STATUS, Linux 6.6) would
+   fault on the stub's ret, which continues at the resume address rather than
+   where its call came from. Returns 0, or BPT_ENOTSUP saying so. */
+static int bpt__arch_native_usable(const char *who) {
+    unsigned long features = 0;
+    if (syscall(SYS_arch_prctl, 0x5005 /* ARCH_SHSTK_STATUS */, &features) == 0 && (features & 1))
+        return bpt__fail(BPT_ENOTSUP, "%s: a CET shadow stack is active in this process; bptrace's entry "
+                         "stub redirects its return and would fault", who);
+    return 0;
+}
+
 #endif /* BPT_NATIVE && __x86_64__ */
 /*** End of site_x86_64.c ***/
 
@@ -2087,6 +2100,17 @@ static void bpt__arch_write_site(uint8_t *site, uint64_t word) {
 
 static void bpt__arch_sync_icache(void *start, size_t len) {
     __builtin___clear_cache((char *)start, (char *)start + len);
+}
+
+/* A guarded control stack (prctl PR_GET_SHADOW_STACK_STATUS, Linux 6.13)
+   would fault on the stub's `ret x16`, which does not return to where its
+   blr came from. Returns 0, or BPT_ENOTSUP saying so. */
+static int bpt__arch_native_usable(const char *who) {
+    unsigned long status = 0;
+    if (syscall(SYS_prctl, 74 /* PR_GET_SHADOW_STACK_STATUS */, &status, 0, 0, 0) == 0 && (status & 1))
+        return bpt__fail(BPT_ENOTSUP, "%s: a guarded control stack (GCS) is active in this process; "
+                         "bptrace's entry stub does not return to its caller and would fault", who);
+    return 0;
 }
 
 #endif /* BPT_NATIVE && __aarch64__ */
@@ -3525,6 +3549,7 @@ int bpt_register_native(void *fn, const char *module, const char *name, int arit
         return bpt__fail(BPT_EINVAL, "bpt_register_native: arity %d is outside 0..255", arity);
     if (strlen(module) > BPT__NAME_MAX || strlen(name) > BPT__NAME_MAX)
         return bpt__fail(BPT_ELIMIT, "bpt_register_native: module and name are limited to %d bytes", BPT__NAME_MAX);
+    if ((rc = bpt__arch_native_usable("bpt_register_native")) < 0) return rc;
     if ((rc = bpt__permission_seize("bpt_register_native")) < 0) return rc;
     if (bpt__ptrset_has(&bpt__registry.sites, fn)) {
         bpt__permission_release();
@@ -3604,6 +3629,7 @@ int bpt_register_module(const char *module) {
     const char *mod = NULL;
     uint64_t t = bpt__now_ns();
     int i, made = 0, rc;
+    if ((rc = bpt__arch_native_usable("bpt_register_module")) < 0) return rc;
     if ((rc = bpt__permission_seize("bpt_register_module")) < 0) return rc;
     rc = bpt__module_scan(module, BPT__PAD_BYTES, &mod, bpt__module_collect, &e);
     if (rc >= 0 && e.n) {

@@ -402,7 +402,9 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
    bpt_last_error shows them); BPT_EPERM (mprotect refused: the function is
    untouched; the message gives errno, e.g. SELinux execmod or a read-only
    file mapping); BPT_ENOTSUP (tcc, BPT_NO_NATIVE, another architecture);
-   BPT_ENOMEM; BPT_EDEADLK. Thread-safe (set path). Source: DESIGN §4.2-4.4. */
+   BPT_ENOMEM; BPT_EDEADLK; BPT_ENOTSUP also where a CET shadow stack (x86-64)
+   or a guarded control stack (aarch64) is active, which the entry stub's
+   redirected return would trip. Thread-safe (set path). Source: DESIGN §4.2-4.4. */
 BPT_API int bpt_register_native(void *fn, const char *module, const char *name, int arity, bpt_func **out);
 
 /* bpt_register_module: register every patchable function of a loaded module:

@@ -236,6 +236,7 @@ int bpt_register_native(void *fn, const char *module, const char *name, int arit
         return bpt__fail(BPT_EINVAL, "bpt_register_native: arity %d is outside 0..255", arity);
     if (strlen(module) > BPT__NAME_MAX || strlen(name) > BPT__NAME_MAX)
         return bpt__fail(BPT_ELIMIT, "bpt_register_native: module and name are limited to %d bytes", BPT__NAME_MAX);
+    if ((rc = bpt__arch_native_usable("bpt_register_native")) < 0) return rc;
     if ((rc = bpt__permission_seize("bpt_register_native")) < 0) return rc;
     if (bpt__ptrset_has(&bpt__registry.sites, fn)) {
         bpt__permission_release();
@@ -315,6 +316,7 @@ int bpt_register_module(const char *module) {
     const char *mod = NULL;
     uint64_t t = bpt__now_ns();
     int i, made = 0, rc;
+    if ((rc = bpt__arch_native_usable("bpt_register_module")) < 0) return rc;
     if ((rc = bpt__permission_seize("bpt_register_module")) < 0) return rc;
     rc = bpt__module_scan(module, BPT__PAD_BYTES, &mod, bpt__module_collect, &e);
     if (rc >= 0 && e.n) {

@@ -121,4 +121,15 @@ static void bpt__arch_sync_icache(void *start, size_t len) {
     __builtin___clear_cache((char *)start, (char *)start + len);
 }
 
+/* A guarded control stack (prctl PR_GET_SHADOW_STACK_STATUS, Linux 6.13)
+   would fault on the stub's `ret x16`, which does not return to where its
+   blr came from. Returns 0, or BPT_ENOTSUP saying so. */
+static int bpt__arch_native_usable(const char *who) {
+    unsigned long status = 0;
+    if (syscall(SYS_prctl, 74 /* PR_GET_SHADOW_STACK_STATUS */, &status, 0, 0, 0) == 0 && (status & 1))
+        return bpt__fail(BPT_ENOTSUP, "%s: a guarded control stack (GCS) is active in this process; "
+                         "bptrace's entry stub does not return to its caller and would fault", who);
+    return 0;
+}
+
 #endif /* BPT_NATIVE && __aarch64__ */

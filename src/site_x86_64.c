@@ -144,4 +144,15 @@ static void bpt__arch_write_site(uint8_t *site, uint64_t word) {
 
 static void bpt__arch_sync_icache(void *start, size_t len) { (void)start; (void)len; }   /* coherent on x86 */
 
+/* A CET user shadow stack (arch_prctl ARCH_SHSTK_STATUS, Linux 6.6) would
+   fault on the stub's ret, which continues at the resume address rather than
+   where its call came from. Returns 0, or BPT_ENOTSUP saying so. */
+static int bpt__arch_native_usable(const char *who) {
+    unsigned long features = 0;
+    if (syscall(SYS_arch_prctl, 0x5005 /* ARCH_SHSTK_STATUS */, &features) == 0 && (features & 1))
+        return bpt__fail(BPT_ENOTSUP, "%s: a CET shadow stack is active in this process; bptrace's entry "
+                         "stub redirects its return and would fault", who);
+    return 0;
+}
+
 #endif /* BPT_NATIVE && __x86_64__ */
