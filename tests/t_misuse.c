@@ -248,17 +248,17 @@ static void obs_fn(int step, int did, uint64_t ns, void *u) {
 }
 
 /* ---- misuse from a pinned thread, in a fresh thread (its last error starts "") ---- */
-static char tp_initial_err[256];
+static char tp_initial_err[320];
 static int tp_first_rc;
-static char tp_first_err[256];
+static char tp_first_err[320];
 static void *tp_thread(void *arg) {
     bpt_func *tf = NULL;
     (void)arg;
-    strncpy(tp_initial_err, bpt_last_error(), sizeof tp_initial_err - 1);
+    snprintf(tp_initial_err, sizeof tp_initial_err, "%s", bpt_last_error());
     bpt_thread_progress_pin();
     /* the first failure of this thread: its message must appear where "" was */
     tp_first_rc = bpt_thread_progress_wait();
-    strncpy(tp_first_err, bpt_last_error(), sizeof tp_first_err - 1);
+    snprintf(tp_first_err, sizeof tp_first_err, "%s", bpt_last_error());
     DEFER("pinned: thread_progress_wait", bpt_thread_progress_wait(), BPT_EDEADLK, 0);
     DEFER("pinned: thread_progress_wait_sync_core", bpt_thread_progress_wait_sync_core(), BPT_EDEADLK, 0);
     DEFER("pinned: register_managed", bpt_thread_progress_register_managed(), BPT_EINVAL, 0);
