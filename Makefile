@@ -49,14 +49,16 @@ bench: $(BUILD)/bench_entry_overhead
 	$(BUILD)/bench_entry_overhead
 
 # The flags that make every function of a file traceable (BPT_TRACEABLE_CFLAGS),
-# for the host architecture, or for ARCH=x86_64 / ARCH=aarch64.
+# for the host architecture or ARCH=x86_64 / ARCH=aarch64, and for $(CC): gcc also
+# needs -fno-ipa-ra -fno-ipa-stack-alignment, which clang neither has nor needs.
 ARCH ?= $(shell uname -m)
 print-cflags:
 	@case "$(ARCH)" in \
-	  x86_64)  echo "-fpatchable-function-entry=26,24 -falign-functions=16" ;; \
-	  aarch64|arm64) echo "-fpatchable-function-entry=9,8 -falign-functions=16" ;; \
+	  x86_64)  f="-fpatchable-function-entry=26,24 -falign-functions=16" ;; \
+	  aarch64|arm64) f="-fpatchable-function-entry=9,8 -falign-functions=16" ;; \
 	  *) echo "bptrace: no native entry patching on $(ARCH) (VM sites work everywhere)" >&2; exit 1 ;; \
-	esac
+	esac; \
+	if $(CC) --version 2>/dev/null | grep -q clang; then echo "$$f"; else echo "$$f -fno-ipa-ra -fno-ipa-stack-alignment"; fi
 
 clean:
 	rm -rf $(BUILD)

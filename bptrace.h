@@ -49,9 +49,12 @@
 
    NATIVE FUNCTIONS (gcc and clang, x86-64 and aarch64)
        Mark a function BPT_TRACEABLE, or compile whole files with the flags
-       BPT_TRACEABLE_CFLAGS names (`make print-cflags` prints them):
+       BPT_TRACEABLE_CFLAGS names (`make print-cflags [CC=clang]` prints them):
            x86-64:  -fpatchable-function-entry=26,24 -falign-functions=16
            aarch64: -fpatchable-function-entry=9,8 -falign-functions=16
+           and with gcc also -fno-ipa-ra -fno-ipa-stack-alignment: callers in
+           the same file must not assume the function leaves call-clobbered
+           registers alone or keeps the stack as it found it.
        Then bpt_register_native(fn, ...) or bpt_register_module(NULL) makes it
        traceable; only one aligned instruction word at its entry ever changes.
        Native tracing needs the implementation in one file per program (its
@@ -98,16 +101,28 @@
 
 /* >>config: BPT_TRACEABLE reserves the patchable entry bptrace needs
    (DESIGN §4.2, §4.3): pre-entry padding for the function record pointer, the
-   stub address and the call into the stub, and one word at the entry. */
+   stub address and the call into the stub, and one word at the entry.
+   noipa (gcc) keeps callers from relying on what the function's body does:
+   gcc's IPA register allocation would keep values in call-clobbered
+   registers that bptrace's hit path uses, and its IPA stack alignment would
+   call it with a misaligned stack. Whole files need the same, hence the
+   -fno-ipa-* flags in BPT_TRACEABLE_CFLAGS for gcc (clang has neither). */
 #if !defined(BPT_NO_NATIVE) && (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__) && \
     (defined(__x86_64__) || defined(__aarch64__))
 #  define BPT_NATIVE 1
-#  if defined(__x86_64__)
-#    define BPT_TRACEABLE __attribute__((patchable_function_entry(26, 24), aligned(16), noinline))
-#    define BPT_TRACEABLE_CFLAGS "-fpatchable-function-entry=26,24 -falign-functions=16"
+#  if defined(__clang__)
+#    define BPT__NOIPA noinline
+#    define BPT__NOIPA_FLAGS ""
 #  else
-#    define BPT_TRACEABLE __attribute__((patchable_function_entry(9, 8), aligned(16), noinline))
-#    define BPT_TRACEABLE_CFLAGS "-fpatchable-function-entry=9,8 -falign-functions=16"
+#    define BPT__NOIPA noipa
+#    define BPT__NOIPA_FLAGS " -fno-ipa-ra -fno-ipa-stack-alignment"
+#  endif
+#  if defined(__x86_64__)
+#    define BPT_TRACEABLE __attribute__((patchable_function_entry(26, 24), aligned(16), BPT__NOIPA))
+#    define BPT_TRACEABLE_CFLAGS "-fpatchable-function-entry=26,24 -falign-functions=16" BPT__NOIPA_FLAGS
+#  else
+#    define BPT_TRACEABLE __attribute__((patchable_function_entry(9, 8), aligned(16), BPT__NOIPA))
+#    define BPT_TRACEABLE_CFLAGS "-fpatchable-function-entry=9,8 -falign-functions=16" BPT__NOIPA_FLAGS
 #  endif
 #else
 #  define BPT_TRACEABLE
@@ -1794,9 +1809,7 @@ struct bpt_func {
 #  if defined(__x86_64__)
 typedef struct bpt__regs {
     uint64_t gpr[8];              /* rdi rsi rdx rcx r8 r9 (arguments), rax (varargs count), r10 (static chain) */
-    uint64_t fp[8][2];            /* xmm0-7: floating-point arguments */
-    uint64_t resume;              /* the stub's return slot: rewritten to the resume address */
-    uint64_t caller_ra;           /* the traced function's own return address */
+    uint64_t fp[8][2];            /* xmm0-7: floating-point arguments (low 128 bits) */
 } bpt__regs;
 enum { BPT__INT_ARG_REGS = 6, BPT__FP_ARG_REGS = 8 };
 #  else
@@ -1847,10 +1860,11 @@ unsigned bpt_staging_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix)
 
 #define BPT__PAD_BYTES 24
 
-/* The entry stub: save the argument registers in a bpt__regs frame (16-byte
-   aligned: the caller's call and ours leave rsp 16-aligned at stub entry),
-   call bpt__native_entry(record, frame), restore, and continue where the
-   handler says by rewriting our own return slot. */
+/* The entry stub: save the argument registers in a bpt__regs frame, call
+   bpt__native_entry(record, frame), restore, and continue where the handler
+   says by rewriting our own return slot (8(%rbp) once rbp is pushed). The
+   ABI leaves rsp 16-aligned here, but the stub realigns it all the same: a
+   caller compiled with gcc's IPA stack alignment may not have aligned it. */
 __asm__(
     "    .text\n"
     "    .p2align 4\n"
@@ -1865,6 +1879,9 @@ __asm__(
     "    movq (%rsp), %r11\n"              /* return address = fn-2 */
     "    subq $22, %r11\n"                 /* &record = fn-24 */
     "bpt__x86_64_stub_common:\n"
+    "    pushq %rbp\n"
+    "    movq %rsp, %rbp\n"
+    "    andq $-16, %rsp\n"
     "    subq $192, %rsp\n"
     "    movq %rdi, 0(%rsp)\n"
     "    movq %rsi, 8(%rsp)\n"
@@ -1885,7 +1902,7 @@ __asm__(
     "    movq (%r11), %rdi\n"
     "    movq %rsp, %rsi\n"
     "    call bpt__native_entry\n"
-    "    movq %rax, 192(%rsp)\n"           /* ret continues at the resume address */
+    "    movq %rax, 8(%rbp)\n"             /* ret continues at the resume address */
     "    movaps 64(%rsp), %xmm0\n"
     "    movaps 80(%rsp), %xmm1\n"
     "    movaps 96(%rsp), %xmm2\n"
@@ -1902,7 +1919,8 @@ __asm__(
     "    movq 40(%rsp), %r9\n"
     "    movq 48(%rsp), %rax\n"
     "    movq 56(%rsp), %r10\n"
-    "    addq $192, %rsp\n"
+    "    movq %rbp, %rsp\n"
+    "    popq %rbp\n"
     "    ret\n"
     "    .size bpt__x86_64_stub_plain, . - bpt__x86_64_stub_plain\n");
 extern char bpt__x86_64_stub_plain[], bpt__x86_64_stub_endbr[];

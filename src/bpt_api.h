@@ -49,9 +49,12 @@
 
    NATIVE FUNCTIONS (gcc and clang, x86-64 and aarch64)
        Mark a function BPT_TRACEABLE, or compile whole files with the flags
-       BPT_TRACEABLE_CFLAGS names (`make print-cflags` prints them):
+       BPT_TRACEABLE_CFLAGS names (`make print-cflags [CC=clang]` prints them):
            x86-64:  -fpatchable-function-entry=26,24 -falign-functions=16
            aarch64: -fpatchable-function-entry=9,8 -falign-functions=16
+           and with gcc also -fno-ipa-ra -fno-ipa-stack-alignment: callers in
+           the same file must not assume the function leaves call-clobbered
+           registers alone or keeps the stack as it found it.
        Then bpt_register_native(fn, ...) or bpt_register_module(NULL) makes it
        traceable; only one aligned instruction word at its entry ever changes.
        Native tracing needs the implementation in one file per program (its
@@ -98,16 +101,28 @@
 
 /* >>config: BPT_TRACEABLE reserves the patchable entry bptrace needs
    (DESIGN §4.2, §4.3): pre-entry padding for the function record pointer, the
-   stub address and the call into the stub, and one word at the entry. */
+   stub address and the call into the stub, and one word at the entry.
+   noipa (gcc) keeps callers from relying on what the function's body does:
+   gcc's IPA register allocation would keep values in call-clobbered
+   registers that bptrace's hit path uses, and its IPA stack alignment would
+   call it with a misaligned stack. Whole files need the same, hence the
+   -fno-ipa-* flags in BPT_TRACEABLE_CFLAGS for gcc (clang has neither). */
 #if !defined(BPT_NO_NATIVE) && (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__) && \
     (defined(__x86_64__) || defined(__aarch64__))
 #  define BPT_NATIVE 1
-#  if defined(__x86_64__)
-#    define BPT_TRACEABLE __attribute__((patchable_function_entry(26, 24), aligned(16), noinline))
-#    define BPT_TRACEABLE_CFLAGS "-fpatchable-function-entry=26,24 -falign-functions=16"
+#  if defined(__clang__)
+#    define BPT__NOIPA noinline
+#    define BPT__NOIPA_FLAGS ""
 #  else
-#    define BPT_TRACEABLE __attribute__((patchable_function_entry(9, 8), aligned(16), noinline))
-#    define BPT_TRACEABLE_CFLAGS "-fpatchable-function-entry=9,8 -falign-functions=16"
+#    define BPT__NOIPA noipa
+#    define BPT__NOIPA_FLAGS " -fno-ipa-ra -fno-ipa-stack-alignment"
+#  endif
+#  if defined(__x86_64__)
+#    define BPT_TRACEABLE __attribute__((patchable_function_entry(26, 24), aligned(16), BPT__NOIPA))
+#    define BPT_TRACEABLE_CFLAGS "-fpatchable-function-entry=26,24 -falign-functions=16" BPT__NOIPA_FLAGS
+#  else
+#    define BPT_TRACEABLE __attribute__((patchable_function_entry(9, 8), aligned(16), BPT__NOIPA))
+#    define BPT_TRACEABLE_CFLAGS "-fpatchable-function-entry=9,8 -falign-functions=16" BPT__NOIPA_FLAGS
 #  endif
 #else
 #  define BPT_TRACEABLE

@@ -59,9 +59,7 @@ struct bpt_func {
 #  if defined(__x86_64__)
 typedef struct bpt__regs {
     uint64_t gpr[8];              /* rdi rsi rdx rcx r8 r9 (arguments), rax (varargs count), r10 (static chain) */
-    uint64_t fp[8][2];            /* xmm0-7: floating-point arguments */
-    uint64_t resume;              /* the stub's return slot: rewritten to the resume address */
-    uint64_t caller_ra;           /* the traced function's own return address */
+    uint64_t fp[8][2];            /* xmm0-7: floating-point arguments (low 128 bits) */
 } bpt__regs;
 enum { BPT__INT_ARG_REGS = 6, BPT__FP_ARG_REGS = 8 };
 #  else

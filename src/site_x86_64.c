@@ -27,10 +27,11 @@
 
 #define BPT__PAD_BYTES 24
 
-/* The entry stub: save the argument registers in a bpt__regs frame (16-byte
-   aligned: the caller's call and ours leave rsp 16-aligned at stub entry),
-   call bpt__native_entry(record, frame), restore, and continue where the
-   handler says by rewriting our own return slot. */
+/* The entry stub: save the argument registers in a bpt__regs frame, call
+   bpt__native_entry(record, frame), restore, and continue where the handler
+   says by rewriting our own return slot (8(%rbp) once rbp is pushed). The
+   ABI leaves rsp 16-aligned here, but the stub realigns it all the same: a
+   caller compiled with gcc's IPA stack alignment may not have aligned it. */
 __asm__(
     "    .text\n"
     "    .p2align 4\n"
@@ -45,6 +46,9 @@ __asm__(
     "    movq (%rsp), %r11\n"              /* return address = fn-2 */
     "    subq $22, %r11\n"                 /* &record = fn-24 */
     "bpt__x86_64_stub_common:\n"
+    "    pushq %rbp\n"
+    "    movq %rsp, %rbp\n"
+    "    andq $-16, %rsp\n"
     "    subq $192, %rsp\n"
     "    movq %rdi, 0(%rsp)\n"
     "    movq %rsi, 8(%rsp)\n"
@@ -65,7 +69,7 @@ __asm__(
     "    movq (%r11), %rdi\n"
     "    movq %rsp, %rsi\n"
     "    call bpt__native_entry\n"
-    "    movq %rax, 192(%rsp)\n"           /* ret continues at the resume address */
+    "    movq %rax, 8(%rbp)\n"             /* ret continues at the resume address */
     "    movaps 64(%rsp), %xmm0\n"
     "    movaps 80(%rsp), %xmm1\n"
     "    movaps 96(%rsp), %xmm2\n"
@@ -82,7 +86,8 @@ __asm__(
     "    movq 40(%rsp), %r9\n"
     "    movq 48(%rsp), %rax\n"
     "    movq 56(%rsp), %r10\n"
-    "    addq $192, %rsp\n"
+    "    movq %rbp, %rsp\n"
+    "    popq %rbp\n"
     "    ret\n"
     "    .size bpt__x86_64_stub_plain, . - bpt__x86_64_stub_plain\n");
 extern char bpt__x86_64_stub_plain[], bpt__x86_64_stub_endbr[];
