@@ -1801,6 +1801,7 @@ struct bpt_func {
     bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */
     int installed;                /* set path: the breakpoint word is in place */
     uint32_t registry_ix;         /* set path: position in the registry */
+    struct bpt_func *next_retired;/* set path: native records are retired, never freed */
 };
 
 #if defined(BPT_NATIVE)
@@ -3446,6 +3447,39 @@ static void bpt__registry_add(bpt_func *f, const void *site_key) {
     bpt__ptrset_add(&bpt__registry.sites, site_key);
 }
 
+/* Records of native functions are never freed. A thread can be between the
+   patched jump and its pin in the stub, where no wait sees it, and the stub
+   then reads the record through the pointer in the padding: it must stay
+   valid. Retired records are kept, and reused when the same function is
+   registered again, so their number is bounded by the distinct functions
+   ever registered. VM records are freed after a wait: the VM owns the window
+   between its fetch and bpt_vm_breakpoint (see bpt_unregister). */
+static bpt_func *bpt__retired;   /* under the permission, linked through next_retired */
+
+static void bpt__func_release(bpt_func *f) {
+    if (f->kind == BPT__SITE_NATIVE) {
+        pthread_mutex_lock(&bpt__code_mod_permission);
+        f->next_retired = bpt__retired;
+        bpt__retired = f;
+        pthread_mutex_unlock(&bpt__code_mod_permission);
+        return;
+    }
+    bpt_thread_progress_wait();   /* a thread still inside bpt_vm_breakpoint(f) */
+    BPT_FREE(f);
+}
+
+/* A retired native record for fn, unlinked from the retired list, or NULL. */
+static bpt_func *bpt__func_reuse(void *fn) {
+    bpt_func **pp;
+    for (pp = &bpt__retired; *pp; pp = &(*pp)->next_retired)
+        if ((*pp)->fn == fn) {
+            bpt_func *f = *pp;
+            *pp = f->next_retired;
+            return f;
+        }
+    return NULL;
+}
+
 /* Apply the patterns in force in every session to a newly registered
    function, in the order they were set: the same protocol, no thread stopped. */
 static int bpt__apply_patterns(bpt_func *f, uint64_t *t) {
@@ -3536,9 +3570,22 @@ static int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, cons
 /* A native function record from its checked layout (not yet registered). */
 static int bpt__native_new(void *fn, const char *module, const char *name, int arity,
                            const bpt__entry_layout *l, const char *who, bpt_func **out) {
-    bpt_func *f;
-    int rc = bpt__func_new(module, name, arity, who, &f);
-    if (rc < 0) return rc;
+    bpt_func *f = bpt__func_reuse(fn);
+    int rc;
+    if (f) {   /* registered before: the padding already points at this record */
+        const char *m = bpt__intern(module), *nm = bpt__intern(name);
+        if (!m || !nm || bpt__registry_reserve(1) < 0) {
+            f->next_retired = bpt__retired;
+            bpt__retired = f;
+            return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
+        }
+        memset(f, 0, sizeof *f);
+        f->module = m;
+        f->name = nm;
+        f->arity = arity;
+    } else if ((rc = bpt__func_new(module, name, arity, who, &f)) < 0) {
+        return rc;
+    }
     f->kind = BPT__SITE_NATIVE;
     f->fn = fn;
     f->site = l->site;
@@ -3680,7 +3727,7 @@ int bpt_register_module(const char *module) {
 #endif
 }
 
-/* Forget f; the caller holds the permission and frees f after a wait. */
+/* Forget f; the caller holds the permission, then calls bpt__func_release. */
 static void bpt__registry_remove(bpt_func *f) {
     uint32_t ix = f->registry_ix;
     bpt__registry.funcs[ix] = bpt__registry.funcs[--bpt__registry.len];
@@ -3725,8 +3772,7 @@ int bpt_unregister_module(const char *module) {
         BPT_FREE(fs);
         return bpt__fail(BPT_ENOENT, "bpt_unregister_module: no registered function of '%s'", base);
     }
-    bpt_thread_progress_wait();   /* threads still inside a breakpoint of the module */
-    for (k = 0; k < n; k++) BPT_FREE(fs[k]);
+    for (k = 0; k < n; k++) bpt__func_release(fs[k]);
     BPT_FREE(fs);
     return n;
 }
@@ -3745,12 +3791,14 @@ int bpt_unregister(bpt_func *f) {
         return bpt__fail(BPT_EBUSY, "bpt_unregister: %s:%s/%d is traced by session '%s'",
                          f->module, f->name, f->arity, g->session->name);
     }
+    if (f->installed) {   /* an uninstall whose mprotect was refused left the word in place */
+        bpt__permission_release();
+        return bpt__fail(BPT_EBUSY, "bpt_unregister: %s:%s/%d still has its breakpoint word "
+                         "(restoring it was refused); retry after the cause is gone", f->module, f->name, f->arity);
+    }
     bpt__registry_remove(f);
     bpt__permission_release();
-    /* A VM thread may still be inside bpt_vm_breakpoint(f) from before the
-       word was restored. */
-    bpt_thread_progress_wait();
-    BPT_FREE(f);
+    bpt__func_release(f);
     return 0;
 }
 

@@ -51,6 +51,7 @@ struct bpt_func {
     bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */
     int installed;                /* set path: the breakpoint word is in place */
     uint32_t registry_ix;         /* set path: position in the registry */
+    struct bpt_func *next_retired;/* set path: native records are retired, never freed */
 };
 
 #if defined(BPT_NATIVE)
