@@ -227,7 +227,8 @@ BPT_API int bpt_thread_progress_wait_sync_core(void);
 /* bpt_thread_progress_register_managed: declare the calling thread managed,
    as ERTS managed threads. It then promises to call bpt_thread_progress() at
    quiescent points (e.g. once per frame) and to go offline before blocking;
-   in exchange its pins cost nothing. Waiters wait for its next
+   in exchange its pins cost nothing. Where it blocks inside bptrace (a
+   set-path call, a wait) bptrace takes it offline meanwhile. Waiters wait for its next
    bpt_thread_progress(). Returns 0, BPT_EINVAL if called while pinned,
    BPT_ENOMEM if its record cannot be allocated. Thread-safe (acts on the caller). */
 BPT_API int bpt_thread_progress_register_managed(void);
@@ -340,7 +341,9 @@ BPT_API int bpt_session_create(const bpt_session_desc *desc, bpt_session *out);
    steps, then free it after a thread progress wait. Messages still in its
    rings are discarded; frames and messages that outlive it do nothing.
    Returns 0; BPT_ESESSION for a stale or destroyed handle (a double destroy);
-   BPT_EDEADLK from a tracer callback. Thread-safe (set path).
+   BPT_EDEADLK from a tracer callback; BPT_ENOMEM (the session is unchanged);
+   BPT_EPERM (destroyed, but mprotect refused restoring some native words:
+   they find no breakpoint and cost a stub round trip). Thread-safe (set path).
    Source: trace:session_destroy/1. */
 BPT_API int bpt_session_destroy(bpt_session s);
 
@@ -396,7 +399,10 @@ typedef uintptr_t bpt_vm_word;
    13 steps, without stopping any thread.
    Returns 0; BPT_EINVAL (a NULL, arity out of range, breakpoint_word equal to
    the first word); BPT_EEXIST (first_word already registered); BPT_ELIMIT (a
-   name too long); BPT_ENOMEM. Thread-safe (set path).
+   name too long); BPT_ENOMEM (nothing registered, *out untouched); and, with
+   *out set, BPT_ENOMEM or BPT_EPERM when the function IS registered but a
+   remembered pattern could not be applied to it (bpt_last_error says which;
+   apply it again with bpt_trace_pattern). Thread-safe (set path).
    Source: BEAM's code loading plus erts_set_trace_pattern's default patterns. */
 BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word,
                             const char *module, const char *name, int arity,
@@ -417,7 +423,8 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
    bpt_last_error shows them); BPT_EPERM (mprotect refused: the function is
    untouched; the message gives errno, e.g. SELinux execmod or a read-only
    file mapping); BPT_ENOTSUP (tcc, BPT_NO_NATIVE, another architecture);
-   BPT_ENOMEM; BPT_EDEADLK; BPT_ENOTSUP also where a CET shadow stack (x86-64)
+   BPT_ENOMEM; BPT_EDEADLK; with *out set, the codes of bpt_register_vm for a
+   remembered pattern that could not be applied; BPT_ENOTSUP also where a CET shadow stack (x86-64)
    or a guarded control stack (aarch64) is active, which the entry stub's
    redirected return would trip. Thread-safe (set path). Source: DESIGN §4.2-4.4. */
 BPT_API int bpt_register_native(void *fn, const char *module, const char *name, int arity, bpt_func **out);
@@ -431,7 +438,9 @@ BPT_API int bpt_register_native(void *fn, const char *module, const char *name, 
    starting with bpt_), which a whole-program build also makes patchable:
    tracing them would recurse. Returns how many functions it
    registered; BPT_ENOENT (not loaded); BPT_EINVAL (malformed ELF); BPT_ENOTSUP;
-   BPT_EPERM; BPT_ENOMEM (then nothing is registered). Thread-safe (set path). */
+   BPT_EPERM; BPT_ENOMEM (then nothing is registered), except that when a
+   remembered pattern cannot be applied the functions stay registered and
+   the error says so. Thread-safe (set path). */
 BPT_API int bpt_register_module(const char *module);
 
 /* bpt_unregister_module: remove every session's breakpoints from the
@@ -529,7 +538,10 @@ typedef struct bpt_match {
    RESTART without BPT_COUNT, two hows); BPT_EPATTERN also for a bad argument
    spec (an unknown type, more than 8); BPT_EDEADLK (from a tracer callback,
    a pinned section, or an observer or trace_info_each callback);
-   BPT_ENOMEM (nothing changed). Thread-safe (set path).
+   BPT_ENOMEM (nothing changed); BPT_EPERM (native sites: mprotect refused a
+   code write: the settings are committed, but the functions whose word could
+   not be written stay untraced, and the pattern is not remembered).
+   Thread-safe (set path).
    Source: erlang:trace_pattern/3 and erts_set_trace_pattern in beam_bp.c. */
 BPT_API int bpt_trace_pattern(bpt_session s, const char *pattern, unsigned flags,
                               const bpt_match *match);
@@ -879,6 +891,7 @@ typedef struct bpt__thread {
     int managed_online;             /* owner only: managed and online (pins are free) */
     int in_tracer;                  /* owner only: inside a callback tracer */
     int holds_permission;           /* owner only: holds the code modification permission */
+    int offline_to_block;           /* owner only: went offline to block in bptrace; back online after */
     uint64_t process;               /* owner only: the process time is charged to */
     char errmsg[320];               /* owner only: bpt_last_error() */
 } bpt__thread;
@@ -1044,7 +1057,29 @@ BPT__PRIVATE void bpt__unpin(bpt__thread *rec) {
 }
 
 BPT__PRIVATE int bpt__thread_pinned(const bpt__thread *rec) {
-    return rec && !rec->managed && (bpt__load_relaxed_u64((bpt__atomic_u64 *)&rec->state) & BPT__NEST_MASK) != 0;
+    return rec && !rec->managed_online && (bpt__load_relaxed_u64((bpt__atomic_u64 *)&rec->state) & BPT__NEST_MASK) != 0;
+}
+
+void bpt_thread_progress_offline(void);
+void bpt_thread_progress_online(void);
+
+/* A managed online thread about to block inside bptrace (on the
+   permission, or on another waiter) goes offline first, as ERTS threads do
+   in erts_thr_progress_prepare_wait: otherwise a waiter holding what it
+   blocks on would wait for its next bpt_thread_progress() forever.
+   bpt__block_end brings it back online. */
+BPT__PRIVATE void bpt__block_begin(bpt__thread *rec) {
+    if (rec && rec->managed_online && !rec->offline_to_block) {
+        bpt_thread_progress_offline();
+        rec->offline_to_block = 1;
+    }
+}
+
+BPT__PRIVATE void bpt__block_end(bpt__thread *rec) {
+    if (rec && rec->offline_to_block) {
+        rec->offline_to_block = 0;
+        bpt_thread_progress_online();
+    }
 }
 
 void bpt_thread_progress_pin(void) { (void)bpt__pin(); }
@@ -1164,6 +1199,7 @@ static int bpt__progress_wait(int sync_core) {
     /* The permission holder may wait (the protocol does); nobody else
        waits for it, since readers never take the permission. */
     bpt__progress_ensure_init();
+    bpt__block_begin(self);
     pthread_mutex_lock(&bpt__progress.wait_lock);
     /* The acq_rel increment releases every store made before the wait to a
        pin that reads the new epoch (the pin's acquire load). */
@@ -1181,6 +1217,7 @@ static int bpt__progress_wait(int sync_core) {
     }
     bpt__fetch_add_u64(&bpt__progress.waits, 1);
     pthread_mutex_unlock(&bpt__progress.wait_lock);
+    if (self && !self->holds_permission) bpt__block_end(self);   /* the permission holder stays offline until release */
     return 0;
 }
 
@@ -3023,14 +3060,17 @@ BPT__PRIVATE int bpt__permission_seize(const char *who) {
                          "modification permission (observer or trace_info_each visitor)", who);
     if (bpt__thread_pinned(rec))
         return bpt__fail(BPT_EDEADLK, "%s: called while pinned (bpt_thread_progress_pin)", who);
+    bpt__block_begin(rec);   /* a managed thread stays offline while it holds the permission */
     pthread_mutex_lock(&bpt__code_mod_permission);
     rec->holds_permission = 1;
     return 0;
 }
 
 BPT__PRIVATE void bpt__permission_release(void) {
-    bpt__thread_self_or_null()->holds_permission = 0;
+    bpt__thread *rec = bpt__thread_self_or_null();
+    rec->holds_permission = 0;
     pthread_mutex_unlock(&bpt__code_mod_permission);
+    bpt__block_end(rec);
 }
 
 int bpt_set_protocol_observer(bpt_observer_fn fn, void *user) {
@@ -3887,12 +3927,20 @@ int bpt_session_destroy(bpt_session handle) {
         return bpt__fail(BPT_ESESSION, "bpt_session_destroy: session %llu is not alive (destroyed twice?)",
                          (unsigned long long)handle.id);
     }
-    if (bpt__funcs_of_session(s, &fs, &n) < 0 || (rc = bpt__protocol_run(s, fs, n, &off_all, &t)) < 0) {
-        BPT_FREE(fs);
+    if (bpt__funcs_of_session(s, &fs, &n) < 0) {
         bpt__step_done(13, 1, &t);
         bpt__permission_release();
         return bpt__fail(BPT_ENOMEM, "bpt_session_destroy: out of memory; the session is unchanged");
     }
+    rc = bpt__protocol_run(s, fs, n, &off_all, &t);
+    if (rc == BPT_ENOMEM) {
+        BPT_FREE(fs);
+        bpt__step_done(13, 1, &t);
+        bpt__permission_release();
+        return rc;   /* the protocol allocates before it changes anything: unchanged */
+    }
+    /* BPT_EPERM: the breakpoints are off and unlinked, only some words stay
+       (they find no breakpoint): the session goes on to be destroyed. */
     BPT_FREE(fs);
     /* From here the session is gone for everyone: late hits see dead, and
        lookups by its weak id fail. */
@@ -3908,7 +3956,7 @@ int bpt_session_destroy(bpt_session handle) {
        unpublished are pinned: wait for them before freeing. */
     bpt_thread_progress_wait();
     bpt__session_free(s);
-    return 0;
+    return rc < 0 ? rc : 0;
 }
 
 /* >>pattern */

@@ -57,14 +57,17 @@ BPT__PRIVATE int bpt__permission_seize(const char *who) {
                          "modification permission (observer or trace_info_each visitor)", who);
     if (bpt__thread_pinned(rec))
         return bpt__fail(BPT_EDEADLK, "%s: called while pinned (bpt_thread_progress_pin)", who);
+    bpt__block_begin(rec);   /* a managed thread stays offline while it holds the permission */
     pthread_mutex_lock(&bpt__code_mod_permission);
     rec->holds_permission = 1;
     return 0;
 }
 
 BPT__PRIVATE void bpt__permission_release(void) {
-    bpt__thread_self_or_null()->holds_permission = 0;
+    bpt__thread *rec = bpt__thread_self_or_null();
+    rec->holds_permission = 0;
     pthread_mutex_unlock(&bpt__code_mod_permission);
+    bpt__block_end(rec);
 }
 
 int bpt_set_protocol_observer(bpt_observer_fn fn, void *user) {

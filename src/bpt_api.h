@@ -227,7 +227,8 @@ BPT_API int bpt_thread_progress_wait_sync_core(void);
 /* bpt_thread_progress_register_managed: declare the calling thread managed,
    as ERTS managed threads. It then promises to call bpt_thread_progress() at
    quiescent points (e.g. once per frame) and to go offline before blocking;
-   in exchange its pins cost nothing. Waiters wait for its next
+   in exchange its pins cost nothing. Where it blocks inside bptrace (a
+   set-path call, a wait) bptrace takes it offline meanwhile. Waiters wait for its next
    bpt_thread_progress(). Returns 0, BPT_EINVAL if called while pinned,
    BPT_ENOMEM if its record cannot be allocated. Thread-safe (acts on the caller). */
 BPT_API int bpt_thread_progress_register_managed(void);
@@ -340,7 +341,9 @@ BPT_API int bpt_session_create(const bpt_session_desc *desc, bpt_session *out);
    steps, then free it after a thread progress wait. Messages still in its
    rings are discarded; frames and messages that outlive it do nothing.
    Returns 0; BPT_ESESSION for a stale or destroyed handle (a double destroy);
-   BPT_EDEADLK from a tracer callback. Thread-safe (set path).
+   BPT_EDEADLK from a tracer callback; BPT_ENOMEM (the session is unchanged);
+   BPT_EPERM (destroyed, but mprotect refused restoring some native words:
+   they find no breakpoint and cost a stub round trip). Thread-safe (set path).
    Source: trace:session_destroy/1. */
 BPT_API int bpt_session_destroy(bpt_session s);
 
@@ -396,7 +399,10 @@ typedef uintptr_t bpt_vm_word;
    13 steps, without stopping any thread.
    Returns 0; BPT_EINVAL (a NULL, arity out of range, breakpoint_word equal to
    the first word); BPT_EEXIST (first_word already registered); BPT_ELIMIT (a
-   name too long); BPT_ENOMEM. Thread-safe (set path).
+   name too long); BPT_ENOMEM (nothing registered, *out untouched); and, with
+   *out set, BPT_ENOMEM or BPT_EPERM when the function IS registered but a
+   remembered pattern could not be applied to it (bpt_last_error says which;
+   apply it again with bpt_trace_pattern). Thread-safe (set path).
    Source: BEAM's code loading plus erts_set_trace_pattern's default patterns. */
 BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word,
                             const char *module, const char *name, int arity,
@@ -417,7 +423,8 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
    bpt_last_error shows them); BPT_EPERM (mprotect refused: the function is
    untouched; the message gives errno, e.g. SELinux execmod or a read-only
    file mapping); BPT_ENOTSUP (tcc, BPT_NO_NATIVE, another architecture);
-   BPT_ENOMEM; BPT_EDEADLK; BPT_ENOTSUP also where a CET shadow stack (x86-64)
+   BPT_ENOMEM; BPT_EDEADLK; with *out set, the codes of bpt_register_vm for a
+   remembered pattern that could not be applied; BPT_ENOTSUP also where a CET shadow stack (x86-64)
    or a guarded control stack (aarch64) is active, which the entry stub's
    redirected return would trip. Thread-safe (set path). Source: DESIGN §4.2-4.4. */
 BPT_API int bpt_register_native(void *fn, const char *module, const char *name, int arity, bpt_func **out);
@@ -431,7 +438,9 @@ BPT_API int bpt_register_native(void *fn, const char *module, const char *name, 
    starting with bpt_), which a whole-program build also makes patchable:
    tracing them would recurse. Returns how many functions it
    registered; BPT_ENOENT (not loaded); BPT_EINVAL (malformed ELF); BPT_ENOTSUP;
-   BPT_EPERM; BPT_ENOMEM (then nothing is registered). Thread-safe (set path). */
+   BPT_EPERM; BPT_ENOMEM (then nothing is registered), except that when a
+   remembered pattern cannot be applied the functions stay registered and
+   the error says so. Thread-safe (set path). */
 BPT_API int bpt_register_module(const char *module);
 
 /* bpt_unregister_module: remove every session's breakpoints from the
@@ -529,7 +538,10 @@ typedef struct bpt_match {
    RESTART without BPT_COUNT, two hows); BPT_EPATTERN also for a bad argument
    spec (an unknown type, more than 8); BPT_EDEADLK (from a tracer callback,
    a pinned section, or an observer or trace_info_each callback);
-   BPT_ENOMEM (nothing changed). Thread-safe (set path).
+   BPT_ENOMEM (nothing changed); BPT_EPERM (native sites: mprotect refused a
+   code write: the settings are committed, but the functions whose word could
+   not be written stay untraced, and the pattern is not remembered).
+   Thread-safe (set path).
    Source: erlang:trace_pattern/3 and erts_set_trace_pattern in beam_bp.c. */
 BPT_API int bpt_trace_pattern(bpt_session s, const char *pattern, unsigned flags,
                               const bpt_match *match);

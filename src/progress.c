@@ -47,6 +47,7 @@ typedef struct bpt__thread {
     int managed_online;             /* owner only: managed and online (pins are free) */
     int in_tracer;                  /* owner only: inside a callback tracer */
     int holds_permission;           /* owner only: holds the code modification permission */
+    int offline_to_block;           /* owner only: went offline to block in bptrace; back online after */
     uint64_t process;               /* owner only: the process time is charged to */
     char errmsg[320];               /* owner only: bpt_last_error() */
 } bpt__thread;
@@ -212,7 +213,29 @@ BPT__PRIVATE void bpt__unpin(bpt__thread *rec) {
 }
 
 BPT__PRIVATE int bpt__thread_pinned(const bpt__thread *rec) {
-    return rec && !rec->managed && (bpt__load_relaxed_u64((bpt__atomic_u64 *)&rec->state) & BPT__NEST_MASK) != 0;
+    return rec && !rec->managed_online && (bpt__load_relaxed_u64((bpt__atomic_u64 *)&rec->state) & BPT__NEST_MASK) != 0;
+}
+
+void bpt_thread_progress_offline(void);
+void bpt_thread_progress_online(void);
+
+/* A managed online thread about to block inside bptrace (on the
+   permission, or on another waiter) goes offline first, as ERTS threads do
+   in erts_thr_progress_prepare_wait: otherwise a waiter holding what it
+   blocks on would wait for its next bpt_thread_progress() forever.
+   bpt__block_end brings it back online. */
+BPT__PRIVATE void bpt__block_begin(bpt__thread *rec) {
+    if (rec && rec->managed_online && !rec->offline_to_block) {
+        bpt_thread_progress_offline();
+        rec->offline_to_block = 1;
+    }
+}
+
+BPT__PRIVATE void bpt__block_end(bpt__thread *rec) {
+    if (rec && rec->offline_to_block) {
+        rec->offline_to_block = 0;
+        bpt_thread_progress_online();
+    }
 }
 
 void bpt_thread_progress_pin(void) { (void)bpt__pin(); }
@@ -332,6 +355,7 @@ static int bpt__progress_wait(int sync_core) {
     /* The permission holder may wait (the protocol does); nobody else
        waits for it, since readers never take the permission. */
     bpt__progress_ensure_init();
+    bpt__block_begin(self);
     pthread_mutex_lock(&bpt__progress.wait_lock);
     /* The acq_rel increment releases every store made before the wait to a
        pin that reads the new epoch (the pin's acquire load). */
@@ -349,6 +373,7 @@ static int bpt__progress_wait(int sync_core) {
     }
     bpt__fetch_add_u64(&bpt__progress.waits, 1);
     pthread_mutex_unlock(&bpt__progress.wait_lock);
+    if (self && !self->holds_permission) bpt__block_end(self);   /* the permission holder stays offline until release */
     return 0;
 }
 

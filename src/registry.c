@@ -555,12 +555,20 @@ int bpt_session_destroy(bpt_session handle) {
         return bpt__fail(BPT_ESESSION, "bpt_session_destroy: session %llu is not alive (destroyed twice?)",
                          (unsigned long long)handle.id);
     }
-    if (bpt__funcs_of_session(s, &fs, &n) < 0 || (rc = bpt__protocol_run(s, fs, n, &off_all, &t)) < 0) {
-        BPT_FREE(fs);
+    if (bpt__funcs_of_session(s, &fs, &n) < 0) {
         bpt__step_done(13, 1, &t);
         bpt__permission_release();
         return bpt__fail(BPT_ENOMEM, "bpt_session_destroy: out of memory; the session is unchanged");
     }
+    rc = bpt__protocol_run(s, fs, n, &off_all, &t);
+    if (rc == BPT_ENOMEM) {
+        BPT_FREE(fs);
+        bpt__step_done(13, 1, &t);
+        bpt__permission_release();
+        return rc;   /* the protocol allocates before it changes anything: unchanged */
+    }
+    /* BPT_EPERM: the breakpoints are off and unlinked, only some words stay
+       (they find no breakpoint): the session goes on to be destroyed. */
     BPT_FREE(fs);
     /* From here the session is gone for everyone: late hits see dead, and
        lookups by its weak id fail. */
@@ -576,7 +584,7 @@ int bpt_session_destroy(bpt_session handle) {
        unpublished are pinned: wait for them before freeing. */
     bpt_thread_progress_wait();
     bpt__session_free(s);
-    return 0;
+    return rc < 0 ? rc : 0;
 }
 
 /* >>pattern */
