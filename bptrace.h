@@ -76,7 +76,9 @@
        - Hit-path calls (bpt_vm_breakpoint, bpt_thread_progress_pin/unpin) never
          block and never take a lock, except that a thread's first message to a
          session allocates that thread's ring. They are async-signal-safe once
-         the calling thread has a ring (a signal handler may pin and hit).
+         the calling thread has a ring (a signal handler may pin and hit); a
+         hit in a handler that interrupts its own thread's message send drops
+         its message, counted in the session's dropped count.
        - bpt_session_drain may run concurrently with traced threads; one drainer
          per session at a time (others wait on the session's drain lock).
 
@@ -890,6 +892,7 @@ typedef struct bpt__thread {
     int managed;                    /* owner only: registered as a managed thread */
     int managed_online;             /* owner only: managed and online (pins are free) */
     int in_tracer;                  /* owner only: inside a callback tracer */
+    volatile int sending;           /* owner only: inside bpt__session_send (a signal handler may interrupt it) */
     int holds_permission;           /* owner only: holds the code modification permission */
     int offline_to_block;           /* owner only: went offline to block in bptrace; back online after */
     uint64_t process;               /* owner only: the process time is charged to */
@@ -1368,6 +1371,9 @@ typedef struct bpt__lane {
     bpt__atomic_u64 produced;     /* owner-written counters (bpt__owner_inc_u64) */
     bpt__atomic_u64 dropped;
     bpt__atomic_u64 delivered;    /* callback tracer deliveries */
+    bpt__atomic_u64 lost;         /* messages dropped by a nested send (a signal handler
+                                     interrupting its own thread's send) or a busy
+                                     overflow lane: atomic, as the owner may be mid-update */
     uint64_t unreported_drops;    /* drops not yet announced by a DROPPED message */
     char pad[BPT__CACHE_LINE];
     /* consumer side */
@@ -1470,15 +1476,25 @@ static void bpt__lane_push(bpt__lane *lane, const bpt_msg *m) {
     bpt__store_release_u64(&lane->head, head + 1);   /* pairs with drain's acquire of head */
 }
 
-/* Hand one message to the session's tracer. Called pinned, from the hit path. */
+/* Hand one message to the session's tracer. Called pinned, from the hit path.
+   A signal handler that hits a breakpoint while its own thread is inside
+   this function must not touch the lane (it would write the same ring slot
+   and lose the interrupted message): its message is dropped and counted. */
 BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt_msg *m) {
-    bpt__lane *lane = bpt__lane_get(s, rec);
+    bpt__lane *lane;
     int overflow = rec->index >= BPT_MAX_THREADS;
-    if (!lane) return;   /* out of memory: the message is lost, nothing else is */
-    if (overflow && !bpt__cas_u32(&s->overflow_busy, 0, 1)) {
-        bpt__fetch_add_u64(&lane->produced, 1);
-        bpt__fetch_add_u64(&lane->dropped, 1);
+    if (rec->sending) {
+        if ((lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[overflow ? BPT_MAX_THREADS : rec->index])) != NULL)
+            bpt__fetch_add_u64(&lane->lost, 1);
         return;
+    }
+    rec->sending = 1;
+    bpt__compiler_barrier();   /* set before the lane is touched, as a signal handler sees it */
+    lane = bpt__lane_get(s, rec);
+    if (!lane) goto done;      /* out of memory: the message is lost, nothing else is */
+    if (overflow && !bpt__cas_u32(&s->overflow_busy, 0, 1)) {
+        bpt__fetch_add_u64(&lane->lost, 1);
+        goto done;
     }
     if (s->tracer) {
         bpt__owner_inc_u64(&lane->produced, 1);
@@ -1490,6 +1506,9 @@ BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt
         bpt__lane_push(lane, m);
     }
     if (overflow) bpt__store_release_u32(&s->overflow_busy, 0);
+done:
+    bpt__compiler_barrier();
+    rec->sending = 0;
 }
 
 /* recon_trace's rule: at most rate_max messages (per window, if one is set);
@@ -1603,8 +1622,8 @@ int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
     for (i = 0; i <= BPT_MAX_THREADS; i++) {
         bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);
         if (!lane) continue;
-        out->produced += bpt__load_relaxed_u64(&lane->produced);
-        out->dropped += bpt__load_relaxed_u64(&lane->dropped);
+        out->produced += bpt__load_relaxed_u64(&lane->produced) + bpt__load_relaxed_u64(&lane->lost);
+        out->dropped += bpt__load_relaxed_u64(&lane->dropped) + bpt__load_relaxed_u64(&lane->lost);
         out->delivered += bpt__load_relaxed_u64(&lane->delivered) + bpt__load_relaxed_u64(&lane->drained);
     }
     out->limited = bpt__load_relaxed_u64(&s->limited);

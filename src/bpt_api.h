@@ -76,7 +76,9 @@
        - Hit-path calls (bpt_vm_breakpoint, bpt_thread_progress_pin/unpin) never
          block and never take a lock, except that a thread's first message to a
          session allocates that thread's ring. They are async-signal-safe once
-         the calling thread has a ring (a signal handler may pin and hit).
+         the calling thread has a ring (a signal handler may pin and hit); a
+         hit in a handler that interrupts its own thread's message send drops
+         its message, counted in the session's dropped count.
        - bpt_session_drain may run concurrently with traced threads; one drainer
          per session at a time (others wait on the session's drain lock).
 

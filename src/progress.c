@@ -46,6 +46,7 @@ typedef struct bpt__thread {
     int managed;                    /* owner only: registered as a managed thread */
     int managed_online;             /* owner only: managed and online (pins are free) */
     int in_tracer;                  /* owner only: inside a callback tracer */
+    volatile int sending;           /* owner only: inside bpt__session_send (a signal handler may interrupt it) */
     int holds_permission;           /* owner only: holds the code modification permission */
     int offline_to_block;           /* owner only: went offline to block in bptrace; back online after */
     uint64_t process;               /* owner only: the process time is charged to */

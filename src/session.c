@@ -17,6 +17,9 @@ typedef struct bpt__lane {
     bpt__atomic_u64 produced;     /* owner-written counters (bpt__owner_inc_u64) */
     bpt__atomic_u64 dropped;
     bpt__atomic_u64 delivered;    /* callback tracer deliveries */
+    bpt__atomic_u64 lost;         /* messages dropped by a nested send (a signal handler
+                                     interrupting its own thread's send) or a busy
+                                     overflow lane: atomic, as the owner may be mid-update */
     uint64_t unreported_drops;    /* drops not yet announced by a DROPPED message */
     char pad[BPT__CACHE_LINE];
     /* consumer side */
@@ -119,15 +122,25 @@ static void bpt__lane_push(bpt__lane *lane, const bpt_msg *m) {
     bpt__store_release_u64(&lane->head, head + 1);   /* pairs with drain's acquire of head */
 }
 
-/* Hand one message to the session's tracer. Called pinned, from the hit path. */
+/* Hand one message to the session's tracer. Called pinned, from the hit path.
+   A signal handler that hits a breakpoint while its own thread is inside
+   this function must not touch the lane (it would write the same ring slot
+   and lose the interrupted message): its message is dropped and counted. */
 BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt_msg *m) {
-    bpt__lane *lane = bpt__lane_get(s, rec);
+    bpt__lane *lane;
     int overflow = rec->index >= BPT_MAX_THREADS;
-    if (!lane) return;   /* out of memory: the message is lost, nothing else is */
-    if (overflow && !bpt__cas_u32(&s->overflow_busy, 0, 1)) {
-        bpt__fetch_add_u64(&lane->produced, 1);
-        bpt__fetch_add_u64(&lane->dropped, 1);
+    if (rec->sending) {
+        if ((lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[overflow ? BPT_MAX_THREADS : rec->index])) != NULL)
+            bpt__fetch_add_u64(&lane->lost, 1);
         return;
+    }
+    rec->sending = 1;
+    bpt__compiler_barrier();   /* set before the lane is touched, as a signal handler sees it */
+    lane = bpt__lane_get(s, rec);
+    if (!lane) goto done;      /* out of memory: the message is lost, nothing else is */
+    if (overflow && !bpt__cas_u32(&s->overflow_busy, 0, 1)) {
+        bpt__fetch_add_u64(&lane->lost, 1);
+        goto done;
     }
     if (s->tracer) {
         bpt__owner_inc_u64(&lane->produced, 1);
@@ -139,6 +152,9 @@ BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt
         bpt__lane_push(lane, m);
     }
     if (overflow) bpt__store_release_u32(&s->overflow_busy, 0);
+done:
+    bpt__compiler_barrier();
+    rec->sending = 0;
 }
 
 /* recon_trace's rule: at most rate_max messages (per window, if one is set);
@@ -252,8 +268,8 @@ int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
     for (i = 0; i <= BPT_MAX_THREADS; i++) {
         bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);
         if (!lane) continue;
-        out->produced += bpt__load_relaxed_u64(&lane->produced);
-        out->dropped += bpt__load_relaxed_u64(&lane->dropped);
+        out->produced += bpt__load_relaxed_u64(&lane->produced) + bpt__load_relaxed_u64(&lane->lost);
+        out->dropped += bpt__load_relaxed_u64(&lane->dropped) + bpt__load_relaxed_u64(&lane->lost);
         out->delivered += bpt__load_relaxed_u64(&lane->delivered) + bpt__load_relaxed_u64(&lane->drained);
     }
     out->limited = bpt__load_relaxed_u64(&s->limited);
