@@ -944,6 +944,8 @@ BPT__PRIVATE void bpt__heavy_barrier(void) {
 BPT__PRIVATE int bpt__fail(int code, const char *fmt, ...);
 static void bpt__sync_core_handler(int sig);
 static void bpt__thread_exit_destructor(void *arg);
+static void bpt__atfork_prepare(void);
+static void bpt__atfork_parent(void);
 static void bpt__atfork_child(void);
 
 static void bpt__progress_init(void) {
@@ -964,7 +966,7 @@ static void bpt__progress_init(void) {
         sigemptyset(&sa.sa_mask);
         sigaction(BPT__SYNC_CORE_SIGNAL, &sa, NULL);
     }
-    pthread_atfork(NULL, NULL, bpt__atfork_child);
+    pthread_atfork(bpt__atfork_prepare, bpt__atfork_parent, bpt__atfork_child);
 }
 
 BPT__PRIVATE void bpt__progress_ensure_init(void) {
@@ -1101,10 +1103,35 @@ static void bpt__thread_exit_destructor(void *arg) {
     bpt__store_release_u32(&rec->in_use, 0);   /* pairs with the CAS that reuses it */
 }
 
+/* fork() copies locks as they are: one held by another thread would stay
+   held in the child forever. The prepare handler takes bptrace's locks, so a
+   fork never lands in the middle of a breakpoint change or an intern (the
+   protocol runs to its end first); parent and child release them. The
+   permission and the intern lock are defined by later parts. */
+static pthread_mutex_t bpt__code_mod_permission;
+static pthread_mutex_t bpt__intern_lock;
+static void bpt__sessions_atfork_child(void);   /* session.c */
+static int bpt__fork_took_permission;
+
+static void bpt__atfork_prepare(void) {
+    bpt__thread *self = bpt__thread_self_or_null();
+    /* A fork from a callback that runs under the permission keeps it held. */
+    bpt__fork_took_permission = !(self && self->holds_permission);
+    if (bpt__fork_took_permission) pthread_mutex_lock(&bpt__code_mod_permission);
+    pthread_mutex_lock(&bpt__intern_lock);
+}
+
+static void bpt__atfork_parent(void) {
+    pthread_mutex_unlock(&bpt__intern_lock);
+    if (bpt__fork_took_permission) pthread_mutex_unlock(&bpt__code_mod_permission);
+}
+
 /* After fork() only the forking thread exists in the child: retire every
    other record, or the child's first wait would wait for ghosts. */
 static void bpt__atfork_child(void) {
     bpt__thread *self = bpt__thread_self_or_null(), *rec;
+    bpt__atfork_parent();
+    bpt__sessions_atfork_child();
     for (rec = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records); rec; rec = rec->next) {
         if (rec == self) continue;
         bpt__store_relaxed_u64(&rec->state, 0);
@@ -1324,7 +1351,7 @@ typedef struct bpt__interned {
 
 enum { BPT__INTERN_BUCKETS = 1024 };
 static bpt__interned *bpt__intern_table[BPT__INTERN_BUCKETS];
-static pthread_mutex_t bpt__intern_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t bpt__intern_lock = PTHREAD_MUTEX_INITIALIZER;   /* declared in progress.c (fork) */
 
 BPT__PRIVATE uint32_t bpt__hash_str(const char *s) {
     uint32_t h = 2166136261u;   /* FNV-1a */
@@ -1337,6 +1364,7 @@ BPT__PRIVATE const char *bpt__intern(const char *text) {
     uint32_t h = bpt__hash_str(text);
     size_t len = strlen(text);
     bpt__interned *e;
+    bpt__progress_ensure_init();   /* registers the fork handlers that cover this lock */
     pthread_mutex_lock(&bpt__intern_lock);
     for (e = bpt__intern_table[h % BPT__INTERN_BUCKETS]; e; e = e->next)
         if (e->hash == h && strcmp(e->text, text) == 0) break;
@@ -1411,6 +1439,16 @@ static struct {
     bpt__atomic_ptr slot[BPT_MAX_SESSIONS];
     uint64_t generation[BPT_MAX_SESSIONS];    /* under the code modification permission */
 } bpt__sessions;
+
+/* In a fork child only the forking thread runs: a drain lock another thread
+   held at the fork is free again. */
+static void bpt__sessions_atfork_child(void) {
+    int i;
+    for (i = 0; i < BPT_MAX_SESSIONS; i++) {
+        bpt__session *s = (bpt__session *)bpt__load_relaxed_ptr(&bpt__sessions.slot[i]);
+        if (s) pthread_mutex_init(&s->drain_lock, NULL);
+    }
+}
 
 /* The live session of handle `id`, or NULL. The caller is pinned or holds the permission. */
 BPT__PRIVATE bpt__session *bpt__session_lookup(uint64_t id) {
@@ -3045,7 +3083,7 @@ typedef struct bpt__change {
     int fresh;                    /* g was allocated by this change */
 } bpt__change;
 
-static pthread_mutex_t bpt__code_mod_permission = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t bpt__code_mod_permission = PTHREAD_MUTEX_INITIALIZER;   /* declared in progress.c (fork) */
 static bpt_observer_fn bpt__observer;
 static void *bpt__observer_user;
 

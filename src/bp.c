@@ -23,7 +23,7 @@ typedef struct bpt__change {
     int fresh;                    /* g was allocated by this change */
 } bpt__change;
 
-static pthread_mutex_t bpt__code_mod_permission = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t bpt__code_mod_permission = PTHREAD_MUTEX_INITIALIZER;   /* declared in progress.c (fork) */
 static bpt_observer_fn bpt__observer;
 static void *bpt__observer_user;
 

@@ -11,7 +11,7 @@ typedef struct bpt__interned {
 
 enum { BPT__INTERN_BUCKETS = 1024 };
 static bpt__interned *bpt__intern_table[BPT__INTERN_BUCKETS];
-static pthread_mutex_t bpt__intern_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t bpt__intern_lock = PTHREAD_MUTEX_INITIALIZER;   /* declared in progress.c (fork) */
 
 BPT__PRIVATE uint32_t bpt__hash_str(const char *s) {
     uint32_t h = 2166136261u;   /* FNV-1a */
@@ -24,6 +24,7 @@ BPT__PRIVATE const char *bpt__intern(const char *text) {
     uint32_t h = bpt__hash_str(text);
     size_t len = strlen(text);
     bpt__interned *e;
+    bpt__progress_ensure_init();   /* registers the fork handlers that cover this lock */
     pthread_mutex_lock(&bpt__intern_lock);
     for (e = bpt__intern_table[h % BPT__INTERN_BUCKETS]; e; e = e->next)
         if (e->hash == h && strcmp(e->text, text) == 0) break;

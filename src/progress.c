@@ -98,6 +98,8 @@ BPT__PRIVATE void bpt__heavy_barrier(void) {
 BPT__PRIVATE int bpt__fail(int code, const char *fmt, ...);
 static void bpt__sync_core_handler(int sig);
 static void bpt__thread_exit_destructor(void *arg);
+static void bpt__atfork_prepare(void);
+static void bpt__atfork_parent(void);
 static void bpt__atfork_child(void);
 
 static void bpt__progress_init(void) {
@@ -118,7 +120,7 @@ static void bpt__progress_init(void) {
         sigemptyset(&sa.sa_mask);
         sigaction(BPT__SYNC_CORE_SIGNAL, &sa, NULL);
     }
-    pthread_atfork(NULL, NULL, bpt__atfork_child);
+    pthread_atfork(bpt__atfork_prepare, bpt__atfork_parent, bpt__atfork_child);
 }
 
 BPT__PRIVATE void bpt__progress_ensure_init(void) {
@@ -255,10 +257,35 @@ static void bpt__thread_exit_destructor(void *arg) {
     bpt__store_release_u32(&rec->in_use, 0);   /* pairs with the CAS that reuses it */
 }
 
+/* fork() copies locks as they are: one held by another thread would stay
+   held in the child forever. The prepare handler takes bptrace's locks, so a
+   fork never lands in the middle of a breakpoint change or an intern (the
+   protocol runs to its end first); parent and child release them. The
+   permission and the intern lock are defined by later parts. */
+static pthread_mutex_t bpt__code_mod_permission;
+static pthread_mutex_t bpt__intern_lock;
+static void bpt__sessions_atfork_child(void);   /* session.c */
+static int bpt__fork_took_permission;
+
+static void bpt__atfork_prepare(void) {
+    bpt__thread *self = bpt__thread_self_or_null();
+    /* A fork from a callback that runs under the permission keeps it held. */
+    bpt__fork_took_permission = !(self && self->holds_permission);
+    if (bpt__fork_took_permission) pthread_mutex_lock(&bpt__code_mod_permission);
+    pthread_mutex_lock(&bpt__intern_lock);
+}
+
+static void bpt__atfork_parent(void) {
+    pthread_mutex_unlock(&bpt__intern_lock);
+    if (bpt__fork_took_permission) pthread_mutex_unlock(&bpt__code_mod_permission);
+}
+
 /* After fork() only the forking thread exists in the child: retire every
    other record, or the child's first wait would wait for ghosts. */
 static void bpt__atfork_child(void) {
     bpt__thread *self = bpt__thread_self_or_null(), *rec;
+    bpt__atfork_parent();
+    bpt__sessions_atfork_child();
     for (rec = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records); rec; rec = rec->next) {
         if (rec == self) continue;
         bpt__store_relaxed_u64(&rec->state, 0);

@@ -58,6 +58,16 @@ static struct {
     uint64_t generation[BPT_MAX_SESSIONS];    /* under the code modification permission */
 } bpt__sessions;
 
+/* In a fork child only the forking thread runs: a drain lock another thread
+   held at the fork is free again. */
+static void bpt__sessions_atfork_child(void) {
+    int i;
+    for (i = 0; i < BPT_MAX_SESSIONS; i++) {
+        bpt__session *s = (bpt__session *)bpt__load_relaxed_ptr(&bpt__sessions.slot[i]);
+        if (s) pthread_mutex_init(&s->drain_lock, NULL);
+    }
+}
+
 /* The live session of handle `id`, or NULL. The caller is pinned or holds the permission. */
 BPT__PRIVATE bpt__session *bpt__session_lookup(uint64_t id) {
     uint64_t slot = id & 0xffff;
