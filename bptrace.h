@@ -515,7 +515,9 @@ typedef int (*bpt_match_fn)(const uint64_t *args, int nargs, void *user);
 
 /* A match spec: an optional predicate over the arguments plus actions, the
    C counterpart of [{Head, Guards, Body}] for the call trace of a pattern.
-   Copied by bpt_trace_pattern; user must stay valid while the pattern is set. */
+   Copied by bpt_trace_pattern; user must stay valid while the pattern is set.
+   Zero-initialise it, or use designated initializers: fields are added over
+   time, and zero always means the default. */
 typedef struct bpt_match {
     bpt_match_fn pred;     /* NULL: every call matches */
     void        *user;
@@ -632,8 +634,10 @@ BPT_API const char *bpt_protocol_step_name(int step);
 
 #include <errno.h>
 #include <fcntl.h>
-#if defined(__GLIBC__) && !defined(_DEFAULT_SOURCE)
-#  error "bptrace: the implementation needs POSIX and Linux calls (syscall, clock_gettime, sigaction): include bptrace.h before any other header in the file that defines BPTRACE_IMPLEMENTATION, or compile that file with -D_GNU_SOURCE"
+/* glibc fixes its feature macros at the first system header; __USE_GNU is
+   how it says _GNU_SOURCE was seen in time (syscall, dl_iterate_phdr). */
+#if defined(__GLIBC__) && !defined(__USE_GNU)
+#  error "bptrace: the implementation needs GNU and Linux calls (syscall, clock_gettime, dl_iterate_phdr): include bptrace.h before any other header in the file that defines BPTRACE_IMPLEMENTATION, or compile that file with -D_GNU_SOURCE"
 #endif
 #include <limits.h>
 #include <sched.h>

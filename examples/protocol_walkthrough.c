@@ -295,7 +295,7 @@ int main(void)
        scheduler runs it again (milliseconds); leave a CPU for this thread
        so that the waits below show what they cost, not the scheduler. */
     int nreaders = ncpu - 1 < 2 ? 2 : ncpu - 1 > MAX_READERS ? MAX_READERS : (int)(ncpu - 1);
-    bpt_match even = { even_round, NULL, 0, "even round" };
+    bpt_match even = { .pred = even_round, .message = "even round" };   /* designated: bpt_match may grow */
     int i, c, failed = 0, nregistered = 0, nstarted = 0, alive[2] = { 0, 0 };
     const struct change changes[] = {
         { "session A: call trace and call_count on every function",

@@ -515,7 +515,9 @@ typedef int (*bpt_match_fn)(const uint64_t *args, int nargs, void *user);
 
 /* A match spec: an optional predicate over the arguments plus actions, the
    C counterpart of [{Head, Guards, Body}] for the call trace of a pattern.
-   Copied by bpt_trace_pattern; user must stay valid while the pattern is set. */
+   Copied by bpt_trace_pattern; user must stay valid while the pattern is set.
+   Zero-initialise it, or use designated initializers: fields are added over
+   time, and zero always means the default. */
 typedef struct bpt_match {
     bpt_match_fn pred;     /* NULL: every call matches */
     void        *user;

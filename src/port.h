@@ -16,8 +16,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#if defined(__GLIBC__) && !defined(_DEFAULT_SOURCE)
-#  error "bptrace: the implementation needs POSIX and Linux calls (syscall, clock_gettime, sigaction): include bptrace.h before any other header in the file that defines BPTRACE_IMPLEMENTATION, or compile that file with -D_GNU_SOURCE"
+/* glibc fixes its feature macros at the first system header; __USE_GNU is
+   how it says _GNU_SOURCE was seen in time (syscall, dl_iterate_phdr). */
+#if defined(__GLIBC__) && !defined(__USE_GNU)
+#  error "bptrace: the implementation needs GNU and Linux calls (syscall, clock_gettime, dl_iterate_phdr): include bptrace.h before any other header in the file that defines BPTRACE_IMPLEMENTATION, or compile that file with -D_GNU_SOURCE"
 #endif
 #include <limits.h>
 #include <sched.h>
