@@ -58,7 +58,16 @@ int main(void) {
     CHECK_RC(bpt_trace_pattern(s, "vm:f/2", BPT_CALL, NULL), 1);
     bpt_vm_breakpoint(f, &x0);   /* the thread's ring exists before any signal */
     hits_main++;
-    pthread_create(&t, NULL, drainer, NULL);
+    /* SIGALRM from setitimer goes to the process: only this thread may take
+       it, so the drainer is created with it blocked (inherited mask). */
+    {
+        sigset_t alrm;
+        sigemptyset(&alrm);
+        sigaddset(&alrm, SIGALRM);
+        pthread_sigmask(SIG_BLOCK, &alrm, NULL);
+        pthread_create(&t, NULL, drainer, NULL);
+        pthread_sigmask(SIG_UNBLOCK, &alrm, NULL);
+    }
     signal(SIGALRM, handler);
     setitimer(ITIMER_REAL, &it, NULL);
     for (i = 1; i < n; i++) {
