@@ -2,6 +2,7 @@
 #   make demo         the main job (until the SQLite demo lands: tinyvm traced live)
 #   make test         the whole test matrix (tests/run), ends with "N passed, N failed"
 #   make bench        benchmarks (figures and ratios; no assertions)
+#   make fuzz         the libFuzzer targets, FUZZ_SECONDS each (tests/fuzz/fuzz.mk)
 #   make amalgamate   regenerate bptrace.h from src/
 #   make check-amalgamation
 #   make print-cflags the whole-program flags for traceable functions
@@ -34,6 +35,9 @@ demo: $(BUILD)/tinyvm
 test:
 	./amalgamate.sh --check
 	tests/run
+
+# make fuzz [FUZZ_SECONDS=600] [FUZZ_TARGET=pattern]: the libFuzzer targets for as long as asked.
+-include tests/fuzz/fuzz.mk
 
 # The ELF module scanner across 24 builds (gcc, clang, lld, gold, LTO, PIE and not,
 # aarch64 under qemu, sanitizers) with corrupt-file fuzzing; needs lld. ~5 minutes.

@@ -19,7 +19,7 @@
        >>errors      BPT_E* codes, bpt_strerror, bpt_last_error
        >>progress    thread progress: pin/unpin, waits, managed threads
        >>session     trace sessions, tracers, message rings, rate limits
-       >>func        function records and VM instruction-word sites
+       >>func        function records and VM instruction-word sites; VM return frames
        >>pattern     bpt_trace_pattern, match specs, trace info
        >>format      dbg-style text
        >>observe     the protocol observer (teaching and tests)
@@ -46,6 +46,9 @@
                                           For kernels without it, and for tests of the fallback.
        BPT_SYNC_CORE_SIGNAL implementation The signal that serializes threads' instruction streams
                                           where membarrier SYNC_CORE is missing. Default SIGRTMIN+7.
+       BPT_SHADOW_FRAMES  implementation  Return-trace frames per thread (native and VM stacks each).
+                                          Default 512. Past it a call's return is not traced (counted).
+       BPT_FRAME_SESSIONS implementation  Sessions one call's return frame serves. Default 4.
 
    NATIVE FUNCTIONS (gcc and clang, x86-64 and aarch64)
        Mark a function BPT_TRACEABLE, or compile whole files with the flags
@@ -236,7 +239,8 @@ BPT_API int bpt_thread_progress_wait_sync_core(void);
 BPT_API int bpt_thread_progress_register_managed(void);
 
 /* bpt_thread_progress: a managed thread reports a quiescent point: it holds no
-   reference to breakpoint data. No-op on unmanaged threads. Wakes a waiter.
+   reference to breakpoint data. No-op on unmanaged threads, and ignored inside
+   a pinned section or tracer callback (not a quiescent point). Wakes a waiter.
    Never blocks. Source: erts_thr_progress_update. */
 BPT_API void bpt_thread_progress(void);
 
@@ -275,7 +279,10 @@ typedef struct bpt_session { uint64_t id; } bpt_session;
 enum bpt_msg_type {
     BPT_MSG_CALL    = 1,  /* a traced call: func, args */
     BPT_MSG_DROPPED = 2,  /* value = messages this thread's ring dropped since the last report */
-    BPT_MSG_LIMIT   = 3   /* the rate limit tripped; the session traced nothing after it */
+    BPT_MSG_LIMIT   = 3,  /* the rate limit tripped; the session traced nothing after it */
+    BPT_MSG_RETURN_FROM    = 4,  /* func returned: value, value_type */
+    BPT_MSG_EXCEPTION_FROM = 5,  /* func was unwound: exception_class, value */
+    BPT_MSG_RETURN_TO      = 6   /* execution resumes in func (module NULL: unknown code at caller) */
 };
 
 enum { BPT_MAX_ARGS = 8, BPT_MSG_STR_BYTES = 48 };
@@ -310,7 +317,13 @@ typedef struct bpt_msg {
     int arity;
     bpt_format_fn format;  /* the site's argument formatter, or NULL for decimal */
     const char *user;      /* the match spec's message, or NULL */
-    uint64_t value;        /* DROPPED: count */
+    uint64_t value;        /* DROPPED: count; RETURN_FROM: the return value; EXCEPTION_FROM: the exception */
+    uint8_t  value_type;   /* RETURN_FROM: enum bpt_arg_type of value (F64: the double's bits) */
+    const char *exception_class; /* EXCEPTION_FROM: "throw" (bpt_vm_unwind) or "unwind" (native) */
+    const char *caller_module;   /* CALL with BPT_CALLER: the function the call returns to, */
+    const char *caller_name;     /* NULL if unknown (not a registered function) */
+    int caller_arity;
+    uint64_t caller;             /* CALL with BPT_CALLER, RETURN_TO: the return address (native), 0 (VM) */
     uint64_t args[BPT_MAX_ARGS];       /* F64: the double's bits; STR: offset into str */
     uint8_t  argtype[BPT_MAX_ARGS];    /* enum bpt_arg_type */
     char     str[BPT_MSG_STR_BYTES];   /* STR arguments, NUL-separated, truncated to fit */
@@ -361,6 +374,8 @@ typedef struct bpt_session_counts {
     uint64_t delivered;  /* handed to the callback tracer, or drained */
     uint64_t dropped;    /* lost to full rings (a traced thread never waits) */
     uint64_t limited;    /* hits suppressed after the rate limit tripped */
+    uint64_t frames_skipped; /* calls whose return was not traced: the thread's shadow stack
+                                was full (BPT_SHADOW_FRAMES), or it served BPT_FRAME_SESSIONS */
     int      limit_tripped;
     char     name[64];
 } bpt_session_counts;
@@ -373,12 +388,18 @@ BPT_API int bpt_session_stats(bpt_session s, bpt_session_counts *out);
    A function record (bpt_func, BEAM's ErtsCodeInfo) names one instrumentable
    function and owns its site: here, a VM instruction word. */
 
-/* How a VM lets bptrace read a call's arguments and print values. */
+/* How a VM lets bptrace read a call's arguments, print values and name a
+   call's caller. Zero-initialise it or use designated initializers: fields
+   are added over time (caller came with return trace), and NULL always means
+   "not provided". */
 typedef uint64_t (*bpt_vm_arg_fn)(const void *frame, int index);
+typedef bpt_func *(*bpt_vm_caller_fn)(const void *frame);
 typedef struct bpt_vm_ops {
     bpt_vm_arg_fn arg;      /* argument index of the frame given to bpt_vm_breakpoint; NULL: no args */
     bpt_format_fn format;   /* how to print an argument; NULL: decimal. Must stay valid for
                                the life of the process (messages keep it). */
+    bpt_vm_caller_fn caller;/* the registered function the call returns to, or NULL (unknown):
+                               for BPT_CALLER and BPT_RETURN_TO. NULL: always unknown. */
 } bpt_vm_ops;
 
 /* A VM instruction word: the interpreter's dispatch word (a label address
@@ -428,7 +449,11 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
    BPT_ENOMEM; BPT_EDEADLK; with *out set, the codes of bpt_register_vm for a
    remembered pattern that could not be applied; BPT_ENOTSUP also where a CET shadow stack (x86-64)
    or a guarded control stack (aarch64) is active, which the entry stub's
-   redirected return would trip. Thread-safe (set path). Source: DESIGN §4.2-4.4. */
+   redirected return would trip. bptrace does not know the size of a
+   function registered by hand, so caller and return_to name it for return
+   addresses up to the next registered entry (at most 64 KiB past its own);
+   bpt_register_module takes sizes from the ELF symbols and names exactly.
+   Thread-safe (set path). Source: DESIGN §4.2-4.4. */
 BPT_API int bpt_register_native(void *fn, const char *module, const char *name, int arity, bpt_func **out);
 
 /* bpt_register_module: register every patchable function of a loaded module:
@@ -456,7 +481,9 @@ BPT_API int bpt_unregister_module(const char *module);
    record after a thread progress wait, which covers threads inside
    bpt_vm_breakpoint(f). The caller guarantees, as when unloading code, that
    no thread can still fetch the site's word and call bpt_vm_breakpoint(f)
-   afterwards; VM threads that are managed (as BEAM's schedulers) and report
+   afterwards, and that no call of f is still running with a return-trace
+   token (its bpt_vm_return would read the freed record, as BEAM's purge
+   requires that no process runs old code); VM threads that are managed (as BEAM's schedulers) and report
    progress only between instructions are covered by the wait too.
    Returns 0; BPT_EINVAL (NULL); BPT_ENOENT (not a registered record);
    BPT_EBUSY; BPT_EDEADLK (see bpt_trace_pattern). Thread-safe (set path). */
@@ -472,14 +499,51 @@ BPT_API int bpt_func_lookup(const char *module, const char *name, int arity, bpt
    callback that runs under the permission. Thread-safe. */
 BPT_API int bpt_func_count(void);
 
+/* A return-trace frame token (0: none). */
+typedef uint64_t bpt_vm_token;
+
 /* bpt_vm_breakpoint: what the VM's breakpoint opcode calls, as BEAM's
    op_i_generic_breakpoint. In: f, the record registered for this site; frame,
-   handed back to ops->arg. Out: the original instruction word, for the VM to
-   execute in place of the breakpoint. Runs every session's active
-   generation: counts, evaluates match specs, sends call messages.
-   Never blocks; takes no lock. Thread-safe and async-signal-safe once the
-   thread has a ring in each tracing session. */
-BPT_API bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame);
+   handed back to ops->arg and ops->caller; token, where to say whether the
+   VM must push a return-trace frame (NULL: the VM keeps none, and return
+   trace of its calls is skipped). Out: the original instruction word, for the
+   VM to execute in place of the breakpoint, and *token: 0, or a token the VM
+   keeps in a frame of the call (as BEAM pushes a return_trace frame) and
+   hands to exactly one of bpt_vm_return or bpt_vm_unwind, on this thread.
+   Runs every session's active generation: counts, evaluates match specs,
+   sends call messages. Never blocks; takes no lock. Thread-safe and
+   async-signal-safe once the thread has a ring in each tracing session. */
+BPT_API bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame, bpt_vm_token *token);
+
+/* bpt_vm_return: the call that got token returns value (as the match spec's
+   ret type says: i64 by default). Sends return_from (and return_to) to the
+   sessions that asked. Frames pushed after token's and not yet returned were
+   unwound: they are reported as bpt_vm_unwind reports them (value 0) first.
+   A stale or foreign token is ignored. Never blocks. Thread-safe (acts on the
+   calling thread's frames); the VM calls it on the thread that hit the
+   breakpoint. Source: BEAM's return_trace frame (beam_bp.c erts_trace_return). */
+BPT_API void bpt_vm_return(bpt_vm_token token, uint64_t value);
+
+/* bpt_vm_unwind: a throw passes the frame of token, with exception value
+   (class "throw"): sends exception_from to the sessions that asked for
+   exception trace, and drops the frame (and any pushed after it). As BEAM's
+   exception_trace "found while scanning the stack during a throw".
+   A stale token is ignored. Never blocks. Thread-safe, as bpt_vm_return. */
+BPT_API void bpt_vm_unwind(bpt_vm_token token, uint64_t exception);
+
+/* bpt_unwind_to: the host unwound native frames (longjmp, a C++ throw, a
+   coroutine abort) back into the function that calls this: every
+   return-trace frame of the calling thread entered at or below sp is
+   reported as exception_from (class "unwind", value 0), newest first, and
+   dropped. sp: that function's stack pointer or __builtin_frame_address(0)
+   (on aarch64 a callee's entry sp can equal it; the function's own entry sp
+   is always above). Without this call, bptrace notices such frames at the
+   next traced return above them, or when a traced call reuses their place.
+   Returns how many frames it dropped, or BPT_EINVAL (sp NULL). Never blocks.
+   Thread-safe (acts on the caller).
+   Limits: return trace assumes one stack per thread; a thread that switches
+   stacks (ucontext fibers, coroutines) must not enable it. */
+BPT_API int bpt_unwind_to(const void *sp);
 
 /* bpt_vm_word_at: the word currently stored at a registered site (the
    breakpoint word while installed, the original otherwise). For tests. */
@@ -498,15 +562,26 @@ BPT_API unsigned bpt_staging_bp_ix(void);
 enum bpt_trace_flag {
     BPT_CALL    = 1u << 0,  /* local call trace: a call message per call */
     BPT_COUNT   = 1u << 1,  /* call_count: an atomic counter, as BEAM's BpCount */
+    /* With BPT_CALL, the match spec actions of Tracing.md (each also a bpt_match action): */
+    BPT_RETURN    = 1u << 2,  /* return_trace: a return_from message with the return value */
+    BPT_EXCEPTION = 1u << 3,  /* exception_trace: return_trace, plus exception_from when unwound */
+    BPT_RETURN_TO = 1u << 4,  /* return_to: a return_to message naming the function returned to */
+    BPT_CALLER    = 1u << 5,  /* caller: the call message names the function it returns to */
+    BPT_TIME      = 1u << 6,  /* call_time: calls and own time (ns) per process, per thread tables */
+    BPT_MEMORY    = 1u << 7,  /* call_memory: calls and bytes bpt_account_memory reported, per process */
     /* How (at most one; none means "switch on"): */
     BPT_OFF     = 1u << 16, /* switch the named kinds off (BPT_OFF alone: all kinds) */
-    BPT_PAUSE   = 1u << 17, /* call_count: stop counting, keep the value */
-    BPT_RESTART = 1u << 18  /* call_count: set to zero and count */
+    BPT_PAUSE   = 1u << 17, /* call_count, call_time, call_memory: stop counting, keep the values */
+    BPT_RESTART = 1u << 18  /* call_count, call_time, call_memory: set to zero and count */
 };
 
 /* Match spec actions. */
 enum bpt_match_action {
-    BPT_MS_SILENT = 1u << 0 /* run the predicate but send no call message */
+    BPT_MS_SILENT          = 1u << 0, /* run the predicate but send no message */
+    BPT_MS_RETURN_TRACE    = BPT_RETURN,
+    BPT_MS_EXCEPTION_TRACE = BPT_EXCEPTION,
+    BPT_MS_RETURN_TO       = BPT_RETURN_TO,
+    BPT_MS_CALLER          = BPT_CALLER
 };
 
 /* A match spec predicate: return non-zero to trace this call. args holds the
@@ -526,21 +601,44 @@ typedef struct bpt_match {
     const char  *args;     /* argument spec, e.g. "i64,ptr,str,f64" (at most 8; uftrace -A);
                               NULL: the first `arity` arguments as i64. Integer kinds take the
                               next integer register, f64 the next FP register. */
+    const char  *ret;      /* return value type for return_from: one of i64 (NULL), u64, ptr,
+                              str, f64 (uftrace -R's retval) */
 } bpt_match;
 
 /* bpt_trace_pattern: set, change or clear a session's breakpoints on every
    function matching pattern, without stopping any thread (the 13 steps).
    In: pattern "module:function/arity"; each part a glob where '*' matches any
    run of characters, and '_' alone matches anything ("_:_/_" is every
-   function). flags: kinds (BPT_CALL, BPT_COUNT) plus at most one of
-   BPT_OFF, BPT_PAUSE, BPT_RESTART. match: the call-trace match spec (NULL: none).
+   function). flags: kinds (BPT_CALL, BPT_COUNT, BPT_TIME, BPT_MEMORY) plus
+   at most one of BPT_OFF, BPT_PAUSE, BPT_RESTART (PAUSE and RESTART: the
+   counting kinds only; RESTART of BPT_TIME or BPT_MEMORY zeroes both
+   tables); with BPT_CALL switched on, also
+   BPT_RETURN, BPT_EXCEPTION, BPT_RETURN_TO, BPT_CALLER (the same as the
+   match spec actions of those names; they apply to the calls the match
+   spec accepts, as in BEAM). match: the call-trace match spec (NULL: none).
    The pattern also stays in force for functions registered later, until a
    BPT_OFF call with the same pattern text removes it.
+   Return trace (DESIGN §7): a native call's return address is swapped for
+   bptrace's return trampoline once, however many sessions trace it, and the
+   original is kept on the thread's bounded shadow stack; a VM call gets a
+   token (bpt_vm_breakpoint). Frames unwound by longjmp or a throw are found
+   at the next traced return above them, or by bpt_unwind_to / bpt_vm_unwind,
+   and give exception_from. Tail calls: a traced function entered by a tail
+   call from one whose return is traced shares its frame; both get
+   return_from, innermost first, and one return_to ends the chain.
+   Limits: a C++ exception must not unwind through a return-traced native
+   call (the unwinder finds the trampoline, which has no unwind info, and
+   calls std::terminate; longjmp is fine); on x86-64 a function returning
+   long double (x87 st0) or a 256/512-bit vector must not be return-traced
+   (the trampoline keeps rax, rdx and the low 128 bits of xmm0, xmm1); threads
+   that switch stacks must not use return trace.
    Returns the number of functions matched (>= 0); BPT_ESESSION; BPT_EINVAL
    (pattern NULL); BPT_EPATTERN (empty or malformed; bpt_last_error says
    where); BPT_EFLAGS (unknown bit, no kind with PAUSE/RESTART, PAUSE or
-   RESTART without BPT_COUNT, two hows); BPT_EPATTERN also for a bad argument
-   spec (an unknown type, more than 8); BPT_EDEADLK (from a tracer callback,
+   RESTART with BPT_CALL or without a counting kind, two hows, BPT_RETURN & co. without BPT_CALL
+   switched on); BPT_EPATTERN also for a bad argument or ret spec (an unknown
+   type, more than 8); BPT_ENOTSUP (return trace of native functions where a
+   CET shadow stack or GCS is active); BPT_EDEADLK (from a tracer callback,
    a pinned section, or an observer or trace_info_each callback);
    BPT_ENOMEM (nothing changed); BPT_EPERM (native sites: mprotect refused a
    code write: the settings are committed, but the functions whose word could
@@ -551,20 +649,53 @@ BPT_API int bpt_trace_pattern(bpt_session s, const char *pattern, unsigned flags
                               const bpt_match *match);
 
 /* What bpt_trace_info reports. */
-enum bpt_info_flag { BPT_INFO_FLAGS = 1u << 0, BPT_INFO_COUNT = 1u << 1 };
+enum bpt_info_flag {
+    BPT_INFO_FLAGS  = 1u << 0,
+    BPT_INFO_COUNT  = 1u << 1,   /* call_count */
+    BPT_INFO_TIME   = 1u << 2,   /* call_time: calls and own time per process (collected, see below) */
+    BPT_INFO_MEMORY = 1u << 3    /* call_memory: calls and bytes per process */
+};
+
+/* One process's call_time / call_memory on one function. */
+typedef struct bpt_info_process {
+    uint64_t process;      /* as bpt_process_switch named it (default: the OS thread id) */
+    uint64_t calls;        /* calls counted while call_time or call_memory was active */
+    uint64_t time_ns;      /* own time: in the function, not in traced callees, not scheduled out */
+    uint64_t memory_bytes; /* what bpt_account_memory reported while the function was current */
+} bpt_info_process;
 
 typedef struct bpt_info {
-    unsigned flags;        /* BPT_CALL | BPT_COUNT set for f in the session; 0 if none */
+    unsigned flags;        /* BPT_CALL | BPT_COUNT | BPT_TIME | BPT_MEMORY (and BPT_RETURN & co.
+                              with BPT_CALL) set for f in the session; 0 if none */
     int      count_paused; /* call_count is paused */
     uint64_t count;        /* call_count, exact */
+    int      time_paused;  /* call_time / call_memory are paused */
+    uint64_t calls;        /* call_time / call_memory: calls, all processes */
+    uint64_t time_ns;      /* call_time: own time, all processes, ns */
+    uint64_t memory_bytes; /* call_memory: bytes, all processes */
+    uint32_t nprocs;       /* out: processes with calls, time or memory on f */
+    uint32_t procs_cap;    /* in: room in procs (bpt_trace_info only) */
+    bpt_info_process *procs; /* in: an array of procs_cap, or NULL; out: the first
+                              min(nprocs, procs_cap) processes, most time first */
 } bpt_info;
 
-/* bpt_trace_info: the session's settings and call_count for one function.
+/* bpt_trace_info: the session's settings, call_count, call_time and
+   call_memory for one function.
+   call_count is one relaxed atomic load. call_time and call_memory live in
+   per-thread tables that only their own thread writes; they are collected
+   without blocking any traced thread, by OTP 29's method (timem.c): the
+   staging half gets fresh tables, the generations switch, a thread progress
+   wait makes the real tables idle, they are summed, and the fresh tables
+   carry the sums on. Time is own time, charged as BEAM charges it: a call
+   starts its function and pauses the caller's, a return charges the callee
+   and resumes the caller; a call still running is counted but its time is
+   charged when it returns. Native functions need return frames for time
+   (BPT_TIME works like return trace, with its limits).
    Returns 0; BPT_ESESSION; BPT_EINVAL (f or out NULL, unknown what bits);
-   BPT_ENOENT (f not registered); BPT_EDEADLK (see bpt_trace_pattern: it
-   takes the code modification permission). Traced threads never wait for
-   it: the count is one relaxed atomic load. Thread-safe.
-   Source: erlang:trace_info/2 (flags, call_count). */
+   BPT_ENOENT (f not registered); BPT_ENOMEM (the collection's tables:
+   nothing changed, counts are kept); BPT_EDEADLK (see bpt_trace_pattern: it
+   takes the code modification permission). Thread-safe.
+   Source: erlang:trace_info/2 (flags, call_count, call_time, call_memory). */
 BPT_API int bpt_trace_info(bpt_session s, const bpt_func *f, unsigned what, bpt_info *out);
 
 /* bpt_trace_info_each: bpt_trace_info for every registered function matching
@@ -577,16 +708,52 @@ typedef void (*bpt_info_fn)(const bpt_func *f, const char *module, const char *n
 BPT_API int bpt_trace_info_each(bpt_session s, const char *pattern, unsigned what,
                                 bpt_info_fn fn, void *user);
 
+/* bpt_process_switch: the calling thread now runs process `process` (0: the
+   OS thread itself, the default), for a host with green threads, fibers
+   that run to completion, or actors. call_time charges the previous
+   process's current function up to now; the time until this thread runs
+   that process again is charged to nobody, as BEAM excludes the time a
+   process is scheduled out. Messages carry the process too. Never blocks,
+   allocates nothing. Thread-safe (acts on the caller); async-signal-safe. */
+BPT_API void bpt_process_switch(uint64_t process);
+
+/* bpt_account_memory: the calling thread's current process allocated bytes
+   (negative: freed): call_memory charges them to its current traced
+   function in each session that has call_memory on it. Never blocks.
+   Thread-safe (acts on the caller). Source: call_memory in OTP 26+. */
+BPT_API void bpt_account_memory(int64_t bytes);
+
 /* >>format */
 
 /* bpt_format_dbg: one message as a line in the style of OTP's dbg with
    recon_trace's timestamps, e.g.
-       15:36:26.123456 (<4711>) call tinyvm:fib(10)
+       15:36:26.123456 (<4711>) call tinyvm:fib(10) (caller tinyvm:loop/3)
+       15:36:26.123458 (<4711>) returned from tinyvm:fib/1 -> 55
+       15:36:26.123459 (<4711>) returning to tinyvm:loop/3
+       15:36:26.123459 (<4711>) exception_from tinyvm:c/1 {throw,10}
        15:36:26.123460 (<4711>) dropped 17 messages
    In: m, buf of size bytes. Out: the text, NUL terminated, no newline.
    Returns the length it wanted (as snprintf), or BPT_EINVAL for a NULL.
    Thread-safe; never touches traced threads. */
 BPT_API int bpt_format_dbg(const bpt_msg *m, char *buf, size_t size);
+
+/* One line of a profile table. */
+typedef struct bpt_profile_row {
+    const char *module, *name;
+    int arity;
+    uint64_t process;      /* 0: the total over processes */
+    uint64_t calls;
+    uint64_t value;        /* time in ns (call_time) or bytes (call_memory) */
+} bpt_profile_row;
+
+/* bpt_format_profile: a table in the style of OTP's tprof,
+       FUNCTION                     CALLS   TIME(us)   PER CALL  [    %]
+   sorted by value (rows are sorted in place), with a total line, for
+   call_time (memory 0) or call_memory (memory 1: BYTES instead of TIME).
+   Rows of several processes may be mixed; each is printed with its process.
+   Returns the length it wanted (as snprintf) or BPT_EINVAL (rows NULL with
+   n > 0, n < 0, buf NULL with size > 0). Thread-safe. */
+BPT_API int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size_t size);
 
 /* >>observe */
 
@@ -895,11 +1062,20 @@ typedef struct bpt__thread {
     pthread_t self;
     int managed;                    /* owner only: registered as a managed thread */
     int managed_online;             /* owner only: managed and online (pins are free) */
+    uint32_t managed_nest;          /* owner only: pins of a managed online thread (counted only to
+                                       refuse progress reports made inside them) */
     int in_tracer;                  /* owner only: inside a callback tracer */
     volatile int sending;           /* owner only: inside bpt__session_send (a signal handler may interrupt it) */
     int holds_permission;           /* owner only: holds the code modification permission */
     int offline_to_block;           /* owner only: went offline to block in bptrace; back online after */
     uint64_t process;               /* owner only: the process time is charged to */
+    /* Return-trace frames (frames.c): native [0] and VM [1] shadow stacks,
+       allocated on first use, kept when the record is reused. Written by the
+       owner and by signal handlers nested on it, never by another thread. */
+    struct bpt__frame *shadow[2];
+    volatile uint32_t shadow_depth[2];
+    uint32_t vm_serial;             /* owner only: VM frame tokens' check value */
+    int in_timem_overflow;          /* owner only: updating a shared overflow time table (timem.c) */
     char errmsg[320];               /* owner only: bpt_last_error() */
 } bpt__thread;
 
@@ -1006,6 +1182,7 @@ static bpt__thread *bpt__thread_create(void) {
     rec->self = pthread_self();
     rec->managed = rec->managed_online = rec->in_tracer = rec->holds_permission = 0;
     rec->process = rec->tid;
+    rec->shadow_depth[0] = rec->shadow_depth[1] = 0;   /* a dead owner's frames mean nothing */
     rec->errmsg[0] = '\0';
     bpt__store_relaxed_u64(&rec->state, 0);
 #if !defined(BPT__TLS_BY_KEY)
@@ -1039,7 +1216,10 @@ BPT__PRIVATE bpt__thread *bpt__pin(void) {
     bpt__thread *rec = bpt__thread_self();
     uint64_t s;
     if (!rec) return NULL;
-    if (rec->managed_online) return rec;   /* its progress reports cover it */
+    if (rec->managed_online) {   /* its progress reports cover it; the nest only refuses */
+        rec->managed_nest++;     /* reports made inside the section (see bpt_thread_progress) */
+        return rec;
+    }
     s = bpt__load_relaxed_u64(&rec->state);
     if ((s & BPT__NEST_MASK) == 0) {
         /* The acquire pairs with the waiter's epoch advance: a section that
@@ -1056,7 +1236,11 @@ BPT__PRIVATE bpt__thread *bpt__pin(void) {
 
 BPT__PRIVATE void bpt__unpin(bpt__thread *rec) {
     uint64_t s;
-    if (!rec || rec->managed_online) return;
+    if (!rec) return;
+    if (rec->managed_online) {
+        if (rec->managed_nest) rec->managed_nest--;
+        return;
+    }
     s = bpt__load_relaxed_u64(&rec->state);
     if ((s & BPT__NEST_MASK) == 0) return;   /* unbalanced unpin: ignored, never a crash */
     if ((s & BPT__NEST_MASK) == 1)
@@ -1257,7 +1441,7 @@ static int bpt__progress_wait(int sync_core) {
 
 int bpt_thread_progress_register_managed(void) {
     bpt__thread *rec = bpt__thread_self();
-    if (!rec) return BPT_ENOMEM;
+    if (!rec) return bpt__fail(BPT_ENOMEM, "bpt_thread_progress_register_managed: no memory for the thread record");
     if (bpt__thread_pinned(rec))
         return bpt__fail(BPT_EINVAL, "bpt_thread_progress_register_managed: called while pinned");
     rec->managed = 1;
@@ -1267,7 +1451,9 @@ int bpt_thread_progress_register_managed(void) {
 
 void bpt_thread_progress(void) {
     bpt__thread *rec = bpt__thread_self_or_null();
-    if (!rec || !rec->managed_online) return;
+    /* Inside a pinned section (a hit, a tracer callback, a signal handler on
+       a hit) the thread still holds breakpoint data: not a quiescent point. */
+    if (!rec || !rec->managed_online || rec->managed_nest) return;
     /* Quiescent point: every earlier access is released before the new epoch
        is acknowledged [B3]; the acquire of the epoch makes later reads see
        the waiter's stores. */
@@ -1276,7 +1462,7 @@ void bpt_thread_progress(void) {
 
 void bpt_thread_progress_offline(void) {
     bpt__thread *rec = bpt__thread_self_or_null();
-    if (!rec || !rec->managed_online) return;
+    if (!rec || !rec->managed_online || rec->managed_nest) return;   /* not inside a section: see above */
     rec->managed_online = 0;
     bpt__state_store_and_wake(rec, 0);
 }
@@ -1320,9 +1506,20 @@ static const char *bpt__error_text(int code) {
 
 const char *bpt_strerror(int code) { return bpt__error_text(code); }
 
+/* A thread whose record could not be allocated has nowhere to keep its
+   message: it gets this fixed one (per thread where __thread exists; on
+   tcc, shared, which only ever holds this one text). */
+static const char bpt__no_record_msg[] =
+    "out of memory: no memory for this thread's record (its first bptrace call); nothing changed";
+#if defined(BPT__TLS_BY_KEY)
+static const char *volatile bpt__norec_error;
+#else
+static BPT__THREAD_LOCAL const char *bpt__norec_error;
+#endif
+
 const char *bpt_last_error(void) {
     bpt__thread *rec = bpt__thread_self_or_null();
-    return rec ? rec->errmsg : "";
+    return rec ? rec->errmsg : bpt__norec_error ? bpt__norec_error : "";
 }
 
 /* Record why a call failed and return its code, so that failure paths read
@@ -1336,6 +1533,8 @@ BPT__PRIVATE int bpt__fail(int code, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(rec->errmsg + n, sizeof rec->errmsg - (size_t)n, fmt, ap);
         va_end(ap);
+    } else {
+        bpt__norec_error = bpt__no_record_msg;
     }
     return code;
 }
@@ -1430,6 +1629,9 @@ typedef struct bpt__session {
     bpt__atomic_u64 window_start; /* rate limit window */
     bpt__atomic_u64 window_count;
     bpt__atomic_u64 limited;
+    bpt__atomic_u64 frames_skipped; /* calls whose return could not be traced (frames.c) */
+    bpt__atomic_u64 lost_laneless;  /* messages lost before their thread had a lane: a nested send
+                                       while the lane was being made, or no memory for it */
     bpt__atomic_ptr lanes[BPT_MAX_THREADS + 1];   /* the last is the overflow lane */
     bpt__atomic_u32 overflow_busy;
     pthread_mutex_t drain_lock;
@@ -1528,12 +1730,17 @@ BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt
     if (rec->sending) {
         if ((lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[overflow ? BPT_MAX_THREADS : rec->index])) != NULL)
             bpt__fetch_add_u64(&lane->lost, 1);
+        else   /* the interrupted send is making the lane */
+            bpt__fetch_add_u64(&s->lost_laneless, 1);
         return;
     }
     rec->sending = 1;
     bpt__compiler_barrier();   /* set before the lane is touched, as a signal handler sees it */
     lane = bpt__lane_get(s, rec);
-    if (!lane) goto done;      /* out of memory: the message is lost, nothing else is */
+    if (!lane) {               /* out of memory: the message is lost (counted), nothing else is */
+        bpt__fetch_add_u64(&s->lost_laneless, 1);
+        goto done;
+    }
     if (overflow && !bpt__cas_u32(&s->overflow_busy, 0, 1)) {
         bpt__fetch_add_u64(&lane->lost, 1);
         goto done;
@@ -1668,7 +1875,10 @@ int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
         out->dropped += bpt__load_relaxed_u64(&lane->dropped) + bpt__load_relaxed_u64(&lane->lost);
         out->delivered += bpt__load_relaxed_u64(&lane->delivered) + bpt__load_relaxed_u64(&lane->drained);
     }
+    out->produced += bpt__load_relaxed_u64(&s->lost_laneless);
+    out->dropped += bpt__load_relaxed_u64(&s->lost_laneless);
     out->limited = bpt__load_relaxed_u64(&s->limited);
+    out->frames_skipped = bpt__load_relaxed_u64(&s->frames_skipped);
     out->limit_tripped = (int)bpt__load_relaxed_u32(&s->limit_tripped);
     memcpy(out->name, s->name, sizeof out->name);
     bpt__unpin(rec);
@@ -1746,20 +1956,27 @@ BPT__PRIVATE int bpt__mfa_match(const bpt__mfa *p, const char *module, const cha
     return (p->arity < 0 || p->arity == arity) && bpt__glob(p->module, module) && bpt__glob(p->function, name);
 }
 
-/* The kinds a pattern sets and how. */
-#define BPT__KINDS (BPT_CALL | BPT_COUNT)
+/* The kinds a pattern sets, how, and the call-trace actions that need a
+   return frame or a caller (DESIGN §7). */
+#define BPT__KINDS (BPT_CALL | BPT_COUNT | BPT_TIME | BPT_MEMORY)
+#define BPT__TIMEM (BPT_TIME | BPT_MEMORY)
 #define BPT__HOWS (BPT_OFF | BPT_PAUSE | BPT_RESTART)
+#define BPT__FRAME_ACTIONS (BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO)
+#define BPT__CALL_ACTIONS (BPT__FRAME_ACTIONS | BPT_CALLER)
 
 BPT__PRIVATE int bpt__flags_check(unsigned flags) {
     unsigned how = flags & BPT__HOWS, kinds = flags & BPT__KINDS;
-    if (flags & ~(BPT__KINDS | BPT__HOWS))
-        return bpt__fail(BPT_EFLAGS, "unknown flag bits 0x%x", flags & ~(BPT__KINDS | BPT__HOWS));
+    if (flags & ~(BPT__KINDS | BPT__HOWS | BPT__CALL_ACTIONS))
+        return bpt__fail(BPT_EFLAGS, "unknown flag bits 0x%x", flags & ~(BPT__KINDS | BPT__HOWS | BPT__CALL_ACTIONS));
+    if ((flags & BPT__CALL_ACTIONS) && (!(kinds & BPT_CALL) || how != 0))
+        return bpt__fail(BPT_EFLAGS, "BPT_RETURN, BPT_EXCEPTION, BPT_RETURN_TO and BPT_CALLER go with "
+                         "BPT_CALL switched on (they are call-trace match spec actions)");
     if (how & (how - 1))
         return bpt__fail(BPT_EFLAGS, "at most one of BPT_OFF, BPT_PAUSE, BPT_RESTART");
-    if ((how & (BPT_PAUSE | BPT_RESTART)) && kinds != BPT_COUNT)
-        return bpt__fail(BPT_EFLAGS, "BPT_PAUSE and BPT_RESTART apply to BPT_COUNT alone");
+    if ((how & (BPT_PAUSE | BPT_RESTART)) && (!kinds || (kinds & BPT_CALL)))
+        return bpt__fail(BPT_EFLAGS, "BPT_PAUSE and BPT_RESTART apply to BPT_COUNT, BPT_TIME and BPT_MEMORY");
     if (!kinds && how != BPT_OFF)
-        return bpt__fail(BPT_EFLAGS, "no kind given (BPT_CALL, BPT_COUNT)");
+        return bpt__fail(BPT_EFLAGS, "no kind given (BPT_CALL, BPT_COUNT, BPT_TIME, BPT_MEMORY)");
     return 0;
 }
 
@@ -1774,6 +1991,7 @@ typedef struct bpt__ms {
     const char *message;          /* interned */
     int nspec;                    /* argument spec: how many, or 0 for none */
     uint8_t spec[BPT_MAX_ARGS];   /* enum bpt_arg_type */
+    uint8_t rettype;              /* enum bpt_arg_type of return_from's value */
     uint32_t refc;
 } bpt__ms;
 
@@ -1800,18 +2018,29 @@ BPT__PRIVATE int bpt__argspec_parse(const char *text, uint8_t *types) {
     return n;
 }
 
-/* A new match spec with one reference in *out. Returns 0, BPT_EPATTERN (a
-   bad argument spec) or BPT_ENOMEM. */
-BPT__PRIVATE int bpt__ms_new(const bpt_match *m, bpt__ms **out) {
-    uint8_t spec[BPT_MAX_ARGS];
-    int nspec = m->args ? bpt__argspec_parse(m->args, spec) : 0;
+/* A new match spec with one reference in *out: m (NULL: match every call)
+   plus the actions `extra` (BPT_RETURN & co. given as pattern flags).
+   Returns 0, BPT_EPATTERN (a bad argument or ret spec), BPT_EFLAGS (unknown
+   action bits) or BPT_ENOMEM. */
+BPT__PRIVATE int bpt__ms_new(const bpt_match *m, unsigned extra, bpt__ms **out) {
+    static const bpt_match none;
+    uint8_t spec[BPT_MAX_ARGS], ret[BPT_MAX_ARGS];
+    int nspec, nret = 0;
     bpt__ms *ms;
+    if (!m) m = &none;
+    if (m->actions & ~(unsigned)(BPT_MS_SILENT | BPT__CALL_ACTIONS))
+        return bpt__fail(BPT_EFLAGS, "bpt_match.actions: unknown bits 0x%x",
+                         m->actions & ~(unsigned)(BPT_MS_SILENT | BPT__CALL_ACTIONS));
+    nspec = m->args ? bpt__argspec_parse(m->args, spec) : 0;
     if (nspec < 0) return nspec;
+    if (m->ret && (nret = bpt__argspec_parse(m->ret, ret)) != 1)
+        return nret < 0 ? nret : bpt__fail(BPT_EPATTERN, "ret spec '%s': give exactly one type", m->ret);
     if (!(ms = (bpt__ms *)BPT_MALLOC(sizeof *ms)))
         return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for the match spec");
     ms->pred = m->pred;
     ms->user = m->user;
-    ms->actions = m->actions;
+    ms->actions = m->actions | extra;
+    ms->rettype = nret ? ret[0] : (uint8_t)BPT_ARG_I64;
     ms->message = NULL;
     ms->nspec = nspec;
     memcpy(ms->spec, spec, sizeof spec);
@@ -1853,8 +2082,14 @@ static void bpt__pattern_entry_free(bpt__pattern_entry *e) {
 enum {
     BPT__BPF_LOCAL_TRACE  = 0x01,
     BPT__BPF_COUNT        = 0x04,
-    BPT__BPF_COUNT_ACTIVE = 0x08
+    BPT__BPF_COUNT_ACTIVE = 0x08,
+    BPT__BPF_TIME_TRACE   = 0x10,   /* call_time */
+    BPT__BPF_TIME_ACTIVE  = 0x20,
+    BPT__BPF_MEM_TRACE    = 0x40,   /* call_memory */
+    BPT__BPF_MEM_ACTIVE   = 0x80
 };
+
+typedef struct bpt__BpTimem bpt__BpTimem;   /* timem.c */
 
 /* call_count, as BEAM's BpCount: shared by the generations that count into
    it, freed when the last lets go (refc under the permission). */
@@ -1868,6 +2103,7 @@ typedef struct bpt__GenericBpData {
     uint32_t flags;               /* BPT__BPF_* */
     bpt__ms *local_ms;            /* BPT__BPF_LOCAL_TRACE: the match spec, or NULL (match all) */
     bpt__BpCount *count;          /* BPT__BPF_COUNT */
+    bpt__BpTimem *timem;          /* BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE: the tables */
 } bpt__GenericBpData;
 
 /* The breakpoint of one trace session on one function. */
@@ -1894,7 +2130,9 @@ struct bpt_func {
     uint64_t bp_word;             /* what it holds while a breakpoint is installed */
     unsigned word_size;           /* 8, 4 or 2 bytes */
     void *fn;                     /* native: the function's address */
+    uint64_t code_size;           /* native: bytes of code from the ELF symbol (0: unknown) */
     uintptr_t resume;             /* native: where the stub continues (the word after the site) */
+    int signs_lr;                 /* native aarch64: the entry signs the return address (paciasp) */
     const bpt_vm_ops *ops;        /* VM: argument access and formatting */
     bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */
     int installed;                /* set path: the breakpoint word is in place */
@@ -1908,14 +2146,26 @@ struct bpt_func {
 #  if defined(__x86_64__)
 typedef struct bpt__regs {
     uint64_t gpr[8];              /* rdi rsi rdx rcx r8 r9 (arguments), rax (varargs count), r10 (static chain) */
+    uint64_t rbp;                 /* the stub's frame pointer: the function's return slot is at rbp+16 */
+    uint64_t pad;
     uint64_t fp[8][2];            /* xmm0-7: floating-point arguments (low 128 bits) */
 } bpt__regs;
+/* What the return trampoline saves: the return registers (SysV x86-64). */
+typedef struct bpt__retregs {
+    uint64_t gpr[2];              /* rax, rdx */
+    uint64_t fp[2][2];            /* xmm0, xmm1 (low 128 bits) */
+} bpt__retregs;
 enum { BPT__INT_ARG_REGS = 6, BPT__FP_ARG_REGS = 8 };
 #  else
 typedef struct bpt__regs {
     uint64_t gpr[10];             /* x0-x7 (arguments), x8 (indirect result), x9 (the caller's LR) */
     uint64_t fp[8][2];            /* q0-q7: floating-point arguments */
 } bpt__regs;
+/* What the return trampoline saves: the return registers (AAPCS64). */
+typedef struct bpt__retregs {
+    uint64_t gpr[8];              /* x0-x7 */
+    uint64_t fp[4][2];            /* q0-q3 */
+} bpt__retregs;
 enum { BPT__INT_ARG_REGS = 8, BPT__FP_ARG_REGS = 8 };
 #  endif
 #endif
@@ -1963,7 +2213,9 @@ unsigned bpt_staging_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix)
    bpt__native_entry(record, frame), restore, and continue where the handler
    says by rewriting our own return slot (8(%rbp) once rbp is pushed). The
    ABI leaves rsp 16-aligned here, but the stub realigns it all the same: a
-   caller compiled with gcc's IPA stack alignment may not have aligned it. */
+   caller compiled with gcc's IPA stack alignment may not have aligned it.
+   The frame also holds rbp, so that the handler finds the traced function's
+   own return slot at 16(%rbp), which return trace swaps (frames.c). */
 __asm__(
     "    .text\n"
     "    .p2align 4\n"
@@ -1981,7 +2233,7 @@ __asm__(
     "    pushq %rbp\n"
     "    movq %rsp, %rbp\n"
     "    andq $-16, %rsp\n"
-    "    subq $192, %rsp\n"
+    "    subq $208, %rsp\n"
     "    movq %rdi, 0(%rsp)\n"
     "    movq %rsi, 8(%rsp)\n"
     "    movq %rdx, 16(%rsp)\n"
@@ -1990,26 +2242,27 @@ __asm__(
     "    movq %r9, 40(%rsp)\n"
     "    movq %rax, 48(%rsp)\n"
     "    movq %r10, 56(%rsp)\n"
-    "    movaps %xmm0, 64(%rsp)\n"
-    "    movaps %xmm1, 80(%rsp)\n"
-    "    movaps %xmm2, 96(%rsp)\n"
-    "    movaps %xmm3, 112(%rsp)\n"
-    "    movaps %xmm4, 128(%rsp)\n"
-    "    movaps %xmm5, 144(%rsp)\n"
-    "    movaps %xmm6, 160(%rsp)\n"
-    "    movaps %xmm7, 176(%rsp)\n"
+    "    movq %rbp, 64(%rsp)\n"
+    "    movaps %xmm0, 80(%rsp)\n"
+    "    movaps %xmm1, 96(%rsp)\n"
+    "    movaps %xmm2, 112(%rsp)\n"
+    "    movaps %xmm3, 128(%rsp)\n"
+    "    movaps %xmm4, 144(%rsp)\n"
+    "    movaps %xmm5, 160(%rsp)\n"
+    "    movaps %xmm6, 176(%rsp)\n"
+    "    movaps %xmm7, 192(%rsp)\n"
     "    movq (%r11), %rdi\n"
     "    movq %rsp, %rsi\n"
     "    call bpt__native_entry\n"
     "    movq %rax, 8(%rbp)\n"             /* ret continues at the resume address */
-    "    movaps 64(%rsp), %xmm0\n"
-    "    movaps 80(%rsp), %xmm1\n"
-    "    movaps 96(%rsp), %xmm2\n"
-    "    movaps 112(%rsp), %xmm3\n"
-    "    movaps 128(%rsp), %xmm4\n"
-    "    movaps 144(%rsp), %xmm5\n"
-    "    movaps 160(%rsp), %xmm6\n"
-    "    movaps 176(%rsp), %xmm7\n"
+    "    movaps 80(%rsp), %xmm0\n"
+    "    movaps 96(%rsp), %xmm1\n"
+    "    movaps 112(%rsp), %xmm2\n"
+    "    movaps 128(%rsp), %xmm3\n"
+    "    movaps 144(%rsp), %xmm4\n"
+    "    movaps 160(%rsp), %xmm5\n"
+    "    movaps 176(%rsp), %xmm6\n"
+    "    movaps 192(%rsp), %xmm7\n"
     "    movq 0(%rsp), %rdi\n"
     "    movq 8(%rsp), %rsi\n"
     "    movq 16(%rsp), %rdx\n"
@@ -2022,7 +2275,57 @@ __asm__(
     "    popq %rbp\n"
     "    ret\n"
     "    .size bpt__x86_64_stub_plain, . - bpt__x86_64_stub_plain\n");
-extern char bpt__x86_64_stub_plain[], bpt__x86_64_stub_endbr[];
+/* Hidden, so that references are PC-relative: a GOT entry for a symbol
+   local to this object is not reliable (see site_aarch64.c). */
+extern __attribute__((visibility("hidden"))) char bpt__x86_64_stub_plain[], bpt__x86_64_stub_endbr[];
+
+/* The return trampoline (return trace, DESIGN §7). A traced function whose
+   return slot the entry handler swapped returns here, with rsp one word
+   above that slot. Save the return registers (rax, rdx, xmm0, xmm1: SysV
+   returns nothing else, x87 st0 aside, which C code here leaves alone), ask
+   bpt__native_return(slot, saved) for the original return address, restore,
+   and jump there. A jmp, not push+ret: the caller's own return addresses
+   below stay paired with the return stack buffer. */
+__asm__(
+    "    .text\n"
+    "    .p2align 4\n"
+    "    .type bpt__x86_64_return_trampoline, @function\n"
+    "bpt__x86_64_return_trampoline:\n"
+    "    pushq %rbp\n"                    /* lands on the dead return slot */
+    "    movq %rsp, %rbp\n"               /* rbp = the slot's address */
+    "    andq $-16, %rsp\n"
+    "    subq $48, %rsp\n"
+    "    movq %rax, 0(%rsp)\n"
+    "    movq %rdx, 8(%rsp)\n"
+    "    movaps %xmm0, 16(%rsp)\n"
+    "    movaps %xmm1, 32(%rsp)\n"
+    "    movq %rbp, %rdi\n"
+    "    movq %rsp, %rsi\n"
+    "    call bpt__native_return\n"
+    "    movq %rax, %r11\n"
+    "    movaps 16(%rsp), %xmm0\n"
+    "    movaps 32(%rsp), %xmm1\n"
+    "    movq 0(%rsp), %rax\n"
+    "    movq 8(%rsp), %rdx\n"
+    "    movq %rbp, %rsp\n"
+    "    popq %rbp\n"
+    "    jmp *%r11\n"
+    "    .size bpt__x86_64_return_trampoline, . - bpt__x86_64_return_trampoline\n");
+extern __attribute__((visibility("hidden"))) char bpt__x86_64_return_trampoline[];
+#define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__x86_64_return_trampoline)
+
+/* Where the traced function's return address lives while its entry stub
+   runs (the slot its caller's call pushed), and the stack pointer at its
+   entry, which identifies its frame: the same thing on x86-64. */
+static uintptr_t *bpt__arch_ret_slot(bpt__regs *r) { return (uintptr_t *)(uintptr_t)(r->rbp + 16); }
+static uintptr_t bpt__arch_entry_sp(const bpt__regs *r) { return (uintptr_t)(r->rbp + 16); }
+/* Return addresses are stored as they are (no pointer authentication). */
+static uintptr_t bpt__arch_ret_strip(const bpt_func *f, uintptr_t ret) { (void)f; return ret; }
+static uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t sp) { (void)f; (void)sp; return ret; }
+/* What the return value registers hold, as the ret spec's type asks. */
+static uint64_t bpt__arch_ret_value(const bpt__retregs *r, int type) {
+    return type == BPT_ARG_F64 ? r->fp[0][0] : r->gpr[0];
+}
 
 /* What registration writes and what the protocol switches, for one entry. */
 typedef struct bpt__entry_layout {
@@ -2163,13 +2466,86 @@ __asm__(
     "    mov x30, x9\n"
     "    ret x16\n"
     "    .size bpt__aarch64_stub, . - bpt__aarch64_stub\n");
-extern char bpt__aarch64_stub[];
+/* Hidden: the assembly symbols are local to this object, and only a
+   PC-relative reference (adrp + add) reaches them exactly. A default-
+   visibility extern would go through a GOT entry, which the toolchain
+   resolves for a local symbol as its section plus nothing: the start of
+   this object's text, not the symbol (the trampoline came out as the stub). */
+extern __attribute__((visibility("hidden"))) char bpt__aarch64_stub[];
+
+/* The return trampoline (return trace, DESIGN §7). A traced function whose
+   saved return address (x9 in the stub's frame) the entry handler swapped
+   returns here with sp as it was at its entry. Save the return registers
+   (x0-x7, q0-q3: AAPCS64 returns up to four vector registers for an HFA),
+   ask bpt__native_return(sp, saved) for the original return address,
+   restore, and continue there with `ret x16`: a return, which BTI does not
+   check, where a br would need a landing pad at the target. No landing pad
+   here either: a ret, not a branch, brings the traced function here. */
+__asm__(
+    "    .text\n"
+    "    .p2align 4\n"
+    "    .type bpt__aarch64_return_trampoline, %function\n"
+    "bpt__aarch64_return_trampoline:\n"
+    "    sub sp, sp, #128\n"
+    "    stp x0, x1, [sp, #0]\n"
+    "    stp x2, x3, [sp, #16]\n"
+    "    stp x4, x5, [sp, #32]\n"
+    "    stp x6, x7, [sp, #48]\n"
+    "    stp q0, q1, [sp, #64]\n"
+    "    stp q2, q3, [sp, #96]\n"
+    "    add x0, sp, #128\n"
+    "    mov x1, sp\n"
+    "    bl bpt__native_return\n"
+    "    mov x16, x0\n"
+    "    ldp q0, q1, [sp, #64]\n"
+    "    ldp q2, q3, [sp, #96]\n"
+    "    ldp x0, x1, [sp, #0]\n"
+    "    ldp x2, x3, [sp, #16]\n"
+    "    ldp x4, x5, [sp, #32]\n"
+    "    ldp x6, x7, [sp, #48]\n"
+    "    add sp, sp, #128\n"
+    "    ret x16\n"
+    "    .size bpt__aarch64_return_trampoline, . - bpt__aarch64_return_trampoline\n");
+extern __attribute__((visibility("hidden"))) char bpt__aarch64_return_trampoline[];
+#define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__aarch64_return_trampoline)
+
+/* Where the traced function's return address lives while its entry stub
+   runs (x9, saved in the frame and moved back to x30 on the way out), and
+   the stack pointer at its entry, which identifies its frame (the stub's
+   frame sits right below it). */
+static uintptr_t *bpt__arch_ret_slot(bpt__regs *r) { return (uintptr_t *)&r->gpr[9]; }
+static uintptr_t bpt__arch_entry_sp(const bpt__regs *r) { return (uintptr_t)r + sizeof *r; }
+
+/* A function that begins with paciasp has signed its return address with
+   the entry sp as modifier before the stub runs; its autiasp will check
+   whatever x30 holds at its return. So the original is kept stripped
+   (xpaclri) and the trampoline's address goes in signed the same way
+   (pacia1716: x17 signed with modifier x16). Both are hint-space
+   instructions: NOPs on a CPU without pointer authentication, where
+   paciasp signed nothing either. */
+static uintptr_t bpt__arch_ret_strip(const bpt_func *f, uintptr_t ret) {
+    register uintptr_t lr __asm__("x30") = ret;
+    if (!f->signs_lr) return ret;
+    __asm__("hint #7" : "+r"(lr));   /* xpaclri */
+    return lr;
+}
+static uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t sp) {
+    register uintptr_t x17 __asm__("x17") = ret;
+    register uintptr_t x16 __asm__("x16") = sp;
+    if (!f->signs_lr) return ret;
+    __asm__("hint #8" : "+r"(x17) : "r"(x16));   /* pacia1716 */
+    return x17;
+}
+static uint64_t bpt__arch_ret_value(const bpt__retregs *r, int type) {
+    return type == BPT_ARG_F64 ? r->fp[0][0] : r->gpr[0];
+}
 
 typedef struct bpt__entry_layout {
     uint8_t *site;
     uint64_t orig_word, bp_word;
     unsigned word_size;
     uintptr_t resume;
+    int signs_lr;                  /* paciasp before the site */
     uint8_t pre[BPT__PAD_BYTES];
 } bpt__entry_layout;
 
@@ -2204,6 +2580,7 @@ static int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout
     l->orig_word = BPT__A64_NOP;
     l->bp_word = bpt__a64_branch((uintptr_t)site, (uintptr_t)(fn - 16));
     l->resume = (uintptr_t)site + 4;
+    l->signs_lr = first == 0xD503233Fu;
     return 0;
 }
 
@@ -2232,6 +2609,841 @@ static int bpt__arch_native_usable(const char *who) {
 
 #endif /* BPT_NATIVE && __aarch64__ */
 /*** End of site_aarch64.c ***/
+
+/*** Begin file timem.c ***/
+/* timem.c: call_time and call_memory tables (DESIGN §8), as BEAM's
+   BpTimemTrace in beam_bp.c.
+
+   A breakpoint's time/memory data holds one hash table per thread slot,
+   mapping process -> {calls, own time (ns), memory (bytes)}. A table is
+   created on its thread's first charge and written only by that thread, so
+   the hit and return paths update it with plain stores, no atomics, no
+   lock. Threads beyond BPT_MAX_THREADS share one overflow table under a
+   mutex, as BEAM's dirty schedulers do.
+
+   Nobody else may read a table its owner may be writing. bpt_trace_info
+   therefore collects in nine steps (OTP 29's method; bpt__timem_collect):
+     1. allocate: give each breakpoint's staging half fresh, empty tables;
+     2. wait for thread progress;
+     3. switch: flip the active generation: charges now go to the fresh tables;
+     4. wait: no thread still charges the old ("real") tables: they are idle;
+     5. sum the idle real tables, with what earlier collections carried, into
+        one merged table per breakpoint;
+     6. carry: the fresh tables keep the merged sums (only the set path reads them);
+     7. consolidate: both halves point at the fresh tables (staging := active);
+     8. free the real tables (idle since step 4);
+     9. the caller reports the merged sums and releases the permission.
+   OTP switches back to the real tables and merges the temporaries into
+   them; here the fresh tables stay and carry the sums instead, which needs
+   no second switch and never writes a table its owner may be writing. No
+   charge is lost or counted twice: each lands in exactly one table, and
+   each table is summed exactly once, when it is idle. */
+
+typedef struct bpt__timem_cell {
+    uint64_t process;             /* 0: a free cell (process ids are never 0) */
+    uint64_t calls, time_ns;
+    int64_t mem;
+} bpt__timem_cell;
+
+/* Open addressing, linear probing, a power-of-two capacity, at most half full. */
+typedef struct bpt__timem_table {
+    uint32_t cap, used;
+    bpt__timem_cell cell[1];
+} bpt__timem_table;
+
+struct bpt__BpTimem {
+    bpt__atomic_ptr table[BPT_MAX_THREADS];   /* bpt__timem_table *, per thread slot */
+    bpt__timem_table *overflow;               /* shared by threads past BPT_MAX_THREADS */
+    pthread_mutex_t overflow_lock;
+    bpt__timem_table *carried;                /* set path: the sums of earlier collections */
+    struct bpt__BpTimem *prev;                /* set path: idle tables a collection could not
+                                                 merge (out of memory), summed by the next one */
+    bpt__atomic_u64 lost;                     /* charges dropped: no memory for a table, or a
+                                                 signal handler nested in an overflow update */
+    uint32_t refc;                            /* set path: generations that point here */
+};
+
+static bpt__timem_table *bpt__timem_table_new(uint32_t cap) {
+    bpt__timem_table *t = (bpt__timem_table *)BPT_MALLOC(sizeof *t + sizeof(bpt__timem_cell) * (cap - 1));
+    if (!t) return NULL;
+    memset(t, 0, sizeof *t + sizeof(bpt__timem_cell) * (cap - 1));
+    t->cap = cap;
+    return t;
+}
+
+/* The cell of process in t, or a free one claimed for it; NULL if t is half full. */
+static bpt__timem_cell *bpt__timem_cell_of(bpt__timem_table *t, uint64_t process) {
+    uint32_t i = (uint32_t)((process * 0x9E3779B97F4A7C15ull) >> 40) & (t->cap - 1);
+    for (;; i = (i + 1) & (t->cap - 1)) {
+        if (t->cell[i].process == process) return &t->cell[i];
+        if (t->cell[i].process == 0) break;
+    }
+    if ((t->used + 1) * 2 > t->cap) return NULL;
+    t->used++;
+    t->cell[i].process = process;
+    return &t->cell[i];
+}
+
+/* Add one cell's values into t (which has room). */
+static void bpt__timem_cell_add(bpt__timem_table *t, const bpt__timem_cell *c) {
+    bpt__timem_cell *d = bpt__timem_cell_of(t, c->process);
+    d->calls += c->calls;
+    d->time_ns += c->time_ns;
+    d->mem += c->mem;
+}
+
+/* t, or a copy twice as large: NULL when out of memory. The caller frees t if it changed. */
+static bpt__timem_table *bpt__timem_table_grow(bpt__timem_table *t) {
+    bpt__timem_table *n = bpt__timem_table_new(t ? t->cap * 2 : 8);
+    uint32_t i;
+    if (!n || !t) return n;
+    for (i = 0; i < t->cap; i++)
+        if (t->cell[i].process) bpt__timem_cell_add(n, &t->cell[i]);
+    return n;
+}
+
+BPT__PRIVATE bpt__BpTimem *bpt__timem_new(void) {
+    bpt__BpTimem *t = (bpt__BpTimem *)BPT_MALLOC(sizeof *t);
+    if (!t) return NULL;
+    memset(t, 0, sizeof *t);
+    pthread_mutex_init(&t->overflow_lock, NULL);
+    t->refc = 1;
+    return t;
+}
+
+static void bpt__timem_free(bpt__BpTimem *t) {
+    int i;
+    for (i = 0; i < BPT_MAX_THREADS; i++) BPT_FREE(bpt__load_relaxed_ptr(&t->table[i]));
+    BPT_FREE(t->overflow);
+    BPT_FREE(t->carried);
+    if (t->prev) bpt__timem_free(t->prev);
+    pthread_mutex_destroy(&t->overflow_lock);
+    BPT_FREE(t);
+}
+
+BPT__PRIVATE void bpt__timem_unref(bpt__BpTimem *t) {
+    if (t && --t->refc == 0) bpt__timem_free(t);
+}
+
+/* Charge one thread's calls, time and memory for process (the hit and
+   return paths, pinned). Only the owner writes its table; a table that must
+   grow is replaced (published with a release store) and the old one freed
+   at once: nobody reads a table its owner may be writing (see above). */
+BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
+                                    uint64_t calls, uint64_t ns, int64_t mem) {
+    bpt__timem_table *tab, *grown;
+    bpt__timem_cell *c;
+    if (rec->index < BPT_MAX_THREADS) {
+        tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index]);
+        while (!tab || !(c = bpt__timem_cell_of(tab, process))) {
+            if (!(grown = bpt__timem_table_grow(tab))) { bpt__fetch_add_u64(&t->lost, 1); return; }
+            bpt__store_release_ptr(&t->table[rec->index], grown);
+            BPT_FREE(tab);
+            tab = grown;
+        }
+    } else {
+        if (rec->in_timem_overflow) { bpt__fetch_add_u64(&t->lost, 1); return; }   /* a nested handler */
+        rec->in_timem_overflow = 1;
+        pthread_mutex_lock(&t->overflow_lock);
+        while (!t->overflow || !(c = bpt__timem_cell_of(t->overflow, process))) {
+            if (!(grown = bpt__timem_table_grow(t->overflow))) {
+                pthread_mutex_unlock(&t->overflow_lock);
+                rec->in_timem_overflow = 0;
+                bpt__fetch_add_u64(&t->lost, 1);
+                return;
+            }
+            BPT_FREE(t->overflow);
+            t->overflow = grown;
+        }
+        c->calls += calls;
+        c->time_ns += ns;
+        c->mem += mem;
+        pthread_mutex_unlock(&t->overflow_lock);
+        rec->in_timem_overflow = 0;
+        return;
+    }
+    c->calls += calls;
+    c->time_ns += ns;
+    c->mem += mem;
+}
+
+/* Step 5 for one breakpoint: its idle tables, what they carried and any
+   unmerged older ones, summed into one new table. NULL when out of memory. */
+static uint32_t bpt__timem_cells(const bpt__BpTimem *t) {
+    uint32_t k, n = 0;
+    for (; t; t = t->prev) {
+        for (k = 0; k < BPT_MAX_THREADS; k++) {
+            const bpt__timem_table *tab = (const bpt__timem_table *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&t->table[k]);
+            if (tab) n += tab->used;
+        }
+        if (t->overflow) n += t->overflow->used;
+        if (t->carried) n += t->carried->used;
+    }
+    return n;
+}
+
+static void bpt__timem_table_add(bpt__timem_table *m, const bpt__timem_table *t) {
+    uint32_t i;
+    if (t) for (i = 0; i < t->cap; i++) if (t->cell[i].process) bpt__timem_cell_add(m, &t->cell[i]);
+}
+
+static bpt__timem_table *bpt__timem_merge(const bpt__BpTimem *real) {
+    uint32_t cells = bpt__timem_cells(real), cap = 8, k;
+    bpt__timem_table *m;
+    while (cap < cells * 2 + 2) cap *= 2;
+    if (!(m = bpt__timem_table_new(cap))) return NULL;
+    for (; real; real = real->prev) {
+        for (k = 0; k < BPT_MAX_THREADS; k++)
+            bpt__timem_table_add(m, (const bpt__timem_table *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&real->table[k]));
+        bpt__timem_table_add(m, real->overflow);
+        bpt__timem_table_add(m, real->carried);
+    }
+    return m;
+}
+
+/* The nine steps for the breakpoints gs[0..n), each with call_time or
+   call_memory in its active half. Under the code modification permission;
+   step 9 is the caller's: it reads gs[i]->data[active].timem->carried and
+   releases the permission. Returns 0, or BPT_ENOMEM: at step 1 with
+   nothing changed; at step 5 with every charge kept (the idle tables that
+   could not be merged are kept for the next collection). */
+BPT__PRIVATE int bpt__timem_collect(bpt__GenericBp **gs, int n) {
+    unsigned active = bpt__load_relaxed_u32(&bpt__active_ix), staging = active ^ 1;
+    bpt__BpTimem **fresh;
+    int i, rc = 0;
+    if (n == 0) return 0;
+    /* 1. allocate: fresh tables in every staging half (which pointed at the
+          same tables as the active half, the invariant between changes). */
+    if (!(fresh = (bpt__BpTimem **)BPT_MALLOC(sizeof *fresh * (size_t)n)))
+        return bpt__fail(BPT_ENOMEM, "bpt_trace_info: no memory for the collection; nothing changed");
+    for (i = 0; i < n; i++) {
+        if ((fresh[i] = bpt__timem_new()) == NULL) {
+            while (i--) bpt__timem_free(fresh[i]);
+            BPT_FREE(fresh);
+            return bpt__fail(BPT_ENOMEM, "bpt_trace_info: no memory for the collection's tables; nothing changed");
+        }
+    }
+    for (i = 0; i < n; i++) {
+        gs[i]->data[staging].timem = fresh[i];
+        gs[i]->data[active].timem->refc--;
+    }
+    /* 2. wait (the hit path reads a generation only after the index's acquire
+          load, which step 3's release covers; the wait is OTP's, and keeps
+          the two switches of consecutive collections apart). */
+    bpt_thread_progress_wait();
+    /* 3. switch: charges go to the fresh tables. Pairs with the acquire load
+          of the index in the hit and return paths. */
+    bpt__store_release_u32(&bpt__active_ix, staging);
+    /* 4. wait: no thread is still charging a real table. */
+    bpt_thread_progress_wait();
+    for (i = 0; i < n; i++) {
+        bpt__BpTimem *real = gs[i]->data[active].timem;
+        /* 5. sum the idle real tables. */
+        bpt__timem_table *merged = bpt__timem_merge(real);
+        /* 6. carry the sums in the fresh tables (or, out of memory, the real
+              tables themselves, merged next time). */
+        if (merged) fresh[i]->carried = merged;
+        else { fresh[i]->prev = real; rc = BPT_ENOMEM; }
+        /* 7. consolidate: staging := active. */
+        gs[i]->data[active].timem = fresh[i];
+        fresh[i]->refc++;
+        /* 8. free the real tables, idle since step 4. */
+        if (merged) bpt__timem_unref(real);
+    }
+    BPT_FREE(fresh);
+    if (rc < 0)
+        return bpt__fail(BPT_ENOMEM, "bpt_trace_info: no memory to sum call_time tables; every count is "
+                         "kept and the next collection sums it");
+    return 0;
+}
+/*** End of timem.c ***/
+
+/*** Begin file frames.c ***/
+/* frames.c: return_from, exception_from and return_to (DESIGN §7), as
+   BEAM's return_trace and exception_trace frames.
+
+   BEAM pushes a return_trace frame on the process stack when a match spec
+   asks for it; the frame's code sends return_from when the call returns, and
+   a throw that finds it while scanning the stack sends exception_from.
+   Native code has no room on its stack for such a frame, so bptrace keeps it
+   on a per-thread shadow stack and makes the call return through it:
+
+   1. Entry (bpt__native_frame_push, from the entry handler): save the
+      caller's return address in a shadow frame, with the stack pointer at
+      entry, which names the frame, and write the return trampoline's
+      address in its place (x86-64: the slot the call pushed; aarch64: x9,
+      which the stub moves back to x30). Once per call, however many
+      sessions asked: the frame lists them.
+   2. Return (bpt__native_return, from the trampoline): find the newest
+      frame whose stack pointer is the returning one. Frames above it were
+      unwound (longjmp, a host's throw) without returning: exception_from,
+      newest first. Then return_from, and return_to once the chain of tail
+      calls sharing that stack pointer ends. Continue at the original
+      address.
+   3. Unwind (bpt_unwind_to): the host says how far it unwound.
+
+   A frame is reserved (depth + 1) before it is filled, and copied out
+   before it is released (depth - 1), so that a signal handler nested on
+   the same thread, which pushes and pops above it, never touches it.
+   Frames hold session weak ids, never session pointers: a frame that
+   outlives its session finds no session and sends nothing. VM frames use
+   the same frames on a second stack, named by a token the VM keeps. */
+
+#ifndef BPT_SHADOW_FRAMES
+#  define BPT_SHADOW_FRAMES 512
+#endif
+#ifndef BPT_FRAME_SESSIONS
+#  define BPT_FRAME_SESSIONS 4
+#endif
+#if BPT_SHADOW_FRAMES < 1 || BPT_FRAME_SESSIONS < 1 || BPT_FRAME_SESSIONS > 255
+#  error "bptrace: BPT_SHADOW_FRAMES must be >= 1 and BPT_FRAME_SESSIONS in 1..255"
+#endif
+
+enum { BPT__STACK_NATIVE = 0, BPT__STACK_VM = 1 };
+
+/* One session's wish for a call's return. */
+typedef struct bpt__frame_session {
+    uint64_t id;                  /* the session's weak id */
+    uint8_t actions;              /* BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO | BPT_TIME | BPT_MEMORY */
+    uint8_t rettype;              /* enum bpt_arg_type of the return value */
+    /* call_time / call_memory (timem.c), as BEAM's process_breakpoint_trace:
+       the function runs for this session from `since` (0: paused, while a
+       callee the session times runs, or while its process is switched out). */
+    uint64_t since, own_ns;
+    int64_t mem;
+} bpt__frame_session;
+
+#define BPT__FRAME_TIMEM (BPT_TIME | BPT_MEMORY)
+
+typedef struct bpt__frame {
+    uintptr_t ret;                /* native: the original return address, stripped of any
+                                     signature; 0: a tail call, the frame below holds it */
+    uintptr_t sp;                 /* native: stack pointer at entry; VM: the token's check value */
+    const char *module, *name;    /* interned: valid after the function is gone */
+    int arity;
+    bpt_func *f;                  /* for call_time: native records live forever; a VM function
+                                     is not unregistered while its calls run (bpt_unregister) */
+    uint64_t process;             /* the process the call runs in */
+    const char *caller_module, *caller_name;   /* VM: the function the call returns to */
+    int caller_arity;
+    uint64_t ts_ns;               /* entry time */
+    uint32_t nsess;
+    bpt__frame_session sess[BPT_FRAME_SESSIONS];
+} bpt__frame;
+
+/* What one hit gathers for its frame while it walks the sessions. */
+typedef struct bpt__hit {
+    bpt__thread *rec;
+    bpt_func *f;
+    const void *frame;            /* VM frame, or the stub's bpt__regs */
+    uint32_t nwant;
+    bpt__frame_session want[BPT_FRAME_SESSIONS];
+    bpt__session *want_s[BPT_FRAME_SESSIONS];   /* for counting a skipped frame */
+} bpt__hit;
+
+/* A session that could not get a frame (the hit already serves
+   BPT_FRAME_SESSIONS sessions, the shadow stack is full, or the VM keeps no
+   frames) has the call's return untraced, counted. */
+static void bpt__frame_skipped(bpt__session *s) { bpt__fetch_add_u64(&s->frames_skipped, 1); }
+
+static void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype) {
+    uint32_t i;
+    actions &= BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO | BPT__FRAME_TIMEM;
+    for (i = 0; i < h->nwant; i++)   /* call trace and call_time of one session: one entry */
+        if (h->want[i].id == s->id) {
+            h->want[i].actions |= (uint8_t)actions;
+            if (actions & (BPT_RETURN | BPT_EXCEPTION)) h->want[i].rettype = rettype;
+            return;
+        }
+    if (h->nwant == BPT_FRAME_SESSIONS) { bpt__frame_skipped(s); return; }
+    memset(&h->want[h->nwant], 0, sizeof h->want[0]);
+    h->want[h->nwant].id = s->id;
+    h->want[h->nwant].actions = (uint8_t)actions;
+    h->want[h->nwant].rettype = rettype;
+    h->want_s[h->nwant++] = s;
+}
+
+/* Reserve the next frame of a shadow stack (step 1's first half), or NULL
+   when it is full or cannot be allocated. */
+static bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack) {
+    uint32_t d = rec->shadow_depth[stack];
+    if (!rec->shadow[stack]) {
+        /* First use: one allocation per thread record, kept for its life
+           (records are reused, never freed), so a thread that exits with
+           live frames leaks nothing. */
+        rec->shadow[stack] = (bpt__frame *)BPT_MALLOC(sizeof(bpt__frame) * BPT_SHADOW_FRAMES);
+        if (!rec->shadow[stack]) return NULL;
+    }
+    if (d >= BPT_SHADOW_FRAMES) return NULL;
+    rec->shadow_depth[stack] = d + 1;   /* reserve, then fill: a nested handler pushes above */
+    bpt__compiler_barrier();
+    return &rec->shadow[stack][d];
+}
+
+/* >>timem attribution: BEAM charges time at calls and returns. A call
+   pauses the function its session was timing in this process (the topmost
+   frame of that session and process) and starts its own; a return charges
+   the callee's own time and resumes the caller. */
+
+/* The topmost frame below depth d of this stack that times session id in
+   process, and its session entry; NULL if none. */
+static bpt__frame_session *bpt__timem_current(bpt__thread *rec, int stack, uint32_t d, uint64_t id, uint64_t process) {
+    while (d-- > 0) {
+        bpt__frame *fr = &rec->shadow[stack][d];
+        uint32_t i;
+        if (fr->process != process) continue;
+        for (i = 0; i < fr->nsess; i++)
+            if (fr->sess[i].id == id && (fr->sess[i].actions & BPT__FRAME_TIMEM)) return &fr->sess[i];
+    }
+    return NULL;
+}
+
+static void bpt__timem_pause(bpt__frame_session *fs, uint64_t now) {
+    if (fs && fs->since) { fs->own_ns += now - fs->since; fs->since = 0; }
+}
+
+/* Charge a popped frame's own time and memory to its function's tables in
+   each session that times it (pinned: the GenericBp list and the active
+   generation are read as the hit path reads them). */
+static void bpt__timem_charge_frame(bpt__thread *rec, bpt__frame *fr, uint64_t now) {
+    uint32_t i;
+    unsigned ix = bpt_active_bp_ix();   /* once per return, as once per hit */
+    bpt__GenericBp *g;
+    for (i = 0; i < fr->nsess; i++) {
+        bpt__frame_session *fs = &fr->sess[i];
+        if (!(fs->actions & BPT__FRAME_TIMEM)) continue;
+        bpt__timem_pause(fs, now);
+        for (g = (bpt__GenericBp *)bpt__load_acquire_ptr(&fr->f->gen_bp); g;
+             g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next)) {
+            const bpt__GenericBpData *d = &g->data[ix];
+            if (g->session->id != fs->id) continue;
+            if ((d->flags & (BPT__BPF_TIME_ACTIVE | BPT__BPF_MEM_ACTIVE)) && d->timem)
+                bpt__timem_charge(d->timem, rec, fr->process, 0,
+                                  (d->flags & BPT__BPF_TIME_ACTIVE) ? fs->own_ns : 0,
+                                  (d->flags & BPT__BPF_MEM_ACTIVE) ? fs->mem : 0);
+            break;
+        }
+    }
+}
+
+/* A frame was popped: resume, for each session it timed, the caller that
+   session was timing in the same process. */
+static void bpt__timem_resume_callers(bpt__thread *rec, int stack, const bpt__frame *fr, uint64_t now) {
+    uint32_t i;
+    for (i = 0; i < fr->nsess; i++) {
+        bpt__frame_session *up;
+        if (!(fr->sess[i].actions & BPT__FRAME_TIMEM)) continue;
+        up = bpt__timem_current(rec, stack, rec->shadow_depth[stack], fr->sess[i].id, fr->process);
+        if (up && !up->since) up->since = now;
+    }
+}
+
+static void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, uint64_t now) {
+    uint32_t i;
+    memcpy(fr->sess, h->want, sizeof(bpt__frame_session) * h->nwant);
+    fr->nsess = h->nwant;
+    fr->module = h->f->module;
+    fr->name = h->f->name;
+    fr->arity = h->f->arity;
+    fr->f = h->f;
+    fr->process = h->rec->process;
+    fr->caller_module = fr->caller_name = NULL;
+    fr->caller_arity = 0;
+    fr->ts_ns = now;
+    for (i = 0; i < fr->nsess; i++)
+        if (fr->sess[i].actions & BPT__FRAME_TIMEM) fr->sess[i].since = now;
+}
+
+/* A frame was reserved at index d: pause the callers below it that its
+   sessions were timing. */
+static void bpt__timem_pause_callers(const bpt__hit *h, int stack, uint32_t d, uint64_t now) {
+    uint32_t i;
+    for (i = 0; i < h->nwant; i++)
+        if (h->want[i].actions & BPT__FRAME_TIMEM)
+            bpt__timem_pause(bpt__timem_current(h->rec, stack, d, h->want[i].id, h->rec->process), now);
+}
+
+/* A popped frame's end: charge it (unwound frames too, as BEAM charges a
+   call that ends by an exception), resume its callers. Pinned. */
+static void bpt__frame_end(bpt__thread *rec, int stack, bpt__frame *fr) {
+    uint64_t now;
+    uint32_t i;
+    for (i = 0; i < fr->nsess && !(fr->sess[i].actions & BPT__FRAME_TIMEM); i++) {}
+    if (i == fr->nsess) return;
+    now = bpt__now_ns();
+    bpt__timem_charge_frame(rec, fr, now);
+    bpt__timem_resume_callers(rec, stack, fr, now);
+}
+
+/* Copy out the top frame, then release it. */
+static bpt__frame bpt__frame_pop(bpt__thread *rec, int stack) {
+    uint32_t d = rec->shadow_depth[stack] - 1;
+    bpt__frame fr = rec->shadow[stack][d];
+    bpt__compiler_barrier();
+    rec->shadow_depth[stack] = d;
+    return fr;
+}
+
+/* The messages of a frame: to each of its sessions that asked for `action`
+   and still lives. Pinned (session lookup). */
+static void bpt__frame_send(bpt__thread *rec, const bpt__frame *fr, unsigned action, bpt_msg *m) {
+    uint32_t i;
+    if (rec->in_tracer) return;   /* a tracer's own calls are not traced */
+    for (i = 0; i < fr->nsess; i++) {
+        bpt__session *s;
+        if (!(fr->sess[i].actions & action)) continue;
+        if (!(s = bpt__session_lookup(fr->sess[i].id))) continue;   /* ended: frames do nothing */
+        if (!bpt__session_admit(s, rec, m->ts_ns)) continue;
+        m->session = s->id;
+        if (m->type == BPT_MSG_RETURN_FROM) m->value_type = fr->sess[i].rettype;
+        bpt__session_send(s, rec, m);
+    }
+}
+
+static void bpt__frame_msg(bpt_msg *m, bpt__thread *rec, int type, const bpt__frame *fr) {
+    memset(m, 0, sizeof *m);
+    m->type = (uint16_t)type;
+    m->thread = rec->tid;
+    m->process = rec->process;
+    m->ts_ns = bpt__now_ns();
+    m->module = fr->module;
+    m->name = fr->name;
+    m->arity = fr->arity;
+}
+
+/* exception_from for a frame that was unwound. BEAM sends it to sessions
+   with exception_trace; return_trace alone sends nothing. */
+static void bpt__frame_unwound(bpt__thread *rec, const bpt__frame *fr, const char *cls, uint64_t value) {
+    bpt_msg m;
+    bpt__frame_msg(&m, rec, BPT_MSG_EXCEPTION_FROM, fr);
+    m.exception_class = cls;
+    m.value = value;
+    bpt__frame_send(rec, fr, BPT_EXCEPTION, &m);
+}
+
+/* return_from for a frame that serves one session (its ret spec's type). */
+static void bpt__frame_returned(bpt__thread *rec, const bpt__frame *fr, uint64_t value) {
+    bpt_msg m;
+    bpt__frame_msg(&m, rec, BPT_MSG_RETURN_FROM, fr);
+    m.value = value;
+    if (fr->sess[0].rettype == BPT_ARG_STR) {   /* copied now: the string may not outlive the return */
+        const char *str = (const char *)(uintptr_t)value;
+        size_t len = str ? strnlen(str, sizeof m.str - 1) : 6;
+        memcpy(m.str, str ? str : "(null)", len);
+        m.str[len] = '\0';
+        m.value = 0;
+    }
+    bpt__frame_send(rec, fr, BPT_RETURN | BPT_EXCEPTION, &m);
+}
+
+/* return_to: execution resumes in (module, name, arity), or in code that is
+   not a registered function (module NULL); caller is the native address. */
+static void bpt__frame_return_to(bpt__thread *rec, const bpt__frame *fr, const char *module,
+                                 const char *name, int arity, uintptr_t caller) {
+    bpt_msg m;
+    bpt__frame_msg(&m, rec, BPT_MSG_RETURN_TO, fr);
+    m.module = module;
+    m.name = name;
+    m.arity = arity;
+    m.caller = caller;
+    bpt__frame_send(rec, fr, BPT_RETURN_TO, &m);
+}
+
+/* >>symbolize: the registered native function that holds a code address,
+   for caller and return_to. An address-sorted snapshot of the native
+   records, replaced as a whole under the code modification permission
+   (registry.c) and freed after a thread progress wait, so that pinned
+   readers search it without a lock. */
+typedef struct bpt__addr_entry {
+    uintptr_t start, end;         /* [start, end): the function's code */
+    const bpt_func *f;
+} bpt__addr_entry;
+
+typedef struct bpt__addr_index {
+    size_t n;
+    bpt__addr_entry e[1];
+} bpt__addr_index;
+
+static bpt__atomic_ptr bpt__addr_index_cur;   /* bpt__addr_index *, release-published */
+
+/* Pinned. Returns 1 and the names, or 0 for code bptrace does not know. */
+static int bpt__symbolize(uintptr_t addr, const char **module, const char **name, int *arity) {
+    const bpt__addr_index *ix = (const bpt__addr_index *)bpt__load_acquire_ptr(&bpt__addr_index_cur);
+    size_t lo = 0, hi;
+    if (!ix) return 0;
+    hi = ix->n;
+    while (lo < hi) {   /* the first entry starting above addr */
+        size_t mid = lo + (hi - lo) / 2;
+        if (ix->e[mid].start <= addr) lo = mid + 1; else hi = mid;
+    }
+    if (lo == 0 || addr >= ix->e[lo - 1].end) return 0;
+    *module = ix->e[lo - 1].f->module;
+    *name = ix->e[lo - 1].f->name;
+    *arity = ix->e[lo - 1].f->arity;
+    return 1;
+}
+
+/* Never returns: the thread returned through the trampoline but no frame
+   names its stack pointer, so the address to continue at is lost. Only a
+   broken promise gets here: a thread that switched stacks (fibers), or
+   bpt_unwind_to given a stack pointer above a live frame. */
+static void bpt__frames_lost(uintptr_t sp) {
+    char msg[160];
+    int n = snprintf(msg, sizeof msg, "bptrace: return trampoline: no return-trace frame for sp %p "
+                     "(stack switched, or bpt_unwind_to above a live frame); aborting\n", (void *)sp);
+    if (n > 0) { ssize_t w = write(2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1); (void)w; }
+    abort();
+}
+
+#if defined(BPT_NATIVE)
+/* The caller of a native call: where it returns to. If its return slot
+   already holds the trampoline, it was entered by a tail call from a
+   function whose return is traced: the true address is in that frame. */
+static uintptr_t bpt__native_caller(const bpt__hit *h) {
+    bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
+    uintptr_t ret = bpt__arch_ret_strip(h->f, *bpt__arch_ret_slot(r)), sp = bpt__arch_entry_sp(r);
+    uint32_t d = h->rec->shadow_depth[BPT__STACK_NATIVE];
+    if (ret != BPT__RETURN_TRAMPOLINE) return ret;
+    while (d-- > 0) {
+        const bpt__frame *fr = &h->rec->shadow[BPT__STACK_NATIVE][d];
+        if (fr->sp == sp && fr->ret) return fr->ret;
+    }
+    return 0;
+}
+
+/* Before a native hit's messages: a frame with this call's very stack
+   pointer that is not the caller of a tail call is dead: its function was
+   unwound, and this call reuses its place. Its exception_from goes first. */
+static void bpt__native_settle(bpt__hit *h) {
+    bpt__thread *rec = h->rec;
+    bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
+    uintptr_t sp = bpt__arch_entry_sp(r);
+    uint32_t d;
+    if (bpt__arch_ret_strip(h->f, *bpt__arch_ret_slot(r)) == BPT__RETURN_TRAMPOLINE) return;   /* a tail call */
+    while ((d = rec->shadow_depth[BPT__STACK_NATIVE]) > 0 && rec->shadow[BPT__STACK_NATIVE][d - 1].sp == sp) {
+        bpt__frame dead = bpt__frame_pop(rec, BPT__STACK_NATIVE);
+        bpt__frame_unwound(rec, &dead, "unwind", 0);
+        bpt__frame_end(rec, BPT__STACK_NATIVE, &dead);
+    }
+}
+
+/* Step 1: the entry handler's frame, after every session has been walked. */
+static void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
+    bpt__thread *rec = h->rec;
+    bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
+    uintptr_t *slot = bpt__arch_ret_slot(r), sp = bpt__arch_entry_sp(r);
+    uintptr_t ret = bpt__arch_ret_strip(h->f, *slot);
+    int tail = ret == BPT__RETURN_TRAMPOLINE;
+    bpt__frame *fr;
+    uint32_t i, d;
+    /* A tail call shares the frame of the call it replaces; there must be one. */
+    if (tail && !((d = rec->shadow_depth[BPT__STACK_NATIVE]) > 0 &&
+                  rec->shadow[BPT__STACK_NATIVE][d - 1].sp == sp))
+        fr = NULL;
+    else
+        fr = bpt__frame_reserve(rec, BPT__STACK_NATIVE);
+    if (!fr) {
+        for (i = 0; i < h->nwant; i++) bpt__frame_skipped(h->want_s[i]);
+        return;
+    }
+    bpt__timem_pause_callers(h, BPT__STACK_NATIVE, (uint32_t)(fr - rec->shadow[BPT__STACK_NATIVE]), now);
+    bpt__frame_fill(fr, h, now);
+    fr->sp = sp;
+    fr->ret = tail ? 0 : ret;
+    if (!tail) *slot = bpt__arch_ret_sign(h->f, BPT__RETURN_TRAMPOLINE, sp);
+}
+
+/* Step 2: called by the return trampoline with the stack pointer the
+   traced function had at entry and its return registers; returns where to
+   continue. Not static: the trampoline's assembly calls it by name. */
+__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r);
+__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    uint32_t i, d = rec ? rec->shadow_depth[BPT__STACK_NATIVE] : 0, to_sessions = 0;
+    const char *module = NULL, *name = NULL;
+    int arity = 0;
+    bpt__frame fr, to;
+    uintptr_t ret;
+    for (i = d; i > 0 && rec->shadow[BPT__STACK_NATIVE][i - 1].sp != sp; i--) {}
+    if (i == 0) bpt__frames_lost(sp);
+    bpt__pin();
+    /* 2a. Frames above ours were unwound without returning. */
+    while (rec->shadow_depth[BPT__STACK_NATIVE] > i) {
+        fr = bpt__frame_pop(rec, BPT__STACK_NATIVE);
+        bpt__frame_unwound(rec, &fr, "unwind", 0);
+        bpt__frame_end(rec, BPT__STACK_NATIVE, &fr);
+    }
+    /* 2b. Ours, and the frames of the tail calls that replaced it: each
+       returns the same value, innermost first; the last holds the address. */
+    memset(&to, 0, sizeof to);
+    do {
+        if (rec->shadow_depth[BPT__STACK_NATIVE] == 0 ||
+            rec->shadow[BPT__STACK_NATIVE][rec->shadow_depth[BPT__STACK_NATIVE] - 1].sp != sp)
+            bpt__frames_lost(sp);
+        fr = bpt__frame_pop(rec, BPT__STACK_NATIVE);
+        bpt__frame_end(rec, BPT__STACK_NATIVE, &fr);
+        for (i = 0; i < fr.nsess; i++) {
+            /* Each session's value as its ret spec says; one message per session. */
+            bpt__frame one = fr;
+            one.nsess = 1;
+            one.sess[0] = fr.sess[i];
+            bpt__frame_returned(rec, &one, bpt__arch_ret_value(r, fr.sess[i].rettype));
+            if (fr.sess[i].actions & BPT_RETURN_TO) {   /* each session once per chain */
+                uint32_t k;
+                for (k = 0; k < to_sessions && to.sess[k].id != fr.sess[i].id; k++) {}
+                if (k == to_sessions && to_sessions < BPT_FRAME_SESSIONS) to.sess[to_sessions++] = fr.sess[i];
+            }
+        }
+        if (!to.module) { to.module = fr.module; to.name = fr.name; to.arity = fr.arity; }
+    } while (fr.ret == 0);
+    ret = fr.ret;
+    /* 2c. One return_to ends the chain (Tracing.md: one per chain of tail calls). */
+    if (to_sessions) {
+        to.nsess = to_sessions;
+        if (!bpt__symbolize(ret, &module, &name, &arity)) module = name = NULL;
+        bpt__frame_return_to(rec, &to, module, name, arity, ret);
+    }
+    bpt__unpin(rec);
+    return ret;
+}
+#endif /* BPT_NATIVE */
+
+/* Step 3. */
+int bpt_unwind_to(const void *spp) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    uintptr_t sp = (uintptr_t)spp;
+    int n = 0;
+    if (!spp) return bpt__fail(BPT_EINVAL, "bpt_unwind_to: sp is NULL");
+    if (!rec || !rec->shadow_depth[BPT__STACK_NATIVE]) return 0;
+    bpt__pin();
+    while (rec->shadow_depth[BPT__STACK_NATIVE] > 0 &&
+           rec->shadow[BPT__STACK_NATIVE][rec->shadow_depth[BPT__STACK_NATIVE] - 1].sp <= sp) {
+        bpt__frame fr = bpt__frame_pop(rec, BPT__STACK_NATIVE);
+        bpt__frame_unwound(rec, &fr, "unwind", 0);
+        bpt__frame_end(rec, BPT__STACK_NATIVE, &fr);
+        n++;
+    }
+    bpt__unpin(rec);
+    return n;
+}
+
+/* >>vm frames: the token is (check value << 32) | (index + 1) on the
+   thread's VM stack. */
+static void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *token) {
+    bpt__thread *rec = h->rec;
+    bpt__frame *fr = token ? bpt__frame_reserve(rec, BPT__STACK_VM) : NULL;
+    const bpt_vm_ops *ops = h->f->ops;
+    uint32_t i;
+    bpt_func *caller;
+    if (!fr) {
+        for (i = 0; i < h->nwant; i++) bpt__frame_skipped(h->want_s[i]);
+        return;
+    }
+    bpt__timem_pause_callers(h, BPT__STACK_VM, (uint32_t)(fr - rec->shadow[BPT__STACK_VM]), now);
+    bpt__frame_fill(fr, h, now);
+    if (++rec->vm_serial == 0) rec->vm_serial = 1;
+    fr->sp = rec->vm_serial;
+    fr->ret = 1;
+    if (ops && ops->caller && (caller = ops->caller(h->frame)) != NULL) {
+        fr->caller_module = caller->module;
+        fr->caller_name = caller->name;
+        fr->caller_arity = caller->arity;
+    }
+    *token = (uint64_t)rec->vm_serial << 32 | (uint64_t)(fr - rec->shadow[BPT__STACK_VM] + 1);
+}
+
+/* The frame index of a live token, or -1 (stale, foreign, 0). */
+static long bpt__vm_token_index(const bpt__thread *rec, bpt_vm_token token) {
+    uint64_t ix = (token & 0xffffffffu) - 1;
+    if (!rec || token == 0 || ix >= rec->shadow_depth[BPT__STACK_VM] ||
+        rec->shadow[BPT__STACK_VM][ix].sp != (uintptr_t)(token >> 32))
+        return -1;
+    return (long)ix;
+}
+
+void bpt_vm_return(bpt_vm_token token, uint64_t value) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    long ix = bpt__vm_token_index(rec, token);
+    bpt__frame fr;
+    uint32_t i;
+    if (ix < 0) return;
+    bpt__pin();
+    while (rec->shadow_depth[BPT__STACK_VM] > (uint32_t)ix + 1) {
+        fr = bpt__frame_pop(rec, BPT__STACK_VM);
+        bpt__frame_unwound(rec, &fr, "throw", 0);
+        bpt__frame_end(rec, BPT__STACK_VM, &fr);
+    }
+    fr = bpt__frame_pop(rec, BPT__STACK_VM);
+    bpt__frame_end(rec, BPT__STACK_VM, &fr);
+    for (i = 0; i < fr.nsess; i++) {
+        bpt__frame one = fr;
+        one.nsess = 1;
+        one.sess[0] = fr.sess[i];
+        bpt__frame_returned(rec, &one, value);
+    }
+    bpt__frame_return_to(rec, &fr, fr.caller_module, fr.caller_name, fr.caller_arity, 0);
+    bpt__unpin(rec);
+}
+
+void bpt_vm_unwind(bpt_vm_token token, uint64_t exception) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    long ix = bpt__vm_token_index(rec, token);
+    if (ix < 0) return;
+    bpt__pin();
+    while (rec->shadow_depth[BPT__STACK_VM] > (uint32_t)ix) {
+        bpt__frame fr = bpt__frame_pop(rec, BPT__STACK_VM);
+        bpt__frame_unwound(rec, &fr, "throw", exception);
+        bpt__frame_end(rec, BPT__STACK_VM, &fr);
+    }
+    bpt__unpin(rec);
+}
+
+/* >>process switch and memory accounting */
+
+/* For each session, the topmost frame of process on each stack: pause it
+   (switching out), resume it (switching in) or charge it bytes. */
+enum { BPT__TIMEM_PAUSE, BPT__TIMEM_RESUME, BPT__TIMEM_MEMORY };
+static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what, uint64_t now, int64_t bytes) {
+    int stack;
+    for (stack = 0; stack < 2; stack++) {
+        uint64_t seen[BPT_FRAME_SESSIONS * 4];
+        uint32_t nseen = 0, d = rec->shadow_depth[stack], i, k;
+        while (d-- > 0 && nseen < sizeof seen / sizeof seen[0]) {
+            bpt__frame *fr = &rec->shadow[stack][d];
+            if (fr->process != process) continue;
+            for (i = 0; i < fr->nsess; i++) {
+                bpt__frame_session *fs = &fr->sess[i];
+                unsigned need = what == BPT__TIMEM_MEMORY ? BPT_MEMORY : BPT__FRAME_TIMEM;
+                if (!(fs->actions & need)) continue;
+                for (k = 0; k < nseen && seen[k] != fs->id; k++) {}
+                if (k < nseen || nseen == sizeof seen / sizeof seen[0]) continue;
+                seen[nseen++] = fs->id;
+                if (what == BPT__TIMEM_PAUSE) bpt__timem_pause(fs, now);
+                else if (what == BPT__TIMEM_RESUME) { if (!fs->since) fs->since = now; }
+                else fs->mem += bytes;
+            }
+        }
+    }
+}
+
+void bpt_process_switch(uint64_t process) {
+    bpt__thread *rec = bpt__thread_self();
+    uint64_t now;
+    if (!rec) return;
+    if (process == 0) process = rec->tid;
+    if (process == rec->process) return;
+    now = bpt__now_ns();
+    bpt__timem_current_each(rec, rec->process, BPT__TIMEM_PAUSE, now, 0);
+    rec->process = process;
+    bpt__timem_current_each(rec, process, BPT__TIMEM_RESUME, now, 0);
+}
+
+void bpt_account_memory(int64_t bytes) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    if (!rec || !bytes) return;
+    bpt__timem_current_each(rec, rec->process, BPT__TIMEM_MEMORY, 0, bytes);
+}
+/*** End of frames.c ***/
 
 /*** Begin file hit.c ***/
 /* hit.c: what a breakpoint does when a thread reaches it.
@@ -2288,9 +3500,29 @@ static void bpt__read_args(const bpt_func *f, const bpt__ms *ms, const void *fra
     }
 }
 
-/* Local call trace of one session: match spec, rate limit, message. */
-static void bpt__hit_call_trace(bpt__thread *rec, const bpt_func *f, bpt__session *s,
-                                const bpt__ms *ms, const void *frame) {
+/* caller: the function the call returns to (native: its return address,
+   symbolized; VM: what ops->caller says). */
+static void bpt__hit_caller(const bpt__hit *h, bpt_msg *m) {
+    const bpt_func *f = h->f;
+    if (f->kind == BPT__SITE_VM) {
+        bpt_func *c = f->ops && f->ops->caller ? f->ops->caller(h->frame) : NULL;
+        if (c) { m->caller_module = c->module; m->caller_name = c->name; m->caller_arity = c->arity; }
+    }
+#if defined(BPT_NATIVE)
+    else {
+        m->caller = bpt__native_caller(h);
+        if (!bpt__symbolize((uintptr_t)m->caller, &m->caller_module, &m->caller_name, &m->caller_arity))
+            m->caller_module = m->caller_name = NULL;
+    }
+#endif
+}
+
+/* Local call trace of one session: match spec, rate limit, message, and
+   the wish for a return frame (return_trace, exception_trace, return_to). */
+static void bpt__hit_call_trace(bpt__hit *h, bpt__session *s, const bpt__ms *ms) {
+    bpt__thread *rec = h->rec;
+    const bpt_func *f = h->f;
+    const void *frame = h->frame;
     bpt_msg m;
     uint64_t now;
     /* A dead session's GenericBp lives until step 12 of its destroy; it must
@@ -2312,16 +3544,37 @@ static void bpt__hit_call_trace(bpt__thread *rec, const bpt_func *f, bpt__sessio
     m.arity = f->arity;
     m.format = f->ops ? f->ops->format : NULL;
     m.user = ms ? ms->message : NULL;
+    if (ms && (ms->actions & BPT_CALLER)) bpt__hit_caller(h, &m);
     bpt__session_send(s, rec, &m);
+    if (ms && (ms->actions & (BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO)))
+        bpt__hit_want_frame(h, s, ms->actions, ms->rettype);
 }
 
-/* Run every session's breakpoint on f. The caller then executes the
-   original instruction. */
-static void bpt__breakpoint(bpt_func *f, const void *frame) {
+/* call_time / call_memory of one session: count the call in this thread's
+   table now (so a call still running is counted), and ask for a frame,
+   which charges the time and memory when the call ends (frames.c). */
+static void bpt__hit_timem(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d) {
+    unsigned kinds = ((d->flags & BPT__BPF_TIME_ACTIVE) ? BPT_TIME : 0u) |
+                     ((d->flags & BPT__BPF_MEM_ACTIVE) ? BPT_MEMORY : 0u);
+    bpt__timem_charge(d->timem, h->rec, h->rec->process, 1, 0, 0);
+    bpt__hit_want_frame(h, s, kinds, BPT_ARG_I64);
+}
+
+/* Run every session's breakpoint on h->f; gather in h who wants a return
+   frame (the site pushes it). The caller then executes the original
+   instruction. Returns 0 when the thread has no record (out of memory):
+   untraced, never unsafe. */
+static int bpt__breakpoint(bpt__hit *h) {
     bpt__GenericBp *g;
     unsigned ix;
+    bpt_func *f = h->f;
     bpt__thread *rec = bpt__pin();
-    if (!rec) return;   /* no thread record (out of memory): untraced, never unsafe */
+    h->rec = rec;
+    h->nwant = 0;
+    if (!rec) return 0;
+#if defined(BPT_NATIVE)
+    if (f->kind == BPT__SITE_NATIVE && rec->shadow_depth[BPT__STACK_NATIVE]) bpt__native_settle(h);
+#endif
     ix = bpt_active_bp_ix();   /* once per hit: one generation throughout */
     /* Acquire loads of the list pair with the release stores that link a
        GenericBp (steps 2 and 5) and unlink one (step 11). */
@@ -2330,14 +3583,22 @@ static void bpt__breakpoint(bpt_func *f, const void *frame) {
         const bpt__GenericBpData *d = &g->data[ix];
         if (!d->flags) continue;
         if (d->flags & BPT__BPF_COUNT_ACTIVE) bpt__fetch_add_u64(&d->count->value, 1);
-        if (d->flags & BPT__BPF_LOCAL_TRACE) bpt__hit_call_trace(rec, f, g->session, d->local_ms, frame);
+        if (d->flags & BPT__BPF_LOCAL_TRACE) bpt__hit_call_trace(h, g->session, d->local_ms);
+        if (d->flags & (BPT__BPF_TIME_ACTIVE | BPT__BPF_MEM_ACTIVE)) bpt__hit_timem(h, g->session, d);
     }
-    bpt__unpin(rec);
+    return 1;   /* still pinned: the site pushes its frame, then unpins */
 }
 
-bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame) {
+bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame, bpt_vm_token *token) {
+    bpt__hit h;
     BPT_ASSERT(f && f->kind == BPT__SITE_VM);
-    bpt__breakpoint(f, frame);
+    if (token) *token = 0;
+    h.f = f;
+    h.frame = frame;
+    if (bpt__breakpoint(&h)) {
+        if (h.nwant) bpt__vm_frame_push(&h, bpt__now_ns(), token);
+        bpt__unpin(h.rec);
+    }
     return (bpt_vm_word)f->orig_word;   /* immutable while registered */
 }
 /*** End of hit.c ***/
@@ -2378,17 +3639,18 @@ bpt_vm_word bpt_vm_word_at(const bpt_func *f) {
    pages writable in batches, the entry the stubs call, and the one writer the
    protocol uses for every kind of site (DESIGN §4.4). */
 
-#if defined(BPT_NATIVE)
-#include <sys/mman.h>
-
-/* The pages one batch of code writes touches. Text pages are made
-   read+write+execute for the writes (not read+write: other threads keep
-   executing on them) and read+execute again afterwards, each page once per
-   batch however many sites it holds. */
+/* The pages one batch of code writes touches (native sites only; empty
+   otherwise). Text pages are made read+write+execute for the writes (not
+   read+write: other threads keep executing on them) and read+execute again
+   afterwards, each page once per batch however many sites it holds. */
 typedef struct bpt__code_batch {
     uintptr_t *pages;
     int n, cap;
 } bpt__code_batch;
+typedef bpt__code_batch bpt__sites_batch;   /* the protocol's batch, prepared at step 2 */
+
+#if defined(BPT_NATIVE)
+#include <sys/mman.h>
 
 static uintptr_t bpt__page_size(void) {
     static uintptr_t size;
@@ -2445,12 +3707,18 @@ static int bpt__batch_open(bpt__code_batch *b, const char *who) {
     return 0;
 }
 
-/* Back to read+execute: no page stays writable and executable (W^X). */
-static void bpt__batch_close(bpt__code_batch *b) {
+/* Back to read+execute: no page stays writable and executable (W^X). The
+   page array stays allocated for the next batch (the caller frees it). */
+static void bpt__batch_reprotect(bpt__code_batch *b) {
     bpt__batch_protect(b, b->n, PROT_READ | PROT_EXEC);
+    b->n = 0;
+}
+
+static void bpt__batch_close(bpt__code_batch *b) {
+    bpt__batch_reprotect(b);
     BPT_FREE(b->pages);
     b->pages = NULL;
-    b->n = b->cap = 0;
+    b->cap = 0;
 }
 
 /* Called by the entry stubs with the function record and the saved
@@ -2458,29 +3726,53 @@ static void bpt__batch_close(bpt__code_batch *b) {
    assembly calls it by name. */
 __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func *f, bpt__regs *regs);
 __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func *f, bpt__regs *regs) {
-    bpt__breakpoint(f, regs);
+    bpt__hit h;
+    h.f = f;
+    h.frame = regs;
+    if (bpt__breakpoint(&h)) {
+        if (h.nwant) bpt__native_frame_push(&h, bpt__now_ns());
+        bpt__unpin(h.rec);
+    }
     return f->resume;   /* immutable while registered */
 }
 #endif /* BPT_NATIVE */
 
+/* The page array of the protocol's code writes, allocated at step 2 with
+   room for every native site of the change (a site's word never crosses a
+   page: it stays within a cache line), so that steps 5 and 9 allocate
+   nothing: running out of memory must happen before anything changes.
+   Returns 0 or BPT_ENOMEM. */
+static int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n) {
+    int i, native = 0;
+    sb->pages = NULL;
+    sb->n = sb->cap = 0;
+    for (i = 0; i < n; i++) native += fs[i]->kind == BPT__SITE_NATIVE;
+    if (!native) return 0;
+#if defined(BPT_NATIVE)
+    if (!(sb->pages = (uintptr_t *)BPT_MALLOC(sizeof *sb->pages * (size_t)native)))
+        return bpt__fail(BPT_ENOMEM, "no memory to batch %d code writes; nothing changed", native);
+    sb->cap = native;
+#endif
+    return 0;
+}
+
 /* Write the breakpoint word (install) or the original (uninstall) into
-   every site of fs[0..n) that needs it: one batch, each code page opened
-   once. Returns how many sites it wrote (the caller waits after writes, with
-   SYNC_CORE if *wrote_code), or BPT_EPERM with nothing written. */
-static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code) {
+   every site of fs[0..n) that needs it: one batch (sb, prepared for these
+   sites), each code page opened once. Returns how many sites it wrote (the
+   caller waits after writes, with SYNC_CORE if *wrote_code), or BPT_EPERM
+   with nothing written. */
+static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, bpt__sites_batch *sb) {
     int i, written = 0;
 #if defined(BPT_NATIVE)
-    bpt__code_batch batch = { NULL, 0, 0 };
     for (i = 0; i < n; i++)
-        if (fs[i]->kind == BPT__SITE_NATIVE && fs[i]->installed != install &&
-            bpt__batch_add(&batch, fs[i]->site, fs[i]->word_size) < 0) {
-            BPT_FREE(batch.pages);
-            return bpt__fail(BPT_ENOMEM, "no memory to batch %d code writes", n);
-        }
-    if (batch.n && bpt__batch_open(&batch, install ? "install breakpoints" : "uninstall breakpoints") < 0) {
-        BPT_FREE(batch.pages);
+        if (fs[i]->kind == BPT__SITE_NATIVE && fs[i]->installed != install)
+            bpt__batch_add(sb, fs[i]->site, fs[i]->word_size);   /* fits: see bpt__sites_batch_prepare */
+    if (sb->n && bpt__batch_open(sb, install ? "install breakpoints" : "uninstall breakpoints") < 0) {
+        sb->n = 0;
         return BPT_EPERM;
     }
+#else
+    (void)sb;
 #endif
     *wrote_code = 0;
     for (i = 0; i < n; i++) {
@@ -2498,7 +3790,7 @@ static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code) 
         written++;
     }
 #if defined(BPT_NATIVE)
-    if (batch.n) bpt__batch_close(&batch);
+    if (sb->n) bpt__batch_reprotect(sb);
 #endif
     return written;
 }
@@ -2561,11 +3853,12 @@ extern int dl_iterate_phdr(int (*callback)(struct dl_phdr_info *info, size_t siz
    function's entry address (padding start + pad_bytes), name is valid only
    during the call. Return 0 to continue, a negative BPT_E* to stop
    (propagated). */
-typedef int (*bpt__module_visit_fn)(void *fn, const char *name, void *user);
+typedef int (*bpt__module_visit_fn)(void *fn, const char *name, uint64_t size, void *user);
 
 /* One STT_FUNC symbol, kept small: a big program has 10^5 of them. */
 typedef struct bpt__elf_func {
     uint64_t addr;          /* st_value: the link-time address */
+    uint64_t size;          /* st_size: bytes of code (0: unknown) */
     uint32_t name;          /* st_name: offset in the string table */
     uint32_t index;         /* position in the symbol table: the last tie-break */
     uint32_t rank;          /* 0 global, 1 weak, 2 local: which alias names the address */
@@ -2745,6 +4038,7 @@ static void bpt__elf_add_functions(bpt__elf_file *f, const Elf64_Sym *sym, size_
         if (s->st_name == 0 || s->st_name >= f->strtab_size || !f->strtab[s->st_name]) continue;
         out = &f->funcs[f->nfuncs++];
         out->addr = s->st_value;
+        out->size = s->st_size;
         out->name = s->st_name;
         out->index = (uint32_t)(first_index + i);
         out->rank = bpt__elf_symbol_rank(s->st_info);
@@ -2833,13 +4127,15 @@ BPT__PRIVATE int bpt__elf_open(const char *path, bpt__elf_file *f) {
 
 /* The name of the function symbol at link-time address addr, or NULL. The
    first of equal addresses is the best-ranked (see bpt__elf_func_cmp). */
-BPT__PRIVATE const char *bpt__elf_func_name(const bpt__elf_file *f, uint64_t addr) {
+BPT__PRIVATE const char *bpt__elf_func_name(const bpt__elf_file *f, uint64_t addr, uint64_t *size) {
     size_t lo = 0, hi = f->nfuncs;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (f->funcs[mid].addr < addr) lo = mid + 1; else hi = mid;
     }
-    return lo < f->nfuncs && f->funcs[lo].addr == addr ? f->strtab + f->funcs[lo].name : NULL;
+    if (lo >= f->nfuncs || f->funcs[lo].addr != addr) return NULL;
+    if (size) *size = f->funcs[lo].size;
+    return f->strtab + f->funcs[lo].name;
 }
 
 /* A loaded object, as dl_iterate_phdr reports it. The pointers stay valid
@@ -3000,11 +4296,12 @@ static int bpt__module_visit_entries(const bpt__module_object *m, const bpt__elf
                              "the module's code", f->path, (unsigned long long)e[i], pad_bytes);
         /* No symbol (stripped of .symtab and not exported, or no symbol table
            at all): the link-time address names it, as nm and addr2line show it. */
-        if (!(name = bpt__elf_func_name(f, fn))) {
+        uint64_t size = 0;
+        if (!(name = bpt__elf_func_name(f, fn, &size))) {
             snprintf(unnamed, sizeof unnamed, "fn_0x%llx", (unsigned long long)fn);
             name = unnamed;
         }
-        if ((rc = visit((void *)(m->bias + (uintptr_t)fn), name, user)) < 0) return rc;
+        if ((rc = visit((void *)(m->bias + (uintptr_t)fn), name, size, user)) < 0) return rc;
         visited++;
     }
     return visited;
@@ -3084,6 +4381,7 @@ typedef struct bpt__change {
     bpt_func *f;
     bpt__GenericBp *g;            /* the session's breakpoint on f */
     bpt__BpCount *new_count;      /* allocated at step 2 if step 3 needs one */
+    bpt__BpTimem *new_timem;      /* likewise: fresh call_time/call_memory tables */
     int fresh;                    /* g was allocated by this change */
 } bpt__change;
 
@@ -3160,6 +4458,12 @@ static int bpt__op_needs_count(const bpt__op *op, const bpt__GenericBp *g, unsig
            !(g && (g->data[staging].flags & BPT__BPF_COUNT));
 }
 
+/* Does step 3 need fresh time/memory tables for g? (RESTART zeroes both.) */
+static int bpt__op_needs_timem(const bpt__op *op, const bpt__GenericBp *g, unsigned staging) {
+    return (op->kinds & BPT__TIMEM) && bpt__op_enables(op) &&
+           (op->how == BPT_RESTART || !(g && (g->data[staging].flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE))));
+}
+
 static void bpt__count_unref(bpt__BpCount *c) {
     if (c && --c->refc == 0) BPT_FREE(c);
 }
@@ -3168,6 +4472,34 @@ static void bpt__count_unref(bpt__BpCount *c) {
 static void bpt__data_unref(bpt__GenericBpData *d) {
     if (d->flags & BPT__BPF_LOCAL_TRACE) bpt__ms_unref(d->local_ms);
     if (d->flags & BPT__BPF_COUNT) bpt__count_unref(d->count);
+    if (d->flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)) bpt__timem_unref(d->timem);
+}
+
+/* Step 3 for call_time and call_memory: the kind's two bits, on, off,
+   paused; the tables go when neither kind is left. */
+static void bpt__stage_timem(bpt__GenericBpData *d, const bpt__op *op, bpt__BpTimem *new_timem) {
+    uint32_t bits = ((op->kinds & BPT_TIME) ? BPT__BPF_TIME_TRACE | BPT__BPF_TIME_ACTIVE : 0) |
+                    ((op->kinds & BPT_MEMORY) ? BPT__BPF_MEM_TRACE | BPT__BPF_MEM_ACTIVE : 0);
+    uint32_t active_bits = bits & (BPT__BPF_TIME_ACTIVE | BPT__BPF_MEM_ACTIVE);
+    if (!bits) return;
+    switch (op->how) {
+    case BPT_OFF:
+        d->flags &= ~bits;
+        if (!(d->flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)) && d->timem) {
+            bpt__timem_unref(d->timem);
+            d->timem = NULL;
+        }
+        break;
+    case BPT_PAUSE:
+        d->flags &= ~active_bits;
+        break;
+    default: /* on, restart */
+        if (new_timem) {   /* its one reference moves here */
+            if (d->flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)) bpt__timem_unref(d->timem);
+            d->timem = new_timem;
+        }
+        d->flags |= bits;
+    }
 }
 
 /* Step 3 for one breakpoint: write the op into its staging generation. */
@@ -3214,6 +4546,7 @@ static void bpt__consolidate(bpt__GenericBp *g, unsigned active) {
     *dst = *src;
     if (dst->flags & BPT__BPF_LOCAL_TRACE) bpt__ms_ref(dst->local_ms);
     if (dst->flags & BPT__BPF_COUNT) dst->count->refc++;
+    if (dst->flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)) dst->timem->refc++;
 }
 
 /* The wait after writing site words (steps 6 and 10): a plain wait for VM
@@ -3229,6 +4562,7 @@ static void bpt__changes_free(bpt__change *c, int n) {
     for (i = 0; i < n; i++) {
         if (c[i].fresh) BPT_FREE(c[i].g);
         BPT_FREE(c[i].new_count);
+        if (c[i].new_timem) bpt__timem_unref(c[i].new_timem);
     }
     BPT_FREE(c);
 }
@@ -3241,6 +4575,7 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
     bpt__change *c;
     bpt__GenericBp *to_free = NULL, *g;
     bpt_func **sites;
+    bpt__sites_batch batch;
     int i, nc = 0, nsites = 0, allocated = 0, installs = 0, published = 0, uninstalls = 0, unlinked = 0;
     int wrote_code = 0, rc = 0;
 
@@ -3248,7 +4583,7 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
        anything shared is touched, so running out of memory changes nothing. */
     c = (bpt__change *)BPT_MALLOC(sizeof *c * (size_t)(n ? n : 1));
     sites = (bpt_func **)BPT_MALLOC(sizeof *sites * (size_t)(n ? n : 1));
-    if (!c || !sites) {
+    if (!c || !sites || bpt__sites_batch_prepare(&batch, fs, n) < 0) {
         BPT_FREE(c);
         BPT_FREE(sites);
         return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for %d changes", n);
@@ -3260,6 +4595,7 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
         c[nc].g = g;
         c[nc].fresh = 0;
         c[nc].new_count = NULL;
+        c[nc].new_timem = NULL;
         nc++;
         if (!g) {
             g = (bpt__GenericBp *)BPT_MALLOC(sizeof *g);
@@ -3279,11 +4615,16 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
             c[nc - 1].new_count = bc;
             allocated++;
         }
+        if (bpt__op_needs_timem(op, c[nc - 1].fresh ? NULL : g, staging)) {
+            if (!(c[nc - 1].new_timem = bpt__timem_new())) goto enomem;
+            allocated++;
+        }
     }
     if (nc == 0) {
         int step;
         BPT_FREE(c);
         BPT_FREE(sites);
+        BPT_FREE(batch.pages);
         for (step = 2; step <= 12; step++) bpt__step_done(step, 0, t);   /* nothing to change */
         return 0;
     }
@@ -3308,7 +4649,9 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
        active ones. A breakpoint to be removed gets flags 0 here. */
     for (i = 0; i < nc; i++) {
         bpt__stage(&c[i].g->data[staging], op, c[i].new_count);
+        bpt__stage_timem(&c[i].g->data[staging], op, c[i].new_timem);
         c[i].new_count = NULL;   /* owned by the breakpoint now, or never needed */
+        c[i].new_timem = NULL;
         if (c[i].fresh) c[i].fresh = 0;   /* linked: freed by step 11/12 if unused */
         if (!c[i].f->installed && c[i].g->data[staging].flags) installs++;
     }
@@ -3334,7 +4677,7 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
         }
         if (!f->installed && c[i].g->data[staging].flags) sites[nsites++] = f;
     }
-    installs = bpt__sites_write(sites, nsites, 1, &wrote_code);
+    installs = bpt__sites_write(sites, nsites, 1, &wrote_code, &batch);
     if (installs < 0) {
         /* mprotect refused: those functions stay untraced; the settings
            commit anyway, so the state stays consistent, and the caller
@@ -3374,7 +4717,7 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
             all |= g->data[active].flags;
         if (!all) sites[nsites++] = f;
     }
-    uninstalls = bpt__sites_write(sites, nsites, 0, &wrote_code);
+    uninstalls = bpt__sites_write(sites, nsites, 0, &wrote_code, &batch);
     if (uninstalls < 0) {
         /* The words stay: their breakpoints find no active flag and do nothing. */
         rc = uninstalls;
@@ -3382,8 +4725,11 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
     }
     bpt__step_done(9, uninstalls != 0, t);
 
-    /* Step 10: wait, so no thread still runs a removed breakpoint word:
-       once past it, nothing leads a thread into a breakpoint being unlinked. */
+    /* Step 10: wait, so no thread still runs a removed breakpoint word
+       inside a pinned section. A thread that fetched the word before step 9
+       but pins only after this wait began is not covered: it is step 12's
+       wait, and the hit's reading of the list head after its pin, that keep
+       it off freed breakpoints (the model's no-step-12 mutant shows it). */
     if (uninstalls) bpt__wait_after_write(wrote_code);
     bpt__step_done(10, uninstalls != 0, t);
 
@@ -3421,11 +4767,13 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
     bpt__step_done(12, unlinked != 0, t);
     BPT_FREE(c);
     BPT_FREE(sites);
+    BPT_FREE(batch.pages);
     return rc;
 
 enomem:
     bpt__changes_free(c, nc);
     BPT_FREE(sites);
+    BPT_FREE(batch.pages);
     return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: out of memory allocating breakpoints; nothing changed");
 }
 /*** End of bp.c ***/
@@ -3668,6 +5016,48 @@ static int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, cons
     return 0;
 }
 
+/* Rebuild the address index (frames.c, >>symbolize) after native functions
+   came or went. Under the permission. The old index is freed after a thread
+   progress wait, so no pinned reader still searches it, and so no reader
+   can reach a record that unregistration retires (and a later registration
+   may rewrite). A function's extent is its ELF symbol's size; a function
+   registered by hand has none, so it extends to the next registered entry,
+   at most 64 KiB. Out of memory: the old index stays, and caller/return_to
+   name the functions it knows. */
+static int bpt__addr_entry_cmp(const void *a, const void *b) {
+    uintptr_t x = ((const bpt__addr_entry *)a)->start, y = ((const bpt__addr_entry *)b)->start;
+    return x < y ? -1 : x > y;
+}
+
+static void bpt__addr_index_rebuild(void) {
+    bpt__addr_index *ix, *old;
+    size_t n = 0, k;
+    uint32_t i;
+    for (i = 0; i < bpt__registry.len; i++) n += bpt__registry.funcs[i]->kind == BPT__SITE_NATIVE;
+    ix = (bpt__addr_index *)BPT_MALLOC(sizeof *ix + sizeof(bpt__addr_entry) * n);
+    if (!ix) return;
+    ix->n = 0;
+    for (i = 0; i < bpt__registry.len; i++) {
+        const bpt_func *f = bpt__registry.funcs[i];
+        if (f->kind != BPT__SITE_NATIVE) continue;
+        ix->e[ix->n].start = (uintptr_t)f->fn;
+        ix->e[ix->n].end = f->code_size ? (uintptr_t)f->fn + (uintptr_t)f->code_size : 0;
+        ix->e[ix->n++].f = f;
+    }
+    if (ix->n > 1) qsort(ix->e, ix->n, sizeof ix->e[0], bpt__addr_entry_cmp);
+    for (k = 0; k < ix->n; k++) {
+        uintptr_t bound = ix->e[k].start + 65536;
+        if (k + 1 < ix->n && ix->e[k + 1].start < bound) bound = ix->e[k + 1].start;
+        if (!ix->e[k].end || ix->e[k].end > bound) ix->e[k].end = bound;
+    }
+    old = (bpt__addr_index *)bpt__load_relaxed_ptr(&bpt__addr_index_cur);
+    bpt__store_release_ptr(&bpt__addr_index_cur, ix);   /* pairs with bpt__symbolize's acquire */
+    if (old) {
+        bpt_thread_progress_wait();
+        BPT_FREE(old);
+    }
+}
+
 /* A native function record from its checked layout (not yet registered). */
 static int bpt__native_new(void *fn, const char *module, const char *name, int arity,
                            const bpt__entry_layout *l, const char *who, bpt_func **out) {
@@ -3694,6 +5084,9 @@ static int bpt__native_new(void *fn, const char *module, const char *name, int a
     f->bp_word = l->bp_word;
     f->word_size = l->word_size;
     f->resume = l->resume;
+#if defined(__aarch64__)
+    f->signs_lr = l->signs_lr;
+#endif
     *out = f;
     return 0;
 }
@@ -3734,6 +5127,7 @@ int bpt_register_native(void *fn, const char *module, const char *name, int arit
         return rc;
     }
     bpt__registry_add(f, fn);
+    bpt__addr_index_rebuild();
     rc = bpt__apply_patterns(f, &t);
     bpt__permission_release();
     *out = f;
@@ -3748,6 +5142,7 @@ int bpt_register_native(void *fn, const char *module, const char *name, int arit
 typedef struct bpt__module_entries {
     void **fn;
     char **name;
+    uint64_t *size;
     int n, cap;
 } bpt__module_entries;
 
@@ -3756,9 +5151,10 @@ static void bpt__module_entries_free(bpt__module_entries *e) {
     for (i = 0; i < e->n; i++) BPT_FREE(e->name[i]);
     BPT_FREE(e->fn);
     BPT_FREE(e->name);
+    BPT_FREE(e->size);
 }
 
-static int bpt__module_collect(void *fn, const char *name, void *user) {
+static int bpt__module_collect(void *fn, const char *name, uint64_t size, void *user) {
     bpt__module_entries *e = (bpt__module_entries *)user;
     size_t len = strlen(name);
     if (bpt__ptrset_has(&bpt__registry.sites, fn)) return 0;   /* registered already */
@@ -3769,15 +5165,25 @@ static int bpt__module_collect(void *fn, const char *name, void *user) {
         int cap = e->cap ? e->cap * 2 : 256;
         void **fns = (void **)BPT_MALLOC(sizeof *fns * (size_t)cap);
         char **names = (char **)BPT_MALLOC(sizeof *names * (size_t)cap);
-        if (!fns || !names) { BPT_FREE(fns); BPT_FREE(names); return BPT_ENOMEM; }
-        if (e->n) { memcpy(fns, e->fn, sizeof *fns * (size_t)e->n); memcpy(names, e->name, sizeof *names * (size_t)e->n); }
-        BPT_FREE(e->fn); BPT_FREE(e->name);
-        e->fn = fns; e->name = names; e->cap = cap;
+        uint64_t *sizes = (uint64_t *)BPT_MALLOC(sizeof *sizes * (size_t)cap);
+        if (!fns || !names || !sizes) {
+            BPT_FREE(fns); BPT_FREE(names); BPT_FREE(sizes);
+            return bpt__fail(BPT_ENOMEM, "bpt_register_module: no memory for %d entries; nothing registered", cap);
+        }
+        if (e->n) {
+            memcpy(fns, e->fn, sizeof *fns * (size_t)e->n);
+            memcpy(names, e->name, sizeof *names * (size_t)e->n);
+            memcpy(sizes, e->size, sizeof *sizes * (size_t)e->n);
+        }
+        BPT_FREE(e->fn); BPT_FREE(e->name); BPT_FREE(e->size);
+        e->fn = fns; e->name = names; e->size = sizes; e->cap = cap;
     }
     if (len > BPT__NAME_MAX) len = BPT__NAME_MAX;   /* C++ symbols can be long: keep a prefix */
-    if (!(e->name[e->n] = (char *)BPT_MALLOC(len + 1))) return BPT_ENOMEM;
+    if (!(e->name[e->n] = (char *)BPT_MALLOC(len + 1)))
+        return bpt__fail(BPT_ENOMEM, "bpt_register_module: no memory for a name; nothing registered");
     memcpy(e->name[e->n], name, len);
     e->name[e->n][len] = '\0';
+    e->size[e->n] = size;
     e->fn[e->n++] = fn;
     return 0;
 }
@@ -3789,7 +5195,7 @@ int bpt_register_module(const char *module) {
     return bpt__fail(BPT_ENOTSUP, "bpt_register_module: native entry patching needs gcc or clang on "
                      "x86-64 or aarch64 without BPT_NO_NATIVE");
 #else
-    bpt__module_entries e = { NULL, NULL, 0, 0 };
+    bpt__module_entries e = { NULL, NULL, NULL, 0, 0 };
     bpt__entry_layout *ls = NULL;
     bpt_func **fs = NULL;
     const char *mod = NULL;
@@ -3810,11 +5216,13 @@ int bpt_register_module(const char *module) {
         memset(&ls[i], 0, sizeof ls[i]);
         if ((rc = bpt__arch_entry_layout(e.fn[i], e.name[i], &ls[i])) < 0) break;
         if ((rc = bpt__native_new(e.fn[i], mod, e.name[i], 0, &ls[i], "bpt_register_module", &fs[i])) < 0) break;
+        fs[i]->code_size = e.size[i];
         made++;
     }
     if (rc >= 0 && e.n) rc = bpt__native_prepare(fs, ls, e.n, "bpt_register_module");
     if (rc >= 0) {
         for (i = 0; i < e.n; i++) bpt__registry_add(fs[i], e.fn[i]);
+        if (e.n) bpt__addr_index_rebuild();
         for (i = 0; i < e.n && rc >= 0; i++) rc = bpt__apply_patterns(fs[i], &t);
         if (rc >= 0) rc = e.n;
     } else {
@@ -3866,6 +5274,9 @@ int bpt_unregister_module(const char *module) {
         if (nt) rc = bpt__protocol_run(s, traced, nt, &off_all, &t);
     }
     if (rc >= 0) for (k = 0; k < n; k++) bpt__registry_remove(fs[k]);
+#if defined(BPT_NATIVE)
+    if (rc >= 0 && n) bpt__addr_index_rebuild();
+#endif
     bpt__permission_release();
     BPT_FREE(traced);
     if (rc < 0) { BPT_FREE(fs); return rc; }
@@ -3898,6 +5309,9 @@ int bpt_unregister(bpt_func *f) {
                          "(restoring it was refused); retry after the cause is gone", f->module, f->name, f->arity);
     }
     bpt__registry_remove(f);
+#if defined(BPT_NATIVE)
+    if (f->kind == BPT__SITE_NATIVE) bpt__addr_index_rebuild();
+#endif
     bpt__permission_release();
     bpt__func_release(f);
     return 0;
@@ -4035,20 +5449,29 @@ static bpt__pattern_entry *bpt__pattern_entry_new(const bpt__mfa *mfa, unsigned 
 }
 
 /* Keep e in the session's patterns (it is replayed, in order, on functions
-   registered later). A BPT_OFF of all kinds cancels the earlier entries with
-   the same pattern, and is kept itself only if other entries remain for it
-   to act on. Never fails: e was allocated before the protocol ran. */
+   registered later). A BPT_OFF cancels the earlier entries with the same
+   pattern whose kinds it switches off entirely, and is kept itself only if
+   an entry remains that it could act on (one with a kind it switches off):
+   so a pattern switched on and off again and again leaves nothing behind.
+   Never fails: e was allocated before the protocol ran. */
 static void bpt__remember_pattern(bpt__session *s, bpt__pattern_entry *e) {
     bpt__pattern_entry **pp = &s->patterns, *old;
     unsigned kinds = e->flags & BPT__KINDS;
-    if ((e->flags & BPT__HOWS) == BPT_OFF && (kinds == 0 || kinds == BPT__KINDS)) {
+    if ((e->flags & BPT__HOWS) == BPT_OFF) {
+        int acts = 0;
+        if (kinds == 0) kinds = BPT__KINDS;
         while ((old = *pp) != NULL) {
-            if (memcmp(&old->mfa, &e->mfa, sizeof e->mfa) == 0) { *pp = old->next; bpt__pattern_entry_free(old); }
-            else pp = &old->next;
+            if (memcmp(&old->mfa, &e->mfa, sizeof e->mfa) == 0 && (old->flags & BPT__KINDS & ~kinds) == 0) {
+                *pp = old->next;
+                bpt__pattern_entry_free(old);
+            } else {
+                acts |= (old->flags & kinds) != 0;
+                pp = &old->next;
+            }
         }
-        if (!s->patterns) { bpt__pattern_entry_free(e); return; }
+        if (!acts) { bpt__pattern_entry_free(e); return; }
     }
-    for (pp = &s->patterns; *pp; pp = &(*pp)->next) {}
+    while (*pp) pp = &(*pp)->next;
     *pp = e;
 }
 
@@ -4067,7 +5490,9 @@ int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, c
     op.how = flags & BPT__HOWS;
     op.ms = NULL;
     if (op.how == BPT_OFF && !op.kinds) op.kinds = BPT__KINDS;
-    if (match && (op.kinds & BPT_CALL) && op.how == 0 && (rc = bpt__ms_new(match, &op.ms)) < 0) return rc;
+    if ((match || (flags & BPT__CALL_ACTIONS)) && (op.kinds & BPT_CALL) && op.how == 0 &&
+        (rc = bpt__ms_new(match, flags & BPT__CALL_ACTIONS, &op.ms)) < 0)
+        return rc;
     if ((rc = bpt__permission_seize("bpt_trace_pattern")) < 0) {
         bpt__ms_unref(op.ms);
         return rc;
@@ -4087,6 +5512,17 @@ int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, c
         if (bpt__mfa_match(&mfa, bpt__registry.funcs[i]->module, bpt__registry.funcs[i]->name,
                            bpt__registry.funcs[i]->arity))
             fs[n++] = bpt__registry.funcs[i];
+#if defined(BPT_NATIVE)
+    /* Return trace swaps return addresses: refused where the CPU checks them. */
+    for (i = 0; (flags & BPT__FRAME_ACTIONS) && op.how == 0 && i < (uint32_t)n; i++)
+        if (fs[i]->kind == BPT__SITE_NATIVE) {
+            if ((rc = bpt__arch_native_usable("bpt_trace_pattern (return trace)")) < 0) {
+                BPT_FREE(fs);
+                goto out;
+            }
+            break;
+        }
+#endif
     /* Everything that can fail is allocated before the protocol runs. */
     entry = bpt__pattern_entry_new(&mfa, flags, op.ms);
     if (!entry) rc = bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory to remember '%s'", pattern);
@@ -4103,46 +5539,133 @@ out:
 
 /* >>info */
 
-static int bpt__info_of(const bpt__session *s, const bpt_func *f, unsigned what, bpt_info *out) {
+/* call_time / call_memory of one breakpoint, from the sums the last
+   collection carried (step 9 of timem.c): totals, and per process into
+   procs[0..cap), most time (or memory) first. */
+static int bpt__proc_cmp(const void *a, const void *b) {
+    const bpt_info_process *x = (const bpt_info_process *)a, *y = (const bpt_info_process *)b;
+    if (x->time_ns != y->time_ns) return x->time_ns < y->time_ns ? 1 : -1;
+    if (x->memory_bytes != y->memory_bytes) return x->memory_bytes < y->memory_bytes ? 1 : -1;
+    return x->process < y->process ? -1 : x->process > y->process;
+}
+
+static void bpt__info_timem(const bpt__GenericBpData *d, bpt_info *out, bpt_info_process *procs, uint32_t cap) {
+    const bpt__timem_table *t = d->timem ? d->timem->carried : NULL;
+    uint32_t i, n = 0;
+    if (!t) return;
+    for (i = 0; i < t->cap; i++) {
+        const bpt__timem_cell *c = &t->cell[i];
+        if (!c->process) continue;
+        out->calls += c->calls;
+        out->time_ns += c->time_ns;
+        out->memory_bytes += (uint64_t)c->mem;
+        if (procs && n < cap) {
+            procs[n].process = c->process;
+            procs[n].calls = c->calls;
+            procs[n].time_ns = c->time_ns;
+            procs[n].memory_bytes = (uint64_t)c->mem;
+        }
+        n++;
+    }
+    out->nprocs = n;
+    if (procs && n > 1) qsort(procs, n < cap ? n : cap, sizeof *procs, bpt__proc_cmp);
+}
+
+/* What bpt_trace_info reports of g (NULL: no breakpoint of the session). */
+static int bpt__info_of(const bpt__GenericBp *g, unsigned what, bpt_info *out, bpt_info_process *procs, uint32_t cap) {
     unsigned ix = bpt__load_relaxed_u32(&bpt__active_ix);
-    const bpt__GenericBp *g = bpt__find_bp(f, s);
     const bpt__GenericBpData *d;
     memset(out, 0, sizeof *out);
+    out->procs = procs;
+    out->procs_cap = cap;
     if (!g) return 0;
     d = &g->data[ix];
     if (what & BPT_INFO_FLAGS) {
-        if (d->flags & BPT__BPF_LOCAL_TRACE) out->flags |= BPT_CALL;
+        if (d->flags & BPT__BPF_LOCAL_TRACE) {
+            out->flags |= BPT_CALL;
+            if (d->local_ms) out->flags |= d->local_ms->actions & BPT__CALL_ACTIONS;
+        }
         if (d->flags & BPT__BPF_COUNT) out->flags |= BPT_COUNT;
+        if (d->flags & BPT__BPF_TIME_TRACE) out->flags |= BPT_TIME;
+        if (d->flags & BPT__BPF_MEM_TRACE) out->flags |= BPT_MEMORY;
         out->count_paused = (d->flags & BPT__BPF_COUNT) && !(d->flags & BPT__BPF_COUNT_ACTIVE);
+        out->time_paused = (d->flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)) &&
+                           !(d->flags & (BPT__BPF_TIME_ACTIVE | BPT__BPF_MEM_ACTIVE));
     }
     if ((what & BPT_INFO_COUNT) && (d->flags & BPT__BPF_COUNT))
         out->count = bpt__load_relaxed_u64(&d->count->value);
+    if ((what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) && (d->flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)))
+        bpt__info_timem(d, out, procs, cap);
     return 1;
 }
 
-#define BPT__INFO_ALL (BPT_INFO_FLAGS | BPT_INFO_COUNT)
+/* The session's breakpoints on the registered functions matching mfa (or f
+   alone), and the nine-step collection when time or memory is asked for. */
+static int bpt__info_gather(const bpt__session *s, const bpt__mfa *mfa, const bpt_func *f, unsigned what,
+                            bpt_func ***fs_out, bpt__GenericBp ***gs_out, int *n_out, const char *who) {
+    bpt_func **fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (bpt__registry.len + 1));
+    bpt__GenericBp **gs = (bpt__GenericBp **)BPT_MALLOC(sizeof *gs * (bpt__registry.len + 1));
+    bpt__GenericBp **timed = (bpt__GenericBp **)BPT_MALLOC(sizeof *timed * (bpt__registry.len + 1));
+    unsigned ix = bpt__load_relaxed_u32(&bpt__active_ix);
+    uint32_t i;
+    int n = 0, nt = 0, rc = 0;
+    if (!fs || !gs || !timed) {
+        BPT_FREE(fs); BPT_FREE(gs); BPT_FREE(timed);
+        return bpt__fail(BPT_ENOMEM, "%s: no memory", who);
+    }
+    for (i = 0; i < bpt__registry.len; i++) {
+        bpt_func *fi = bpt__registry.funcs[i];
+        bpt__GenericBp *g;
+        if (f ? fi != f : !bpt__mfa_match(mfa, fi->module, fi->name, fi->arity)) continue;
+        if (!(g = bpt__find_bp(fi, s)) && !f) continue;
+        fs[n] = fi;
+        gs[n++] = g;
+        if (g && (what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) &&
+            (g->data[ix].flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)))
+            timed[nt++] = g;
+    }
+    if (nt) rc = bpt__timem_collect(timed, nt);
+    BPT_FREE(timed);
+    if (rc < 0) { BPT_FREE(fs); BPT_FREE(gs); return rc; }
+    *fs_out = fs;
+    *gs_out = gs;
+    *n_out = n;
+    return 0;
+}
+
+#define BPT__INFO_ALL (BPT_INFO_FLAGS | BPT_INFO_COUNT | BPT_INFO_TIME | BPT_INFO_MEMORY)
 
 int bpt_trace_info(bpt_session handle, const bpt_func *f, unsigned what, bpt_info *out) {
     bpt__session *s;
-    int rc;
+    bpt_func **fs = NULL;
+    bpt__GenericBp **gs = NULL;
+    bpt_info_process *procs;
+    uint32_t cap;
+    int rc, n;
     if (!f || !out) return bpt__fail(BPT_EINVAL, "bpt_trace_info: f and out must not be NULL");
     if (what & ~(unsigned)BPT__INFO_ALL) return bpt__fail(BPT_EINVAL, "bpt_trace_info: unknown what bits 0x%x", what);
+    procs = out->procs;
+    cap = procs ? out->procs_cap : 0;
     if ((rc = bpt__permission_seize("bpt_trace_info")) < 0) return rc;
     if (!(s = bpt__session_lookup(handle.id)))
         rc = bpt__fail(BPT_ESESSION, "bpt_trace_info: session %llu is not alive", (unsigned long long)handle.id);
     else if (!bpt__ptrset_has(&bpt__registry.records, f))
         rc = bpt__fail(BPT_ENOENT, "bpt_trace_info: %p is not a registered function", (const void *)f);
-    else
-        bpt__info_of(s, f, what, out);
+    else if ((rc = bpt__info_gather(s, NULL, f, what, &fs, &gs, &n, "bpt_trace_info")) == 0)
+        bpt__info_of(n ? gs[0] : NULL, what, out, procs, cap);
     bpt__permission_release();
+    BPT_FREE(fs);
+    BPT_FREE(gs);
     return rc;
 }
 
 int bpt_trace_info_each(bpt_session handle, const char *pattern, unsigned what, bpt_info_fn fn, void *user) {
     bpt__mfa mfa;
     bpt__session *s;
-    uint32_t i;
-    int rc, n = 0;
+    bpt_func **fs = NULL;
+    bpt__GenericBp **gs = NULL;
+    bpt_info_process *procs = NULL;
+    int rc, n = 0, i;
     if (!fn) return bpt__fail(BPT_EINVAL, "bpt_trace_info_each: fn is NULL");
     if (what & ~(unsigned)BPT__INFO_ALL) return bpt__fail(BPT_EINVAL, "bpt_trace_info_each: unknown what bits 0x%x", what);
     if ((rc = bpt__pattern_parse(pattern, &mfa)) < 0) return rc;
@@ -4151,14 +5674,29 @@ int bpt_trace_info_each(bpt_session handle, const char *pattern, unsigned what, 
         bpt__permission_release();
         return bpt__fail(BPT_ESESSION, "bpt_trace_info_each: session %llu is not alive", (unsigned long long)handle.id);
     }
-    for (i = 0; i < bpt__registry.len; i++) {
-        bpt_func *f = bpt__registry.funcs[i];
-        bpt_info info;
-        if (!bpt__mfa_match(&mfa, f->module, f->name, f->arity) || !bpt__info_of(s, f, what, &info)) continue;
-        fn(f, f->module, f->name, f->arity, &info, user);
-        n++;
+    /* One collection for every function of the pattern. */
+    if ((rc = bpt__info_gather(s, &mfa, NULL, what, &fs, &gs, &n, "bpt_trace_info_each")) < 0) {
+        bpt__permission_release();
+        return rc;
     }
+    for (i = 0; i < n; i++) {
+        bpt_info info;
+        uint32_t cap = 0;
+        if (what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) {   /* room for every process of this function */
+            unsigned ix = bpt__load_relaxed_u32(&bpt__active_ix);
+            const bpt__BpTimem *t = gs[i]->data[ix].timem;
+            cap = t && t->carried ? t->carried->used : 0;
+            BPT_FREE(procs);
+            procs = cap ? (bpt_info_process *)BPT_MALLOC(sizeof *procs * cap) : NULL;
+            if (cap && !procs) cap = 0;   /* totals still right; per process not shown */
+        }
+        bpt__info_of(gs[i], what, &info, procs, cap);
+        fn(fs[i], fs[i]->module, fs[i]->name, fs[i]->arity, &info, user);
+    }
+    BPT_FREE(procs);
     bpt__permission_release();
+    BPT_FREE(fs);
+    BPT_FREE(gs);
     return n;
 }
 /*** End of registry.c ***/
@@ -4198,12 +5736,12 @@ static void bpt__format_time(bpt__buf *b, uint64_t mono_ns) {
     bpt__bprintf(b, "%02d:%02d:%02d.%06ld", tm.tm_hour, tm.tm_min, tm.tm_sec, (long)(ns % 1000000000 / 1000));
 }
 
-/* One argument, as its type says; i64 through the site's formatter if it has one. */
-static void bpt__format_arg(bpt__buf *b, const bpt_msg *m, int i) {
+/* One value, as its type says; i64 through the site's formatter if it has
+   one. A STR value is an offset into m->str, where the hit copied it. */
+static void bpt__format_value(bpt__buf *b, const bpt_msg *m, uint64_t v, int type) {
     char tmp[128];
-    uint64_t v = m->args[i];
     double d;
-    switch (m->argtype[i]) {
+    switch (type) {
     case BPT_ARG_U64: bpt__bprintf(b, "%llu", (unsigned long long)v); break;
     case BPT_ARG_PTR: bpt__bprintf(b, "0x%llx", (unsigned long long)v); break;
     case BPT_ARG_STR: bpt__bprintf(b, "\"%s\"", v < sizeof m->str ? m->str + v : ""); break;
@@ -4234,11 +5772,28 @@ int bpt_format_dbg(const bpt_msg *m, char *buf, size_t size) {
         bpt__bprintf(&b, "call %s:%s(", m->module, m->name);
         for (i = 0; i < m->nargs; i++) {
             if (i) bpt__bprintf(&b, ",");
-            bpt__format_arg(&b, m, i);
+            bpt__format_value(&b, m, m->args[i], m->argtype[i]);
         }
         bpt__bprintf(&b, ")");
         if (m->nargs < m->arity) bpt__bprintf(&b, "/%d", m->arity);   /* args not shown */
         if (m->user) bpt__bprintf(&b, " (%s)", m->user);
+        if (m->caller_module) bpt__bprintf(&b, " (caller %s:%s/%d)", m->caller_module, m->caller_name, m->caller_arity);
+        else if (m->caller) bpt__bprintf(&b, " (caller 0x%llx)", (unsigned long long)m->caller);
+        break;
+    case BPT_MSG_RETURN_FROM:   /* dbg: returned from m:f/a -> value */
+        bpt__bprintf(&b, "returned from %s:%s/%d -> ", m->module, m->name, m->arity);
+        bpt__format_value(&b, m, m->value, m->value_type);
+        break;
+    case BPT_MSG_EXCEPTION_FROM:   /* dbg: exception_from m:f/a {class,value} */
+        bpt__bprintf(&b, "exception_from %s:%s/%d {%s,", m->module, m->name, m->arity,
+                     m->exception_class ? m->exception_class : "error");
+        bpt__format_value(&b, m, m->value, BPT_ARG_I64);
+        bpt__bprintf(&b, "}");
+        break;
+    case BPT_MSG_RETURN_TO:   /* dbg: returning to m:f/a */
+        if (m->module) bpt__bprintf(&b, "returning to %s:%s/%d", m->module, m->name, m->arity);
+        else if (m->caller) bpt__bprintf(&b, "returning to 0x%llx", (unsigned long long)m->caller);
+        else bpt__bprintf(&b, "returning to undefined");
         break;
     case BPT_MSG_DROPPED:
         bpt__bprintf(&b, "dropped %llu messages (ring full)", (unsigned long long)m->value);
@@ -4250,6 +5805,56 @@ int bpt_format_dbg(const bpt_msg *m, char *buf, size_t size) {
     default:
         bpt__bprintf(&b, "unknown message type %u", (unsigned)m->type);
     }
+    return (int)b.len;
+}
+
+/* >>profile: tprof's table. Largest value first; ties by name. */
+static int bpt__profile_cmp(const void *a, const void *b) {
+    const bpt_profile_row *x = (const bpt_profile_row *)a, *y = (const bpt_profile_row *)b;
+    int c;
+    if (x->value != y->value) return x->value < y->value ? 1 : -1;
+    if ((c = strcmp(x->module ? x->module : "", y->module ? y->module : "")) != 0) return c;
+    if ((c = strcmp(x->name ? x->name : "", y->name ? y->name : "")) != 0) return c;
+    return x->process < y->process ? -1 : x->process > y->process;
+}
+
+int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size_t size) {
+    bpt__buf b;
+    uint64_t total = 0, calls = 0;
+    int i, procs = 0;
+    char fn[300];
+    if ((!rows && n > 0) || n < 0 || (!buf && size))
+        return bpt__fail(BPT_EINVAL, "bpt_format_profile: rows NULL with n %d, n < 0, or buf NULL", n);
+    b.p = buf;
+    b.size = size;
+    b.len = 0;
+    if (size) buf[0] = '\0';
+    if (n > 1) qsort(rows, (size_t)n, sizeof *rows, bpt__profile_cmp);
+    for (i = 0; i < n; i++) {
+        total += rows[i].value;
+        calls += rows[i].calls;
+        procs |= rows[i].process != 0;
+    }
+    bpt__bprintf(&b, "%-44s %10s %12s %10s  [    %%]\n", procs ? "PROCESS  FUNCTION" : "FUNCTION", "CALLS",
+                 memory ? "BYTES" : "TIME(us)", memory ? "PER CALL" : "PER CALL");
+    for (i = 0; i < n; i++) {
+        const bpt_profile_row *r = &rows[i];
+        double pct = total ? 100.0 * (double)r->value / (double)total : 0.0;
+        if (procs) snprintf(fn, sizeof fn, "<%llu>  %s:%s/%d", (unsigned long long)r->process,
+                            r->module ? r->module : "?", r->name ? r->name : "?", r->arity);
+        else snprintf(fn, sizeof fn, "%s:%s/%d", r->module ? r->module : "?", r->name ? r->name : "?", r->arity);
+        if (memory)
+            bpt__bprintf(&b, "%-44s %10llu %12llu %10.1f  [%5.1f]\n", fn, (unsigned long long)r->calls,
+                         (unsigned long long)r->value, r->calls ? (double)r->value / (double)r->calls : 0.0, pct);
+        else
+            bpt__bprintf(&b, "%-44s %10llu %12.1f %10.2f  [%5.1f]\n", fn, (unsigned long long)r->calls,
+                         (double)r->value / 1e3, r->calls ? (double)r->value / 1e3 / (double)r->calls : 0.0, pct);
+    }
+    if (memory)
+        bpt__bprintf(&b, "%-44s %10llu %12llu %10s  [100.0]\n", "", (unsigned long long)calls,
+                     (unsigned long long)total, "");
+    else
+        bpt__bprintf(&b, "%-44s %10llu %12.1f %10s  [100.0]\n", "", (unsigned long long)calls, (double)total / 1e3, "");
     return (int)b.len;
 }
 /*** End of format.c ***/

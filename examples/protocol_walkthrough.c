@@ -84,7 +84,7 @@ static uint64_t frame_arg(const void *frame, int index)
     return index < ARITY ? fr->args[index] : 0;
 }
 
-static const bpt_vm_ops fake_vm_ops = { frame_arg, NULL };
+static const bpt_vm_ops fake_vm_ops = { .arg = frame_arg };
 
 struct fake_vm {
     bpt_vm_word code[NFUNCS];   /* the instruction words bptrace patches */
@@ -121,7 +121,7 @@ static void *reader_main(void *arg)
                 /* As BEAM's op_i_generic_breakpoint: run the active
                    generation of every session's breakpoint, get back the
                    word the breakpoint displaced. */
-                w = bpt_vm_breakpoint(vm->rec[i], &fr);
+                w = bpt_vm_breakpoint(vm->rec[i], &fr, NULL);
                 breakpoints++;
             }
             /* "Execute" w. A real VM would jump to it; here it must simply

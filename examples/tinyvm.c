@@ -10,6 +10,11 @@
          because bptrace stores to those words while the VM threads run;
        - the BREAKPOINT instruction calls bpt_vm_breakpoint(), which counts,
          traces and hands back the original word, which the VM then runs;
+       - a call whose return is traced (--return) keeps the token that
+         bpt_vm_breakpoint() hands out in its call frame: RET gives it to
+         bpt_vm_return() with the result, and a THROW that unwinds the
+         frame gives it to bpt_vm_unwind() with the thrown value, as BEAM's
+         return_trace and exception_trace frames;
        - several VM threads share one code array, and trace patterns are
          switched on and off while all of them keep running: the output
          shows each thread's instruction count in every phase.
@@ -36,6 +41,10 @@
        --for-ms MS     ... and off again this much later (500)
        --run-ms MS     total run time (1000)
        --max-lines N   trace lines to print; the rest are only counted (20)
+       --profile PAT   call_time on functions matching PAT: a tprof-style table of own
+                       time per function at the end of the tracing window (repeatable)
+       --return        also return_from / exception_from for --trace patterns
+                       (BPT_RETURN | BPT_EXCEPTION), and the caller in call lines
 
    WHAT TO LOOK FOR
        Each bpt_trace_pattern call prints how long it took. It waits for
@@ -52,6 +61,9 @@
    THE PROGRAM FORMAT (see examples/fib.tvm)
        func NAME ARITY ... end, LABEL:, push N, arg I, add, sub, mul, lt,
        jz LABEL, jmp LABEL, call NAME, ret, pop, print; ';' starts a comment.
+       try LABEL ... endtry: a throw (which pops the value thrown) inside,
+       or in any function called from inside, continues at LABEL in this
+       function with the value pushed (see examples/throw.tvm).
        The module name is the file's base name without its extension. */
 
 #define BPTRACE_IMPLEMENTATION
@@ -86,7 +98,10 @@
     X(CALL,       "call",  1) \
     X(RET,        "ret",   0) \
     X(POP,        "pop",   0) \
-    X(PRINT,      "print", 0)
+    X(PRINT,      "print", 0) \
+    X(TRY,        "try",   1) \
+    X(ENDTRY,     "endtry",0) \
+    X(THROW,      "throw", 0)
 
 enum tvm_op {
 #define TVM_OP_ENUM(op, mnemonic, noperands) TVM_OP_##op,
@@ -335,8 +350,8 @@ static int tvm_parse_line(struct tvm_parser *ps, struct tvm_program *prog, char 
             return tvm_fail(ps, "function '%s' is empty", fn->name);
         /* Falling off the end would run into the next function's code. */
         last = prog->insns[prog->ninsns - 1].op;
-        if (last != TVM_OP_RET && last != TVM_OP_JMP)
-            return tvm_fail(ps, "function '%s' must end with 'ret' or 'jmp'", fn->name);
+        if (last != TVM_OP_RET && last != TVM_OP_JMP && last != TVM_OP_THROW)
+            return tvm_fail(ps, "function '%s' must end with 'ret', 'jmp' or 'throw'", fn->name);
         *cur = -1;
         return 0;
     }
@@ -394,7 +409,7 @@ static int tvm_parse_line(struct tvm_parser *ps, struct tvm_program *prog, char 
                             tok[1], prog->fns[*cur].name);
         in->imm = v;
         break;
-    case TVM_OP_JZ: case TVM_OP_JMP: case TVM_OP_CALL:
+    case TVM_OP_JZ: case TVM_OP_JMP: case TVM_OP_TRY: case TVM_OP_CALL:
         if (!tvm_is_name(tok[1]))
             return tvm_fail(ps, "bad name '%s'", tok[1]);
         strcpy(in->sym, tok[1]);
@@ -505,7 +520,7 @@ static int tvm_load(const char *path, struct tvm_program *prog, char *err, size_
                 tvm_fail(&ps, "call to undefined function '%s'", in->sym);
                 goto out;
             }
-            if (in->op != TVM_OP_JZ && in->op != TVM_OP_JMP)
+            if (in->op != TVM_OP_JZ && in->op != TVM_OP_JMP && in->op != TVM_OP_TRY)
                 continue;
             for (k = 0; k < prog->nlabels; k++)
                 if (prog->labels[k].fn == i && strcmp(prog->labels[k].name, in->sym) == 0)
@@ -562,6 +577,7 @@ static int tvm_translate(struct tvm_program *prog)
                 break;
             case TVM_OP_JZ:
             case TVM_OP_JMP:
+            case TVM_OP_TRY:
                 for (k = 0; k < prog->nlabels; k++)
                     if (prog->labels[k].fn == i && strcmp(prog->labels[k].name, in->sym) == 0)
                         break;
@@ -588,13 +604,24 @@ struct tvm_frame {
     bpt_vm_word *ret;          /* where RET continues */
     int64_t *fp;               /* the caller's argument base */
     const struct tvm_fn *fn;   /* the caller, for error messages */
+    bpt_vm_token token;        /* nonzero: bptrace traces this call's return */
+};
+
+/* An active try: where a throw continues. */
+struct tvm_catch {
+    struct tvm_frame *frame;   /* the call stack as it was at the try */
+    int64_t *sp, *fp;
+    const struct tvm_fn *fn;
+    bpt_vm_word *target;
 };
 
 /* What the BREAKPOINT instruction hands bptrace as the "frame": enough for
-   tvm_arg() to read the arguments of the call being made. */
+   tvm_arg() to read the arguments of the call being made, and tvm_caller()
+   its caller. */
 struct tvm_args {
     const int64_t *base;
     int arity;
+    const struct tvm_fn *caller;   /* NULL: called by the host */
 };
 
 /* One VM instance: its own stacks and counters. Only its thread touches it. */
@@ -602,6 +629,7 @@ struct tvm {
     const struct tvm_program *prog;
     int64_t *stack;            /* TVM_STACK values */
     struct tvm_frame *frames;  /* TVM_DEPTH frames */
+    struct tvm_catch *catches; /* TVM_DEPTH active tries */
     uint64_t insns, calls;     /* totals, added to when tvm_exec returns */
     int echo;                  /* 'print' writes to stdout */
     char error[TVM_ERROR_MAX];
@@ -611,8 +639,10 @@ static void tvm_free(struct tvm *vm)
 {
     free(vm->stack);
     free(vm->frames);
+    free(vm->catches);
     vm->stack = NULL;
     vm->frames = NULL;
+    vm->catches = NULL;
 }
 
 static int tvm_init(struct tvm *vm, const struct tvm_program *prog)
@@ -621,7 +651,8 @@ static int tvm_init(struct tvm *vm, const struct tvm_program *prog)
     vm->prog = prog;
     vm->stack = malloc(TVM_STACK * sizeof *vm->stack);
     vm->frames = malloc(TVM_DEPTH * sizeof *vm->frames);
-    if (!vm->stack || !vm->frames) {
+    vm->catches = malloc(TVM_DEPTH * sizeof *vm->catches);
+    if (!vm->stack || !vm->frames || !vm->catches) {
         tvm_free(vm);
         return -1;
     }
@@ -642,7 +673,14 @@ static int tvm_format(char *buf, size_t size, uint64_t value)
     return snprintf(buf, size, "%" PRId64, (int64_t)value);
 }
 
-static const bpt_vm_ops tvm_ops = { tvm_arg, tvm_format };
+/* bpt_vm_ops.caller: the function the call returns to (BPT_CALLER, return_to). */
+static bpt_func *tvm_caller(const void *frame)
+{
+    const struct tvm_args *a = frame;
+    return a->caller ? a->caller->rec : NULL;
+}
+
+static const bpt_vm_ops tvm_ops = { .arg = tvm_arg, .format = tvm_format, .caller = tvm_caller };
 
 /* Run fn(args) on vm and store its return value in *result; returns 0, or
    -1 with vm->error set.
@@ -656,6 +694,7 @@ static int tvm_exec(struct tvm *vm, const struct tvm_fn *fn, const int64_t *args
     bpt_vm_word *code, *ip;
     int64_t *sp, *fp, *stack_end;
     struct tvm_frame *frame, *frames_end;
+    struct tvm_catch *catch_top;
     const struct tvm_fn *cur;
     uint64_t insns = 0, calls = 0;
     int i, rc = -1;
@@ -715,7 +754,9 @@ static int tvm_exec(struct tvm *vm, const struct tvm_fn *fn, const int64_t *args
     frame->ret = &code[0];
     frame->fp = fp;
     frame->fn = fn;
+    frame->token = 0;
     frame++;
+    catch_top = vm->catches;
     cur = fn;
     calls++;
     ip = &code[fn->entry];
@@ -740,10 +781,12 @@ dispatch:
             TVM_FAIL("breakpoint word at code[%ld], which is no function entry", (long)(ip - code));
         a.base = fp;
         a.arity = f->arity;
+        a.caller = frame - 1 > vm->frames ? frame[-1].fn : NULL;
         /* Counts, evaluates match specs, sends trace messages, and returns
            the instruction word it displaced. Run that word as if it had
-           been fetched: its operands follow at ip + 1 as usual. */
-        TVM_EXEC(bpt_vm_breakpoint(f->rec, &a));
+           been fetched: its operands follow at ip + 1 as usual. If a
+           session traces the return, the call's frame keeps the token. */
+        TVM_EXEC(bpt_vm_breakpoint(f->rec, &a, &frame[-1].token));
     }
     TVM_CASE(PUSH) {
         TVM_ROOM();
@@ -811,6 +854,7 @@ dispatch:
         frame->ret = ip + 2;
         frame->fp = fp;
         frame->fn = cur;
+        frame->token = 0;
         frame++;
         fp = sp - callee->arity;
         cur = callee;
@@ -825,10 +869,54 @@ dispatch:
         v = sp[-1];
         sp = fp;           /* drop the arguments and operands ... */
         *sp++ = v;         /* ... and leave the result in their place */
+        if (frame[-1].token)
+            bpt_vm_return(frame[-1].token, (uint64_t)v);
+        while (catch_top > vm->catches && catch_top[-1].frame == frame)
+            catch_top--;   /* a try left open by the return ends with it */
         frame--;
         fp = frame->fp;
         cur = frame->fn;
         ip = frame->ret;
+        TVM_NEXT();
+    }
+    TVM_CASE(TRY) {
+        if (catch_top == vm->catches + TVM_DEPTH)
+            TVM_FAIL("%s:%s/%d: too many nested tries", prog->module, cur->name, cur->arity);
+        catch_top->frame = frame;
+        catch_top->sp = sp;
+        catch_top->fp = fp;
+        catch_top->fn = cur;
+        catch_top->target = &code[ip[1]];
+        catch_top++;
+        ip += 2;
+        TVM_NEXT();
+    }
+    TVM_CASE(ENDTRY) {
+        if (catch_top == vm->catches || catch_top[-1].frame != frame)
+            TVM_FAIL("%s:%s/%d: endtry without try", prog->module, cur->name, cur->arity);
+        catch_top--;
+        ip++;
+        TVM_NEXT();
+    }
+    TVM_CASE(THROW) {
+        int64_t v;
+        TVM_NEED(1);
+        v = sp[-1];
+        if (catch_top == vm->catches)
+            TVM_FAIL("%s:%s/%d: uncaught throw of %" PRId64, prog->module, cur->name, cur->arity, v);
+        catch_top--;
+        /* Unwind every call made since the try, newest first: each traced
+           one hears of the throw passing, as BEAM's exception_trace. */
+        while (frame > catch_top->frame) {
+            frame--;
+            if (frame->token)
+                bpt_vm_unwind(frame->token, (uint64_t)v);
+        }
+        sp = catch_top->sp;
+        fp = catch_top->fp;
+        cur = catch_top->fn;
+        *sp++ = v;
+        ip = catch_top->target;
         TVM_NEXT();
     }
     TVM_CASE(POP) {
@@ -852,6 +940,12 @@ dispatch:
 #endif
 
 fail:
+    /* The run is abandoned: its traced calls never return. */
+    while (frame > vm->frames) {
+        frame--;
+        if (frame->token)
+            bpt_vm_unwind(frame->token, 0);
+    }
 done:
     vm->insns += insns;
     vm->calls += calls;
@@ -877,6 +971,7 @@ struct vm_thread {
     int index;
     struct tvm vm;
     const struct tvm_fn *main_fn, *fib_fn;
+    int64_t expect;            /* what main returned in the first, untraced run */
     pthread_mutex_t lock;      /* guards the fields below */
     int stop;                  /* set by the main thread */
     uint64_t insns, calls, runs, checks, wrong;
@@ -914,6 +1009,9 @@ static void *vm_thread_main(void *arg)
             break;
         rc = tvm_exec(&t->vm, t->main_fn, NULL, &result, NULL);
         runs++;
+        checks++;
+        if (rc == 0 && result != t->expect)
+            wrong++;   /* e.g. a throw no longer caught where it was */
         /* Check the VM against C while the breakpoints come and go: a wrong
            original word handed back by bptrace would show up here. */
         if (rc == 0 && t->fib_fn) {
@@ -962,7 +1060,9 @@ struct options {
     int threads;
     const char *trace[MAX_PATTERNS];  int ntrace;
     const char *count[MAX_PATTERNS];  int ncount;
+    const char *profile[MAX_PATTERNS]; int nprofile;
     long after_ms, for_ms, run_ms, max_lines;
+    int return_trace;          /* --return */
 };
 
 /* What the drainer has seen of the session's messages. */
@@ -995,7 +1095,7 @@ static void usage(const char *argv0)
 {
     fprintf(stderr,
             "usage: %s PROGRAM.tvm [--threads N] [--trace PAT]... [--count PAT]...\n"
-            "       [--after-ms MS] [--for-ms MS] [--run-ms MS] [--max-lines N]\n"
+            "       [--after-ms MS] [--for-ms MS] [--run-ms MS] [--max-lines N] [--return] [--profile PAT]...\n"
             "PAT is module:function/arity, each part a glob ('*') or '_' for any,\n"
             "e.g. 'fib:fib/_'. Without --trace/--count: --trace 'MODULE:fib/_' --count 'MODULE:*/_'.\n",
             argv0);
@@ -1015,6 +1115,10 @@ static int parse_options(int argc, char **argv, struct options *o)
         long long v;
         long *num = NULL;
         long long hi = 3600000;
+        if (strcmp(a, "--return") == 0) {
+            o->return_trace = 1;
+            continue;
+        }
         if (a[0] != '-') {
             if (o->path) {
                 fprintf(stderr, "tinyvm: only one program file, please ('%s')\n", a);
@@ -1027,9 +1131,9 @@ static int parse_options(int argc, char **argv, struct options *o)
             fprintf(stderr, "tinyvm: %s needs a value\n", a);
             return -1;
         }
-        if (strcmp(a, "--trace") == 0 || strcmp(a, "--count") == 0) {
-            int *n = a[2] == 't' ? &o->ntrace : &o->ncount;
-            const char **list = a[2] == 't' ? o->trace : o->count;
+        if (strcmp(a, "--trace") == 0 || strcmp(a, "--count") == 0 || strcmp(a, "--profile") == 0) {
+            int *n = a[2] == 't' ? &o->ntrace : a[2] == 'c' ? &o->ncount : &o->nprofile;
+            const char **list = a[2] == 't' ? o->trace : a[2] == 'c' ? o->count : o->profile;
             if (*n == MAX_PATTERNS) {
                 fprintf(stderr, "tinyvm: at most %d %s patterns\n", MAX_PATTERNS, a);
                 return -1;
@@ -1117,6 +1221,27 @@ static void print_phase(const char *what, uint64_t ns, const struct counts *from
     printf("\n");
 }
 
+/* Rows of a call_time table, one per function. */
+struct profile_rows {
+    bpt_profile_row rows[256];
+    int n;
+};
+
+static void add_profile_row(const bpt_func *f, const char *module, const char *name, int arity,
+                            const bpt_info *info, void *user)
+{
+    struct profile_rows *pr = user;
+    (void)f;
+    if (pr->n == 256)
+        return;
+    pr->rows[pr->n].module = module;
+    pr->rows[pr->n].name = name;
+    pr->rows[pr->n].arity = arity;
+    pr->rows[pr->n].calls = info->calls;
+    pr->rows[pr->n].value = info->time_ns;
+    pr->n++;
+}
+
 /* Set one pattern, saying what it did and how long it took. */
 static int set_pattern(bpt_session s, const char *pat, unsigned flags, const char *flags_text)
 {
@@ -1151,7 +1276,7 @@ int main(int argc, char **argv)
     struct drain_tally tally;
     struct tvm first;
     const struct tvm_fn *main_fn;
-    int64_t result;
+    int64_t expect;
     char err[512], trace_default[TVM_NAME_MAX + 8], count_default[TVM_NAME_MAX + 8];
     bpt_session session;
     bpt_session_desc desc;
@@ -1191,14 +1316,14 @@ int main(int argc, char **argv)
         return 2;
     }
     first.echo = 1;
-    if (tvm_exec(&first, main_fn, NULL, &result, NULL) != 0) {
+    if (tvm_exec(&first, main_fn, NULL, &expect, NULL) != 0) {
         fprintf(stderr, "tinyvm: %s\n", first.error);
         tvm_free(&first);
         tvm_program_free(&prog);
         return 2;
     }
     tvm_free(&first);
-    if (o.ntrace == 0 && o.ncount == 0) {
+    if (o.ntrace == 0 && o.ncount == 0 && o.nprofile == 0) {
         snprintf(trace_default, sizeof trace_default, "%s:fib/_", prog.module);
         snprintf(count_default, sizeof count_default, "%s:*/_", prog.module);
         o.trace[o.ntrace++] = trace_default;
@@ -1244,11 +1369,12 @@ int main(int argc, char **argv)
         }
         t->index = nthreads_ready;
         t->main_fn = main_fn;
+        t->expect = expect;
         t->fib_fn = tvm_find_fn(&prog, "fib", 1);
         pthread_mutex_init(&t->lock, NULL);
     }
     if (!tvm_find_fn(&prog, "fib", 1))
-        printf("tinyvm: no fib/1 in this program, so results are not checked against C\n");
+        printf("tinyvm: no fib/1 in this program: results of main are checked against its first run only\n");
 
     t_start = now_ns();
     for (; nthreads_started < o.threads; nthreads_started++) {
@@ -1269,13 +1395,21 @@ int main(int argc, char **argv)
     /* A malformed pattern is the user's mistake: stop here. Destroying the
        session (in cleanup) removes whatever the earlier patterns set. */
     for (i = 0; i < o.ntrace; i++) {
-        if (set_pattern(session, o.trace[i], BPT_CALL, "BPT_CALL") < 0) {
+        if (set_pattern(session, o.trace[i],
+                        o.return_trace ? BPT_CALL | BPT_RETURN | BPT_EXCEPTION | BPT_CALLER : BPT_CALL,
+                        o.return_trace ? "BPT_CALL | BPT_RETURN | BPT_EXCEPTION | BPT_CALLER" : "BPT_CALL") < 0) {
             failed = 2;
             goto cleanup;
         }
     }
     for (i = 0; i < o.ncount; i++) {
         if (set_pattern(session, o.count[i], BPT_COUNT, "BPT_COUNT") < 0) {
+            failed = 2;
+            goto cleanup;
+        }
+    }
+    for (i = 0; i < o.nprofile; i++) {
+        if (set_pattern(session, o.profile[i], BPT_TIME, "BPT_TIME") < 0) {
             failed = 2;
             goto cleanup;
         }
@@ -1316,6 +1450,23 @@ int main(int argc, char **argv)
     for (i = 0; i < o.ncount; i++)
         if (set_pattern(session, o.count[i], BPT_COUNT | BPT_OFF, "BPT_COUNT | BPT_OFF") < 0)
             failed = 1;
+    /* call_time: collected while the VM threads run (bptrace never stops
+       them to read the per-thread tables), printed as OTP's tprof does. */
+    for (i = 0; i < o.nprofile; i++) {
+        struct profile_rows pr;
+        char *table;
+        memset(&pr, 0, sizeof pr);
+        if (bpt_trace_info_each(session, o.profile[i], BPT_INFO_TIME, add_profile_row, &pr) < 0) {
+            fprintf(stderr, "tinyvm: bpt_trace_info_each: %s\n", bpt_last_error());
+            failed = 1;
+        } else if ((table = malloc(65536)) != NULL) {
+            bpt_format_profile(pr.rows, pr.n, 0, table, 65536);
+            printf("call_time for %s (own time, all VM threads):\n%s", o.profile[i], table);
+            free(table);
+        }
+        if (set_pattern(session, o.profile[i], BPT_TIME | BPT_OFF, "BPT_TIME | BPT_OFF") < 0)
+            failed = 1;
+    }
 
     /* Every breakpoint of the session is gone, so every entry word must be
        the original again, while the VM threads are still running. */
@@ -1357,10 +1508,10 @@ cleanup:
             failed = 1;
         }
         if (t->wrong) {
-            fprintf(stderr, "tinyvm: VM thread %d computed %" PRIu64 " wrong fib values\n", i, t->wrong);
+            fprintf(stderr, "tinyvm: VM thread %d computed %" PRIu64 " wrong results\n", i, t->wrong);
             failed = 1;
         }
-        printf("VM thread %d: %" PRIu64 " runs of main, %" PRIu64 " fib results checked against C, %" PRIu64
+        printf("VM thread %d: %" PRIu64 " runs of main, %" PRIu64 " results checked (main against its first run, fib against C), %" PRIu64
                " wrong\n", i, t->runs, t->checks, t->wrong);
     }
     if (have_session && bpt_session_destroy(session) != 0) {

@@ -19,7 +19,7 @@
        >>errors      BPT_E* codes, bpt_strerror, bpt_last_error
        >>progress    thread progress: pin/unpin, waits, managed threads
        >>session     trace sessions, tracers, message rings, rate limits
-       >>func        function records and VM instruction-word sites
+       >>func        function records and VM instruction-word sites; VM return frames
        >>pattern     bpt_trace_pattern, match specs, trace info
        >>format      dbg-style text
        >>observe     the protocol observer (teaching and tests)
@@ -46,6 +46,9 @@
                                           For kernels without it, and for tests of the fallback.
        BPT_SYNC_CORE_SIGNAL implementation The signal that serializes threads' instruction streams
                                           where membarrier SYNC_CORE is missing. Default SIGRTMIN+7.
+       BPT_SHADOW_FRAMES  implementation  Return-trace frames per thread (native and VM stacks each).
+                                          Default 512. Past it a call's return is not traced (counted).
+       BPT_FRAME_SESSIONS implementation  Sessions one call's return frame serves. Default 4.
 
    NATIVE FUNCTIONS (gcc and clang, x86-64 and aarch64)
        Mark a function BPT_TRACEABLE, or compile whole files with the flags
@@ -236,7 +239,8 @@ BPT_API int bpt_thread_progress_wait_sync_core(void);
 BPT_API int bpt_thread_progress_register_managed(void);
 
 /* bpt_thread_progress: a managed thread reports a quiescent point: it holds no
-   reference to breakpoint data. No-op on unmanaged threads. Wakes a waiter.
+   reference to breakpoint data. No-op on unmanaged threads, and ignored inside
+   a pinned section or tracer callback (not a quiescent point). Wakes a waiter.
    Never blocks. Source: erts_thr_progress_update. */
 BPT_API void bpt_thread_progress(void);
 
@@ -275,7 +279,10 @@ typedef struct bpt_session { uint64_t id; } bpt_session;
 enum bpt_msg_type {
     BPT_MSG_CALL    = 1,  /* a traced call: func, args */
     BPT_MSG_DROPPED = 2,  /* value = messages this thread's ring dropped since the last report */
-    BPT_MSG_LIMIT   = 3   /* the rate limit tripped; the session traced nothing after it */
+    BPT_MSG_LIMIT   = 3,  /* the rate limit tripped; the session traced nothing after it */
+    BPT_MSG_RETURN_FROM    = 4,  /* func returned: value, value_type */
+    BPT_MSG_EXCEPTION_FROM = 5,  /* func was unwound: exception_class, value */
+    BPT_MSG_RETURN_TO      = 6   /* execution resumes in func (module NULL: unknown code at caller) */
 };
 
 enum { BPT_MAX_ARGS = 8, BPT_MSG_STR_BYTES = 48 };
@@ -310,7 +317,13 @@ typedef struct bpt_msg {
     int arity;
     bpt_format_fn format;  /* the site's argument formatter, or NULL for decimal */
     const char *user;      /* the match spec's message, or NULL */
-    uint64_t value;        /* DROPPED: count */
+    uint64_t value;        /* DROPPED: count; RETURN_FROM: the return value; EXCEPTION_FROM: the exception */
+    uint8_t  value_type;   /* RETURN_FROM: enum bpt_arg_type of value (F64: the double's bits) */
+    const char *exception_class; /* EXCEPTION_FROM: "throw" (bpt_vm_unwind) or "unwind" (native) */
+    const char *caller_module;   /* CALL with BPT_CALLER: the function the call returns to, */
+    const char *caller_name;     /* NULL if unknown (not a registered function) */
+    int caller_arity;
+    uint64_t caller;             /* CALL with BPT_CALLER, RETURN_TO: the return address (native), 0 (VM) */
     uint64_t args[BPT_MAX_ARGS];       /* F64: the double's bits; STR: offset into str */
     uint8_t  argtype[BPT_MAX_ARGS];    /* enum bpt_arg_type */
     char     str[BPT_MSG_STR_BYTES];   /* STR arguments, NUL-separated, truncated to fit */
@@ -361,6 +374,8 @@ typedef struct bpt_session_counts {
     uint64_t delivered;  /* handed to the callback tracer, or drained */
     uint64_t dropped;    /* lost to full rings (a traced thread never waits) */
     uint64_t limited;    /* hits suppressed after the rate limit tripped */
+    uint64_t frames_skipped; /* calls whose return was not traced: the thread's shadow stack
+                                was full (BPT_SHADOW_FRAMES), or it served BPT_FRAME_SESSIONS */
     int      limit_tripped;
     char     name[64];
 } bpt_session_counts;
@@ -373,12 +388,18 @@ BPT_API int bpt_session_stats(bpt_session s, bpt_session_counts *out);
    A function record (bpt_func, BEAM's ErtsCodeInfo) names one instrumentable
    function and owns its site: here, a VM instruction word. */
 
-/* How a VM lets bptrace read a call's arguments and print values. */
+/* How a VM lets bptrace read a call's arguments, print values and name a
+   call's caller. Zero-initialise it or use designated initializers: fields
+   are added over time (caller came with return trace), and NULL always means
+   "not provided". */
 typedef uint64_t (*bpt_vm_arg_fn)(const void *frame, int index);
+typedef bpt_func *(*bpt_vm_caller_fn)(const void *frame);
 typedef struct bpt_vm_ops {
     bpt_vm_arg_fn arg;      /* argument index of the frame given to bpt_vm_breakpoint; NULL: no args */
     bpt_format_fn format;   /* how to print an argument; NULL: decimal. Must stay valid for
                                the life of the process (messages keep it). */
+    bpt_vm_caller_fn caller;/* the registered function the call returns to, or NULL (unknown):
+                               for BPT_CALLER and BPT_RETURN_TO. NULL: always unknown. */
 } bpt_vm_ops;
 
 /* A VM instruction word: the interpreter's dispatch word (a label address
@@ -428,7 +449,11 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
    BPT_ENOMEM; BPT_EDEADLK; with *out set, the codes of bpt_register_vm for a
    remembered pattern that could not be applied; BPT_ENOTSUP also where a CET shadow stack (x86-64)
    or a guarded control stack (aarch64) is active, which the entry stub's
-   redirected return would trip. Thread-safe (set path). Source: DESIGN §4.2-4.4. */
+   redirected return would trip. bptrace does not know the size of a
+   function registered by hand, so caller and return_to name it for return
+   addresses up to the next registered entry (at most 64 KiB past its own);
+   bpt_register_module takes sizes from the ELF symbols and names exactly.
+   Thread-safe (set path). Source: DESIGN §4.2-4.4. */
 BPT_API int bpt_register_native(void *fn, const char *module, const char *name, int arity, bpt_func **out);
 
 /* bpt_register_module: register every patchable function of a loaded module:
@@ -456,7 +481,9 @@ BPT_API int bpt_unregister_module(const char *module);
    record after a thread progress wait, which covers threads inside
    bpt_vm_breakpoint(f). The caller guarantees, as when unloading code, that
    no thread can still fetch the site's word and call bpt_vm_breakpoint(f)
-   afterwards; VM threads that are managed (as BEAM's schedulers) and report
+   afterwards, and that no call of f is still running with a return-trace
+   token (its bpt_vm_return would read the freed record, as BEAM's purge
+   requires that no process runs old code); VM threads that are managed (as BEAM's schedulers) and report
    progress only between instructions are covered by the wait too.
    Returns 0; BPT_EINVAL (NULL); BPT_ENOENT (not a registered record);
    BPT_EBUSY; BPT_EDEADLK (see bpt_trace_pattern). Thread-safe (set path). */
@@ -472,14 +499,51 @@ BPT_API int bpt_func_lookup(const char *module, const char *name, int arity, bpt
    callback that runs under the permission. Thread-safe. */
 BPT_API int bpt_func_count(void);
 
+/* A return-trace frame token (0: none). */
+typedef uint64_t bpt_vm_token;
+
 /* bpt_vm_breakpoint: what the VM's breakpoint opcode calls, as BEAM's
    op_i_generic_breakpoint. In: f, the record registered for this site; frame,
-   handed back to ops->arg. Out: the original instruction word, for the VM to
-   execute in place of the breakpoint. Runs every session's active
-   generation: counts, evaluates match specs, sends call messages.
-   Never blocks; takes no lock. Thread-safe and async-signal-safe once the
-   thread has a ring in each tracing session. */
-BPT_API bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame);
+   handed back to ops->arg and ops->caller; token, where to say whether the
+   VM must push a return-trace frame (NULL: the VM keeps none, and return
+   trace of its calls is skipped). Out: the original instruction word, for the
+   VM to execute in place of the breakpoint, and *token: 0, or a token the VM
+   keeps in a frame of the call (as BEAM pushes a return_trace frame) and
+   hands to exactly one of bpt_vm_return or bpt_vm_unwind, on this thread.
+   Runs every session's active generation: counts, evaluates match specs,
+   sends call messages. Never blocks; takes no lock. Thread-safe and
+   async-signal-safe once the thread has a ring in each tracing session. */
+BPT_API bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame, bpt_vm_token *token);
+
+/* bpt_vm_return: the call that got token returns value (as the match spec's
+   ret type says: i64 by default). Sends return_from (and return_to) to the
+   sessions that asked. Frames pushed after token's and not yet returned were
+   unwound: they are reported as bpt_vm_unwind reports them (value 0) first.
+   A stale or foreign token is ignored. Never blocks. Thread-safe (acts on the
+   calling thread's frames); the VM calls it on the thread that hit the
+   breakpoint. Source: BEAM's return_trace frame (beam_bp.c erts_trace_return). */
+BPT_API void bpt_vm_return(bpt_vm_token token, uint64_t value);
+
+/* bpt_vm_unwind: a throw passes the frame of token, with exception value
+   (class "throw"): sends exception_from to the sessions that asked for
+   exception trace, and drops the frame (and any pushed after it). As BEAM's
+   exception_trace "found while scanning the stack during a throw".
+   A stale token is ignored. Never blocks. Thread-safe, as bpt_vm_return. */
+BPT_API void bpt_vm_unwind(bpt_vm_token token, uint64_t exception);
+
+/* bpt_unwind_to: the host unwound native frames (longjmp, a C++ throw, a
+   coroutine abort) back into the function that calls this: every
+   return-trace frame of the calling thread entered at or below sp is
+   reported as exception_from (class "unwind", value 0), newest first, and
+   dropped. sp: that function's stack pointer or __builtin_frame_address(0)
+   (on aarch64 a callee's entry sp can equal it; the function's own entry sp
+   is always above). Without this call, bptrace notices such frames at the
+   next traced return above them, or when a traced call reuses their place.
+   Returns how many frames it dropped, or BPT_EINVAL (sp NULL). Never blocks.
+   Thread-safe (acts on the caller).
+   Limits: return trace assumes one stack per thread; a thread that switches
+   stacks (ucontext fibers, coroutines) must not enable it. */
+BPT_API int bpt_unwind_to(const void *sp);
 
 /* bpt_vm_word_at: the word currently stored at a registered site (the
    breakpoint word while installed, the original otherwise). For tests. */
@@ -498,15 +562,26 @@ BPT_API unsigned bpt_staging_bp_ix(void);
 enum bpt_trace_flag {
     BPT_CALL    = 1u << 0,  /* local call trace: a call message per call */
     BPT_COUNT   = 1u << 1,  /* call_count: an atomic counter, as BEAM's BpCount */
+    /* With BPT_CALL, the match spec actions of Tracing.md (each also a bpt_match action): */
+    BPT_RETURN    = 1u << 2,  /* return_trace: a return_from message with the return value */
+    BPT_EXCEPTION = 1u << 3,  /* exception_trace: return_trace, plus exception_from when unwound */
+    BPT_RETURN_TO = 1u << 4,  /* return_to: a return_to message naming the function returned to */
+    BPT_CALLER    = 1u << 5,  /* caller: the call message names the function it returns to */
+    BPT_TIME      = 1u << 6,  /* call_time: calls and own time (ns) per process, per thread tables */
+    BPT_MEMORY    = 1u << 7,  /* call_memory: calls and bytes bpt_account_memory reported, per process */
     /* How (at most one; none means "switch on"): */
     BPT_OFF     = 1u << 16, /* switch the named kinds off (BPT_OFF alone: all kinds) */
-    BPT_PAUSE   = 1u << 17, /* call_count: stop counting, keep the value */
-    BPT_RESTART = 1u << 18  /* call_count: set to zero and count */
+    BPT_PAUSE   = 1u << 17, /* call_count, call_time, call_memory: stop counting, keep the values */
+    BPT_RESTART = 1u << 18  /* call_count, call_time, call_memory: set to zero and count */
 };
 
 /* Match spec actions. */
 enum bpt_match_action {
-    BPT_MS_SILENT = 1u << 0 /* run the predicate but send no call message */
+    BPT_MS_SILENT          = 1u << 0, /* run the predicate but send no message */
+    BPT_MS_RETURN_TRACE    = BPT_RETURN,
+    BPT_MS_EXCEPTION_TRACE = BPT_EXCEPTION,
+    BPT_MS_RETURN_TO       = BPT_RETURN_TO,
+    BPT_MS_CALLER          = BPT_CALLER
 };
 
 /* A match spec predicate: return non-zero to trace this call. args holds the
@@ -526,21 +601,44 @@ typedef struct bpt_match {
     const char  *args;     /* argument spec, e.g. "i64,ptr,str,f64" (at most 8; uftrace -A);
                               NULL: the first `arity` arguments as i64. Integer kinds take the
                               next integer register, f64 the next FP register. */
+    const char  *ret;      /* return value type for return_from: one of i64 (NULL), u64, ptr,
+                              str, f64 (uftrace -R's retval) */
 } bpt_match;
 
 /* bpt_trace_pattern: set, change or clear a session's breakpoints on every
    function matching pattern, without stopping any thread (the 13 steps).
    In: pattern "module:function/arity"; each part a glob where '*' matches any
    run of characters, and '_' alone matches anything ("_:_/_" is every
-   function). flags: kinds (BPT_CALL, BPT_COUNT) plus at most one of
-   BPT_OFF, BPT_PAUSE, BPT_RESTART. match: the call-trace match spec (NULL: none).
+   function). flags: kinds (BPT_CALL, BPT_COUNT, BPT_TIME, BPT_MEMORY) plus
+   at most one of BPT_OFF, BPT_PAUSE, BPT_RESTART (PAUSE and RESTART: the
+   counting kinds only; RESTART of BPT_TIME or BPT_MEMORY zeroes both
+   tables); with BPT_CALL switched on, also
+   BPT_RETURN, BPT_EXCEPTION, BPT_RETURN_TO, BPT_CALLER (the same as the
+   match spec actions of those names; they apply to the calls the match
+   spec accepts, as in BEAM). match: the call-trace match spec (NULL: none).
    The pattern also stays in force for functions registered later, until a
    BPT_OFF call with the same pattern text removes it.
+   Return trace (DESIGN §7): a native call's return address is swapped for
+   bptrace's return trampoline once, however many sessions trace it, and the
+   original is kept on the thread's bounded shadow stack; a VM call gets a
+   token (bpt_vm_breakpoint). Frames unwound by longjmp or a throw are found
+   at the next traced return above them, or by bpt_unwind_to / bpt_vm_unwind,
+   and give exception_from. Tail calls: a traced function entered by a tail
+   call from one whose return is traced shares its frame; both get
+   return_from, innermost first, and one return_to ends the chain.
+   Limits: a C++ exception must not unwind through a return-traced native
+   call (the unwinder finds the trampoline, which has no unwind info, and
+   calls std::terminate; longjmp is fine); on x86-64 a function returning
+   long double (x87 st0) or a 256/512-bit vector must not be return-traced
+   (the trampoline keeps rax, rdx and the low 128 bits of xmm0, xmm1); threads
+   that switch stacks must not use return trace.
    Returns the number of functions matched (>= 0); BPT_ESESSION; BPT_EINVAL
    (pattern NULL); BPT_EPATTERN (empty or malformed; bpt_last_error says
    where); BPT_EFLAGS (unknown bit, no kind with PAUSE/RESTART, PAUSE or
-   RESTART without BPT_COUNT, two hows); BPT_EPATTERN also for a bad argument
-   spec (an unknown type, more than 8); BPT_EDEADLK (from a tracer callback,
+   RESTART with BPT_CALL or without a counting kind, two hows, BPT_RETURN & co. without BPT_CALL
+   switched on); BPT_EPATTERN also for a bad argument or ret spec (an unknown
+   type, more than 8); BPT_ENOTSUP (return trace of native functions where a
+   CET shadow stack or GCS is active); BPT_EDEADLK (from a tracer callback,
    a pinned section, or an observer or trace_info_each callback);
    BPT_ENOMEM (nothing changed); BPT_EPERM (native sites: mprotect refused a
    code write: the settings are committed, but the functions whose word could
@@ -551,20 +649,53 @@ BPT_API int bpt_trace_pattern(bpt_session s, const char *pattern, unsigned flags
                               const bpt_match *match);
 
 /* What bpt_trace_info reports. */
-enum bpt_info_flag { BPT_INFO_FLAGS = 1u << 0, BPT_INFO_COUNT = 1u << 1 };
+enum bpt_info_flag {
+    BPT_INFO_FLAGS  = 1u << 0,
+    BPT_INFO_COUNT  = 1u << 1,   /* call_count */
+    BPT_INFO_TIME   = 1u << 2,   /* call_time: calls and own time per process (collected, see below) */
+    BPT_INFO_MEMORY = 1u << 3    /* call_memory: calls and bytes per process */
+};
+
+/* One process's call_time / call_memory on one function. */
+typedef struct bpt_info_process {
+    uint64_t process;      /* as bpt_process_switch named it (default: the OS thread id) */
+    uint64_t calls;        /* calls counted while call_time or call_memory was active */
+    uint64_t time_ns;      /* own time: in the function, not in traced callees, not scheduled out */
+    uint64_t memory_bytes; /* what bpt_account_memory reported while the function was current */
+} bpt_info_process;
 
 typedef struct bpt_info {
-    unsigned flags;        /* BPT_CALL | BPT_COUNT set for f in the session; 0 if none */
+    unsigned flags;        /* BPT_CALL | BPT_COUNT | BPT_TIME | BPT_MEMORY (and BPT_RETURN & co.
+                              with BPT_CALL) set for f in the session; 0 if none */
     int      count_paused; /* call_count is paused */
     uint64_t count;        /* call_count, exact */
+    int      time_paused;  /* call_time / call_memory are paused */
+    uint64_t calls;        /* call_time / call_memory: calls, all processes */
+    uint64_t time_ns;      /* call_time: own time, all processes, ns */
+    uint64_t memory_bytes; /* call_memory: bytes, all processes */
+    uint32_t nprocs;       /* out: processes with calls, time or memory on f */
+    uint32_t procs_cap;    /* in: room in procs (bpt_trace_info only) */
+    bpt_info_process *procs; /* in: an array of procs_cap, or NULL; out: the first
+                              min(nprocs, procs_cap) processes, most time first */
 } bpt_info;
 
-/* bpt_trace_info: the session's settings and call_count for one function.
+/* bpt_trace_info: the session's settings, call_count, call_time and
+   call_memory for one function.
+   call_count is one relaxed atomic load. call_time and call_memory live in
+   per-thread tables that only their own thread writes; they are collected
+   without blocking any traced thread, by OTP 29's method (timem.c): the
+   staging half gets fresh tables, the generations switch, a thread progress
+   wait makes the real tables idle, they are summed, and the fresh tables
+   carry the sums on. Time is own time, charged as BEAM charges it: a call
+   starts its function and pauses the caller's, a return charges the callee
+   and resumes the caller; a call still running is counted but its time is
+   charged when it returns. Native functions need return frames for time
+   (BPT_TIME works like return trace, with its limits).
    Returns 0; BPT_ESESSION; BPT_EINVAL (f or out NULL, unknown what bits);
-   BPT_ENOENT (f not registered); BPT_EDEADLK (see bpt_trace_pattern: it
-   takes the code modification permission). Traced threads never wait for
-   it: the count is one relaxed atomic load. Thread-safe.
-   Source: erlang:trace_info/2 (flags, call_count). */
+   BPT_ENOENT (f not registered); BPT_ENOMEM (the collection's tables:
+   nothing changed, counts are kept); BPT_EDEADLK (see bpt_trace_pattern: it
+   takes the code modification permission). Thread-safe.
+   Source: erlang:trace_info/2 (flags, call_count, call_time, call_memory). */
 BPT_API int bpt_trace_info(bpt_session s, const bpt_func *f, unsigned what, bpt_info *out);
 
 /* bpt_trace_info_each: bpt_trace_info for every registered function matching
@@ -577,16 +708,52 @@ typedef void (*bpt_info_fn)(const bpt_func *f, const char *module, const char *n
 BPT_API int bpt_trace_info_each(bpt_session s, const char *pattern, unsigned what,
                                 bpt_info_fn fn, void *user);
 
+/* bpt_process_switch: the calling thread now runs process `process` (0: the
+   OS thread itself, the default), for a host with green threads, fibers
+   that run to completion, or actors. call_time charges the previous
+   process's current function up to now; the time until this thread runs
+   that process again is charged to nobody, as BEAM excludes the time a
+   process is scheduled out. Messages carry the process too. Never blocks,
+   allocates nothing. Thread-safe (acts on the caller); async-signal-safe. */
+BPT_API void bpt_process_switch(uint64_t process);
+
+/* bpt_account_memory: the calling thread's current process allocated bytes
+   (negative: freed): call_memory charges them to its current traced
+   function in each session that has call_memory on it. Never blocks.
+   Thread-safe (acts on the caller). Source: call_memory in OTP 26+. */
+BPT_API void bpt_account_memory(int64_t bytes);
+
 /* >>format */
 
 /* bpt_format_dbg: one message as a line in the style of OTP's dbg with
    recon_trace's timestamps, e.g.
-       15:36:26.123456 (<4711>) call tinyvm:fib(10)
+       15:36:26.123456 (<4711>) call tinyvm:fib(10) (caller tinyvm:loop/3)
+       15:36:26.123458 (<4711>) returned from tinyvm:fib/1 -> 55
+       15:36:26.123459 (<4711>) returning to tinyvm:loop/3
+       15:36:26.123459 (<4711>) exception_from tinyvm:c/1 {throw,10}
        15:36:26.123460 (<4711>) dropped 17 messages
    In: m, buf of size bytes. Out: the text, NUL terminated, no newline.
    Returns the length it wanted (as snprintf), or BPT_EINVAL for a NULL.
    Thread-safe; never touches traced threads. */
 BPT_API int bpt_format_dbg(const bpt_msg *m, char *buf, size_t size);
+
+/* One line of a profile table. */
+typedef struct bpt_profile_row {
+    const char *module, *name;
+    int arity;
+    uint64_t process;      /* 0: the total over processes */
+    uint64_t calls;
+    uint64_t value;        /* time in ns (call_time) or bytes (call_memory) */
+} bpt_profile_row;
+
+/* bpt_format_profile: a table in the style of OTP's tprof,
+       FUNCTION                     CALLS   TIME(us)   PER CALL  [    %]
+   sorted by value (rows are sorted in place), with a total line, for
+   call_time (memory 0) or call_memory (memory 1: BYTES instead of TIME).
+   Rows of several processes may be mixed; each is printed with its process.
+   Returns the length it wanted (as snprintf) or BPT_EINVAL (rows NULL with
+   n > 0, n < 0, buf NULL with size > 0). Thread-safe. */
+BPT_API int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size_t size);
 
 /* >>observe */
 

@@ -52,9 +52,29 @@ static void bpt__read_args(const bpt_func *f, const bpt__ms *ms, const void *fra
     }
 }
 
-/* Local call trace of one session: match spec, rate limit, message. */
-static void bpt__hit_call_trace(bpt__thread *rec, const bpt_func *f, bpt__session *s,
-                                const bpt__ms *ms, const void *frame) {
+/* caller: the function the call returns to (native: its return address,
+   symbolized; VM: what ops->caller says). */
+static void bpt__hit_caller(const bpt__hit *h, bpt_msg *m) {
+    const bpt_func *f = h->f;
+    if (f->kind == BPT__SITE_VM) {
+        bpt_func *c = f->ops && f->ops->caller ? f->ops->caller(h->frame) : NULL;
+        if (c) { m->caller_module = c->module; m->caller_name = c->name; m->caller_arity = c->arity; }
+    }
+#if defined(BPT_NATIVE)
+    else {
+        m->caller = bpt__native_caller(h);
+        if (!bpt__symbolize((uintptr_t)m->caller, &m->caller_module, &m->caller_name, &m->caller_arity))
+            m->caller_module = m->caller_name = NULL;
+    }
+#endif
+}
+
+/* Local call trace of one session: match spec, rate limit, message, and
+   the wish for a return frame (return_trace, exception_trace, return_to). */
+static void bpt__hit_call_trace(bpt__hit *h, bpt__session *s, const bpt__ms *ms) {
+    bpt__thread *rec = h->rec;
+    const bpt_func *f = h->f;
+    const void *frame = h->frame;
     bpt_msg m;
     uint64_t now;
     /* A dead session's GenericBp lives until step 12 of its destroy; it must
@@ -76,16 +96,37 @@ static void bpt__hit_call_trace(bpt__thread *rec, const bpt_func *f, bpt__sessio
     m.arity = f->arity;
     m.format = f->ops ? f->ops->format : NULL;
     m.user = ms ? ms->message : NULL;
+    if (ms && (ms->actions & BPT_CALLER)) bpt__hit_caller(h, &m);
     bpt__session_send(s, rec, &m);
+    if (ms && (ms->actions & (BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO)))
+        bpt__hit_want_frame(h, s, ms->actions, ms->rettype);
 }
 
-/* Run every session's breakpoint on f. The caller then executes the
-   original instruction. */
-static void bpt__breakpoint(bpt_func *f, const void *frame) {
+/* call_time / call_memory of one session: count the call in this thread's
+   table now (so a call still running is counted), and ask for a frame,
+   which charges the time and memory when the call ends (frames.c). */
+static void bpt__hit_timem(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d) {
+    unsigned kinds = ((d->flags & BPT__BPF_TIME_ACTIVE) ? BPT_TIME : 0u) |
+                     ((d->flags & BPT__BPF_MEM_ACTIVE) ? BPT_MEMORY : 0u);
+    bpt__timem_charge(d->timem, h->rec, h->rec->process, 1, 0, 0);
+    bpt__hit_want_frame(h, s, kinds, BPT_ARG_I64);
+}
+
+/* Run every session's breakpoint on h->f; gather in h who wants a return
+   frame (the site pushes it). The caller then executes the original
+   instruction. Returns 0 when the thread has no record (out of memory):
+   untraced, never unsafe. */
+static int bpt__breakpoint(bpt__hit *h) {
     bpt__GenericBp *g;
     unsigned ix;
+    bpt_func *f = h->f;
     bpt__thread *rec = bpt__pin();
-    if (!rec) return;   /* no thread record (out of memory): untraced, never unsafe */
+    h->rec = rec;
+    h->nwant = 0;
+    if (!rec) return 0;
+#if defined(BPT_NATIVE)
+    if (f->kind == BPT__SITE_NATIVE && rec->shadow_depth[BPT__STACK_NATIVE]) bpt__native_settle(h);
+#endif
     ix = bpt_active_bp_ix();   /* once per hit: one generation throughout */
     /* Acquire loads of the list pair with the release stores that link a
        GenericBp (steps 2 and 5) and unlink one (step 11). */
@@ -94,13 +135,21 @@ static void bpt__breakpoint(bpt_func *f, const void *frame) {
         const bpt__GenericBpData *d = &g->data[ix];
         if (!d->flags) continue;
         if (d->flags & BPT__BPF_COUNT_ACTIVE) bpt__fetch_add_u64(&d->count->value, 1);
-        if (d->flags & BPT__BPF_LOCAL_TRACE) bpt__hit_call_trace(rec, f, g->session, d->local_ms, frame);
+        if (d->flags & BPT__BPF_LOCAL_TRACE) bpt__hit_call_trace(h, g->session, d->local_ms);
+        if (d->flags & (BPT__BPF_TIME_ACTIVE | BPT__BPF_MEM_ACTIVE)) bpt__hit_timem(h, g->session, d);
     }
-    bpt__unpin(rec);
+    return 1;   /* still pinned: the site pushes its frame, then unpins */
 }
 
-bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame) {
+bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame, bpt_vm_token *token) {
+    bpt__hit h;
     BPT_ASSERT(f && f->kind == BPT__SITE_VM);
-    bpt__breakpoint(f, frame);
+    if (token) *token = 0;
+    h.f = f;
+    h.frame = frame;
+    if (bpt__breakpoint(&h)) {
+        if (h.nwant) bpt__vm_frame_push(&h, bpt__now_ns(), token);
+        bpt__unpin(h.rec);
+    }
     return (bpt_vm_word)f->orig_word;   /* immutable while registered */
 }

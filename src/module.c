@@ -54,11 +54,12 @@ extern int dl_iterate_phdr(int (*callback)(struct dl_phdr_info *info, size_t siz
    function's entry address (padding start + pad_bytes), name is valid only
    during the call. Return 0 to continue, a negative BPT_E* to stop
    (propagated). */
-typedef int (*bpt__module_visit_fn)(void *fn, const char *name, void *user);
+typedef int (*bpt__module_visit_fn)(void *fn, const char *name, uint64_t size, void *user);
 
 /* One STT_FUNC symbol, kept small: a big program has 10^5 of them. */
 typedef struct bpt__elf_func {
     uint64_t addr;          /* st_value: the link-time address */
+    uint64_t size;          /* st_size: bytes of code (0: unknown) */
     uint32_t name;          /* st_name: offset in the string table */
     uint32_t index;         /* position in the symbol table: the last tie-break */
     uint32_t rank;          /* 0 global, 1 weak, 2 local: which alias names the address */
@@ -238,6 +239,7 @@ static void bpt__elf_add_functions(bpt__elf_file *f, const Elf64_Sym *sym, size_
         if (s->st_name == 0 || s->st_name >= f->strtab_size || !f->strtab[s->st_name]) continue;
         out = &f->funcs[f->nfuncs++];
         out->addr = s->st_value;
+        out->size = s->st_size;
         out->name = s->st_name;
         out->index = (uint32_t)(first_index + i);
         out->rank = bpt__elf_symbol_rank(s->st_info);
@@ -326,13 +328,15 @@ BPT__PRIVATE int bpt__elf_open(const char *path, bpt__elf_file *f) {
 
 /* The name of the function symbol at link-time address addr, or NULL. The
    first of equal addresses is the best-ranked (see bpt__elf_func_cmp). */
-BPT__PRIVATE const char *bpt__elf_func_name(const bpt__elf_file *f, uint64_t addr) {
+BPT__PRIVATE const char *bpt__elf_func_name(const bpt__elf_file *f, uint64_t addr, uint64_t *size) {
     size_t lo = 0, hi = f->nfuncs;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (f->funcs[mid].addr < addr) lo = mid + 1; else hi = mid;
     }
-    return lo < f->nfuncs && f->funcs[lo].addr == addr ? f->strtab + f->funcs[lo].name : NULL;
+    if (lo >= f->nfuncs || f->funcs[lo].addr != addr) return NULL;
+    if (size) *size = f->funcs[lo].size;
+    return f->strtab + f->funcs[lo].name;
 }
 
 /* A loaded object, as dl_iterate_phdr reports it. The pointers stay valid
@@ -493,11 +497,12 @@ static int bpt__module_visit_entries(const bpt__module_object *m, const bpt__elf
                              "the module's code", f->path, (unsigned long long)e[i], pad_bytes);
         /* No symbol (stripped of .symtab and not exported, or no symbol table
            at all): the link-time address names it, as nm and addr2line show it. */
-        if (!(name = bpt__elf_func_name(f, fn))) {
+        uint64_t size = 0;
+        if (!(name = bpt__elf_func_name(f, fn, &size))) {
             snprintf(unnamed, sizeof unnamed, "fn_0x%llx", (unsigned long long)fn);
             name = unnamed;
         }
-        if ((rc = visit((void *)(m->bias + (uintptr_t)fn), name, user)) < 0) return rc;
+        if ((rc = visit((void *)(m->bias + (uintptr_t)fn), name, size, user)) < 0) return rc;
         visited++;
     }
     return visited;

@@ -67,20 +67,27 @@ BPT__PRIVATE int bpt__mfa_match(const bpt__mfa *p, const char *module, const cha
     return (p->arity < 0 || p->arity == arity) && bpt__glob(p->module, module) && bpt__glob(p->function, name);
 }
 
-/* The kinds a pattern sets and how. */
-#define BPT__KINDS (BPT_CALL | BPT_COUNT)
+/* The kinds a pattern sets, how, and the call-trace actions that need a
+   return frame or a caller (DESIGN §7). */
+#define BPT__KINDS (BPT_CALL | BPT_COUNT | BPT_TIME | BPT_MEMORY)
+#define BPT__TIMEM (BPT_TIME | BPT_MEMORY)
 #define BPT__HOWS (BPT_OFF | BPT_PAUSE | BPT_RESTART)
+#define BPT__FRAME_ACTIONS (BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO)
+#define BPT__CALL_ACTIONS (BPT__FRAME_ACTIONS | BPT_CALLER)
 
 BPT__PRIVATE int bpt__flags_check(unsigned flags) {
     unsigned how = flags & BPT__HOWS, kinds = flags & BPT__KINDS;
-    if (flags & ~(BPT__KINDS | BPT__HOWS))
-        return bpt__fail(BPT_EFLAGS, "unknown flag bits 0x%x", flags & ~(BPT__KINDS | BPT__HOWS));
+    if (flags & ~(BPT__KINDS | BPT__HOWS | BPT__CALL_ACTIONS))
+        return bpt__fail(BPT_EFLAGS, "unknown flag bits 0x%x", flags & ~(BPT__KINDS | BPT__HOWS | BPT__CALL_ACTIONS));
+    if ((flags & BPT__CALL_ACTIONS) && (!(kinds & BPT_CALL) || how != 0))
+        return bpt__fail(BPT_EFLAGS, "BPT_RETURN, BPT_EXCEPTION, BPT_RETURN_TO and BPT_CALLER go with "
+                         "BPT_CALL switched on (they are call-trace match spec actions)");
     if (how & (how - 1))
         return bpt__fail(BPT_EFLAGS, "at most one of BPT_OFF, BPT_PAUSE, BPT_RESTART");
-    if ((how & (BPT_PAUSE | BPT_RESTART)) && kinds != BPT_COUNT)
-        return bpt__fail(BPT_EFLAGS, "BPT_PAUSE and BPT_RESTART apply to BPT_COUNT alone");
+    if ((how & (BPT_PAUSE | BPT_RESTART)) && (!kinds || (kinds & BPT_CALL)))
+        return bpt__fail(BPT_EFLAGS, "BPT_PAUSE and BPT_RESTART apply to BPT_COUNT, BPT_TIME and BPT_MEMORY");
     if (!kinds && how != BPT_OFF)
-        return bpt__fail(BPT_EFLAGS, "no kind given (BPT_CALL, BPT_COUNT)");
+        return bpt__fail(BPT_EFLAGS, "no kind given (BPT_CALL, BPT_COUNT, BPT_TIME, BPT_MEMORY)");
     return 0;
 }
 
@@ -95,6 +102,7 @@ typedef struct bpt__ms {
     const char *message;          /* interned */
     int nspec;                    /* argument spec: how many, or 0 for none */
     uint8_t spec[BPT_MAX_ARGS];   /* enum bpt_arg_type */
+    uint8_t rettype;              /* enum bpt_arg_type of return_from's value */
     uint32_t refc;
 } bpt__ms;
 
@@ -121,18 +129,29 @@ BPT__PRIVATE int bpt__argspec_parse(const char *text, uint8_t *types) {
     return n;
 }
 
-/* A new match spec with one reference in *out. Returns 0, BPT_EPATTERN (a
-   bad argument spec) or BPT_ENOMEM. */
-BPT__PRIVATE int bpt__ms_new(const bpt_match *m, bpt__ms **out) {
-    uint8_t spec[BPT_MAX_ARGS];
-    int nspec = m->args ? bpt__argspec_parse(m->args, spec) : 0;
+/* A new match spec with one reference in *out: m (NULL: match every call)
+   plus the actions `extra` (BPT_RETURN & co. given as pattern flags).
+   Returns 0, BPT_EPATTERN (a bad argument or ret spec), BPT_EFLAGS (unknown
+   action bits) or BPT_ENOMEM. */
+BPT__PRIVATE int bpt__ms_new(const bpt_match *m, unsigned extra, bpt__ms **out) {
+    static const bpt_match none;
+    uint8_t spec[BPT_MAX_ARGS], ret[BPT_MAX_ARGS];
+    int nspec, nret = 0;
     bpt__ms *ms;
+    if (!m) m = &none;
+    if (m->actions & ~(unsigned)(BPT_MS_SILENT | BPT__CALL_ACTIONS))
+        return bpt__fail(BPT_EFLAGS, "bpt_match.actions: unknown bits 0x%x",
+                         m->actions & ~(unsigned)(BPT_MS_SILENT | BPT__CALL_ACTIONS));
+    nspec = m->args ? bpt__argspec_parse(m->args, spec) : 0;
     if (nspec < 0) return nspec;
+    if (m->ret && (nret = bpt__argspec_parse(m->ret, ret)) != 1)
+        return nret < 0 ? nret : bpt__fail(BPT_EPATTERN, "ret spec '%s': give exactly one type", m->ret);
     if (!(ms = (bpt__ms *)BPT_MALLOC(sizeof *ms)))
         return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for the match spec");
     ms->pred = m->pred;
     ms->user = m->user;
-    ms->actions = m->actions;
+    ms->actions = m->actions | extra;
+    ms->rettype = nret ? ret[0] : (uint8_t)BPT_ARG_I64;
     ms->message = NULL;
     ms->nspec = nspec;
     memcpy(ms->spec, spec, sizeof spec);

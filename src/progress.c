@@ -45,11 +45,20 @@ typedef struct bpt__thread {
     pthread_t self;
     int managed;                    /* owner only: registered as a managed thread */
     int managed_online;             /* owner only: managed and online (pins are free) */
+    uint32_t managed_nest;          /* owner only: pins of a managed online thread (counted only to
+                                       refuse progress reports made inside them) */
     int in_tracer;                  /* owner only: inside a callback tracer */
     volatile int sending;           /* owner only: inside bpt__session_send (a signal handler may interrupt it) */
     int holds_permission;           /* owner only: holds the code modification permission */
     int offline_to_block;           /* owner only: went offline to block in bptrace; back online after */
     uint64_t process;               /* owner only: the process time is charged to */
+    /* Return-trace frames (frames.c): native [0] and VM [1] shadow stacks,
+       allocated on first use, kept when the record is reused. Written by the
+       owner and by signal handlers nested on it, never by another thread. */
+    struct bpt__frame *shadow[2];
+    volatile uint32_t shadow_depth[2];
+    uint32_t vm_serial;             /* owner only: VM frame tokens' check value */
+    int in_timem_overflow;          /* owner only: updating a shared overflow time table (timem.c) */
     char errmsg[320];               /* owner only: bpt_last_error() */
 } bpt__thread;
 
@@ -156,6 +165,7 @@ static bpt__thread *bpt__thread_create(void) {
     rec->self = pthread_self();
     rec->managed = rec->managed_online = rec->in_tracer = rec->holds_permission = 0;
     rec->process = rec->tid;
+    rec->shadow_depth[0] = rec->shadow_depth[1] = 0;   /* a dead owner's frames mean nothing */
     rec->errmsg[0] = '\0';
     bpt__store_relaxed_u64(&rec->state, 0);
 #if !defined(BPT__TLS_BY_KEY)
@@ -189,7 +199,10 @@ BPT__PRIVATE bpt__thread *bpt__pin(void) {
     bpt__thread *rec = bpt__thread_self();
     uint64_t s;
     if (!rec) return NULL;
-    if (rec->managed_online) return rec;   /* its progress reports cover it */
+    if (rec->managed_online) {   /* its progress reports cover it; the nest only refuses */
+        rec->managed_nest++;     /* reports made inside the section (see bpt_thread_progress) */
+        return rec;
+    }
     s = bpt__load_relaxed_u64(&rec->state);
     if ((s & BPT__NEST_MASK) == 0) {
         /* The acquire pairs with the waiter's epoch advance: a section that
@@ -206,7 +219,11 @@ BPT__PRIVATE bpt__thread *bpt__pin(void) {
 
 BPT__PRIVATE void bpt__unpin(bpt__thread *rec) {
     uint64_t s;
-    if (!rec || rec->managed_online) return;
+    if (!rec) return;
+    if (rec->managed_online) {
+        if (rec->managed_nest) rec->managed_nest--;
+        return;
+    }
     s = bpt__load_relaxed_u64(&rec->state);
     if ((s & BPT__NEST_MASK) == 0) return;   /* unbalanced unpin: ignored, never a crash */
     if ((s & BPT__NEST_MASK) == 1)
@@ -407,7 +424,7 @@ static int bpt__progress_wait(int sync_core) {
 
 int bpt_thread_progress_register_managed(void) {
     bpt__thread *rec = bpt__thread_self();
-    if (!rec) return BPT_ENOMEM;
+    if (!rec) return bpt__fail(BPT_ENOMEM, "bpt_thread_progress_register_managed: no memory for the thread record");
     if (bpt__thread_pinned(rec))
         return bpt__fail(BPT_EINVAL, "bpt_thread_progress_register_managed: called while pinned");
     rec->managed = 1;
@@ -417,7 +434,9 @@ int bpt_thread_progress_register_managed(void) {
 
 void bpt_thread_progress(void) {
     bpt__thread *rec = bpt__thread_self_or_null();
-    if (!rec || !rec->managed_online) return;
+    /* Inside a pinned section (a hit, a tracer callback, a signal handler on
+       a hit) the thread still holds breakpoint data: not a quiescent point. */
+    if (!rec || !rec->managed_online || rec->managed_nest) return;
     /* Quiescent point: every earlier access is released before the new epoch
        is acknowledged [B3]; the acquire of the epoch makes later reads see
        the waiter's stores. */
@@ -426,7 +445,7 @@ void bpt_thread_progress(void) {
 
 void bpt_thread_progress_offline(void) {
     bpt__thread *rec = bpt__thread_self_or_null();
-    if (!rec || !rec->managed_online) return;
+    if (!rec || !rec->managed_online || rec->managed_nest) return;   /* not inside a section: see above */
     rec->managed_online = 0;
     bpt__state_store_and_wake(rec, 0);
 }
@@ -470,9 +489,20 @@ static const char *bpt__error_text(int code) {
 
 const char *bpt_strerror(int code) { return bpt__error_text(code); }
 
+/* A thread whose record could not be allocated has nowhere to keep its
+   message: it gets this fixed one (per thread where __thread exists; on
+   tcc, shared, which only ever holds this one text). */
+static const char bpt__no_record_msg[] =
+    "out of memory: no memory for this thread's record (its first bptrace call); nothing changed";
+#if defined(BPT__TLS_BY_KEY)
+static const char *volatile bpt__norec_error;
+#else
+static BPT__THREAD_LOCAL const char *bpt__norec_error;
+#endif
+
 const char *bpt_last_error(void) {
     bpt__thread *rec = bpt__thread_self_or_null();
-    return rec ? rec->errmsg : "";
+    return rec ? rec->errmsg : bpt__norec_error ? bpt__norec_error : "";
 }
 
 /* Record why a call failed and return its code, so that failure paths read
@@ -486,6 +516,8 @@ BPT__PRIVATE int bpt__fail(int code, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(rec->errmsg + n, sizeof rec->errmsg - (size_t)n, fmt, ap);
         va_end(ap);
+    } else {
+        bpt__norec_error = bpt__no_record_msg;
     }
     return code;
 }

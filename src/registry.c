@@ -235,6 +235,48 @@ static int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, cons
     return 0;
 }
 
+/* Rebuild the address index (frames.c, >>symbolize) after native functions
+   came or went. Under the permission. The old index is freed after a thread
+   progress wait, so no pinned reader still searches it, and so no reader
+   can reach a record that unregistration retires (and a later registration
+   may rewrite). A function's extent is its ELF symbol's size; a function
+   registered by hand has none, so it extends to the next registered entry,
+   at most 64 KiB. Out of memory: the old index stays, and caller/return_to
+   name the functions it knows. */
+static int bpt__addr_entry_cmp(const void *a, const void *b) {
+    uintptr_t x = ((const bpt__addr_entry *)a)->start, y = ((const bpt__addr_entry *)b)->start;
+    return x < y ? -1 : x > y;
+}
+
+static void bpt__addr_index_rebuild(void) {
+    bpt__addr_index *ix, *old;
+    size_t n = 0, k;
+    uint32_t i;
+    for (i = 0; i < bpt__registry.len; i++) n += bpt__registry.funcs[i]->kind == BPT__SITE_NATIVE;
+    ix = (bpt__addr_index *)BPT_MALLOC(sizeof *ix + sizeof(bpt__addr_entry) * n);
+    if (!ix) return;
+    ix->n = 0;
+    for (i = 0; i < bpt__registry.len; i++) {
+        const bpt_func *f = bpt__registry.funcs[i];
+        if (f->kind != BPT__SITE_NATIVE) continue;
+        ix->e[ix->n].start = (uintptr_t)f->fn;
+        ix->e[ix->n].end = f->code_size ? (uintptr_t)f->fn + (uintptr_t)f->code_size : 0;
+        ix->e[ix->n++].f = f;
+    }
+    if (ix->n > 1) qsort(ix->e, ix->n, sizeof ix->e[0], bpt__addr_entry_cmp);
+    for (k = 0; k < ix->n; k++) {
+        uintptr_t bound = ix->e[k].start + 65536;
+        if (k + 1 < ix->n && ix->e[k + 1].start < bound) bound = ix->e[k + 1].start;
+        if (!ix->e[k].end || ix->e[k].end > bound) ix->e[k].end = bound;
+    }
+    old = (bpt__addr_index *)bpt__load_relaxed_ptr(&bpt__addr_index_cur);
+    bpt__store_release_ptr(&bpt__addr_index_cur, ix);   /* pairs with bpt__symbolize's acquire */
+    if (old) {
+        bpt_thread_progress_wait();
+        BPT_FREE(old);
+    }
+}
+
 /* A native function record from its checked layout (not yet registered). */
 static int bpt__native_new(void *fn, const char *module, const char *name, int arity,
                            const bpt__entry_layout *l, const char *who, bpt_func **out) {
@@ -261,6 +303,9 @@ static int bpt__native_new(void *fn, const char *module, const char *name, int a
     f->bp_word = l->bp_word;
     f->word_size = l->word_size;
     f->resume = l->resume;
+#if defined(__aarch64__)
+    f->signs_lr = l->signs_lr;
+#endif
     *out = f;
     return 0;
 }
@@ -301,6 +346,7 @@ int bpt_register_native(void *fn, const char *module, const char *name, int arit
         return rc;
     }
     bpt__registry_add(f, fn);
+    bpt__addr_index_rebuild();
     rc = bpt__apply_patterns(f, &t);
     bpt__permission_release();
     *out = f;
@@ -315,6 +361,7 @@ int bpt_register_native(void *fn, const char *module, const char *name, int arit
 typedef struct bpt__module_entries {
     void **fn;
     char **name;
+    uint64_t *size;
     int n, cap;
 } bpt__module_entries;
 
@@ -323,9 +370,10 @@ static void bpt__module_entries_free(bpt__module_entries *e) {
     for (i = 0; i < e->n; i++) BPT_FREE(e->name[i]);
     BPT_FREE(e->fn);
     BPT_FREE(e->name);
+    BPT_FREE(e->size);
 }
 
-static int bpt__module_collect(void *fn, const char *name, void *user) {
+static int bpt__module_collect(void *fn, const char *name, uint64_t size, void *user) {
     bpt__module_entries *e = (bpt__module_entries *)user;
     size_t len = strlen(name);
     if (bpt__ptrset_has(&bpt__registry.sites, fn)) return 0;   /* registered already */
@@ -336,15 +384,25 @@ static int bpt__module_collect(void *fn, const char *name, void *user) {
         int cap = e->cap ? e->cap * 2 : 256;
         void **fns = (void **)BPT_MALLOC(sizeof *fns * (size_t)cap);
         char **names = (char **)BPT_MALLOC(sizeof *names * (size_t)cap);
-        if (!fns || !names) { BPT_FREE(fns); BPT_FREE(names); return BPT_ENOMEM; }
-        if (e->n) { memcpy(fns, e->fn, sizeof *fns * (size_t)e->n); memcpy(names, e->name, sizeof *names * (size_t)e->n); }
-        BPT_FREE(e->fn); BPT_FREE(e->name);
-        e->fn = fns; e->name = names; e->cap = cap;
+        uint64_t *sizes = (uint64_t *)BPT_MALLOC(sizeof *sizes * (size_t)cap);
+        if (!fns || !names || !sizes) {
+            BPT_FREE(fns); BPT_FREE(names); BPT_FREE(sizes);
+            return bpt__fail(BPT_ENOMEM, "bpt_register_module: no memory for %d entries; nothing registered", cap);
+        }
+        if (e->n) {
+            memcpy(fns, e->fn, sizeof *fns * (size_t)e->n);
+            memcpy(names, e->name, sizeof *names * (size_t)e->n);
+            memcpy(sizes, e->size, sizeof *sizes * (size_t)e->n);
+        }
+        BPT_FREE(e->fn); BPT_FREE(e->name); BPT_FREE(e->size);
+        e->fn = fns; e->name = names; e->size = sizes; e->cap = cap;
     }
     if (len > BPT__NAME_MAX) len = BPT__NAME_MAX;   /* C++ symbols can be long: keep a prefix */
-    if (!(e->name[e->n] = (char *)BPT_MALLOC(len + 1))) return BPT_ENOMEM;
+    if (!(e->name[e->n] = (char *)BPT_MALLOC(len + 1)))
+        return bpt__fail(BPT_ENOMEM, "bpt_register_module: no memory for a name; nothing registered");
     memcpy(e->name[e->n], name, len);
     e->name[e->n][len] = '\0';
+    e->size[e->n] = size;
     e->fn[e->n++] = fn;
     return 0;
 }
@@ -356,7 +414,7 @@ int bpt_register_module(const char *module) {
     return bpt__fail(BPT_ENOTSUP, "bpt_register_module: native entry patching needs gcc or clang on "
                      "x86-64 or aarch64 without BPT_NO_NATIVE");
 #else
-    bpt__module_entries e = { NULL, NULL, 0, 0 };
+    bpt__module_entries e = { NULL, NULL, NULL, 0, 0 };
     bpt__entry_layout *ls = NULL;
     bpt_func **fs = NULL;
     const char *mod = NULL;
@@ -377,11 +435,13 @@ int bpt_register_module(const char *module) {
         memset(&ls[i], 0, sizeof ls[i]);
         if ((rc = bpt__arch_entry_layout(e.fn[i], e.name[i], &ls[i])) < 0) break;
         if ((rc = bpt__native_new(e.fn[i], mod, e.name[i], 0, &ls[i], "bpt_register_module", &fs[i])) < 0) break;
+        fs[i]->code_size = e.size[i];
         made++;
     }
     if (rc >= 0 && e.n) rc = bpt__native_prepare(fs, ls, e.n, "bpt_register_module");
     if (rc >= 0) {
         for (i = 0; i < e.n; i++) bpt__registry_add(fs[i], e.fn[i]);
+        if (e.n) bpt__addr_index_rebuild();
         for (i = 0; i < e.n && rc >= 0; i++) rc = bpt__apply_patterns(fs[i], &t);
         if (rc >= 0) rc = e.n;
     } else {
@@ -433,6 +493,9 @@ int bpt_unregister_module(const char *module) {
         if (nt) rc = bpt__protocol_run(s, traced, nt, &off_all, &t);
     }
     if (rc >= 0) for (k = 0; k < n; k++) bpt__registry_remove(fs[k]);
+#if defined(BPT_NATIVE)
+    if (rc >= 0 && n) bpt__addr_index_rebuild();
+#endif
     bpt__permission_release();
     BPT_FREE(traced);
     if (rc < 0) { BPT_FREE(fs); return rc; }
@@ -465,6 +528,9 @@ int bpt_unregister(bpt_func *f) {
                          "(restoring it was refused); retry after the cause is gone", f->module, f->name, f->arity);
     }
     bpt__registry_remove(f);
+#if defined(BPT_NATIVE)
+    if (f->kind == BPT__SITE_NATIVE) bpt__addr_index_rebuild();
+#endif
     bpt__permission_release();
     bpt__func_release(f);
     return 0;
@@ -602,20 +668,29 @@ static bpt__pattern_entry *bpt__pattern_entry_new(const bpt__mfa *mfa, unsigned 
 }
 
 /* Keep e in the session's patterns (it is replayed, in order, on functions
-   registered later). A BPT_OFF of all kinds cancels the earlier entries with
-   the same pattern, and is kept itself only if other entries remain for it
-   to act on. Never fails: e was allocated before the protocol ran. */
+   registered later). A BPT_OFF cancels the earlier entries with the same
+   pattern whose kinds it switches off entirely, and is kept itself only if
+   an entry remains that it could act on (one with a kind it switches off):
+   so a pattern switched on and off again and again leaves nothing behind.
+   Never fails: e was allocated before the protocol ran. */
 static void bpt__remember_pattern(bpt__session *s, bpt__pattern_entry *e) {
     bpt__pattern_entry **pp = &s->patterns, *old;
     unsigned kinds = e->flags & BPT__KINDS;
-    if ((e->flags & BPT__HOWS) == BPT_OFF && (kinds == 0 || kinds == BPT__KINDS)) {
+    if ((e->flags & BPT__HOWS) == BPT_OFF) {
+        int acts = 0;
+        if (kinds == 0) kinds = BPT__KINDS;
         while ((old = *pp) != NULL) {
-            if (memcmp(&old->mfa, &e->mfa, sizeof e->mfa) == 0) { *pp = old->next; bpt__pattern_entry_free(old); }
-            else pp = &old->next;
+            if (memcmp(&old->mfa, &e->mfa, sizeof e->mfa) == 0 && (old->flags & BPT__KINDS & ~kinds) == 0) {
+                *pp = old->next;
+                bpt__pattern_entry_free(old);
+            } else {
+                acts |= (old->flags & kinds) != 0;
+                pp = &old->next;
+            }
         }
-        if (!s->patterns) { bpt__pattern_entry_free(e); return; }
+        if (!acts) { bpt__pattern_entry_free(e); return; }
     }
-    for (pp = &s->patterns; *pp; pp = &(*pp)->next) {}
+    while (*pp) pp = &(*pp)->next;
     *pp = e;
 }
 
@@ -634,7 +709,9 @@ int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, c
     op.how = flags & BPT__HOWS;
     op.ms = NULL;
     if (op.how == BPT_OFF && !op.kinds) op.kinds = BPT__KINDS;
-    if (match && (op.kinds & BPT_CALL) && op.how == 0 && (rc = bpt__ms_new(match, &op.ms)) < 0) return rc;
+    if ((match || (flags & BPT__CALL_ACTIONS)) && (op.kinds & BPT_CALL) && op.how == 0 &&
+        (rc = bpt__ms_new(match, flags & BPT__CALL_ACTIONS, &op.ms)) < 0)
+        return rc;
     if ((rc = bpt__permission_seize("bpt_trace_pattern")) < 0) {
         bpt__ms_unref(op.ms);
         return rc;
@@ -654,6 +731,17 @@ int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, c
         if (bpt__mfa_match(&mfa, bpt__registry.funcs[i]->module, bpt__registry.funcs[i]->name,
                            bpt__registry.funcs[i]->arity))
             fs[n++] = bpt__registry.funcs[i];
+#if defined(BPT_NATIVE)
+    /* Return trace swaps return addresses: refused where the CPU checks them. */
+    for (i = 0; (flags & BPT__FRAME_ACTIONS) && op.how == 0 && i < (uint32_t)n; i++)
+        if (fs[i]->kind == BPT__SITE_NATIVE) {
+            if ((rc = bpt__arch_native_usable("bpt_trace_pattern (return trace)")) < 0) {
+                BPT_FREE(fs);
+                goto out;
+            }
+            break;
+        }
+#endif
     /* Everything that can fail is allocated before the protocol runs. */
     entry = bpt__pattern_entry_new(&mfa, flags, op.ms);
     if (!entry) rc = bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory to remember '%s'", pattern);
@@ -670,46 +758,133 @@ out:
 
 /* >>info */
 
-static int bpt__info_of(const bpt__session *s, const bpt_func *f, unsigned what, bpt_info *out) {
+/* call_time / call_memory of one breakpoint, from the sums the last
+   collection carried (step 9 of timem.c): totals, and per process into
+   procs[0..cap), most time (or memory) first. */
+static int bpt__proc_cmp(const void *a, const void *b) {
+    const bpt_info_process *x = (const bpt_info_process *)a, *y = (const bpt_info_process *)b;
+    if (x->time_ns != y->time_ns) return x->time_ns < y->time_ns ? 1 : -1;
+    if (x->memory_bytes != y->memory_bytes) return x->memory_bytes < y->memory_bytes ? 1 : -1;
+    return x->process < y->process ? -1 : x->process > y->process;
+}
+
+static void bpt__info_timem(const bpt__GenericBpData *d, bpt_info *out, bpt_info_process *procs, uint32_t cap) {
+    const bpt__timem_table *t = d->timem ? d->timem->carried : NULL;
+    uint32_t i, n = 0;
+    if (!t) return;
+    for (i = 0; i < t->cap; i++) {
+        const bpt__timem_cell *c = &t->cell[i];
+        if (!c->process) continue;
+        out->calls += c->calls;
+        out->time_ns += c->time_ns;
+        out->memory_bytes += (uint64_t)c->mem;
+        if (procs && n < cap) {
+            procs[n].process = c->process;
+            procs[n].calls = c->calls;
+            procs[n].time_ns = c->time_ns;
+            procs[n].memory_bytes = (uint64_t)c->mem;
+        }
+        n++;
+    }
+    out->nprocs = n;
+    if (procs && n > 1) qsort(procs, n < cap ? n : cap, sizeof *procs, bpt__proc_cmp);
+}
+
+/* What bpt_trace_info reports of g (NULL: no breakpoint of the session). */
+static int bpt__info_of(const bpt__GenericBp *g, unsigned what, bpt_info *out, bpt_info_process *procs, uint32_t cap) {
     unsigned ix = bpt__load_relaxed_u32(&bpt__active_ix);
-    const bpt__GenericBp *g = bpt__find_bp(f, s);
     const bpt__GenericBpData *d;
     memset(out, 0, sizeof *out);
+    out->procs = procs;
+    out->procs_cap = cap;
     if (!g) return 0;
     d = &g->data[ix];
     if (what & BPT_INFO_FLAGS) {
-        if (d->flags & BPT__BPF_LOCAL_TRACE) out->flags |= BPT_CALL;
+        if (d->flags & BPT__BPF_LOCAL_TRACE) {
+            out->flags |= BPT_CALL;
+            if (d->local_ms) out->flags |= d->local_ms->actions & BPT__CALL_ACTIONS;
+        }
         if (d->flags & BPT__BPF_COUNT) out->flags |= BPT_COUNT;
+        if (d->flags & BPT__BPF_TIME_TRACE) out->flags |= BPT_TIME;
+        if (d->flags & BPT__BPF_MEM_TRACE) out->flags |= BPT_MEMORY;
         out->count_paused = (d->flags & BPT__BPF_COUNT) && !(d->flags & BPT__BPF_COUNT_ACTIVE);
+        out->time_paused = (d->flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)) &&
+                           !(d->flags & (BPT__BPF_TIME_ACTIVE | BPT__BPF_MEM_ACTIVE));
     }
     if ((what & BPT_INFO_COUNT) && (d->flags & BPT__BPF_COUNT))
         out->count = bpt__load_relaxed_u64(&d->count->value);
+    if ((what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) && (d->flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)))
+        bpt__info_timem(d, out, procs, cap);
     return 1;
 }
 
-#define BPT__INFO_ALL (BPT_INFO_FLAGS | BPT_INFO_COUNT)
+/* The session's breakpoints on the registered functions matching mfa (or f
+   alone), and the nine-step collection when time or memory is asked for. */
+static int bpt__info_gather(const bpt__session *s, const bpt__mfa *mfa, const bpt_func *f, unsigned what,
+                            bpt_func ***fs_out, bpt__GenericBp ***gs_out, int *n_out, const char *who) {
+    bpt_func **fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (bpt__registry.len + 1));
+    bpt__GenericBp **gs = (bpt__GenericBp **)BPT_MALLOC(sizeof *gs * (bpt__registry.len + 1));
+    bpt__GenericBp **timed = (bpt__GenericBp **)BPT_MALLOC(sizeof *timed * (bpt__registry.len + 1));
+    unsigned ix = bpt__load_relaxed_u32(&bpt__active_ix);
+    uint32_t i;
+    int n = 0, nt = 0, rc = 0;
+    if (!fs || !gs || !timed) {
+        BPT_FREE(fs); BPT_FREE(gs); BPT_FREE(timed);
+        return bpt__fail(BPT_ENOMEM, "%s: no memory", who);
+    }
+    for (i = 0; i < bpt__registry.len; i++) {
+        bpt_func *fi = bpt__registry.funcs[i];
+        bpt__GenericBp *g;
+        if (f ? fi != f : !bpt__mfa_match(mfa, fi->module, fi->name, fi->arity)) continue;
+        if (!(g = bpt__find_bp(fi, s)) && !f) continue;
+        fs[n] = fi;
+        gs[n++] = g;
+        if (g && (what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) &&
+            (g->data[ix].flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)))
+            timed[nt++] = g;
+    }
+    if (nt) rc = bpt__timem_collect(timed, nt);
+    BPT_FREE(timed);
+    if (rc < 0) { BPT_FREE(fs); BPT_FREE(gs); return rc; }
+    *fs_out = fs;
+    *gs_out = gs;
+    *n_out = n;
+    return 0;
+}
+
+#define BPT__INFO_ALL (BPT_INFO_FLAGS | BPT_INFO_COUNT | BPT_INFO_TIME | BPT_INFO_MEMORY)
 
 int bpt_trace_info(bpt_session handle, const bpt_func *f, unsigned what, bpt_info *out) {
     bpt__session *s;
-    int rc;
+    bpt_func **fs = NULL;
+    bpt__GenericBp **gs = NULL;
+    bpt_info_process *procs;
+    uint32_t cap;
+    int rc, n;
     if (!f || !out) return bpt__fail(BPT_EINVAL, "bpt_trace_info: f and out must not be NULL");
     if (what & ~(unsigned)BPT__INFO_ALL) return bpt__fail(BPT_EINVAL, "bpt_trace_info: unknown what bits 0x%x", what);
+    procs = out->procs;
+    cap = procs ? out->procs_cap : 0;
     if ((rc = bpt__permission_seize("bpt_trace_info")) < 0) return rc;
     if (!(s = bpt__session_lookup(handle.id)))
         rc = bpt__fail(BPT_ESESSION, "bpt_trace_info: session %llu is not alive", (unsigned long long)handle.id);
     else if (!bpt__ptrset_has(&bpt__registry.records, f))
         rc = bpt__fail(BPT_ENOENT, "bpt_trace_info: %p is not a registered function", (const void *)f);
-    else
-        bpt__info_of(s, f, what, out);
+    else if ((rc = bpt__info_gather(s, NULL, f, what, &fs, &gs, &n, "bpt_trace_info")) == 0)
+        bpt__info_of(n ? gs[0] : NULL, what, out, procs, cap);
     bpt__permission_release();
+    BPT_FREE(fs);
+    BPT_FREE(gs);
     return rc;
 }
 
 int bpt_trace_info_each(bpt_session handle, const char *pattern, unsigned what, bpt_info_fn fn, void *user) {
     bpt__mfa mfa;
     bpt__session *s;
-    uint32_t i;
-    int rc, n = 0;
+    bpt_func **fs = NULL;
+    bpt__GenericBp **gs = NULL;
+    bpt_info_process *procs = NULL;
+    int rc, n = 0, i;
     if (!fn) return bpt__fail(BPT_EINVAL, "bpt_trace_info_each: fn is NULL");
     if (what & ~(unsigned)BPT__INFO_ALL) return bpt__fail(BPT_EINVAL, "bpt_trace_info_each: unknown what bits 0x%x", what);
     if ((rc = bpt__pattern_parse(pattern, &mfa)) < 0) return rc;
@@ -718,13 +893,28 @@ int bpt_trace_info_each(bpt_session handle, const char *pattern, unsigned what, 
         bpt__permission_release();
         return bpt__fail(BPT_ESESSION, "bpt_trace_info_each: session %llu is not alive", (unsigned long long)handle.id);
     }
-    for (i = 0; i < bpt__registry.len; i++) {
-        bpt_func *f = bpt__registry.funcs[i];
-        bpt_info info;
-        if (!bpt__mfa_match(&mfa, f->module, f->name, f->arity) || !bpt__info_of(s, f, what, &info)) continue;
-        fn(f, f->module, f->name, f->arity, &info, user);
-        n++;
+    /* One collection for every function of the pattern. */
+    if ((rc = bpt__info_gather(s, &mfa, NULL, what, &fs, &gs, &n, "bpt_trace_info_each")) < 0) {
+        bpt__permission_release();
+        return rc;
     }
+    for (i = 0; i < n; i++) {
+        bpt_info info;
+        uint32_t cap = 0;
+        if (what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) {   /* room for every process of this function */
+            unsigned ix = bpt__load_relaxed_u32(&bpt__active_ix);
+            const bpt__BpTimem *t = gs[i]->data[ix].timem;
+            cap = t && t->carried ? t->carried->used : 0;
+            BPT_FREE(procs);
+            procs = cap ? (bpt_info_process *)BPT_MALLOC(sizeof *procs * cap) : NULL;
+            if (cap && !procs) cap = 0;   /* totals still right; per process not shown */
+        }
+        bpt__info_of(gs[i], what, &info, procs, cap);
+        fn(fs[i], fs[i]->module, fs[i]->name, fs[i]->arity, &info, user);
+    }
+    BPT_FREE(procs);
     bpt__permission_release();
+    BPT_FREE(fs);
+    BPT_FREE(gs);
     return n;
 }

@@ -44,6 +44,9 @@ typedef struct bpt__session {
     bpt__atomic_u64 window_start; /* rate limit window */
     bpt__atomic_u64 window_count;
     bpt__atomic_u64 limited;
+    bpt__atomic_u64 frames_skipped; /* calls whose return could not be traced (frames.c) */
+    bpt__atomic_u64 lost_laneless;  /* messages lost before their thread had a lane: a nested send
+                                       while the lane was being made, or no memory for it */
     bpt__atomic_ptr lanes[BPT_MAX_THREADS + 1];   /* the last is the overflow lane */
     bpt__atomic_u32 overflow_busy;
     pthread_mutex_t drain_lock;
@@ -142,12 +145,17 @@ BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt
     if (rec->sending) {
         if ((lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[overflow ? BPT_MAX_THREADS : rec->index])) != NULL)
             bpt__fetch_add_u64(&lane->lost, 1);
+        else   /* the interrupted send is making the lane */
+            bpt__fetch_add_u64(&s->lost_laneless, 1);
         return;
     }
     rec->sending = 1;
     bpt__compiler_barrier();   /* set before the lane is touched, as a signal handler sees it */
     lane = bpt__lane_get(s, rec);
-    if (!lane) goto done;      /* out of memory: the message is lost, nothing else is */
+    if (!lane) {               /* out of memory: the message is lost (counted), nothing else is */
+        bpt__fetch_add_u64(&s->lost_laneless, 1);
+        goto done;
+    }
     if (overflow && !bpt__cas_u32(&s->overflow_busy, 0, 1)) {
         bpt__fetch_add_u64(&lane->lost, 1);
         goto done;
@@ -282,7 +290,10 @@ int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
         out->dropped += bpt__load_relaxed_u64(&lane->dropped) + bpt__load_relaxed_u64(&lane->lost);
         out->delivered += bpt__load_relaxed_u64(&lane->delivered) + bpt__load_relaxed_u64(&lane->drained);
     }
+    out->produced += bpt__load_relaxed_u64(&s->lost_laneless);
+    out->dropped += bpt__load_relaxed_u64(&s->lost_laneless);
     out->limited = bpt__load_relaxed_u64(&s->limited);
+    out->frames_skipped = bpt__load_relaxed_u64(&s->frames_skipped);
     out->limit_tripped = (int)bpt__load_relaxed_u32(&s->limit_tripped);
     memcpy(out->name, s->name, sizeof out->name);
     bpt__unpin(rec);

@@ -65,13 +65,86 @@ __asm__(
     "    mov x30, x9\n"
     "    ret x16\n"
     "    .size bpt__aarch64_stub, . - bpt__aarch64_stub\n");
-extern char bpt__aarch64_stub[];
+/* Hidden: the assembly symbols are local to this object, and only a
+   PC-relative reference (adrp + add) reaches them exactly. A default-
+   visibility extern would go through a GOT entry, which the toolchain
+   resolves for a local symbol as its section plus nothing: the start of
+   this object's text, not the symbol (the trampoline came out as the stub). */
+extern __attribute__((visibility("hidden"))) char bpt__aarch64_stub[];
+
+/* The return trampoline (return trace, DESIGN §7). A traced function whose
+   saved return address (x9 in the stub's frame) the entry handler swapped
+   returns here with sp as it was at its entry. Save the return registers
+   (x0-x7, q0-q3: AAPCS64 returns up to four vector registers for an HFA),
+   ask bpt__native_return(sp, saved) for the original return address,
+   restore, and continue there with `ret x16`: a return, which BTI does not
+   check, where a br would need a landing pad at the target. No landing pad
+   here either: a ret, not a branch, brings the traced function here. */
+__asm__(
+    "    .text\n"
+    "    .p2align 4\n"
+    "    .type bpt__aarch64_return_trampoline, %function\n"
+    "bpt__aarch64_return_trampoline:\n"
+    "    sub sp, sp, #128\n"
+    "    stp x0, x1, [sp, #0]\n"
+    "    stp x2, x3, [sp, #16]\n"
+    "    stp x4, x5, [sp, #32]\n"
+    "    stp x6, x7, [sp, #48]\n"
+    "    stp q0, q1, [sp, #64]\n"
+    "    stp q2, q3, [sp, #96]\n"
+    "    add x0, sp, #128\n"
+    "    mov x1, sp\n"
+    "    bl bpt__native_return\n"
+    "    mov x16, x0\n"
+    "    ldp q0, q1, [sp, #64]\n"
+    "    ldp q2, q3, [sp, #96]\n"
+    "    ldp x0, x1, [sp, #0]\n"
+    "    ldp x2, x3, [sp, #16]\n"
+    "    ldp x4, x5, [sp, #32]\n"
+    "    ldp x6, x7, [sp, #48]\n"
+    "    add sp, sp, #128\n"
+    "    ret x16\n"
+    "    .size bpt__aarch64_return_trampoline, . - bpt__aarch64_return_trampoline\n");
+extern __attribute__((visibility("hidden"))) char bpt__aarch64_return_trampoline[];
+#define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__aarch64_return_trampoline)
+
+/* Where the traced function's return address lives while its entry stub
+   runs (x9, saved in the frame and moved back to x30 on the way out), and
+   the stack pointer at its entry, which identifies its frame (the stub's
+   frame sits right below it). */
+static uintptr_t *bpt__arch_ret_slot(bpt__regs *r) { return (uintptr_t *)&r->gpr[9]; }
+static uintptr_t bpt__arch_entry_sp(const bpt__regs *r) { return (uintptr_t)r + sizeof *r; }
+
+/* A function that begins with paciasp has signed its return address with
+   the entry sp as modifier before the stub runs; its autiasp will check
+   whatever x30 holds at its return. So the original is kept stripped
+   (xpaclri) and the trampoline's address goes in signed the same way
+   (pacia1716: x17 signed with modifier x16). Both are hint-space
+   instructions: NOPs on a CPU without pointer authentication, where
+   paciasp signed nothing either. */
+static uintptr_t bpt__arch_ret_strip(const bpt_func *f, uintptr_t ret) {
+    register uintptr_t lr __asm__("x30") = ret;
+    if (!f->signs_lr) return ret;
+    __asm__("hint #7" : "+r"(lr));   /* xpaclri */
+    return lr;
+}
+static uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t sp) {
+    register uintptr_t x17 __asm__("x17") = ret;
+    register uintptr_t x16 __asm__("x16") = sp;
+    if (!f->signs_lr) return ret;
+    __asm__("hint #8" : "+r"(x17) : "r"(x16));   /* pacia1716 */
+    return x17;
+}
+static uint64_t bpt__arch_ret_value(const bpt__retregs *r, int type) {
+    return type == BPT_ARG_F64 ? r->fp[0][0] : r->gpr[0];
+}
 
 typedef struct bpt__entry_layout {
     uint8_t *site;
     uint64_t orig_word, bp_word;
     unsigned word_size;
     uintptr_t resume;
+    int signs_lr;                  /* paciasp before the site */
     uint8_t pre[BPT__PAD_BYTES];
 } bpt__entry_layout;
 
@@ -106,6 +179,7 @@ static int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout
     l->orig_word = BPT__A64_NOP;
     l->bp_word = bpt__a64_branch((uintptr_t)site, (uintptr_t)(fn - 16));
     l->resume = (uintptr_t)site + 4;
+    l->signs_lr = first == 0xD503233Fu;
     return 0;
 }
 

@@ -2,17 +2,18 @@
    pages writable in batches, the entry the stubs call, and the one writer the
    protocol uses for every kind of site (DESIGN §4.4). */
 
-#if defined(BPT_NATIVE)
-#include <sys/mman.h>
-
-/* The pages one batch of code writes touches. Text pages are made
-   read+write+execute for the writes (not read+write: other threads keep
-   executing on them) and read+execute again afterwards, each page once per
-   batch however many sites it holds. */
+/* The pages one batch of code writes touches (native sites only; empty
+   otherwise). Text pages are made read+write+execute for the writes (not
+   read+write: other threads keep executing on them) and read+execute again
+   afterwards, each page once per batch however many sites it holds. */
 typedef struct bpt__code_batch {
     uintptr_t *pages;
     int n, cap;
 } bpt__code_batch;
+typedef bpt__code_batch bpt__sites_batch;   /* the protocol's batch, prepared at step 2 */
+
+#if defined(BPT_NATIVE)
+#include <sys/mman.h>
 
 static uintptr_t bpt__page_size(void) {
     static uintptr_t size;
@@ -69,12 +70,18 @@ static int bpt__batch_open(bpt__code_batch *b, const char *who) {
     return 0;
 }
 
-/* Back to read+execute: no page stays writable and executable (W^X). */
-static void bpt__batch_close(bpt__code_batch *b) {
+/* Back to read+execute: no page stays writable and executable (W^X). The
+   page array stays allocated for the next batch (the caller frees it). */
+static void bpt__batch_reprotect(bpt__code_batch *b) {
     bpt__batch_protect(b, b->n, PROT_READ | PROT_EXEC);
+    b->n = 0;
+}
+
+static void bpt__batch_close(bpt__code_batch *b) {
+    bpt__batch_reprotect(b);
     BPT_FREE(b->pages);
     b->pages = NULL;
-    b->n = b->cap = 0;
+    b->cap = 0;
 }
 
 /* Called by the entry stubs with the function record and the saved
@@ -82,29 +89,53 @@ static void bpt__batch_close(bpt__code_batch *b) {
    assembly calls it by name. */
 __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func *f, bpt__regs *regs);
 __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func *f, bpt__regs *regs) {
-    bpt__breakpoint(f, regs);
+    bpt__hit h;
+    h.f = f;
+    h.frame = regs;
+    if (bpt__breakpoint(&h)) {
+        if (h.nwant) bpt__native_frame_push(&h, bpt__now_ns());
+        bpt__unpin(h.rec);
+    }
     return f->resume;   /* immutable while registered */
 }
 #endif /* BPT_NATIVE */
 
+/* The page array of the protocol's code writes, allocated at step 2 with
+   room for every native site of the change (a site's word never crosses a
+   page: it stays within a cache line), so that steps 5 and 9 allocate
+   nothing: running out of memory must happen before anything changes.
+   Returns 0 or BPT_ENOMEM. */
+static int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n) {
+    int i, native = 0;
+    sb->pages = NULL;
+    sb->n = sb->cap = 0;
+    for (i = 0; i < n; i++) native += fs[i]->kind == BPT__SITE_NATIVE;
+    if (!native) return 0;
+#if defined(BPT_NATIVE)
+    if (!(sb->pages = (uintptr_t *)BPT_MALLOC(sizeof *sb->pages * (size_t)native)))
+        return bpt__fail(BPT_ENOMEM, "no memory to batch %d code writes; nothing changed", native);
+    sb->cap = native;
+#endif
+    return 0;
+}
+
 /* Write the breakpoint word (install) or the original (uninstall) into
-   every site of fs[0..n) that needs it: one batch, each code page opened
-   once. Returns how many sites it wrote (the caller waits after writes, with
-   SYNC_CORE if *wrote_code), or BPT_EPERM with nothing written. */
-static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code) {
+   every site of fs[0..n) that needs it: one batch (sb, prepared for these
+   sites), each code page opened once. Returns how many sites it wrote (the
+   caller waits after writes, with SYNC_CORE if *wrote_code), or BPT_EPERM
+   with nothing written. */
+static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, bpt__sites_batch *sb) {
     int i, written = 0;
 #if defined(BPT_NATIVE)
-    bpt__code_batch batch = { NULL, 0, 0 };
     for (i = 0; i < n; i++)
-        if (fs[i]->kind == BPT__SITE_NATIVE && fs[i]->installed != install &&
-            bpt__batch_add(&batch, fs[i]->site, fs[i]->word_size) < 0) {
-            BPT_FREE(batch.pages);
-            return bpt__fail(BPT_ENOMEM, "no memory to batch %d code writes", n);
-        }
-    if (batch.n && bpt__batch_open(&batch, install ? "install breakpoints" : "uninstall breakpoints") < 0) {
-        BPT_FREE(batch.pages);
+        if (fs[i]->kind == BPT__SITE_NATIVE && fs[i]->installed != install)
+            bpt__batch_add(sb, fs[i]->site, fs[i]->word_size);   /* fits: see bpt__sites_batch_prepare */
+    if (sb->n && bpt__batch_open(sb, install ? "install breakpoints" : "uninstall breakpoints") < 0) {
+        sb->n = 0;
         return BPT_EPERM;
     }
+#else
+    (void)sb;
 #endif
     *wrote_code = 0;
     for (i = 0; i < n; i++) {
@@ -122,7 +153,7 @@ static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code) 
         written++;
     }
 #if defined(BPT_NATIVE)
-    if (batch.n) bpt__batch_close(&batch);
+    if (sb->n) bpt__batch_reprotect(sb);
 #endif
     return written;
 }

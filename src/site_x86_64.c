@@ -31,7 +31,9 @@
    bpt__native_entry(record, frame), restore, and continue where the handler
    says by rewriting our own return slot (8(%rbp) once rbp is pushed). The
    ABI leaves rsp 16-aligned here, but the stub realigns it all the same: a
-   caller compiled with gcc's IPA stack alignment may not have aligned it. */
+   caller compiled with gcc's IPA stack alignment may not have aligned it.
+   The frame also holds rbp, so that the handler finds the traced function's
+   own return slot at 16(%rbp), which return trace swaps (frames.c). */
 __asm__(
     "    .text\n"
     "    .p2align 4\n"
@@ -49,7 +51,7 @@ __asm__(
     "    pushq %rbp\n"
     "    movq %rsp, %rbp\n"
     "    andq $-16, %rsp\n"
-    "    subq $192, %rsp\n"
+    "    subq $208, %rsp\n"
     "    movq %rdi, 0(%rsp)\n"
     "    movq %rsi, 8(%rsp)\n"
     "    movq %rdx, 16(%rsp)\n"
@@ -58,26 +60,27 @@ __asm__(
     "    movq %r9, 40(%rsp)\n"
     "    movq %rax, 48(%rsp)\n"
     "    movq %r10, 56(%rsp)\n"
-    "    movaps %xmm0, 64(%rsp)\n"
-    "    movaps %xmm1, 80(%rsp)\n"
-    "    movaps %xmm2, 96(%rsp)\n"
-    "    movaps %xmm3, 112(%rsp)\n"
-    "    movaps %xmm4, 128(%rsp)\n"
-    "    movaps %xmm5, 144(%rsp)\n"
-    "    movaps %xmm6, 160(%rsp)\n"
-    "    movaps %xmm7, 176(%rsp)\n"
+    "    movq %rbp, 64(%rsp)\n"
+    "    movaps %xmm0, 80(%rsp)\n"
+    "    movaps %xmm1, 96(%rsp)\n"
+    "    movaps %xmm2, 112(%rsp)\n"
+    "    movaps %xmm3, 128(%rsp)\n"
+    "    movaps %xmm4, 144(%rsp)\n"
+    "    movaps %xmm5, 160(%rsp)\n"
+    "    movaps %xmm6, 176(%rsp)\n"
+    "    movaps %xmm7, 192(%rsp)\n"
     "    movq (%r11), %rdi\n"
     "    movq %rsp, %rsi\n"
     "    call bpt__native_entry\n"
     "    movq %rax, 8(%rbp)\n"             /* ret continues at the resume address */
-    "    movaps 64(%rsp), %xmm0\n"
-    "    movaps 80(%rsp), %xmm1\n"
-    "    movaps 96(%rsp), %xmm2\n"
-    "    movaps 112(%rsp), %xmm3\n"
-    "    movaps 128(%rsp), %xmm4\n"
-    "    movaps 144(%rsp), %xmm5\n"
-    "    movaps 160(%rsp), %xmm6\n"
-    "    movaps 176(%rsp), %xmm7\n"
+    "    movaps 80(%rsp), %xmm0\n"
+    "    movaps 96(%rsp), %xmm1\n"
+    "    movaps 112(%rsp), %xmm2\n"
+    "    movaps 128(%rsp), %xmm3\n"
+    "    movaps 144(%rsp), %xmm4\n"
+    "    movaps 160(%rsp), %xmm5\n"
+    "    movaps 176(%rsp), %xmm6\n"
+    "    movaps 192(%rsp), %xmm7\n"
     "    movq 0(%rsp), %rdi\n"
     "    movq 8(%rsp), %rsi\n"
     "    movq 16(%rsp), %rdx\n"
@@ -90,7 +93,57 @@ __asm__(
     "    popq %rbp\n"
     "    ret\n"
     "    .size bpt__x86_64_stub_plain, . - bpt__x86_64_stub_plain\n");
-extern char bpt__x86_64_stub_plain[], bpt__x86_64_stub_endbr[];
+/* Hidden, so that references are PC-relative: a GOT entry for a symbol
+   local to this object is not reliable (see site_aarch64.c). */
+extern __attribute__((visibility("hidden"))) char bpt__x86_64_stub_plain[], bpt__x86_64_stub_endbr[];
+
+/* The return trampoline (return trace, DESIGN §7). A traced function whose
+   return slot the entry handler swapped returns here, with rsp one word
+   above that slot. Save the return registers (rax, rdx, xmm0, xmm1: SysV
+   returns nothing else, x87 st0 aside, which C code here leaves alone), ask
+   bpt__native_return(slot, saved) for the original return address, restore,
+   and jump there. A jmp, not push+ret: the caller's own return addresses
+   below stay paired with the return stack buffer. */
+__asm__(
+    "    .text\n"
+    "    .p2align 4\n"
+    "    .type bpt__x86_64_return_trampoline, @function\n"
+    "bpt__x86_64_return_trampoline:\n"
+    "    pushq %rbp\n"                    /* lands on the dead return slot */
+    "    movq %rsp, %rbp\n"               /* rbp = the slot's address */
+    "    andq $-16, %rsp\n"
+    "    subq $48, %rsp\n"
+    "    movq %rax, 0(%rsp)\n"
+    "    movq %rdx, 8(%rsp)\n"
+    "    movaps %xmm0, 16(%rsp)\n"
+    "    movaps %xmm1, 32(%rsp)\n"
+    "    movq %rbp, %rdi\n"
+    "    movq %rsp, %rsi\n"
+    "    call bpt__native_return\n"
+    "    movq %rax, %r11\n"
+    "    movaps 16(%rsp), %xmm0\n"
+    "    movaps 32(%rsp), %xmm1\n"
+    "    movq 0(%rsp), %rax\n"
+    "    movq 8(%rsp), %rdx\n"
+    "    movq %rbp, %rsp\n"
+    "    popq %rbp\n"
+    "    jmp *%r11\n"
+    "    .size bpt__x86_64_return_trampoline, . - bpt__x86_64_return_trampoline\n");
+extern __attribute__((visibility("hidden"))) char bpt__x86_64_return_trampoline[];
+#define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__x86_64_return_trampoline)
+
+/* Where the traced function's return address lives while its entry stub
+   runs (the slot its caller's call pushed), and the stack pointer at its
+   entry, which identifies its frame: the same thing on x86-64. */
+static uintptr_t *bpt__arch_ret_slot(bpt__regs *r) { return (uintptr_t *)(uintptr_t)(r->rbp + 16); }
+static uintptr_t bpt__arch_entry_sp(const bpt__regs *r) { return (uintptr_t)(r->rbp + 16); }
+/* Return addresses are stored as they are (no pointer authentication). */
+static uintptr_t bpt__arch_ret_strip(const bpt_func *f, uintptr_t ret) { (void)f; return ret; }
+static uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t sp) { (void)f; (void)sp; return ret; }
+/* What the return value registers hold, as the ret spec's type asks. */
+static uint64_t bpt__arch_ret_value(const bpt__retregs *r, int type) {
+    return type == BPT_ARG_F64 ? r->fp[0][0] : r->gpr[0];
+}
 
 /* What registration writes and what the protocol switches, for one entry. */
 typedef struct bpt__entry_layout {

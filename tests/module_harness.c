@@ -75,8 +75,9 @@ typedef struct collector {
     int unordered;          /* visits not in strictly increasing address order */
 } collector;
 
-static int collect(void *fn, const char *name, void *user) {
+static int collect(void *fn, const char *name, uint64_t size, void *user) {
     collector *c = (collector *)user;
+    (void)size;
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 256;
         seen_fn *v = (seen_fn *)realloc(c->v, cap * sizeof *v);
@@ -297,7 +298,7 @@ static int parse_file(const char *path) {
     if (rc == 0) {
         size_t i, step = f.nfuncs / 64 + 1;
         for (i = 0; i < f.nfuncs; i += step) {
-            const char *name = bpt__elf_func_name(&f, f.funcs[i].addr);
+            const char *name = bpt__elf_func_name(&f, f.funcs[i].addr, NULL);
             CHECK(name && name >= f.strtab && name < f.strtab + f.strtab_size, "%s: symbol %zu", path, i);
         }
     }

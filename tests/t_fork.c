@@ -25,7 +25,7 @@ static void *changer(void *arg) {
 
 static void vm_call(void) {
     bpt_vm_word w = BPT_VM_FETCH(&word);
-    if (w == 0x2222) w = bpt_vm_breakpoint(f, NULL);
+    if (w == 0x2222) w = bpt_vm_breakpoint(f, NULL, NULL);
     if (w != 0x1111) _exit(3);
 }
 

@@ -90,7 +90,7 @@ static void stamp_last_error_pinned(void) {
 
 static bpt_vm_word call_site(bpt_vm_word *code, bpt_func *fn) {
     bpt_vm_word w = BPT_VM_FETCH(&code[0]);
-    if (w == BP_WORD) w = bpt_vm_breakpoint(fn, NULL);
+    if (w == BP_WORD) w = bpt_vm_breakpoint(fn, NULL, NULL);
     return w;
 }
 static void call_f(void) {
@@ -365,7 +365,10 @@ int main(void) {
     CASE("trace_info_each: pattern \"vm:f\"", bpt_trace_info_each(S, "vm:f", BPT_INFO_COUNT, info_fn, NULL), BPT_EPATTERN);
 
     /* ---- flags (each would reset or stop the count if it were applied) ---- */
-    CASE("flags: unknown bit 1<<5", bpt_trace_pattern(S, "vm:f/1", BPT_COUNT | BPT_RESTART | (1u << 5), NULL), BPT_EFLAGS);
+    CASE("flags: unknown bit 1<<12", bpt_trace_pattern(S, "vm:f/1", BPT_COUNT | BPT_RESTART | (1u << 12), NULL), BPT_EFLAGS);
+    CASE("flags: BPT_RETURN without BPT_CALL", bpt_trace_pattern(S, "vm:f/1", BPT_COUNT | BPT_RETURN, NULL), BPT_EFLAGS);
+    CASE("flags: BPT_CALLER with BPT_OFF", bpt_trace_pattern(S, "vm:f/1", BPT_CALL | BPT_OFF | BPT_CALLER, NULL), BPT_EFLAGS);
+    CASE("unwind_to: sp NULL", bpt_unwind_to(NULL), BPT_EINVAL);
     CASE("flags: unknown bit 1<<31", bpt_trace_pattern(S, "vm:f/1", BPT_OFF | (1u << 31), NULL), BPT_EFLAGS);
     CASE("flags: PAUSE without BPT_COUNT", bpt_trace_pattern(S, "vm:f/1", BPT_CALL | BPT_PAUSE, NULL), BPT_EFLAGS);
     CASE("flags: RESTART without BPT_COUNT", bpt_trace_pattern(S, "vm:f/1", BPT_CALL | BPT_RESTART, NULL), BPT_EFLAGS);

@@ -14,6 +14,10 @@
    - every pattern change succeeds and matches the functions its pattern names;
    - each call message of the flipping session carries the arguments the
      worker passed (they are derived from the first, so each checks itself);
+   - a third session switches call + return trace (return_from and
+     exception_from frames, the return trampoline) on and off every fourth
+     change: once the workers are done, its call and return_from messages
+     balance exactly, with no exception_from and no frame skipped;
    - after everything is switched off, every entry reads the bytes it had
      before the first registration, and no call sends a message.
    Prints flips/s, calls/s, and the mean and max bpt_trace_pattern time.
@@ -107,6 +111,16 @@ static void round_of_calls(long x, worker_result *r) {
     r->calls[0]++; r->calls[1]++; r->calls[2]++; r->calls[3]++; r->calls[4]++; r->calls[5]++; r->calls[6]++;
 }
 
+/* The return-trace session's callback tracer: it runs in the workers and
+   counts in thread-locals (shared counters would bounce a cache line between
+   the CPUs on every call), which each worker adds up when it stops. */
+static __thread uint64_t my_ret[3];   /* call, return_from, other */
+static uint64_t ret_calls, ret_returns, ret_other;
+static void ret_tracer(const bpt_msg *m, void *user) {
+    (void)user;
+    my_ret[m->type == BPT_MSG_CALL ? 0 : m->type == BPT_MSG_RETURN_FROM ? 1 : 2]++;
+}
+
 static void *worker(void *arg) {
     int w = (int)(intptr_t)arg;
     worker_result r;
@@ -120,6 +134,9 @@ static void *worker(void *arg) {
         if (__atomic_load_n(&stop, __ATOMIC_RELAXED)) break;
     }
     results[w] = r;
+    __atomic_fetch_add(&ret_calls, my_ret[0], __ATOMIC_RELAXED);
+    __atomic_fetch_add(&ret_returns, my_ret[1], __ATOMIC_RELAXED);
+    __atomic_fetch_add(&ret_other, my_ret[2], __ATOMIC_RELAXED);
     return NULL;
 }
 
@@ -169,7 +186,9 @@ int main(void) {
     enum { NPAT = sizeof patterns / sizeof patterns[0], NFLAGS = sizeof flags / sizeof flags[0] };
     unsigned char before[NFUNCS][ENTRY_BYTES], now[NFUNCS][ENTRY_BYTES];
     pthread_t threads[NWORKERS];
-    bpt_session count_s, flip_s;
+    bpt_session count_s, flip_s, ret_s;
+    bpt_session_desc ret_desc;
+    static const char *const ret_patterns[] = { "flip:f1/_", "flip:g*/_", "flip:h/_", "flip:f*/_" };
     bpt_info info;
     worker_result after;
     long flips, k;
@@ -201,6 +220,9 @@ int main(void) {
     CHECK_RC(bpt_session_create(NULL, &count_s), 0);
     CHECK_RC(bpt_trace_pattern(count_s, "keep:always/2", BPT_COUNT, NULL), 1);
     CHECK_RC(bpt_session_create(NULL, &flip_s), 0);
+    memset(&ret_desc, 0, sizeof ret_desc);
+    ret_desc.tracer = ret_tracer;
+    CHECK_RC(bpt_session_create(&ret_desc, &ret_s), 0);
 
     for (w = 0; w < NWORKERS; w++)
         CHECK_RC(pthread_create(&threads[w], NULL, worker, (void *)(intptr_t)w), 0);
@@ -219,6 +241,11 @@ int main(void) {
         sum_ns += t1 - t0;
         if (t1 - t0 > max_ns) max_ns = t1 - t0;
         if (k % 16 == 15) drain(flip_s, 4);
+        if (k % 4 == 3 && bpt_trace_pattern(ret_s, ret_patterns[(k / 8) % 4],
+                                            k % 8 == 3 ? BPT_CALL | BPT_RETURN | BPT_EXCEPTION : BPT_CALL | BPT_OFF,
+                                            NULL) < 0 && bad_rc++ == 0) {
+            first_bad_rc = -1; first_bad_k = k;
+        }
     }
     elapsed = bpt__now_ns() - start;
     __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
@@ -253,12 +280,24 @@ int main(void) {
     printf("call_count of keep:always/2: %llu, calls made: %llu, wrong results: %llu\n",
            (unsigned long long)info.count, (unsigned long long)always_calls, (unsigned long long)wrong);
     CHECK(info.flags == BPT_COUNT, "count session flags %#x", info.flags);
+    {
+        bpt_session_counts st;
+        CHECK_RC(bpt_session_stats(ret_s, &st), 0);
+        printf("return-trace session: %llu calls, %llu return_from, %llu other, %llu frames skipped\n",
+               (unsigned long long)ret_calls, (unsigned long long)ret_returns, (unsigned long long)ret_other,
+               (unsigned long long)st.frames_skipped);
+        CHECK(ret_calls > 0 && ret_calls == ret_returns && ret_other == 0 && st.frames_skipped == 0,
+              "return trace under flips: %llu calls, %llu returns, %llu other, %llu skipped",
+              (unsigned long long)ret_calls, (unsigned long long)ret_returns, (unsigned long long)ret_other,
+              (unsigned long long)st.frames_skipped);
+    }
     CHECK(info.count == always_calls, "call_count %llu != calls %llu", (unsigned long long)info.count,
           (unsigned long long)always_calls);
 
     /* Everything off; every entry back to its compiled bytes. */
     CHECK(bpt_trace_pattern(flip_s, "_:_/_", BPT_OFF, NULL) == NFUNCS, "flip off: %s", bpt_last_error());
     CHECK(bpt_trace_pattern(count_s, "_:_/_", BPT_OFF, NULL) == NFUNCS, "count off: %s", bpt_last_error());
+    CHECK(bpt_trace_pattern(ret_s, "_:_/_", BPT_OFF, NULL) == NFUNCS, "return-trace off: %s", bpt_last_error());
     drain(flip_s, 1000);
     {
         bpt_session_counts st;
@@ -288,6 +327,7 @@ int main(void) {
 
     CHECK_RC(bpt_session_destroy(flip_s), 0);
     CHECK_RC(bpt_session_destroy(count_s), 0);
+    CHECK_RC(bpt_session_destroy(ret_s), 0);
     for (i = 0; i < NFUNCS; i++) CHECK_RC(bpt_unregister(funcs[i]), 0);
     return CHECK_DONE();
 }

@@ -11,12 +11,12 @@
 static bpt_vm_word code[8];
 static uint64_t arg(const void *frame, int i) { return ((const uint64_t *)frame)[i]; }
 static int fmt_hex(char *buf, size_t n, uint64_t v) { return snprintf(buf, n, "0x%llx", (unsigned long long)v); }
-static const bpt_vm_ops ops = { arg, fmt_hex };
+static const bpt_vm_ops ops = { .arg = arg, .format = fmt_hex };
 
 static void call(bpt_func *f, int site, uint64_t a0, uint64_t a1) {
     uint64_t frame[2] = { a0, a1 };
     bpt_vm_word w = BPT_VM_FETCH(&code[site]);
-    if (w == BP) w = bpt_vm_breakpoint(f, frame);
+    if (w == BP) w = bpt_vm_breakpoint(f, frame, NULL);
     CHECK(w == (bpt_vm_word)(0x100 + site), "site %d executed %#lx", site, (unsigned long)w);
 }
 
@@ -200,6 +200,35 @@ int main(void) {
           (unsigned long long)st.limited);
     CHECK_RC(bpt_session_destroy(limited), 0);
     printf("callback, ring overflow, rate limit (total and per window): checked\n");
+
+    /* A pattern switched on and off again and again is remembered no more
+       than once: the list of patterns replayed at registration stays short
+       (it grew by one entry per change: 10,000 here, walked on every change). */
+    {
+        bpt__session *in;
+        bpt__pattern_entry *e;
+        bpt_func *late2;
+        bpt_session t;
+        int n = 0;
+        CHECK_RC(bpt_session_create(NULL, &t), 0);
+        for (i = 0; i < 5000; i++) {
+            CHECK_RC(bpt_trace_pattern(t, "m:toggled*/_", BPT_CALL | BPT_RETURN, NULL), 0);
+            CHECK_RC(bpt_trace_pattern(t, "m:toggled*/_", BPT_CALL | BPT_OFF, NULL), 0);
+        }
+        in = bpt__session_lookup(t.id);
+        for (e = in ? in->patterns : NULL; e; e = e->next) n += strncmp(e->mfa.function, "toggled", 7) == 0;
+        CHECK(n == 0, "%d remembered entries for a pattern switched off", n);
+        CHECK_RC(bpt_register_vm(&code[3], BP, "m", "toggled_late", 0, &ops, &late2), 0);
+        {
+            bpt_info info;
+            CHECK_RC(bpt_trace_info(t, late2, BPT_INFO_FLAGS, &info), 0);
+            CHECK(info.flags == 0, "a function registered later gets flags %#x from the toggled pattern", info.flags);
+        }
+        CHECK_RC(bpt_trace_pattern(a, "m:toggled_late/_", BPT_OFF, NULL), 1);
+        CHECK_RC(bpt_trace_pattern(b, "m:toggled_late/_", BPT_OFF, NULL), 1);
+        CHECK_RC(bpt_unregister(late2), 0);
+        CHECK_RC(bpt_session_destroy(t), 0);
+    }
 
     CHECK_RC(bpt_session_destroy(a), 0);
     CHECK_RC(bpt_session_destroy(b), 0);

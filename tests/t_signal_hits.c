@@ -16,14 +16,14 @@ static volatile long hits_main, hits_sig;
 static volatile int done;
 typedef struct frame { uint64_t a, b; } frame;
 static uint64_t arg(const void *fr, int i) { const frame *x = (const frame *)fr; return i == 0 ? x->a : x->b; }
-static const bpt_vm_ops ops = { arg, NULL };
+static const bpt_vm_ops ops = { .arg = arg };
 
 static void handler(int sig) {
     frame x;
     (void)sig;
     x.a = 1000000000 + (uint64_t)hits_sig;
     x.b = x.a * 7;
-    bpt_vm_breakpoint(f, &x);
+    bpt_vm_breakpoint(f, &x, NULL);
     hits_sig++;
 }
 
@@ -56,7 +56,7 @@ int main(void) {
     CHECK_RC(bpt_register_vm(&word, 0x2222, "vm", "f", 2, &ops, &f), 0);
     CHECK_RC(bpt_session_create(&d, &s), 0);
     CHECK_RC(bpt_trace_pattern(s, "vm:f/2", BPT_CALL, NULL), 1);
-    bpt_vm_breakpoint(f, &x0);   /* the thread's ring exists before any signal */
+    bpt_vm_breakpoint(f, &x0, NULL);   /* the thread's ring exists before any signal */
     hits_main++;
     /* SIGALRM from setitimer goes to the process: only this thread may take
        it, so the drainer is created with it blocked (inherited mask). */
@@ -74,7 +74,7 @@ int main(void) {
         frame x;
         x.a = (uint64_t)i;
         x.b = (uint64_t)i * 7;
-        bpt_vm_breakpoint(f, &x);
+        bpt_vm_breakpoint(f, &x, NULL);
         hits_main++;
     }
     it.it_value.tv_usec = it.it_interval.tv_usec = 0;

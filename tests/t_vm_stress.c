@@ -29,13 +29,13 @@ static int flag(const int *f) { int v; pthread_mutex_lock(&lock); v = *f; pthrea
 static void set_flag(int *f) { pthread_mutex_lock(&lock); *f = 1; pthread_mutex_unlock(&lock); }
 
 static uint64_t vm_arg(const void *frame, int i) { return ((const uint64_t *)frame)[i]; }
-static const bpt_vm_ops ops = { vm_arg, NULL };
+static const bpt_vm_ops ops = { .arg = vm_arg };
 
 /* One call of function i, as a VM's dispatch does it. */
 static void vm_call(int w, int i, uint64_t x) {
     uint64_t frame[2] = { x, (uint64_t)w };
     bpt_vm_word word = BPT_VM_FETCH(&code[i]);
-    if (word == BP) word = bpt_vm_breakpoint(funcs[i], frame);
+    if (word == BP) word = bpt_vm_breakpoint(funcs[i], frame, NULL);
     if (word != (bpt_vm_word)(0x1000 + i)) wrong_words[w]++;
     calls[w][i]++;
 }

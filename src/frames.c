@@ -1,0 +1,584 @@
+/* frames.c: return_from, exception_from and return_to (DESIGN §7), as
+   BEAM's return_trace and exception_trace frames.
+
+   BEAM pushes a return_trace frame on the process stack when a match spec
+   asks for it; the frame's code sends return_from when the call returns, and
+   a throw that finds it while scanning the stack sends exception_from.
+   Native code has no room on its stack for such a frame, so bptrace keeps it
+   on a per-thread shadow stack and makes the call return through it:
+
+   1. Entry (bpt__native_frame_push, from the entry handler): save the
+      caller's return address in a shadow frame, with the stack pointer at
+      entry, which names the frame, and write the return trampoline's
+      address in its place (x86-64: the slot the call pushed; aarch64: x9,
+      which the stub moves back to x30). Once per call, however many
+      sessions asked: the frame lists them.
+   2. Return (bpt__native_return, from the trampoline): find the newest
+      frame whose stack pointer is the returning one. Frames above it were
+      unwound (longjmp, a host's throw) without returning: exception_from,
+      newest first. Then return_from, and return_to once the chain of tail
+      calls sharing that stack pointer ends. Continue at the original
+      address.
+   3. Unwind (bpt_unwind_to): the host says how far it unwound.
+
+   A frame is reserved (depth + 1) before it is filled, and copied out
+   before it is released (depth - 1), so that a signal handler nested on
+   the same thread, which pushes and pops above it, never touches it.
+   Frames hold session weak ids, never session pointers: a frame that
+   outlives its session finds no session and sends nothing. VM frames use
+   the same frames on a second stack, named by a token the VM keeps. */
+
+#ifndef BPT_SHADOW_FRAMES
+#  define BPT_SHADOW_FRAMES 512
+#endif
+#ifndef BPT_FRAME_SESSIONS
+#  define BPT_FRAME_SESSIONS 4
+#endif
+#if BPT_SHADOW_FRAMES < 1 || BPT_FRAME_SESSIONS < 1 || BPT_FRAME_SESSIONS > 255
+#  error "bptrace: BPT_SHADOW_FRAMES must be >= 1 and BPT_FRAME_SESSIONS in 1..255"
+#endif
+
+enum { BPT__STACK_NATIVE = 0, BPT__STACK_VM = 1 };
+
+/* One session's wish for a call's return. */
+typedef struct bpt__frame_session {
+    uint64_t id;                  /* the session's weak id */
+    uint8_t actions;              /* BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO | BPT_TIME | BPT_MEMORY */
+    uint8_t rettype;              /* enum bpt_arg_type of the return value */
+    /* call_time / call_memory (timem.c), as BEAM's process_breakpoint_trace:
+       the function runs for this session from `since` (0: paused, while a
+       callee the session times runs, or while its process is switched out). */
+    uint64_t since, own_ns;
+    int64_t mem;
+} bpt__frame_session;
+
+#define BPT__FRAME_TIMEM (BPT_TIME | BPT_MEMORY)
+
+typedef struct bpt__frame {
+    uintptr_t ret;                /* native: the original return address, stripped of any
+                                     signature; 0: a tail call, the frame below holds it */
+    uintptr_t sp;                 /* native: stack pointer at entry; VM: the token's check value */
+    const char *module, *name;    /* interned: valid after the function is gone */
+    int arity;
+    bpt_func *f;                  /* for call_time: native records live forever; a VM function
+                                     is not unregistered while its calls run (bpt_unregister) */
+    uint64_t process;             /* the process the call runs in */
+    const char *caller_module, *caller_name;   /* VM: the function the call returns to */
+    int caller_arity;
+    uint64_t ts_ns;               /* entry time */
+    uint32_t nsess;
+    bpt__frame_session sess[BPT_FRAME_SESSIONS];
+} bpt__frame;
+
+/* What one hit gathers for its frame while it walks the sessions. */
+typedef struct bpt__hit {
+    bpt__thread *rec;
+    bpt_func *f;
+    const void *frame;            /* VM frame, or the stub's bpt__regs */
+    uint32_t nwant;
+    bpt__frame_session want[BPT_FRAME_SESSIONS];
+    bpt__session *want_s[BPT_FRAME_SESSIONS];   /* for counting a skipped frame */
+} bpt__hit;
+
+/* A session that could not get a frame (the hit already serves
+   BPT_FRAME_SESSIONS sessions, the shadow stack is full, or the VM keeps no
+   frames) has the call's return untraced, counted. */
+static void bpt__frame_skipped(bpt__session *s) { bpt__fetch_add_u64(&s->frames_skipped, 1); }
+
+static void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype) {
+    uint32_t i;
+    actions &= BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO | BPT__FRAME_TIMEM;
+    for (i = 0; i < h->nwant; i++)   /* call trace and call_time of one session: one entry */
+        if (h->want[i].id == s->id) {
+            h->want[i].actions |= (uint8_t)actions;
+            if (actions & (BPT_RETURN | BPT_EXCEPTION)) h->want[i].rettype = rettype;
+            return;
+        }
+    if (h->nwant == BPT_FRAME_SESSIONS) { bpt__frame_skipped(s); return; }
+    memset(&h->want[h->nwant], 0, sizeof h->want[0]);
+    h->want[h->nwant].id = s->id;
+    h->want[h->nwant].actions = (uint8_t)actions;
+    h->want[h->nwant].rettype = rettype;
+    h->want_s[h->nwant++] = s;
+}
+
+/* Reserve the next frame of a shadow stack (step 1's first half), or NULL
+   when it is full or cannot be allocated. */
+static bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack) {
+    uint32_t d = rec->shadow_depth[stack];
+    if (!rec->shadow[stack]) {
+        /* First use: one allocation per thread record, kept for its life
+           (records are reused, never freed), so a thread that exits with
+           live frames leaks nothing. */
+        rec->shadow[stack] = (bpt__frame *)BPT_MALLOC(sizeof(bpt__frame) * BPT_SHADOW_FRAMES);
+        if (!rec->shadow[stack]) return NULL;
+    }
+    if (d >= BPT_SHADOW_FRAMES) return NULL;
+    rec->shadow_depth[stack] = d + 1;   /* reserve, then fill: a nested handler pushes above */
+    bpt__compiler_barrier();
+    return &rec->shadow[stack][d];
+}
+
+/* >>timem attribution: BEAM charges time at calls and returns. A call
+   pauses the function its session was timing in this process (the topmost
+   frame of that session and process) and starts its own; a return charges
+   the callee's own time and resumes the caller. */
+
+/* The topmost frame below depth d of this stack that times session id in
+   process, and its session entry; NULL if none. */
+static bpt__frame_session *bpt__timem_current(bpt__thread *rec, int stack, uint32_t d, uint64_t id, uint64_t process) {
+    while (d-- > 0) {
+        bpt__frame *fr = &rec->shadow[stack][d];
+        uint32_t i;
+        if (fr->process != process) continue;
+        for (i = 0; i < fr->nsess; i++)
+            if (fr->sess[i].id == id && (fr->sess[i].actions & BPT__FRAME_TIMEM)) return &fr->sess[i];
+    }
+    return NULL;
+}
+
+static void bpt__timem_pause(bpt__frame_session *fs, uint64_t now) {
+    if (fs && fs->since) { fs->own_ns += now - fs->since; fs->since = 0; }
+}
+
+/* Charge a popped frame's own time and memory to its function's tables in
+   each session that times it (pinned: the GenericBp list and the active
+   generation are read as the hit path reads them). */
+static void bpt__timem_charge_frame(bpt__thread *rec, bpt__frame *fr, uint64_t now) {
+    uint32_t i;
+    unsigned ix = bpt_active_bp_ix();   /* once per return, as once per hit */
+    bpt__GenericBp *g;
+    for (i = 0; i < fr->nsess; i++) {
+        bpt__frame_session *fs = &fr->sess[i];
+        if (!(fs->actions & BPT__FRAME_TIMEM)) continue;
+        bpt__timem_pause(fs, now);
+        for (g = (bpt__GenericBp *)bpt__load_acquire_ptr(&fr->f->gen_bp); g;
+             g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next)) {
+            const bpt__GenericBpData *d = &g->data[ix];
+            if (g->session->id != fs->id) continue;
+            if ((d->flags & (BPT__BPF_TIME_ACTIVE | BPT__BPF_MEM_ACTIVE)) && d->timem)
+                bpt__timem_charge(d->timem, rec, fr->process, 0,
+                                  (d->flags & BPT__BPF_TIME_ACTIVE) ? fs->own_ns : 0,
+                                  (d->flags & BPT__BPF_MEM_ACTIVE) ? fs->mem : 0);
+            break;
+        }
+    }
+}
+
+/* A frame was popped: resume, for each session it timed, the caller that
+   session was timing in the same process. */
+static void bpt__timem_resume_callers(bpt__thread *rec, int stack, const bpt__frame *fr, uint64_t now) {
+    uint32_t i;
+    for (i = 0; i < fr->nsess; i++) {
+        bpt__frame_session *up;
+        if (!(fr->sess[i].actions & BPT__FRAME_TIMEM)) continue;
+        up = bpt__timem_current(rec, stack, rec->shadow_depth[stack], fr->sess[i].id, fr->process);
+        if (up && !up->since) up->since = now;
+    }
+}
+
+static void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, uint64_t now) {
+    uint32_t i;
+    memcpy(fr->sess, h->want, sizeof(bpt__frame_session) * h->nwant);
+    fr->nsess = h->nwant;
+    fr->module = h->f->module;
+    fr->name = h->f->name;
+    fr->arity = h->f->arity;
+    fr->f = h->f;
+    fr->process = h->rec->process;
+    fr->caller_module = fr->caller_name = NULL;
+    fr->caller_arity = 0;
+    fr->ts_ns = now;
+    for (i = 0; i < fr->nsess; i++)
+        if (fr->sess[i].actions & BPT__FRAME_TIMEM) fr->sess[i].since = now;
+}
+
+/* A frame was reserved at index d: pause the callers below it that its
+   sessions were timing. */
+static void bpt__timem_pause_callers(const bpt__hit *h, int stack, uint32_t d, uint64_t now) {
+    uint32_t i;
+    for (i = 0; i < h->nwant; i++)
+        if (h->want[i].actions & BPT__FRAME_TIMEM)
+            bpt__timem_pause(bpt__timem_current(h->rec, stack, d, h->want[i].id, h->rec->process), now);
+}
+
+/* A popped frame's end: charge it (unwound frames too, as BEAM charges a
+   call that ends by an exception), resume its callers. Pinned. */
+static void bpt__frame_end(bpt__thread *rec, int stack, bpt__frame *fr) {
+    uint64_t now;
+    uint32_t i;
+    for (i = 0; i < fr->nsess && !(fr->sess[i].actions & BPT__FRAME_TIMEM); i++) {}
+    if (i == fr->nsess) return;
+    now = bpt__now_ns();
+    bpt__timem_charge_frame(rec, fr, now);
+    bpt__timem_resume_callers(rec, stack, fr, now);
+}
+
+/* Copy out the top frame, then release it. */
+static bpt__frame bpt__frame_pop(bpt__thread *rec, int stack) {
+    uint32_t d = rec->shadow_depth[stack] - 1;
+    bpt__frame fr = rec->shadow[stack][d];
+    bpt__compiler_barrier();
+    rec->shadow_depth[stack] = d;
+    return fr;
+}
+
+/* The messages of a frame: to each of its sessions that asked for `action`
+   and still lives. Pinned (session lookup). */
+static void bpt__frame_send(bpt__thread *rec, const bpt__frame *fr, unsigned action, bpt_msg *m) {
+    uint32_t i;
+    if (rec->in_tracer) return;   /* a tracer's own calls are not traced */
+    for (i = 0; i < fr->nsess; i++) {
+        bpt__session *s;
+        if (!(fr->sess[i].actions & action)) continue;
+        if (!(s = bpt__session_lookup(fr->sess[i].id))) continue;   /* ended: frames do nothing */
+        if (!bpt__session_admit(s, rec, m->ts_ns)) continue;
+        m->session = s->id;
+        if (m->type == BPT_MSG_RETURN_FROM) m->value_type = fr->sess[i].rettype;
+        bpt__session_send(s, rec, m);
+    }
+}
+
+static void bpt__frame_msg(bpt_msg *m, bpt__thread *rec, int type, const bpt__frame *fr) {
+    memset(m, 0, sizeof *m);
+    m->type = (uint16_t)type;
+    m->thread = rec->tid;
+    m->process = rec->process;
+    m->ts_ns = bpt__now_ns();
+    m->module = fr->module;
+    m->name = fr->name;
+    m->arity = fr->arity;
+}
+
+/* exception_from for a frame that was unwound. BEAM sends it to sessions
+   with exception_trace; return_trace alone sends nothing. */
+static void bpt__frame_unwound(bpt__thread *rec, const bpt__frame *fr, const char *cls, uint64_t value) {
+    bpt_msg m;
+    bpt__frame_msg(&m, rec, BPT_MSG_EXCEPTION_FROM, fr);
+    m.exception_class = cls;
+    m.value = value;
+    bpt__frame_send(rec, fr, BPT_EXCEPTION, &m);
+}
+
+/* return_from for a frame that serves one session (its ret spec's type). */
+static void bpt__frame_returned(bpt__thread *rec, const bpt__frame *fr, uint64_t value) {
+    bpt_msg m;
+    bpt__frame_msg(&m, rec, BPT_MSG_RETURN_FROM, fr);
+    m.value = value;
+    if (fr->sess[0].rettype == BPT_ARG_STR) {   /* copied now: the string may not outlive the return */
+        const char *str = (const char *)(uintptr_t)value;
+        size_t len = str ? strnlen(str, sizeof m.str - 1) : 6;
+        memcpy(m.str, str ? str : "(null)", len);
+        m.str[len] = '\0';
+        m.value = 0;
+    }
+    bpt__frame_send(rec, fr, BPT_RETURN | BPT_EXCEPTION, &m);
+}
+
+/* return_to: execution resumes in (module, name, arity), or in code that is
+   not a registered function (module NULL); caller is the native address. */
+static void bpt__frame_return_to(bpt__thread *rec, const bpt__frame *fr, const char *module,
+                                 const char *name, int arity, uintptr_t caller) {
+    bpt_msg m;
+    bpt__frame_msg(&m, rec, BPT_MSG_RETURN_TO, fr);
+    m.module = module;
+    m.name = name;
+    m.arity = arity;
+    m.caller = caller;
+    bpt__frame_send(rec, fr, BPT_RETURN_TO, &m);
+}
+
+/* >>symbolize: the registered native function that holds a code address,
+   for caller and return_to. An address-sorted snapshot of the native
+   records, replaced as a whole under the code modification permission
+   (registry.c) and freed after a thread progress wait, so that pinned
+   readers search it without a lock. */
+typedef struct bpt__addr_entry {
+    uintptr_t start, end;         /* [start, end): the function's code */
+    const bpt_func *f;
+} bpt__addr_entry;
+
+typedef struct bpt__addr_index {
+    size_t n;
+    bpt__addr_entry e[1];
+} bpt__addr_index;
+
+static bpt__atomic_ptr bpt__addr_index_cur;   /* bpt__addr_index *, release-published */
+
+/* Pinned. Returns 1 and the names, or 0 for code bptrace does not know. */
+static int bpt__symbolize(uintptr_t addr, const char **module, const char **name, int *arity) {
+    const bpt__addr_index *ix = (const bpt__addr_index *)bpt__load_acquire_ptr(&bpt__addr_index_cur);
+    size_t lo = 0, hi;
+    if (!ix) return 0;
+    hi = ix->n;
+    while (lo < hi) {   /* the first entry starting above addr */
+        size_t mid = lo + (hi - lo) / 2;
+        if (ix->e[mid].start <= addr) lo = mid + 1; else hi = mid;
+    }
+    if (lo == 0 || addr >= ix->e[lo - 1].end) return 0;
+    *module = ix->e[lo - 1].f->module;
+    *name = ix->e[lo - 1].f->name;
+    *arity = ix->e[lo - 1].f->arity;
+    return 1;
+}
+
+/* Never returns: the thread returned through the trampoline but no frame
+   names its stack pointer, so the address to continue at is lost. Only a
+   broken promise gets here: a thread that switched stacks (fibers), or
+   bpt_unwind_to given a stack pointer above a live frame. */
+static void bpt__frames_lost(uintptr_t sp) {
+    char msg[160];
+    int n = snprintf(msg, sizeof msg, "bptrace: return trampoline: no return-trace frame for sp %p "
+                     "(stack switched, or bpt_unwind_to above a live frame); aborting\n", (void *)sp);
+    if (n > 0) { ssize_t w = write(2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1); (void)w; }
+    abort();
+}
+
+#if defined(BPT_NATIVE)
+/* The caller of a native call: where it returns to. If its return slot
+   already holds the trampoline, it was entered by a tail call from a
+   function whose return is traced: the true address is in that frame. */
+static uintptr_t bpt__native_caller(const bpt__hit *h) {
+    bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
+    uintptr_t ret = bpt__arch_ret_strip(h->f, *bpt__arch_ret_slot(r)), sp = bpt__arch_entry_sp(r);
+    uint32_t d = h->rec->shadow_depth[BPT__STACK_NATIVE];
+    if (ret != BPT__RETURN_TRAMPOLINE) return ret;
+    while (d-- > 0) {
+        const bpt__frame *fr = &h->rec->shadow[BPT__STACK_NATIVE][d];
+        if (fr->sp == sp && fr->ret) return fr->ret;
+    }
+    return 0;
+}
+
+/* Before a native hit's messages: a frame with this call's very stack
+   pointer that is not the caller of a tail call is dead: its function was
+   unwound, and this call reuses its place. Its exception_from goes first. */
+static void bpt__native_settle(bpt__hit *h) {
+    bpt__thread *rec = h->rec;
+    bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
+    uintptr_t sp = bpt__arch_entry_sp(r);
+    uint32_t d;
+    if (bpt__arch_ret_strip(h->f, *bpt__arch_ret_slot(r)) == BPT__RETURN_TRAMPOLINE) return;   /* a tail call */
+    while ((d = rec->shadow_depth[BPT__STACK_NATIVE]) > 0 && rec->shadow[BPT__STACK_NATIVE][d - 1].sp == sp) {
+        bpt__frame dead = bpt__frame_pop(rec, BPT__STACK_NATIVE);
+        bpt__frame_unwound(rec, &dead, "unwind", 0);
+        bpt__frame_end(rec, BPT__STACK_NATIVE, &dead);
+    }
+}
+
+/* Step 1: the entry handler's frame, after every session has been walked. */
+static void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
+    bpt__thread *rec = h->rec;
+    bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
+    uintptr_t *slot = bpt__arch_ret_slot(r), sp = bpt__arch_entry_sp(r);
+    uintptr_t ret = bpt__arch_ret_strip(h->f, *slot);
+    int tail = ret == BPT__RETURN_TRAMPOLINE;
+    bpt__frame *fr;
+    uint32_t i, d;
+    /* A tail call shares the frame of the call it replaces; there must be one. */
+    if (tail && !((d = rec->shadow_depth[BPT__STACK_NATIVE]) > 0 &&
+                  rec->shadow[BPT__STACK_NATIVE][d - 1].sp == sp))
+        fr = NULL;
+    else
+        fr = bpt__frame_reserve(rec, BPT__STACK_NATIVE);
+    if (!fr) {
+        for (i = 0; i < h->nwant; i++) bpt__frame_skipped(h->want_s[i]);
+        return;
+    }
+    bpt__timem_pause_callers(h, BPT__STACK_NATIVE, (uint32_t)(fr - rec->shadow[BPT__STACK_NATIVE]), now);
+    bpt__frame_fill(fr, h, now);
+    fr->sp = sp;
+    fr->ret = tail ? 0 : ret;
+    if (!tail) *slot = bpt__arch_ret_sign(h->f, BPT__RETURN_TRAMPOLINE, sp);
+}
+
+/* Step 2: called by the return trampoline with the stack pointer the
+   traced function had at entry and its return registers; returns where to
+   continue. Not static: the trampoline's assembly calls it by name. */
+__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r);
+__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    uint32_t i, d = rec ? rec->shadow_depth[BPT__STACK_NATIVE] : 0, to_sessions = 0;
+    const char *module = NULL, *name = NULL;
+    int arity = 0;
+    bpt__frame fr, to;
+    uintptr_t ret;
+    for (i = d; i > 0 && rec->shadow[BPT__STACK_NATIVE][i - 1].sp != sp; i--) {}
+    if (i == 0) bpt__frames_lost(sp);
+    bpt__pin();
+    /* 2a. Frames above ours were unwound without returning. */
+    while (rec->shadow_depth[BPT__STACK_NATIVE] > i) {
+        fr = bpt__frame_pop(rec, BPT__STACK_NATIVE);
+        bpt__frame_unwound(rec, &fr, "unwind", 0);
+        bpt__frame_end(rec, BPT__STACK_NATIVE, &fr);
+    }
+    /* 2b. Ours, and the frames of the tail calls that replaced it: each
+       returns the same value, innermost first; the last holds the address. */
+    memset(&to, 0, sizeof to);
+    do {
+        if (rec->shadow_depth[BPT__STACK_NATIVE] == 0 ||
+            rec->shadow[BPT__STACK_NATIVE][rec->shadow_depth[BPT__STACK_NATIVE] - 1].sp != sp)
+            bpt__frames_lost(sp);
+        fr = bpt__frame_pop(rec, BPT__STACK_NATIVE);
+        bpt__frame_end(rec, BPT__STACK_NATIVE, &fr);
+        for (i = 0; i < fr.nsess; i++) {
+            /* Each session's value as its ret spec says; one message per session. */
+            bpt__frame one = fr;
+            one.nsess = 1;
+            one.sess[0] = fr.sess[i];
+            bpt__frame_returned(rec, &one, bpt__arch_ret_value(r, fr.sess[i].rettype));
+            if (fr.sess[i].actions & BPT_RETURN_TO) {   /* each session once per chain */
+                uint32_t k;
+                for (k = 0; k < to_sessions && to.sess[k].id != fr.sess[i].id; k++) {}
+                if (k == to_sessions && to_sessions < BPT_FRAME_SESSIONS) to.sess[to_sessions++] = fr.sess[i];
+            }
+        }
+        if (!to.module) { to.module = fr.module; to.name = fr.name; to.arity = fr.arity; }
+    } while (fr.ret == 0);
+    ret = fr.ret;
+    /* 2c. One return_to ends the chain (Tracing.md: one per chain of tail calls). */
+    if (to_sessions) {
+        to.nsess = to_sessions;
+        if (!bpt__symbolize(ret, &module, &name, &arity)) module = name = NULL;
+        bpt__frame_return_to(rec, &to, module, name, arity, ret);
+    }
+    bpt__unpin(rec);
+    return ret;
+}
+#endif /* BPT_NATIVE */
+
+/* Step 3. */
+int bpt_unwind_to(const void *spp) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    uintptr_t sp = (uintptr_t)spp;
+    int n = 0;
+    if (!spp) return bpt__fail(BPT_EINVAL, "bpt_unwind_to: sp is NULL");
+    if (!rec || !rec->shadow_depth[BPT__STACK_NATIVE]) return 0;
+    bpt__pin();
+    while (rec->shadow_depth[BPT__STACK_NATIVE] > 0 &&
+           rec->shadow[BPT__STACK_NATIVE][rec->shadow_depth[BPT__STACK_NATIVE] - 1].sp <= sp) {
+        bpt__frame fr = bpt__frame_pop(rec, BPT__STACK_NATIVE);
+        bpt__frame_unwound(rec, &fr, "unwind", 0);
+        bpt__frame_end(rec, BPT__STACK_NATIVE, &fr);
+        n++;
+    }
+    bpt__unpin(rec);
+    return n;
+}
+
+/* >>vm frames: the token is (check value << 32) | (index + 1) on the
+   thread's VM stack. */
+static void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *token) {
+    bpt__thread *rec = h->rec;
+    bpt__frame *fr = token ? bpt__frame_reserve(rec, BPT__STACK_VM) : NULL;
+    const bpt_vm_ops *ops = h->f->ops;
+    uint32_t i;
+    bpt_func *caller;
+    if (!fr) {
+        for (i = 0; i < h->nwant; i++) bpt__frame_skipped(h->want_s[i]);
+        return;
+    }
+    bpt__timem_pause_callers(h, BPT__STACK_VM, (uint32_t)(fr - rec->shadow[BPT__STACK_VM]), now);
+    bpt__frame_fill(fr, h, now);
+    if (++rec->vm_serial == 0) rec->vm_serial = 1;
+    fr->sp = rec->vm_serial;
+    fr->ret = 1;
+    if (ops && ops->caller && (caller = ops->caller(h->frame)) != NULL) {
+        fr->caller_module = caller->module;
+        fr->caller_name = caller->name;
+        fr->caller_arity = caller->arity;
+    }
+    *token = (uint64_t)rec->vm_serial << 32 | (uint64_t)(fr - rec->shadow[BPT__STACK_VM] + 1);
+}
+
+/* The frame index of a live token, or -1 (stale, foreign, 0). */
+static long bpt__vm_token_index(const bpt__thread *rec, bpt_vm_token token) {
+    uint64_t ix = (token & 0xffffffffu) - 1;
+    if (!rec || token == 0 || ix >= rec->shadow_depth[BPT__STACK_VM] ||
+        rec->shadow[BPT__STACK_VM][ix].sp != (uintptr_t)(token >> 32))
+        return -1;
+    return (long)ix;
+}
+
+void bpt_vm_return(bpt_vm_token token, uint64_t value) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    long ix = bpt__vm_token_index(rec, token);
+    bpt__frame fr;
+    uint32_t i;
+    if (ix < 0) return;
+    bpt__pin();
+    while (rec->shadow_depth[BPT__STACK_VM] > (uint32_t)ix + 1) {
+        fr = bpt__frame_pop(rec, BPT__STACK_VM);
+        bpt__frame_unwound(rec, &fr, "throw", 0);
+        bpt__frame_end(rec, BPT__STACK_VM, &fr);
+    }
+    fr = bpt__frame_pop(rec, BPT__STACK_VM);
+    bpt__frame_end(rec, BPT__STACK_VM, &fr);
+    for (i = 0; i < fr.nsess; i++) {
+        bpt__frame one = fr;
+        one.nsess = 1;
+        one.sess[0] = fr.sess[i];
+        bpt__frame_returned(rec, &one, value);
+    }
+    bpt__frame_return_to(rec, &fr, fr.caller_module, fr.caller_name, fr.caller_arity, 0);
+    bpt__unpin(rec);
+}
+
+void bpt_vm_unwind(bpt_vm_token token, uint64_t exception) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    long ix = bpt__vm_token_index(rec, token);
+    if (ix < 0) return;
+    bpt__pin();
+    while (rec->shadow_depth[BPT__STACK_VM] > (uint32_t)ix) {
+        bpt__frame fr = bpt__frame_pop(rec, BPT__STACK_VM);
+        bpt__frame_unwound(rec, &fr, "throw", exception);
+        bpt__frame_end(rec, BPT__STACK_VM, &fr);
+    }
+    bpt__unpin(rec);
+}
+
+/* >>process switch and memory accounting */
+
+/* For each session, the topmost frame of process on each stack: pause it
+   (switching out), resume it (switching in) or charge it bytes. */
+enum { BPT__TIMEM_PAUSE, BPT__TIMEM_RESUME, BPT__TIMEM_MEMORY };
+static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what, uint64_t now, int64_t bytes) {
+    int stack;
+    for (stack = 0; stack < 2; stack++) {
+        uint64_t seen[BPT_FRAME_SESSIONS * 4];
+        uint32_t nseen = 0, d = rec->shadow_depth[stack], i, k;
+        while (d-- > 0 && nseen < sizeof seen / sizeof seen[0]) {
+            bpt__frame *fr = &rec->shadow[stack][d];
+            if (fr->process != process) continue;
+            for (i = 0; i < fr->nsess; i++) {
+                bpt__frame_session *fs = &fr->sess[i];
+                unsigned need = what == BPT__TIMEM_MEMORY ? BPT_MEMORY : BPT__FRAME_TIMEM;
+                if (!(fs->actions & need)) continue;
+                for (k = 0; k < nseen && seen[k] != fs->id; k++) {}
+                if (k < nseen || nseen == sizeof seen / sizeof seen[0]) continue;
+                seen[nseen++] = fs->id;
+                if (what == BPT__TIMEM_PAUSE) bpt__timem_pause(fs, now);
+                else if (what == BPT__TIMEM_RESUME) { if (!fs->since) fs->since = now; }
+                else fs->mem += bytes;
+            }
+        }
+    }
+}
+
+void bpt_process_switch(uint64_t process) {
+    bpt__thread *rec = bpt__thread_self();
+    uint64_t now;
+    if (!rec) return;
+    if (process == 0) process = rec->tid;
+    if (process == rec->process) return;
+    now = bpt__now_ns();
+    bpt__timem_current_each(rec, rec->process, BPT__TIMEM_PAUSE, now, 0);
+    rec->process = process;
+    bpt__timem_current_each(rec, process, BPT__TIMEM_RESUME, now, 0);
+}
+
+void bpt_account_memory(int64_t bytes) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    if (!rec || !bytes) return;
+    bpt__timem_current_each(rec, rec->process, BPT__TIMEM_MEMORY, 0, bytes);
+}

@@ -1,0 +1,245 @@
+/* timem.c: call_time and call_memory tables (DESIGN §8), as BEAM's
+   BpTimemTrace in beam_bp.c.
+
+   A breakpoint's time/memory data holds one hash table per thread slot,
+   mapping process -> {calls, own time (ns), memory (bytes)}. A table is
+   created on its thread's first charge and written only by that thread, so
+   the hit and return paths update it with plain stores, no atomics, no
+   lock. Threads beyond BPT_MAX_THREADS share one overflow table under a
+   mutex, as BEAM's dirty schedulers do.
+
+   Nobody else may read a table its owner may be writing. bpt_trace_info
+   therefore collects in nine steps (OTP 29's method; bpt__timem_collect):
+     1. allocate: give each breakpoint's staging half fresh, empty tables;
+     2. wait for thread progress;
+     3. switch: flip the active generation: charges now go to the fresh tables;
+     4. wait: no thread still charges the old ("real") tables: they are idle;
+     5. sum the idle real tables, with what earlier collections carried, into
+        one merged table per breakpoint;
+     6. carry: the fresh tables keep the merged sums (only the set path reads them);
+     7. consolidate: both halves point at the fresh tables (staging := active);
+     8. free the real tables (idle since step 4);
+     9. the caller reports the merged sums and releases the permission.
+   OTP switches back to the real tables and merges the temporaries into
+   them; here the fresh tables stay and carry the sums instead, which needs
+   no second switch and never writes a table its owner may be writing. No
+   charge is lost or counted twice: each lands in exactly one table, and
+   each table is summed exactly once, when it is idle. */
+
+typedef struct bpt__timem_cell {
+    uint64_t process;             /* 0: a free cell (process ids are never 0) */
+    uint64_t calls, time_ns;
+    int64_t mem;
+} bpt__timem_cell;
+
+/* Open addressing, linear probing, a power-of-two capacity, at most half full. */
+typedef struct bpt__timem_table {
+    uint32_t cap, used;
+    bpt__timem_cell cell[1];
+} bpt__timem_table;
+
+struct bpt__BpTimem {
+    bpt__atomic_ptr table[BPT_MAX_THREADS];   /* bpt__timem_table *, per thread slot */
+    bpt__timem_table *overflow;               /* shared by threads past BPT_MAX_THREADS */
+    pthread_mutex_t overflow_lock;
+    bpt__timem_table *carried;                /* set path: the sums of earlier collections */
+    struct bpt__BpTimem *prev;                /* set path: idle tables a collection could not
+                                                 merge (out of memory), summed by the next one */
+    bpt__atomic_u64 lost;                     /* charges dropped: no memory for a table, or a
+                                                 signal handler nested in an overflow update */
+    uint32_t refc;                            /* set path: generations that point here */
+};
+
+static bpt__timem_table *bpt__timem_table_new(uint32_t cap) {
+    bpt__timem_table *t = (bpt__timem_table *)BPT_MALLOC(sizeof *t + sizeof(bpt__timem_cell) * (cap - 1));
+    if (!t) return NULL;
+    memset(t, 0, sizeof *t + sizeof(bpt__timem_cell) * (cap - 1));
+    t->cap = cap;
+    return t;
+}
+
+/* The cell of process in t, or a free one claimed for it; NULL if t is half full. */
+static bpt__timem_cell *bpt__timem_cell_of(bpt__timem_table *t, uint64_t process) {
+    uint32_t i = (uint32_t)((process * 0x9E3779B97F4A7C15ull) >> 40) & (t->cap - 1);
+    for (;; i = (i + 1) & (t->cap - 1)) {
+        if (t->cell[i].process == process) return &t->cell[i];
+        if (t->cell[i].process == 0) break;
+    }
+    if ((t->used + 1) * 2 > t->cap) return NULL;
+    t->used++;
+    t->cell[i].process = process;
+    return &t->cell[i];
+}
+
+/* Add one cell's values into t (which has room). */
+static void bpt__timem_cell_add(bpt__timem_table *t, const bpt__timem_cell *c) {
+    bpt__timem_cell *d = bpt__timem_cell_of(t, c->process);
+    d->calls += c->calls;
+    d->time_ns += c->time_ns;
+    d->mem += c->mem;
+}
+
+/* t, or a copy twice as large: NULL when out of memory. The caller frees t if it changed. */
+static bpt__timem_table *bpt__timem_table_grow(bpt__timem_table *t) {
+    bpt__timem_table *n = bpt__timem_table_new(t ? t->cap * 2 : 8);
+    uint32_t i;
+    if (!n || !t) return n;
+    for (i = 0; i < t->cap; i++)
+        if (t->cell[i].process) bpt__timem_cell_add(n, &t->cell[i]);
+    return n;
+}
+
+BPT__PRIVATE bpt__BpTimem *bpt__timem_new(void) {
+    bpt__BpTimem *t = (bpt__BpTimem *)BPT_MALLOC(sizeof *t);
+    if (!t) return NULL;
+    memset(t, 0, sizeof *t);
+    pthread_mutex_init(&t->overflow_lock, NULL);
+    t->refc = 1;
+    return t;
+}
+
+static void bpt__timem_free(bpt__BpTimem *t) {
+    int i;
+    for (i = 0; i < BPT_MAX_THREADS; i++) BPT_FREE(bpt__load_relaxed_ptr(&t->table[i]));
+    BPT_FREE(t->overflow);
+    BPT_FREE(t->carried);
+    if (t->prev) bpt__timem_free(t->prev);
+    pthread_mutex_destroy(&t->overflow_lock);
+    BPT_FREE(t);
+}
+
+BPT__PRIVATE void bpt__timem_unref(bpt__BpTimem *t) {
+    if (t && --t->refc == 0) bpt__timem_free(t);
+}
+
+/* Charge one thread's calls, time and memory for process (the hit and
+   return paths, pinned). Only the owner writes its table; a table that must
+   grow is replaced (published with a release store) and the old one freed
+   at once: nobody reads a table its owner may be writing (see above). */
+BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
+                                    uint64_t calls, uint64_t ns, int64_t mem) {
+    bpt__timem_table *tab, *grown;
+    bpt__timem_cell *c;
+    if (rec->index < BPT_MAX_THREADS) {
+        tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index]);
+        while (!tab || !(c = bpt__timem_cell_of(tab, process))) {
+            if (!(grown = bpt__timem_table_grow(tab))) { bpt__fetch_add_u64(&t->lost, 1); return; }
+            bpt__store_release_ptr(&t->table[rec->index], grown);
+            BPT_FREE(tab);
+            tab = grown;
+        }
+    } else {
+        if (rec->in_timem_overflow) { bpt__fetch_add_u64(&t->lost, 1); return; }   /* a nested handler */
+        rec->in_timem_overflow = 1;
+        pthread_mutex_lock(&t->overflow_lock);
+        while (!t->overflow || !(c = bpt__timem_cell_of(t->overflow, process))) {
+            if (!(grown = bpt__timem_table_grow(t->overflow))) {
+                pthread_mutex_unlock(&t->overflow_lock);
+                rec->in_timem_overflow = 0;
+                bpt__fetch_add_u64(&t->lost, 1);
+                return;
+            }
+            BPT_FREE(t->overflow);
+            t->overflow = grown;
+        }
+        c->calls += calls;
+        c->time_ns += ns;
+        c->mem += mem;
+        pthread_mutex_unlock(&t->overflow_lock);
+        rec->in_timem_overflow = 0;
+        return;
+    }
+    c->calls += calls;
+    c->time_ns += ns;
+    c->mem += mem;
+}
+
+/* Step 5 for one breakpoint: its idle tables, what they carried and any
+   unmerged older ones, summed into one new table. NULL when out of memory. */
+static uint32_t bpt__timem_cells(const bpt__BpTimem *t) {
+    uint32_t k, n = 0;
+    for (; t; t = t->prev) {
+        for (k = 0; k < BPT_MAX_THREADS; k++) {
+            const bpt__timem_table *tab = (const bpt__timem_table *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&t->table[k]);
+            if (tab) n += tab->used;
+        }
+        if (t->overflow) n += t->overflow->used;
+        if (t->carried) n += t->carried->used;
+    }
+    return n;
+}
+
+static void bpt__timem_table_add(bpt__timem_table *m, const bpt__timem_table *t) {
+    uint32_t i;
+    if (t) for (i = 0; i < t->cap; i++) if (t->cell[i].process) bpt__timem_cell_add(m, &t->cell[i]);
+}
+
+static bpt__timem_table *bpt__timem_merge(const bpt__BpTimem *real) {
+    uint32_t cells = bpt__timem_cells(real), cap = 8, k;
+    bpt__timem_table *m;
+    while (cap < cells * 2 + 2) cap *= 2;
+    if (!(m = bpt__timem_table_new(cap))) return NULL;
+    for (; real; real = real->prev) {
+        for (k = 0; k < BPT_MAX_THREADS; k++)
+            bpt__timem_table_add(m, (const bpt__timem_table *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&real->table[k]));
+        bpt__timem_table_add(m, real->overflow);
+        bpt__timem_table_add(m, real->carried);
+    }
+    return m;
+}
+
+/* The nine steps for the breakpoints gs[0..n), each with call_time or
+   call_memory in its active half. Under the code modification permission;
+   step 9 is the caller's: it reads gs[i]->data[active].timem->carried and
+   releases the permission. Returns 0, or BPT_ENOMEM: at step 1 with
+   nothing changed; at step 5 with every charge kept (the idle tables that
+   could not be merged are kept for the next collection). */
+BPT__PRIVATE int bpt__timem_collect(bpt__GenericBp **gs, int n) {
+    unsigned active = bpt__load_relaxed_u32(&bpt__active_ix), staging = active ^ 1;
+    bpt__BpTimem **fresh;
+    int i, rc = 0;
+    if (n == 0) return 0;
+    /* 1. allocate: fresh tables in every staging half (which pointed at the
+          same tables as the active half, the invariant between changes). */
+    if (!(fresh = (bpt__BpTimem **)BPT_MALLOC(sizeof *fresh * (size_t)n)))
+        return bpt__fail(BPT_ENOMEM, "bpt_trace_info: no memory for the collection; nothing changed");
+    for (i = 0; i < n; i++) {
+        if ((fresh[i] = bpt__timem_new()) == NULL) {
+            while (i--) bpt__timem_free(fresh[i]);
+            BPT_FREE(fresh);
+            return bpt__fail(BPT_ENOMEM, "bpt_trace_info: no memory for the collection's tables; nothing changed");
+        }
+    }
+    for (i = 0; i < n; i++) {
+        gs[i]->data[staging].timem = fresh[i];
+        gs[i]->data[active].timem->refc--;
+    }
+    /* 2. wait (the hit path reads a generation only after the index's acquire
+          load, which step 3's release covers; the wait is OTP's, and keeps
+          the two switches of consecutive collections apart). */
+    bpt_thread_progress_wait();
+    /* 3. switch: charges go to the fresh tables. Pairs with the acquire load
+          of the index in the hit and return paths. */
+    bpt__store_release_u32(&bpt__active_ix, staging);
+    /* 4. wait: no thread is still charging a real table. */
+    bpt_thread_progress_wait();
+    for (i = 0; i < n; i++) {
+        bpt__BpTimem *real = gs[i]->data[active].timem;
+        /* 5. sum the idle real tables. */
+        bpt__timem_table *merged = bpt__timem_merge(real);
+        /* 6. carry the sums in the fresh tables (or, out of memory, the real
+              tables themselves, merged next time). */
+        if (merged) fresh[i]->carried = merged;
+        else { fresh[i]->prev = real; rc = BPT_ENOMEM; }
+        /* 7. consolidate: staging := active. */
+        gs[i]->data[active].timem = fresh[i];
+        fresh[i]->refc++;
+        /* 8. free the real tables, idle since step 4. */
+        if (merged) bpt__timem_unref(real);
+    }
+    BPT_FREE(fresh);
+    if (rc < 0)
+        return bpt__fail(BPT_ENOMEM, "bpt_trace_info: no memory to sum call_time tables; every count is "
+                         "kept and the next collection sums it");
+    return 0;
+}
