@@ -98,6 +98,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define BPTRACE_VERSION_MAJOR 0
 #define BPTRACE_VERSION_MINOR 1
@@ -754,6 +755,50 @@ typedef struct bpt_profile_row {
    Returns the length it wanted (as snprintf) or BPT_EINVAL (rows NULL with
    n > 0, n < 0, buf NULL with size > 0). Thread-safe. */
 BPT_API int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size_t size);
+
+/* Chrome Trace Event JSON (chrome://tracing, Perfetto, speedscope): call
+   messages become "B" events, return_from and exception_from "E" events,
+   with ts in microseconds (fractions kept) from the first event, pid the
+   process id, tid the traced thread, and one thread_name record per thread.
+   Zero-initialise nothing: bpt_chrome_open fills the struct. Off the hot
+   path: use it on drained messages. Not thread-safe per writer. */
+typedef struct bpt_chrome {
+    FILE *out;
+    uint64_t base_ns;      /* ts 0: the first event's time */
+    long events;           /* events written */
+    uint32_t tids[256];    /* threads already named (more are written unnamed) */
+    int ntids;
+    int err;               /* a write failed */
+} bpt_chrome;
+
+/* bpt_chrome_open: start a trace on out (an open FILE). Returns 0, or
+   BPT_EINVAL (w or out NULL). */
+BPT_API int bpt_chrome_open(bpt_chrome *w, FILE *out);
+/* bpt_chrome_write: one message (other types than call, return_from and
+   exception_from are ignored). Returns 0, or BPT_EINVAL (NULL, or a write
+   failed: errno-level details in bpt_last_error). */
+BPT_API int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m);
+/* bpt_chrome_close: end the JSON. Returns the number of events written, or
+   BPT_EINVAL (w NULL, or a write failed). Does not close the FILE. */
+BPT_API int bpt_chrome_close(bpt_chrome *w);
+
+/* FlameGraph folded stacks ("a;b;c 123" lines, as flamegraph.pl and
+   speedscope read them) built from call and return messages: each thread's
+   stack is rebuilt from its calls and returns, and each function's own time
+   (ns, excluding traced callees) is added to the stack it ran on; the lines
+   give microseconds. A return with no matching call (tracing began inside
+   the call) is ignored; stacks deeper than 64 keep their first 64. Off the
+   hot path; not thread-safe per object. */
+typedef struct bpt_folded bpt_folded;
+/* bpt_folded_new: 0 and *out, BPT_EINVAL (out NULL), BPT_ENOMEM. */
+BPT_API int bpt_folded_new(bpt_folded **out);
+/* bpt_folded_add: one message. 0, BPT_EINVAL (a NULL), BPT_ENOMEM (the
+   message is not counted; the object stays usable). */
+BPT_API int bpt_folded_add(bpt_folded *f, const bpt_msg *m);
+/* bpt_folded_write: the folded lines, most time first. Returns the number of
+   lines, or BPT_EINVAL (a NULL or a write error). */
+BPT_API int bpt_folded_write(bpt_folded *f, FILE *out);
+BPT_API void bpt_folded_free(bpt_folded *f);
 
 /* >>observe */
 

@@ -153,3 +153,197 @@ int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size
         bpt__bprintf(&b, "%-44s %10llu %12.1f %10s  [100.0]\n", "", (unsigned long long)calls, (double)total / 1e3, "");
     return (int)b.len;
 }
+
+/* >>chrome: Chrome Trace Event JSON. */
+static void bpt__json_string(FILE *out, const char *s) {
+    fputc('"', out);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
+        else if (c < 0x20) fprintf(out, "\\u%04x", c);
+        else fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+int bpt_chrome_open(bpt_chrome *w, FILE *out) {
+    if (!w || !out) return bpt__fail(BPT_EINVAL, "bpt_chrome_open: w and out must not be NULL");
+    memset(w, 0, sizeof *w);
+    w->out = out;
+    if (fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", out) < 0) w->err = 1;
+    return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_open: write failed: %s", strerror(errno)) : 0;
+}
+
+int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m) {
+    const char *ph;
+    char name[300];
+    int i;
+    if (!w || !m || !w->out) return bpt__fail(BPT_EINVAL, "bpt_chrome_write: w and m must not be NULL");
+    if (m->type == BPT_MSG_CALL) ph = "B";
+    else if (m->type == BPT_MSG_RETURN_FROM || m->type == BPT_MSG_EXCEPTION_FROM) ph = "E";
+    else return 0;
+    if (!w->events && !w->base_ns) w->base_ns = m->ts_ns;
+    for (i = 0; i < w->ntids && w->tids[i] != m->thread; i++) {}
+    if (i == w->ntids && w->ntids < (int)(sizeof w->tids / sizeof w->tids[0])) {   /* name the thread once */
+        w->tids[w->ntids++] = m->thread;
+        fprintf(w->out, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{\"name\":\"thread %u\"}}\n",
+                w->events ? "," : "", (int)getpid(), (unsigned)m->thread, (unsigned)m->thread);
+        w->events++;
+    }
+    snprintf(name, sizeof name, "%s:%s/%d", m->module ? m->module : "?", m->name ? m->name : "?", m->arity);
+    fprintf(w->out, "%s{\"name\":", w->events ? "," : "");
+    bpt__json_string(w->out, name);
+    if (fprintf(w->out, ",\"cat\":\"bptrace\",\"ph\":\"%s\",\"ts\":%.3f,\"pid\":%d,\"tid\":%u}\n", ph,
+                (double)(int64_t)(m->ts_ns - w->base_ns) / 1e3, (int)getpid(), (unsigned)m->thread) < 0)
+        w->err = 1;
+    w->events++;
+    return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_write: write failed: %s", strerror(errno)) : 0;
+}
+
+int bpt_chrome_close(bpt_chrome *w) {
+    if (!w || !w->out) return bpt__fail(BPT_EINVAL, "bpt_chrome_close: w is NULL or not open");
+    if (fputs("]}\n", w->out) < 0 || fflush(w->out) != 0) w->err = 1;
+    w->out = NULL;
+    return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_close: a write failed") : (int)w->events;
+}
+
+/* >>folded: per-thread stacks rebuilt from calls and returns; own time per
+   stack in an open-addressing table keyed by the stack's text. */
+enum { BPT__FOLD_DEPTH = 64, BPT__FOLD_THREADS = 256 };
+
+typedef struct bpt__fold_thread {
+    uint32_t tid, depth;
+    const char *name[BPT__FOLD_DEPTH];
+    uint64_t start[BPT__FOLD_DEPTH], child_ns[BPT__FOLD_DEPTH];
+} bpt__fold_thread;
+
+typedef struct bpt__fold_entry { char *stack; uint64_t ns; } bpt__fold_entry;
+
+struct bpt_folded {
+    bpt__fold_thread *threads;    /* BPT__FOLD_THREADS */
+    int nthreads;
+    bpt__fold_entry *e;
+    size_t cap, used;
+};
+
+int bpt_folded_new(bpt_folded **out) {
+    bpt_folded *f;
+    if (!out) return bpt__fail(BPT_EINVAL, "bpt_folded_new: out is NULL");
+    if (!(f = (bpt_folded *)BPT_MALLOC(sizeof *f))) return bpt__fail(BPT_ENOMEM, "bpt_folded_new: no memory");
+    memset(f, 0, sizeof *f);
+    if (!(f->threads = (bpt__fold_thread *)BPT_MALLOC(sizeof *f->threads * BPT__FOLD_THREADS))) {
+        BPT_FREE(f);
+        return bpt__fail(BPT_ENOMEM, "bpt_folded_new: no memory");
+    }
+    *out = f;
+    return 0;
+}
+
+void bpt_folded_free(bpt_folded *f) {
+    size_t i;
+    if (!f) return;
+    for (i = 0; i < f->cap; i++) BPT_FREE(f->e[i].stack);
+    BPT_FREE(f->e);
+    BPT_FREE(f->threads);
+    BPT_FREE(f);
+}
+
+static size_t bpt__fold_hash(const char *s) {
+    size_t h = 1469598103934665603ull & (size_t)-1;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * (size_t)1099511628211ull;
+    return h;
+}
+
+/* Add ns to the entry of stack (copied on first use). 0 or BPT_ENOMEM. */
+static int bpt__fold_charge(bpt_folded *f, const char *stack, uint64_t ns) {
+    size_t i;
+    if ((f->used + 1) * 2 > f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 256, k;
+        bpt__fold_entry *e = (bpt__fold_entry *)BPT_MALLOC(sizeof *e * cap);
+        if (!e) return BPT_ENOMEM;
+        memset(e, 0, sizeof *e * cap);
+        for (k = 0; k < f->cap; k++) {
+            if (!f->e[k].stack) continue;
+            for (i = bpt__fold_hash(f->e[k].stack) & (cap - 1); e[i].stack; i = (i + 1) & (cap - 1)) {}
+            e[i] = f->e[k];
+        }
+        BPT_FREE(f->e);
+        f->e = e;
+        f->cap = cap;
+    }
+    for (i = bpt__fold_hash(stack) & (f->cap - 1); f->e[i].stack; i = (i + 1) & (f->cap - 1))
+        if (strcmp(f->e[i].stack, stack) == 0) { f->e[i].ns += ns; return 0; }
+    if (!(f->e[i].stack = (char *)BPT_MALLOC(strlen(stack) + 1))) return BPT_ENOMEM;
+    strcpy(f->e[i].stack, stack);
+    f->e[i].ns = ns;
+    f->used++;
+    return 0;
+}
+
+int bpt_folded_add(bpt_folded *f, const bpt_msg *m) {
+    bpt__fold_thread *t;
+    char stack[BPT__FOLD_DEPTH * 64];
+    size_t len = 0;
+    uint32_t d, k;
+    uint64_t elapsed;
+    int i;
+    if (!f || !m) return bpt__fail(BPT_EINVAL, "bpt_folded_add: f and m must not be NULL");
+    if (m->type != BPT_MSG_CALL && m->type != BPT_MSG_RETURN_FROM && m->type != BPT_MSG_EXCEPTION_FROM) return 0;
+    for (i = 0; i < f->nthreads && f->threads[i].tid != m->thread; i++) {}
+    if (i == f->nthreads) {
+        if (f->nthreads == BPT__FOLD_THREADS) return 0;   /* more threads than it follows: ignored */
+        t = &f->threads[f->nthreads++];
+        memset(t, 0, sizeof *t);
+        t->tid = m->thread;
+    }
+    t = &f->threads[i];
+    if (m->type == BPT_MSG_CALL) {
+        if (t->depth < BPT__FOLD_DEPTH) {
+            t->name[t->depth] = m->name;
+            t->start[t->depth] = m->ts_ns;
+            t->child_ns[t->depth] = 0;
+        }
+        t->depth++;
+        return 0;
+    }
+    /* A return: the matching call is the newest of that name (frames above
+       it were unwound without a message); none: it began before tracing. */
+    for (d = t->depth < BPT__FOLD_DEPTH ? t->depth : BPT__FOLD_DEPTH; d > 0 && t->name[d - 1] != m->name; d--) {}
+    if (d == 0) return 0;
+    d--;
+    elapsed = m->ts_ns - t->start[d];
+    for (k = 0; k <= d; k++) {
+        size_t n = strlen(t->name[k] ? t->name[k] : "?");
+        if (len + n + 2 >= sizeof stack) break;
+        if (k) stack[len++] = ';';
+        memcpy(stack + len, t->name[k] ? t->name[k] : "?", n);
+        len += n;
+    }
+    stack[len] = '\0';
+    t->depth = d;
+    if (d > 0) t->child_ns[d - 1] += elapsed;
+    if (bpt__fold_charge(f, stack, elapsed > t->child_ns[d] ? elapsed - t->child_ns[d] : 0) < 0)
+        return bpt__fail(BPT_ENOMEM, "bpt_folded_add: no memory for a new stack");
+    return 0;
+}
+
+static int bpt__fold_cmp(const void *a, const void *b) {
+    const bpt__fold_entry *x = *(const bpt__fold_entry *const *)a, *y = *(const bpt__fold_entry *const *)b;
+    if (x->ns != y->ns) return x->ns < y->ns ? 1 : -1;
+    return strcmp(x->stack, y->stack);
+}
+
+int bpt_folded_write(bpt_folded *f, FILE *out) {
+    bpt__fold_entry **v;
+    size_t i, n = 0;
+    int err = 0;
+    if (!f || !out) return bpt__fail(BPT_EINVAL, "bpt_folded_write: f and out must not be NULL");
+    if (!f->used) return 0;
+    if (!(v = (bpt__fold_entry **)BPT_MALLOC(sizeof *v * f->used))) return bpt__fail(BPT_ENOMEM, "bpt_folded_write: no memory");
+    for (i = 0; i < f->cap; i++) if (f->e[i].stack) v[n++] = &f->e[i];
+    qsort(v, n, sizeof *v, bpt__fold_cmp);
+    for (i = 0; i < n; i++)
+        if (fprintf(out, "%s %llu\n", v[i]->stack, (unsigned long long)((v[i]->ns + 500) / 1000)) < 0) err = 1;
+    BPT_FREE(v);
+    return err ? bpt__fail(BPT_EINVAL, "bpt_folded_write: write failed") : (int)n;
+}

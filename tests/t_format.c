@@ -1,0 +1,146 @@
+/* t_format: the off-hot-path writers: Chrome Trace Event JSON and FlameGraph
+   folded stacks, from hand-made messages (exact figures) and from a real
+   session's drained call/return messages (balanced events); the dbg and
+   tprof text. */
+#define BPTRACE_IMPLEMENTATION
+#include "../bptrace.h"
+#include "check.h"
+#include <string.h>
+
+static bpt_msg msg(int type, uint32_t tid, const char *name, uint64_t ts_us) {
+    bpt_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = (uint16_t)type;
+    m.thread = tid;
+    m.module = "m";
+    m.name = name;   /* interned in real messages: one pointer per name */
+    m.arity = 1;
+    m.ts_ns = ts_us * 1000;
+    return m;
+}
+
+static long count(const char *text, const char *what) {
+    long n = 0;
+    const char *p = text;
+    while ((p = strstr(p, what)) != NULL) { n++; p += strlen(what); }
+    return n;
+}
+
+static char *slurp(FILE *f) {
+    long n;
+    char *buf;
+    fflush(f);
+    n = ftell(f);
+    rewind(f);
+    buf = (char *)calloc(1, (size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) buf[0] = '\0';
+    return buf;
+}
+
+static bpt_vm_word words[2] = { 0x100, 0x101 };
+static bpt_func *fs[2];
+static bpt_vm_token enter(int i) {
+    bpt_vm_token t = 0;
+    if (BPT_VM_FETCH(&words[i]) == 0xBBBB) bpt_vm_breakpoint(fs[i], NULL, &t);
+    return t;
+}
+
+int main(void) {
+    static const char A[] = "A", B[] = "B", C[] = "C";
+    bpt_msg m[10];
+    bpt_chrome w;
+    bpt_folded *f;
+    FILE *out;
+    char *text;
+    int i, n;
+
+    /* Thread 7: A (0..100 us) calls B (10..40 us); thread 8: C (5..25 us);
+       a return of C on thread 9, which never called it (tracing began inside). */
+    m[0] = msg(BPT_MSG_CALL, 7, A, 1000);
+    m[1] = msg(BPT_MSG_CALL, 8, C, 1005);
+    m[2] = msg(BPT_MSG_CALL, 7, B, 1010);
+    m[3] = msg(BPT_MSG_RETURN_FROM, 8, C, 1025);
+    m[4] = msg(BPT_MSG_RETURN_FROM, 7, B, 1040);
+    m[5] = msg(BPT_MSG_DROPPED, 7, NULL, 1050);
+    m[6] = msg(BPT_MSG_RETURN_FROM, 9, C, 1060);
+    m[7] = msg(BPT_MSG_EXCEPTION_FROM, 7, A, 1100);
+
+    out = tmpfile();
+    CHECK_RC(bpt_chrome_open(&w, out), 0);
+    for (i = 0; i < 8; i++) CHECK_RC(bpt_chrome_write(&w, &m[i]), 0);
+    n = bpt_chrome_close(&w);
+    text = slurp(out);
+    printf("%s", text);
+    CHECK(n == 10, "%d records (7 events and 3 thread names)", n);
+    CHECK(count(text, "\"ph\":\"B\"") == 3 && count(text, "\"ph\":\"E\"") == 4, "B/E events");
+    CHECK(count(text, "\"thread_name\"") == 3, "one name per thread");
+    CHECK(strstr(text, "\"ts\":10.000") && strstr(text, "\"ts\":0.000"), "ts in us from the first event");
+    CHECK(strncmp(text, "{\"displayTimeUnit\"", 17) == 0 && strstr(text, "]}\n"), "JSON framing");
+    free(text);
+    fclose(out);
+
+    CHECK_RC(bpt_folded_new(&f), 0);
+    for (i = 0; i < 8; i++) CHECK_RC(bpt_folded_add(f, &m[i]), 0);
+    out = tmpfile();
+    n = bpt_folded_write(f, out);
+    text = slurp(out);
+    printf("%s", text);
+    CHECK(n == 3, "%d stacks", n);
+    CHECK(strstr(text, "A 70\n") && strstr(text, "A;B 30\n") && strstr(text, "C 20\n"), "own time per stack:\n%s", text);
+    free(text);
+    fclose(out);
+    bpt_folded_free(f);
+
+    /* Misuse. */
+    CHECK_RC(bpt_chrome_open(NULL, stdout), BPT_EINVAL);
+    CHECK_RC(bpt_chrome_write(NULL, &m[0]), BPT_EINVAL);
+    CHECK_RC(bpt_folded_new(NULL), BPT_EINVAL);
+    CHECK_RC(bpt_folded_add(NULL, &m[0]), BPT_EINVAL);
+    CHECK_RC(bpt_folded_write(NULL, stdout), BPT_EINVAL);
+
+    /* A real session: nested VM calls with return trace, drained into both writers. */
+    {
+        bpt_session s;
+        bpt_msg d[64];
+        int k, got;
+        long calls = 0, returns = 0;
+        CHECK_RC(bpt_register_vm(&words[0], 0xBBBB, "vm", "outer", 0, NULL, &fs[0]), 0);
+        CHECK_RC(bpt_register_vm(&words[1], 0xBBBB, "vm", "inner", 0, NULL, &fs[1]), 0);
+        CHECK_RC(bpt_session_create(NULL, &s), 0);
+        CHECK_RC(bpt_trace_pattern(s, "vm:_/_", BPT_CALL | BPT_RETURN, NULL), 2);
+        for (k = 0; k < 5; k++) {
+            bpt_vm_token to = enter(0), ti = enter(1);
+            bpt_vm_return(ti, 1);
+            bpt_vm_return(to, 2);
+        }
+        out = tmpfile();
+        CHECK_RC(bpt_chrome_open(&w, out), 0);
+        CHECK_RC(bpt_folded_new(&f), 0);
+        while ((got = bpt_session_drain(s, d, 64)) > 0)
+            for (k = 0; k < got; k++) {
+                calls += d[k].type == BPT_MSG_CALL;
+                returns += d[k].type == BPT_MSG_RETURN_FROM;
+                CHECK_RC(bpt_chrome_write(&w, &d[k]), 0);
+                CHECK_RC(bpt_folded_add(f, &d[k]), 0);
+            }
+        CHECK(bpt_chrome_close(&w) == 21, "20 events and a thread name");
+        text = slurp(out);
+        CHECK(calls == 10 && returns == 10 && count(text, "\"ph\":\"B\"") == 10 && count(text, "\"ph\":\"E\"") == 10,
+              "%ld calls, %ld returns", calls, returns);
+        free(text);
+        fclose(out);
+        out = tmpfile();
+        CHECK(bpt_folded_write(f, out) == 2, "outer and outer;inner");
+        text = slurp(out);
+        printf("%s", text);
+        CHECK(strstr(text, "outer;inner ") && (strstr(text, "\nouter ") != NULL || strncmp(text, "outer ", 6) == 0),
+              "stacks:\n%s", text);
+        free(text);
+        fclose(out);
+        bpt_folded_free(f);
+        CHECK_RC(bpt_session_destroy(s), 0);
+        CHECK_RC(bpt_unregister(fs[0]), 0);
+        CHECK_RC(bpt_unregister(fs[1]), 0);
+    }
+    return CHECK_DONE();
+}
