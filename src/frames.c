@@ -261,7 +261,7 @@ static void bpt__frame_unwound(bpt__thread *rec, const bpt__frame *fr, const cha
 }
 
 /* return_from for a frame that serves one session (its ret spec's type). */
-static void bpt__frame_returned(bpt__thread *rec, const bpt__frame *fr, uint64_t value) {
+static void bpt__frame_returned_one(bpt__thread *rec, const bpt__frame *fr, uint64_t value) {
     bpt_msg m;
     bpt__frame_msg(&m, rec, BPT_MSG_RETURN_FROM, fr);
     m.value = value;
@@ -273,6 +273,19 @@ static void bpt__frame_returned(bpt__thread *rec, const bpt__frame *fr, uint64_t
         m.value = 0;
     }
     bpt__frame_send(rec, fr, BPT_RETURN | BPT_EXCEPTION, &m);
+}
+
+/* return_from to each session of a frame, one message each, with the value
+   its ret spec asks for: the integer return register, or the floating-point
+   one for f64 (the same value for both on a VM). */
+static void bpt__frame_returned(bpt__thread *rec, const bpt__frame *fr, uint64_t int_value, uint64_t fp_value) {
+    uint32_t i;
+    for (i = 0; i < fr->nsess; i++) {
+        bpt__frame one = *fr;
+        one.nsess = 1;
+        one.sess[0] = fr->sess[i];
+        bpt__frame_returned_one(rec, &one, fr->sess[i].rettype == BPT_ARG_F64 ? fp_value : int_value);
+    }
 }
 
 /* return_to: execution resumes in (module, name, arity), or in code that is
@@ -421,12 +434,8 @@ __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr
             bpt__frames_lost(sp);
         fr = bpt__frame_pop(rec, BPT__STACK_NATIVE);
         bpt__frame_end(rec, BPT__STACK_NATIVE, &fr);
+        bpt__frame_returned(rec, &fr, r->gpr[0], r->fp[0][0]);
         for (i = 0; i < fr.nsess; i++) {
-            /* Each session's value as its ret spec says; one message per session. */
-            bpt__frame one = fr;
-            one.nsess = 1;
-            one.sess[0] = fr.sess[i];
-            bpt__frame_returned(rec, &one, bpt__arch_ret_value(r, fr.sess[i].rettype));
             if (fr.sess[i].actions & BPT_RETURN_TO) {   /* each session once per chain */
                 uint32_t k;
                 for (k = 0; k < to_sessions && to.sess[k].id != fr.sess[i].id; k++) {}
@@ -504,7 +513,6 @@ void bpt_vm_return(bpt_vm_token token, uint64_t value) {
     bpt__thread *rec = bpt__thread_self_or_null();
     long ix = bpt__vm_token_index(rec, token);
     bpt__frame fr;
-    uint32_t i;
     if (ix < 0) return;
     bpt__pin();
     while (rec->shadow_depth[BPT__STACK_VM] > (uint32_t)ix + 1) {
@@ -514,12 +522,7 @@ void bpt_vm_return(bpt_vm_token token, uint64_t value) {
     }
     fr = bpt__frame_pop(rec, BPT__STACK_VM);
     bpt__frame_end(rec, BPT__STACK_VM, &fr);
-    for (i = 0; i < fr.nsess; i++) {
-        bpt__frame one = fr;
-        one.nsess = 1;
-        one.sess[0] = fr.sess[i];
-        bpt__frame_returned(rec, &one, value);
-    }
+    bpt__frame_returned(rec, &fr, value, value);
     bpt__frame_return_to(rec, &fr, fr.caller_module, fr.caller_name, fr.caller_arity, 0);
     bpt__unpin(rec);
 }

@@ -135,9 +135,6 @@ static uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t 
     __asm__("hint #8" : "+r"(x17) : "r"(x16));   /* pacia1716 */
     return x17;
 }
-static uint64_t bpt__arch_ret_value(const bpt__retregs *r, int type) {
-    return type == BPT_ARG_F64 ? r->fp[0][0] : r->gpr[0];
-}
 
 typedef struct bpt__entry_layout {
     uint8_t *site;

@@ -140,10 +140,6 @@ static uintptr_t bpt__arch_entry_sp(const bpt__regs *r) { return (uintptr_t)(r->
 /* Return addresses are stored as they are (no pointer authentication). */
 static uintptr_t bpt__arch_ret_strip(const bpt_func *f, uintptr_t ret) { (void)f; return ret; }
 static uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t sp) { (void)f; (void)sp; return ret; }
-/* What the return value registers hold, as the ret spec's type asks. */
-static uint64_t bpt__arch_ret_value(const bpt__retregs *r, int type) {
-    return type == BPT_ARG_F64 ? r->fp[0][0] : r->gpr[0];
-}
 
 /* What registration writes and what the protocol switches, for one entry. */
 typedef struct bpt__entry_layout {
