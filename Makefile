@@ -1,5 +1,5 @@
 # bptrace: the header is the product; this Makefile builds its tests, examples and demo.
-#   make demo         the main job (until the SQLite demo lands: tinyvm traced live)
+#   make demo         the main job: SQLite traced live (examples/sqlite.mk); make demo-tinyvm: the interpreter
 #   make test         the whole test matrix (tests/run), ends with "N passed, N failed"
 #   make bench        benchmarks (figures and ratios; no assertions)
 #   make fuzz         the libFuzzer targets, FUZZ_SECONDS each (tests/fuzz/fuzz.mk)
@@ -10,7 +10,7 @@ CC ?= cc
 CFLAGS ?= -std=c11 -O2 -g -Wall -Wextra
 BUILD := build
 
-.PHONY: all demo test test-elf bench amalgamate check-amalgamation examples print-cflags clean
+.PHONY: all demo demo-tinyvm test test-elf bench amalgamate check-amalgamation examples print-cflags clean
 
 all: examples
 
@@ -29,8 +29,15 @@ $(BUILD)/%: examples/%.c bptrace.h
 
 examples: $(BUILD)/tinyvm $(BUILD)/protocol_walkthrough
 
-demo: $(BUILD)/tinyvm
+# The main job: SQLite 3.52 (fetched and checked, built traceable) traced live while its
+# threads run a bank workload (examples/sqlite.mk, examples/sqlite_live.c).
+demo: demo-sqlite
+
+# The interpreter example, traced live.
+demo-tinyvm: $(BUILD)/tinyvm
 	$(BUILD)/tinyvm --threads 4 --trace 'fib:fib/_' --count 'fib:*/_' --after-ms 300 --for-ms 600 --run-ms 1200 examples/fib.tvm
+
+include examples/sqlite.mk
 
 test:
 	./amalgamate.sh --check
@@ -49,8 +56,12 @@ $(BUILD)/bench_%: bench/%.c bptrace.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) -o $@ $< -pthread
 
-bench: $(BUILD)/bench_entry_overhead
+# The other benchmarks' builds (generated programs, peer builds) are in bench/bench.mk;
+# bench/run.sh prints the table PERFORMANCE.md shows. Peers: uftrace, liburcu-dev, valgrind.
+bench: $(BUILD)/bench_entry_overhead bptrace.h
+	$(MAKE) -f bench/bench.mk CC="$(CC)" BUILD=$(BUILD) all
 	$(BUILD)/bench_entry_overhead
+	CC="$(CC)" bench/run.sh $(BUILD)
 
 # The flags that make every function of a file traceable (BPT_TRACEABLE_CFLAGS),
 # for the host architecture or ARCH=x86_64 / ARCH=aarch64, and for $(CC): gcc also

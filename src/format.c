@@ -117,7 +117,7 @@ static int bpt__profile_cmp(const void *a, const void *b) {
 int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size_t size) {
     bpt__buf b;
     uint64_t total = 0, calls = 0;
-    int i, procs = 0;
+    int i, procs = 0, width = 44;   /* the name column: as wide as the widest name */
     char fn[300];
     if ((!rows && n > 0) || n < 0 || (!buf && size))
         return bpt__fail(BPT_EINVAL, "bpt_format_profile: rows NULL with n %d, n < 0, or buf NULL", n);
@@ -131,7 +131,13 @@ int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size
         calls += rows[i].calls;
         procs |= rows[i].process != 0;
     }
-    bpt__bprintf(&b, "%-44s %10s %12s %10s  [    %%]\n", procs ? "PROCESS  FUNCTION" : "FUNCTION", "CALLS",
+    for (i = 0; i < n; i++) {
+        int w = snprintf(fn, sizeof fn, "<%llu>  %s:%s/%d", (unsigned long long)rows[i].process,
+                         rows[i].module ? rows[i].module : "?", rows[i].name ? rows[i].name : "?", rows[i].arity);
+        if (!procs) w -= snprintf(fn, sizeof fn, "<%llu>  ", (unsigned long long)rows[i].process);
+        if (w > width) width = w < (int)sizeof fn - 1 ? w : (int)sizeof fn - 1;
+    }
+    bpt__bprintf(&b, "%-*s %10s %12s %10s  [    %%]\n", width, procs ? "PROCESS  FUNCTION" : "FUNCTION", "CALLS",
                  memory ? "BYTES" : "TIME(us)", memory ? "PER CALL" : "PER CALL");
     for (i = 0; i < n; i++) {
         const bpt_profile_row *r = &rows[i];
@@ -140,17 +146,17 @@ int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size
                             r->module ? r->module : "?", r->name ? r->name : "?", r->arity);
         else snprintf(fn, sizeof fn, "%s:%s/%d", r->module ? r->module : "?", r->name ? r->name : "?", r->arity);
         if (memory)
-            bpt__bprintf(&b, "%-44s %10llu %12llu %10.1f  [%5.1f]\n", fn, (unsigned long long)r->calls,
+            bpt__bprintf(&b, "%-*s %10llu %12llu %10.1f  [%5.1f]\n", width, fn, (unsigned long long)r->calls,
                          (unsigned long long)r->value, r->calls ? (double)r->value / (double)r->calls : 0.0, pct);
         else
-            bpt__bprintf(&b, "%-44s %10llu %12.1f %10.2f  [%5.1f]\n", fn, (unsigned long long)r->calls,
+            bpt__bprintf(&b, "%-*s %10llu %12.1f %10.2f  [%5.1f]\n", width, fn, (unsigned long long)r->calls,
                          (double)r->value / 1e3, r->calls ? (double)r->value / 1e3 / (double)r->calls : 0.0, pct);
     }
     if (memory)
-        bpt__bprintf(&b, "%-44s %10llu %12llu %10s  [100.0]\n", "", (unsigned long long)calls,
+        bpt__bprintf(&b, "%-*s %10llu %12llu %10s  [100.0]\n", width, "", (unsigned long long)calls,
                      (unsigned long long)total, "");
     else
-        bpt__bprintf(&b, "%-44s %10llu %12.1f %10s  [100.0]\n", "", (unsigned long long)calls, (double)total / 1e3, "");
+        bpt__bprintf(&b, "%-*s %10llu %12.1f %10s  [100.0]\n", width, "", (unsigned long long)calls, (double)total / 1e3, "");
     return (int)b.len;
 }
 

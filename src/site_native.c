@@ -45,23 +45,37 @@ static int bpt__uintptr_cmp(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* The end of the run of consecutive pages that starts at pages[i] (sorted):
+   one mprotect per run, not per page. A call per page made a 50,000-function
+   change take 15 ms and stall other threads 7.7 ms (the kernel's mm lock and
+   TLB shootdowns); per run: 0.37 ms and 78 us (bench/pattern_scale). */
+static int bpt__batch_run_end(const bpt__code_batch *b, int i, int n) {
+    int j = i + 1;
+    while (j < n && b->pages[j] == b->pages[j - 1] + bpt__page_size()) j++;
+    return j;
+}
+
 static void bpt__batch_protect(const bpt__code_batch *b, int n, int prot) {
-    int i;
-    for (i = 0; i < n; i++) mprotect((void *)b->pages[i], bpt__page_size(), prot);
+    int i, j;
+    for (i = 0; i < n; i = j) {
+        j = bpt__batch_run_end(b, i, n);
+        mprotect((void *)b->pages[i], bpt__page_size() * (size_t)(j - i), prot);
+    }
 }
 
 /* Make every noted page writable. Returns 0, or BPT_EPERM with every page
    back to read+execute and the reason in bpt_last_error. */
 static int bpt__batch_open(bpt__code_batch *b, const char *who) {
-    int i, k = 0;
+    int i, j, k = 0;
     qsort(b->pages, (size_t)b->n, sizeof *b->pages, bpt__uintptr_cmp);
     for (i = 0; i < b->n; i++)
         if (!k || b->pages[k - 1] != b->pages[i]) b->pages[k++] = b->pages[i];
     b->n = k;
-    for (i = 0; i < b->n; i++) {
-        if (mprotect((void *)b->pages[i], bpt__page_size(), PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+    for (i = 0; i < b->n; i = j) {
+        j = bpt__batch_run_end(b, i, b->n);
+        if (mprotect((void *)b->pages[i], bpt__page_size() * (size_t)(j - i), PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
             int e = errno;
-            bpt__batch_protect(b, i, PROT_READ | PROT_EXEC);
+            bpt__batch_protect(b, j, PROT_READ | PROT_EXEC);   /* this run too: it may be half changed */
             return bpt__fail(BPT_EPERM, "%s: mprotect(%p, RWX) refused: %s (a read-only file mapping, "
                              "SELinux execmod, or a hardened kernel); nothing was changed",
                              who, (void *)b->pages[i], strerror(e));

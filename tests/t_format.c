@@ -91,6 +91,19 @@ int main(void) {
     fclose(out);
     bpt_folded_free(f);
 
+    /* tprof table: a name wider than the default column keeps the columns aligned. */
+    {
+        bpt_profile_row rows[2];
+        char tab[1024], *l1, *l2, *l3;
+        memset(rows, 0, sizeof rows);
+        rows[0].module = "sqlite_live"; rows[0].name = "sqlite3PagerCommitPhaseOne.part.0"; rows[0].calls = 3; rows[0].value = 3000;
+        rows[1].module = "m"; rows[1].name = "f"; rows[1].calls = 1; rows[1].value = 1000;
+        CHECK(bpt_format_profile(rows, 2, 0, tab, sizeof tab) > 0, "profile");
+        printf("%s", tab);
+        l1 = strchr(tab, '\n') + 1; l2 = strchr(l1, '\n') + 1; l3 = strchr(l2, '\n') + 1;
+        CHECK(l2 - l1 == l3 - l2 && strchr(tab, '\n') - tab + 1 == l2 - l1, "rows of one width:\n%s", tab);
+    }
+
     /* Misuse. */
     CHECK_RC(bpt_chrome_open(NULL, stdout), BPT_EINVAL);
     CHECK_RC(bpt_chrome_write(NULL, &m[0]), BPT_EINVAL);

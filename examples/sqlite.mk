@@ -1,0 +1,73 @@
+# sqlite.mk - the SQLite live demo (issue #7): SQLite 3.52.0 built traceable, traced live.
+#
+#   make -f Makefile -f examples/sqlite.mk demo-sqlite     (or `make demo-sqlite` once the
+#                                                           Makefile includes this file)
+#   make ... demo-sqlite SQLITE_TARBALL=/path/to/sqlite-autoconf-3520000.tar.gz
+#   make ... demo-sqlite SQLITE_LIVE_ARGS="--threads 4 --phase-ms 5000"
+#   make ... sqlite-live        just build $(BUILD)/sqlite_live
+#
+# What it does:
+#   1. examples/get-sqlite.sh fetches the amalgamation into $(BUILD)/sqlite/ (cached;
+#      npm pack sqlite3@6.0.1 ships it) or copies SQLITE_TARBALL, and checks its SHA-256;
+#   2. extracts sqlite3.c and sqlite3.h;
+#   3. compiles sqlite3.c with the patchable-entry flags of the host architecture and
+#      $(CC) (`make print-cflags`), so that every SQLite function, static ones too,
+#      can be traced;
+#   4. links examples/sqlite_live.c (which includes bptrace.h with the implementation)
+#      into $(BUILD)/sqlite_live, and demo-sqlite runs it on $(BUILD)/demo/bank.db.
+# Warnings in sqlite3.c are SQLite's (it is compiled with -w); sqlite_live.c builds
+# with -Wall -Wextra and no warnings.
+
+BUILD ?= build
+CC ?= cc
+SQLITE_VER := 3520000
+SQLITE_DIR := $(BUILD)/sqlite
+SQLITE_SRC := $(SQLITE_DIR)/sqlite-autoconf-$(SQLITE_VER)
+SQLITE_TGZ := $(SQLITE_DIR)/sqlite-autoconf-$(SQLITE_VER).tar.gz
+SQLITE_LIVE_ARGS ?=
+
+# The whole-program flags for traceable functions, as the Makefile prints them for $(CC).
+SQLITE_TRACE_CFLAGS = $(shell $(MAKE) --no-print-directory -s -f Makefile print-cflags CC="$(CC)")
+SQLITE_OPTS := -DSQLITE_THREADSAFE=1 -DSQLITE_OMIT_LOAD_EXTENSION -DSQLITE_DEFAULT_WAL_SYNCHRONOUS=1 \
+               -DSQLITE_DEFAULT_MEMSTATUS=0 -DSQLITE_DQS=0 -DSQLITE_OMIT_DEPRECATED
+SQLITE_CFLAGS ?= -O2
+SQLITE_LIVE_CFLAGS ?= -std=c11 -O2 -g -Wall -Wextra
+
+.PHONY: sqlite-fetch sqlite-live demo-sqlite sqlite-flags-check
+
+# Always run the script: it checks the hash of the cached copy too, and a changed
+# SQLITE_TARBALL must be noticed. It only rewrites the tarball when it changes.
+sqlite-fetch:
+	@SQLITE_TARBALL="$(SQLITE_TARBALL)" sh examples/get-sqlite.sh $(SQLITE_DIR)
+
+$(SQLITE_SRC)/sqlite3.c: | sqlite-fetch
+	tar -xzf $(SQLITE_TGZ) -C $(SQLITE_DIR) sqlite-autoconf-$(SQLITE_VER)/sqlite3.c sqlite-autoconf-$(SQLITE_VER)/sqlite3.h
+	@touch $@ $(SQLITE_SRC)/sqlite3.h
+
+$(SQLITE_SRC)/sqlite3.h: $(SQLITE_SRC)/sqlite3.c
+
+# The compile line is recorded in $(SQLITE_DIR)/cflags, rewritten only when it changes,
+# so that another CC or other flags rebuild sqlite3.o and nothing else does.
+sqlite-flags-check:
+	@mkdir -p $(SQLITE_DIR)
+	@echo '$(CC) $(SQLITE_CFLAGS) $(SQLITE_TRACE_CFLAGS) $(SQLITE_OPTS)' > $(SQLITE_DIR)/cflags.new; \
+	if cmp -s $(SQLITE_DIR)/cflags.new $(SQLITE_DIR)/cflags; then rm -f $(SQLITE_DIR)/cflags.new; \
+	else mv $(SQLITE_DIR)/cflags.new $(SQLITE_DIR)/cflags; fi
+
+$(SQLITE_DIR)/cflags: sqlite-flags-check
+
+$(SQLITE_DIR)/sqlite3.o: $(SQLITE_SRC)/sqlite3.c $(SQLITE_DIR)/cflags
+	@flags="$(SQLITE_TRACE_CFLAGS)"; [ -n "$$flags" ] || { echo "sqlite.mk: make print-cflags gave no flags for CC=$(CC)" >&2; exit 1; }; \
+	echo "$(CC) $(SQLITE_CFLAGS) $$flags $(SQLITE_OPTS) -w -c sqlite3.c  (SQLite 3.52.0, every function traceable)"; \
+	start=$$(date +%s); \
+	$(CC) $(SQLITE_CFLAGS) $$flags $(SQLITE_OPTS) -w -c $(SQLITE_SRC)/sqlite3.c -o $@.tmp && mv $@.tmp $@ && \
+	echo "sqlite3.o built in $$(( $$(date +%s) - start )) s"
+
+$(BUILD)/sqlite_live: examples/sqlite_live.c bptrace.h $(SQLITE_DIR)/sqlite3.o $(SQLITE_SRC)/sqlite3.h
+	$(CC) $(SQLITE_LIVE_CFLAGS) -I$(SQLITE_SRC) -o $@ examples/sqlite_live.c $(SQLITE_DIR)/sqlite3.o -pthread -lm
+
+sqlite-live: $(BUILD)/sqlite_live
+
+demo-sqlite: $(BUILD)/sqlite_live
+	@mkdir -p $(BUILD)/demo
+	$(BUILD)/sqlite_live --db $(BUILD)/demo/bank.db --out $(BUILD)/demo $(SQLITE_LIVE_ARGS)

@@ -1,0 +1,1388 @@
+/* sqlite_live.c - SQLite traced live under a bank workload, never stopped (issue #7).
+
+   WHAT IT DEMONSTRATES
+       bptrace on a real C code base it was never written for. SQLite 3.52.0's
+       amalgamation (sqlite3.c: about 1,560 functions left after gcc's inlining,
+       most of them static, .part/.isra clones included) is
+       compiled with the patchable-entry flags (`make print-cflags`) and
+       registered at run time with bpt_register_module(NULL), which names
+       every function from the executable's ELF symbols. Worker threads run a
+       TPC-B-like bank workload (pgbench's tables) on one WAL database, each
+       with its own connection and real SQL transactions, while the main
+       thread switches tracing on and off under them, phase by phase:
+
+         1. baseline, untraced;
+         2. call_count on every SQLite function ("sqlite_live:_/_", the
+            executable's module): how many, how long
+            bpt_trace_pattern took, then the 15 most called (bpt_trace_info_each);
+         3. call_time (BPT_TIME) on sqlite3Btree*, sqlite3Pager*, sqlite3Vdbe*,
+            read with bpt_trace_info every second while the workers run, then
+            a tprof-style table (bpt_format_profile);
+         4. call + return trace of sqlite3_step and sqlite3VdbeExec with
+            arguments and return values, dbg-style, in a session limited to 30
+            messages (bpt_session_desc.rate_max): the limit trips visibly;
+         5. a 0.5 s window of call + return trace on sqlite3Btree*, written as
+            Chrome Trace Event JSON (trace.json, for chrome://tracing or
+            Perfetto) and FlameGraph folded stacks (stacks.folded);
+         6. everything off: throughput back at baseline, and every entry word
+            is the original again (checked byte for byte against a snapshot
+            taken before the first pattern was set).
+
+       Every phase prints the workers' throughput relative to the baseline,
+       how long each bpt_trace_pattern call took, and the largest stall any
+       worker saw: each worker times every iteration of its own loop, so a
+       stop-the-world pause of the program would show there.
+
+   THE WORKLOAD
+       pgbench's schema: pgbench_branches (scale rows), pgbench_tellers (10
+       per branch), pgbench_accounts (100,000 per branch), pgbench_history.
+       A transaction moves a random amount between two random accounts:
+           BEGIN IMMEDIATE;
+           UPDATE pgbench_accounts SET abalance = abalance - :d WHERE aid = :a1;
+           SELECT abalance FROM pgbench_accounts WHERE aid = :a1;
+           UPDATE pgbench_accounts SET abalance = abalance + :d WHERE aid = :a2;
+           UPDATE pgbench_tellers / pgbench_branches of a1's branch by -:d, of a2's by +:d;
+           INSERT INTO pgbench_history ... (two rows, -:d and +:d);
+           COMMIT;
+       followed by a read-only transaction of four balance lookups, which WAL
+       lets run beside another connection's writer. Every transaction sums
+       to zero, so these invariants hold before and after any run:
+           sum(abalance) = sum(tbalance) = sum(bbalance) = sum(delta) = 0
+           (accounts open at +1,000,000 and -1,000,000 alternately),
+           every branch's bbalance = the sum of its accounts' abalance
+                                   = the sum of its tellers' tbalance,
+           pgbench_history has two rows per committed transfer.
+
+   BUILD AND RUN (from the repository root)
+       make -f Makefile -f examples/sqlite.mk demo-sqlite
+       (fetches and checks the SQLite tarball, builds sqlite3.o traceable, links
+       build/sqlite_live, runs it on build/demo/bank.db; see examples/sqlite.mk)
+
+   OPTIONS
+       --db PATH        the database file, recreated at each run (build/demo/bank.db)
+       --out DIR        where trace.json and stacks.folded go (build/demo)
+       --threads N      worker threads (default: online CPUs, at least 2)
+       --phase-ms MS    length of phases 1, 2, 3 and 6 (12000)
+       --scale N        pgbench scale: branches (1)
+       --control 1      the same timeline with phases 2-5 untraced: how far the
+                        machine and the database drift on their own
+
+   WHAT TO LOOK FOR
+       - bpt_trace_pattern on all ~1,560 functions takes a few milliseconds,
+         and the workers' largest stall stays at the baseline's level: they
+         are never stopped (on a busy machine the baseline's stall is the
+         scheduler's, tens of ms).
+       - Phase 3's table shows where a transfer spends its time: waiting for
+         the WAL write lock shows up as own time of sqlite3BtreeBeginTrans
+         (the busy handler that sleeps is called from it).
+       - Phase 4: the rate limit stops the session after 30 messages; the
+         workers go on at full speed.
+       - Phase 6 compares the median of its per-second rates with the
+         baseline's (one burst of a shared machine's other load moves a mean
+         far more than a median); the mean and the rate per worker CPU-second
+         are printed too, and the load average at the start and the end.
+
+   Exit status: 0 when no worker saw an error, the invariants hold after the
+   run and every entry word is the original; 1 otherwise; 2 for bad usage or
+   a failed setup. Throughput after phase 6 is reported against the baseline,
+   with a WARNING when it is more than 10 % off (the noise of a shared
+   machine should not fail a demo). */
+
+#define BPTRACE_IMPLEMENTATION
+#include "../bptrace.h"
+
+#include <sqlite3.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { MAX_WORKERS = 64, NPHASES = 7, TOP = 15, PROFILE_ROWS_SHOWN = 20, WARMUP_MS = 6000 };
+enum { ACCOUNTS_PER_BRANCH = 100000, TELLERS_PER_BRANCH = 10 };
+
+/* Accounts open at +1,000,000 (odd aid) or -1,000,000 (even aid): they sum
+   to zero per branch, and every record has its full size from the start.
+   Opening at 0 (pgbench's way) costs nothing on disk (SQLite stores 0 in
+   the record header), so the first update of each account would grow its
+   record and split pages early in the run: a warm-up drift the phases
+   would be measured against. */
+#define OPENING_BALANCE "CASE WHEN ?1 % 2 THEN 1000000 ELSE -1000000 END"
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ns(uint64_t ns)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)(ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static void sleep_until(uint64_t t)
+{
+    uint64_t n = now_ns();
+    if (t > n)
+        sleep_ns(t - n);
+}
+
+/* ---------------------------------------------------------------- options */
+
+struct options {
+    const char *db, *out;
+    int threads, phase_ms, scale;
+    int control;               /* --control: phases 2-5 run untraced, for comparison */
+};
+
+static void usage(const char *argv0)
+{
+    fprintf(stderr, "usage: %s [--db PATH] [--out DIR] [--threads N] [--phase-ms MS] [--scale N] [--control 0|1]\n",
+            argv0);
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    long v;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int i;
+    o->db = "build/demo/bank.db";
+    o->out = "build/demo";
+    o->threads = ncpu < 2 ? 2 : ncpu > MAX_WORKERS ? MAX_WORKERS : (int)ncpu;
+    o->phase_ms = 12000;
+    o->scale = 1;
+    for (i = 1; i < argc; i += 2) {       /* every option takes a value */
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) {
+            fprintf(stderr, "sqlite_live: %s needs a value\n", a);
+            return -1;
+        }
+        if (strcmp(a, "--db") == 0)
+            o->db = v;
+        else if (strcmp(a, "--out") == 0)
+            o->out = v;
+        else if (strcmp(a, "--threads") == 0) {
+            if (parse_int(v, 1, MAX_WORKERS, &o->threads) != 0) {
+                fprintf(stderr, "sqlite_live: --threads wants 1..%d\n", MAX_WORKERS);
+                return -1;
+            }
+        } else if (strcmp(a, "--phase-ms") == 0) {
+            if (parse_int(v, 500, 600000, &o->phase_ms) != 0) {
+                fprintf(stderr, "sqlite_live: --phase-ms wants 500..600000\n");
+                return -1;
+            }
+        } else if (strcmp(a, "--control") == 0) {
+            if (parse_int(v, 0, 1, &o->control) != 0) {
+                fprintf(stderr, "sqlite_live: --control wants 0 or 1\n");
+                return -1;
+            }
+        } else if (strcmp(a, "--scale") == 0) {
+            if (parse_int(v, 1, 100, &o->scale) != 0) {
+                fprintf(stderr, "sqlite_live: --scale wants 1..100\n");
+                return -1;
+            }
+        } else {
+            fprintf(stderr, "sqlite_live: unknown option %s\n", a);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the bank */
+
+static const char *const schema_sql =
+    "PRAGMA journal_mode=WAL;"
+    "CREATE TABLE pgbench_branches(bid INTEGER PRIMARY KEY, bbalance INTEGER NOT NULL, filler TEXT);"
+    "CREATE TABLE pgbench_tellers(tid INTEGER PRIMARY KEY, bid INTEGER NOT NULL, tbalance INTEGER NOT NULL, filler TEXT);"
+    "CREATE TABLE pgbench_accounts(aid INTEGER PRIMARY KEY, bid INTEGER NOT NULL, abalance INTEGER NOT NULL, filler TEXT);"
+    "CREATE TABLE pgbench_history(tid INTEGER, bid INTEGER, aid INTEGER, delta INTEGER, mtime INTEGER, filler TEXT);";
+
+/* The worker's statements, prepared once per connection. */
+enum {
+    S_BEGIN, S_COMMIT, S_ROLLBACK, S_UPD_ACCOUNT, S_SEL_ACCOUNT, S_UPD_TELLER, S_UPD_BRANCH,
+    S_INS_HISTORY, S_BEGIN_READ, S_COUNT
+};
+static const char *const stmt_sql[S_COUNT] = {
+    "BEGIN IMMEDIATE",
+    "COMMIT",
+    "ROLLBACK",
+    "UPDATE pgbench_accounts SET abalance = abalance + ?1 WHERE aid = ?2",
+    "SELECT abalance FROM pgbench_accounts WHERE aid = ?1",
+    "UPDATE pgbench_tellers SET tbalance = tbalance + ?1 WHERE tid = ?2",
+    "UPDATE pgbench_branches SET bbalance = bbalance + ?1 WHERE bid = ?2",
+    "INSERT INTO pgbench_history(tid, bid, aid, delta, mtime) VALUES (?1, ?2, ?3, ?4, ?5)",
+    "BEGIN",
+};
+
+struct worker {
+    pthread_t thread;
+    clockid_t cpu_clock;             /* the thread's CPU-time clock, read by the main thread */
+    int index;
+    sqlite3 *db;
+    sqlite3_stmt *st[S_COUNT];
+    uint64_t rng;
+    int naccounts;
+    uint64_t busy_since;             /* start of the current busy wait, for its timeout */
+    _Atomic uint64_t txns;           /* committed transfers */
+    _Atomic uint64_t reads;          /* read-only transactions */
+    _Atomic uint64_t busy_waits;     /* times the busy handler ran */
+    _Atomic uint64_t max_iter_ns[NPHASES]; /* the longest loop iteration in each phase */
+    _Atomic int failed;
+    char error[300];
+};
+
+static _Atomic int g_stop;
+static _Atomic int g_phase;
+
+static uint64_t rnd(struct worker *w)
+{
+    /* xorshift64* */
+    w->rng ^= w->rng >> 12;
+    w->rng ^= w->rng << 25;
+    w->rng ^= w->rng >> 27;
+    return w->rng * 2685821657736338717ull;
+}
+
+/* Writers queue on the WAL write lock: wait in short sleeps (SQLite's own
+   busy handler sleeps in steps of up to 100 ms, which would dwarf anything
+   tracing does), and give up after 10 s, which is an error. */
+static int busy_handler(void *user, int n)
+{
+    struct worker *w = user;
+    atomic_fetch_add_explicit(&w->busy_waits, 1, memory_order_relaxed);
+    if (n == 0)
+        w->busy_since = now_ns();
+    else if (now_ns() - w->busy_since > 10000000000ull)
+        return 0;
+    if (n < 4)
+        sched_yield();
+    else
+        sleep_ns(50000);
+    return 1;
+}
+
+static int fail(struct worker *w, const char *what, int rc)
+{
+    snprintf(w->error, sizeof w->error, "%s: %s (%d): %s", what, sqlite3_errstr(rc), rc,
+             w->db ? sqlite3_errmsg(w->db) : "");
+    atomic_store(&w->failed, 1);
+    return -1;
+}
+
+/* Run a statement that returns no row (or ignores them). */
+static int exec_stmt(struct worker *w, int s, const char *what)
+{
+    int rc;
+    while ((rc = sqlite3_step(w->st[s])) == SQLITE_ROW)
+        ;
+    sqlite3_reset(w->st[s]);
+    return rc == SQLITE_DONE ? 0 : fail(w, what, rc);
+}
+
+static int add_balance(struct worker *w, int s, int64_t delta, int64_t id, const char *what)
+{
+    sqlite3_bind_int64(w->st[s], 1, delta);
+    sqlite3_bind_int64(w->st[s], 2, id);
+    if (exec_stmt(w, s, what) != 0)
+        return -1;
+    if (sqlite3_changes(w->db) != 1) {
+        snprintf(w->error, sizeof w->error, "%s: row %" PRId64 " not found", what, id);
+        atomic_store(&w->failed, 1);
+        return -1;
+    }
+    return 0;
+}
+
+static int add_history(struct worker *w, int64_t tid, int64_t bid, int64_t aid, int64_t delta)
+{
+    sqlite3_stmt *st = w->st[S_INS_HISTORY];
+    sqlite3_bind_int64(st, 1, tid);
+    sqlite3_bind_int64(st, 2, bid);
+    sqlite3_bind_int64(st, 3, aid);
+    sqlite3_bind_int64(st, 4, delta);
+    sqlite3_bind_int64(st, 5, (int64_t)time(NULL));
+    return exec_stmt(w, S_INS_HISTORY, "INSERT INTO pgbench_history");
+}
+
+/* One transfer: a zero-sum TPC-B transaction. */
+static int transfer(struct worker *w)
+{
+    int64_t a1 = (int64_t)(rnd(w) % (uint64_t)w->naccounts) + 1;
+    int64_t a2 = (int64_t)(rnd(w) % (uint64_t)w->naccounts) + 1;
+    int64_t b1 = (a1 - 1) / ACCOUNTS_PER_BRANCH + 1, b2 = (a2 - 1) / ACCOUNTS_PER_BRANCH + 1;
+    int64_t t1 = (b1 - 1) * TELLERS_PER_BRANCH + (int64_t)(rnd(w) % TELLERS_PER_BRANCH) + 1;
+    int64_t t2 = (b2 - 1) * TELLERS_PER_BRANCH + (int64_t)(rnd(w) % TELLERS_PER_BRANCH) + 1;
+    int64_t d = (int64_t)(rnd(w) % 10001) - 5000;
+    int rc;
+
+    if (exec_stmt(w, S_BEGIN, "BEGIN IMMEDIATE") != 0)
+        return -1;
+    if (add_balance(w, S_UPD_ACCOUNT, -d, a1, "UPDATE pgbench_accounts") != 0)
+        goto rollback;
+    sqlite3_bind_int64(w->st[S_SEL_ACCOUNT], 1, a1);
+    rc = sqlite3_step(w->st[S_SEL_ACCOUNT]);
+    sqlite3_reset(w->st[S_SEL_ACCOUNT]);
+    if (rc != SQLITE_ROW) {
+        fail(w, "SELECT abalance", rc);
+        goto rollback;
+    }
+    if (add_balance(w, S_UPD_ACCOUNT, d, a2, "UPDATE pgbench_accounts") != 0 ||
+        add_balance(w, S_UPD_TELLER, -d, t1, "UPDATE pgbench_tellers") != 0 ||
+        add_balance(w, S_UPD_TELLER, d, t2, "UPDATE pgbench_tellers") != 0 ||
+        add_balance(w, S_UPD_BRANCH, -d, b1, "UPDATE pgbench_branches") != 0 ||
+        add_balance(w, S_UPD_BRANCH, d, b2, "UPDATE pgbench_branches") != 0 ||
+        add_history(w, t1, b1, a1, -d) != 0 || add_history(w, t2, b2, a2, d) != 0)
+        goto rollback;
+    if (exec_stmt(w, S_COMMIT, "COMMIT") != 0)
+        goto rollback;
+    atomic_fetch_add_explicit(&w->txns, 1, memory_order_relaxed);
+    return 0;
+rollback:
+    sqlite3_step(w->st[S_ROLLBACK]);
+    sqlite3_reset(w->st[S_ROLLBACK]);
+    return -1;
+}
+
+/* Four balance lookups in one read transaction: WAL runs it beside a writer. */
+static int lookups(struct worker *w)
+{
+    int i, rc;
+    if (exec_stmt(w, S_BEGIN_READ, "BEGIN") != 0)
+        return -1;
+    for (i = 0; i < 4; i++) {
+        sqlite3_bind_int64(w->st[S_SEL_ACCOUNT], 1, (int64_t)(rnd(w) % (uint64_t)w->naccounts) + 1);
+        rc = sqlite3_step(w->st[S_SEL_ACCOUNT]);
+        sqlite3_reset(w->st[S_SEL_ACCOUNT]);
+        if (rc != SQLITE_ROW) {
+            fail(w, "SELECT abalance (read transaction)", rc);
+            sqlite3_step(w->st[S_ROLLBACK]);
+            sqlite3_reset(w->st[S_ROLLBACK]);
+            return -1;
+        }
+    }
+    if (exec_stmt(w, S_COMMIT, "COMMIT (read transaction)") != 0)
+        return -1;
+    atomic_fetch_add_explicit(&w->reads, 1, memory_order_relaxed);
+    return 0;
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    while (!atomic_load_explicit(&g_stop, memory_order_relaxed)) {
+        int ph = atomic_load_explicit(&g_phase, memory_order_relaxed);
+        uint64_t t0 = now_ns(), dt;
+        if (transfer(w) != 0 || lookups(w) != 0)
+            break;
+        dt = now_ns() - t0;
+        if (dt > atomic_load_explicit(&w->max_iter_ns[ph], memory_order_relaxed))
+            atomic_store_explicit(&w->max_iter_ns[ph], dt, memory_order_relaxed);
+    }
+    return NULL;
+}
+
+static int worker_open(struct worker *w, const char *path)
+{
+    int rc, i;
+    rc = sqlite3_open_v2(path, &w->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK)
+        return fail(w, "sqlite3_open_v2", rc);
+    sqlite3_busy_handler(w->db, busy_handler, w);
+    for (i = 0; i < S_COUNT; i++) {
+        rc = sqlite3_prepare_v3(w->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &w->st[i], NULL);
+        if (rc != SQLITE_OK)
+            return fail(w, stmt_sql[i], rc);
+    }
+    return 0;
+}
+
+static void worker_close(struct worker *w)
+{
+    int i;
+    for (i = 0; i < S_COUNT; i++)
+        sqlite3_finalize(w->st[i]);
+    if (w->db)
+        sqlite3_close(w->db);
+    w->db = NULL;
+}
+
+/* Create the database and load pgbench's rows (scale branches). */
+static int create_bank(const char *path, int scale, char *err, size_t errsize)
+{
+    static const char *const suffix[] = { "", "-wal", "-shm", "-journal" };
+    char name[1100];
+    sqlite3 *db = NULL;
+    sqlite3_stmt *ins = NULL;
+    char *msg = NULL;
+    int rc, i, k;
+
+    for (i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "%s%s", path, suffix[i]);
+        if (unlink(name) != 0 && errno != ENOENT) {
+            snprintf(err, errsize, "cannot remove %s: %s", name, strerror(errno));
+            return -1;
+        }
+    }
+    rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (rc != SQLITE_OK)
+        goto sqlerr;
+    if ((rc = sqlite3_exec(db, schema_sql, NULL, NULL, &msg)) != SQLITE_OK ||
+        (rc = sqlite3_exec(db, "BEGIN", NULL, NULL, &msg)) != SQLITE_OK)
+        goto sqlerr;
+    for (k = 0; k < 3; k++) {
+        static const char *const sql[3] = {
+            "INSERT INTO pgbench_branches(bid, bbalance) VALUES (?1, 0)",
+            "INSERT INTO pgbench_tellers(tid, bid, tbalance) VALUES (?1, ?2, 0)",
+            "INSERT INTO pgbench_accounts(aid, bid, abalance) VALUES (?1, ?2, " OPENING_BALANCE ")",
+        };
+        int per = k == 0 ? 1 : k == 1 ? TELLERS_PER_BRANCH : ACCOUNTS_PER_BRANCH;
+        if ((rc = sqlite3_prepare_v2(db, sql[k], -1, &ins, NULL)) != SQLITE_OK)
+            goto sqlerr;
+        for (i = 0; i < scale * per; i++) {
+            sqlite3_bind_int64(ins, 1, i + 1);
+            if (k > 0)
+                sqlite3_bind_int64(ins, 2, i / per + 1);
+            if ((rc = sqlite3_step(ins)) != SQLITE_DONE)
+                goto sqlerr;
+            sqlite3_reset(ins);
+        }
+        sqlite3_finalize(ins);
+        ins = NULL;
+    }
+    if ((rc = sqlite3_exec(db, "COMMIT", NULL, NULL, &msg)) != SQLITE_OK)
+        goto sqlerr;
+    sqlite3_close(db);
+    return 0;
+sqlerr:
+    snprintf(err, errsize, "creating %s: %s", path, msg ? msg : db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    sqlite3_free(msg);
+    sqlite3_finalize(ins);
+    sqlite3_close(db);
+    return -1;
+}
+
+/* One integer from a query. */
+static int query_i64(sqlite3 *db, const char *sql, int64_t *out)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *out = sqlite3_column_int64(st, 0);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* The bank's invariants (see the top of the file). Prints what it finds;
+   returns 0 when they hold. */
+static int check_bank(const char *path, uint64_t expect_transfers, int check_count)
+{
+    static const char *const q[] = {
+        "SELECT total(abalance) FROM pgbench_accounts",
+        "SELECT total(tbalance) FROM pgbench_tellers",
+        "SELECT total(bbalance) FROM pgbench_branches",
+        "SELECT total(delta) FROM pgbench_history",
+        "SELECT count(*) FROM pgbench_history",
+        /* branches whose balance is not the sum of their accounts' or tellers' */
+        "SELECT count(*) FROM pgbench_branches b WHERE b.bbalance != "
+        "(SELECT total(abalance) FROM pgbench_accounts a WHERE a.bid = b.bid) OR b.bbalance != "
+        "(SELECT total(tbalance) FROM pgbench_tellers t WHERE t.bid = b.bid)",
+        "SELECT count(*) FROM pgbench_accounts WHERE abalance != CASE WHEN aid % 2 THEN 1000000 ELSE -1000000 END",
+    };
+    int64_t v[7];
+    sqlite3 *db = NULL;
+    int rc, i, ok;
+    rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+    for (i = 0; rc == SQLITE_OK && i < 7; i++)
+        rc = query_i64(db, q[i], &v[i]);
+    if (rc != SQLITE_OK) {
+        fprintf(stderr, "sqlite_live: checking the bank: %s\n", db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+        sqlite3_close(db);
+        return -1;
+    }
+    sqlite3_close(db);
+    ok = v[0] == 0 && v[1] == 0 && v[2] == 0 && v[3] == 0 && v[5] == 0 &&
+         (!check_count || (uint64_t)v[4] == 2 * expect_transfers);
+    printf("bank: sum(abalance) = %" PRId64 ", sum(tbalance) = %" PRId64 ", sum(bbalance) = %" PRId64
+           ", sum(history delta) = %" PRId64 "; %" PRId64 " history rows",
+           v[0], v[1], v[2], v[3], v[4]);
+    if (check_count)
+        printf(" (2 x %" PRIu64 " transfers committed)", expect_transfers);
+    printf("; %" PRId64 " branch%s out of balance; %" PRId64 " accounts touched: %s\n", v[5],
+           v[5] == 1 ? "" : "es", v[6], ok ? "invariant holds" : "INVARIANT BROKEN");
+    return ok ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------- entry words */
+
+/* Every patchable entry the linker collected (gcc and clang record the
+   start of each function's patch area in __patchable_function_entries);
+   an independent check that bptrace puts every word back. */
+extern const uintptr_t __start___patchable_function_entries[] __attribute__((weak));
+extern const uintptr_t __stop___patchable_function_entries[] __attribute__((weak));
+
+#if defined(__x86_64__)
+#  define ENTRY_OFFSET 24 /* -fpatchable-function-entry=26,24: 24 NOP bytes before the entry */
+#else
+#  define ENTRY_OFFSET 32 /* -fpatchable-function-entry=9,8: 8 NOP words before the entry */
+#endif
+
+struct entries {
+    size_t n;
+    const unsigned char **at;
+    uint64_t *orig;
+};
+
+static int entries_snapshot(struct entries *e)
+{
+    const uintptr_t *p = __start___patchable_function_entries, *end = __stop___patchable_function_entries;
+    size_t i;
+    memset(e, 0, sizeof *e);
+    if (!p || !end || end <= p)
+        return -1;
+    e->n = (size_t)(end - p);
+    e->at = malloc(e->n * sizeof *e->at);
+    e->orig = malloc(e->n * sizeof *e->orig);
+    if (!e->at || !e->orig)
+        return -1;
+    for (i = 0; i < e->n; i++) {
+        e->at[i] = (const unsigned char *)p[i] + ENTRY_OFFSET;
+        memcpy(&e->orig[i], e->at[i], sizeof e->orig[i]);
+    }
+    return 0;
+}
+
+/* How many entries differ from the snapshot now. */
+static size_t entries_changed(const struct entries *e)
+{
+    size_t i, n = 0;
+    for (i = 0; i < e->n; i++) {
+        uint64_t now;
+        memcpy(&now, (const void *)e->at[i], sizeof now);
+        n += now != e->orig[i];
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------------- phases */
+
+struct demo {
+    struct options o;
+    struct worker *w;
+    int nw;
+    const char *module;        /* the executable's module name, as bptrace registered it */
+    struct entries entries;
+    double base_tps;           /* transfers per second in phase 1 */
+    double base_cpu;           /* transfers per worker CPU-second in phase 1 */
+    double base_median;        /* the median of phase 1's per-second rates */
+    int have_cpu;              /* every worker's CPU clock is readable */
+    uint64_t base_stall;
+    int failed;
+};
+
+struct snap {
+    uint64_t t, txns, reads, cpu_ns;
+};
+
+static void snap_take(struct demo *d, struct snap *s)
+{
+    int i;
+    s->t = now_ns();
+    s->txns = s->reads = s->cpu_ns = 0;
+    for (i = 0; i < d->nw; i++) {
+        struct timespec ts;
+        s->txns += atomic_load(&d->w[i].txns);
+        s->reads += atomic_load(&d->w[i].reads);
+        if (d->have_cpu && clock_gettime(d->w[i].cpu_clock, &ts) == 0)
+            s->cpu_ns += (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    }
+}
+
+static double tps(const struct snap *a, const struct snap *b)
+{
+    return b->t > a->t ? (double)(b->txns - a->txns) / ((double)(b->t - a->t) / 1e9) : 0.0;
+}
+
+/* Transfers per CPU-second the workers used: what the machine's other load
+   changes much less than the wall-clock rate. */
+static double per_cpu(const struct snap *a, const struct snap *b)
+{
+    return b->cpu_ns > a->cpu_ns ? (double)(b->txns - a->txns) / ((double)(b->cpu_ns - a->cpu_ns) / 1e9) : 0.0;
+}
+
+static uint64_t phase_stall(struct demo *d, int ph)
+{
+    uint64_t m = 0;
+    int i;
+    for (i = 0; i < d->nw; i++) {
+        uint64_t v = atomic_load(&d->w[i].max_iter_ns[ph]);
+        if (v > m)
+            m = v;
+    }
+    return m;
+}
+
+static int workers_failed(struct demo *d)
+{
+    int i, n = 0;
+    for (i = 0; i < d->nw; i++)
+        n += atomic_load(&d->w[i].failed) != 0;
+    return n;
+}
+
+/* The line every phase ends with. */
+static void phase_report(struct demo *d, int ph, const struct snap *a, const struct snap *b)
+{
+    double t = tps(a, b), c = per_cpu(a, b);
+    uint64_t stall = phase_stall(d, ph);
+    printf("  -> %.0f transfers/s (+ as many read transactions) over %.1f s: %.1f %% of baseline",
+           t, (double)(b->t - a->t) / 1e9, d->base_tps > 0 ? 100.0 * t / d->base_tps : 100.0);
+    if (d->have_cpu)
+        printf("; %.0f per worker CPU-second: %.1f %%", c, d->base_cpu > 0 ? 100.0 * c / d->base_cpu : 100.0);
+    printf("\n     largest stall of any worker: %.2f ms (baseline %.2f ms)\n", stall / 1e6, d->base_stall / 1e6);
+}
+
+/* bpt_trace_pattern, timed and printed. */
+static int set_pattern(struct demo *d, bpt_session s, const char *pat, unsigned flags, const char *flags_text,
+                       const bpt_match *ms)
+{
+    uint64_t t0 = now_ns();
+    int rc = bpt_trace_pattern(s, pat, flags, ms);
+    uint64_t ns = now_ns() - t0;
+    if (rc < 0) {
+        fprintf(stderr, "sqlite_live: bpt_trace_pattern(\"%s\", %s): %s\n", pat, flags_text, bpt_last_error());
+        d->failed = 1;
+        return rc;
+    }
+    printf("  bpt_trace_pattern(\"%s\", %s): %d function%s, %.2f ms\n", pat, flags_text, rc, rc == 1 ? "" : "s",
+           ns / 1e6);
+    return rc;
+}
+
+static int make_session(struct demo *d, const char *name, uint32_t ring, uint64_t rate_max, bpt_session *s)
+{
+    bpt_session_desc desc;
+    memset(&desc, 0, sizeof desc);
+    desc.name = name;
+    desc.ring_size = ring;
+    desc.rate_max = rate_max;
+    if (bpt_session_create(&desc, s) != 0) {
+        fprintf(stderr, "sqlite_live: bpt_session_create(%s): %s\n", name, bpt_last_error());
+        d->failed = 1;
+        return -1;
+    }
+    return 0;
+}
+
+static void destroy_session(struct demo *d, bpt_session s)
+{
+    uint64_t t0 = now_ns();
+    if (bpt_session_destroy(s) != 0) {
+        fprintf(stderr, "sqlite_live: bpt_session_destroy: %s\n", bpt_last_error());
+        d->failed = 1;
+        return;
+    }
+    printf("  bpt_session_destroy: %.2f ms\n", (now_ns() - t0) / 1e6);
+}
+
+static void phase_header(struct demo *d, int ph, const char *what)
+{
+    atomic_store(&g_phase, ph);
+    (void)d;
+    printf("\n== phase %d: %s\n", ph, what);
+    fflush(stdout);
+}
+
+/* Let the workers run for ms, from a, printing the rate of each second: on a
+   shared machine the spread of these says how far one phase's figure can
+   be trusted. Leaves the end in *b. */
+static int by_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Returns the median of the per-second rates (0 when the phase is under 1 s). */
+static double run_sampled(struct demo *d, const struct snap *a, int ms, struct snap *b)
+{
+    struct snap prev = *a, cur;
+    double rate[600], med;
+    int k, secs = ms / 1000 > 600 ? 600 : ms / 1000;
+    printf("  transfers/s, second by second:");
+    for (k = 1; k <= secs; k++) {
+        sleep_until(a->t + (uint64_t)k * 1000000000u);
+        snap_take(d, &cur);
+        rate[k - 1] = tps(&prev, &cur);
+        printf(" %.0f", rate[k - 1]);
+        fflush(stdout);
+        prev = cur;
+    }
+    sleep_until(a->t + (uint64_t)ms * 1000000u);
+    snap_take(d, b);
+    if (secs == 0) {
+        printf("\n");
+        return 0.0;
+    }
+    qsort(rate, (size_t)secs, sizeof rate[0], by_double);
+    med = secs % 2 ? rate[secs / 2] : (rate[secs / 2 - 1] + rate[secs / 2]) / 2;
+    printf("  (median %.0f)\n", med);
+    return med;
+}
+
+/* Phase 1 */
+static void phase_baseline(struct demo *d)
+{
+    struct snap a, b;
+    phase_header(d, 1, "baseline, untraced");
+    snap_take(d, &a);
+    d->base_median = run_sampled(d, &a, d->o.phase_ms, &b);
+    d->base_tps = tps(&a, &b);
+    d->base_cpu = per_cpu(&a, &b);
+    d->base_stall = phase_stall(d, 1);
+    phase_report(d, 1, &a, &b);
+}
+
+/* Phase 2: call_count on everything. */
+struct count_row {
+    const char *name;
+    uint64_t count;
+};
+struct count_rows {
+    struct count_row *rows;
+    size_t n, cap;
+    uint64_t total;
+    int oom;
+};
+
+static void collect_count(const bpt_func *f, const char *module, const char *name, int arity,
+                          const bpt_info *info, void *user)
+{
+    struct count_rows *c = user;
+    (void)f;
+    (void)module;
+    (void)arity;
+    c->total += info->count;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 1024;
+        struct count_row *r = realloc(c->rows, cap * sizeof *r);
+        if (!r) {
+            c->oom = 1;
+            return;
+        }
+        c->rows = r;
+        c->cap = cap;
+    }
+    c->rows[c->n].name = name;
+    c->rows[c->n].count = info->count;
+    c->n++;
+}
+
+static int by_count_desc(const void *a, const void *b)
+{
+    const struct count_row *x = a, *y = b;
+    return x->count < y->count ? 1 : x->count > y->count ? -1 : strcmp(x->name, y->name);
+}
+
+static void phase_call_count(struct demo *d)
+{
+    struct snap a, b;
+    struct count_rows c;
+    bpt_session s;
+    char pat[200];
+    size_t i, patched;
+    int n, called = 0;
+
+    phase_header(d, 2, "call_count on every SQLite function");
+    if (make_session(d, "call_count", 0, 0, &s) != 0)
+        return;
+    snprintf(pat, sizeof pat, "%s:_/_", d->module);
+    n = set_pattern(d, s, pat, BPT_COUNT, "BPT_COUNT", NULL);
+    if (n < 0) {
+        destroy_session(d, s);
+        return;
+    }
+    patched = d->entries.n ? entries_changed(&d->entries) : 0;
+    if (d->entries.n)
+        printf("  %d functions counting; %zu entry words now differ from the original (checked byte for byte)\n", n,
+               patched);
+    snap_take(d, &a);
+    sleep_ns((uint64_t)d->o.phase_ms * 1000000u);
+    snap_take(d, &b);
+    /* Pause first, so the table below is one consistent snapshot, as
+       trace_pattern(..., pause, [call_count]) in BEAM. */
+    set_pattern(d, s, pat, BPT_COUNT | BPT_PAUSE, "BPT_COUNT | BPT_PAUSE", NULL);
+    memset(&c, 0, sizeof c);
+    if (bpt_trace_info_each(s, pat, BPT_INFO_COUNT, collect_count, &c) < 0) {
+        fprintf(stderr, "sqlite_live: bpt_trace_info_each: %s\n", bpt_last_error());
+        d->failed = 1;
+    } else if (c.oom) {
+        fprintf(stderr, "sqlite_live: out of memory collecting counts\n");
+        d->failed = 1;
+    } else {
+        qsort(c.rows, c.n, sizeof *c.rows, by_count_desc);
+        for (i = 0; i < c.n; i++)
+            called += c.rows[i].count > 0;
+        printf("  %" PRIu64 " calls in %.1f s, %d of %zu functions called, %.0f calls per transfer (with its lookups); top %d:\n",
+               c.total, (double)(b.t - a.t) / 1e9, called, c.n, b.txns > a.txns ? (double)c.total / (double)(b.txns - a.txns) : 0.0,
+               TOP);
+        for (i = 0; i < c.n && i < TOP; i++)
+            printf("    %-36s %12" PRIu64 "  %5.1f %%\n", c.rows[i].name, c.rows[i].count,
+                   c.total ? 100.0 * (double)c.rows[i].count / (double)c.total : 0.0);
+    }
+    free(c.rows);
+    set_pattern(d, s, pat, BPT_COUNT | BPT_OFF, "BPT_COUNT | BPT_OFF", NULL);
+    destroy_session(d, s);
+    phase_report(d, 2, &a, &b);
+}
+
+/* Phase 3: call_time. */
+static const char *const time_pats[] = { "sqlite3Btree*", "sqlite3Pager*", "sqlite3Vdbe*" };
+static const char *const time_watch[] = { "sqlite3VdbeExec", "sqlite3BtreeBeginTrans", "sqlite3PagerWrite" };
+
+struct profile_rows {
+    bpt_profile_row *rows;
+    int n, cap, oom;
+};
+
+static void collect_profile(const bpt_func *f, const char *module, const char *name, int arity,
+                            const bpt_info *info, void *user)
+{
+    struct profile_rows *p = user;
+    (void)f;
+    if (!info->calls)
+        return;
+    if (p->n == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 512;
+        bpt_profile_row *r = realloc(p->rows, (size_t)cap * sizeof *r);
+        if (!r) {
+            p->oom = 1;
+            return;
+        }
+        p->rows = r;
+        p->cap = cap;
+    }
+    memset(&p->rows[p->n], 0, sizeof p->rows[p->n]);
+    p->rows[p->n].module = module;
+    p->rows[p->n].name = name;
+    p->rows[p->n].arity = arity;
+    p->rows[p->n].calls = info->calls;
+    p->rows[p->n].value = info->time_ns;
+    p->n++;
+}
+
+/* Print the first `shown` rows of a bpt_format_profile table, then its total line. */
+static void print_profile(struct profile_rows *p, int shown)
+{
+    int len = bpt_format_profile(p->rows, p->n, 0, NULL, 0), line = 0;
+    char *buf, *s, *nl, *last = NULL;
+    if (len < 0 || !(buf = malloc((size_t)len + 1))) {
+        fprintf(stderr, "sqlite_live: bpt_format_profile failed\n");
+        return;
+    }
+    bpt_format_profile(p->rows, p->n, 0, buf, (size_t)len + 1);
+    for (s = buf; *s; s = nl + 1) {
+        nl = strchr(s, '\n');
+        if (!nl)
+            break;
+        if (nl[1] == '\0')
+            last = s;                       /* the total line */
+        else if (line <= shown)             /* the header and `shown` rows */
+            printf("    %.*s\n", (int)(nl - s), s);
+        else if (line == shown + 1)
+            printf("    ... %d more functions\n", p->n - shown);
+        line++;
+    }
+    if (last)
+        printf("    %s", last);
+    free(buf);
+}
+
+static void phase_call_time(struct demo *d)
+{
+    struct snap a, b, prev, cur;
+    bpt_session s;
+    bpt_func *watch[3];
+    struct profile_rows p;
+    char pat[200];
+    int i, k, secs = d->o.phase_ms / 1000;
+
+    phase_header(d, 3, "call_time (BPT_TIME) on sqlite3Btree*, sqlite3Pager*, sqlite3Vdbe*");
+    if (make_session(d, "call_time", 0, 0, &s) != 0)
+        return;
+    for (i = 0; i < 3; i++) {
+        snprintf(pat, sizeof pat, "%s:%s/_", d->module, time_pats[i]);
+        if (set_pattern(d, s, pat, BPT_TIME, "BPT_TIME", NULL) < 0) {
+            destroy_session(d, s);
+            return;
+        }
+    }
+    for (i = 0; i < 3; i++)
+        if (bpt_func_lookup(d->module, time_watch[i], 0, &watch[i]) != 0)
+            watch[i] = NULL;
+    printf("  every second, bpt_trace_info on sqlite3VdbeExec, sqlite3BtreeBeginTrans and sqlite3PagerWrite"
+           " (calls, own time so far):\n");
+    snap_take(d, &a);
+    prev = a;
+    for (k = 1; k <= (secs < 1 ? 1 : secs); k++) {
+        uint64_t t0, took;
+        bpt_info info[3];
+        sleep_until(a.t + (uint64_t)k * 1000000000u);
+        t0 = now_ns();
+        for (i = 0; i < 3; i++) {
+            memset(&info[i], 0, sizeof info[i]);
+            if (watch[i] && bpt_trace_info(s, watch[i], BPT_INFO_TIME, &info[i]) != 0) {
+                fprintf(stderr, "sqlite_live: bpt_trace_info(%s): %s\n", time_watch[i], bpt_last_error());
+                d->failed = 1;
+            }
+        }
+        took = now_ns() - t0;
+        snap_take(d, &cur);
+        printf("  %2ds %6.0f transfers/s |", k, tps(&prev, &cur));
+        for (i = 0; i < 3; i++)
+            if (watch[i])
+                printf(" %s %" PRIu64 " calls %.0f ms |", time_watch[i] + 7, info[i].calls, info[i].time_ns / 1e6);
+        printf(" 3 bpt_trace_info: %.2f ms\n", took / 1e6);
+        fflush(stdout);
+        prev = cur;
+    }
+    snap_take(d, &b);
+    memset(&p, 0, sizeof p);
+    {
+        uint64_t t0 = now_ns();
+        for (i = 0; i < 3; i++) {
+            snprintf(pat, sizeof pat, "%s:%s/_", d->module, time_pats[i]);
+            if (bpt_trace_info_each(s, pat, BPT_INFO_TIME, collect_profile, &p) < 0) {
+                fprintf(stderr, "sqlite_live: bpt_trace_info_each: %s\n", bpt_last_error());
+                d->failed = 1;
+            }
+        }
+        printf("  own time per function, all workers (3 bpt_trace_info_each: %.1f ms), the top %d:\n",
+               (now_ns() - t0) / 1e6, PROFILE_ROWS_SHOWN);
+    }
+    if (p.oom) {
+        fprintf(stderr, "sqlite_live: out of memory collecting call_time\n");
+        d->failed = 1;
+    } else
+        print_profile(&p, PROFILE_ROWS_SHOWN);
+    free(p.rows);
+    for (i = 0; i < 3; i++) {
+        snprintf(pat, sizeof pat, "%s:%s/_", d->module, time_pats[i]);
+        set_pattern(d, s, pat, BPT_TIME | BPT_OFF, "BPT_TIME | BPT_OFF", NULL);
+    }
+    destroy_session(d, s);
+    phase_report(d, 3, &a, &b);
+}
+
+/* Phase 4: call + return trace with a rate limit. */
+static const char *sqlite_code(uint64_t v)
+{
+    switch (v) {
+    case SQLITE_OK: return "SQLITE_OK";
+    case SQLITE_BUSY: return "SQLITE_BUSY";
+    case SQLITE_ROW: return "SQLITE_ROW";
+    case SQLITE_DONE: return "SQLITE_DONE";
+    default: return NULL;
+    }
+}
+
+/* The match spec's predicate: calls are traced once both patterns are in.
+   Without it the 30 messages would all be sqlite3_step's: the workers make
+   them within the 0.1 ms between the two bpt_trace_pattern calls. */
+static int armed_pred(const uint64_t *args, int nargs, void *user)
+{
+    (void)args;
+    (void)nargs;
+    return atomic_load_explicit((_Atomic int *)user, memory_order_relaxed);
+}
+
+static void phase_rate_limited(struct demo *d)
+{
+    static _Atomic int armed;
+    static bpt_msg msgs[256];
+    struct snap a, b;
+    bpt_session s;
+    bpt_session_counts st;
+    bpt_match ms;
+    char pat[200], line[512];
+    uint64_t end;
+    long shown = 0;
+    int n, i;
+
+    phase_header(d, 4, "call + return trace of sqlite3_step and sqlite3VdbeExec, rate limit 30 messages");
+    if (make_session(d, "dbg", 0, 30, &s) != 0)
+        return;
+    memset(&ms, 0, sizeof ms);
+    atomic_store(&armed, 0);
+    ms.pred = armed_pred;
+    ms.user = (void *)&armed;
+    ms.args = "ptr";       /* sqlite3_step(sqlite3_stmt *), sqlite3VdbeExec(Vdbe *) */
+    ms.ret = "i64";        /* SQLITE_ROW (100), SQLITE_DONE (101), ... */
+    snprintf(pat, sizeof pat, "%s:sqlite3_step/_", d->module);
+    if (set_pattern(d, s, pat, BPT_CALL | BPT_RETURN, "BPT_CALL | BPT_RETURN", &ms) < 0) {
+        destroy_session(d, s);
+        return;
+    }
+    snprintf(pat, sizeof pat, "%s:sqlite3VdbeExec/_", d->module);
+    set_pattern(d, s, pat, BPT_CALL | BPT_RETURN, "BPT_CALL | BPT_RETURN", &ms);
+    atomic_store(&armed, 1);
+    snap_take(d, &a);
+    end = a.t + 2000000000u;
+    while (now_ns() < end) {
+        sleep_ns(20000000u);
+        while ((n = bpt_session_drain(s, msgs, 256)) > 0) {
+            for (i = 0; i < n; i++) {
+                const char *code = msgs[i].type == BPT_MSG_RETURN_FROM ? sqlite_code(msgs[i].value) : NULL;
+                bpt_format_dbg(&msgs[i], line, sizeof line);
+                if (code)
+                    printf("  %s  (%s)\n", line, code);
+                else
+                    printf("  %s\n", line);
+                shown++;
+            }
+        }
+        if (n < 0) {
+            fprintf(stderr, "sqlite_live: bpt_session_drain: %s\n", bpt_last_error());
+            d->failed = 1;
+            break;
+        }
+    }
+    snap_take(d, &b);
+    if (bpt_session_stats(s, &st) == 0)
+        printf("  session %s: %" PRIu64 " messages produced, %" PRIu64 " delivered, %ld lines shown above; "
+               "limit %s: %" PRIu64 " calls not traced after it\n",
+               st.name, st.produced, st.delivered, shown, st.limit_tripped ? "tripped" : "NOT tripped", st.limited);
+    destroy_session(d, s);     /* the 13 steps remove both patterns */
+    phase_report(d, 4, &a, &b);
+}
+
+/* Phase 5: a window of Btree call + return trace, as Chrome JSON and folded stacks. */
+enum { MSG_BATCH = 4096 };
+
+/* One drain into both writers. Returns the number of messages or a BPT_E*. */
+static int drain_window(struct demo *d, bpt_session s, bpt_msg *msgs, bpt_chrome *chrome, bpt_folded *folded)
+{
+    int i, n = bpt_session_drain(s, msgs, MSG_BATCH);
+    if (n < 0) {
+        fprintf(stderr, "sqlite_live: bpt_session_drain: %s\n", bpt_last_error());
+        d->failed = 1;
+        return n;
+    }
+    for (i = 0; i < n; i++) {
+        if (bpt_chrome_write(chrome, &msgs[i]) != 0 || bpt_folded_add(folded, &msgs[i]) != 0) {
+            fprintf(stderr, "sqlite_live: trace writers: %s\n", bpt_last_error());
+            d->failed = 1;
+            return BPT_EINVAL;
+        }
+    }
+    return n;
+}
+
+static void phase_window(struct demo *d)
+{
+    static bpt_msg msgs[MSG_BATCH];
+    struct snap a, b;
+    bpt_session s;
+    bpt_session_counts st;
+    bpt_chrome chrome;
+    bpt_folded *folded = NULL;
+    FILE *fj = NULL, *ff = NULL, *fr;
+    char pat[200], jpath[1100], fpath[1100];
+    uint64_t end, msgs_total = 0;
+    int n, i, events = 0, lines = 0;
+
+    phase_header(d, 5, "0.5 s of call + return trace on sqlite3Btree*, as Chrome JSON and folded stacks");
+    snprintf(jpath, sizeof jpath, "%s/trace.json", d->o.out);
+    snprintf(fpath, sizeof fpath, "%s/stacks.folded", d->o.out);
+    if (!(fj = fopen(jpath, "w")) || !(ff = fopen(fpath, "w"))) {
+        fprintf(stderr, "sqlite_live: cannot write %s: %s\n", fj ? fpath : jpath, strerror(errno));
+        d->failed = 1;
+        goto out;
+    }
+    if (bpt_chrome_open(&chrome, fj) != 0 || bpt_folded_new(&folded) != 0) {
+        fprintf(stderr, "sqlite_live: trace writers: %s\n", bpt_last_error());
+        d->failed = 1;
+        goto out;
+    }
+    /* Rings of 256K messages (62 MB per worker): the drainer, busy writing
+       JSON, falls behind the workers by hundreds of thousands of messages. */
+    if (make_session(d, "window", 1u << 18, 0, &s) != 0)
+        goto out;
+    snprintf(pat, sizeof pat, "%s:sqlite3Btree*/_", d->module);
+    snap_take(d, &a);
+    b = a;
+    if (set_pattern(d, s, pat, BPT_CALL | BPT_RETURN, "BPT_CALL | BPT_RETURN", NULL) >= 0) {
+        /* The window: drain as the workers trace. The drainer may fall behind
+           (each message becomes JSON and a stack update); a full ring drops
+           and counts, a worker never waits. */
+        end = now_ns() + 500000000u;
+        while (now_ns() < end) {
+            if ((n = drain_window(d, s, msgs, &chrome, folded)) < 0)
+                break;
+            msgs_total += (uint64_t)n;
+            if (n < MSG_BATCH)
+                sleep_ns(1000000u);
+        }
+        snap_take(d, &b);
+        set_pattern(d, s, pat, BPT_CALL | BPT_OFF, "BPT_CALL | BPT_OFF", NULL);
+        /* Calls that were running still return through their frames and
+           send return_from: give them a moment, then empty the rings (no
+           new call is traced now, so this ends). */
+        sleep_ns(10000000u);
+        while ((n = drain_window(d, s, msgs, &chrome, folded)) > 0)
+            msgs_total += (uint64_t)n;
+    }
+    events = bpt_chrome_close(&chrome);
+    if (events < 0) {
+        fprintf(stderr, "sqlite_live: bpt_chrome_close: %s\n", bpt_last_error());
+        d->failed = 1;
+    }
+    if ((lines = bpt_folded_write(folded, ff)) < 0) {
+        fprintf(stderr, "sqlite_live: bpt_folded_write: %s\n", bpt_last_error());
+        d->failed = 1;
+    }
+    if (bpt_session_stats(s, &st) == 0)
+        printf("  %" PRIu64 " messages drained (%" PRIu64 " produced, %" PRIu64 " dropped on full rings: a worker never waits)\n",
+               msgs_total, st.produced, st.dropped);
+    printf("  wrote %s (%d events: open it in chrome://tracing or ui.perfetto.dev)\n", jpath, events);
+    printf("  wrote %s (%d stacks, flamegraph.pl input); the heaviest:\n", fpath, lines);
+    if (ff && fflush(ff) == 0 && (fr = fopen(fpath, "r")) != NULL) {
+        char line[1024];
+        for (i = 0; i < 5 && fgets(line, sizeof line, fr); i++)
+            printf("    %s%s", line, strchr(line, '\n') ? "" : "\n");
+        fclose(fr);
+    }
+    destroy_session(d, s);
+    phase_report(d, 5, &a, &b);
+out:
+    if (folded)
+        bpt_folded_free(folded);
+    if (fj && fclose(fj) != 0)
+        d->failed = 1;
+    if (ff && fclose(ff) != 0)
+        d->failed = 1;
+}
+
+/* Phase 6. Returns 1 when throughput is back within 10 % of the baseline. */
+static int phase_all_off(struct demo *d)
+{
+    double t, c, m, med;
+    int back;
+    struct snap a, b;
+    int n = bpt_func_count();
+    phase_header(d, 6, "everything off");
+    if (d->entries.n) {
+        size_t changed = entries_changed(&d->entries);
+        printf("  %zu of %zu patchable entry words differ from the snapshot taken before tracing: %s\n", changed,
+               d->entries.n, changed ? "NOT RESTORED" : "every one is the original");
+        if (changed)
+            d->failed = 1;
+    }
+    printf("  %d functions registered, none traced\n", n);
+    snap_take(d, &a);
+    med = run_sampled(d, &a, d->o.phase_ms, &b);
+    phase_report(d, 6, &a, &b);
+    t = d->base_tps > 0 ? tps(&a, &b) / d->base_tps : 0.0;
+    c = d->base_cpu > 0 ? per_cpu(&a, &b) / d->base_cpu : 0.0;
+    m = d->base_median > 0 ? med / d->base_median : 0.0;
+    /* The verdict goes by the medians of the per-second rates: one burst of
+       the machine's other load moves a mean, seldom a median. */
+    back = m >= 0.9 && m <= 1.1;
+    printf("  throughput with everything off, against the baseline: median of 1-s rates %.1f %%, mean %.1f %%",
+           100.0 * m, 100.0 * t);
+    if (d->have_cpu)
+        printf(", per worker CPU-second %.1f %%", 100.0 * c);
+    printf(": %s\n", back ? "back within 10 %" : "WARNING: more than 10 % off (is the machine busy? see the load average)");
+    return back;
+}
+
+/* ---------------------------------------------------------------- main */
+
+/* The machine is shared: say how busy it was, since stalls and throughput depend on it. */
+static void print_load(const char *when)
+{
+    char buf[128];
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f && fgets(buf, sizeof buf, f)) {
+        buf[strcspn(buf, "\n")] = '\0';
+        printf("load average %s: %s (%ld CPUs online)\n", when, buf, sysconf(_SC_NPROCESSORS_ONLN));
+    }
+    if (f)
+        fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+    struct demo d;
+    bpt_progress_stats ps;
+    char err[1200];
+    uint64_t t_start, t0, transfers = 0, reads = 0, busy = 0;
+    int i, started = 0, n;
+
+    memset(&d, 0, sizeof d);
+    if (parse_options(argc, argv, &d.o) != 0) {
+        usage(argv[0]);
+        return 2;
+    }
+    t_start = now_ns();
+    /* membarrier registration, while single-threaded (see >>progress) */
+    bpt_thread_progress_stats(&ps);
+    printf("sqlite_live: SQLite %s, %d worker threads, phases of %.1f s, database %s\n", sqlite3_libversion(),
+           d.o.threads, d.o.phase_ms / 1e3, d.o.db);
+    if (!sqlite3_threadsafe()) {
+        fprintf(stderr, "sqlite_live: SQLite was built with SQLITE_THREADSAFE=0\n");
+        return 2;
+    }
+
+    print_load("at the start");
+    t0 = now_ns();
+    if (create_bank(d.o.db, d.o.scale, err, sizeof err) != 0) {
+        fprintf(stderr, "sqlite_live: %s\n", err);
+        return 2;
+    }
+    printf("created the bank: %d branch%s, %d tellers, %d accounts (%.0f ms)\n", d.o.scale, d.o.scale == 1 ? "" : "es",
+           d.o.scale * TELLERS_PER_BRANCH, d.o.scale * ACCOUNTS_PER_BRANCH, (now_ns() - t0) / 1e6);
+    if (check_bank(d.o.db, 0, 1) != 0)
+        return 2;
+
+    t0 = now_ns();
+    n = bpt_register_module(NULL);
+    if (n < 0) {
+        fprintf(stderr, "sqlite_live: bpt_register_module(NULL): %s\n", bpt_last_error());
+        return 2;
+    }
+    {
+        bpt_func *f;
+        if (bpt_func_lookup("sqlite_live", "sqlite3_step", 0, &f) == 0)
+            d.module = "sqlite_live";
+        else {
+            /* the executable was renamed: find its module name from a function we know */
+            static char modname[256];
+            const char *slash = strrchr(argv[0], '/');
+            snprintf(modname, sizeof modname, "%s", slash ? slash + 1 : argv[0]);
+            d.module = modname;
+            if (bpt_func_lookup(d.module, "sqlite3_step", 0, &f) != 0) {
+                fprintf(stderr, "sqlite_live: sqlite3_step is not registered (was sqlite3.c built with the "
+                                "patchable-entry flags?): %s\n", bpt_last_error());
+                return 2;
+            }
+        }
+    }
+    printf("bpt_register_module(NULL): %d functions registered as \"%s:NAME/0\" in %.1f ms\n", n, d.module,
+           (now_ns() - t0) / 1e6);
+    if (entries_snapshot(&d.entries) != 0) {
+        printf("(no __patchable_function_entries bounds from the linker: entry words are not checked)\n");
+        free(d.entries.at);
+        free(d.entries.orig);
+        memset(&d.entries, 0, sizeof d.entries);
+    } else
+        printf("snapshot of %zu patchable entry words, to check they all come back\n", d.entries.n);
+
+    d.nw = d.o.threads;
+    d.w = calloc((size_t)d.nw, sizeof *d.w);
+    if (!d.w) {
+        fprintf(stderr, "sqlite_live: out of memory\n");
+        return 2;
+    }
+    for (i = 0; i < d.nw; i++) {
+        d.w[i].index = i;
+        d.w[i].rng = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
+        d.w[i].naccounts = d.o.scale * ACCOUNTS_PER_BRANCH;
+        if (worker_open(&d.w[i], d.o.db) != 0) {
+            fprintf(stderr, "sqlite_live: worker %d: %s\n", i, d.w[i].error);
+            d.failed = 2;
+            goto stop;
+        }
+    }
+    for (; started < d.nw; started++) {
+        if (pthread_create(&d.w[started].thread, NULL, worker_main, &d.w[started]) != 0) {
+            fprintf(stderr, "sqlite_live: pthread_create failed\n");
+            d.failed = 2;
+            goto stop;
+        }
+    }
+    d.have_cpu = 1;
+    for (i = 0; i < d.nw; i++)
+        if (pthread_getcpuclockid(d.w[i].thread, &d.w[i].cpu_clock) != 0)
+            d.have_cpu = 0;
+    /* The first seconds run slower (the WAL file and the database grow to
+       their working sizes): the baseline starts after them. */
+    printf("%d workers running (warm-up %.0f s)\n", d.nw, WARMUP_MS / 1e3);
+    sleep_ns((uint64_t)WARMUP_MS * 1000000u);
+
+    phase_baseline(&d);
+    if (d.o.control) {
+        for (i = 2; i <= 5; i++) {
+            struct snap a, b;
+            phase_header(&d, i, "control run: untraced, as long as the traced phase takes");
+            snap_take(&d, &a);
+            sleep_ns(i == 4 ? 2000000000u : i == 5 ? 600000000u : (uint64_t)d.o.phase_ms * 1000000u);
+            snap_take(&d, &b);
+            phase_report(&d, i, &a, &b);
+        }
+    } else {
+        if (!workers_failed(&d))
+            phase_call_count(&d);
+        if (!workers_failed(&d))
+            phase_call_time(&d);
+        if (!workers_failed(&d))
+            phase_rate_limited(&d);
+        if (!workers_failed(&d))
+            phase_window(&d);
+    }
+    phase_all_off(&d);
+
+stop:
+    atomic_store(&g_stop, 1);
+    for (i = 0; i < started; i++)
+        pthread_join(d.w[i].thread, NULL);
+    printf("\n");
+    for (i = 0; i < d.nw; i++) {
+        struct worker *w = &d.w[i];
+        if (atomic_load(&w->failed)) {
+            fprintf(stderr, "sqlite_live: worker %d failed: %s\n", i, w->error);
+            d.failed = 1;
+        }
+        transfers += atomic_load(&w->txns);
+        reads += atomic_load(&w->reads);
+        busy += atomic_load(&w->busy_waits);
+        worker_close(w);
+    }
+    printf("workers: %" PRIu64 " transfers and %" PRIu64 " read transactions committed, %" PRIu64
+           " busy-handler waits, %d worker errors\n", transfers, reads, busy, workers_failed(&d));
+    if (check_bank(d.o.db, transfers, 1) != 0)
+        d.failed = 1;
+    print_load("at the end");
+    free(d.w);
+    free(d.entries.at);
+    free(d.entries.orig);
+    printf("total %.1f s: %s\n", (now_ns() - t_start) / 1e9,
+           d.failed ? "FAILED" : "ok: no worker error, invariant holds, every entry word restored");
+    return d.failed ? (d.failed == 2 ? 2 : 1) : 0;
+}
