@@ -1,0 +1,174 @@
+/* bench/overhead.c (section 1): overhead per call of a recursive fib and of a
+   mix of four small leaf functions, in each mode: a plain build (no
+   attribute), the same code BPT_TRACEABLE but untraced, call_count, call
+   trace to a ring drained by a consumer thread, call+return to a ring, and
+   call_time. ns per call: median of RUNS runs (min..max), ratio to plain.
+   `bench_overhead MODE CALLS` runs one mode once, for callgrind (make bench
+   prints the instruction counts the same way PERFORMANCE.md does). */
+#define BPTRACE_IMPLEMENTATION
+#include "../bptrace.h"
+#include "bench.h"
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
+#if defined(BPT_NATIVE)
+#define PLAIN
+#if defined(__clang__)
+#  define NOIPA __attribute__((noinline))   /* clang has no noipa; BPT_TRACEABLE uses noinline there */
+#else
+#  define NOIPA __attribute__((noipa))
+#endif
+#define DEFINE_SET(P, ATTR)                                                               \
+    ATTR long P##fib(long n) { return n < 2 ? n : P##fib(n - 1) + P##fib(n - 2); }        \
+    ATTR long P##l1(long a, long b) { return a + b; }                                      \
+    ATTR long P##l2(long a, long b) { return (a ^ b) * 7; }                                \
+    ATTR long P##l3(long a, long b) { return a > b ? a - b : b - a; }                      \
+    ATTR long P##l4(long a, long b) { return (a << 3) + (b >> 2); }                        \
+    NOIPA long P##mix(long iters) {                                                        \
+        long acc = 0;                                                                      \
+        for (long i = 0; i < iters; i++) {                                                 \
+            acc = P##l1(acc, i);                                                           \
+            acc = P##l2(acc, i);                                                           \
+            acc = P##l3(acc, i);                                                           \
+            acc = P##l4(acc, i);                                                           \
+        }                                                                                  \
+        return acc;                                                                        \
+    }
+DEFINE_SET(p_, PLAIN)          /* plain build: no attribute at all */
+DEFINE_SET(n_, NOIPA)          /* plain but noipa, as BPT_TRACEABLE implies (not traceable) */
+DEFINE_SET(t_, BPT_TRACEABLE)  /* traceable */
+
+typedef long (*fn1)(long);
+static fn1 volatile fibs[3] = { p_fib, n_fib, t_fib };
+static fn1 volatile mixes[3] = { p_mix, n_mix, t_mix };
+
+enum { RUNS = 9, FIB_N = 25, MIX_ITERS = 60000 };
+static double FIB_CALLS = 242785.0;   /* entries of t_fib per fib(25): counted at start-up */
+static const double MIX_CALLS = 4.0 * MIX_ITERS;
+
+static bpt_session sess;
+static _Atomic int draining;
+static _Atomic uint64_t drained;
+static void *drainer(void *arg) {
+    static bpt_msg buf[1024];
+    (void)arg;
+    while (atomic_load(&draining)) {
+        int n = bpt_session_drain(sess, buf, 1024);
+        if (n > 0) atomic_fetch_add(&drained, (uint64_t)n);
+        else usleep(50);
+    }
+    return NULL;
+}
+
+/* ns per call, one run (fib: REP fib(25) calls; mix: MIX_ITERS x 4 calls). */
+static double run_once(int which, int kind, int rep) {
+    long acc = 0;
+    uint64_t t0 = bench_now();
+    for (int r = 0; r < rep; r++)
+        acc += kind == 0 ? fibs[which](FIB_N) : mixes[which](MIX_ITERS);
+    uint64_t t = bench_now() - t0;
+    if (acc == 42) puts("");
+    return (double)t / (rep * (kind == 0 ? FIB_CALLS : MIX_CALLS));
+}
+
+static bench_stat measure(int which, int kind) {
+    double v[RUNS];
+    run_once(which, kind, 1); /* warm up */
+    for (int r = 0; r < RUNS; r++) v[r] = run_once(which, kind, 4);
+    return bench_stats(v, RUNS);
+}
+
+static const struct { const char *name; unsigned flags; } modes[] = {
+    { "traceable, untraced", 0 },
+    { "call_count", BPT_COUNT },
+    { "call trace -> ring", BPT_CALL },
+    { "call+return -> ring", BPT_CALL | BPT_RETURN },
+    { "call_time", BPT_TIME },
+};
+
+static int setup(void) {
+    static const struct { void *fn; const char *name; int arity; } fs[] = {
+        { (void *)t_fib, "fib", 1 }, { (void *)t_l1, "l1", 2 }, { (void *)t_l2, "l2", 2 },
+        { (void *)t_l3, "l3", 2 },   { (void *)t_l4, "l4", 2 },
+    };
+    bpt_session_desc d = { .name = "bench", .ring_size = 1u << 16 };
+    bpt_progress_stats ps;
+    bpt_thread_progress_stats(&ps);   /* membarrier registration while single-threaded */
+    for (unsigned i = 0; i < sizeof fs / sizeof fs[0]; i++) {
+        bpt_func *f;
+        if (bpt_register_native(fs[i].fn, "b", fs[i].name, fs[i].arity, &f) < 0) return -1;
+    }
+    return bpt_session_create(&d, &sess);
+}
+
+static int set_mode(unsigned flags, int on) {
+    if (!flags) return 0;
+    int r = bpt_trace_pattern(sess, "b:_/_", on ? flags : BPT_OFF, NULL);
+    if (r < 0) fprintf(stderr, "trace_pattern: %s\n", bpt_last_error());
+    return r;
+}
+
+int main(int argc, char **argv) {
+    pthread_t dr;
+    if (setup() < 0) { fprintf(stderr, "setup: %s\n", bpt_last_error()); return 1; }
+    {   /* gcc turns one of fib's two recursive calls into a loop: count the real entries */
+        bpt_func *f; bpt_info in = { 0 };
+        set_mode(BPT_COUNT, 1);
+        fibs[2](FIB_N);
+        if (bpt_func_lookup("b", "fib", 1, &f) == 0 && bpt_trace_info(sess, f, BPT_INFO_COUNT, &in) == 0 && in.count)
+            FIB_CALLS = (double)in.count;
+        set_mode(BPT_COUNT, 0);
+    }
+    atomic_store(&draining, 1);
+    pthread_create(&dr, NULL, drainer, NULL);
+
+    if (argc == 3) {   /* one mode, for callgrind: MODE in plain|noipa|off|count|call|return|time */
+        static const char *names[] = { "off", "count", "call", "return", "time" };
+        long calls = atol(argv[2]);
+        int which = 2; unsigned flags = 0;
+        if (!strcmp(argv[1], "plain")) which = 0;
+        else if (!strcmp(argv[1], "noipa")) which = 1;
+        else for (int i = 0; i < 5; i++) if (!strcmp(argv[1], names[i])) flags = modes[i].flags;
+        set_mode(flags, 1);
+        long acc = mixes[which](calls / 4);
+        set_mode(flags, 0);
+        atomic_store(&draining, 0);
+        pthread_join(dr, NULL);
+        printf("%s %ld calls acc %ld\n", argv[1], calls, acc);
+        return 0;
+    }
+
+    for (int kind = 0; kind < 2; kind++) {
+        const char *kn = kind == 0 ? "fib(25)" : "leaf mix";
+        if (kind == 0) printf("1      fib(25): %.0f entries of the traceable build; every fib row is ns per entry\n", FIB_CALLS);
+        char what[96], ratio[64];
+        bench_stat plain = measure(0, kind), s;
+        snprintf(what, sizeof what, "%s: plain build (no attribute)", kn);
+        bench_row("1", what, plain, "ns/call", "1.00x");
+        s = measure(1, kind);
+        snprintf(what, sizeof what, "%s: plain + noipa (BPT_TRACEABLE's)", kn);
+        snprintf(ratio, sizeof ratio, "%.3fx", s.med / plain.med);
+        bench_row("1", what, s, "ns/call", ratio);
+        for (unsigned m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+            bpt_session_counts c0, c1;
+            if (set_mode(modes[m].flags, 1) < 0) { fprintf(stderr, "%s\n", bpt_last_error()); return 1; }
+            bpt_session_stats(sess, &c0);
+            s = measure(2, kind);
+            bpt_session_stats(sess, &c1);
+            set_mode(modes[m].flags, 0);
+            snprintf(what, sizeof what, "%s: %s", kn, modes[m].name);
+            snprintf(ratio, sizeof ratio, "%.3fx", s.med / plain.med);
+            if (c1.produced > c0.produced)
+                snprintf(ratio + strlen(ratio), sizeof ratio - strlen(ratio), "  (%.1f%% dropped)",
+                         100.0 * (double)(c1.dropped - c0.dropped) / (double)(c1.produced - c0.produced));
+            bench_row("1", what, s, "ns/call", ratio);
+        }
+    }
+    atomic_store(&draining, 0);
+    pthread_join(dr, NULL);
+    return 0;
+}
+#else
+int main(void) { puts("1    overhead: no native entry patching with this compiler"); return 0; }
+#endif

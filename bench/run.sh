@@ -1,0 +1,73 @@
+#!/bin/sh
+# bench/run.sh BUILD: run every benchmark built by bench/bench.mk and print one
+# table (section, what, median, min..max, unit, ratio). Figures only: nothing
+# is asserted. Peers missing (uftrace, liburcu-dev, valgrind) skip their rows.
+B=${1:-build}
+RUNS=${BENCH_RUNS:-5}
+echo "bptrace benchmarks — $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "machine: $(uname -srm); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'); $(nproc) cores"
+echo "compiler: $(${CC:-cc} --version | head -1)"
+echo "load: $(uptime | sed 's/.*load average/load average/')"
+printf '%-4s %-46s %11s  %-24s %-9s %s\n' sec what median "min..max" unit ratio
+"$B/bench_overhead"
+
+# Section 2: the same program under uftrace record (-pg build) and traced by
+# bptrace (call+return, drained to a file). Wall time of the whole process.
+ms_of() {  # command...: wall ms of one run
+    t0=$(date +%s%N); "$@" >/dev/null 2>&1; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000 ))
+}
+stat_of() {  # values...: "median min max" (ms)
+    printf '%s\n' "$@" | sort -n | awk '{v[NR]=$1} END {m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "%.2f %.2f %.2f", m/1000, v[1]/1000, v[NR]/1000}'
+}
+row() {  # sec what "med min max" unit ratio
+    set -- "$1" "$2" $3 "$4" "$5"
+    printf '%-4s %-46s %11.2f  %11.2f..%-11.2f %-9s %s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7"
+}
+plain=""; bpt=""; uft=""
+TOP=$(pwd)
+cd "$B" || exit 1   # the -pg build writes gmon.out where it runs: keep it in $B
+for i in $(seq "$RUNS"); do
+    plain="$plain $(ms_of ./bench_vs_uftrace_pg)"
+    bpt="$bpt $(ms_of ./bench_vs_uftrace bench_msgs.bin)"
+    if command -v uftrace >/dev/null; then
+        rm -rf bench_uftrace.data
+        uft="$uft $(ms_of uftrace record -d bench_uftrace.data ./bench_vs_uftrace_pg)"
+    fi
+done
+cd "$TOP" || exit 1
+sp=$(stat_of $plain); sb=$(stat_of $bpt)
+row 2 "1.12M calls, -pg build run without uftrace" "$sp" ms "1.00x"
+if [ -n "$uft" ]; then
+    su=$(stat_of $uft)
+    row 2 "uftrace record (-pg), all 5 functions" "$su" ms ""
+    row 2 "bptrace call+return, drained to a file" "$sb" ms \
+        "$(echo "$su $sb" | awk '{printf "uftrace/bptrace %.2fx", $1/$4}')"
+else
+    row 2 "bptrace call+return, drained to a file" "$sb" ms ""
+    echo "2      skipped uftrace: not installed (apt-get install uftrace)"
+fi
+once=$("$B/bench_vs_uftrace" "$B/bench_msgs.bin" 2>&1 | head -1)
+echo "2      messages: bptrace $(ls -l "$B/bench_msgs.bin" 2>/dev/null | awk '{printf "%.0f MB", $5/1e6}'), uftrace $(du -sm "$B/bench_uftrace.data" 2>/dev/null | cut -f1) MB; $once"
+rm -rf "$B/bench_msgs.bin" "$B/bench_uftrace.data"
+
+"$B/bench_vs_urcu"
+for n in 1000 10000 50000; do "$B/bench_pattern_$n"; done
+"$B/bench_pattern_1000" info
+
+# Instruction counts per call (callgrind): the leaf mix, CG_CALLS calls per
+# mode minus a run of 0 calls (setup and pattern changes cancel out),
+# including the drainer thread's share for ring modes.
+if command -v valgrind >/dev/null; then
+    N=${CG_CALLS:-200000}
+    mkdir -p "$B/bench_callgrind"
+    for m in plain off count call return time; do
+        tot() { valgrind --tool=callgrind --smc-check=all --callgrind-out-file="$1" "$B/bench_overhead" "$m" "$2" >/dev/null 2>&1
+                grep '^summary:' "$1" | awk '{print $2}'; }
+        a=$(tot "$B/bench_callgrind/cg.$m" "$N"); z=$(tot "$B/bench_callgrind/cg0.$m" 0)
+        printf '%-4s %-46s %11s  %-24s %-9s %s\n' cg "leaf mix: $m" \
+            "$(echo "$a $z $N" | awk '{printf "%.1f", ($1-$2)/$3}')" "" "Ir/call" \
+            "callgrind_annotate $B/bench_callgrind/cg.$m"
+    done
+else
+    echo "cg     skipped: valgrind is not installed (apt-get install valgrind)"
+fi

@@ -1,0 +1,79 @@
+/* bench/vs_uftrace.c (section 2): one program, two builds.
+   -DUFTRACE_BUILD: no bptrace; built with -pg and run under `uftrace record`.
+   default: the same functions BPT_TRACEABLE, traced by bptrace with
+   call+return, a drainer thread writing every message to a file (argv[1]).
+   Each prints its own wall time; bench/run.sh times the whole process too. */
+#ifndef UFTRACE_BUILD
+#define BPTRACE_IMPLEMENTATION
+#include "../bptrace.h"
+#define TR BPT_TRACEABLE
+#else
+#define TR __attribute__((noinline))
+#endif
+#include "bench.h"
+#include <pthread.h>
+#include <unistd.h>
+
+TR long fib(long n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+TR long l1(long a, long b) { return a + b; }
+TR long l2(long a, long b) { return (a ^ b) * 7; }
+TR long l3(long a, long b) { return a > b ? a - b : b - a; }
+TR long l4(long a, long b) { return (a << 3) + (b >> 2); }
+__attribute__((noinline)) static long mix(long iters) {
+    long acc = 0;
+    for (long i = 0; i < iters; i++) acc = l4(l3(l2(l1(acc, i), i), i), i);
+    return acc;
+}
+enum { FIB_N = 25, MIX_ITERS = 250000 };  /* 121,393 fib entries (gcc loops one recursion) + 1,000,000 */
+
+#ifndef UFTRACE_BUILD
+static bpt_session sess;
+static _Atomic int draining = 1;
+static FILE *out;
+static void *drainer(void *arg) {
+    static bpt_msg buf[4096];
+    (void)arg;
+    for (;;) {
+        int stop = !atomic_load(&draining);
+        int n = bpt_session_drain(sess, buf, 4096);
+        if (n > 0) fwrite(buf, sizeof buf[0], (size_t)n, out);
+        else if (stop) break;
+        else usleep(100);
+    }
+    return NULL;
+}
+#endif
+
+int main(int argc, char **argv) {
+    uint64_t t0 = bench_now();
+    long acc;
+#ifndef UFTRACE_BUILD
+    pthread_t dr;
+    bpt_session_desc d = { .name = "file", .ring_size = 1u << 18 };
+    bpt_session_counts c;
+    if (argc < 2 || !(out = fopen(argv[1], "wb"))) { fprintf(stderr, "usage: %s FILE\n", argv[0]); return 1; }
+    setvbuf(out, NULL, _IOFBF, 1 << 20);
+    int nreg = bpt_register_module(NULL);
+    if (nreg < 5) fprintf(stderr, "register_module: %d %s\n", nreg, bpt_last_error());
+    if (bpt_session_create(&d, &sess) < 0 ||
+        bpt_trace_pattern(sess, "_:fib/_", BPT_CALL | BPT_RETURN, NULL) < 1 ||
+        bpt_trace_pattern(sess, "_:l*/_", BPT_CALL | BPT_RETURN, NULL) < 4) {
+        fprintf(stderr, "setup: %s\n", bpt_last_error());
+        return 1;
+    }
+    pthread_create(&dr, NULL, drainer, NULL);
+#else
+    (void)argc; (void)argv;
+#endif
+    acc = fib(FIB_N) + mix(MIX_ITERS);
+#ifndef UFTRACE_BUILD
+    atomic_store(&draining, 0);
+    pthread_join(dr, NULL);
+    fclose(out);
+    bpt_session_stats(sess, &c);
+    fprintf(stderr, "bptrace: %llu messages, %llu dropped\n", (unsigned long long)c.produced,
+            (unsigned long long)c.dropped);
+#endif
+    fprintf(stderr, "acc %ld, %.1f ms\n", acc, (double)(bench_now() - t0) / 1e6);
+    return 0;
+}
