@@ -152,7 +152,9 @@ extern "C" {
    One X-macro list gives every error a name, a value and a message. Every
    function that can fail returns 0 (or a count) on success and a negative
    BPT_E* on failure; bpt_last_error() then says why, in words, for the
-   calling thread. */
+   calling thread. Every function that returns a code may also return
+   BPT_ENOMEM on a thread's first bptrace call, when that thread's record (a
+   one-time allocation) cannot be made; nothing changes then. */
 #define BPT_ERRORS(X) \
     X(BPT_OK,             0,  "success") \
     X(BPT_EINVAL,        -1,  "invalid argument") \
@@ -474,7 +476,9 @@ BPT_API int bpt_register_module(const char *module);
 /* bpt_unregister_module: remove every session's breakpoints from the
    module's functions (the 13 steps), then unregister them. Call it before
    dlclose; the caller guarantees no thread still runs the module's code.
-   Returns how many it unregistered; BPT_ENOENT; BPT_EDEADLK. Thread-safe (set path). */
+   Returns how many it unregistered; BPT_ENOENT; BPT_EDEADLK; BPT_ENOMEM
+   (nothing unregistered; breakpoints already switched off stay off).
+   Thread-safe (set path). */
 BPT_API int bpt_unregister_module(const char *module);
 
 /* bpt_unregister: forget a function record. It must carry no breakpoint:
@@ -5113,6 +5117,20 @@ static void bpt__addr_index_rebuild(void) {
     }
 }
 
+/* Undo bpt__native_new when registration fails later (under the
+   permission). A record the function's padding already points at, from an
+   earlier registration, goes back to the retired list: a thread may still
+   be in that entry's stub and read it. Only a record nothing points at is
+   freed. */
+static void bpt__native_discard(bpt_func *f) {
+    if (*(bpt_func *const *)(const void *)((const uint8_t *)f->fn - BPT__PAD_BYTES) == f) {
+        f->next_retired = bpt__retired;
+        bpt__retired = f;
+    } else {
+        BPT_FREE(f);
+    }
+}
+
 /* A native function record from its checked layout (not yet registered). */
 static int bpt__native_new(void *fn, const char *module, const char *name, int arity,
                            const bpt__entry_layout *l, const char *who, bpt_func **out) {
@@ -5177,7 +5195,7 @@ int bpt_register_native(void *fn, const char *module, const char *name, int arit
         return rc;
     }
     if ((rc = bpt__native_prepare(&f, &l, 1, "bpt_register_native")) < 0) {
-        BPT_FREE(f);
+        bpt__native_discard(f);
         bpt__permission_release();
         return rc;
     }
@@ -5281,7 +5299,7 @@ int bpt_register_module(const char *module) {
         for (i = 0; i < e.n && rc >= 0; i++) rc = bpt__apply_patterns(fs[i], &t);
         if (rc >= 0) rc = e.n;
     } else {
-        for (i = 0; i < made; i++) BPT_FREE(fs[i]);
+        for (i = 0; i < made; i++) bpt__native_discard(fs[i]);
     }
     bpt__permission_release();
     bpt__module_entries_free(&e);

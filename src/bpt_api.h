@@ -152,7 +152,9 @@ extern "C" {
    One X-macro list gives every error a name, a value and a message. Every
    function that can fail returns 0 (or a count) on success and a negative
    BPT_E* on failure; bpt_last_error() then says why, in words, for the
-   calling thread. */
+   calling thread. Every function that returns a code may also return
+   BPT_ENOMEM on a thread's first bptrace call, when that thread's record (a
+   one-time allocation) cannot be made; nothing changes then. */
 #define BPT_ERRORS(X) \
     X(BPT_OK,             0,  "success") \
     X(BPT_EINVAL,        -1,  "invalid argument") \
@@ -474,7 +476,9 @@ BPT_API int bpt_register_module(const char *module);
 /* bpt_unregister_module: remove every session's breakpoints from the
    module's functions (the 13 steps), then unregister them. Call it before
    dlclose; the caller guarantees no thread still runs the module's code.
-   Returns how many it unregistered; BPT_ENOENT; BPT_EDEADLK. Thread-safe (set path). */
+   Returns how many it unregistered; BPT_ENOENT; BPT_EDEADLK; BPT_ENOMEM
+   (nothing unregistered; breakpoints already switched off stay off).
+   Thread-safe (set path). */
 BPT_API int bpt_unregister_module(const char *module);
 
 /* bpt_unregister: forget a function record. It must carry no breakpoint:

@@ -277,6 +277,20 @@ static void bpt__addr_index_rebuild(void) {
     }
 }
 
+/* Undo bpt__native_new when registration fails later (under the
+   permission). A record the function's padding already points at, from an
+   earlier registration, goes back to the retired list: a thread may still
+   be in that entry's stub and read it. Only a record nothing points at is
+   freed. */
+static void bpt__native_discard(bpt_func *f) {
+    if (*(bpt_func *const *)(const void *)((const uint8_t *)f->fn - BPT__PAD_BYTES) == f) {
+        f->next_retired = bpt__retired;
+        bpt__retired = f;
+    } else {
+        BPT_FREE(f);
+    }
+}
+
 /* A native function record from its checked layout (not yet registered). */
 static int bpt__native_new(void *fn, const char *module, const char *name, int arity,
                            const bpt__entry_layout *l, const char *who, bpt_func **out) {
@@ -341,7 +355,7 @@ int bpt_register_native(void *fn, const char *module, const char *name, int arit
         return rc;
     }
     if ((rc = bpt__native_prepare(&f, &l, 1, "bpt_register_native")) < 0) {
-        BPT_FREE(f);
+        bpt__native_discard(f);
         bpt__permission_release();
         return rc;
     }
@@ -445,7 +459,7 @@ int bpt_register_module(const char *module) {
         for (i = 0; i < e.n && rc >= 0; i++) rc = bpt__apply_patterns(fs[i], &t);
         if (rc >= 0) rc = e.n;
     } else {
-        for (i = 0; i < made; i++) BPT_FREE(fs[i]);
+        for (i = 0; i < made; i++) bpt__native_discard(fs[i]);
     }
     bpt__permission_release();
     bpt__module_entries_free(&e);
