@@ -44,7 +44,7 @@ test:
 	tests/run
 
 # make fuzz [FUZZ_SECONDS=600] [FUZZ_TARGET=pattern]: the libFuzzer targets for as long as asked.
--include tests/fuzz/fuzz.mk
+include tests/fuzz/fuzz.mk
 
 # The ELF module scanner across 24 builds (gcc, clang, lld, gold, LTO, PIE and not,
 # aarch64 under qemu, sanitizers) with corrupt-file fuzzing; needs lld. ~5 minutes.

@@ -343,7 +343,7 @@ typedef struct bpt_session_desc {
     bpt_tracer_fn tracer;      /* callback tracer; NULL: per-thread message rings */
     void         *tracer_user;
     uint32_t      ring_size;   /* messages per thread ring, rounded up to a power
-                                  of two; default 1024, at most 1<<20 */
+                                  of two, at least 2; default 1024, at most 1<<20 */
     uint64_t      rate_max;    /* recon_trace limit: at most rate_max messages ... */
     uint32_t      rate_per_ms; /* ... in every window of this many ms (0: in all) */
 } bpt_session_desc;
@@ -1849,7 +1849,9 @@ static int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out) {
     snprintf(s->name, sizeof s->name, "%s", d->name ? d->name : "session");
     s->tracer = d->tracer;
     s->tracer_user = d->tracer_user;
-    s->ring_size = 1;
+    /* At least 2: after a drop, the DROPPED notice and the next message
+       need two slots, and a ring of one would drop everything from then on. */
+    s->ring_size = 2;
     while (s->ring_size < ring) s->ring_size <<= 1;
     s->rate_max = d->rate_max;
     s->rate_window_ns = (uint64_t)d->rate_per_ms * 1000000u;
@@ -1887,7 +1889,7 @@ int bpt_session_drain(bpt_session handle, bpt_msg *out, int max) {
     for (i = 0; i <= BPT_MAX_THREADS && n < max; i++) {
         bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);
         uint64_t tail, head, drained;
-        if (!lane || !lane->mask) continue;
+        if (!lane || s->tracer) continue;   /* a callback session's lanes hold no ring */
         tail = bpt__load_relaxed_u64(&lane->tail);
         head = bpt__load_acquire_u64(&lane->head);   /* pairs with the producer's release of head */
         drained = bpt__load_relaxed_u64(&lane->drained);
@@ -5534,11 +5536,14 @@ static void bpt__remember_pattern(bpt__session *s, bpt__pattern_entry *e) {
         int acts = 0;
         if (kinds == 0) kinds = BPT__KINDS;
         while ((old = *pp) != NULL) {
-            if (memcmp(&old->mfa, &e->mfa, sizeof e->mfa) == 0 && (old->flags & BPT__KINDS & ~kinds) == 0) {
+            unsigned okinds = old->flags & BPT__KINDS;
+            int old_off = (old->flags & BPT__HOWS) == BPT_OFF;
+            if (old_off && !okinds) okinds = BPT__KINDS;   /* BPT_OFF alone: every kind */
+            if (memcmp(&old->mfa, &e->mfa, sizeof e->mfa) == 0 && (okinds & ~kinds) == 0) {
                 *pp = old->next;
                 bpt__pattern_entry_free(old);
             } else {
-                acts |= (old->flags & kinds) != 0;
+                acts |= !old_off && (okinds & kinds) != 0;   /* an entry this OFF switches off */
                 pp = &old->next;
             }
         }

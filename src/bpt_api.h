@@ -343,7 +343,7 @@ typedef struct bpt_session_desc {
     bpt_tracer_fn tracer;      /* callback tracer; NULL: per-thread message rings */
     void         *tracer_user;
     uint32_t      ring_size;   /* messages per thread ring, rounded up to a power
-                                  of two; default 1024, at most 1<<20 */
+                                  of two, at least 2; default 1024, at most 1<<20 */
     uint64_t      rate_max;    /* recon_trace limit: at most rate_max messages ... */
     uint32_t      rate_per_ms; /* ... in every window of this many ms (0: in all) */
 } bpt_session_desc;

@@ -694,11 +694,14 @@ static void bpt__remember_pattern(bpt__session *s, bpt__pattern_entry *e) {
         int acts = 0;
         if (kinds == 0) kinds = BPT__KINDS;
         while ((old = *pp) != NULL) {
-            if (memcmp(&old->mfa, &e->mfa, sizeof e->mfa) == 0 && (old->flags & BPT__KINDS & ~kinds) == 0) {
+            unsigned okinds = old->flags & BPT__KINDS;
+            int old_off = (old->flags & BPT__HOWS) == BPT_OFF;
+            if (old_off && !okinds) okinds = BPT__KINDS;   /* BPT_OFF alone: every kind */
+            if (memcmp(&old->mfa, &e->mfa, sizeof e->mfa) == 0 && (okinds & ~kinds) == 0) {
                 *pp = old->next;
                 bpt__pattern_entry_free(old);
             } else {
-                acts |= (old->flags & kinds) != 0;
+                acts |= !old_off && (okinds & kinds) != 0;   /* an entry this OFF switches off */
                 pp = &old->next;
             }
         }

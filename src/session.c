@@ -215,7 +215,9 @@ static int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out) {
     snprintf(s->name, sizeof s->name, "%s", d->name ? d->name : "session");
     s->tracer = d->tracer;
     s->tracer_user = d->tracer_user;
-    s->ring_size = 1;
+    /* At least 2: after a drop, the DROPPED notice and the next message
+       need two slots, and a ring of one would drop everything from then on. */
+    s->ring_size = 2;
     while (s->ring_size < ring) s->ring_size <<= 1;
     s->rate_max = d->rate_max;
     s->rate_window_ns = (uint64_t)d->rate_per_ms * 1000000u;
@@ -253,7 +255,7 @@ int bpt_session_drain(bpt_session handle, bpt_msg *out, int max) {
     for (i = 0; i <= BPT_MAX_THREADS && n < max; i++) {
         bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);
         uint64_t tail, head, drained;
-        if (!lane || !lane->mask) continue;
+        if (!lane || s->tracer) continue;   /* a callback session's lanes hold no ring */
         tail = bpt__load_relaxed_u64(&lane->tail);
         head = bpt__load_acquire_u64(&lane->head);   /* pairs with the producer's release of head */
         drained = bpt__load_relaxed_u64(&lane->drained);

@@ -201,6 +201,34 @@ int main(void) {
     CHECK_RC(bpt_session_destroy(limited), 0);
     printf("callback, ring overflow, rate limit (total and per window): checked\n");
 
+    /* The smallest ring: ring_size 1 is a ring of 2 (a DROPPED notice and a
+       message must fit after a drop). Before, a ring of one was never
+       drained (its mask, 0, marked callback sessions). */
+    {
+        bpt_session tiny;
+        bpt_session_desc td;
+        bpt_session_counts st;
+        bpt_msg got[8];
+        int k, n, calls = 0, notices = 0;
+        memset(&td, 0, sizeof td);
+        td.ring_size = 1;
+        CHECK_RC(bpt_session_create(&td, &tiny), 0);
+        CHECK_RC(bpt_trace_pattern(tiny, "m:g/_", BPT_CALL, NULL), 1);
+        for (k = 0; k < 3; k++) call(g, 1, (uint64_t)k, 0);
+        n = bpt_session_drain(tiny, got, 8);
+        for (k = 0; k < n; k++) { calls += got[k].type == BPT_MSG_CALL; notices += got[k].type == BPT_MSG_DROPPED; }
+        CHECK(n == 2 && calls == 2 && notices == 0, "ring of 1: drained %d (%d calls)", n, calls);
+        call(g, 1, 9, 0);   /* after the drop: notice + message */
+        n = bpt_session_drain(tiny, got, 8);
+        CHECK(n == 2 && got[0].type == BPT_MSG_DROPPED && got[0].value == 1 && got[1].type == BPT_MSG_CALL,
+              "after a drop: %d messages", n);
+        CHECK_RC(bpt_session_stats(tiny, &st), 0);
+        CHECK(st.produced == 4 && st.dropped == 1 && st.delivered == 3, "ring of 1: produced %llu dropped %llu "
+              "delivered %llu", (unsigned long long)st.produced, (unsigned long long)st.dropped,
+              (unsigned long long)st.delivered);
+        CHECK_RC(bpt_session_destroy(tiny), 0);
+    }
+
     /* A pattern switched on and off again and again is remembered no more
        than once: the list of patterns replayed at registration stays short
        (it grew by one entry per change: 10,000 here, walked on every change). */
