@@ -449,8 +449,8 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
    bpt_last_error shows them); BPT_EPERM (mprotect refused: the function is
    untouched; the message gives errno, e.g. SELinux execmod or a read-only
    file mapping); BPT_ENOTSUP (tcc, BPT_NO_NATIVE, another architecture);
-   BPT_ENOMEM; BPT_EDEADLK; with *out set, the codes of bpt_register_vm for a
-   remembered pattern that could not be applied; BPT_ENOTSUP also where a CET shadow stack (x86-64)
+   BPT_ENOMEM (nothing registered); BPT_EDEADLK; with *out set, the codes of
+   bpt_register_vm for a remembered pattern that could not be applied; BPT_ENOTSUP also where a CET shadow stack (x86-64)
    or a guarded control stack (aarch64) is active, which the entry stub's
    redirected return would trip. bptrace does not know the size of a
    function registered by hand, so caller and return_to name it for return
@@ -491,7 +491,9 @@ BPT_API int bpt_unregister_module(const char *module);
    requires that no process runs old code); VM threads that are managed (as BEAM's schedulers) and report
    progress only between instructions are covered by the wait too.
    Returns 0; BPT_EINVAL (NULL); BPT_ENOENT (not a registered record);
-   BPT_EBUSY; BPT_EDEADLK (see bpt_trace_pattern). Thread-safe (set path). */
+   BPT_EBUSY; BPT_ENOMEM (a native function: no memory for the new index of
+   native code that names callers and return_to targets; f stays
+   registered); BPT_EDEADLK (see bpt_trace_pattern). Thread-safe (set path). */
 BPT_API int bpt_unregister(bpt_func *f);
 
 /* bpt_func_lookup: find a registered function by exact module, name, arity.

@@ -235,26 +235,48 @@ static int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, cons
     return 0;
 }
 
-/* Rebuild the address index (frames.c, >>symbolize) after native functions
-   came or went. Under the permission. The old index is freed after a thread
-   progress wait, so no pinned reader still searches it, and so no reader
-   can reach a record that unregistration retires (and a later registration
-   may rewrite). A function's extent is its ELF symbol's size; a function
-   registered by hand has none, so it extends to the next registered entry,
-   at most 64 KiB. Out of memory: the old index stays, and caller/return_to
-   name the functions it knows. */
+/* The address index (frames.c, >>symbolize) follows the native functions
+   as they come and go, in two steps, both under the permission:
+
+     1. bpt__addr_index_alloc, before the registry changes: room for every
+        native function there will be. Out of memory here fails the whole
+        registration or unregistration with BPT_ENOMEM and changes nothing.
+        (An index that stayed old would name an unregistered function as a
+        caller: its record is retired, and a later registration may reuse
+        it for another function.)
+     2. bpt__addr_index_publish, after the registry changed: fill, sort,
+        publish with a release store, and free the old index after a
+        thread progress wait, so no pinned reader still searches it. It
+        cannot fail.
+
+   A function's extent is its ELF symbol's size; a function registered by
+   hand has none, so it extends to the next registered entry, at most
+   64 KiB. */
 static int bpt__addr_entry_cmp(const void *a, const void *b) {
     uintptr_t x = ((const bpt__addr_entry *)a)->start, y = ((const bpt__addr_entry *)b)->start;
     return x < y ? -1 : x > y;
 }
 
-static void bpt__addr_index_rebuild(void) {
-    bpt__addr_index *ix, *old;
-    size_t n = 0, k;
-    uint32_t i;
+static uint32_t bpt__native_count(void) {
+    uint32_t i, n = 0;
     for (i = 0; i < bpt__registry.len; i++) n += bpt__registry.funcs[i]->kind == BPT__SITE_NATIVE;
-    ix = (bpt__addr_index *)BPT_MALLOC(sizeof *ix + sizeof(bpt__addr_entry) * n);
-    if (!ix) return;
+    return n;
+}
+
+/* Step 1: room for `n` entries. NULL after bpt__fail(BPT_ENOMEM). */
+static bpt__addr_index *bpt__addr_index_alloc(size_t n, const char *who) {
+    bpt__addr_index *ix = (bpt__addr_index *)BPT_MALLOC(sizeof *ix + sizeof(bpt__addr_entry) * n);
+    if (!ix) bpt__fail(BPT_ENOMEM, "%s: no memory for the address index of %lu native functions; "
+                       "nothing changed", who, (unsigned long)n);
+    return ix;
+}
+
+/* Step 2: ix came from step 1 with room for every native function now
+   registered. */
+static void bpt__addr_index_publish(bpt__addr_index *ix) {
+    bpt__addr_index *old;
+    size_t k;
+    uint32_t i;
     ix->n = 0;
     for (i = 0; i < bpt__registry.len; i++) {
         const bpt_func *f = bpt__registry.funcs[i];
@@ -332,6 +354,7 @@ int bpt_register_native(void *fn, const char *module, const char *name, int arit
                      "x86-64 or aarch64 without BPT_NO_NATIVE; VM sites work everywhere");
 #else
     bpt__entry_layout l;
+    bpt__addr_index *ix;
     bpt_func *f;
     uint64_t t = bpt__now_ns();
     int rc;
@@ -354,13 +377,19 @@ int bpt_register_native(void *fn, const char *module, const char *name, int arit
         bpt__permission_release();
         return rc;
     }
+    if (!(ix = bpt__addr_index_alloc(bpt__native_count() + 1, "bpt_register_native"))) {
+        bpt__native_discard(f);
+        bpt__permission_release();
+        return BPT_ENOMEM;
+    }
     if ((rc = bpt__native_prepare(&f, &l, 1, "bpt_register_native")) < 0) {
+        BPT_FREE(ix);
         bpt__native_discard(f);
         bpt__permission_release();
         return rc;
     }
     bpt__registry_add(f, fn);
-    bpt__addr_index_rebuild();
+    bpt__addr_index_publish(ix);
     rc = bpt__apply_patterns(f, &t);
     bpt__permission_release();
     *out = f;
@@ -430,6 +459,7 @@ int bpt_register_module(const char *module) {
 #else
     bpt__module_entries e = { NULL, NULL, NULL, 0, 0 };
     bpt__entry_layout *ls = NULL;
+    bpt__addr_index *ix = NULL;
     bpt_func **fs = NULL;
     const char *mod = NULL;
     uint64_t t = bpt__now_ns();
@@ -442,6 +472,8 @@ int bpt_register_module(const char *module) {
         fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (size_t)e.n);
         if (!ls || !fs || bpt__registry_reserve((uint32_t)e.n) < 0)
             rc = bpt__fail(BPT_ENOMEM, "bpt_register_module: no memory for %d functions", e.n);
+        else if (!(ix = bpt__addr_index_alloc(bpt__native_count() + (uint32_t)e.n, "bpt_register_module")))
+            rc = BPT_ENOMEM;
     }
     /* Check every entry and make every record before touching any code:
        one refusal or one ENOMEM registers nothing. */
@@ -455,11 +487,12 @@ int bpt_register_module(const char *module) {
     if (rc >= 0 && e.n) rc = bpt__native_prepare(fs, ls, e.n, "bpt_register_module");
     if (rc >= 0) {
         for (i = 0; i < e.n; i++) bpt__registry_add(fs[i], e.fn[i]);
-        if (e.n) bpt__addr_index_rebuild();
+        if (e.n) bpt__addr_index_publish(ix);
         for (i = 0; i < e.n && rc >= 0; i++) rc = bpt__apply_patterns(fs[i], &t);
         if (rc >= 0) rc = e.n;
     } else {
         for (i = 0; i < made; i++) bpt__native_discard(fs[i]);
+        BPT_FREE(ix);
     }
     bpt__permission_release();
     bpt__module_entries_free(&e);
@@ -482,6 +515,7 @@ int bpt_unregister_module(const char *module) {
     static const bpt__op off_all = { BPT__KINDS, BPT_OFF, NULL };
     const char *base;
     bpt_func **fs, **traced;
+    void *ix = NULL;              /* bpt__addr_index *, with BPT_NATIVE */
     uint64_t t = bpt__now_ns();
     uint32_t i;
     int n = 0, k, slot, rc;
@@ -498,6 +532,13 @@ int bpt_unregister_module(const char *module) {
     for (i = 0; i < bpt__registry.len; i++)
         if (bpt__registry.funcs[i]->kind == BPT__SITE_NATIVE && strcmp(bpt__registry.funcs[i]->module, base) == 0)
             fs[n++] = bpt__registry.funcs[i];
+#if defined(BPT_NATIVE)
+    if (n && !(ix = bpt__addr_index_alloc(bpt__native_count(), "bpt_unregister_module"))) {
+        BPT_FREE(fs); BPT_FREE(traced);
+        bpt__permission_release();
+        return BPT_ENOMEM;
+    }
+#endif
     /* Every session's breakpoints off, through the protocol, session by session. */
     for (slot = 0; slot < BPT_MAX_SESSIONS && rc >= 0; slot++) {
         bpt__session *s = (bpt__session *)bpt__load_relaxed_ptr(&bpt__sessions.slot[slot]);
@@ -508,7 +549,10 @@ int bpt_unregister_module(const char *module) {
     }
     if (rc >= 0) for (k = 0; k < n; k++) bpt__registry_remove(fs[k]);
 #if defined(BPT_NATIVE)
-    if (rc >= 0 && n) bpt__addr_index_rebuild();
+    if (rc >= 0 && n) bpt__addr_index_publish((bpt__addr_index *)ix);
+    else BPT_FREE(ix);
+#else
+    (void)ix;
 #endif
     bpt__permission_release();
     BPT_FREE(traced);
@@ -523,6 +567,7 @@ int bpt_unregister_module(const char *module) {
 }
 
 int bpt_unregister(bpt_func *f) {
+    void *ix = NULL;              /* bpt__addr_index *, with BPT_NATIVE */
     int rc;
     if (!f) return bpt__fail(BPT_EINVAL, "bpt_unregister: f is NULL");
     if ((rc = bpt__permission_seize("bpt_unregister")) < 0) return rc;
@@ -541,9 +586,17 @@ int bpt_unregister(bpt_func *f) {
         return bpt__fail(BPT_EBUSY, "bpt_unregister: %s:%s/%d still has its breakpoint word "
                          "(restoring it was refused); retry after the cause is gone", f->module, f->name, f->arity);
     }
+#if defined(BPT_NATIVE)
+    if (f->kind == BPT__SITE_NATIVE && !(ix = bpt__addr_index_alloc(bpt__native_count(), "bpt_unregister"))) {
+        bpt__permission_release();
+        return BPT_ENOMEM;
+    }
+#endif
     bpt__registry_remove(f);
 #if defined(BPT_NATIVE)
-    if (f->kind == BPT__SITE_NATIVE) bpt__addr_index_rebuild();
+    if (ix) bpt__addr_index_publish((bpt__addr_index *)ix);
+#else
+    (void)ix;
 #endif
     bpt__permission_release();
     bpt__func_release(f);
