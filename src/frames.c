@@ -223,20 +223,34 @@ static bpt__frame bpt__frame_pop(bpt__thread *rec, int stack) {
     return fr;
 }
 
-/* The messages of a frame: to each of its sessions that asked for `action`
+/* Whether a session of fr asked for one of `actions`. A frame that only
+   times its call (call_time, call_memory) builds no message at all: the
+   message, 248 bytes cleared and a clock read, was most of the return
+   path's cost for call_time (callgrind, PERFORMANCE.md). */
+static int bpt__frame_wants(const bpt__frame *fr, unsigned actions) {
+    uint32_t i;
+    for (i = 0; i < fr->nsess; i++)
+        if (fr->sess[i].actions & actions) return 1;
+    return 0;
+}
+
+/* A frame's message to its session i, if that session asked for `action`
    and still lives. Pinned (session lookup). */
+static void bpt__frame_send_one(bpt__thread *rec, const bpt__frame *fr, uint32_t i, unsigned action, bpt_msg *m) {
+    bpt__session *s;
+    if (rec->in_tracer) return;   /* a tracer's own calls are not traced */
+    if (!(fr->sess[i].actions & action)) return;
+    if (!(s = bpt__session_lookup(fr->sess[i].id))) return;   /* ended: frames do nothing */
+    if (!bpt__session_admit(s, rec, m->ts_ns)) return;
+    m->session = s->id;
+    if (m->type == BPT_MSG_RETURN_FROM) m->value_type = fr->sess[i].rettype;
+    bpt__session_send(s, rec, m);
+}
+
+/* The message to each of a frame's sessions that asked for `action`. */
 static void bpt__frame_send(bpt__thread *rec, const bpt__frame *fr, unsigned action, bpt_msg *m) {
     uint32_t i;
-    if (rec->in_tracer) return;   /* a tracer's own calls are not traced */
-    for (i = 0; i < fr->nsess; i++) {
-        bpt__session *s;
-        if (!(fr->sess[i].actions & action)) continue;
-        if (!(s = bpt__session_lookup(fr->sess[i].id))) continue;   /* ended: frames do nothing */
-        if (!bpt__session_admit(s, rec, m->ts_ns)) continue;
-        m->session = s->id;
-        if (m->type == BPT_MSG_RETURN_FROM) m->value_type = fr->sess[i].rettype;
-        bpt__session_send(s, rec, m);
-    }
+    for (i = 0; i < fr->nsess; i++) bpt__frame_send_one(rec, fr, i, action, m);
 }
 
 static void bpt__frame_msg(bpt_msg *m, bpt__thread *rec, int type, const bpt__frame *fr) {
@@ -254,25 +268,26 @@ static void bpt__frame_msg(bpt_msg *m, bpt__thread *rec, int type, const bpt__fr
    with exception_trace; return_trace alone sends nothing. */
 static void bpt__frame_unwound(bpt__thread *rec, const bpt__frame *fr, const char *cls, uint64_t value) {
     bpt_msg m;
+    if (!bpt__frame_wants(fr, BPT_EXCEPTION)) return;
     bpt__frame_msg(&m, rec, BPT_MSG_EXCEPTION_FROM, fr);
     m.exception_class = cls;
     m.value = value;
     bpt__frame_send(rec, fr, BPT_EXCEPTION, &m);
 }
 
-/* return_from for a frame that serves one session (its ret spec's type). */
-static void bpt__frame_returned_one(bpt__thread *rec, const bpt__frame *fr, uint64_t value) {
+/* return_from to the frame's session i (with its ret spec's type). */
+static void bpt__frame_returned_one(bpt__thread *rec, const bpt__frame *fr, uint32_t i, uint64_t value) {
     bpt_msg m;
     bpt__frame_msg(&m, rec, BPT_MSG_RETURN_FROM, fr);
     m.value = value;
-    if (fr->sess[0].rettype == BPT_ARG_STR) {   /* copied now: the string may not outlive the return */
+    if (fr->sess[i].rettype == BPT_ARG_STR) {   /* copied now: the string may not outlive the return */
         const char *str = (const char *)(uintptr_t)value;
         size_t len = str ? strnlen(str, sizeof m.str - 1) : 6;
         memcpy(m.str, str ? str : "(null)", len);
         m.str[len] = '\0';
         m.value = 0;
     }
-    bpt__frame_send(rec, fr, BPT_RETURN | BPT_EXCEPTION, &m);
+    bpt__frame_send_one(rec, fr, i, BPT_RETURN | BPT_EXCEPTION, &m);
 }
 
 /* return_from to each session of a frame, one message each, with the value
@@ -280,12 +295,9 @@ static void bpt__frame_returned_one(bpt__thread *rec, const bpt__frame *fr, uint
    one for f64 (the same value for both on a VM). */
 static void bpt__frame_returned(bpt__thread *rec, const bpt__frame *fr, uint64_t int_value, uint64_t fp_value) {
     uint32_t i;
-    for (i = 0; i < fr->nsess; i++) {
-        bpt__frame one = *fr;
-        one.nsess = 1;
-        one.sess[0] = fr->sess[i];
-        bpt__frame_returned_one(rec, &one, fr->sess[i].rettype == BPT_ARG_F64 ? fp_value : int_value);
-    }
+    for (i = 0; i < fr->nsess; i++)
+        if (fr->sess[i].actions & (BPT_RETURN | BPT_EXCEPTION))
+            bpt__frame_returned_one(rec, fr, i, fr->sess[i].rettype == BPT_ARG_F64 ? fp_value : int_value);
 }
 
 /* return_to: execution resumes in (module, name, arity), or in code that is
@@ -427,7 +439,7 @@ __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr
     }
     /* 2b. Ours, and the frames of the tail calls that replaced it: each
        returns the same value, innermost first; the last holds the address. */
-    memset(&to, 0, sizeof to);
+    to.module = NULL;   /* the fields of `to` that 2c reads are set below */
     do {
         if (rec->shadow_depth[BPT__STACK_NATIVE] == 0 ||
             rec->shadow[BPT__STACK_NATIVE][rec->shadow_depth[BPT__STACK_NATIVE] - 1].sp != sp)

@@ -116,7 +116,7 @@ static void bpt__hit_timem(bpt__hit *h, bpt__session *s, const bpt__GenericBpDat
    frame (the site pushes it). The caller then executes the original
    instruction. Returns 0 when the thread has no record (out of memory):
    untraced, never unsafe. */
-static int bpt__breakpoint(bpt__hit *h) {
+BPT__HOT int bpt__breakpoint(bpt__hit *h) {
     bpt__GenericBp *g;
     unsigned ix;
     bpt_func *f = h->f;

@@ -182,7 +182,7 @@ BPT__PRIVATE bpt__thread *bpt__thread_self(void) {
 }
 
 /* End a section: publish the new state [B3], then wake a sleeping waiter [B2]. */
-static void bpt__state_store_and_wake(bpt__thread *rec, uint64_t state) {
+BPT__HOT void bpt__state_store_and_wake(bpt__thread *rec, uint64_t state) {
     bpt__store_release_u64(&rec->state, state);          /* [B3] pairs with the waiter's acquire load */
     bpt__light_barrier();                                /* [B2] pairs with the waiter's heavy barrier */
     if (bpt__load_relaxed_u32(&bpt__progress.futex)) {
@@ -195,7 +195,7 @@ static void bpt__state_store_and_wake(bpt__thread *rec, uint64_t state) {
 /* The read side. One load of the thread's own state and one store: a signal
    handler that pins in between restores the state before the interrupted
    code resumes, so the store never loses a nesting level. */
-BPT__PRIVATE bpt__thread *bpt__pin(void) {
+BPT__HOT bpt__thread *bpt__pin(void) {
     bpt__thread *rec = bpt__thread_self();
     uint64_t s;
     if (!rec) return NULL;
@@ -217,7 +217,7 @@ BPT__PRIVATE bpt__thread *bpt__pin(void) {
     return rec;
 }
 
-BPT__PRIVATE void bpt__unpin(bpt__thread *rec) {
+BPT__HOT void bpt__unpin(bpt__thread *rec) {
     uint64_t s;
     if (!rec) return;
     if (rec->managed_online) {
