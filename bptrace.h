@@ -766,26 +766,41 @@ BPT_API int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *b
    messages become "B" events, return_from and exception_from "E" events,
    with ts in microseconds (fractions kept) from the first event, pid the
    process id, tid the traced thread, and one thread_name record per thread.
+   The events nest per thread, as the format requires, whatever the
+   messages: the writer keeps each thread's open calls (the first 64; deeper
+   calls are not written, nor their returns) and
+     - skips a return with no open call of that function (tracing began
+       inside the call), counted in `unmatched`;
+     - closes, at the same ts, open calls above the one a return matches
+       (frames unwound without a message, e.g. with BPT_RETURN but no
+       BPT_EXCEPTION), counted in `closed`;
+     - closes every call still open at bpt_chrome_close, at its thread's
+       last ts (tracing ended inside it), counted in `closed` too.
    Zero-initialise nothing: bpt_chrome_open fills the struct. Off the hot
    path: use it on drained messages. Not thread-safe per writer. */
 typedef struct bpt_chrome {
     FILE *out;
     uint64_t base_ns;      /* ts 0: the first event's time */
-    long events;           /* events written */
-    uint32_t tids[256];    /* threads already named (more are written unnamed) */
-    int ntids;
+    long events;           /* records written (thread names included) */
+    long unmatched;        /* returns skipped: no open call of theirs */
+    long closed;           /* E events the writer added to keep the nesting */
+    struct bpt__chrome_thread *threads;   /* each thread's open calls */
+    int nthreads, cap;
     int err;               /* a write failed */
 } bpt_chrome;
 
 /* bpt_chrome_open: start a trace on out (an open FILE). Returns 0, or
-   BPT_EINVAL (w or out NULL). */
+   BPT_EINVAL (w or out NULL, or the first write failed). */
 BPT_API int bpt_chrome_open(bpt_chrome *w, FILE *out);
 /* bpt_chrome_write: one message (other types than call, return_from and
-   exception_from are ignored). Returns 0, or BPT_EINVAL (NULL, or a write
-   failed: errno-level details in bpt_last_error). */
+   exception_from are ignored). Returns 0; BPT_EINVAL (NULL, a writer not
+   open, or a write failed: errno-level details in bpt_last_error);
+   BPT_ENOMEM (the first message of a new thread, when its state cannot be
+   allocated: that message is not written). */
 BPT_API int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m);
-/* bpt_chrome_close: end the JSON. Returns the number of events written, or
-   BPT_EINVAL (w NULL, or a write failed). Does not close the FILE. */
+/* bpt_chrome_close: close the calls still open, end the JSON and free the
+   writer's state. Returns the number of records written, or BPT_EINVAL (w
+   NULL or not open, or a write failed). Does not close the FILE. */
 BPT_API int bpt_chrome_close(bpt_chrome *w);
 
 /* FlameGraph folded stacks ("a;b;c 123" lines, as flamegraph.pl and
@@ -6030,6 +6045,15 @@ static void bpt__json_string(FILE *out, const char *s) {
     fputc('"', out);
 }
 
+/* One thread's open calls: what keeps the B/E events nested. */
+enum { BPT__CHROME_DEPTH = 64 };
+struct bpt__chrome_thread {
+    uint32_t tid, depth;          /* depth counts calls beyond the kept ones too */
+    uint64_t last_ns;             /* the thread's newest event, for closing at the end */
+    const char *module[BPT__CHROME_DEPTH], *name[BPT__CHROME_DEPTH];
+    int arity[BPT__CHROME_DEPTH];
+};
+
 int bpt_chrome_open(bpt_chrome *w, FILE *out) {
     if (!w || !out) return bpt__fail(BPT_EINVAL, "bpt_chrome_open: w and out must not be NULL");
     memset(w, 0, sizeof *w);
@@ -6038,34 +6062,105 @@ int bpt_chrome_open(bpt_chrome *w, FILE *out) {
     return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_open: write failed: %s", strerror(errno)) : 0;
 }
 
-int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m) {
-    const char *ph;
-    char name[300];
+/* The state of thread tid. A new thread (create: its first call) gets its
+   thread_name record; NULL when it cannot be allocated, or is not there
+   and create is 0. */
+static struct bpt__chrome_thread *bpt__chrome_thread_of(bpt_chrome *w, uint32_t tid, int create) {
+    struct bpt__chrome_thread *t;
     int i;
-    if (!w || !m || !w->out) return bpt__fail(BPT_EINVAL, "bpt_chrome_write: w and m must not be NULL");
-    if (m->type == BPT_MSG_CALL) ph = "B";
-    else if (m->type == BPT_MSG_RETURN_FROM || m->type == BPT_MSG_EXCEPTION_FROM) ph = "E";
-    else return 0;
-    if (!w->events && !w->base_ns) w->base_ns = m->ts_ns;
-    for (i = 0; i < w->ntids && w->tids[i] != m->thread; i++) {}
-    if (i == w->ntids && w->ntids < (int)(sizeof w->tids / sizeof w->tids[0])) {   /* name the thread once */
-        w->tids[w->ntids++] = m->thread;
-        fprintf(w->out, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{\"name\":\"thread %u\"}}\n",
-                w->events ? "," : "", (int)getpid(), (unsigned)m->thread, (unsigned)m->thread);
-        w->events++;
+    for (i = 0; i < w->nthreads; i++)
+        if (w->threads[i].tid == tid) return &w->threads[i];
+    if (!create) return NULL;
+    if (w->nthreads == w->cap) {
+        int cap = w->cap ? w->cap * 2 : 8;
+        t = (struct bpt__chrome_thread *)BPT_MALLOC(sizeof *t * (size_t)cap);
+        if (!t) return NULL;
+        if (w->nthreads) memcpy(t, w->threads, sizeof *t * (size_t)w->nthreads);
+        BPT_FREE(w->threads);
+        w->threads = t;
+        w->cap = cap;
     }
-    snprintf(name, sizeof name, "%s:%s/%d", m->module ? m->module : "?", m->name ? m->name : "?", m->arity);
+    t = &w->threads[w->nthreads++];
+    memset(t, 0, sizeof *t);
+    t->tid = tid;
+    fprintf(w->out, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{\"name\":\"thread %u\"}}\n",
+            w->events ? "," : "", (int)getpid(), (unsigned)tid, (unsigned)tid);
+    w->events++;
+    return t;
+}
+
+static void bpt__chrome_event(bpt_chrome *w, const char *ph, uint32_t tid, uint64_t ts_ns, const char *module,
+                              const char *name, int arity) {
+    char text[300];
+    snprintf(text, sizeof text, "%s:%s/%d", module ? module : "?", name ? name : "?", arity);
     fprintf(w->out, "%s{\"name\":", w->events ? "," : "");
-    bpt__json_string(w->out, name);
+    bpt__json_string(w->out, text);
     if (fprintf(w->out, ",\"cat\":\"bptrace\",\"ph\":\"%s\",\"ts\":%.3f,\"pid\":%d,\"tid\":%u}\n", ph,
-                (double)(int64_t)(m->ts_ns - w->base_ns) / 1e3, (int)getpid(), (unsigned)m->thread) < 0)
+                (double)(int64_t)(ts_ns - w->base_ns) / 1e3, (int)getpid(), (unsigned)tid) < 0)
         w->err = 1;
     w->events++;
+}
+
+static int bpt__chrome_same(const struct bpt__chrome_thread *t, uint32_t d, const bpt_msg *m) {
+    return t->arity[d] == m->arity && (t->name[d] == m->name || (t->name[d] && m->name && strcmp(t->name[d], m->name) == 0)) &&
+           (t->module[d] == m->module || (t->module[d] && m->module && strcmp(t->module[d], m->module) == 0));
+}
+
+/* Close t's kept calls down to depth d, newest first, at ts_ns. */
+static void bpt__chrome_close_to(bpt_chrome *w, struct bpt__chrome_thread *t, uint32_t d, uint64_t ts_ns) {
+    while (t->depth > d) {
+        t->depth--;
+        bpt__chrome_event(w, "E", t->tid, ts_ns, t->module[t->depth], t->name[t->depth], t->arity[t->depth]);
+        w->closed++;
+    }
+}
+
+int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m) {
+    struct bpt__chrome_thread *t;
+    uint32_t d;
+    if (!w || !m || !w->out) return bpt__fail(BPT_EINVAL, "bpt_chrome_write: w and m must not be NULL, w open");
+    if (m->type != BPT_MSG_CALL && m->type != BPT_MSG_RETURN_FROM && m->type != BPT_MSG_EXCEPTION_FROM) return 0;
+    if (!w->events && !w->base_ns) w->base_ns = m->ts_ns;
+    if (!(t = bpt__chrome_thread_of(w, m->thread, m->type == BPT_MSG_CALL))) {
+        if (m->type == BPT_MSG_CALL)
+            return bpt__fail(BPT_ENOMEM, "bpt_chrome_write: no memory for thread %u's state", (unsigned)m->thread);
+        w->unmatched++;                                    /* a return on a thread with no open call */
+        return 0;
+    }
+    t->last_ns = m->ts_ns;
+    if (m->type == BPT_MSG_CALL) {
+        if (t->depth++ >= BPT__CHROME_DEPTH) return 0;   /* too deep: neither it nor its return is written */
+        t->module[t->depth - 1] = m->module;
+        t->name[t->depth - 1] = m->name;
+        t->arity[t->depth - 1] = m->arity;
+        bpt__chrome_event(w, "B", m->thread, m->ts_ns, m->module, m->name, m->arity);
+    } else if (t->depth > BPT__CHROME_DEPTH) {
+        t->depth--;                                        /* the return of a call too deep to be written */
+    } else {
+        /* The matching call is the newest open one of that function. */
+        for (d = t->depth; d > 0 && !bpt__chrome_same(t, d - 1, m); d--) {}
+        if (d == 0) {
+            w->unmatched++;
+            return 0;
+        }
+        bpt__chrome_close_to(w, t, d, m->ts_ns);           /* calls above it, unwound without a message */
+        t->depth = d - 1;
+        bpt__chrome_event(w, "E", m->thread, m->ts_ns, m->module, m->name, m->arity);
+    }
     return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_write: write failed: %s", strerror(errno)) : 0;
 }
 
 int bpt_chrome_close(bpt_chrome *w) {
+    int i;
     if (!w || !w->out) return bpt__fail(BPT_EINVAL, "bpt_chrome_close: w is NULL or not open");
+    for (i = 0; i < w->nthreads; i++) {
+        struct bpt__chrome_thread *t = &w->threads[i];
+        if (t->depth > BPT__CHROME_DEPTH) t->depth = BPT__CHROME_DEPTH;
+        bpt__chrome_close_to(w, t, 0, t->last_ns);
+    }
+    BPT_FREE(w->threads);
+    w->threads = NULL;
+    w->nthreads = w->cap = 0;
     if (fputs("]}\n", w->out) < 0 || fflush(w->out) != 0) w->err = 1;
     w->out = NULL;
     return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_close: a write failed") : (int)w->events;

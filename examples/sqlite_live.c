@@ -64,6 +64,7 @@
        --threads N      worker threads (default: online CPUs, at least 2)
        --phase-ms MS    length of phases 1, 2, 3 and 6 (12000)
        --scale N        pgbench scale: branches (1)
+       --warmup-ms MS   untraced run before the baseline (6000)
        --control 1      the same timeline with phases 2-5 untraced: how far the
                         machine and the database drift on their own
 
@@ -104,7 +105,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { MAX_WORKERS = 64, NPHASES = 7, TOP = 15, PROFILE_ROWS_SHOWN = 20, WARMUP_MS = 6000 };
+enum { MAX_WORKERS = 64, NPHASES = 7, TOP = 15, PROFILE_ROWS_SHOWN = 20 };
 enum { ACCOUNTS_PER_BRANCH = 100000, TELLERS_PER_BRANCH = 10 };
 
 /* Accounts open at +1,000,000 (odd aid) or -1,000,000 (even aid): they sum
@@ -142,13 +143,13 @@ static void sleep_until(uint64_t t)
 
 struct options {
     const char *db, *out;
-    int threads, phase_ms, scale;
+    int threads, phase_ms, scale, warmup_ms;
     int control;               /* --control: phases 2-5 run untraced, for comparison */
 };
 
 static void usage(const char *argv0)
 {
-    fprintf(stderr, "usage: %s [--db PATH] [--out DIR] [--threads N] [--phase-ms MS] [--scale N] [--control 0|1]\n",
+    fprintf(stderr, "usage: %s [--db PATH] [--out DIR] [--threads N] [--phase-ms MS] [--scale N] [--warmup-ms MS] [--control 0|1]\n",
             argv0);
 }
 
@@ -173,6 +174,7 @@ static int parse_options(int argc, char **argv, struct options *o)
     o->threads = ncpu < 2 ? 2 : ncpu > MAX_WORKERS ? MAX_WORKERS : (int)ncpu;
     o->phase_ms = 12000;
     o->scale = 1;
+    o->warmup_ms = 6000;
     for (i = 1; i < argc; i += 2) {       /* every option takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -191,6 +193,11 @@ static int parse_options(int argc, char **argv, struct options *o)
         } else if (strcmp(a, "--phase-ms") == 0) {
             if (parse_int(v, 500, 600000, &o->phase_ms) != 0) {
                 fprintf(stderr, "sqlite_live: --phase-ms wants 500..600000\n");
+                return -1;
+            }
+        } else if (strcmp(a, "--warmup-ms") == 0) {
+            if (parse_int(v, 0, 600000, &o->warmup_ms) != 0) {
+                fprintf(stderr, "sqlite_live: --warmup-ms wants 0..600000\n");
                 return -1;
             }
         } else if (strcmp(a, "--control") == 0) {
@@ -250,12 +257,18 @@ struct worker {
     _Atomic uint64_t reads;          /* read-only transactions */
     _Atomic uint64_t busy_waits;     /* times the busy handler ran */
     _Atomic uint64_t max_iter_ns[NPHASES]; /* the longest loop iteration in each phase */
+    _Atomic uint64_t win_max_ns;     /* the longest iteration overlapping the window (below) */
+    _Atomic uint64_t iters;          /* loop iterations finished */
     _Atomic int failed;
     char error[300];
 };
 
 static _Atomic int g_stop;
 static _Atomic int g_phase;
+/* The window of one bpt_trace_pattern call, [g_win_t0, g_win_t1) in ns:
+   each worker keeps the longest of its loop iterations that overlap it
+   (g_win_t1 is UINT64_MAX while the call runs). */
+static _Atomic uint64_t g_win_t0 = UINT64_MAX, g_win_t1 = UINT64_MAX;
 
 static uint64_t rnd(struct worker *w)
 {
@@ -400,6 +413,9 @@ static void *worker_main(void *arg)
         dt = now_ns() - t0;
         if (dt > atomic_load_explicit(&w->max_iter_ns[ph], memory_order_relaxed))
             atomic_store_explicit(&w->max_iter_ns[ph], dt, memory_order_relaxed);
+        if (t0 < atomic_load(&g_win_t1) && t0 + dt > atomic_load(&g_win_t0) && dt > atomic_load(&w->win_max_ns))
+            atomic_store(&w->win_max_ns, dt);
+        atomic_fetch_add(&w->iters, 1);
     }
     return NULL;
 }
@@ -669,20 +685,53 @@ static void phase_report(struct demo *d, int ph, const struct snap *a, const str
     printf("\n     largest stall of any worker: %.2f ms (baseline %.2f ms)\n", stall / 1e6, d->base_stall / 1e6);
 }
 
-/* bpt_trace_pattern, timed and printed. */
+/* The longest worker loop iteration that overlapped the window: waits until
+   every running worker has started an iteration after t1 and finished it
+   (at most 5 s), so that an iteration stalled by the call is counted. */
+static uint64_t window_stall(struct demo *d, const uint64_t *iters0)
+{
+    uint64_t m = 0, deadline = now_ns() + 5000000000u;
+    int i;
+    for (i = 0; i < d->nw; i++)
+        while (atomic_load(&d->w[i].iters) < iters0[i] + 2 && !atomic_load(&d->w[i].failed) && now_ns() < deadline)
+            sleep_ns(100000);
+    atomic_store(&g_win_t0, UINT64_MAX);
+    atomic_store(&g_win_t1, UINT64_MAX);
+    for (i = 0; i < d->nw; i++) {
+        uint64_t v = atomic_load(&d->w[i].win_max_ns);
+        if (v > m)
+            m = v;
+    }
+    return m;
+}
+
+/* bpt_trace_pattern, timed and printed with the largest stall a worker saw
+   while it ran: a stop-the-world would show there as at least its length. */
 static int set_pattern(struct demo *d, bpt_session s, const char *pat, unsigned flags, const char *flags_text,
                        const bpt_match *ms)
 {
-    uint64_t t0 = now_ns();
-    int rc = bpt_trace_pattern(s, pat, flags, ms);
-    uint64_t ns = now_ns() - t0;
+    uint64_t iters0[MAX_WORKERS], t0, t1, ns, stall;
+    int rc, i;
+    for (i = 0; i < d->nw; i++) {
+        atomic_store(&d->w[i].win_max_ns, 0);
+        iters0[i] = atomic_load(&d->w[i].iters);
+    }
+    atomic_store(&g_win_t1, UINT64_MAX);
+    t0 = now_ns();
+    atomic_store(&g_win_t0, t0);
+    rc = bpt_trace_pattern(s, pat, flags, ms);
+    t1 = now_ns();
+    atomic_store(&g_win_t1, t1);
+    ns = t1 - t0;
+    stall = window_stall(d, iters0);
     if (rc < 0) {
         fprintf(stderr, "sqlite_live: bpt_trace_pattern(\"%s\", %s): %s\n", pat, flags_text, bpt_last_error());
         d->failed = 1;
         return rc;
     }
-    printf("  bpt_trace_pattern(\"%s\", %s): %d function%s, %.2f ms\n", pat, flags_text, rc, rc == 1 ? "" : "s",
-           ns / 1e6);
+    printf("  bpt_trace_pattern(\"%s\", %s): %d function%s, %.2f ms; workers' largest loop meanwhile "
+           "%.2f ms (baseline's largest %.2f ms)\n", pat, flags_text, rc, rc == 1 ? "" : "s", ns / 1e6, stall / 1e6,
+           d->base_stall / 1e6);
     return rc;
 }
 
@@ -1333,8 +1382,8 @@ int main(int argc, char **argv)
             d.have_cpu = 0;
     /* The first seconds run slower (the WAL file and the database grow to
        their working sizes): the baseline starts after them. */
-    printf("%d workers running (warm-up %.0f s)\n", d.nw, WARMUP_MS / 1e3);
-    sleep_ns((uint64_t)WARMUP_MS * 1000000u);
+    printf("%d workers running (warm-up %.1f s)\n", d.nw, d.o.warmup_ms / 1e3);
+    sleep_ns((uint64_t)d.o.warmup_ms * 1000000u);
 
     phase_baseline(&d);
     if (d.o.control) {

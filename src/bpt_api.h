@@ -766,26 +766,41 @@ BPT_API int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *b
    messages become "B" events, return_from and exception_from "E" events,
    with ts in microseconds (fractions kept) from the first event, pid the
    process id, tid the traced thread, and one thread_name record per thread.
+   The events nest per thread, as the format requires, whatever the
+   messages: the writer keeps each thread's open calls (the first 64; deeper
+   calls are not written, nor their returns) and
+     - skips a return with no open call of that function (tracing began
+       inside the call), counted in `unmatched`;
+     - closes, at the same ts, open calls above the one a return matches
+       (frames unwound without a message, e.g. with BPT_RETURN but no
+       BPT_EXCEPTION), counted in `closed`;
+     - closes every call still open at bpt_chrome_close, at its thread's
+       last ts (tracing ended inside it), counted in `closed` too.
    Zero-initialise nothing: bpt_chrome_open fills the struct. Off the hot
    path: use it on drained messages. Not thread-safe per writer. */
 typedef struct bpt_chrome {
     FILE *out;
     uint64_t base_ns;      /* ts 0: the first event's time */
-    long events;           /* events written */
-    uint32_t tids[256];    /* threads already named (more are written unnamed) */
-    int ntids;
+    long events;           /* records written (thread names included) */
+    long unmatched;        /* returns skipped: no open call of theirs */
+    long closed;           /* E events the writer added to keep the nesting */
+    struct bpt__chrome_thread *threads;   /* each thread's open calls */
+    int nthreads, cap;
     int err;               /* a write failed */
 } bpt_chrome;
 
 /* bpt_chrome_open: start a trace on out (an open FILE). Returns 0, or
-   BPT_EINVAL (w or out NULL). */
+   BPT_EINVAL (w or out NULL, or the first write failed). */
 BPT_API int bpt_chrome_open(bpt_chrome *w, FILE *out);
 /* bpt_chrome_write: one message (other types than call, return_from and
-   exception_from are ignored). Returns 0, or BPT_EINVAL (NULL, or a write
-   failed: errno-level details in bpt_last_error). */
+   exception_from are ignored). Returns 0; BPT_EINVAL (NULL, a writer not
+   open, or a write failed: errno-level details in bpt_last_error);
+   BPT_ENOMEM (the first message of a new thread, when its state cannot be
+   allocated: that message is not written). */
 BPT_API int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m);
-/* bpt_chrome_close: end the JSON. Returns the number of events written, or
-   BPT_EINVAL (w NULL, or a write failed). Does not close the FILE. */
+/* bpt_chrome_close: close the calls still open, end the JSON and free the
+   writer's state. Returns the number of records written, or BPT_EINVAL (w
+   NULL or not open, or a write failed). Does not close the FILE. */
 BPT_API int bpt_chrome_close(bpt_chrome *w);
 
 /* FlameGraph folded stacks ("a;b;c 123" lines, as flamegraph.pl and

@@ -45,17 +45,58 @@ static bpt_vm_token enter(int i) {
     return t;
 }
 
+/* Whether the B and E events of a Chrome trace nest per thread: every E
+   closes the newest open B of its thread, with the same name, and no B
+   stays open at the end. */
+static int nested(const char *text) {
+    struct { unsigned tid; int depth; char name[64][64]; } th[16];
+    int nth = 0, i;
+    const char *l;
+    for (l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        const char *ph = strstr(l, "\"ph\":\""), *nm = strstr(l, "{\"name\":\""), *tid = strstr(l, "\"tid\":");
+        const char *eol = strchr(l, '\n');
+        char name[64];
+        unsigned t;
+        size_t len;
+        if (!ph || !nm || !tid || (eol && ph > eol) || (ph[6] != 'B' && ph[6] != 'E')) continue;
+        nm += 9;
+        len = (size_t)(strchr(nm, '"') - nm);
+        if (len >= sizeof name) return 0;
+        memcpy(name, nm, len);
+        name[len] = '\0';
+        t = (unsigned)strtoul(tid + 6, NULL, 10);
+        for (i = 0; i < nth && th[i].tid != t; i++) {}
+        if (i == nth) {
+            if (nth == 16) return 0;
+            th[nth].tid = t;
+            th[nth++].depth = 0;
+        }
+        if (ph[6] == 'B') {
+            if (th[i].depth == 64) return 0;
+            strcpy(th[i].name[th[i].depth++], name);
+        } else if (th[i].depth == 0 || strcmp(th[i].name[--th[i].depth], name) != 0) {
+            return 0;
+        }
+    }
+    for (i = 0; i < nth; i++)
+        if (th[i].depth) return 0;
+    return 1;
+}
+
 int main(void) {
     static const char A[] = "A", B[] = "B", C[] = "C";
-    bpt_msg m[10];
+    bpt_msg m[12];
     bpt_chrome w;
     bpt_folded *f;
     FILE *out;
     char *text;
     int i, n;
 
-    /* Thread 7: A (0..100 us) calls B (10..40 us); thread 8: C (5..25 us);
-       a return of C on thread 9, which never called it (tracing began inside). */
+    /* Thread 7: A (0..100 us) calls B (10..40 us), then B again (70..),
+       which calls C (80..): both unwound by A's exception_from (no message
+       of their own). Thread 8: C (5..25 us), then A (110..), still running
+       at the end. A return of C on thread 9, which never called it
+       (tracing began inside). */
     m[0] = msg(BPT_MSG_CALL, 7, A, 1000);
     m[1] = msg(BPT_MSG_CALL, 8, C, 1005);
     m[2] = msg(BPT_MSG_CALL, 7, B, 1010);
@@ -63,24 +104,30 @@ int main(void) {
     m[4] = msg(BPT_MSG_RETURN_FROM, 7, B, 1040);
     m[5] = msg(BPT_MSG_DROPPED, 7, NULL, 1050);
     m[6] = msg(BPT_MSG_RETURN_FROM, 9, C, 1060);
-    m[7] = msg(BPT_MSG_EXCEPTION_FROM, 7, A, 1100);
+    m[7] = msg(BPT_MSG_CALL, 7, B, 1070);
+    m[8] = msg(BPT_MSG_CALL, 7, C, 1080);
+    m[9] = msg(BPT_MSG_EXCEPTION_FROM, 7, A, 1100);
+    m[10] = msg(BPT_MSG_CALL, 8, A, 1110);
 
     out = tmpfile();
     CHECK_RC(bpt_chrome_open(&w, out), 0);
-    for (i = 0; i < 8; i++) CHECK_RC(bpt_chrome_write(&w, &m[i]), 0);
+    for (i = 0; i < 11; i++) CHECK_RC(bpt_chrome_write(&w, &m[i]), 0);
+    CHECK(w.unmatched == 1 && w.closed == 2, "unmatched %ld (1: thread 9's return), closed %ld (2: thread 7's "
+          "unwound B and C)", w.unmatched, w.closed);
     n = bpt_chrome_close(&w);
     text = slurp(out);
     printf("%s", text);
-    CHECK(n == 10, "%d records (7 events and 3 thread names)", n);
-    CHECK(count(text, "\"ph\":\"B\"") == 3 && count(text, "\"ph\":\"E\"") == 4, "B/E events");
-    CHECK(count(text, "\"thread_name\"") == 3, "one name per thread");
+    CHECK(n == 14, "%d records (6 B, 6 E and 2 thread names)", n);
+    CHECK(count(text, "\"ph\":\"B\"") == 6 && count(text, "\"ph\":\"E\"") == 6, "B/E events");
+    CHECK(count(text, "\"thread_name\"") == 2, "one name per thread that called");
+    CHECK(nested(text), "B/E events do not nest per thread:\n%s", text);
     CHECK(strstr(text, "\"ts\":10.000") && strstr(text, "\"ts\":0.000"), "ts in us from the first event");
     CHECK(strncmp(text, "{\"displayTimeUnit\"", 17) == 0 && strstr(text, "]}\n"), "JSON framing");
     free(text);
     fclose(out);
 
     CHECK_RC(bpt_folded_new(&f), 0);
-    for (i = 0; i < 8; i++) CHECK_RC(bpt_folded_add(f, &m[i]), 0);
+    for (i = 0; i < 11; i++) CHECK_RC(bpt_folded_add(f, &m[i]), 0);
     out = tmpfile();
     n = bpt_folded_write(f, out);
     text = slurp(out);
