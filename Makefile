@@ -1,5 +1,6 @@
 # bptrace: the header is the product; this Makefile builds its tests, examples and demo.
-#   make demo         the main job: SQLite traced live (examples/sqlite.mk); make demo-tinyvm: the interpreter
+#   make demo         the main job: SQLite traced live (examples/sqlite.mk); make demo-tinyvm: the
+#                     interpreter; make demo-gameloop: call_time in a frame loop on managed threads
 #   make test         the whole test matrix (tests/run), ends with "N passed, N failed"
 #   make bench        benchmarks (figures and ratios; no assertions)
 #   make fuzz         the libFuzzer targets, FUZZ_SECONDS each (tests/fuzz/fuzz.mk)
@@ -10,7 +11,7 @@ CC ?= cc
 CFLAGS ?= -std=c11 -O2 -g -Wall -Wextra
 BUILD := build
 
-.PHONY: all demo demo-tinyvm bench-build test test-elf bench amalgamate check-amalgamation examples print-cflags clean
+.PHONY: all demo demo-tinyvm demo-gameloop bench-build test test-elf bench amalgamate check-amalgamation examples print-cflags clean
 
 all: examples
 
@@ -25,15 +26,18 @@ check-amalgamation:
 
 $(BUILD)/%: examples/%.c bptrace.h
 	@mkdir -p $(BUILD)
-	$(CC) $(CFLAGS) -o $@ $< -pthread
+	$(CC) $(CFLAGS) -o $@ $< -pthread -lm
 
-examples: $(BUILD)/tinyvm $(BUILD)/protocol_walkthrough
+examples: $(BUILD)/tinyvm $(BUILD)/protocol_walkthrough $(BUILD)/gameloop
 
 # The main job: SQLite 3.52 (fetched and checked, built traceable) traced live while its
 # threads run a bank workload (examples/sqlite.mk, examples/sqlite_live.c).
 demo: demo-sqlite
 
 # The interpreter example, traced live.
+demo-gameloop: $(BUILD)/gameloop
+	$(BUILD)/gameloop
+
 demo-tinyvm: $(BUILD)/tinyvm
 	$(BUILD)/tinyvm --threads 4 --trace 'fib:fib/_' --count 'fib:*/_' --after-ms 300 --for-ms 600 --run-ms 1200 examples/fib.tvm
 
