@@ -71,9 +71,10 @@ bench-build: $(BUILD)/bench_entry_overhead bptrace.h
 	$(MAKE) -f bench/bench.mk CC="$(CC)" BUILD=$(BUILD) all
 
 # The flags that make every function of a file traceable (BPT_TRACEABLE_CFLAGS),
-# for the host architecture or ARCH=x86_64 / ARCH=aarch64, and for $(CC): gcc also
+# for the architecture $(CC) compiles for (a cross compiler needs its target's flags,
+# not the host's), or ARCH=x86_64 / ARCH=aarch64. gcc also
 # needs -fno-ipa-ra -fno-ipa-stack-alignment, which clang neither has nor needs.
-ARCH ?= $(shell uname -m)
+ARCH ?= $(or $(firstword $(subst -, ,$(shell $(CC) -dumpmachine 2>/dev/null))),$(shell uname -m))
 print-cflags:
 	@case "$(ARCH)" in \
 	  x86_64)  f="-fpatchable-function-entry=26,24 -falign-functions=16" ;; \

@@ -467,7 +467,10 @@ BPT_API int bpt_register_native(void *fn, const char *module, const char *name, 
    Already registered functions are skipped, and so are bptrace's own (names
    starting with bpt_), which a whole-program build also makes patchable:
    tracing them would recurse. Returns how many functions it
-   registered; BPT_ENOENT (not loaded); BPT_EINVAL (malformed ELF); BPT_ENOTSUP;
+   registered; BPT_ENOENT (not loaded); BPT_EINVAL (malformed ELF);
+   BPT_ENOTPATCHABLE (compiled with another architecture's
+   -fpatchable-function-entry values: a function symbol lies inside an
+   entry's padding; the message names it); BPT_ENOTSUP;
    BPT_EPERM; BPT_ENOMEM (then nothing is registered), except that when a
    remembered pattern cannot be applied the functions stay registered and
    the error says so. Thread-safe (set path). */
@@ -4237,6 +4240,16 @@ BPT__PRIVATE const char *bpt__elf_func_name(const bpt__elf_file *f, uint64_t add
     return f->strtab + f->funcs[lo].name;
 }
 
+/* The first function symbol at or above addr, or NULL. */
+static const bpt__elf_func *bpt__elf_func_from(const bpt__elf_file *f, uint64_t addr) {
+    size_t lo = 0, hi = f->nfuncs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (f->funcs[mid].addr < addr) lo = mid + 1; else hi = mid;
+    }
+    return lo < f->nfuncs ? &f->funcs[lo] : NULL;
+}
+
 /* A loaded object, as dl_iterate_phdr reports it. The pointers stay valid
    while the object stays loaded, which the caller guarantees. */
 typedef struct bpt__module_object {
@@ -4397,6 +4410,19 @@ static int bpt__module_visit_entries(const bpt__module_object *m, const bpt__elf
            at all): the link-time address names it, as nm and addr2line show it. */
         uint64_t size = 0;
         if (!(name = bpt__elf_func_name(f, fn, &size))) {
+            /* A function symbol inside this entry's padding or code, but not
+               where bptrace's padding says the function starts: the file was
+               compiled with other -fpatchable-function-entry values (say,
+               x86-64's 26,24 on aarch64). Its entries are NOPs inside the
+               padding: patching them would trace nothing, silently. */
+            uint64_t next = i + 1 < n ? e[i + 1] - m->bias : pad_start + 4096;
+            const bpt__elf_func *near = bpt__elf_func_from(f, pad_start);
+            if (near && near->addr < next)
+                return bpt__fail(BPT_ENOTPATCHABLE, "%s: function %s starts at 0x%llx, %lld bytes from where its "
+                                 "patchable entry puts it with %zu bytes of padding: compiled with other "
+                                 "-fpatchable-function-entry values than this architecture's (`make print-cflags`); "
+                                 "nothing registered", f->path, f->strtab + near->name,
+                                 (unsigned long long)near->addr, (long long)(near->addr - fn), pad_bytes);
             snprintf(unnamed, sizeof unnamed, "fn_0x%llx", (unsigned long long)fn);
             name = unnamed;
         }

@@ -47,14 +47,15 @@ $(SQLITE_SRC)/sqlite3.c: | sqlite-fetch
 $(SQLITE_SRC)/sqlite3.h: $(SQLITE_SRC)/sqlite3.c
 
 # The compile line is recorded in $(SQLITE_DIR)/cflags, rewritten only when it changes,
-# so that another CC or other flags rebuild sqlite3.o and nothing else does.
-sqlite-flags-check:
-	@mkdir -p $(SQLITE_DIR)
-	@echo '$(CC) $(SQLITE_CFLAGS) $(SQLITE_TRACE_CFLAGS) $(SQLITE_OPTS)' > $(SQLITE_DIR)/cflags.new; \
-	if cmp -s $(SQLITE_DIR)/cflags.new $(SQLITE_DIR)/cflags; then rm -f $(SQLITE_DIR)/cflags.new; \
-	else mv $(SQLITE_DIR)/cflags.new $(SQLITE_DIR)/cflags; fi
-
+# so that another CC or other flags rebuild sqlite3.o and nothing else does. The rule
+# has its own recipe (a phony prerequisite alone would not make make look at the
+# file's new time: a changed flag would leave the old sqlite3.o in place).
 $(SQLITE_DIR)/cflags: sqlite-flags-check
+	@mkdir -p $(SQLITE_DIR)
+	@echo '$(CC) $(SQLITE_CFLAGS) $(SQLITE_TRACE_CFLAGS) $(SQLITE_OPTS)' > $@.new; \
+	if cmp -s $@.new $@; then rm -f $@.new; else mv $@.new $@; fi
+
+sqlite-flags-check:
 
 $(SQLITE_DIR)/sqlite3.o: $(SQLITE_SRC)/sqlite3.c $(SQLITE_DIR)/cflags
 	@flags="$(SQLITE_TRACE_CFLAGS)"; [ -n "$$flags" ] || { echo "sqlite.mk: make print-cflags gave no flags for CC=$(CC)" >&2; exit 1; }; \

@@ -467,7 +467,10 @@ BPT_API int bpt_register_native(void *fn, const char *module, const char *name, 
    Already registered functions are skipped, and so are bptrace's own (names
    starting with bpt_), which a whole-program build also makes patchable:
    tracing them would recurse. Returns how many functions it
-   registered; BPT_ENOENT (not loaded); BPT_EINVAL (malformed ELF); BPT_ENOTSUP;
+   registered; BPT_ENOENT (not loaded); BPT_EINVAL (malformed ELF);
+   BPT_ENOTPATCHABLE (compiled with another architecture's
+   -fpatchable-function-entry values: a function symbol lies inside an
+   entry's padding; the message names it); BPT_ENOTSUP;
    BPT_EPERM; BPT_ENOMEM (then nothing is registered), except that when a
    remembered pattern cannot be applied the functions stay registered and
    the error says so. Thread-safe (set path). */
