@@ -4227,20 +4227,8 @@ BPT__PRIVATE int bpt__elf_open(const char *path, bpt__elf_file *f) {
     return 0;
 }
 
-/* The name of the function symbol at link-time address addr, or NULL. The
-   first of equal addresses is the best-ranked (see bpt__elf_func_cmp). */
-BPT__PRIVATE const char *bpt__elf_func_name(const bpt__elf_file *f, uint64_t addr, uint64_t *size) {
-    size_t lo = 0, hi = f->nfuncs;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (f->funcs[mid].addr < addr) lo = mid + 1; else hi = mid;
-    }
-    if (lo >= f->nfuncs || f->funcs[lo].addr != addr) return NULL;
-    if (size) *size = f->funcs[lo].size;
-    return f->strtab + f->funcs[lo].name;
-}
-
-/* The first function symbol at or above addr, or NULL. */
+/* The first function symbol at or above link-time address addr, or NULL.
+   The first of equal addresses is the best-ranked (see bpt__elf_func_cmp). */
 static const bpt__elf_func *bpt__elf_func_from(const bpt__elf_file *f, uint64_t addr) {
     size_t lo = 0, hi = f->nfuncs;
     while (lo < hi) {
@@ -4248,6 +4236,14 @@ static const bpt__elf_func *bpt__elf_func_from(const bpt__elf_file *f, uint64_t 
         if (f->funcs[mid].addr < addr) lo = mid + 1; else hi = mid;
     }
     return lo < f->nfuncs ? &f->funcs[lo] : NULL;
+}
+
+/* The name of the function symbol at addr, or NULL; *size its st_size. */
+BPT__PRIVATE const char *bpt__elf_func_name(const bpt__elf_file *f, uint64_t addr, uint64_t *size) {
+    const bpt__elf_func *e = bpt__elf_func_from(f, addr);
+    if (!e || e->addr != addr) return NULL;
+    if (size) *size = e->size;
+    return f->strtab + e->name;
 }
 
 /* A loaded object, as dl_iterate_phdr reports it. The pointers stay valid
@@ -4410,14 +4406,16 @@ static int bpt__module_visit_entries(const bpt__module_object *m, const bpt__elf
            at all): the link-time address names it, as nm and addr2line show it. */
         uint64_t size = 0;
         if (!(name = bpt__elf_func_name(f, fn, &size))) {
-            /* A function symbol inside this entry's padding or code, but not
-               where bptrace's padding says the function starts: the file was
-               compiled with other -fpatchable-function-entry values (say,
-               x86-64's 26,24 on aarch64). Its entries are NOPs inside the
-               padding: patching them would trace nothing, silently. */
-            uint64_t next = i + 1 < n ? e[i + 1] - m->bias : pad_start + 4096;
+            /* A function symbol within 128 bytes of this entry's padding
+               (and before the next entry), but not where bptrace's padding
+               says the function starts: the file was compiled with other
+               -fpatchable-function-entry values (x86-64's 26,24 on aarch64
+               puts it 64 bytes later; aarch64's 9,8 on x86-64, 16 bytes
+               earlier). Its entries are NOPs inside the padding: patching
+               them would trace nothing, silently. */
+            uint64_t next = i + 1 < n ? e[i + 1] - m->bias : UINT64_MAX;
             const bpt__elf_func *near = bpt__elf_func_from(f, pad_start);
-            if (near && near->addr < next)
+            if (near && near->addr < next && near->addr - pad_start < 128)
                 return bpt__fail(BPT_ENOTPATCHABLE, "%s: function %s starts at 0x%llx, %lld bytes from where its "
                                  "patchable entry puts it with %zu bytes of padding: compiled with other "
                                  "-fpatchable-function-entry values than this architecture's (`make print-cflags`); "

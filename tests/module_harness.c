@@ -287,8 +287,11 @@ static size_t mutate(unsigned char *buf, size_t len, const elf_layout *l, size_t
     return off;
 }
 
+/* What a corrupted file may make a scan return. BPT_ENOTPATCHABLE: a
+   mutated symbol address that lands inside an entry's padding looks like a
+   module built with another architecture's patchable-entry values. */
 static int acceptable_error(int rc) {
-    return rc == BPT_EINVAL || rc == BPT_ENOTSUP || rc == BPT_ENOMEM;
+    return rc == BPT_EINVAL || rc == BPT_ENOTSUP || rc == BPT_ENOMEM || rc == BPT_ENOTPATCHABLE;
 }
 
 /* Open, look names up, close: the whole of the file-side parser. */
