@@ -787,7 +787,7 @@ typedef struct bpt_chrome {
     long events;           /* records written (thread names included) */
     long unmatched;        /* returns skipped: no open call of theirs */
     long closed;           /* E events the writer added to keep the nesting */
-    struct bpt__chrome_thread *threads;   /* each thread's open calls */
+    struct bpt__stack *threads;   /* each thread's open calls */
     int nthreads, cap;
     int err;               /* a write failed */
 } bpt_chrome;
@@ -810,14 +810,19 @@ BPT_API int bpt_chrome_close(bpt_chrome *w);
    speedscope read them) built from call and return messages: each thread's
    stack is rebuilt from its calls and returns, and each function's own time
    (ns, excluding traced callees) is added to the stack it ran on; the lines
-   give microseconds. A return with no matching call (tracing began inside
-   the call) is ignored; stacks deeper than 64 keep their first 64. Off the
-   hot path; not thread-safe per object. */
+   give microseconds. Threads are matched as the Chrome writer does: a
+   return closes the newest open call of its function, and the calls above
+   it, unwound without a message, count as its own time; a return with no
+   open call (tracing began inside the call) is ignored; each thread keeps
+   its first 64 calls, and the time of deeper ones counts as the 64th's own
+   time. Off the hot path; not thread-safe per object. */
 typedef struct bpt_folded bpt_folded;
 /* bpt_folded_new: 0 and *out, BPT_EINVAL (out NULL), BPT_ENOMEM. */
 BPT_API int bpt_folded_new(bpt_folded **out);
-/* bpt_folded_add: one message. 0, BPT_EINVAL (a NULL), BPT_ENOMEM (the
-   message is not counted; the object stays usable). */
+/* bpt_folded_add: one message (other types than call, return_from and
+   exception_from are ignored). 0, BPT_EINVAL (a NULL), BPT_ENOMEM (a new
+   thread's stack or a new line could not be allocated: the message is not
+   counted; the object stays usable). */
 BPT_API int bpt_folded_add(bpt_folded *f, const bpt_msg *m);
 /* bpt_folded_write: the folded lines, most time first. Returns the number of
    lines, or BPT_EINVAL (a NULL or a write error). */

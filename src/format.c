@@ -160,6 +160,93 @@ int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size
     return (int)b.len;
 }
 
+/* >>stacks: each thread's open calls, rebuilt from its call and return
+   messages: what the Chrome writer nests its events by and the folded
+   writer names its stacks by. A thread keeps its first BPT__STACK_KEPT
+   calls; deeper calls are only counted (depth goes on), and each of their
+   returns pops one count and matches nothing kept. A return matches the
+   newest open call of its function (module, name and arity; by pointer, or
+   by text when a message's names were copied); the calls above that one
+   were unwound without a message (BPT_RETURN without BPT_EXCEPTION, a
+   longjmp past untraced frames). */
+enum { BPT__STACK_KEPT = 64 };
+
+typedef struct bpt__call {
+    const char *module, *name;
+    int arity;
+    uint64_t start_ns;             /* the call's ts */
+    uint64_t child_ns;             /* time in its returned traced callees (folded) */
+} bpt__call;
+
+struct bpt__stack {
+    uint32_t tid, depth;           /* depth counts calls beyond the kept ones too */
+    uint64_t last_ns;              /* the thread's newest call or return */
+    bpt__call call[BPT__STACK_KEPT];
+};
+
+/* Thread tid's stack in (*v)[0..*n), or, with create, a new empty one added
+   (*created set to 1, and *v may move). NULL when it is not there and create
+   is 0, or when it cannot be allocated. */
+static struct bpt__stack *bpt__stack_of(struct bpt__stack **v, int *n, int *cap, uint32_t tid, int create,
+                                        int *created) {
+    struct bpt__stack *t;
+    int i;
+    *created = 0;
+    for (i = 0; i < *n; i++)
+        if ((*v)[i].tid == tid) return &(*v)[i];
+    if (!create) return NULL;
+    if (*n == *cap) {
+        int c = *cap ? *cap * 2 : 8;
+        t = (struct bpt__stack *)BPT_MALLOC(sizeof *t * (size_t)c);
+        if (!t) return NULL;
+        if (*n) memcpy(t, *v, sizeof *t * (size_t)*n);
+        BPT_FREE(*v);
+        *v = t;
+        *cap = c;
+    }
+    t = &(*v)[(*n)++];
+    memset(t, 0, sizeof *t);
+    t->tid = tid;
+    *created = 1;
+    return t;
+}
+
+static void bpt__stack_push(struct bpt__stack *t, const bpt_msg *m) {
+    if (t->depth < BPT__STACK_KEPT) {
+        bpt__call *c = &t->call[t->depth];
+        c->module = m->module;
+        c->name = m->name;
+        c->arity = m->arity;
+        c->start_ns = m->ts_ns;
+        c->child_ns = 0;
+    }
+    t->depth++;
+    t->last_ns = m->ts_ns;
+}
+
+static int bpt__text_eq(const char *a, const char *b) {
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* A return on t: the index of the kept call it returns from, which the
+   caller pops (with the calls above it) by setting t->depth to it; -1 when
+   no open call of that function is kept (tracing began inside it: nothing
+   changes); -2 when t is deeper than it keeps (the return is from the
+   newest call, which was not kept: its count is popped here). */
+static int bpt__stack_return(struct bpt__stack *t, const bpt_msg *m) {
+    int k;
+    t->last_ns = m->ts_ns;
+    if (t->depth > BPT__STACK_KEPT) {
+        t->depth--;
+        return -2;
+    }
+    for (k = (int)t->depth - 1; k >= 0; k--) {
+        const bpt__call *c = &t->call[k];
+        if (c->arity == m->arity && bpt__text_eq(c->name, m->name) && bpt__text_eq(c->module, m->module)) break;
+    }
+    return k;
+}
+
 /* >>chrome: Chrome Trace Event JSON. */
 static void bpt__json_string(FILE *out, const char *s) {
     fputc('"', out);
@@ -172,48 +259,12 @@ static void bpt__json_string(FILE *out, const char *s) {
     fputc('"', out);
 }
 
-/* One thread's open calls: what keeps the B/E events nested. */
-enum { BPT__CHROME_DEPTH = 64 };
-struct bpt__chrome_thread {
-    uint32_t tid, depth;          /* depth counts calls beyond the kept ones too */
-    uint64_t last_ns;             /* the thread's newest event, for closing at the end */
-    const char *module[BPT__CHROME_DEPTH], *name[BPT__CHROME_DEPTH];
-    int arity[BPT__CHROME_DEPTH];
-};
-
 int bpt_chrome_open(bpt_chrome *w, FILE *out) {
     if (!w || !out) return bpt__fail(BPT_EINVAL, "bpt_chrome_open: w and out must not be NULL");
     memset(w, 0, sizeof *w);
     w->out = out;
     if (fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", out) < 0) w->err = 1;
     return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_open: write failed: %s", strerror(errno)) : 0;
-}
-
-/* The state of thread tid. A new thread (create: its first call) gets its
-   thread_name record; NULL when it cannot be allocated, or is not there
-   and create is 0. */
-static struct bpt__chrome_thread *bpt__chrome_thread_of(bpt_chrome *w, uint32_t tid, int create) {
-    struct bpt__chrome_thread *t;
-    int i;
-    for (i = 0; i < w->nthreads; i++)
-        if (w->threads[i].tid == tid) return &w->threads[i];
-    if (!create) return NULL;
-    if (w->nthreads == w->cap) {
-        int cap = w->cap ? w->cap * 2 : 8;
-        t = (struct bpt__chrome_thread *)BPT_MALLOC(sizeof *t * (size_t)cap);
-        if (!t) return NULL;
-        if (w->nthreads) memcpy(t, w->threads, sizeof *t * (size_t)w->nthreads);
-        BPT_FREE(w->threads);
-        w->threads = t;
-        w->cap = cap;
-    }
-    t = &w->threads[w->nthreads++];
-    memset(t, 0, sizeof *t);
-    t->tid = tid;
-    fprintf(w->out, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{\"name\":\"thread %u\"}}\n",
-            w->events ? "," : "", (int)getpid(), (unsigned)tid, (unsigned)tid);
-    w->events++;
-    return t;
 }
 
 static void bpt__chrome_event(bpt_chrome *w, const char *ph, uint32_t tid, uint64_t ts_ns, const char *module,
@@ -228,50 +279,42 @@ static void bpt__chrome_event(bpt_chrome *w, const char *ph, uint32_t tid, uint6
     w->events++;
 }
 
-static int bpt__chrome_same(const struct bpt__chrome_thread *t, uint32_t d, const bpt_msg *m) {
-    return t->arity[d] == m->arity && (t->name[d] == m->name || (t->name[d] && m->name && strcmp(t->name[d], m->name) == 0)) &&
-           (t->module[d] == m->module || (t->module[d] && m->module && strcmp(t->module[d], m->module) == 0));
-}
-
 /* Close t's kept calls down to depth d, newest first, at ts_ns. */
-static void bpt__chrome_close_to(bpt_chrome *w, struct bpt__chrome_thread *t, uint32_t d, uint64_t ts_ns) {
+static void bpt__chrome_close_to(bpt_chrome *w, struct bpt__stack *t, uint32_t d, uint64_t ts_ns) {
     while (t->depth > d) {
-        t->depth--;
-        bpt__chrome_event(w, "E", t->tid, ts_ns, t->module[t->depth], t->name[t->depth], t->arity[t->depth]);
+        const bpt__call *c = &t->call[--t->depth];
+        bpt__chrome_event(w, "E", t->tid, ts_ns, c->module, c->name, c->arity);
         w->closed++;
     }
 }
 
 int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m) {
-    struct bpt__chrome_thread *t;
-    uint32_t d;
+    struct bpt__stack *t;
+    int k, created;
     if (!w || !m || !w->out) return bpt__fail(BPT_EINVAL, "bpt_chrome_write: w and m must not be NULL, w open");
     if (m->type != BPT_MSG_CALL && m->type != BPT_MSG_RETURN_FROM && m->type != BPT_MSG_EXCEPTION_FROM) return 0;
     if (!w->events && !w->base_ns) w->base_ns = m->ts_ns;
-    if (!(t = bpt__chrome_thread_of(w, m->thread, m->type == BPT_MSG_CALL))) {
+    t = bpt__stack_of(&w->threads, &w->nthreads, &w->cap, m->thread, m->type == BPT_MSG_CALL, &created);
+    if (!t) {
         if (m->type == BPT_MSG_CALL)
             return bpt__fail(BPT_ENOMEM, "bpt_chrome_write: no memory for thread %u's state", (unsigned)m->thread);
         w->unmatched++;                                    /* a return on a thread with no open call */
         return 0;
     }
-    t->last_ns = m->ts_ns;
+    if (created) {
+        fprintf(w->out, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{\"name\":\"thread %u\"}}\n",
+                w->events ? "," : "", (int)getpid(), (unsigned)t->tid, (unsigned)t->tid);
+        w->events++;
+    }
     if (m->type == BPT_MSG_CALL) {
-        if (t->depth++ >= BPT__CHROME_DEPTH) return 0;   /* too deep: neither it nor its return is written */
-        t->module[t->depth - 1] = m->module;
-        t->name[t->depth - 1] = m->name;
-        t->arity[t->depth - 1] = m->arity;
-        bpt__chrome_event(w, "B", m->thread, m->ts_ns, m->module, m->name, m->arity);
-    } else if (t->depth > BPT__CHROME_DEPTH) {
-        t->depth--;                                        /* the return of a call too deep to be written */
-    } else {
-        /* The matching call is the newest open one of that function. */
-        for (d = t->depth; d > 0 && !bpt__chrome_same(t, d - 1, m); d--) {}
-        if (d == 0) {
-            w->unmatched++;
-            return 0;
-        }
-        bpt__chrome_close_to(w, t, d, m->ts_ns);           /* calls above it, unwound without a message */
-        t->depth = d - 1;
+        bpt__stack_push(t, m);
+        if (t->depth <= BPT__STACK_KEPT)                   /* too deep: neither it nor its return is written */
+            bpt__chrome_event(w, "B", m->thread, m->ts_ns, m->module, m->name, m->arity);
+    } else if ((k = bpt__stack_return(t, m)) == -1) {
+        w->unmatched++;
+    } else if (k >= 0) {
+        bpt__chrome_close_to(w, t, (uint32_t)k + 1, m->ts_ns);   /* calls above it, unwound without a message */
+        t->depth = (uint32_t)k;
         bpt__chrome_event(w, "E", m->thread, m->ts_ns, m->module, m->name, m->arity);
     }
     return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_write: write failed: %s", strerror(errno)) : 0;
@@ -281,8 +324,8 @@ int bpt_chrome_close(bpt_chrome *w) {
     int i;
     if (!w || !w->out) return bpt__fail(BPT_EINVAL, "bpt_chrome_close: w is NULL or not open");
     for (i = 0; i < w->nthreads; i++) {
-        struct bpt__chrome_thread *t = &w->threads[i];
-        if (t->depth > BPT__CHROME_DEPTH) t->depth = BPT__CHROME_DEPTH;
+        struct bpt__stack *t = &w->threads[i];
+        if (t->depth > BPT__STACK_KEPT) t->depth = BPT__STACK_KEPT;
         bpt__chrome_close_to(w, t, 0, t->last_ns);
     }
     BPT_FREE(w->threads);
@@ -293,23 +336,15 @@ int bpt_chrome_close(bpt_chrome *w) {
     return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_close: a write failed") : (int)w->events;
 }
 
-/* >>folded: per-thread stacks rebuilt from calls and returns; own time per
-   stack in an open-addressing table keyed by the stack's text. */
-enum { BPT__FOLD_DEPTH = 64, BPT__FOLD_THREADS = 256 };
-
-typedef struct bpt__fold_thread {
-    uint32_t tid, depth;
-    const char *name[BPT__FOLD_DEPTH];
-    uint64_t start[BPT__FOLD_DEPTH], child_ns[BPT__FOLD_DEPTH];
-} bpt__fold_thread;
-
+/* >>folded: per-thread stacks (>>stacks) rebuilt from calls and returns;
+   own time per stack in an open-addressing table keyed by the stack's text. */
 typedef struct bpt__fold_entry { char *stack; uint64_t ns; } bpt__fold_entry;
 
 struct bpt_folded {
-    bpt__fold_thread *threads;    /* BPT__FOLD_THREADS */
-    int nthreads;
+    struct bpt__stack *threads;   /* each thread's open calls */
+    int nthreads, cap;
     bpt__fold_entry *e;
-    size_t cap, used;
+    size_t ecap, used;
 };
 
 int bpt_folded_new(bpt_folded **out) {
@@ -317,10 +352,6 @@ int bpt_folded_new(bpt_folded **out) {
     if (!out) return bpt__fail(BPT_EINVAL, "bpt_folded_new: out is NULL");
     if (!(f = (bpt_folded *)BPT_MALLOC(sizeof *f))) return bpt__fail(BPT_ENOMEM, "bpt_folded_new: no memory");
     memset(f, 0, sizeof *f);
-    if (!(f->threads = (bpt__fold_thread *)BPT_MALLOC(sizeof *f->threads * BPT__FOLD_THREADS))) {
-        BPT_FREE(f);
-        return bpt__fail(BPT_ENOMEM, "bpt_folded_new: no memory");
-    }
     *out = f;
     return 0;
 }
@@ -328,7 +359,7 @@ int bpt_folded_new(bpt_folded **out) {
 void bpt_folded_free(bpt_folded *f) {
     size_t i;
     if (!f) return;
-    for (i = 0; i < f->cap; i++) BPT_FREE(f->e[i].stack);
+    for (i = 0; i < f->ecap; i++) BPT_FREE(f->e[i].stack);
     BPT_FREE(f->e);
     BPT_FREE(f->threads);
     BPT_FREE(f);
@@ -343,21 +374,21 @@ static size_t bpt__fold_hash(const char *s) {
 /* Add ns to the entry of stack (copied on first use). 0 or BPT_ENOMEM. */
 static int bpt__fold_charge(bpt_folded *f, const char *stack, uint64_t ns) {
     size_t i;
-    if ((f->used + 1) * 2 > f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 256, k;
+    if ((f->used + 1) * 2 > f->ecap) {
+        size_t cap = f->ecap ? f->ecap * 2 : 256, k;
         bpt__fold_entry *e = (bpt__fold_entry *)BPT_MALLOC(sizeof *e * cap);
         if (!e) return BPT_ENOMEM;
         memset(e, 0, sizeof *e * cap);
-        for (k = 0; k < f->cap; k++) {
+        for (k = 0; k < f->ecap; k++) {
             if (!f->e[k].stack) continue;
             for (i = bpt__fold_hash(f->e[k].stack) & (cap - 1); e[i].stack; i = (i + 1) & (cap - 1)) {}
             e[i] = f->e[k];
         }
         BPT_FREE(f->e);
         f->e = e;
-        f->cap = cap;
+        f->ecap = cap;
     }
-    for (i = bpt__fold_hash(stack) & (f->cap - 1); f->e[i].stack; i = (i + 1) & (f->cap - 1))
+    for (i = bpt__fold_hash(stack) & (f->ecap - 1); f->e[i].stack; i = (i + 1) & (f->ecap - 1))
         if (strcmp(f->e[i].stack, stack) == 0) { f->e[i].ns += ns; return 0; }
     if (!(f->e[i].stack = (char *)BPT_MALLOC(strlen(stack) + 1))) return BPT_ENOMEM;
     strcpy(f->e[i].stack, stack);
@@ -367,48 +398,37 @@ static int bpt__fold_charge(bpt_folded *f, const char *stack, uint64_t ns) {
 }
 
 int bpt_folded_add(bpt_folded *f, const bpt_msg *m) {
-    bpt__fold_thread *t;
-    char stack[BPT__FOLD_DEPTH * 64];
+    struct bpt__stack *t;
+    char stack[BPT__STACK_KEPT * 64];
     size_t len = 0;
-    uint32_t d, k;
     uint64_t elapsed;
-    int i;
+    int k, i, created;
     if (!f || !m) return bpt__fail(BPT_EINVAL, "bpt_folded_add: f and m must not be NULL");
     if (m->type != BPT_MSG_CALL && m->type != BPT_MSG_RETURN_FROM && m->type != BPT_MSG_EXCEPTION_FROM) return 0;
-    for (i = 0; i < f->nthreads && f->threads[i].tid != m->thread; i++) {}
-    if (i == f->nthreads) {
-        if (f->nthreads == BPT__FOLD_THREADS) return 0;   /* more threads than it follows: ignored */
-        t = &f->threads[f->nthreads++];
-        memset(t, 0, sizeof *t);
-        t->tid = m->thread;
+    t = bpt__stack_of(&f->threads, &f->nthreads, &f->cap, m->thread, m->type == BPT_MSG_CALL, &created);
+    if (!t) {
+        if (m->type == BPT_MSG_CALL)
+            return bpt__fail(BPT_ENOMEM, "bpt_folded_add: no memory for thread %u's stack", (unsigned)m->thread);
+        return 0;                                   /* a return on a thread with no open call */
     }
-    t = &f->threads[i];
     if (m->type == BPT_MSG_CALL) {
-        if (t->depth < BPT__FOLD_DEPTH) {
-            t->name[t->depth] = m->name;
-            t->start[t->depth] = m->ts_ns;
-            t->child_ns[t->depth] = 0;
-        }
-        t->depth++;
+        bpt__stack_push(t, m);
         return 0;
     }
-    /* A return: the matching call is the newest of that name (frames above
-       it were unwound without a message); none: it began before tracing. */
-    for (d = t->depth < BPT__FOLD_DEPTH ? t->depth : BPT__FOLD_DEPTH; d > 0 && t->name[d - 1] != m->name; d--) {}
-    if (d == 0) return 0;
-    d--;
-    elapsed = m->ts_ns - t->start[d];
-    for (k = 0; k <= d; k++) {
-        size_t n = strlen(t->name[k] ? t->name[k] : "?");
+    if ((k = bpt__stack_return(t, m)) < 0) return 0;   /* not kept, or began before tracing */
+    elapsed = m->ts_ns - t->call[k].start_ns;
+    for (i = 0; i <= k; i++) {
+        const char *name = t->call[i].name ? t->call[i].name : "?";
+        size_t n = strlen(name);
         if (len + n + 2 >= sizeof stack) break;
-        if (k) stack[len++] = ';';
-        memcpy(stack + len, t->name[k] ? t->name[k] : "?", n);
+        if (i) stack[len++] = ';';
+        memcpy(stack + len, name, n);
         len += n;
     }
     stack[len] = '\0';
-    t->depth = d;
-    if (d > 0) t->child_ns[d - 1] += elapsed;
-    if (bpt__fold_charge(f, stack, elapsed > t->child_ns[d] ? elapsed - t->child_ns[d] : 0) < 0)
+    t->depth = (uint32_t)k;                          /* pops it, and calls above it unwound without a message */
+    if (k > 0) t->call[k - 1].child_ns += elapsed;
+    if (bpt__fold_charge(f, stack, elapsed > t->call[k].child_ns ? elapsed - t->call[k].child_ns : 0) < 0)
         return bpt__fail(BPT_ENOMEM, "bpt_folded_add: no memory for a new stack");
     return 0;
 }
@@ -426,7 +446,7 @@ int bpt_folded_write(bpt_folded *f, FILE *out) {
     if (!f || !out) return bpt__fail(BPT_EINVAL, "bpt_folded_write: f and out must not be NULL");
     if (!f->used) return 0;
     if (!(v = (bpt__fold_entry **)BPT_MALLOC(sizeof *v * f->used))) return bpt__fail(BPT_ENOMEM, "bpt_folded_write: no memory");
-    for (i = 0; i < f->cap; i++) if (f->e[i].stack) v[n++] = &f->e[i];
+    for (i = 0; i < f->ecap; i++) if (f->e[i].stack) v[n++] = &f->e[i];
     qsort(v, n, sizeof *v, bpt__fold_cmp);
     for (i = 0; i < n; i++)
         if (fprintf(out, "%s %llu\n", v[i]->stack, (unsigned long long)((v[i]->ns + 500) / 1000)) < 0) err = 1;

@@ -138,6 +138,48 @@ int main(void) {
     fclose(out);
     bpt_folded_free(f);
 
+    /* Recursion 70 deep, past the 64 calls a thread keeps: F calls itself
+       at 0..69 us and returns at 100..169 us, innermost first. The returns
+       of the 6 calls not kept must pop nothing kept (the folded writer
+       used to match them to kept calls of F, popping those early). Chrome:
+       64 B and 64 E, nested. Folded: the kept call at depth k (1..64)
+       lasts 169 - 2(k-1) us; its own time is 2 us for k < 64 and the 43 us
+       of the deepest kept call (its untraced-by-the-writer callees too). */
+    {
+        static const char F[] = "F";
+        char want[16384], *p = want;
+        int k;
+        out = tmpfile();
+        CHECK_RC(bpt_chrome_open(&w, out), 0);
+        CHECK_RC(bpt_folded_new(&f), 0);
+        for (k = 0; k < 140; k++) {
+            bpt_msg r = k < 70 ? msg(BPT_MSG_CALL, 3, F, (uint64_t)k) : msg(BPT_MSG_RETURN_FROM, 3, F, (uint64_t)(30 + k));
+            CHECK_RC(bpt_chrome_write(&w, &r), 0);
+            CHECK_RC(bpt_folded_add(f, &r), 0);
+        }
+        CHECK(w.unmatched == 0 && w.closed == 0, "deep: unmatched %ld, closed %ld", w.unmatched, w.closed);
+        CHECK(bpt_chrome_close(&w) == 129, "deep: 64 B, 64 E and a thread name");
+        text = slurp(out);
+        CHECK(count(text, "\"ph\":\"B\"") == 64 && count(text, "\"ph\":\"E\"") == 64 && nested(text),
+              "deep: B/E events");
+        free(text);
+        fclose(out);
+        /* Most time first (the 43 us line), then the 2 us lines by text: shortest stack first. */
+        for (k = 0; k < 64; k++) p += sprintf(p, "%sF", k ? ";" : "");
+        p += sprintf(p, " 43\n");
+        for (n = 1; n < 64; n++) {
+            for (k = 0; k < n; k++) p += sprintf(p, "%sF", k ? ";" : "");
+            p += sprintf(p, " 2\n");
+        }
+        out = tmpfile();
+        CHECK(bpt_folded_write(f, out) == 64, "deep: 64 stacks");
+        text = slurp(out);
+        CHECK(strcmp(text, want) == 0, "deep: folded stacks:\n%s\nwanted:\n%s", text, want);
+        free(text);
+        fclose(out);
+        bpt_folded_free(f);
+    }
+
     /* tprof table: a name wider than the default column keeps the columns aligned. */
     {
         bpt_profile_row rows[2];
