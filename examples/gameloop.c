@@ -291,6 +291,24 @@ static const struct {
 };
 enum { NFUNCS = sizeof systems / sizeof systems[0] };
 
+/* The session's running call_time totals of every system: calls and own
+   ns. 0, or -1 with the error printed. */
+static int read_totals(bpt_session s, bpt_func *const *fn, uint64_t *calls, uint64_t *ns)
+{
+    int k;
+    for (k = 0; k < NFUNCS; k++) {
+        bpt_info info;
+        memset(&info, 0, sizeof info);
+        if (bpt_trace_info(s, fn[k], BPT_INFO_TIME, &info) != 0) {
+            fprintf(stderr, "gameloop: bpt_trace_info(%s): %s\n", systems[k].name, bpt_last_error());
+            return -1;
+        }
+        calls[k] = info.calls;
+        ns[k] = info.time_ns;
+    }
+    return 0;
+}
+
 static int parse_opt(int argc, char **argv, int *i, const char *name, int lo, int hi, int *out)
 {
     char *end;
@@ -399,28 +417,21 @@ int main(int argc, char **argv)
             uint64_t calls[NFUNCS], ns[NFUNCS];
             char line[512];
             int len = snprintf(line, sizeof line, "frame %4d  %6.2f ms ", f, dt / 1e6);
-            for (k = 0; k < NFUNCS; k++) {
-                bpt_info info;
-                memset(&info, 0, sizeof info);
-                if (bpt_trace_info(s, fn[k], BPT_INFO_TIME, &info) != 0) {
-                    fprintf(stderr, "gameloop: bpt_trace_info(%s): %s\n", systems[k].name, bpt_last_error());
-                    failed = 1;
-                    break;
-                }
-                calls[k] = info.calls - prev_calls[k];
-                ns[k] = info.time_ns - prev_ns[k];
-                prev_calls[k] = info.calls;
-                prev_ns[k] = info.time_ns;
-                total_calls[k] += calls[k];
-                total_ns[k] += ns[k];
-                if (len < (int)sizeof line)
-                    len += snprintf(line + len, sizeof line - (size_t)len, " %s %5.2f", systems[k].label, ns[k] / 1e6);
-            }
-            if (k == NFUNCS) {
-                uint64_t want = (uint64_t)js.nchunks;
+            if (read_totals(s, fn, calls, ns) != 0) {
+                failed = 1;
+            } else {
                 checked_frames++;
                 for (k = 0; k < NFUNCS; k++) {
-                    uint64_t expect = fn[k] == fn[3] ? (uint64_t)nent : want;
+                    uint64_t expect = fn[k] == fn[3] ? (uint64_t)nent : (uint64_t)js.nchunks, c = calls[k], t = ns[k];
+                    calls[k] -= prev_calls[k];       /* this frame's share of the running totals */
+                    ns[k] -= prev_ns[k];
+                    prev_calls[k] = c;
+                    prev_ns[k] = t;
+                    total_calls[k] += calls[k];
+                    total_ns[k] += ns[k];
+                    if (len < (int)sizeof line)
+                        len += snprintf(line + len, sizeof line - (size_t)len, " %s %5.2f", systems[k].label,
+                                        ns[k] / 1e6);
                     if (calls[k] != expect) {
                         fprintf(stderr, "gameloop: frame %d: %s called %llu times by call_time, expected %llu\n", f,
                                 systems[k].name, (unsigned long long)calls[k], (unsigned long long)expect);
@@ -440,14 +451,8 @@ int main(int argc, char **argv)
         }
         if (toggled && traced) {
             /* Tracing began mid-frame: start the next frame's deltas from here. */
-            for (k = 0; k < NFUNCS; k++) {
-                bpt_info info;
-                memset(&info, 0, sizeof info);
-                if (bpt_trace_info(s, fn[k], BPT_INFO_TIME, &info) == 0) {
-                    prev_calls[k] = info.calls;
-                    prev_ns[k] = info.time_ns;
-                }
-            }
+            if (read_totals(s, fn, prev_calls, prev_ns) != 0)
+                failed = 1;
         }
         if (toggled && !traced)
             for (k = 0; k < NFUNCS; k++)
