@@ -922,7 +922,7 @@ static double median(double *v, int n)
 static struct rates run_sampled(struct demo *d, const struct snap *a, int ms, struct snap *b)
 {
     struct snap prev = *a, cur;
-    double rate[600], probe[600], work[600];
+    double rate[600], probe[600], work[600], p;
     struct rates r = { 0, 0, 0 };
     int k, np = 0, secs = ms / 1000 > 600 ? 600 : ms / 1000;
     printf("  transfers/s, second by second:");
@@ -930,9 +930,9 @@ static struct rates run_sampled(struct demo *d, const struct snap *a, int ms, st
         sleep_until(a->t + (uint64_t)(k + 1) * 1000000000u);
         snap_take(d, &cur);
         rate[k] = tps(&prev, &cur);
-        if (probe_ns(&prev, &cur) > 0) {
-            probe[np] = probe_ns(&prev, &cur);
-            work[np++] = rate[k] * probe_ns(&prev, &cur);
+        if ((p = probe_ns(&prev, &cur)) > 0) {
+            probe[np] = p;
+            work[np++] = rate[k] * p;
         }
         printf(" %.0f", rate[k]);
         fflush(stdout);
