@@ -568,17 +568,30 @@ BPT_API bpt_vm_word bpt_vm_word_at(const bpt_func *f);
 BPT_API unsigned bpt_active_bp_ix(void);
 BPT_API unsigned bpt_staging_bp_ix(void);
 
+/* >>kinds: the breakpoint kinds, one row each: X(NAME, name, flag). NAME
+   makes the public flag BPT_NAME; name names the part that implements the
+   kind (src/kind_<name>.c, whose hooks src/README.md lists). A new kind is
+   a row here and a part of its own. Rows run in this order on a hit.
+     BPT_COUNT   call_count: a counter per function, as BEAM's BpCount
+     BPT_CALL    local call trace: a call message per call
+     BPT_TIME    call_time: calls and own time (ns) per process, per-thread tables
+     BPT_MEMORY  call_memory: calls and the bytes bpt_account_memory reported, per process */
+#define BPT_KINDS(X) \
+    X(COUNT,  count,  1u << 1) \
+    X(CALL,   call,   1u << 0) \
+    X(TIME,   time,   1u << 6) \
+    X(MEMORY, memory, 1u << 7)
+
 /* What a pattern sets (OR them): */
 enum bpt_trace_flag {
-    BPT_CALL    = 1u << 0,  /* local call trace: a call message per call */
-    BPT_COUNT   = 1u << 1,  /* call_count: an atomic counter, as BEAM's BpCount */
+#define BPT__KIND_FLAG(NAME, name, flag) BPT_##NAME = flag,
+    BPT_KINDS(BPT__KIND_FLAG)   /* BPT_COUNT, BPT_CALL, BPT_TIME, BPT_MEMORY */
+#undef BPT__KIND_FLAG
     /* With BPT_CALL, the match spec actions of Tracing.md (each also a bpt_match action): */
     BPT_RETURN    = 1u << 2,  /* return_trace: a return_from message with the return value */
     BPT_EXCEPTION = 1u << 3,  /* exception_trace: return_trace, plus exception_from when unwound */
     BPT_RETURN_TO = 1u << 4,  /* return_to: a return_to message naming the function returned to */
     BPT_CALLER    = 1u << 5,  /* caller: the call message names the function it returns to */
-    BPT_TIME      = 1u << 6,  /* call_time: calls and own time (ns) per process, per thread tables */
-    BPT_MEMORY    = 1u << 7,  /* call_memory: calls and bytes bpt_account_memory reported, per process */
     /* How (at most one; none means "switch on"): */
     BPT_OFF     = 1u << 16, /* switch the named kinds off (BPT_OFF alone: all kinds) */
     BPT_PAUSE   = 1u << 17, /* call_count, call_time, call_memory: stop counting, keep the values */
@@ -1775,6 +1788,18 @@ static bpt__lane *bpt__lane_get(bpt__session *s, const bpt__thread *rec) {
     return lane;
 }
 
+/* The header of every message bptrace makes, in one place: its type, the
+   thread and process it happened in, when (ns), and the session it goes to
+   (0: set per session later). The caller zeroed the message. */
+BPT__PRIVATE void bpt__msg_header(bpt_msg *m, unsigned type, uint64_t thread, uint64_t process,
+                                  uint64_t ts_ns, uint64_t session) {
+    m->type = (uint16_t)type;
+    m->thread = thread;
+    m->process = process;
+    m->ts_ns = ts_ns;
+    m->session = session;
+}
+
 /* Write one message into a ring lane, announcing earlier drops first. The
    single producer owns head; tail is read with acquire, pairing with the
    consumer's release store after it copied the slot out. */
@@ -1791,11 +1816,7 @@ static void bpt__lane_push(bpt__lane *lane, const bpt_msg *m) {
     if (need == 2) {
         bpt_msg *d = &lane->slots[head++ & lane->mask];
         memset(d, 0, sizeof *d);
-        d->type = BPT_MSG_DROPPED;
-        d->thread = m->thread;
-        d->process = m->process;
-        d->ts_ns = m->ts_ns;
-        d->session = m->session;
+        bpt__msg_header(d, BPT_MSG_DROPPED, m->thread, m->process, m->ts_ns, m->session);
         d->value = lane->unreported_drops;
         lane->unreported_drops = 0;
     }
@@ -1863,11 +1884,7 @@ BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec, uint64_t 
     if (bpt__cas_u32(&s->limit_tripped, 0, 1)) {
         bpt_msg m;
         memset(&m, 0, sizeof m);
-        m.type = BPT_MSG_LIMIT;
-        m.thread = rec->tid;
-        m.process = rec->process;
-        m.ts_ns = now;
-        m.session = s->id;
+        bpt__msg_header(&m, BPT_MSG_LIMIT, rec->tid, rec->process, now, s->id);
         m.value = s->rate_max;
         bpt__session_send(s, rec, &m);
     }
@@ -1971,6 +1988,132 @@ int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
 }
 /*** End of session.c ***/
 
+/*** Begin file breakpoint.h ***/
+/* breakpoint.h: the data the set path (bp.c) writes and the hit path
+   (hit.c) reads: the kinds, function records, GenericBp and its two
+   generations. Names as in beam_bp.c. */
+
+typedef struct bpt__ms bpt__ms;   /* a match spec (pattern.c) */
+
+/* >>kinds: the breakpoint kinds come from one table, BPT_KINDS (the public
+   half: it also makes the public flags BPT_COUNT, BPT_CALL, ...). Each kind
+   has a part of its own (kind_count.c, kind_call.c, kind_timem.c) that
+   defines its hooks, found by name from the row:
+
+     bpt__kind_<name>_prepare  step 2: allocate what step 3 will need
+     bpt__kind_<name>_stage    step 3: write the change into a staging generation
+     bpt__kind_<name>_ref      step 11: a second generation shares the data
+     bpt__kind_<name>_unref    steps 3, 11, 12: a generation lets go of it
+     bpt__kind_<name>_hit      the hit path: what the kind does on a call
+     bpt__kind_<name>_info     bpt_trace_info: what it reports
+
+   So a new kind is a row in the table and a part of its own, nothing else.
+   Kind k owns two bits of a generation's flags, as beam_bp.c's ERTS_BPF_*
+   pairs: ON (set) and ACTIVE (not paused). */
+enum {
+#define BPT__KIND_IX(NAME, name, flag) BPT__KIX_##NAME,
+    BPT_KINDS(BPT__KIND_IX)
+#undef BPT__KIND_IX
+    BPT__NKINDS
+};
+#define BPT__BPF_ON(k)     (1u << (2 * (k)))
+#define BPT__BPF_ACTIVE(k) (2u << (2 * (k)))
+#define BPT__KIND_OR(NAME, name, flag) | (flag)
+#define BPT__KINDS (0u BPT_KINDS(BPT__KIND_OR))   /* every kind's public flag */
+/* Two flag bits per kind fit a generation's uint32_t flags, and every kind's
+   public flag fits a frame's actions (frames.c) and stays below the BPT_OFF /
+   BPT_PAUSE / BPT_RESTART bits. */
+typedef char bpt__kinds_fit[(BPT__NKINDS <= 16 && BPT__KINDS < (1u << 16)) ? 1 : -1];
+
+/* One generation of one session's settings on one function. */
+typedef struct bpt__GenericBpData {
+    uint32_t flags;               /* BPT__BPF_ON(k) | BPT__BPF_ACTIVE(k) per kind k */
+    void *data[BPT__NKINDS];      /* kind k's data, owned by its part; valid while ON(k) */
+} bpt__GenericBpData;
+
+/* What one protocol run (bp.c) does to each affected function's breakpoint
+   of one session: switch kinds on (how 0), off, pause or restart them. */
+typedef struct bpt__op {
+    unsigned kinds;               /* BPT__KINDS bits: the kinds it changes */
+    unsigned how;                 /* 0, BPT_OFF, BPT_PAUSE, BPT_RESTART */
+    bpt__ms *ms;                  /* for BPT_CALL switched on; the op holds one reference */
+} bpt__op;
+
+BPT__PRIVATE int bpt__op_enables(const bpt__op *op) { return op->how == 0 || op->how == BPT_RESTART; }
+
+/* The breakpoint of one trace session on one function. */
+typedef struct bpt__GenericBp {
+    bpt_vm_word orig_instr;       /* the word the breakpoint replaces */
+    bpt__GenericBpData data[2];   /* indexed by bpt_active_bp_ix() / its staging twin */
+    bpt__session *session;
+    bpt__atomic_ptr next;         /* bpt__GenericBp *: the next session's, walked by readers */
+    struct bpt__GenericBp *to_insert;    /* set path: a new session's GenericBp, parked until step 5 */
+    struct bpt__GenericBp *next_to_free; /* set path: freed after step 12 */
+} bpt__GenericBp;
+
+enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
+
+struct bpt_func {
+    const char *module, *name;    /* interned */
+    int arity;
+    int kind;                     /* enum bpt__site_kind */
+    /* The site: the one word that switches between the original and the
+       breakpoint. VM: an 8-byte instruction word. Native: the 2-byte entry
+       NOP (x86-64) or the 4-byte entry NOP (aarch64). */
+    void *site;
+    uint64_t orig_word;           /* the site's original content */
+    uint64_t bp_word;             /* what it holds while a breakpoint is installed */
+    unsigned word_size;           /* 8, 4 or 2 bytes */
+    void *fn;                     /* native: the function's address */
+    uint64_t code_size;           /* native: bytes of code from the ELF symbol (0: unknown) */
+    uintptr_t resume;             /* native: where the stub continues (the word after the site) */
+    int signs_lr;                 /* native aarch64: the entry signs the return address (paciasp) */
+    const bpt_vm_ops *ops;        /* VM: argument access and formatting */
+    bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */
+    int installed;                /* set path: the breakpoint word is in place */
+    uint32_t registry_ix;         /* set path: position in the registry */
+    struct bpt_func *next_retired;/* set path: native records are retired, never freed */
+};
+
+#if defined(BPT_NATIVE)
+/* The register frame an entry stub builds on the stack and hands to the
+   hit path. Its layout is fixed by the stub's assembly (site_*.c). */
+#  if defined(__x86_64__)
+typedef struct bpt__regs {
+    uint64_t gpr[8];              /* rdi rsi rdx rcx r8 r9 (arguments), rax (varargs count), r10 (static chain) */
+    uint64_t rbp;                 /* the stub's frame pointer: the function's return slot is at rbp+16 */
+    uint64_t pad;
+    uint64_t fp[8][2];            /* xmm0-7: floating-point arguments (low 128 bits) */
+} bpt__regs;
+/* What the return trampoline saves: the return registers (SysV x86-64). */
+typedef struct bpt__retregs {
+    uint64_t gpr[2];              /* rax, rdx */
+    uint64_t fp[2][2];            /* xmm0, xmm1 (low 128 bits) */
+} bpt__retregs;
+enum { BPT__INT_ARG_REGS = 6, BPT__FP_ARG_REGS = 8 };
+#  else
+typedef struct bpt__regs {
+    uint64_t gpr[10];             /* x0-x7 (arguments), x8 (indirect result), x9 (the caller's LR) */
+    uint64_t fp[8][2];            /* q0-q7: floating-point arguments */
+} bpt__regs;
+/* What the return trampoline saves: the return registers (AAPCS64). */
+typedef struct bpt__retregs {
+    uint64_t gpr[8];              /* x0-x7 */
+    uint64_t fp[4][2];            /* q0-q3 */
+} bpt__retregs;
+enum { BPT__INT_ARG_REGS = 8, BPT__FP_ARG_REGS = 8 };
+#  endif
+#endif
+
+/* The active generation index. Step 7 of the protocol flips it with a
+   release store; the hit path reads it with an acquire load, so a hit that
+   sees the new index sees what step 3 staged. */
+static bpt__atomic_u32 bpt__active_ix;
+
+unsigned bpt_active_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix); }
+unsigned bpt_staging_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix) ^ 1u; }
+/*** End of breakpoint.h ***/
+
 /*** Begin file pattern.c ***/
 /* pattern.c: trace patterns ("module:function/arity" with globs) and match
    specs, as erlang:trace_pattern/3 takes them. Set path only. */
@@ -2041,10 +2184,8 @@ BPT__PRIVATE int bpt__mfa_match(const bpt__mfa *p, const char *module, const cha
     return (p->arity < 0 || p->arity == arity) && bpt__glob(p->module, module) && bpt__glob(p->function, name);
 }
 
-/* The kinds a pattern sets, how, and the call-trace actions that need a
-   return frame or a caller (DESIGN §7). */
-#define BPT__KINDS (BPT_CALL | BPT_COUNT | BPT_TIME | BPT_MEMORY)
-#define BPT__TIMEM (BPT_TIME | BPT_MEMORY)
+/* How a pattern sets its kinds (BPT__KINDS, breakpoint.h), and the
+   call-trace actions that need a return frame or a caller (DESIGN §7). */
 #define BPT__HOWS (BPT_OFF | BPT_PAUSE | BPT_RESTART)
 #define BPT__FRAME_ACTIONS (BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO)
 #define BPT__CALL_ACTIONS (BPT__FRAME_ACTIONS | BPT_CALLER)
@@ -2069,7 +2210,7 @@ BPT__PRIVATE int bpt__flags_check(unsigned flags) {
    last lets go. refc is changed only under the code modification permission;
    readers never touch it (they are done with a generation before its
    references are dropped: steps 8 and 11). */
-typedef struct bpt__ms {
+struct bpt__ms {
     bpt_match_fn pred;
     void *user;
     unsigned actions;
@@ -2078,7 +2219,7 @@ typedef struct bpt__ms {
     uint8_t spec[BPT_MAX_ARGS];   /* enum bpt_arg_type */
     uint8_t rettype;              /* enum bpt_arg_type of return_from's value */
     uint32_t refc;
-} bpt__ms;
+};
 
 /* Parse an argument spec, "i64,ptr,str,f64" (uftrace -A). Returns the count
    or BPT_EPATTERN. */
@@ -2158,111 +2299,6 @@ static void bpt__pattern_entry_free(bpt__pattern_entry *e) {
     BPT_FREE(e);
 }
 /*** End of pattern.c ***/
-
-/*** Begin file breakpoint.h ***/
-/* breakpoint.h: the data the set path (bp.c) writes and the hit path
-   (hit.c) reads: function records, GenericBp and its two generations.
-   Names and flag values as in beam_bp.c. */
-
-enum {
-    BPT__BPF_LOCAL_TRACE  = 0x01,
-    BPT__BPF_COUNT        = 0x04,
-    BPT__BPF_COUNT_ACTIVE = 0x08,
-    BPT__BPF_TIME_TRACE   = 0x10,   /* call_time */
-    BPT__BPF_TIME_ACTIVE  = 0x20,
-    BPT__BPF_MEM_TRACE    = 0x40,   /* call_memory */
-    BPT__BPF_MEM_ACTIVE   = 0x80
-};
-
-typedef struct bpt__BpTimem bpt__BpTimem;   /* timem.c */
-
-/* call_count, as BEAM's BpCount: shared by the generations that count into
-   it, freed when the last lets go (refc under the permission). */
-typedef struct bpt__BpCount {
-    bpt__atomic_u64 value;
-    uint32_t refc;
-} bpt__BpCount;
-
-/* One generation of one session's settings on one function. */
-typedef struct bpt__GenericBpData {
-    uint32_t flags;               /* BPT__BPF_* */
-    bpt__ms *local_ms;            /* BPT__BPF_LOCAL_TRACE: the match spec, or NULL (match all) */
-    bpt__BpCount *count;          /* BPT__BPF_COUNT */
-    bpt__BpTimem *timem;          /* BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE: the tables */
-} bpt__GenericBpData;
-
-/* The breakpoint of one trace session on one function. */
-typedef struct bpt__GenericBp {
-    bpt_vm_word orig_instr;       /* the word the breakpoint replaces */
-    bpt__GenericBpData data[2];   /* indexed by bpt_active_bp_ix() / its staging twin */
-    bpt__session *session;
-    bpt__atomic_ptr next;         /* bpt__GenericBp *: the next session's, walked by readers */
-    struct bpt__GenericBp *to_insert;    /* set path: a new session's GenericBp, parked until step 5 */
-    struct bpt__GenericBp *next_to_free; /* set path: freed after step 12 */
-} bpt__GenericBp;
-
-enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
-
-struct bpt_func {
-    const char *module, *name;    /* interned */
-    int arity;
-    int kind;                     /* enum bpt__site_kind */
-    /* The site: the one word that switches between the original and the
-       breakpoint. VM: an 8-byte instruction word. Native: the 2-byte entry
-       NOP (x86-64) or the 4-byte entry NOP (aarch64). */
-    void *site;
-    uint64_t orig_word;           /* the site's original content */
-    uint64_t bp_word;             /* what it holds while a breakpoint is installed */
-    unsigned word_size;           /* 8, 4 or 2 bytes */
-    void *fn;                     /* native: the function's address */
-    uint64_t code_size;           /* native: bytes of code from the ELF symbol (0: unknown) */
-    uintptr_t resume;             /* native: where the stub continues (the word after the site) */
-    int signs_lr;                 /* native aarch64: the entry signs the return address (paciasp) */
-    const bpt_vm_ops *ops;        /* VM: argument access and formatting */
-    bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */
-    int installed;                /* set path: the breakpoint word is in place */
-    uint32_t registry_ix;         /* set path: position in the registry */
-    struct bpt_func *next_retired;/* set path: native records are retired, never freed */
-};
-
-#if defined(BPT_NATIVE)
-/* The register frame an entry stub builds on the stack and hands to the
-   hit path. Its layout is fixed by the stub's assembly (site_*.c). */
-#  if defined(__x86_64__)
-typedef struct bpt__regs {
-    uint64_t gpr[8];              /* rdi rsi rdx rcx r8 r9 (arguments), rax (varargs count), r10 (static chain) */
-    uint64_t rbp;                 /* the stub's frame pointer: the function's return slot is at rbp+16 */
-    uint64_t pad;
-    uint64_t fp[8][2];            /* xmm0-7: floating-point arguments (low 128 bits) */
-} bpt__regs;
-/* What the return trampoline saves: the return registers (SysV x86-64). */
-typedef struct bpt__retregs {
-    uint64_t gpr[2];              /* rax, rdx */
-    uint64_t fp[2][2];            /* xmm0, xmm1 (low 128 bits) */
-} bpt__retregs;
-enum { BPT__INT_ARG_REGS = 6, BPT__FP_ARG_REGS = 8 };
-#  else
-typedef struct bpt__regs {
-    uint64_t gpr[10];             /* x0-x7 (arguments), x8 (indirect result), x9 (the caller's LR) */
-    uint64_t fp[8][2];            /* q0-q7: floating-point arguments */
-} bpt__regs;
-/* What the return trampoline saves: the return registers (AAPCS64). */
-typedef struct bpt__retregs {
-    uint64_t gpr[8];              /* x0-x7 */
-    uint64_t fp[4][2];            /* q0-q3 */
-} bpt__retregs;
-enum { BPT__INT_ARG_REGS = 8, BPT__FP_ARG_REGS = 8 };
-#  endif
-#endif
-
-/* The active generation index. Step 7 of the protocol flips it with a
-   release store; the hit path reads it with an acquire load, so a hit that
-   sees the new index sees what step 3 staged. */
-static bpt__atomic_u32 bpt__active_ix;
-
-unsigned bpt_active_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix); }
-unsigned bpt_staging_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix) ^ 1u; }
-/*** End of breakpoint.h ***/
 
 /*** Begin file site_x86_64.c ***/
 /* site_x86_64.c: native function entries on x86-64 (DESIGN §4.2).
@@ -2700,22 +2736,37 @@ static int bpt__arch_native_usable(const char *who) {
    mutex, as BEAM's dirty schedulers do.
 
    Nobody else may read a table its owner may be writing. bpt_trace_info
-   therefore collects in nine steps (OTP 29's method; bpt__timem_collect):
-     1. allocate: give each breakpoint's staging half fresh, empty tables;
-     2. wait for thread progress;
-     3. switch: flip the active generation: charges now go to the fresh tables;
-     4. wait: no thread still charges the old ("real") tables: they are idle;
-     5. sum the idle real tables, with what earlier collections carried, into
-        one merged table per breakpoint;
-     6. carry: the fresh tables keep the merged sums (only the set path reads them);
-     7. consolidate: both halves point at the fresh tables (staging := active);
-     8. free the real tables (idle since step 4);
-     9. the caller reports the merged sums and releases the permission.
+   therefore collects in nine steps, C1-C9 (OTP 29's method; bpt__timem_collect):
+     C1. allocate: give each breakpoint's staging half fresh, empty tables;
+     C2. wait for thread progress;
+     C3. switch: the protocol's commit (bpt__commit, bp.c) flips the active
+         generation: charges now go to the fresh tables;
+     C4. wait: no thread still charges the old ("real") tables: they are idle;
+     C5. sum the idle real tables, with what earlier collections carried, into
+         one merged table per breakpoint;
+     C6. carry: the fresh tables keep the merged sums (only the set path reads them);
+     C7. consolidate: both halves point at the fresh tables (staging := active);
+     C8. free the real tables (idle since C4);
+     C9. the caller reports the merged sums and releases the permission.
    OTP switches back to the real tables and merges the temporaries into
    them; here the fresh tables stay and carry the sums instead, which needs
    no second switch and never writes a table its owner may be writing. No
    charge is lost or counted twice: each lands in exactly one table, and
-   each table is summed exactly once, when it is idle. */
+   each table is summed exactly once, when it is idle.
+
+   call_time and call_memory are two kinds (two rows of BPT_KINDS, their
+   hooks in kind_timem.c) that share these tables: one cell holds a
+   process's calls, time and bytes. While both kinds are on, their data
+   slots point at the same bpt__BpTimem, each holding a reference. */
+
+typedef struct bpt__BpTimem bpt__BpTimem;
+
+#define BPT__BPF_TIME_TRACE  BPT__BPF_ON(BPT__KIX_TIME)
+#define BPT__BPF_TIME_ACTIVE BPT__BPF_ACTIVE(BPT__KIX_TIME)
+#define BPT__BPF_MEM_TRACE   BPT__BPF_ON(BPT__KIX_MEMORY)
+#define BPT__BPF_MEM_ACTIVE  BPT__BPF_ACTIVE(BPT__KIX_MEMORY)
+#define BPT__BPF_TIMEM_ON     (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)
+#define BPT__BPF_TIMEM_ACTIVE (BPT__BPF_TIME_ACTIVE | BPT__BPF_MEM_ACTIVE)
 
 typedef struct bpt__timem_cell {
     uint64_t process;             /* 0: a free cell (process ids are never 0) */
@@ -2803,6 +2854,25 @@ BPT__PRIVATE void bpt__timem_unref(bpt__BpTimem *t) {
     if (t && --t->refc == 0) bpt__timem_free(t);
 }
 
+/* The tables of a generation with call_time or call_memory on, or NULL. */
+BPT__PRIVATE bpt__BpTimem *bpt__timem_of(const bpt__GenericBpData *d) {
+    if (d->flags & BPT__BPF_TIME_TRACE) return (bpt__BpTimem *)d->data[BPT__KIX_TIME];
+    if (d->flags & BPT__BPF_MEM_TRACE) return (bpt__BpTimem *)d->data[BPT__KIX_MEMORY];
+    return NULL;
+}
+
+/* Point every timem kind that is on in d at t, each with its own reference. */
+BPT__PRIVATE void bpt__timem_point(bpt__GenericBpData *d, bpt__BpTimem *t) {
+    static const int kix[2] = { BPT__KIX_TIME, BPT__KIX_MEMORY };
+    int i;
+    for (i = 0; i < 2; i++) {
+        if (!(d->flags & BPT__BPF_ON(kix[i]))) continue;
+        t->refc++;
+        bpt__timem_unref((bpt__BpTimem *)d->data[kix[i]]);
+        d->data[kix[i]] = t;
+    }
+}
+
 /* Charge one thread's calls, time and memory for process (the hit and
    return paths, pinned). Only the owner writes its table; a table that must
    grow is replaced (published with a release store) and the old one freed
@@ -2845,7 +2915,7 @@ BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t 
     c->mem += mem;
 }
 
-/* Step 5 for one breakpoint: its idle tables, what they carried and any
+/* C5 for one breakpoint: its idle tables, what they carried and any
    unmerged older ones, summed into one new table. NULL when out of memory. */
 static uint32_t bpt__timem_cells(const bpt__BpTimem *t) {
     uint32_t k, n = 0;
@@ -2879,19 +2949,21 @@ static bpt__timem_table *bpt__timem_merge(const bpt__BpTimem *real) {
     return m;
 }
 
-/* The nine steps for the breakpoints gs[0..n), each with call_time or
-   call_memory in its active half. Under the code modification permission;
-   step 9 is the caller's: it reads gs[i]->data[active].timem->carried and
-   releases the permission. Returns 0, or BPT_ENOMEM: at step 1 with
-   nothing changed; at step 5 with every charge kept (the idle tables that
-   could not be merged are kept for the next collection). */
+BPT__PRIVATE void bpt__commit(void);   /* TEMP until internal.h */
+
+/* C1-C8 for the breakpoints gs[0..n), each with call_time or call_memory
+   in its active half. Under the code modification permission; C9 is the
+   caller's: it reads bpt__timem_of(&gs[i]->data[active])->carried and
+   releases the permission. Returns 0, or BPT_ENOMEM: at C1 with nothing
+   changed; at C5 with every charge kept (the idle tables that could not be
+   merged are kept for the next collection). */
 BPT__PRIVATE int bpt__timem_collect(bpt__GenericBp **gs, int n) {
-    unsigned active = bpt__load_relaxed_u32(&bpt__active_ix), staging = active ^ 1;
+    unsigned active = bpt_active_bp_ix(), staging = active ^ 1;
     bpt__BpTimem **fresh;
     int i, rc = 0;
     if (n == 0) return 0;
-    /* 1. allocate: fresh tables in every staging half (which pointed at the
-          same tables as the active half, the invariant between changes). */
+    /* C1. allocate: fresh tables in every staging half (which pointed at the
+           same tables as the active half, the invariant between changes). */
     if (!(fresh = (bpt__BpTimem **)BPT_MALLOC(sizeof *fresh * (size_t)n)))
         return bpt__fail(BPT_ENOMEM, "bpt_trace_info: no memory for the collection; nothing changed");
     for (i = 0; i < n; i++) {
@@ -2902,31 +2974,30 @@ BPT__PRIVATE int bpt__timem_collect(bpt__GenericBp **gs, int n) {
         }
     }
     for (i = 0; i < n; i++) {
-        gs[i]->data[staging].timem = fresh[i];
-        gs[i]->data[active].timem->refc--;
+        bpt__timem_point(&gs[i]->data[staging], fresh[i]);
+        bpt__timem_unref(fresh[i]);   /* the staging half's references hold it now */
     }
-    /* 2. wait (the hit path reads a generation only after the index's acquire
-          load, which step 3's release covers; the wait is OTP's, and keeps
-          the two switches of consecutive collections apart). */
+    /* C2. wait (the hit path reads a generation only after the index's
+           acquire load, which C3's release covers; the wait is OTP's, and
+           keeps the two switches of consecutive collections apart). */
     bpt_thread_progress_wait();
-    /* 3. switch: charges go to the fresh tables. Pairs with the acquire load
-          of the index in the hit and return paths. */
-    bpt__store_release_u32(&bpt__active_ix, staging);
-    /* 4. wait: no thread is still charging a real table. */
+    /* C3. switch: charges go to the fresh tables. */
+    bpt__commit();
+    /* C4. wait: no thread is still charging a real table. */
     bpt_thread_progress_wait();
     for (i = 0; i < n; i++) {
-        bpt__BpTimem *real = gs[i]->data[active].timem;
-        /* 5. sum the idle real tables. */
+        bpt__BpTimem *real = bpt__timem_of(&gs[i]->data[active]);
+        /* C5. sum the idle real tables. */
         bpt__timem_table *merged = bpt__timem_merge(real);
-        /* 6. carry the sums in the fresh tables (or, out of memory, the real
-              tables themselves, merged next time). */
+        /* C6. carry the sums in the fresh tables (or, out of memory, the
+               real tables themselves, merged next time: fresh keeps them
+               alive with one reference of its own). */
         if (merged) fresh[i]->carried = merged;
-        else { fresh[i]->prev = real; rc = BPT_ENOMEM; }
-        /* 7. consolidate: staging := active. */
-        gs[i]->data[active].timem = fresh[i];
-        fresh[i]->refc++;
-        /* 8. free the real tables, idle since step 4. */
-        if (merged) bpt__timem_unref(real);
+        else { fresh[i]->prev = real; real->refc++; rc = BPT_ENOMEM; }
+        /* C7 and C8. consolidate: staging := active; the real tables lose
+           their last references, idle since C4, and are freed (unless C6
+           kept them). */
+        bpt__timem_point(&gs[i]->data[active], fresh[i]);
     }
     BPT_FREE(fresh);
     if (rc < 0)
@@ -2982,7 +3053,8 @@ enum { BPT__STACK_NATIVE = 0, BPT__STACK_VM = 1 };
 /* One session's wish for a call's return. */
 typedef struct bpt__frame_session {
     uint64_t id;                  /* the session's weak id */
-    uint8_t actions;              /* BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO | BPT_TIME | BPT_MEMORY */
+    uint32_t actions;             /* BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO, and the kinds' flags
+                                     (BPT_TIME | BPT_MEMORY): wide enough for every kind (breakpoint.h) */
     uint8_t rettype;              /* enum bpt_arg_type of the return value */
     /* call_time / call_memory (timem.c), as BEAM's process_breakpoint_trace:
        the function runs for this session from `since` (0: paused, while a
@@ -3026,17 +3098,17 @@ static void bpt__frame_skipped(bpt__session *s) { bpt__fetch_add_u64(&s->frames_
 
 static void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype) {
     uint32_t i;
-    actions &= BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO | BPT__FRAME_TIMEM;
+    actions &= BPT__FRAME_ACTIONS | BPT__KINDS;   /* a kind that wants a frame keeps its bit */
     for (i = 0; i < h->nwant; i++)   /* call trace and call_time of one session: one entry */
         if (h->want[i].id == s->id) {
-            h->want[i].actions |= (uint8_t)actions;
+            h->want[i].actions |= actions;
             if (actions & (BPT_RETURN | BPT_EXCEPTION)) h->want[i].rettype = rettype;
             return;
         }
     if (h->nwant == BPT_FRAME_SESSIONS) { bpt__frame_skipped(s); return; }
     memset(&h->want[h->nwant], 0, sizeof h->want[0]);
     h->want[h->nwant].id = s->id;
-    h->want[h->nwant].actions = (uint8_t)actions;
+    h->want[h->nwant].actions = actions;
     h->want[h->nwant].rettype = rettype;
     h->want_s[h->nwant++] = s;
 }
@@ -3095,8 +3167,8 @@ static void bpt__timem_charge_frame(bpt__thread *rec, bpt__frame *fr, uint64_t n
              g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next)) {
             const bpt__GenericBpData *d = &g->data[ix];
             if (g->session->id != fs->id) continue;
-            if ((d->flags & (BPT__BPF_TIME_ACTIVE | BPT__BPF_MEM_ACTIVE)) && d->timem)
-                bpt__timem_charge(d->timem, rec, fr->process, 0,
+            if (d->flags & BPT__BPF_TIMEM_ACTIVE)
+                bpt__timem_charge(bpt__timem_of(d), rec, fr->process, 0,
                                   (d->flags & BPT__BPF_TIME_ACTIVE) ? fs->own_ns : 0,
                                   (d->flags & BPT__BPF_MEM_ACTIVE) ? fs->mem : 0);
             break;
@@ -3194,10 +3266,7 @@ static void bpt__frame_send(bpt__thread *rec, const bpt__frame *fr, unsigned act
 
 static void bpt__frame_msg(bpt_msg *m, bpt__thread *rec, int type, const bpt__frame *fr) {
     memset(m, 0, sizeof *m);
-    m->type = (uint16_t)type;
-    m->thread = rec->tid;
-    m->process = rec->process;
-    m->ts_ns = bpt__now_ns();
+    bpt__msg_header(m, (unsigned)type, rec->tid, rec->process, bpt__now_ns(), 0);
     m->module = fr->module;
     m->name = fr->name;
     m->arity = fr->arity;
@@ -3538,12 +3607,125 @@ void bpt_account_memory(int64_t bytes) {
 }
 /*** End of frames.c ***/
 
-/*** Begin file hit.c ***/
-/* hit.c: what a breakpoint does when a thread reaches it.
-   Pin, read the active index once, walk the function's GenericBp list (one
-   per session) and act on each session's active generation: count, evaluate
-   the match spec, send a call message. Unpin. No lock, no wait: this is
-   op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c. */
+/*** Begin file kind_count.c ***/
+/* kind_count.c: the call_count breakpoint kind (BPT_COUNT), as BEAM's
+   BpCount in beam_bp.c: one counter per breakpoint, shared by the two
+   generations that count into it, incremented by every hit while active.
+   Its hooks are the ones the kinds table (BPT_KINDS, breakpoint.h) names. */
+
+#define BPT__BPF_COUNT        BPT__BPF_ON(BPT__KIX_COUNT)
+#define BPT__BPF_COUNT_ACTIVE BPT__BPF_ACTIVE(BPT__KIX_COUNT)
+
+/* Shared by the generations that count into it, freed when the last lets
+   go (refc changes only under the code modification permission). */
+typedef struct bpt__BpCount {
+    bpt__atomic_u64 value;
+    uint32_t refc;
+} bpt__BpCount;
+
+/* Step 2: a fresh counter when the change switches counting on where the
+   staging generation has none. */
+BPT__PRIVATE int bpt__kind_count_prepare(const bpt__op *op, const bpt__GenericBpData *staging, void **out) {
+    bpt__BpCount *bc;
+    *out = NULL;
+    if (!bpt__op_enables(op) || (staging && (staging->flags & BPT__BPF_COUNT))) return 0;
+    if (!(bc = (bpt__BpCount *)BPT_MALLOC(sizeof *bc))) return BPT_ENOMEM;
+    bpt__store_relaxed_u64(&bc->value, 0);
+    bc->refc = 1;
+    *out = bc;
+    return 0;
+}
+
+BPT__PRIVATE void bpt__kind_count_ref(void *data) { ((bpt__BpCount *)data)->refc++; }
+
+BPT__PRIVATE void bpt__kind_count_unref(void *data) {
+    bpt__BpCount *c = (bpt__BpCount *)data;
+    if (c && --c->refc == 0) BPT_FREE(c);
+}
+
+/* Step 3: on, off, pause or restart. `fresh` is step 2's counter (its one
+   reference moves here), or NULL. */
+BPT__PRIVATE void bpt__kind_count_stage(bpt__GenericBpData *d, const bpt__op *op, void *fresh) {
+    switch (op->how) {
+    case BPT_OFF:
+        if (d->flags & BPT__BPF_COUNT) bpt__kind_count_unref(d->data[BPT__KIX_COUNT]);
+        d->flags &= ~(uint32_t)(BPT__BPF_COUNT | BPT__BPF_COUNT_ACTIVE);
+        d->data[BPT__KIX_COUNT] = NULL;
+        break;
+    case BPT_PAUSE:
+        d->flags &= ~(uint32_t)BPT__BPF_COUNT_ACTIVE;
+        break;
+    default: /* on, restart */
+        if (!(d->flags & BPT__BPF_COUNT)) {
+            d->data[BPT__KIX_COUNT] = fresh;
+            d->flags |= BPT__BPF_COUNT;
+        } else if (op->how == BPT_RESTART) {
+            /* Shared with the active generation, as in BEAM: the reset is
+               seen at once, the re-activation at the commit. */
+            bpt__store_relaxed_u64(&((bpt__BpCount *)d->data[BPT__KIX_COUNT])->value, 0);
+        }
+        d->flags |= BPT__BPF_COUNT_ACTIVE;
+    }
+}
+
+/* The hit: one atomic increment of the shared counter (a cache line that
+   every thread calling the function writes). */
+BPT__HOT void bpt__kind_count_hit(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d) {
+    (void)h; (void)s;
+    bpt__fetch_add_u64(&((bpt__BpCount *)d->data[BPT__KIX_COUNT])->value, 1);
+}
+
+BPT__PRIVATE void bpt__kind_count_info(const bpt__GenericBpData *d, unsigned what, bpt_info *out) {
+    if (what & BPT_INFO_FLAGS) {
+        out->flags |= BPT_COUNT;
+        out->count_paused = !(d->flags & BPT__BPF_COUNT_ACTIVE);
+    }
+    if (what & BPT_INFO_COUNT)
+        out->count = bpt__load_relaxed_u64(&((bpt__BpCount *)d->data[BPT__KIX_COUNT])->value);
+}
+/*** End of kind_count.c ***/
+
+/*** Begin file kind_call.c ***/
+/* kind_call.c: the local call trace breakpoint kind (BPT_CALL), as
+   erts_generic_breakpoint's ERTS_BPF_LOCAL_TRACE branch in beam_bp.c: on
+   each call, evaluate the session's match spec over the arguments, send a
+   call message, and ask for a return frame when the match spec's actions
+   want return_from, exception_from or return_to (frames.c). Its data is
+   the match spec (NULL: match every call). Its hooks are the ones the kinds
+   table (BPT_KINDS, breakpoint.h) names. */
+
+#define BPT__BPF_LOCAL_TRACE BPT__BPF_ON(BPT__KIX_CALL)
+
+/* Step 2: nothing to allocate: the op holds a reference to its match spec. */
+BPT__PRIVATE int bpt__kind_call_prepare(const bpt__op *op, const bpt__GenericBpData *staging, void **out) {
+    (void)op; (void)staging;
+    *out = NULL;
+    return 0;
+}
+
+BPT__PRIVATE void bpt__kind_call_ref(void *data) { bpt__ms_ref((bpt__ms *)data); }
+BPT__PRIVATE void bpt__kind_call_unref(void *data) { bpt__ms_unref((bpt__ms *)data); }
+
+/* Step 3: replace the match spec (on), or clear it (off). Call trace has
+   no pause: ON and ACTIVE go together. */
+BPT__PRIVATE void bpt__kind_call_stage(bpt__GenericBpData *d, const bpt__op *op, void *unused) {
+    (void)unused;
+    if (d->flags & BPT__BPF_LOCAL_TRACE) bpt__ms_unref((bpt__ms *)d->data[BPT__KIX_CALL]);
+    d->flags &= ~(uint32_t)(BPT__BPF_LOCAL_TRACE | BPT__BPF_ACTIVE(BPT__KIX_CALL));
+    d->data[BPT__KIX_CALL] = NULL;
+    if (op->how == 0) {
+        d->flags |= BPT__BPF_LOCAL_TRACE | BPT__BPF_ACTIVE(BPT__KIX_CALL);
+        d->data[BPT__KIX_CALL] = op->ms;
+        bpt__ms_ref(op->ms);
+    }
+}
+
+BPT__PRIVATE void bpt__kind_call_info(const bpt__GenericBpData *d, unsigned what, bpt_info *out) {
+    const bpt__ms *ms = (const bpt__ms *)d->data[BPT__KIX_CALL];
+    if (!(what & BPT_INFO_FLAGS)) return;
+    out->flags |= BPT_CALL;
+    if (ms) out->flags |= ms->actions & BPT__CALL_ACTIONS;
+}
 
 #if defined(BPT_NATIVE)
 /* A native call's arguments, from the stub's register frame: integer kinds
@@ -3612,7 +3794,8 @@ static void bpt__hit_caller(const bpt__hit *h, bpt_msg *m) {
 
 /* Local call trace of one session: match spec, rate limit, message, and
    the wish for a return frame (return_trace, exception_trace, return_to). */
-static void bpt__hit_call_trace(bpt__hit *h, bpt__session *s, const bpt__ms *ms) {
+BPT__HOT void bpt__kind_call_hit(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d) {
+    const bpt__ms *ms = (const bpt__ms *)d->data[BPT__KIX_CALL];
     bpt__thread *rec = h->rec;
     const bpt_func *f = h->f;
     const void *frame = h->frame;
@@ -3627,11 +3810,7 @@ static void bpt__hit_call_trace(bpt__hit *h, bpt__session *s, const bpt__ms *ms)
     if (ms && (ms->actions & BPT_MS_SILENT)) return;
     now = bpt__now_ns();
     if (!bpt__session_admit(s, rec, now)) return;
-    m.type = BPT_MSG_CALL;
-    m.thread = rec->tid;
-    m.process = rec->process;
-    m.ts_ns = now;
-    m.session = s->id;
+    bpt__msg_header(&m, BPT_MSG_CALL, rec->tid, rec->process, now, s->id);
     m.module = f->module;
     m.name = f->name;
     m.arity = f->arity;
@@ -3643,15 +3822,152 @@ static void bpt__hit_call_trace(bpt__hit *h, bpt__session *s, const bpt__ms *ms)
         bpt__hit_want_frame(h, s, ms->actions, ms->rettype);
 }
 
-/* call_time / call_memory of one session: count the call in this thread's
-   table now (so a call still running is counted), and ask for a frame,
-   which charges the time and memory when the call ends (frames.c). */
-static void bpt__hit_timem(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d) {
-    unsigned kinds = ((d->flags & BPT__BPF_TIME_ACTIVE) ? BPT_TIME : 0u) |
-                     ((d->flags & BPT__BPF_MEM_ACTIVE) ? BPT_MEMORY : 0u);
-    bpt__timem_charge(d->timem, h->rec, h->rec->process, 1, 0, 0);
-    bpt__hit_want_frame(h, s, kinds, BPT_ARG_I64);
+/*** End of kind_call.c ***/
+
+/*** Begin file kind_timem.c ***/
+/* kind_timem.c: the call_time and call_memory breakpoint kinds (BPT_TIME,
+   BPT_MEMORY), as BEAM's ERTS_BPF_TIME_TRACE and ERTS_BPF_MEM_TRACE: a hit
+   counts the call in its thread's table and asks for a return frame, which
+   charges the call's own time and bytes when it ends (frames.c). The two
+   kinds share their tables (timem.c); these hooks keep the invariant that
+   while both are on, both data slots point at the same bpt__BpTimem. The
+   hooks are the ones the kinds table (BPT_KINDS, breakpoint.h) names. */
+
+/* Step 2: fresh tables where the change switches a kind on and the staging
+   generation has none, or restarts. When one change switches both kinds,
+   the call_time row allocates for the pair. */
+static int bpt__kind_timem_prepare(const bpt__op *op, const bpt__GenericBpData *staging, void **out) {
+    *out = NULL;
+    if (!bpt__op_enables(op)) return 0;
+    if (op->how != BPT_RESTART && staging && bpt__timem_of(staging)) return 0;
+    if (!(*out = bpt__timem_new())) return BPT_ENOMEM;
+    return 0;
 }
+
+BPT__PRIVATE int bpt__kind_time_prepare(const bpt__op *op, const bpt__GenericBpData *staging, void **out) {
+    return bpt__kind_timem_prepare(op, staging, out);
+}
+
+BPT__PRIVATE int bpt__kind_memory_prepare(const bpt__op *op, const bpt__GenericBpData *staging, void **out) {
+    if (op->kinds & BPT_TIME) { *out = NULL; return 0; }   /* the call_time row prepares for both */
+    return bpt__kind_timem_prepare(op, staging, out);
+}
+
+BPT__PRIVATE void bpt__kind_time_ref(void *data) { ((bpt__BpTimem *)data)->refc++; }
+BPT__PRIVATE void bpt__kind_memory_ref(void *data) { ((bpt__BpTimem *)data)->refc++; }
+BPT__PRIVATE void bpt__kind_time_unref(void *data) { bpt__timem_unref((bpt__BpTimem *)data); }
+BPT__PRIVATE void bpt__kind_memory_unref(void *data) { bpt__timem_unref((bpt__BpTimem *)data); }
+
+/* Step 3 for kind k of the pair. `fresh` is step 2's tables, or NULL. On
+   or restart with fresh tables, both kinds of the pair move to them (as the
+   one shared table they are: a restart of one zeroes the other's too);
+   switched on without, k shares the other kind's tables. */
+static void bpt__kind_timem_stage(bpt__GenericBpData *d, int k, const bpt__op *op, bpt__BpTimem *fresh) {
+    uint32_t on = BPT__BPF_ON(k), active = BPT__BPF_ACTIVE(k);
+    switch (op->how) {
+    case BPT_OFF:
+        if (d->flags & on) bpt__timem_unref((bpt__BpTimem *)d->data[k]);
+        d->flags &= ~(on | active);
+        d->data[k] = NULL;
+        break;
+    case BPT_PAUSE:
+        d->flags &= ~active;
+        break;
+    default: /* on, restart */
+        if (fresh) {
+            d->flags |= on;               /* an off slot is NULL: point() fills it */
+            bpt__timem_point(d, fresh);   /* each kind that is on: its own reference */
+            bpt__timem_unref(fresh);      /* step 2's reference, now held by the slots */
+        } else if (!(d->flags & on)) {
+            bpt__BpTimem *shared = bpt__timem_of(d);
+            shared->refc++;
+            d->data[k] = shared;
+            d->flags |= on;
+        }
+        d->flags |= active;
+    }
+}
+
+BPT__PRIVATE void bpt__kind_time_stage(bpt__GenericBpData *d, const bpt__op *op, void *fresh) {
+    bpt__kind_timem_stage(d, BPT__KIX_TIME, op, (bpt__BpTimem *)fresh);
+}
+
+BPT__PRIVATE void bpt__kind_memory_stage(bpt__GenericBpData *d, const bpt__op *op, void *fresh) {
+    bpt__kind_timem_stage(d, BPT__KIX_MEMORY, op, (bpt__BpTimem *)fresh);
+}
+
+/* The hit: count the call in this thread's table now (so a call still
+   running is counted), once for the pair, and ask for a frame, which
+   charges the time and memory when the call ends (frames.c). */
+BPT__HOT void bpt__kind_time_hit(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d) {
+    bpt__timem_charge((bpt__BpTimem *)d->data[BPT__KIX_TIME], h->rec, h->rec->process, 1, 0, 0);
+    bpt__hit_want_frame(h, s, BPT_TIME, BPT_ARG_I64);
+}
+
+BPT__HOT void bpt__kind_memory_hit(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d) {
+    if (!(d->flags & BPT__BPF_TIME_ACTIVE))   /* else the call_time row counted the call */
+        bpt__timem_charge((bpt__BpTimem *)d->data[BPT__KIX_MEMORY], h->rec, h->rec->process, 1, 0, 0);
+    bpt__hit_want_frame(h, s, BPT_MEMORY, BPT_ARG_I64);
+}
+
+/* call_time / call_memory of one breakpoint, from the sums the last
+   collection carried (C6 in timem.c): totals, and per process into
+   out->procs[0..out->procs_cap), most time (or memory) first. */
+static int bpt__proc_cmp(const void *a, const void *b) {
+    const bpt_info_process *x = (const bpt_info_process *)a, *y = (const bpt_info_process *)b;
+    if (x->time_ns != y->time_ns) return x->time_ns < y->time_ns ? 1 : -1;
+    if (x->memory_bytes != y->memory_bytes) return x->memory_bytes < y->memory_bytes ? 1 : -1;
+    return x->process < y->process ? -1 : x->process > y->process;
+}
+
+static void bpt__kind_timem_totals(const bpt__GenericBpData *d, bpt_info *out) {
+    const bpt__BpTimem *tm = bpt__timem_of(d);
+    const bpt__timem_table *t = tm ? tm->carried : NULL;
+    bpt_info_process *procs = out->procs;
+    uint32_t i, n = 0, cap = procs ? out->procs_cap : 0;
+    if (!t) return;
+    for (i = 0; i < t->cap; i++) {
+        const bpt__timem_cell *c = &t->cell[i];
+        if (!c->process) continue;
+        out->calls += c->calls;
+        out->time_ns += c->time_ns;
+        out->memory_bytes += (uint64_t)c->mem;
+        if (procs && n < cap) {
+            procs[n].process = c->process;
+            procs[n].calls = c->calls;
+            procs[n].time_ns = c->time_ns;
+            procs[n].memory_bytes = (uint64_t)c->mem;
+        }
+        n++;
+    }
+    out->nprocs = n;
+    if (procs && n > 1) qsort(procs, n < cap ? n : cap, sizeof *procs, bpt__proc_cmp);
+}
+
+static void bpt__kind_timem_info(const bpt__GenericBpData *d, unsigned what, unsigned flag, bpt_info *out) {
+    if (what & BPT_INFO_FLAGS) {
+        out->flags |= flag;
+        out->time_paused = !(d->flags & BPT__BPF_TIMEM_ACTIVE);
+    }
+    if (what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) bpt__kind_timem_totals(d, out);
+}
+
+BPT__PRIVATE void bpt__kind_time_info(const bpt__GenericBpData *d, unsigned what, bpt_info *out) {
+    bpt__kind_timem_info(d, what, BPT_TIME, out);
+}
+
+BPT__PRIVATE void bpt__kind_memory_info(const bpt__GenericBpData *d, unsigned what, bpt_info *out) {
+    if (d->flags & BPT__BPF_TIME_TRACE) what &= ~(unsigned)(BPT_INFO_TIME | BPT_INFO_MEMORY);   /* summed once */
+    bpt__kind_timem_info(d, what, BPT_MEMORY, out);
+}
+/*** End of kind_timem.c ***/
+
+/*** Begin file hit.c ***/
+/* hit.c: what a breakpoint does when a thread reaches it.
+   Pin, read the active index once, walk the function's GenericBp list (one
+   per session) and run each active kind of each session's active generation
+   (kind_*.c: count, call trace, call_time, call_memory). Unpin. No lock, no wait: this is
+   op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c. */
 
 /* Run every session's breakpoint on h->f; gather in h who wants a return
    frame (the site pushes it). The caller then executes the original
@@ -3675,9 +3991,11 @@ BPT__HOT int bpt__breakpoint(bpt__hit *h) {
          g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next)) {
         const bpt__GenericBpData *d = &g->data[ix];
         if (!d->flags) continue;
-        if (d->flags & BPT__BPF_COUNT_ACTIVE) bpt__fetch_add_u64(&d->count->value, 1);
-        if (d->flags & BPT__BPF_LOCAL_TRACE) bpt__hit_call_trace(h, g->session, d->local_ms);
-        if (d->flags & (BPT__BPF_TIME_ACTIVE | BPT__BPF_MEM_ACTIVE)) bpt__hit_timem(h, g->session, d);
+        /* Each active kind, in the table's order (kind_*.c). */
+#define BPT__KIND_HIT(NAME, name, flag) \
+        if (d->flags & BPT__BPF_ACTIVE(BPT__KIX_##NAME)) bpt__kind_##name##_hit(h, g->session, d);
+        BPT_KINDS(BPT__KIND_HIT)
+#undef BPT__KIND_HIT
     }
     return 1;   /* still pinned: the site pushes its frame, then unpins */
 }
@@ -3863,13 +4181,27 @@ static int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n) 
     return 0;
 }
 
+/* The word a site holds now: an aligned load of word_size bytes (only the
+   set path, under the permission, ever writes it). */
+static uint64_t bpt__site_read(const bpt_func *f) {
+    if (f->word_size == 8) return bpt__load_relaxed_u64((bpt__atomic_u64 *)f->site);
+    if (f->word_size == 4) return *(const volatile uint32_t *)f->site;
+    return *(const volatile uint16_t *)f->site;
+}
+
 /* Write the breakpoint word (install) or the original (uninstall) into
    every site of fs[0..n) that needs it: one batch (sb, prepared for these
-   sites), each code page opened once. Returns how many sites it wrote (the
-   caller waits after writes, with SYNC_CORE if *wrote_code), or BPT_EPERM
-   with nothing written. */
-static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, bpt__sites_batch *sb) {
-    int i, written = 0;
+   sites), each code page opened once. Before each store the writer checks
+   that the site holds the word it replaces, as ftrace_modify_code does:
+   a site that holds something else was changed behind bptrace's back (a
+   debugger's breakpoint, another patcher) and is left alone. *written
+   counts the sites written (the caller waits after writes, with SYNC_CORE
+   if *wrote_code). Returns 0; BPT_EPERM (mprotect refused) with nothing
+   written; or BPT_ENOTPATCHABLE when some site held an unexpected word
+   (the others are written). */
+static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, bpt__sites_batch *sb, int *written) {
+    int i, rc = 0;
+    *written = 0;
 #if defined(BPT_NATIVE)
     for (i = 0; i < n; i++)
         if (fs[i]->kind == BPT__SITE_NATIVE && fs[i]->installed != install)
@@ -3884,8 +4216,16 @@ static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, 
     *wrote_code = 0;
     for (i = 0; i < n; i++) {
         bpt_func *f = fs[i];
-        uint64_t w = install ? f->bp_word : f->orig_word;
+        uint64_t w = install ? f->bp_word : f->orig_word, expect = install ? f->orig_word : f->bp_word;
+        uint64_t now;
         if (f->installed == install) continue;
+        if ((now = bpt__site_read(f)) != expect) {
+            rc = bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its site %p holds 0x%llx where bptrace expects "
+                           "0x%llx: something else changed it (a debugger's breakpoint, another patcher); "
+                           "left alone", f->module, f->name, f->arity, f->site,
+                           (unsigned long long)now, (unsigned long long)expect);
+            continue;
+        }
         if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, w);
 #if defined(BPT_NATIVE)
         else {
@@ -3894,12 +4234,12 @@ static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, 
         }
 #endif
         f->installed = install;
-        written++;
+        (*written)++;
     }
 #if defined(BPT_NATIVE)
     if (sb->n) bpt__batch_reprotect(sb);
 #endif
-    return written;
+    return rc;
 }
 /*** End of site_native.c ***/
 
@@ -4496,23 +4836,6 @@ BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const ch
    writes staging halves (step 3), flips the global index (step 7), and
    waits for thread progress wherever a reader could still see the past. */
 
-/* What one bpt__protocol_run does to each affected function's breakpoint of
-   one session: switch kinds on (how 0), off, pause or restart the count. */
-typedef struct bpt__op {
-    unsigned kinds;               /* BPT_CALL | BPT_COUNT */
-    unsigned how;                 /* 0, BPT_OFF, BPT_PAUSE, BPT_RESTART */
-    bpt__ms *ms;                  /* for BPT_CALL switched on; the op holds one reference */
-} bpt__op;
-
-/* One affected function, prepared at step 2. */
-typedef struct bpt__change {
-    bpt_func *f;
-    bpt__GenericBp *g;            /* the session's breakpoint on f */
-    bpt__BpCount *new_count;      /* allocated at step 2 if step 3 needs one */
-    bpt__BpTimem *new_timem;      /* likewise: fresh call_time/call_memory tables */
-    int fresh;                    /* g was allocated by this change */
-} bpt__change;
-
 static pthread_mutex_t bpt__code_mod_permission = PTHREAD_MUTEX_INITIALIZER;   /* declared in progress.c (fork) */
 static bpt_observer_fn bpt__observer;
 static void *bpt__observer_user;
@@ -4578,103 +4901,210 @@ BPT__PRIVATE bpt__GenericBp *bpt__find_bp(const bpt_func *f, const bpt__session 
     return NULL;
 }
 
-static int bpt__op_enables(const bpt__op *op) { return op->how == 0 || op->how == BPT_RESTART; }
+/* >>kinds: the hooks of every kind, called in the table's order. */
 
-/* Does step 3 need a fresh BpCount for g? */
-static int bpt__op_needs_count(const bpt__op *op, const bpt__GenericBp *g, unsigned staging) {
-    return (op->kinds & BPT_COUNT) && bpt__op_enables(op) &&
-           !(g && (g->data[staging].flags & BPT__BPF_COUNT));
+/* Step 2 for one breakpoint: what each kind the op changes needs allocated.
+   `staging` is NULL for a fresh breakpoint. Returns 0 or BPT_ENOMEM. */
+static int bpt__kinds_prepare(const bpt__op *op, const bpt__GenericBpData *staging, void **prepared) {
+#define BPT__KIND_PREPARE(NAME, name, flag) \
+    if ((op->kinds & (flag)) && bpt__kind_##name##_prepare(op, staging, &prepared[BPT__KIX_##NAME]) < 0) \
+        return BPT_ENOMEM;
+    BPT_KINDS(BPT__KIND_PREPARE)
+#undef BPT__KIND_PREPARE
+    return 0;
 }
 
-/* Does step 3 need fresh time/memory tables for g? (RESTART zeroes both.) */
-static int bpt__op_needs_timem(const bpt__op *op, const bpt__GenericBp *g, unsigned staging) {
-    return (op->kinds & BPT__TIMEM) && bpt__op_enables(op) &&
-           (op->how == BPT_RESTART || !(g && (g->data[staging].flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE))));
+/* Step 3 for one breakpoint: each kind the op changes writes the staging
+   generation, taking what step 2 prepared for it. */
+static void bpt__kinds_stage(bpt__GenericBpData *d, const bpt__op *op, void **prepared) {
+#define BPT__KIND_STAGE(NAME, name, flag) \
+    if (op->kinds & (flag)) bpt__kind_##name##_stage(d, op, prepared[BPT__KIX_##NAME]);
+    BPT_KINDS(BPT__KIND_STAGE)
+#undef BPT__KIND_STAGE
 }
 
-static void bpt__count_unref(bpt__BpCount *c) {
-    if (c && --c->refc == 0) BPT_FREE(c);
+/* A second generation shares d's data (step 11), or d lets go of it
+   (steps 11 and 12), kind by kind. */
+static void bpt__kinds_ref(const bpt__GenericBpData *d) {
+#define BPT__KIND_REF(NAME, name, flag) \
+    if (d->flags & BPT__BPF_ON(BPT__KIX_##NAME)) bpt__kind_##name##_ref(d->data[BPT__KIX_##NAME]);
+    BPT_KINDS(BPT__KIND_REF)
+#undef BPT__KIND_REF
 }
 
-/* Drop the references a generation holds (its pointers stay, now dangling). */
-static void bpt__data_unref(bpt__GenericBpData *d) {
-    if (d->flags & BPT__BPF_LOCAL_TRACE) bpt__ms_unref(d->local_ms);
-    if (d->flags & BPT__BPF_COUNT) bpt__count_unref(d->count);
-    if (d->flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)) bpt__timem_unref(d->timem);
+static void bpt__kinds_unref(const bpt__GenericBpData *d) {
+#define BPT__KIND_UNREF(NAME, name, flag) \
+    if (d->flags & BPT__BPF_ON(BPT__KIX_##NAME)) bpt__kind_##name##_unref(d->data[BPT__KIX_##NAME]);
+    BPT_KINDS(BPT__KIND_UNREF)
+#undef BPT__KIND_UNREF
 }
 
-/* Step 3 for call_time and call_memory: the kind's two bits, on, off,
-   paused; the tables go when neither kind is left. */
-static void bpt__stage_timem(bpt__GenericBpData *d, const bpt__op *op, bpt__BpTimem *new_timem) {
-    uint32_t bits = ((op->kinds & BPT_TIME) ? BPT__BPF_TIME_TRACE | BPT__BPF_TIME_ACTIVE : 0) |
-                    ((op->kinds & BPT_MEMORY) ? BPT__BPF_MEM_TRACE | BPT__BPF_MEM_ACTIVE : 0);
-    uint32_t active_bits = bits & (BPT__BPF_TIME_ACTIVE | BPT__BPF_MEM_ACTIVE);
-    if (!bits) return;
-    switch (op->how) {
-    case BPT_OFF:
-        d->flags &= ~bits;
-        if (!(d->flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)) && d->timem) {
-            bpt__timem_unref(d->timem);
-            d->timem = NULL;
-        }
-        break;
-    case BPT_PAUSE:
-        d->flags &= ~active_bits;
-        break;
-    default: /* on, restart */
-        if (new_timem) {   /* its one reference moves here */
-            if (d->flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)) bpt__timem_unref(d->timem);
-            d->timem = new_timem;
-        }
-        d->flags |= bits;
+static int bpt__kinds_prepared_any(void *const *prepared) {
+    int k;
+    for (k = 0; k < BPT__NKINDS; k++) if (prepared[k]) return 1;
+    return 0;
+}
+
+/* What step 2 prepared and step 3 did not take (out of memory midway). */
+static void bpt__kinds_discard(void **prepared) {
+#define BPT__KIND_DISCARD(NAME, name, flag) \
+    if (prepared[BPT__KIX_##NAME]) bpt__kind_##name##_unref(prepared[BPT__KIX_##NAME]);
+    BPT_KINDS(BPT__KIND_DISCARD)
+#undef BPT__KIND_DISCARD
+}
+
+/* >>steps: one function per step of the protocol, in order. */
+
+/* One affected function of a change. */
+typedef struct bpt__change_item {
+    bpt_func *f;
+    bpt__GenericBp *g;            /* the session's breakpoint on f */
+    void *prepared[BPT__NKINDS];  /* step 2's allocations, taken by step 3 */
+    int fresh;                    /* g was allocated by this change and is not linked yet */
+} bpt__change_item;
+
+/* A change in flight: what the steps hand on to each other. */
+typedef struct bpt__change {
+    bpt__session *s;
+    const bpt__op *op;
+    bpt__change_item *items;
+    int n;
+    bpt_func **sites;             /* scratch for steps 5 and 9: the sites to write */
+    bpt__sites_batch batch;       /* their code pages, prepared at step 2 */
+    int allocated;                /* step 2 allocated something */
+    int installs;                 /* sites that step 5 writes (counted at step 3, then written) */
+    int uninstalls;               /* sites that step 9 wrote */
+    int wrote_code;               /* step 5 or 9 wrote native code, not only VM words */
+    bpt__GenericBp *to_free;      /* unlinked at step 11, freed at step 12 */
+    int rc;                       /* a refusal at step 5 or 9 (BPT_EPERM): the change goes on */
+} bpt__change;
+
+static void bpt__change_free(bpt__change *c) {
+    int i;
+    for (i = 0; i < c->n; i++) {
+        if (c->items[i].fresh) BPT_FREE(c->items[i].g);
+        bpt__kinds_discard(c->items[i].prepared);
     }
+    BPT_FREE(c->items);
+    BPT_FREE(c->sites);
+    BPT_FREE(c->batch.pages);
 }
 
-/* Step 3 for one breakpoint: write the op into its staging generation. */
-static void bpt__stage(bpt__GenericBpData *d, const bpt__op *op, bpt__BpCount *new_count) {
-    if (op->kinds & BPT_CALL) {
-        if (d->flags & BPT__BPF_LOCAL_TRACE) bpt__ms_unref(d->local_ms);
-        d->flags &= ~(uint32_t)BPT__BPF_LOCAL_TRACE;
-        d->local_ms = NULL;
-        if (op->how == 0) {
-            d->flags |= BPT__BPF_LOCAL_TRACE;
-            d->local_ms = op->ms;
-            bpt__ms_ref(op->ms);
-        }
-    }
-    if (op->kinds & BPT_COUNT) {
-        switch (op->how) {
-        case BPT_OFF:
-            if (d->flags & BPT__BPF_COUNT) bpt__count_unref(d->count);
-            d->flags &= ~(uint32_t)(BPT__BPF_COUNT | BPT__BPF_COUNT_ACTIVE);
-            d->count = NULL;
-            break;
-        case BPT_PAUSE:
-            d->flags &= ~(uint32_t)BPT__BPF_COUNT_ACTIVE;
-            break;
-        default: /* on, restart */
-            if (!(d->flags & BPT__BPF_COUNT)) {
-                d->count = new_count;   /* its one reference moves here */
-                d->flags |= BPT__BPF_COUNT;
-            } else if (op->how == BPT_RESTART) {
-                /* Shared with the active generation, as in BEAM: the reset
-                   is seen at once, the re-activation at the commit. */
-                bpt__store_relaxed_u64(&d->count->value, 0);
-            }
-            d->flags |= BPT__BPF_COUNT_ACTIVE;
-        }
-    }
+/* Step 1: seize the code modification permission, and start timing the
+   change for the observer. Returns 0, BPT_ENOMEM or BPT_EDEADLK. */
+BPT__PRIVATE int bpt__change_begin(const char *who, uint64_t *t) {
+    int rc = bpt__permission_seize(who);
+    if (rc < 0) return rc;
+    *t = bpt__now_ns();
+    bpt__step_done(1, 1, t);
+    return 0;
 }
 
-/* Step 11 for one breakpoint: copy the active generation into the staging
-   one, as consolidate_bp_data_session does. */
-static void bpt__consolidate(bpt__GenericBp *g, unsigned active) {
-    bpt__GenericBpData *src = &g->data[active], *dst = &g->data[active ^ 1];
-    bpt__data_unref(dst);
-    *dst = *src;
-    if (dst->flags & BPT__BPF_LOCAL_TRACE) bpt__ms_ref(dst->local_ms);
-    if (dst->flags & BPT__BPF_COUNT) dst->count->refc++;
-    if (dst->flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)) dst->timem->refc++;
+/* Step 2: allocate. Everything this change needs is allocated before
+   anything shared is touched, so running out of memory changes nothing.
+   Fresh breakpoints have both generations disabled (flags 0) and the
+   original instruction saved. Then they are linked: the first session on a
+   function writes its list head [G1], which nobody reaches before step 5
+   installs the word; a later session's breakpoint is parked in the head's
+   to_insert, already pointing at the head, for step 5 to publish.
+   Returns 0 or BPT_ENOMEM with nothing changed. */
+static int bpt__allocate(bpt__change *c, bpt__session *s, bpt_func **fs, int n, const bpt__op *op) {
+    unsigned staging = bpt_staging_bp_ix();
+    int i;
+    memset(c, 0, sizeof *c);
+    c->s = s;
+    c->op = op;
+    c->items = (bpt__change_item *)BPT_MALLOC(sizeof *c->items * (size_t)(n ? n : 1));
+    c->sites = (bpt_func **)BPT_MALLOC(sizeof *c->sites * (size_t)(n ? n : 1));
+    if (!c->items || !c->sites || bpt__sites_batch_prepare(&c->batch, fs, n) < 0) {
+        bpt__change_free(c);
+        return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for %d changes", n);
+    }
+    for (i = 0; i < n; i++) {
+        bpt__change_item *it = &c->items[c->n];
+        bpt__GenericBp *g = bpt__find_bp(fs[i], s);
+        if (!g && !bpt__op_enables(op)) continue;   /* nothing to switch off */
+        memset(it, 0, sizeof *it);
+        it->f = fs[i];
+        it->g = g;
+        c->n++;
+        if (!g) {
+            if (!(g = (bpt__GenericBp *)BPT_MALLOC(sizeof *g))) goto enomem;
+            memset(g, 0, sizeof *g);
+            g->orig_instr = fs[i]->orig_word;
+            g->session = s;
+            it->g = g;
+            it->fresh = 1;
+            c->allocated = 1;
+        }
+        if (bpt__kinds_prepare(op, it->fresh ? NULL : &g->data[staging], it->prepared) < 0) goto enomem;
+        c->allocated |= bpt__kinds_prepared_any(it->prepared);
+    }
+    for (i = 0; i < c->n; i++) {
+        bpt__change_item *it = &c->items[i];
+        bpt__GenericBp *head;
+        if (!it->fresh) continue;
+        head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&it->f->gen_bp);
+        if (!head) {
+            bpt__store_release_ptr(&it->f->gen_bp, it->g);   /* [G1] */
+        } else {
+            bpt__store_relaxed_ptr(&it->g->next, head);
+            head->to_insert = it->g;
+        }
+        it->fresh = 0;   /* linked: freed by steps 11 and 12 if left unused */
+    }
+    return 0;
+enomem:
+    bpt__change_free(c);
+    return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: out of memory allocating breakpoints; nothing changed");
+}
+
+/* Step 3: stage. Only staging generations change; running code reads the
+   active ones. A breakpoint to be removed gets flags 0 here. */
+static int bpt__stage(bpt__change *c) {
+    unsigned staging = bpt_staging_bp_ix();
+    int i;
+    for (i = 0; i < c->n; i++) {
+        bpt__change_item *it = &c->items[i];
+        bpt__kinds_stage(&it->g->data[staging], c->op, it->prepared);
+        memset(it->prepared, 0, sizeof it->prepared);   /* owned by the breakpoint now */
+        if (!it->f->installed && it->g->data[staging].flags) c->installs++;
+    }
+    return 1;
+}
+
+/* Step 4: wait for thread progress, so that every thread sees the new list
+   heads (step 2) before an instruction word leads it there: a VM's fetch
+   of the word is not an acquire load. Only when step 5 installs. */
+static int bpt__wait_staged(bpt__change *c) {
+    if (c->installs) bpt_thread_progress_wait();
+    return c->installs != 0;
+}
+
+/* Step 5: install the breakpoint word, one aligned store per site, in one
+   batch (each code page made writable once), and publish the parked
+   breakpoints of further sessions: one release store each [G1], so the
+   parked breakpoint is seen complete, its active generation disabled.
+   A refused mprotect (BPT_EPERM), or a site that does not hold its
+   original word (BPT_ENOTPATCHABLE, site_native.c), leaves those functions
+   untraced; the settings commit anyway, so the state stays consistent, and
+   the caller learns why. */
+static int bpt__install(bpt__change *c) {
+    unsigned staging = bpt_staging_bp_ix();
+    int i, nsites = 0, published = 0, written, rc;
+    for (i = 0; i < c->n; i++) {
+        bpt_func *f = c->items[i].f;
+        bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp);
+        if (head->to_insert) {
+            bpt__store_release_ptr(&f->gen_bp, head->to_insert);   /* [G1] */
+            head->to_insert = NULL;
+            published++;
+        }
+        if (!f->installed && c->items[i].g->data[staging].flags) c->sites[nsites++] = f;
+    }
+    if ((rc = bpt__sites_write(c->sites, nsites, 1, &c->wrote_code, &c->batch, &written)) < 0) c->rc = rc;
+    c->installs = written;
+    return written + published != 0;
 }
 
 /* The wait after writing site words (steps 6 and 10): a plain wait for VM
@@ -4685,224 +5115,139 @@ static void bpt__wait_after_write(int wrote_code) {
     else bpt_thread_progress_wait();
 }
 
-static void bpt__changes_free(bpt__change *c, int n) {
-    int i;
-    for (i = 0; i < n; i++) {
-        if (c[i].fresh) BPT_FREE(c[i].g);
-        BPT_FREE(c[i].new_count);
-        if (c[i].new_timem) bpt__timem_unref(c[i].new_timem);
-    }
-    BPT_FREE(c);
+/* Step 6: wait, so that every thread runs the new words before the commit,
+   making the switch as atomic as possible. */
+static int bpt__wait_installed(bpt__change *c) {
+    if (c->installs) bpt__wait_after_write(c->wrote_code);
+    return c->installs != 0;
 }
 
-/* Steps 2-12 for session s on functions fs[0..n). The caller holds the code
-   modification permission (step 1) and releases it after (step 13).
-   Returns 0, or BPT_ENOMEM with nothing changed. */
-BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const bpt__op *op, uint64_t *t) {
-    unsigned active = bpt__load_relaxed_u32(&bpt__active_ix), staging = active ^ 1;
-    bpt__change *c;
-    bpt__GenericBp *to_free = NULL, *g;
-    bpt_func **sites;
-    bpt__sites_batch batch;
-    int i, nc = 0, nsites = 0, allocated = 0, installs = 0, published = 0, uninstalls = 0, unlinked = 0;
-    int wrote_code = 0, rc = 0;
+/* Step 7: commit. Flip the active index: the staging generation becomes the
+   active one. The release store [G2] pairs with the acquire load of
+   bpt_active_bp_ix() that every hit makes once (hit.c, frames.c), so a hit
+   that reads the new index sees everything step 3 staged. The only store
+   to the index: trace_info's collection switches with it too (C3,
+   timem.c). Under the permission. */
+BPT__PRIVATE void bpt__commit(void) {
+    bpt__store_release_u32(&bpt__active_ix, bpt__load_relaxed_u32(&bpt__active_ix) ^ 1u);   /* [G2] */
+}
 
-    /* Step 2: allocate. Everything this change needs is allocated before
-       anything shared is touched, so running out of memory changes nothing. */
-    c = (bpt__change *)BPT_MALLOC(sizeof *c * (size_t)(n ? n : 1));
-    sites = (bpt_func **)BPT_MALLOC(sizeof *sites * (size_t)(n ? n : 1));
-    if (!c || !sites || bpt__sites_batch_prepare(&batch, fs, n) < 0) {
-        BPT_FREE(c);
-        BPT_FREE(sites);
-        return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for %d changes", n);
-    }
-    for (i = 0; i < n; i++) {
-        g = bpt__find_bp(fs[i], s);
-        if (!g && !bpt__op_enables(op)) continue;   /* nothing to switch off */
-        c[nc].f = fs[i];
-        c[nc].g = g;
-        c[nc].fresh = 0;
-        c[nc].new_count = NULL;
-        c[nc].new_timem = NULL;
-        nc++;
-        if (!g) {
-            g = (bpt__GenericBp *)BPT_MALLOC(sizeof *g);
-            if (!g) goto enomem;
-            memset(g, 0, sizeof *g);   /* both generations disabled: flags 0 */
-            g->orig_instr = fs[i]->orig_word;
-            g->session = s;
-            c[nc - 1].g = g;
-            c[nc - 1].fresh = 1;
-            allocated++;
-        }
-        if (bpt__op_needs_count(op, c[nc - 1].fresh ? NULL : g, staging)) {
-            bpt__BpCount *bc = (bpt__BpCount *)BPT_MALLOC(sizeof *bc);
-            if (!bc) goto enomem;
-            bpt__store_relaxed_u64(&bc->value, 0);
-            bc->refc = 1;
-            c[nc - 1].new_count = bc;
-            allocated++;
-        }
-        if (bpt__op_needs_timem(op, c[nc - 1].fresh ? NULL : g, staging)) {
-            if (!(c[nc - 1].new_timem = bpt__timem_new())) goto enomem;
-            allocated++;
-        }
-    }
-    if (nc == 0) {
-        int step;
-        BPT_FREE(c);
-        BPT_FREE(sites);
-        BPT_FREE(batch.pages);
-        for (step = 2; step <= 12; step++) bpt__step_done(step, 0, t);   /* nothing to change */
-        return 0;
-    }
-    /* Link the fresh breakpoints. The first session on a function writes its
-       list head; nobody reaches it before step 5 installs the word. A later
-       session's breakpoint is parked in the head's to_insert, already
-       pointing at the head, and published at step 5 with one store. */
-    for (i = 0; i < nc; i++) {
-        bpt__GenericBp *head;
-        if (!c[i].fresh) continue;
-        head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&c[i].f->gen_bp);
-        if (!head) {
-            bpt__store_release_ptr(&c[i].f->gen_bp, c[i].g);
-        } else {
-            bpt__store_relaxed_ptr(&c[i].g->next, head);
-            head->to_insert = c[i].g;
-        }
-    }
-    bpt__step_done(2, allocated != 0, t);
-
-    /* Step 3: stage. Only staging generations change; running code reads the
-       active ones. A breakpoint to be removed gets flags 0 here. */
-    for (i = 0; i < nc; i++) {
-        bpt__stage(&c[i].g->data[staging], op, c[i].new_count);
-        bpt__stage_timem(&c[i].g->data[staging], op, c[i].new_timem);
-        c[i].new_count = NULL;   /* owned by the breakpoint now, or never needed */
-        c[i].new_timem = NULL;
-        if (c[i].fresh) c[i].fresh = 0;   /* linked: freed by step 11/12 if unused */
-        if (!c[i].f->installed && c[i].g->data[staging].flags) installs++;
-    }
-    bpt__step_done(3, 1, t);
-
-    /* Step 4: wait for thread progress, so that every thread sees the new
-       list heads (step 2) before an instruction word leads it there: a VM's
-       fetch of the word is not an acquire load. Only when step 5 installs. */
-    if (installs) bpt_thread_progress_wait();
-    bpt__step_done(4, installs != 0, t);
-
-    /* Step 5: install the breakpoint word, one aligned store per site, in one
-       batch (each code page made writable once), and publish parked
-       breakpoints of further sessions (one release store: the parked
-       breakpoint is complete, and its active generation disabled). */
-    for (i = 0; i < nc; i++) {
-        bpt_func *f = c[i].f;
-        bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp);
-        if (head->to_insert) {
-            bpt__store_release_ptr(&f->gen_bp, head->to_insert);
-            head->to_insert = NULL;
-            published++;
-        }
-        if (!f->installed && c[i].g->data[staging].flags) sites[nsites++] = f;
-    }
-    installs = bpt__sites_write(sites, nsites, 1, &wrote_code, &batch);
-    if (installs < 0) {
-        /* mprotect refused: those functions stay untraced; the settings
-           commit anyway, so the state stays consistent, and the caller
-           learns why. */
-        rc = installs;
-        installs = 0;
-    }
-    bpt__step_done(5, installs + published != 0, t);
-
-    /* Step 6: wait, so that every thread runs the new words before the
-       commit, making the switch as atomic as possible. After writing code
-       the wait also serializes every thread's instruction stream. */
-    if (installs) bpt__wait_after_write(wrote_code);
-    bpt__step_done(6, installs != 0, t);
-
-    /* Step 7: commit. Flip the active index; the release pairs with the hit
-       path's acquire load, so a hit that sees the new index sees step 3. */
-    bpt__store_release_u32(&bpt__active_ix, staging);
-    active = staging;
-    staging = active ^ 1;
-    bpt__step_done(7, 1, t);
-
-    /* Step 8: wait, so no thread still reads the old generation: step 9 may
-       remove words it relies on, and step 11 overwrites it. */
+/* Step 8: wait, so that no thread still reads the old generation: step 9
+   may remove words it relies on, and step 11 overwrites it. */
+static int bpt__wait_committed(void) {
     bpt_thread_progress_wait();
-    bpt__step_done(8, 1, t);
+    return 1;
+}
 
-    /* Step 9: uninstall: restore the original word where no session's active
-       generation has any flag left (the OR over all sessions is 0). */
-    nsites = 0;
-    for (i = 0; i < nc; i++) {
-        bpt_func *f = c[i].f;
+/* Step 9: uninstall: restore the original word where no session's active
+   generation has any flag left (the OR over all sessions is 0). A refused
+   mprotect leaves the words: their breakpoints find no active flag and do
+   nothing. */
+static int bpt__uninstall(bpt__change *c) {
+    unsigned active = bpt_active_bp_ix();
+    int i, nsites = 0, written, rc;
+    for (i = 0; i < c->n; i++) {
+        bpt_func *f = c->items[i].f;
+        bpt__GenericBp *g;
         uint32_t all = 0;
         if (!f->installed) continue;
         for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp); g;
              g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&g->next))
             all |= g->data[active].flags;
-        if (!all) sites[nsites++] = f;
+        if (!all) c->sites[nsites++] = f;
     }
-    uninstalls = bpt__sites_write(sites, nsites, 0, &wrote_code, &batch);
-    if (uninstalls < 0) {
-        /* The words stay: their breakpoints find no active flag and do nothing. */
-        rc = uninstalls;
-        uninstalls = 0;
-    }
-    bpt__step_done(9, uninstalls != 0, t);
+    if ((rc = bpt__sites_write(c->sites, nsites, 0, &c->wrote_code, &c->batch, &written)) < 0) c->rc = rc;
+    c->uninstalls = written;
+    return written != 0;
+}
 
-    /* Step 10: wait, so no thread still runs a removed breakpoint word
-       inside a pinned section. A thread that fetched the word before step 9
-       but pins only after this wait began is not covered: it is step 12's
-       wait, and the hit's reading of the list head after its pin, that keep
-       it off freed breakpoints (the model's no-step-12 mutant shows it). */
-    if (uninstalls) bpt__wait_after_write(wrote_code);
-    bpt__step_done(10, uninstalls != 0, t);
+/* Step 10: wait, so that no thread still runs a removed breakpoint word
+   inside a pinned section. A thread that fetched the word before step 9 but
+   pins only after this wait began is not covered: it is step 12's wait,
+   and the hit's reading of the list head after its pin, that keep it off
+   freed breakpoints (the model's no-step-12 mutant shows it). */
+static int bpt__wait_uninstalled(bpt__change *c) {
+    if (c->uninstalls) bpt__wait_after_write(c->wrote_code);
+    return c->uninstalls != 0;
+}
 
-    /* Step 11: consolidate: make staging equal to active again, and unlink
-       disabled breakpoints, one release store each. A thread walking the list
-       may still stand on an unlinked breakpoint: it is freed only after 12. */
-    for (i = 0; i < nc; i++) {
-        bpt_func *f = c[i].f;
-        bpt__atomic_ptr *prev = &f->gen_bp;
+/* Step 11: consolidate: make staging equal to active again, as
+   consolidate_bp_data_session does, and unlink disabled breakpoints, one
+   release store each [G1]. A thread walking the list may still stand on an
+   unlinked breakpoint: it is freed only after step 12's wait. */
+static int bpt__consolidate(bpt__change *c) {
+    unsigned active = bpt_active_bp_ix();
+    int i;
+    for (i = 0; i < c->n; i++) {
+        bpt__atomic_ptr *prev = &c->items[i].f->gen_bp;
+        bpt__GenericBp *g;
         for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev); g;
              g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev)) {
-            if (g != c[i].g) { prev = &g->next; continue; }
-            bpt__consolidate(g, active);
+            if (g != c->items[i].g) { prev = &g->next; continue; }
+            bpt__kinds_unref(&g->data[active ^ 1]);
+            g->data[active ^ 1] = g->data[active];
+            bpt__kinds_ref(&g->data[active]);
             if (g->data[active].flags == 0) {
-                bpt__store_release_ptr(prev, bpt__load_relaxed_ptr(&g->next));
-                g->next_to_free = to_free;
-                to_free = g;
-                unlinked++;
+                bpt__store_release_ptr(prev, bpt__load_relaxed_ptr(&g->next));   /* [G1] */
+                g->next_to_free = c->to_free;
+                c->to_free = g;
             }
             break;
         }
     }
-    bpt__step_done(11, 1, t);
+    return 1;
+}
 
-    /* Step 12: wait, because readers may still walk the lists step 11
-       changed; then free what was unlinked. */
-    if (unlinked) bpt_thread_progress_wait();
-    while (to_free) {
-        g = to_free;
-        to_free = g->next_to_free;
-        bpt__data_unref(&g->data[0]);
-        bpt__data_unref(&g->data[1]);
+/* Step 12: wait, because readers may still walk the lists that step 11
+   changed; then free what it unlinked. */
+static int bpt__free_unlinked(bpt__change *c) {
+    int did = c->to_free != NULL;
+    if (did) bpt_thread_progress_wait();
+    while (c->to_free) {
+        bpt__GenericBp *g = c->to_free;
+        c->to_free = g->next_to_free;
+        bpt__kinds_unref(&g->data[0]);
+        bpt__kinds_unref(&g->data[1]);
         BPT_FREE(g);
     }
-    bpt__step_done(12, unlinked != 0, t);
-    BPT_FREE(c);
-    BPT_FREE(sites);
-    BPT_FREE(batch.pages);
-    return rc;
+    return did;
+}
 
-enomem:
-    bpt__changes_free(c, nc);
-    BPT_FREE(sites);
-    BPT_FREE(batch.pages);
-    return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: out of memory allocating breakpoints; nothing changed");
+/* Step 13: report the last step and release the permission. */
+BPT__PRIVATE void bpt__change_end(uint64_t *t) {
+    bpt__step_done(13, 1, t);
+    bpt__permission_release();
+}
+
+/* Steps 2-12 for session s on functions fs[0..n), between the caller's
+   bpt__change_begin (step 1) and bpt__change_end (step 13), each step
+   reported to the observer with whether it had work. Stages with nothing
+   to do are skipped. Returns 0; BPT_ENOMEM with nothing changed; or
+   BPT_EPERM when a code write was refused (the settings changed, some
+   words did not: see steps 5 and 9). */
+BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const bpt__op *op, uint64_t *t) {
+    bpt__change c;
+    int rc = bpt__allocate(&c, s, fs, n, op), step;
+    if (rc < 0) return rc;
+    bpt__step_done(2, c.allocated, t);
+    if (c.n == 0) {   /* nothing to change */
+        for (step = 3; step <= 12; step++) bpt__step_done(step, 0, t);
+        bpt__change_free(&c);
+        return 0;
+    }
+    bpt__step_done(3, bpt__stage(&c), t);
+    bpt__step_done(4, bpt__wait_staged(&c), t);
+    bpt__step_done(5, bpt__install(&c), t);
+    bpt__step_done(6, bpt__wait_installed(&c), t);
+    bpt__commit();
+    bpt__step_done(7, 1, t);
+    bpt__step_done(8, bpt__wait_committed(), t);
+    bpt__step_done(9, bpt__uninstall(&c), t);
+    bpt__step_done(10, bpt__wait_uninstalled(&c), t);
+    bpt__step_done(11, bpt__consolidate(&c), t);
+    bpt__step_done(12, bpt__free_unlinked(&c), t);
+    bpt__change_free(&c);
+    return c.rc;
 }
 /*** End of bp.c ***/
 
@@ -5737,38 +6082,6 @@ out:
 
 /* >>info */
 
-/* call_time / call_memory of one breakpoint, from the sums the last
-   collection carried (step 9 of timem.c): totals, and per process into
-   procs[0..cap), most time (or memory) first. */
-static int bpt__proc_cmp(const void *a, const void *b) {
-    const bpt_info_process *x = (const bpt_info_process *)a, *y = (const bpt_info_process *)b;
-    if (x->time_ns != y->time_ns) return x->time_ns < y->time_ns ? 1 : -1;
-    if (x->memory_bytes != y->memory_bytes) return x->memory_bytes < y->memory_bytes ? 1 : -1;
-    return x->process < y->process ? -1 : x->process > y->process;
-}
-
-static void bpt__info_timem(const bpt__GenericBpData *d, bpt_info *out, bpt_info_process *procs, uint32_t cap) {
-    const bpt__timem_table *t = d->timem ? d->timem->carried : NULL;
-    uint32_t i, n = 0;
-    if (!t) return;
-    for (i = 0; i < t->cap; i++) {
-        const bpt__timem_cell *c = &t->cell[i];
-        if (!c->process) continue;
-        out->calls += c->calls;
-        out->time_ns += c->time_ns;
-        out->memory_bytes += (uint64_t)c->mem;
-        if (procs && n < cap) {
-            procs[n].process = c->process;
-            procs[n].calls = c->calls;
-            procs[n].time_ns = c->time_ns;
-            procs[n].memory_bytes = (uint64_t)c->mem;
-        }
-        n++;
-    }
-    out->nprocs = n;
-    if (procs && n > 1) qsort(procs, n < cap ? n : cap, sizeof *procs, bpt__proc_cmp);
-}
-
 /* What bpt_trace_info reports of g (NULL: no breakpoint of the session). */
 static int bpt__info_of(const bpt__GenericBp *g, unsigned what, bpt_info *out, bpt_info_process *procs, uint32_t cap) {
     unsigned ix = bpt__load_relaxed_u32(&bpt__active_ix);
@@ -5778,22 +6091,11 @@ static int bpt__info_of(const bpt__GenericBp *g, unsigned what, bpt_info *out, b
     out->procs_cap = cap;
     if (!g) return 0;
     d = &g->data[ix];
-    if (what & BPT_INFO_FLAGS) {
-        if (d->flags & BPT__BPF_LOCAL_TRACE) {
-            out->flags |= BPT_CALL;
-            if (d->local_ms) out->flags |= d->local_ms->actions & BPT__CALL_ACTIONS;
-        }
-        if (d->flags & BPT__BPF_COUNT) out->flags |= BPT_COUNT;
-        if (d->flags & BPT__BPF_TIME_TRACE) out->flags |= BPT_TIME;
-        if (d->flags & BPT__BPF_MEM_TRACE) out->flags |= BPT_MEMORY;
-        out->count_paused = (d->flags & BPT__BPF_COUNT) && !(d->flags & BPT__BPF_COUNT_ACTIVE);
-        out->time_paused = (d->flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)) &&
-                           !(d->flags & (BPT__BPF_TIME_ACTIVE | BPT__BPF_MEM_ACTIVE));
-    }
-    if ((what & BPT_INFO_COUNT) && (d->flags & BPT__BPF_COUNT))
-        out->count = bpt__load_relaxed_u64(&d->count->value);
-    if ((what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) && (d->flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)))
-        bpt__info_timem(d, out, procs, cap);
+    /* Each kind that is on reports itself (kind_*.c), in the table's order. */
+#define BPT__KIND_INFO(NAME, name, flag) \
+    if (d->flags & BPT__BPF_ON(BPT__KIX_##NAME)) bpt__kind_##name##_info(d, what, out);
+    BPT_KINDS(BPT__KIND_INFO)
+#undef BPT__KIND_INFO
     return 1;
 }
 
@@ -5882,7 +6184,7 @@ int bpt_trace_info_each(bpt_session handle, const char *pattern, unsigned what, 
         uint32_t cap = 0;
         if (what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) {   /* room for every process of this function */
             unsigned ix = bpt__load_relaxed_u32(&bpt__active_ix);
-            const bpt__BpTimem *t = gs[i]->data[ix].timem;
+            const bpt__BpTimem *t = bpt__timem_of(&gs[i]->data[ix]);
             cap = t && t->carried ? t->carried->used : 0;
             BPT_FREE(procs);
             procs = cap ? (bpt_info_process *)BPT_MALLOC(sizeof *procs * cap) : NULL;

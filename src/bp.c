@@ -7,23 +7,6 @@
    writes staging halves (step 3), flips the global index (step 7), and
    waits for thread progress wherever a reader could still see the past. */
 
-/* What one bpt__protocol_run does to each affected function's breakpoint of
-   one session: switch kinds on (how 0), off, pause or restart the count. */
-typedef struct bpt__op {
-    unsigned kinds;               /* BPT_CALL | BPT_COUNT */
-    unsigned how;                 /* 0, BPT_OFF, BPT_PAUSE, BPT_RESTART */
-    bpt__ms *ms;                  /* for BPT_CALL switched on; the op holds one reference */
-} bpt__op;
-
-/* One affected function, prepared at step 2. */
-typedef struct bpt__change {
-    bpt_func *f;
-    bpt__GenericBp *g;            /* the session's breakpoint on f */
-    bpt__BpCount *new_count;      /* allocated at step 2 if step 3 needs one */
-    bpt__BpTimem *new_timem;      /* likewise: fresh call_time/call_memory tables */
-    int fresh;                    /* g was allocated by this change */
-} bpt__change;
-
 static pthread_mutex_t bpt__code_mod_permission = PTHREAD_MUTEX_INITIALIZER;   /* declared in progress.c (fork) */
 static bpt_observer_fn bpt__observer;
 static void *bpt__observer_user;
@@ -89,103 +72,210 @@ BPT__PRIVATE bpt__GenericBp *bpt__find_bp(const bpt_func *f, const bpt__session 
     return NULL;
 }
 
-static int bpt__op_enables(const bpt__op *op) { return op->how == 0 || op->how == BPT_RESTART; }
+/* >>kinds: the hooks of every kind, called in the table's order. */
 
-/* Does step 3 need a fresh BpCount for g? */
-static int bpt__op_needs_count(const bpt__op *op, const bpt__GenericBp *g, unsigned staging) {
-    return (op->kinds & BPT_COUNT) && bpt__op_enables(op) &&
-           !(g && (g->data[staging].flags & BPT__BPF_COUNT));
+/* Step 2 for one breakpoint: what each kind the op changes needs allocated.
+   `staging` is NULL for a fresh breakpoint. Returns 0 or BPT_ENOMEM. */
+static int bpt__kinds_prepare(const bpt__op *op, const bpt__GenericBpData *staging, void **prepared) {
+#define BPT__KIND_PREPARE(NAME, name, flag) \
+    if ((op->kinds & (flag)) && bpt__kind_##name##_prepare(op, staging, &prepared[BPT__KIX_##NAME]) < 0) \
+        return BPT_ENOMEM;
+    BPT_KINDS(BPT__KIND_PREPARE)
+#undef BPT__KIND_PREPARE
+    return 0;
 }
 
-/* Does step 3 need fresh time/memory tables for g? (RESTART zeroes both.) */
-static int bpt__op_needs_timem(const bpt__op *op, const bpt__GenericBp *g, unsigned staging) {
-    return (op->kinds & BPT__TIMEM) && bpt__op_enables(op) &&
-           (op->how == BPT_RESTART || !(g && (g->data[staging].flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE))));
+/* Step 3 for one breakpoint: each kind the op changes writes the staging
+   generation, taking what step 2 prepared for it. */
+static void bpt__kinds_stage(bpt__GenericBpData *d, const bpt__op *op, void **prepared) {
+#define BPT__KIND_STAGE(NAME, name, flag) \
+    if (op->kinds & (flag)) bpt__kind_##name##_stage(d, op, prepared[BPT__KIX_##NAME]);
+    BPT_KINDS(BPT__KIND_STAGE)
+#undef BPT__KIND_STAGE
 }
 
-static void bpt__count_unref(bpt__BpCount *c) {
-    if (c && --c->refc == 0) BPT_FREE(c);
+/* A second generation shares d's data (step 11), or d lets go of it
+   (steps 11 and 12), kind by kind. */
+static void bpt__kinds_ref(const bpt__GenericBpData *d) {
+#define BPT__KIND_REF(NAME, name, flag) \
+    if (d->flags & BPT__BPF_ON(BPT__KIX_##NAME)) bpt__kind_##name##_ref(d->data[BPT__KIX_##NAME]);
+    BPT_KINDS(BPT__KIND_REF)
+#undef BPT__KIND_REF
 }
 
-/* Drop the references a generation holds (its pointers stay, now dangling). */
-static void bpt__data_unref(bpt__GenericBpData *d) {
-    if (d->flags & BPT__BPF_LOCAL_TRACE) bpt__ms_unref(d->local_ms);
-    if (d->flags & BPT__BPF_COUNT) bpt__count_unref(d->count);
-    if (d->flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)) bpt__timem_unref(d->timem);
+static void bpt__kinds_unref(const bpt__GenericBpData *d) {
+#define BPT__KIND_UNREF(NAME, name, flag) \
+    if (d->flags & BPT__BPF_ON(BPT__KIX_##NAME)) bpt__kind_##name##_unref(d->data[BPT__KIX_##NAME]);
+    BPT_KINDS(BPT__KIND_UNREF)
+#undef BPT__KIND_UNREF
 }
 
-/* Step 3 for call_time and call_memory: the kind's two bits, on, off,
-   paused; the tables go when neither kind is left. */
-static void bpt__stage_timem(bpt__GenericBpData *d, const bpt__op *op, bpt__BpTimem *new_timem) {
-    uint32_t bits = ((op->kinds & BPT_TIME) ? BPT__BPF_TIME_TRACE | BPT__BPF_TIME_ACTIVE : 0) |
-                    ((op->kinds & BPT_MEMORY) ? BPT__BPF_MEM_TRACE | BPT__BPF_MEM_ACTIVE : 0);
-    uint32_t active_bits = bits & (BPT__BPF_TIME_ACTIVE | BPT__BPF_MEM_ACTIVE);
-    if (!bits) return;
-    switch (op->how) {
-    case BPT_OFF:
-        d->flags &= ~bits;
-        if (!(d->flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)) && d->timem) {
-            bpt__timem_unref(d->timem);
-            d->timem = NULL;
-        }
-        break;
-    case BPT_PAUSE:
-        d->flags &= ~active_bits;
-        break;
-    default: /* on, restart */
-        if (new_timem) {   /* its one reference moves here */
-            if (d->flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)) bpt__timem_unref(d->timem);
-            d->timem = new_timem;
-        }
-        d->flags |= bits;
+static int bpt__kinds_prepared_any(void *const *prepared) {
+    int k;
+    for (k = 0; k < BPT__NKINDS; k++) if (prepared[k]) return 1;
+    return 0;
+}
+
+/* What step 2 prepared and step 3 did not take (out of memory midway). */
+static void bpt__kinds_discard(void **prepared) {
+#define BPT__KIND_DISCARD(NAME, name, flag) \
+    if (prepared[BPT__KIX_##NAME]) bpt__kind_##name##_unref(prepared[BPT__KIX_##NAME]);
+    BPT_KINDS(BPT__KIND_DISCARD)
+#undef BPT__KIND_DISCARD
+}
+
+/* >>steps: one function per step of the protocol, in order. */
+
+/* One affected function of a change. */
+typedef struct bpt__change_item {
+    bpt_func *f;
+    bpt__GenericBp *g;            /* the session's breakpoint on f */
+    void *prepared[BPT__NKINDS];  /* step 2's allocations, taken by step 3 */
+    int fresh;                    /* g was allocated by this change and is not linked yet */
+} bpt__change_item;
+
+/* A change in flight: what the steps hand on to each other. */
+typedef struct bpt__change {
+    bpt__session *s;
+    const bpt__op *op;
+    bpt__change_item *items;
+    int n;
+    bpt_func **sites;             /* scratch for steps 5 and 9: the sites to write */
+    bpt__sites_batch batch;       /* their code pages, prepared at step 2 */
+    int allocated;                /* step 2 allocated something */
+    int installs;                 /* sites that step 5 writes (counted at step 3, then written) */
+    int uninstalls;               /* sites that step 9 wrote */
+    int wrote_code;               /* step 5 or 9 wrote native code, not only VM words */
+    bpt__GenericBp *to_free;      /* unlinked at step 11, freed at step 12 */
+    int rc;                       /* a refusal at step 5 or 9 (BPT_EPERM): the change goes on */
+} bpt__change;
+
+static void bpt__change_free(bpt__change *c) {
+    int i;
+    for (i = 0; i < c->n; i++) {
+        if (c->items[i].fresh) BPT_FREE(c->items[i].g);
+        bpt__kinds_discard(c->items[i].prepared);
     }
+    BPT_FREE(c->items);
+    BPT_FREE(c->sites);
+    BPT_FREE(c->batch.pages);
 }
 
-/* Step 3 for one breakpoint: write the op into its staging generation. */
-static void bpt__stage(bpt__GenericBpData *d, const bpt__op *op, bpt__BpCount *new_count) {
-    if (op->kinds & BPT_CALL) {
-        if (d->flags & BPT__BPF_LOCAL_TRACE) bpt__ms_unref(d->local_ms);
-        d->flags &= ~(uint32_t)BPT__BPF_LOCAL_TRACE;
-        d->local_ms = NULL;
-        if (op->how == 0) {
-            d->flags |= BPT__BPF_LOCAL_TRACE;
-            d->local_ms = op->ms;
-            bpt__ms_ref(op->ms);
-        }
-    }
-    if (op->kinds & BPT_COUNT) {
-        switch (op->how) {
-        case BPT_OFF:
-            if (d->flags & BPT__BPF_COUNT) bpt__count_unref(d->count);
-            d->flags &= ~(uint32_t)(BPT__BPF_COUNT | BPT__BPF_COUNT_ACTIVE);
-            d->count = NULL;
-            break;
-        case BPT_PAUSE:
-            d->flags &= ~(uint32_t)BPT__BPF_COUNT_ACTIVE;
-            break;
-        default: /* on, restart */
-            if (!(d->flags & BPT__BPF_COUNT)) {
-                d->count = new_count;   /* its one reference moves here */
-                d->flags |= BPT__BPF_COUNT;
-            } else if (op->how == BPT_RESTART) {
-                /* Shared with the active generation, as in BEAM: the reset
-                   is seen at once, the re-activation at the commit. */
-                bpt__store_relaxed_u64(&d->count->value, 0);
-            }
-            d->flags |= BPT__BPF_COUNT_ACTIVE;
-        }
-    }
+/* Step 1: seize the code modification permission, and start timing the
+   change for the observer. Returns 0, BPT_ENOMEM or BPT_EDEADLK. */
+BPT__PRIVATE int bpt__change_begin(const char *who, uint64_t *t) {
+    int rc = bpt__permission_seize(who);
+    if (rc < 0) return rc;
+    *t = bpt__now_ns();
+    bpt__step_done(1, 1, t);
+    return 0;
 }
 
-/* Step 11 for one breakpoint: copy the active generation into the staging
-   one, as consolidate_bp_data_session does. */
-static void bpt__consolidate(bpt__GenericBp *g, unsigned active) {
-    bpt__GenericBpData *src = &g->data[active], *dst = &g->data[active ^ 1];
-    bpt__data_unref(dst);
-    *dst = *src;
-    if (dst->flags & BPT__BPF_LOCAL_TRACE) bpt__ms_ref(dst->local_ms);
-    if (dst->flags & BPT__BPF_COUNT) dst->count->refc++;
-    if (dst->flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)) dst->timem->refc++;
+/* Step 2: allocate. Everything this change needs is allocated before
+   anything shared is touched, so running out of memory changes nothing.
+   Fresh breakpoints have both generations disabled (flags 0) and the
+   original instruction saved. Then they are linked: the first session on a
+   function writes its list head [G1], which nobody reaches before step 5
+   installs the word; a later session's breakpoint is parked in the head's
+   to_insert, already pointing at the head, for step 5 to publish.
+   Returns 0 or BPT_ENOMEM with nothing changed. */
+static int bpt__allocate(bpt__change *c, bpt__session *s, bpt_func **fs, int n, const bpt__op *op) {
+    unsigned staging = bpt_staging_bp_ix();
+    int i;
+    memset(c, 0, sizeof *c);
+    c->s = s;
+    c->op = op;
+    c->items = (bpt__change_item *)BPT_MALLOC(sizeof *c->items * (size_t)(n ? n : 1));
+    c->sites = (bpt_func **)BPT_MALLOC(sizeof *c->sites * (size_t)(n ? n : 1));
+    if (!c->items || !c->sites || bpt__sites_batch_prepare(&c->batch, fs, n) < 0) {
+        bpt__change_free(c);
+        return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for %d changes", n);
+    }
+    for (i = 0; i < n; i++) {
+        bpt__change_item *it = &c->items[c->n];
+        bpt__GenericBp *g = bpt__find_bp(fs[i], s);
+        if (!g && !bpt__op_enables(op)) continue;   /* nothing to switch off */
+        memset(it, 0, sizeof *it);
+        it->f = fs[i];
+        it->g = g;
+        c->n++;
+        if (!g) {
+            if (!(g = (bpt__GenericBp *)BPT_MALLOC(sizeof *g))) goto enomem;
+            memset(g, 0, sizeof *g);
+            g->orig_instr = fs[i]->orig_word;
+            g->session = s;
+            it->g = g;
+            it->fresh = 1;
+            c->allocated = 1;
+        }
+        if (bpt__kinds_prepare(op, it->fresh ? NULL : &g->data[staging], it->prepared) < 0) goto enomem;
+        c->allocated |= bpt__kinds_prepared_any(it->prepared);
+    }
+    for (i = 0; i < c->n; i++) {
+        bpt__change_item *it = &c->items[i];
+        bpt__GenericBp *head;
+        if (!it->fresh) continue;
+        head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&it->f->gen_bp);
+        if (!head) {
+            bpt__store_release_ptr(&it->f->gen_bp, it->g);   /* [G1] */
+        } else {
+            bpt__store_relaxed_ptr(&it->g->next, head);
+            head->to_insert = it->g;
+        }
+        it->fresh = 0;   /* linked: freed by steps 11 and 12 if left unused */
+    }
+    return 0;
+enomem:
+    bpt__change_free(c);
+    return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: out of memory allocating breakpoints; nothing changed");
+}
+
+/* Step 3: stage. Only staging generations change; running code reads the
+   active ones. A breakpoint to be removed gets flags 0 here. */
+static int bpt__stage(bpt__change *c) {
+    unsigned staging = bpt_staging_bp_ix();
+    int i;
+    for (i = 0; i < c->n; i++) {
+        bpt__change_item *it = &c->items[i];
+        bpt__kinds_stage(&it->g->data[staging], c->op, it->prepared);
+        memset(it->prepared, 0, sizeof it->prepared);   /* owned by the breakpoint now */
+        if (!it->f->installed && it->g->data[staging].flags) c->installs++;
+    }
+    return 1;
+}
+
+/* Step 4: wait for thread progress, so that every thread sees the new list
+   heads (step 2) before an instruction word leads it there: a VM's fetch
+   of the word is not an acquire load. Only when step 5 installs. */
+static int bpt__wait_staged(bpt__change *c) {
+    if (c->installs) bpt_thread_progress_wait();
+    return c->installs != 0;
+}
+
+/* Step 5: install the breakpoint word, one aligned store per site, in one
+   batch (each code page made writable once), and publish the parked
+   breakpoints of further sessions: one release store each [G1], so the
+   parked breakpoint is seen complete, its active generation disabled.
+   A refused mprotect (BPT_EPERM), or a site that does not hold its
+   original word (BPT_ENOTPATCHABLE, site_native.c), leaves those functions
+   untraced; the settings commit anyway, so the state stays consistent, and
+   the caller learns why. */
+static int bpt__install(bpt__change *c) {
+    unsigned staging = bpt_staging_bp_ix();
+    int i, nsites = 0, published = 0, written, rc;
+    for (i = 0; i < c->n; i++) {
+        bpt_func *f = c->items[i].f;
+        bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp);
+        if (head->to_insert) {
+            bpt__store_release_ptr(&f->gen_bp, head->to_insert);   /* [G1] */
+            head->to_insert = NULL;
+            published++;
+        }
+        if (!f->installed && c->items[i].g->data[staging].flags) c->sites[nsites++] = f;
+    }
+    if ((rc = bpt__sites_write(c->sites, nsites, 1, &c->wrote_code, &c->batch, &written)) < 0) c->rc = rc;
+    c->installs = written;
+    return written + published != 0;
 }
 
 /* The wait after writing site words (steps 6 and 10): a plain wait for VM
@@ -196,222 +286,137 @@ static void bpt__wait_after_write(int wrote_code) {
     else bpt_thread_progress_wait();
 }
 
-static void bpt__changes_free(bpt__change *c, int n) {
-    int i;
-    for (i = 0; i < n; i++) {
-        if (c[i].fresh) BPT_FREE(c[i].g);
-        BPT_FREE(c[i].new_count);
-        if (c[i].new_timem) bpt__timem_unref(c[i].new_timem);
-    }
-    BPT_FREE(c);
+/* Step 6: wait, so that every thread runs the new words before the commit,
+   making the switch as atomic as possible. */
+static int bpt__wait_installed(bpt__change *c) {
+    if (c->installs) bpt__wait_after_write(c->wrote_code);
+    return c->installs != 0;
 }
 
-/* Steps 2-12 for session s on functions fs[0..n). The caller holds the code
-   modification permission (step 1) and releases it after (step 13).
-   Returns 0, or BPT_ENOMEM with nothing changed. */
-BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const bpt__op *op, uint64_t *t) {
-    unsigned active = bpt__load_relaxed_u32(&bpt__active_ix), staging = active ^ 1;
-    bpt__change *c;
-    bpt__GenericBp *to_free = NULL, *g;
-    bpt_func **sites;
-    bpt__sites_batch batch;
-    int i, nc = 0, nsites = 0, allocated = 0, installs = 0, published = 0, uninstalls = 0, unlinked = 0;
-    int wrote_code = 0, rc = 0;
+/* Step 7: commit. Flip the active index: the staging generation becomes the
+   active one. The release store [G2] pairs with the acquire load of
+   bpt_active_bp_ix() that every hit makes once (hit.c, frames.c), so a hit
+   that reads the new index sees everything step 3 staged. The only store
+   to the index: trace_info's collection switches with it too (C3,
+   timem.c). Under the permission. */
+BPT__PRIVATE void bpt__commit(void) {
+    bpt__store_release_u32(&bpt__active_ix, bpt__load_relaxed_u32(&bpt__active_ix) ^ 1u);   /* [G2] */
+}
 
-    /* Step 2: allocate. Everything this change needs is allocated before
-       anything shared is touched, so running out of memory changes nothing. */
-    c = (bpt__change *)BPT_MALLOC(sizeof *c * (size_t)(n ? n : 1));
-    sites = (bpt_func **)BPT_MALLOC(sizeof *sites * (size_t)(n ? n : 1));
-    if (!c || !sites || bpt__sites_batch_prepare(&batch, fs, n) < 0) {
-        BPT_FREE(c);
-        BPT_FREE(sites);
-        return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for %d changes", n);
-    }
-    for (i = 0; i < n; i++) {
-        g = bpt__find_bp(fs[i], s);
-        if (!g && !bpt__op_enables(op)) continue;   /* nothing to switch off */
-        c[nc].f = fs[i];
-        c[nc].g = g;
-        c[nc].fresh = 0;
-        c[nc].new_count = NULL;
-        c[nc].new_timem = NULL;
-        nc++;
-        if (!g) {
-            g = (bpt__GenericBp *)BPT_MALLOC(sizeof *g);
-            if (!g) goto enomem;
-            memset(g, 0, sizeof *g);   /* both generations disabled: flags 0 */
-            g->orig_instr = fs[i]->orig_word;
-            g->session = s;
-            c[nc - 1].g = g;
-            c[nc - 1].fresh = 1;
-            allocated++;
-        }
-        if (bpt__op_needs_count(op, c[nc - 1].fresh ? NULL : g, staging)) {
-            bpt__BpCount *bc = (bpt__BpCount *)BPT_MALLOC(sizeof *bc);
-            if (!bc) goto enomem;
-            bpt__store_relaxed_u64(&bc->value, 0);
-            bc->refc = 1;
-            c[nc - 1].new_count = bc;
-            allocated++;
-        }
-        if (bpt__op_needs_timem(op, c[nc - 1].fresh ? NULL : g, staging)) {
-            if (!(c[nc - 1].new_timem = bpt__timem_new())) goto enomem;
-            allocated++;
-        }
-    }
-    if (nc == 0) {
-        int step;
-        BPT_FREE(c);
-        BPT_FREE(sites);
-        BPT_FREE(batch.pages);
-        for (step = 2; step <= 12; step++) bpt__step_done(step, 0, t);   /* nothing to change */
-        return 0;
-    }
-    /* Link the fresh breakpoints. The first session on a function writes its
-       list head; nobody reaches it before step 5 installs the word. A later
-       session's breakpoint is parked in the head's to_insert, already
-       pointing at the head, and published at step 5 with one store. */
-    for (i = 0; i < nc; i++) {
-        bpt__GenericBp *head;
-        if (!c[i].fresh) continue;
-        head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&c[i].f->gen_bp);
-        if (!head) {
-            bpt__store_release_ptr(&c[i].f->gen_bp, c[i].g);
-        } else {
-            bpt__store_relaxed_ptr(&c[i].g->next, head);
-            head->to_insert = c[i].g;
-        }
-    }
-    bpt__step_done(2, allocated != 0, t);
-
-    /* Step 3: stage. Only staging generations change; running code reads the
-       active ones. A breakpoint to be removed gets flags 0 here. */
-    for (i = 0; i < nc; i++) {
-        bpt__stage(&c[i].g->data[staging], op, c[i].new_count);
-        bpt__stage_timem(&c[i].g->data[staging], op, c[i].new_timem);
-        c[i].new_count = NULL;   /* owned by the breakpoint now, or never needed */
-        c[i].new_timem = NULL;
-        if (c[i].fresh) c[i].fresh = 0;   /* linked: freed by step 11/12 if unused */
-        if (!c[i].f->installed && c[i].g->data[staging].flags) installs++;
-    }
-    bpt__step_done(3, 1, t);
-
-    /* Step 4: wait for thread progress, so that every thread sees the new
-       list heads (step 2) before an instruction word leads it there: a VM's
-       fetch of the word is not an acquire load. Only when step 5 installs. */
-    if (installs) bpt_thread_progress_wait();
-    bpt__step_done(4, installs != 0, t);
-
-    /* Step 5: install the breakpoint word, one aligned store per site, in one
-       batch (each code page made writable once), and publish parked
-       breakpoints of further sessions (one release store: the parked
-       breakpoint is complete, and its active generation disabled). */
-    for (i = 0; i < nc; i++) {
-        bpt_func *f = c[i].f;
-        bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp);
-        if (head->to_insert) {
-            bpt__store_release_ptr(&f->gen_bp, head->to_insert);
-            head->to_insert = NULL;
-            published++;
-        }
-        if (!f->installed && c[i].g->data[staging].flags) sites[nsites++] = f;
-    }
-    installs = bpt__sites_write(sites, nsites, 1, &wrote_code, &batch);
-    if (installs < 0) {
-        /* mprotect refused: those functions stay untraced; the settings
-           commit anyway, so the state stays consistent, and the caller
-           learns why. */
-        rc = installs;
-        installs = 0;
-    }
-    bpt__step_done(5, installs + published != 0, t);
-
-    /* Step 6: wait, so that every thread runs the new words before the
-       commit, making the switch as atomic as possible. After writing code
-       the wait also serializes every thread's instruction stream. */
-    if (installs) bpt__wait_after_write(wrote_code);
-    bpt__step_done(6, installs != 0, t);
-
-    /* Step 7: commit. Flip the active index; the release pairs with the hit
-       path's acquire load, so a hit that sees the new index sees step 3. */
-    bpt__store_release_u32(&bpt__active_ix, staging);
-    active = staging;
-    staging = active ^ 1;
-    bpt__step_done(7, 1, t);
-
-    /* Step 8: wait, so no thread still reads the old generation: step 9 may
-       remove words it relies on, and step 11 overwrites it. */
+/* Step 8: wait, so that no thread still reads the old generation: step 9
+   may remove words it relies on, and step 11 overwrites it. */
+static int bpt__wait_committed(void) {
     bpt_thread_progress_wait();
-    bpt__step_done(8, 1, t);
+    return 1;
+}
 
-    /* Step 9: uninstall: restore the original word where no session's active
-       generation has any flag left (the OR over all sessions is 0). */
-    nsites = 0;
-    for (i = 0; i < nc; i++) {
-        bpt_func *f = c[i].f;
+/* Step 9: uninstall: restore the original word where no session's active
+   generation has any flag left (the OR over all sessions is 0). A refused
+   mprotect leaves the words: their breakpoints find no active flag and do
+   nothing. */
+static int bpt__uninstall(bpt__change *c) {
+    unsigned active = bpt_active_bp_ix();
+    int i, nsites = 0, written, rc;
+    for (i = 0; i < c->n; i++) {
+        bpt_func *f = c->items[i].f;
+        bpt__GenericBp *g;
         uint32_t all = 0;
         if (!f->installed) continue;
         for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp); g;
              g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&g->next))
             all |= g->data[active].flags;
-        if (!all) sites[nsites++] = f;
+        if (!all) c->sites[nsites++] = f;
     }
-    uninstalls = bpt__sites_write(sites, nsites, 0, &wrote_code, &batch);
-    if (uninstalls < 0) {
-        /* The words stay: their breakpoints find no active flag and do nothing. */
-        rc = uninstalls;
-        uninstalls = 0;
-    }
-    bpt__step_done(9, uninstalls != 0, t);
+    if ((rc = bpt__sites_write(c->sites, nsites, 0, &c->wrote_code, &c->batch, &written)) < 0) c->rc = rc;
+    c->uninstalls = written;
+    return written != 0;
+}
 
-    /* Step 10: wait, so no thread still runs a removed breakpoint word
-       inside a pinned section. A thread that fetched the word before step 9
-       but pins only after this wait began is not covered: it is step 12's
-       wait, and the hit's reading of the list head after its pin, that keep
-       it off freed breakpoints (the model's no-step-12 mutant shows it). */
-    if (uninstalls) bpt__wait_after_write(wrote_code);
-    bpt__step_done(10, uninstalls != 0, t);
+/* Step 10: wait, so that no thread still runs a removed breakpoint word
+   inside a pinned section. A thread that fetched the word before step 9 but
+   pins only after this wait began is not covered: it is step 12's wait,
+   and the hit's reading of the list head after its pin, that keep it off
+   freed breakpoints (the model's no-step-12 mutant shows it). */
+static int bpt__wait_uninstalled(bpt__change *c) {
+    if (c->uninstalls) bpt__wait_after_write(c->wrote_code);
+    return c->uninstalls != 0;
+}
 
-    /* Step 11: consolidate: make staging equal to active again, and unlink
-       disabled breakpoints, one release store each. A thread walking the list
-       may still stand on an unlinked breakpoint: it is freed only after 12. */
-    for (i = 0; i < nc; i++) {
-        bpt_func *f = c[i].f;
-        bpt__atomic_ptr *prev = &f->gen_bp;
+/* Step 11: consolidate: make staging equal to active again, as
+   consolidate_bp_data_session does, and unlink disabled breakpoints, one
+   release store each [G1]. A thread walking the list may still stand on an
+   unlinked breakpoint: it is freed only after step 12's wait. */
+static int bpt__consolidate(bpt__change *c) {
+    unsigned active = bpt_active_bp_ix();
+    int i;
+    for (i = 0; i < c->n; i++) {
+        bpt__atomic_ptr *prev = &c->items[i].f->gen_bp;
+        bpt__GenericBp *g;
         for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev); g;
              g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev)) {
-            if (g != c[i].g) { prev = &g->next; continue; }
-            bpt__consolidate(g, active);
+            if (g != c->items[i].g) { prev = &g->next; continue; }
+            bpt__kinds_unref(&g->data[active ^ 1]);
+            g->data[active ^ 1] = g->data[active];
+            bpt__kinds_ref(&g->data[active]);
             if (g->data[active].flags == 0) {
-                bpt__store_release_ptr(prev, bpt__load_relaxed_ptr(&g->next));
-                g->next_to_free = to_free;
-                to_free = g;
-                unlinked++;
+                bpt__store_release_ptr(prev, bpt__load_relaxed_ptr(&g->next));   /* [G1] */
+                g->next_to_free = c->to_free;
+                c->to_free = g;
             }
             break;
         }
     }
-    bpt__step_done(11, 1, t);
+    return 1;
+}
 
-    /* Step 12: wait, because readers may still walk the lists step 11
-       changed; then free what was unlinked. */
-    if (unlinked) bpt_thread_progress_wait();
-    while (to_free) {
-        g = to_free;
-        to_free = g->next_to_free;
-        bpt__data_unref(&g->data[0]);
-        bpt__data_unref(&g->data[1]);
+/* Step 12: wait, because readers may still walk the lists that step 11
+   changed; then free what it unlinked. */
+static int bpt__free_unlinked(bpt__change *c) {
+    int did = c->to_free != NULL;
+    if (did) bpt_thread_progress_wait();
+    while (c->to_free) {
+        bpt__GenericBp *g = c->to_free;
+        c->to_free = g->next_to_free;
+        bpt__kinds_unref(&g->data[0]);
+        bpt__kinds_unref(&g->data[1]);
         BPT_FREE(g);
     }
-    bpt__step_done(12, unlinked != 0, t);
-    BPT_FREE(c);
-    BPT_FREE(sites);
-    BPT_FREE(batch.pages);
-    return rc;
+    return did;
+}
 
-enomem:
-    bpt__changes_free(c, nc);
-    BPT_FREE(sites);
-    BPT_FREE(batch.pages);
-    return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: out of memory allocating breakpoints; nothing changed");
+/* Step 13: report the last step and release the permission. */
+BPT__PRIVATE void bpt__change_end(uint64_t *t) {
+    bpt__step_done(13, 1, t);
+    bpt__permission_release();
+}
+
+/* Steps 2-12 for session s on functions fs[0..n), between the caller's
+   bpt__change_begin (step 1) and bpt__change_end (step 13), each step
+   reported to the observer with whether it had work. Stages with nothing
+   to do are skipped. Returns 0; BPT_ENOMEM with nothing changed; or
+   BPT_EPERM when a code write was refused (the settings changed, some
+   words did not: see steps 5 and 9). */
+BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const bpt__op *op, uint64_t *t) {
+    bpt__change c;
+    int rc = bpt__allocate(&c, s, fs, n, op), step;
+    if (rc < 0) return rc;
+    bpt__step_done(2, c.allocated, t);
+    if (c.n == 0) {   /* nothing to change */
+        for (step = 3; step <= 12; step++) bpt__step_done(step, 0, t);
+        bpt__change_free(&c);
+        return 0;
+    }
+    bpt__step_done(3, bpt__stage(&c), t);
+    bpt__step_done(4, bpt__wait_staged(&c), t);
+    bpt__step_done(5, bpt__install(&c), t);
+    bpt__step_done(6, bpt__wait_installed(&c), t);
+    bpt__commit();
+    bpt__step_done(7, 1, t);
+    bpt__step_done(8, bpt__wait_committed(), t);
+    bpt__step_done(9, bpt__uninstall(&c), t);
+    bpt__step_done(10, bpt__wait_uninstalled(&c), t);
+    bpt__step_done(11, bpt__consolidate(&c), t);
+    bpt__step_done(12, bpt__free_unlinked(&c), t);
+    bpt__change_free(&c);
+    return c.rc;
 }

@@ -568,17 +568,30 @@ BPT_API bpt_vm_word bpt_vm_word_at(const bpt_func *f);
 BPT_API unsigned bpt_active_bp_ix(void);
 BPT_API unsigned bpt_staging_bp_ix(void);
 
+/* >>kinds: the breakpoint kinds, one row each: X(NAME, name, flag). NAME
+   makes the public flag BPT_NAME; name names the part that implements the
+   kind (src/kind_<name>.c, whose hooks src/README.md lists). A new kind is
+   a row here and a part of its own. Rows run in this order on a hit.
+     BPT_COUNT   call_count: a counter per function, as BEAM's BpCount
+     BPT_CALL    local call trace: a call message per call
+     BPT_TIME    call_time: calls and own time (ns) per process, per-thread tables
+     BPT_MEMORY  call_memory: calls and the bytes bpt_account_memory reported, per process */
+#define BPT_KINDS(X) \
+    X(COUNT,  count,  1u << 1) \
+    X(CALL,   call,   1u << 0) \
+    X(TIME,   time,   1u << 6) \
+    X(MEMORY, memory, 1u << 7)
+
 /* What a pattern sets (OR them): */
 enum bpt_trace_flag {
-    BPT_CALL    = 1u << 0,  /* local call trace: a call message per call */
-    BPT_COUNT   = 1u << 1,  /* call_count: an atomic counter, as BEAM's BpCount */
+#define BPT__KIND_FLAG(NAME, name, flag) BPT_##NAME = flag,
+    BPT_KINDS(BPT__KIND_FLAG)   /* BPT_COUNT, BPT_CALL, BPT_TIME, BPT_MEMORY */
+#undef BPT__KIND_FLAG
     /* With BPT_CALL, the match spec actions of Tracing.md (each also a bpt_match action): */
     BPT_RETURN    = 1u << 2,  /* return_trace: a return_from message with the return value */
     BPT_EXCEPTION = 1u << 3,  /* exception_trace: return_trace, plus exception_from when unwound */
     BPT_RETURN_TO = 1u << 4,  /* return_to: a return_to message naming the function returned to */
     BPT_CALLER    = 1u << 5,  /* caller: the call message names the function it returns to */
-    BPT_TIME      = 1u << 6,  /* call_time: calls and own time (ns) per process, per thread tables */
-    BPT_MEMORY    = 1u << 7,  /* call_memory: calls and bytes bpt_account_memory reported, per process */
     /* How (at most one; none means "switch on"): */
     BPT_OFF     = 1u << 16, /* switch the named kinds off (BPT_OFF alone: all kinds) */
     BPT_PAUSE   = 1u << 17, /* call_count, call_time, call_memory: stop counting, keep the values */

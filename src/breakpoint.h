@@ -1,33 +1,54 @@
 /* breakpoint.h: the data the set path (bp.c) writes and the hit path
-   (hit.c) reads: function records, GenericBp and its two generations.
-   Names and flag values as in beam_bp.c. */
+   (hit.c) reads: the kinds, function records, GenericBp and its two
+   generations. Names as in beam_bp.c. */
 
+typedef struct bpt__ms bpt__ms;   /* a match spec (pattern.c) */
+
+/* >>kinds: the breakpoint kinds come from one table, BPT_KINDS (the public
+   half: it also makes the public flags BPT_COUNT, BPT_CALL, ...). Each kind
+   has a part of its own (kind_count.c, kind_call.c, kind_timem.c) that
+   defines its hooks, found by name from the row:
+
+     bpt__kind_<name>_prepare  step 2: allocate what step 3 will need
+     bpt__kind_<name>_stage    step 3: write the change into a staging generation
+     bpt__kind_<name>_ref      step 11: a second generation shares the data
+     bpt__kind_<name>_unref    steps 3, 11, 12: a generation lets go of it
+     bpt__kind_<name>_hit      the hit path: what the kind does on a call
+     bpt__kind_<name>_info     bpt_trace_info: what it reports
+
+   So a new kind is a row in the table and a part of its own, nothing else.
+   Kind k owns two bits of a generation's flags, as beam_bp.c's ERTS_BPF_*
+   pairs: ON (set) and ACTIVE (not paused). */
 enum {
-    BPT__BPF_LOCAL_TRACE  = 0x01,
-    BPT__BPF_COUNT        = 0x04,
-    BPT__BPF_COUNT_ACTIVE = 0x08,
-    BPT__BPF_TIME_TRACE   = 0x10,   /* call_time */
-    BPT__BPF_TIME_ACTIVE  = 0x20,
-    BPT__BPF_MEM_TRACE    = 0x40,   /* call_memory */
-    BPT__BPF_MEM_ACTIVE   = 0x80
+#define BPT__KIND_IX(NAME, name, flag) BPT__KIX_##NAME,
+    BPT_KINDS(BPT__KIND_IX)
+#undef BPT__KIND_IX
+    BPT__NKINDS
 };
-
-typedef struct bpt__BpTimem bpt__BpTimem;   /* timem.c */
-
-/* call_count, as BEAM's BpCount: shared by the generations that count into
-   it, freed when the last lets go (refc under the permission). */
-typedef struct bpt__BpCount {
-    bpt__atomic_u64 value;
-    uint32_t refc;
-} bpt__BpCount;
+#define BPT__BPF_ON(k)     (1u << (2 * (k)))
+#define BPT__BPF_ACTIVE(k) (2u << (2 * (k)))
+#define BPT__KIND_OR(NAME, name, flag) | (flag)
+#define BPT__KINDS (0u BPT_KINDS(BPT__KIND_OR))   /* every kind's public flag */
+/* Two flag bits per kind fit a generation's uint32_t flags, and every kind's
+   public flag fits a frame's actions (frames.c) and stays below the BPT_OFF /
+   BPT_PAUSE / BPT_RESTART bits. */
+typedef char bpt__kinds_fit[(BPT__NKINDS <= 16 && BPT__KINDS < (1u << 16)) ? 1 : -1];
 
 /* One generation of one session's settings on one function. */
 typedef struct bpt__GenericBpData {
-    uint32_t flags;               /* BPT__BPF_* */
-    bpt__ms *local_ms;            /* BPT__BPF_LOCAL_TRACE: the match spec, or NULL (match all) */
-    bpt__BpCount *count;          /* BPT__BPF_COUNT */
-    bpt__BpTimem *timem;          /* BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE: the tables */
+    uint32_t flags;               /* BPT__BPF_ON(k) | BPT__BPF_ACTIVE(k) per kind k */
+    void *data[BPT__NKINDS];      /* kind k's data, owned by its part; valid while ON(k) */
 } bpt__GenericBpData;
+
+/* What one protocol run (bp.c) does to each affected function's breakpoint
+   of one session: switch kinds on (how 0), off, pause or restart them. */
+typedef struct bpt__op {
+    unsigned kinds;               /* BPT__KINDS bits: the kinds it changes */
+    unsigned how;                 /* 0, BPT_OFF, BPT_PAUSE, BPT_RESTART */
+    bpt__ms *ms;                  /* for BPT_CALL switched on; the op holds one reference */
+} bpt__op;
+
+BPT__PRIVATE int bpt__op_enables(const bpt__op *op) { return op->how == 0 || op->how == BPT_RESTART; }
 
 /* The breakpoint of one trace session on one function. */
 typedef struct bpt__GenericBp {

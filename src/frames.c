@@ -43,7 +43,8 @@ enum { BPT__STACK_NATIVE = 0, BPT__STACK_VM = 1 };
 /* One session's wish for a call's return. */
 typedef struct bpt__frame_session {
     uint64_t id;                  /* the session's weak id */
-    uint8_t actions;              /* BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO | BPT_TIME | BPT_MEMORY */
+    uint32_t actions;             /* BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO, and the kinds' flags
+                                     (BPT_TIME | BPT_MEMORY): wide enough for every kind (breakpoint.h) */
     uint8_t rettype;              /* enum bpt_arg_type of the return value */
     /* call_time / call_memory (timem.c), as BEAM's process_breakpoint_trace:
        the function runs for this session from `since` (0: paused, while a
@@ -87,17 +88,17 @@ static void bpt__frame_skipped(bpt__session *s) { bpt__fetch_add_u64(&s->frames_
 
 static void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype) {
     uint32_t i;
-    actions &= BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO | BPT__FRAME_TIMEM;
+    actions &= BPT__FRAME_ACTIONS | BPT__KINDS;   /* a kind that wants a frame keeps its bit */
     for (i = 0; i < h->nwant; i++)   /* call trace and call_time of one session: one entry */
         if (h->want[i].id == s->id) {
-            h->want[i].actions |= (uint8_t)actions;
+            h->want[i].actions |= actions;
             if (actions & (BPT_RETURN | BPT_EXCEPTION)) h->want[i].rettype = rettype;
             return;
         }
     if (h->nwant == BPT_FRAME_SESSIONS) { bpt__frame_skipped(s); return; }
     memset(&h->want[h->nwant], 0, sizeof h->want[0]);
     h->want[h->nwant].id = s->id;
-    h->want[h->nwant].actions = (uint8_t)actions;
+    h->want[h->nwant].actions = actions;
     h->want[h->nwant].rettype = rettype;
     h->want_s[h->nwant++] = s;
 }
@@ -156,8 +157,8 @@ static void bpt__timem_charge_frame(bpt__thread *rec, bpt__frame *fr, uint64_t n
              g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next)) {
             const bpt__GenericBpData *d = &g->data[ix];
             if (g->session->id != fs->id) continue;
-            if ((d->flags & (BPT__BPF_TIME_ACTIVE | BPT__BPF_MEM_ACTIVE)) && d->timem)
-                bpt__timem_charge(d->timem, rec, fr->process, 0,
+            if (d->flags & BPT__BPF_TIMEM_ACTIVE)
+                bpt__timem_charge(bpt__timem_of(d), rec, fr->process, 0,
                                   (d->flags & BPT__BPF_TIME_ACTIVE) ? fs->own_ns : 0,
                                   (d->flags & BPT__BPF_MEM_ACTIVE) ? fs->mem : 0);
             break;
@@ -255,10 +256,7 @@ static void bpt__frame_send(bpt__thread *rec, const bpt__frame *fr, unsigned act
 
 static void bpt__frame_msg(bpt_msg *m, bpt__thread *rec, int type, const bpt__frame *fr) {
     memset(m, 0, sizeof *m);
-    m->type = (uint16_t)type;
-    m->thread = rec->tid;
-    m->process = rec->process;
-    m->ts_ns = bpt__now_ns();
+    bpt__msg_header(m, (unsigned)type, rec->tid, rec->process, bpt__now_ns(), 0);
     m->module = fr->module;
     m->name = fr->name;
     m->arity = fr->arity;

@@ -67,10 +67,8 @@ BPT__PRIVATE int bpt__mfa_match(const bpt__mfa *p, const char *module, const cha
     return (p->arity < 0 || p->arity == arity) && bpt__glob(p->module, module) && bpt__glob(p->function, name);
 }
 
-/* The kinds a pattern sets, how, and the call-trace actions that need a
-   return frame or a caller (DESIGN §7). */
-#define BPT__KINDS (BPT_CALL | BPT_COUNT | BPT_TIME | BPT_MEMORY)
-#define BPT__TIMEM (BPT_TIME | BPT_MEMORY)
+/* How a pattern sets its kinds (BPT__KINDS, breakpoint.h), and the
+   call-trace actions that need a return frame or a caller (DESIGN §7). */
 #define BPT__HOWS (BPT_OFF | BPT_PAUSE | BPT_RESTART)
 #define BPT__FRAME_ACTIONS (BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO)
 #define BPT__CALL_ACTIONS (BPT__FRAME_ACTIONS | BPT_CALLER)
@@ -95,7 +93,7 @@ BPT__PRIVATE int bpt__flags_check(unsigned flags) {
    last lets go. refc is changed only under the code modification permission;
    readers never touch it (they are done with a generation before its
    references are dropped: steps 8 and 11). */
-typedef struct bpt__ms {
+struct bpt__ms {
     bpt_match_fn pred;
     void *user;
     unsigned actions;
@@ -104,7 +102,7 @@ typedef struct bpt__ms {
     uint8_t spec[BPT_MAX_ARGS];   /* enum bpt_arg_type */
     uint8_t rettype;              /* enum bpt_arg_type of return_from's value */
     uint32_t refc;
-} bpt__ms;
+};
 
 /* Parse an argument spec, "i64,ptr,str,f64" (uftrace -A). Returns the count
    or BPT_EPATTERN. */

@@ -828,38 +828,6 @@ out:
 
 /* >>info */
 
-/* call_time / call_memory of one breakpoint, from the sums the last
-   collection carried (step 9 of timem.c): totals, and per process into
-   procs[0..cap), most time (or memory) first. */
-static int bpt__proc_cmp(const void *a, const void *b) {
-    const bpt_info_process *x = (const bpt_info_process *)a, *y = (const bpt_info_process *)b;
-    if (x->time_ns != y->time_ns) return x->time_ns < y->time_ns ? 1 : -1;
-    if (x->memory_bytes != y->memory_bytes) return x->memory_bytes < y->memory_bytes ? 1 : -1;
-    return x->process < y->process ? -1 : x->process > y->process;
-}
-
-static void bpt__info_timem(const bpt__GenericBpData *d, bpt_info *out, bpt_info_process *procs, uint32_t cap) {
-    const bpt__timem_table *t = d->timem ? d->timem->carried : NULL;
-    uint32_t i, n = 0;
-    if (!t) return;
-    for (i = 0; i < t->cap; i++) {
-        const bpt__timem_cell *c = &t->cell[i];
-        if (!c->process) continue;
-        out->calls += c->calls;
-        out->time_ns += c->time_ns;
-        out->memory_bytes += (uint64_t)c->mem;
-        if (procs && n < cap) {
-            procs[n].process = c->process;
-            procs[n].calls = c->calls;
-            procs[n].time_ns = c->time_ns;
-            procs[n].memory_bytes = (uint64_t)c->mem;
-        }
-        n++;
-    }
-    out->nprocs = n;
-    if (procs && n > 1) qsort(procs, n < cap ? n : cap, sizeof *procs, bpt__proc_cmp);
-}
-
 /* What bpt_trace_info reports of g (NULL: no breakpoint of the session). */
 static int bpt__info_of(const bpt__GenericBp *g, unsigned what, bpt_info *out, bpt_info_process *procs, uint32_t cap) {
     unsigned ix = bpt__load_relaxed_u32(&bpt__active_ix);
@@ -869,22 +837,11 @@ static int bpt__info_of(const bpt__GenericBp *g, unsigned what, bpt_info *out, b
     out->procs_cap = cap;
     if (!g) return 0;
     d = &g->data[ix];
-    if (what & BPT_INFO_FLAGS) {
-        if (d->flags & BPT__BPF_LOCAL_TRACE) {
-            out->flags |= BPT_CALL;
-            if (d->local_ms) out->flags |= d->local_ms->actions & BPT__CALL_ACTIONS;
-        }
-        if (d->flags & BPT__BPF_COUNT) out->flags |= BPT_COUNT;
-        if (d->flags & BPT__BPF_TIME_TRACE) out->flags |= BPT_TIME;
-        if (d->flags & BPT__BPF_MEM_TRACE) out->flags |= BPT_MEMORY;
-        out->count_paused = (d->flags & BPT__BPF_COUNT) && !(d->flags & BPT__BPF_COUNT_ACTIVE);
-        out->time_paused = (d->flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)) &&
-                           !(d->flags & (BPT__BPF_TIME_ACTIVE | BPT__BPF_MEM_ACTIVE));
-    }
-    if ((what & BPT_INFO_COUNT) && (d->flags & BPT__BPF_COUNT))
-        out->count = bpt__load_relaxed_u64(&d->count->value);
-    if ((what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) && (d->flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)))
-        bpt__info_timem(d, out, procs, cap);
+    /* Each kind that is on reports itself (kind_*.c), in the table's order. */
+#define BPT__KIND_INFO(NAME, name, flag) \
+    if (d->flags & BPT__BPF_ON(BPT__KIX_##NAME)) bpt__kind_##name##_info(d, what, out);
+    BPT_KINDS(BPT__KIND_INFO)
+#undef BPT__KIND_INFO
     return 1;
 }
 
@@ -973,7 +930,7 @@ int bpt_trace_info_each(bpt_session handle, const char *pattern, unsigned what, 
         uint32_t cap = 0;
         if (what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) {   /* room for every process of this function */
             unsigned ix = bpt__load_relaxed_u32(&bpt__active_ix);
-            const bpt__BpTimem *t = gs[i]->data[ix].timem;
+            const bpt__BpTimem *t = bpt__timem_of(&gs[i]->data[ix]);
             cap = t && t->carried ? t->carried->used : 0;
             BPT_FREE(procs);
             procs = cap ? (bpt_info_process *)BPT_MALLOC(sizeof *procs * cap) : NULL;

@@ -107,6 +107,18 @@ static bpt__lane *bpt__lane_get(bpt__session *s, const bpt__thread *rec) {
     return lane;
 }
 
+/* The header of every message bptrace makes, in one place: its type, the
+   thread and process it happened in, when (ns), and the session it goes to
+   (0: set per session later). The caller zeroed the message. */
+BPT__PRIVATE void bpt__msg_header(bpt_msg *m, unsigned type, uint64_t thread, uint64_t process,
+                                  uint64_t ts_ns, uint64_t session) {
+    m->type = (uint16_t)type;
+    m->thread = thread;
+    m->process = process;
+    m->ts_ns = ts_ns;
+    m->session = session;
+}
+
 /* Write one message into a ring lane, announcing earlier drops first. The
    single producer owns head; tail is read with acquire, pairing with the
    consumer's release store after it copied the slot out. */
@@ -123,11 +135,7 @@ static void bpt__lane_push(bpt__lane *lane, const bpt_msg *m) {
     if (need == 2) {
         bpt_msg *d = &lane->slots[head++ & lane->mask];
         memset(d, 0, sizeof *d);
-        d->type = BPT_MSG_DROPPED;
-        d->thread = m->thread;
-        d->process = m->process;
-        d->ts_ns = m->ts_ns;
-        d->session = m->session;
+        bpt__msg_header(d, BPT_MSG_DROPPED, m->thread, m->process, m->ts_ns, m->session);
         d->value = lane->unreported_drops;
         lane->unreported_drops = 0;
     }
@@ -195,11 +203,7 @@ BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec, uint64_t 
     if (bpt__cas_u32(&s->limit_tripped, 0, 1)) {
         bpt_msg m;
         memset(&m, 0, sizeof m);
-        m.type = BPT_MSG_LIMIT;
-        m.thread = rec->tid;
-        m.process = rec->process;
-        m.ts_ns = now;
-        m.session = s->id;
+        bpt__msg_header(&m, BPT_MSG_LIMIT, rec->tid, rec->process, now, s->id);
         m.value = s->rate_max;
         bpt__session_send(s, rec, &m);
     }

@@ -133,13 +133,27 @@ static int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n) 
     return 0;
 }
 
+/* The word a site holds now: an aligned load of word_size bytes (only the
+   set path, under the permission, ever writes it). */
+static uint64_t bpt__site_read(const bpt_func *f) {
+    if (f->word_size == 8) return bpt__load_relaxed_u64((bpt__atomic_u64 *)f->site);
+    if (f->word_size == 4) return *(const volatile uint32_t *)f->site;
+    return *(const volatile uint16_t *)f->site;
+}
+
 /* Write the breakpoint word (install) or the original (uninstall) into
    every site of fs[0..n) that needs it: one batch (sb, prepared for these
-   sites), each code page opened once. Returns how many sites it wrote (the
-   caller waits after writes, with SYNC_CORE if *wrote_code), or BPT_EPERM
-   with nothing written. */
-static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, bpt__sites_batch *sb) {
-    int i, written = 0;
+   sites), each code page opened once. Before each store the writer checks
+   that the site holds the word it replaces, as ftrace_modify_code does:
+   a site that holds something else was changed behind bptrace's back (a
+   debugger's breakpoint, another patcher) and is left alone. *written
+   counts the sites written (the caller waits after writes, with SYNC_CORE
+   if *wrote_code). Returns 0; BPT_EPERM (mprotect refused) with nothing
+   written; or BPT_ENOTPATCHABLE when some site held an unexpected word
+   (the others are written). */
+static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, bpt__sites_batch *sb, int *written) {
+    int i, rc = 0;
+    *written = 0;
 #if defined(BPT_NATIVE)
     for (i = 0; i < n; i++)
         if (fs[i]->kind == BPT__SITE_NATIVE && fs[i]->installed != install)
@@ -154,8 +168,16 @@ static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, 
     *wrote_code = 0;
     for (i = 0; i < n; i++) {
         bpt_func *f = fs[i];
-        uint64_t w = install ? f->bp_word : f->orig_word;
+        uint64_t w = install ? f->bp_word : f->orig_word, expect = install ? f->orig_word : f->bp_word;
+        uint64_t now;
         if (f->installed == install) continue;
+        if ((now = bpt__site_read(f)) != expect) {
+            rc = bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its site %p holds 0x%llx where bptrace expects "
+                           "0x%llx: something else changed it (a debugger's breakpoint, another patcher); "
+                           "left alone", f->module, f->name, f->arity, f->site,
+                           (unsigned long long)now, (unsigned long long)expect);
+            continue;
+        }
         if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, w);
 #if defined(BPT_NATIVE)
         else {
@@ -164,10 +186,10 @@ static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, 
         }
 #endif
         f->installed = install;
-        written++;
+        (*written)++;
     }
 #if defined(BPT_NATIVE)
     if (sb->n) bpt__batch_reprotect(sb);
 #endif
-    return written;
+    return rc;
 }

@@ -9,22 +9,37 @@
    mutex, as BEAM's dirty schedulers do.
 
    Nobody else may read a table its owner may be writing. bpt_trace_info
-   therefore collects in nine steps (OTP 29's method; bpt__timem_collect):
-     1. allocate: give each breakpoint's staging half fresh, empty tables;
-     2. wait for thread progress;
-     3. switch: flip the active generation: charges now go to the fresh tables;
-     4. wait: no thread still charges the old ("real") tables: they are idle;
-     5. sum the idle real tables, with what earlier collections carried, into
-        one merged table per breakpoint;
-     6. carry: the fresh tables keep the merged sums (only the set path reads them);
-     7. consolidate: both halves point at the fresh tables (staging := active);
-     8. free the real tables (idle since step 4);
-     9. the caller reports the merged sums and releases the permission.
+   therefore collects in nine steps, C1-C9 (OTP 29's method; bpt__timem_collect):
+     C1. allocate: give each breakpoint's staging half fresh, empty tables;
+     C2. wait for thread progress;
+     C3. switch: the protocol's commit (bpt__commit, bp.c) flips the active
+         generation: charges now go to the fresh tables;
+     C4. wait: no thread still charges the old ("real") tables: they are idle;
+     C5. sum the idle real tables, with what earlier collections carried, into
+         one merged table per breakpoint;
+     C6. carry: the fresh tables keep the merged sums (only the set path reads them);
+     C7. consolidate: both halves point at the fresh tables (staging := active);
+     C8. free the real tables (idle since C4);
+     C9. the caller reports the merged sums and releases the permission.
    OTP switches back to the real tables and merges the temporaries into
    them; here the fresh tables stay and carry the sums instead, which needs
    no second switch and never writes a table its owner may be writing. No
    charge is lost or counted twice: each lands in exactly one table, and
-   each table is summed exactly once, when it is idle. */
+   each table is summed exactly once, when it is idle.
+
+   call_time and call_memory are two kinds (two rows of BPT_KINDS, their
+   hooks in kind_timem.c) that share these tables: one cell holds a
+   process's calls, time and bytes. While both kinds are on, their data
+   slots point at the same bpt__BpTimem, each holding a reference. */
+
+typedef struct bpt__BpTimem bpt__BpTimem;
+
+#define BPT__BPF_TIME_TRACE  BPT__BPF_ON(BPT__KIX_TIME)
+#define BPT__BPF_TIME_ACTIVE BPT__BPF_ACTIVE(BPT__KIX_TIME)
+#define BPT__BPF_MEM_TRACE   BPT__BPF_ON(BPT__KIX_MEMORY)
+#define BPT__BPF_MEM_ACTIVE  BPT__BPF_ACTIVE(BPT__KIX_MEMORY)
+#define BPT__BPF_TIMEM_ON     (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)
+#define BPT__BPF_TIMEM_ACTIVE (BPT__BPF_TIME_ACTIVE | BPT__BPF_MEM_ACTIVE)
 
 typedef struct bpt__timem_cell {
     uint64_t process;             /* 0: a free cell (process ids are never 0) */
@@ -112,6 +127,25 @@ BPT__PRIVATE void bpt__timem_unref(bpt__BpTimem *t) {
     if (t && --t->refc == 0) bpt__timem_free(t);
 }
 
+/* The tables of a generation with call_time or call_memory on, or NULL. */
+BPT__PRIVATE bpt__BpTimem *bpt__timem_of(const bpt__GenericBpData *d) {
+    if (d->flags & BPT__BPF_TIME_TRACE) return (bpt__BpTimem *)d->data[BPT__KIX_TIME];
+    if (d->flags & BPT__BPF_MEM_TRACE) return (bpt__BpTimem *)d->data[BPT__KIX_MEMORY];
+    return NULL;
+}
+
+/* Point every timem kind that is on in d at t, each with its own reference. */
+BPT__PRIVATE void bpt__timem_point(bpt__GenericBpData *d, bpt__BpTimem *t) {
+    static const int kix[2] = { BPT__KIX_TIME, BPT__KIX_MEMORY };
+    int i;
+    for (i = 0; i < 2; i++) {
+        if (!(d->flags & BPT__BPF_ON(kix[i]))) continue;
+        t->refc++;
+        bpt__timem_unref((bpt__BpTimem *)d->data[kix[i]]);
+        d->data[kix[i]] = t;
+    }
+}
+
 /* Charge one thread's calls, time and memory for process (the hit and
    return paths, pinned). Only the owner writes its table; a table that must
    grow is replaced (published with a release store) and the old one freed
@@ -154,7 +188,7 @@ BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t 
     c->mem += mem;
 }
 
-/* Step 5 for one breakpoint: its idle tables, what they carried and any
+/* C5 for one breakpoint: its idle tables, what they carried and any
    unmerged older ones, summed into one new table. NULL when out of memory. */
 static uint32_t bpt__timem_cells(const bpt__BpTimem *t) {
     uint32_t k, n = 0;
@@ -188,19 +222,21 @@ static bpt__timem_table *bpt__timem_merge(const bpt__BpTimem *real) {
     return m;
 }
 
-/* The nine steps for the breakpoints gs[0..n), each with call_time or
-   call_memory in its active half. Under the code modification permission;
-   step 9 is the caller's: it reads gs[i]->data[active].timem->carried and
-   releases the permission. Returns 0, or BPT_ENOMEM: at step 1 with
-   nothing changed; at step 5 with every charge kept (the idle tables that
-   could not be merged are kept for the next collection). */
+BPT__PRIVATE void bpt__commit(void);   /* TEMP until internal.h */
+
+/* C1-C8 for the breakpoints gs[0..n), each with call_time or call_memory
+   in its active half. Under the code modification permission; C9 is the
+   caller's: it reads bpt__timem_of(&gs[i]->data[active])->carried and
+   releases the permission. Returns 0, or BPT_ENOMEM: at C1 with nothing
+   changed; at C5 with every charge kept (the idle tables that could not be
+   merged are kept for the next collection). */
 BPT__PRIVATE int bpt__timem_collect(bpt__GenericBp **gs, int n) {
-    unsigned active = bpt__load_relaxed_u32(&bpt__active_ix), staging = active ^ 1;
+    unsigned active = bpt_active_bp_ix(), staging = active ^ 1;
     bpt__BpTimem **fresh;
     int i, rc = 0;
     if (n == 0) return 0;
-    /* 1. allocate: fresh tables in every staging half (which pointed at the
-          same tables as the active half, the invariant between changes). */
+    /* C1. allocate: fresh tables in every staging half (which pointed at the
+           same tables as the active half, the invariant between changes). */
     if (!(fresh = (bpt__BpTimem **)BPT_MALLOC(sizeof *fresh * (size_t)n)))
         return bpt__fail(BPT_ENOMEM, "bpt_trace_info: no memory for the collection; nothing changed");
     for (i = 0; i < n; i++) {
@@ -211,31 +247,30 @@ BPT__PRIVATE int bpt__timem_collect(bpt__GenericBp **gs, int n) {
         }
     }
     for (i = 0; i < n; i++) {
-        gs[i]->data[staging].timem = fresh[i];
-        gs[i]->data[active].timem->refc--;
+        bpt__timem_point(&gs[i]->data[staging], fresh[i]);
+        bpt__timem_unref(fresh[i]);   /* the staging half's references hold it now */
     }
-    /* 2. wait (the hit path reads a generation only after the index's acquire
-          load, which step 3's release covers; the wait is OTP's, and keeps
-          the two switches of consecutive collections apart). */
+    /* C2. wait (the hit path reads a generation only after the index's
+           acquire load, which C3's release covers; the wait is OTP's, and
+           keeps the two switches of consecutive collections apart). */
     bpt_thread_progress_wait();
-    /* 3. switch: charges go to the fresh tables. Pairs with the acquire load
-          of the index in the hit and return paths. */
-    bpt__store_release_u32(&bpt__active_ix, staging);
-    /* 4. wait: no thread is still charging a real table. */
+    /* C3. switch: charges go to the fresh tables. */
+    bpt__commit();
+    /* C4. wait: no thread is still charging a real table. */
     bpt_thread_progress_wait();
     for (i = 0; i < n; i++) {
-        bpt__BpTimem *real = gs[i]->data[active].timem;
-        /* 5. sum the idle real tables. */
+        bpt__BpTimem *real = bpt__timem_of(&gs[i]->data[active]);
+        /* C5. sum the idle real tables. */
         bpt__timem_table *merged = bpt__timem_merge(real);
-        /* 6. carry the sums in the fresh tables (or, out of memory, the real
-              tables themselves, merged next time). */
+        /* C6. carry the sums in the fresh tables (or, out of memory, the
+               real tables themselves, merged next time: fresh keeps them
+               alive with one reference of its own). */
         if (merged) fresh[i]->carried = merged;
-        else { fresh[i]->prev = real; rc = BPT_ENOMEM; }
-        /* 7. consolidate: staging := active. */
-        gs[i]->data[active].timem = fresh[i];
-        fresh[i]->refc++;
-        /* 8. free the real tables, idle since step 4. */
-        if (merged) bpt__timem_unref(real);
+        else { fresh[i]->prev = real; real->refc++; rc = BPT_ENOMEM; }
+        /* C7 and C8. consolidate: staging := active; the real tables lose
+           their last references, idle since C4, and are freed (unless C6
+           kept them). */
+        bpt__timem_point(&gs[i]->data[active], fresh[i]);
     }
     BPT_FREE(fresh);
     if (rc < 0)

@@ -1,0 +1,135 @@
+/* kind_timem.c: the call_time and call_memory breakpoint kinds (BPT_TIME,
+   BPT_MEMORY), as BEAM's ERTS_BPF_TIME_TRACE and ERTS_BPF_MEM_TRACE: a hit
+   counts the call in its thread's table and asks for a return frame, which
+   charges the call's own time and bytes when it ends (frames.c). The two
+   kinds share their tables (timem.c); these hooks keep the invariant that
+   while both are on, both data slots point at the same bpt__BpTimem. The
+   hooks are the ones the kinds table (BPT_KINDS, breakpoint.h) names. */
+
+/* Step 2: fresh tables where the change switches a kind on and the staging
+   generation has none, or restarts. When one change switches both kinds,
+   the call_time row allocates for the pair. */
+static int bpt__kind_timem_prepare(const bpt__op *op, const bpt__GenericBpData *staging, void **out) {
+    *out = NULL;
+    if (!bpt__op_enables(op)) return 0;
+    if (op->how != BPT_RESTART && staging && bpt__timem_of(staging)) return 0;
+    if (!(*out = bpt__timem_new())) return BPT_ENOMEM;
+    return 0;
+}
+
+BPT__PRIVATE int bpt__kind_time_prepare(const bpt__op *op, const bpt__GenericBpData *staging, void **out) {
+    return bpt__kind_timem_prepare(op, staging, out);
+}
+
+BPT__PRIVATE int bpt__kind_memory_prepare(const bpt__op *op, const bpt__GenericBpData *staging, void **out) {
+    if (op->kinds & BPT_TIME) { *out = NULL; return 0; }   /* the call_time row prepares for both */
+    return bpt__kind_timem_prepare(op, staging, out);
+}
+
+BPT__PRIVATE void bpt__kind_time_ref(void *data) { ((bpt__BpTimem *)data)->refc++; }
+BPT__PRIVATE void bpt__kind_memory_ref(void *data) { ((bpt__BpTimem *)data)->refc++; }
+BPT__PRIVATE void bpt__kind_time_unref(void *data) { bpt__timem_unref((bpt__BpTimem *)data); }
+BPT__PRIVATE void bpt__kind_memory_unref(void *data) { bpt__timem_unref((bpt__BpTimem *)data); }
+
+/* Step 3 for kind k of the pair. `fresh` is step 2's tables, or NULL. On
+   or restart with fresh tables, both kinds of the pair move to them (as the
+   one shared table they are: a restart of one zeroes the other's too);
+   switched on without, k shares the other kind's tables. */
+static void bpt__kind_timem_stage(bpt__GenericBpData *d, int k, const bpt__op *op, bpt__BpTimem *fresh) {
+    uint32_t on = BPT__BPF_ON(k), active = BPT__BPF_ACTIVE(k);
+    switch (op->how) {
+    case BPT_OFF:
+        if (d->flags & on) bpt__timem_unref((bpt__BpTimem *)d->data[k]);
+        d->flags &= ~(on | active);
+        d->data[k] = NULL;
+        break;
+    case BPT_PAUSE:
+        d->flags &= ~active;
+        break;
+    default: /* on, restart */
+        if (fresh) {
+            d->flags |= on;               /* an off slot is NULL: point() fills it */
+            bpt__timem_point(d, fresh);   /* each kind that is on: its own reference */
+            bpt__timem_unref(fresh);      /* step 2's reference, now held by the slots */
+        } else if (!(d->flags & on)) {
+            bpt__BpTimem *shared = bpt__timem_of(d);
+            shared->refc++;
+            d->data[k] = shared;
+            d->flags |= on;
+        }
+        d->flags |= active;
+    }
+}
+
+BPT__PRIVATE void bpt__kind_time_stage(bpt__GenericBpData *d, const bpt__op *op, void *fresh) {
+    bpt__kind_timem_stage(d, BPT__KIX_TIME, op, (bpt__BpTimem *)fresh);
+}
+
+BPT__PRIVATE void bpt__kind_memory_stage(bpt__GenericBpData *d, const bpt__op *op, void *fresh) {
+    bpt__kind_timem_stage(d, BPT__KIX_MEMORY, op, (bpt__BpTimem *)fresh);
+}
+
+/* The hit: count the call in this thread's table now (so a call still
+   running is counted), once for the pair, and ask for a frame, which
+   charges the time and memory when the call ends (frames.c). */
+BPT__HOT void bpt__kind_time_hit(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d) {
+    bpt__timem_charge((bpt__BpTimem *)d->data[BPT__KIX_TIME], h->rec, h->rec->process, 1, 0, 0);
+    bpt__hit_want_frame(h, s, BPT_TIME, BPT_ARG_I64);
+}
+
+BPT__HOT void bpt__kind_memory_hit(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d) {
+    if (!(d->flags & BPT__BPF_TIME_ACTIVE))   /* else the call_time row counted the call */
+        bpt__timem_charge((bpt__BpTimem *)d->data[BPT__KIX_MEMORY], h->rec, h->rec->process, 1, 0, 0);
+    bpt__hit_want_frame(h, s, BPT_MEMORY, BPT_ARG_I64);
+}
+
+/* call_time / call_memory of one breakpoint, from the sums the last
+   collection carried (C6 in timem.c): totals, and per process into
+   out->procs[0..out->procs_cap), most time (or memory) first. */
+static int bpt__proc_cmp(const void *a, const void *b) {
+    const bpt_info_process *x = (const bpt_info_process *)a, *y = (const bpt_info_process *)b;
+    if (x->time_ns != y->time_ns) return x->time_ns < y->time_ns ? 1 : -1;
+    if (x->memory_bytes != y->memory_bytes) return x->memory_bytes < y->memory_bytes ? 1 : -1;
+    return x->process < y->process ? -1 : x->process > y->process;
+}
+
+static void bpt__kind_timem_totals(const bpt__GenericBpData *d, bpt_info *out) {
+    const bpt__BpTimem *tm = bpt__timem_of(d);
+    const bpt__timem_table *t = tm ? tm->carried : NULL;
+    bpt_info_process *procs = out->procs;
+    uint32_t i, n = 0, cap = procs ? out->procs_cap : 0;
+    if (!t) return;
+    for (i = 0; i < t->cap; i++) {
+        const bpt__timem_cell *c = &t->cell[i];
+        if (!c->process) continue;
+        out->calls += c->calls;
+        out->time_ns += c->time_ns;
+        out->memory_bytes += (uint64_t)c->mem;
+        if (procs && n < cap) {
+            procs[n].process = c->process;
+            procs[n].calls = c->calls;
+            procs[n].time_ns = c->time_ns;
+            procs[n].memory_bytes = (uint64_t)c->mem;
+        }
+        n++;
+    }
+    out->nprocs = n;
+    if (procs && n > 1) qsort(procs, n < cap ? n : cap, sizeof *procs, bpt__proc_cmp);
+}
+
+static void bpt__kind_timem_info(const bpt__GenericBpData *d, unsigned what, unsigned flag, bpt_info *out) {
+    if (what & BPT_INFO_FLAGS) {
+        out->flags |= flag;
+        out->time_paused = !(d->flags & BPT__BPF_TIMEM_ACTIVE);
+    }
+    if (what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) bpt__kind_timem_totals(d, out);
+}
+
+BPT__PRIVATE void bpt__kind_time_info(const bpt__GenericBpData *d, unsigned what, bpt_info *out) {
+    bpt__kind_timem_info(d, what, BPT_TIME, out);
+}
+
+BPT__PRIVATE void bpt__kind_memory_info(const bpt__GenericBpData *d, unsigned what, bpt_info *out) {
+    if (d->flags & BPT__BPF_TIME_TRACE) what &= ~(unsigned)(BPT_INFO_TIME | BPT_INFO_MEMORY);   /* summed once */
+    bpt__kind_timem_info(d, what, BPT_MEMORY, out);
+}
