@@ -5166,6 +5166,17 @@ static bpt_func *bpt__func_reuse(void *fn) {
     return NULL;
 }
 
+/* The op a pattern's flags ask for (bp.c): BPT_OFF with no kind switches
+   every kind off. */
+static bpt__op bpt__pattern_op(unsigned flags, bpt__ms *ms) {
+    bpt__op op;
+    op.kinds = flags & BPT__KINDS;
+    op.how = flags & BPT__HOWS;
+    op.ms = ms;
+    if (op.how == BPT_OFF && !op.kinds) op.kinds = BPT__KINDS;
+    return op;
+}
+
 /* Apply the patterns in force in every session to a newly registered
    function, in the order they were set: the same protocol, no thread stopped. */
 static int bpt__apply_patterns(bpt_func *f, uint64_t *t) {
@@ -5177,10 +5188,7 @@ static int bpt__apply_patterns(bpt_func *f, uint64_t *t) {
         for (e = s->patterns; e; e = e->next) {
             bpt__op op;
             if (!bpt__mfa_match(&e->mfa, f->module, f->name, f->arity)) continue;
-            op.kinds = e->flags & BPT__KINDS;
-            op.how = e->flags & BPT__HOWS;
-            op.ms = e->ms;
-            if (op.how == BPT_OFF && !op.kinds) op.kinds = BPT__KINDS;
+            op = bpt__pattern_op(e->flags, e->ms);
             if ((rc = bpt__protocol_run(s, &f, 1, &op, t)) < 0) return rc;
         }
     }
@@ -5722,10 +5730,7 @@ int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, c
     int n = 0, rc;
     memset(&mfa, 0, sizeof mfa);
     if ((rc = bpt__pattern_parse(pattern, &mfa)) < 0 || (rc = bpt__flags_check(flags)) < 0) return rc;
-    op.kinds = flags & BPT__KINDS;
-    op.how = flags & BPT__HOWS;
-    op.ms = NULL;
-    if (op.how == BPT_OFF && !op.kinds) op.kinds = BPT__KINDS;
+    op = bpt__pattern_op(flags, NULL);
     if ((match || (flags & BPT__CALL_ACTIONS)) && (op.kinds & BPT_CALL) && op.how == 0 &&
         (rc = bpt__ms_new(match, flags & BPT__CALL_ACTIONS, &op.ms)) < 0)
         return rc;

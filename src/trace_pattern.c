@@ -57,10 +57,7 @@ int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, c
     int n = 0, rc;
     memset(&mfa, 0, sizeof mfa);
     if ((rc = bpt__pattern_parse(pattern, &mfa)) < 0 || (rc = bpt__flags_check(flags)) < 0) return rc;
-    op.kinds = flags & BPT__KINDS;
-    op.how = flags & BPT__HOWS;
-    op.ms = NULL;
-    if (op.how == BPT_OFF && !op.kinds) op.kinds = BPT__KINDS;
+    op = bpt__pattern_op(flags, NULL);
     if ((match || (flags & BPT__CALL_ACTIONS)) && (op.kinds & BPT_CALL) && op.how == 0 &&
         (rc = bpt__ms_new(match, flags & BPT__CALL_ACTIONS, &op.ms)) < 0)
         return rc;
