@@ -5069,6 +5069,20 @@ enomem:
     BPT_FREE(batch.pages);
     return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: out of memory allocating breakpoints; nothing changed");
 }
+
+/* Step 1: seize the code modification permission, and start timing the change. */
+BPT__PRIVATE int bpt__change_begin(const char *who, uint64_t *t) {
+    int rc = bpt__permission_seize(who);
+    if (rc < 0) return rc;
+    *t = bpt__now_ns();
+    bpt__step_done(1, 1, t);
+    return 0;
+}
+/* Step 13: report the last step and release the permission. */
+BPT__PRIVATE void bpt__change_end(uint64_t *t) {
+    bpt__step_done(13, 1, t);
+    bpt__permission_release();
+}
 /*** End of bp.c ***/
 
 /*** Begin file funcs.c ***/
@@ -5626,27 +5640,23 @@ int bpt_session_destroy(bpt_session handle) {
     bpt__session *s;
     bpt_func **fs;
     bpt__pattern_entry *e;
-    uint64_t t = bpt__now_ns();
+    uint64_t t;
     int n, rc;
-    if ((rc = bpt__permission_seize("bpt_session_destroy")) < 0) return rc;
-    bpt__step_done(1, 1, &t);
+    if ((rc = bpt__change_begin("bpt_session_destroy", &t)) < 0) return rc;
     s = bpt__session_lookup(handle.id);
     if (!s) {
-        bpt__step_done(13, 1, &t);
-        bpt__permission_release();
+        bpt__change_end(&t);
         return bpt__fail(BPT_ESESSION, "bpt_session_destroy: session %llu is not alive (destroyed twice?)",
                          (unsigned long long)handle.id);
     }
     if (bpt__funcs_of_session(s, &fs, &n) < 0) {
-        bpt__step_done(13, 1, &t);
-        bpt__permission_release();
+        bpt__change_end(&t);
         return bpt__fail(BPT_ENOMEM, "bpt_session_destroy: out of memory; the session is unchanged");
     }
     rc = bpt__protocol_run(s, fs, n, &off_all, &t);
     if (rc == BPT_ENOMEM) {
         BPT_FREE(fs);
-        bpt__step_done(13, 1, &t);
-        bpt__permission_release();
+        bpt__change_end(&t);
         return rc;   /* the protocol allocates before it changes anything: unchanged */
     }
     /* BPT_EPERM: the breakpoints are off and unlinked, only some words stay
@@ -5660,8 +5670,7 @@ int bpt_session_destroy(bpt_session handle) {
         s->patterns = e->next;
         bpt__pattern_entry_free(e);
     }
-    bpt__step_done(13, 1, &t);
-    bpt__permission_release();
+    bpt__change_end(&t);
     /* Drainers, stats readers and hits that found the session before it was
        unpublished are pinned: wait for them before freeing. */
     bpt_thread_progress_wait();
@@ -5725,7 +5734,7 @@ int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, c
     bpt__op op;
     bpt__pattern_entry *entry;
     bpt_func **fs;
-    uint64_t t = bpt__now_ns();
+    uint64_t t;
     uint32_t i;
     int n = 0, rc;
     memset(&mfa, 0, sizeof mfa);
@@ -5734,11 +5743,10 @@ int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, c
     if ((match || (flags & BPT__CALL_ACTIONS)) && (op.kinds & BPT_CALL) && op.how == 0 &&
         (rc = bpt__ms_new(match, flags & BPT__CALL_ACTIONS, &op.ms)) < 0)
         return rc;
-    if ((rc = bpt__permission_seize("bpt_trace_pattern")) < 0) {
+    if ((rc = bpt__change_begin("bpt_trace_pattern", &t)) < 0) {
         bpt__ms_unref(op.ms);
         return rc;
     }
-    bpt__step_done(1, 1, &t);
     s = bpt__session_lookup(handle.id);
     if (!s) {
         rc = bpt__fail(BPT_ESESSION, "bpt_trace_pattern: session %llu is not alive", (unsigned long long)handle.id);
@@ -5773,8 +5781,7 @@ int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, c
     if (rc == 0) rc = n;
 out:
     bpt__ms_unref(op.ms);
-    bpt__step_done(13, 1, &t);
-    bpt__permission_release();
+    bpt__change_end(&t);
     return rc;
 }
 /*** End of trace_pattern.c ***/

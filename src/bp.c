@@ -415,3 +415,17 @@ enomem:
     BPT_FREE(batch.pages);
     return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: out of memory allocating breakpoints; nothing changed");
 }
+
+/* Step 1: seize the code modification permission, and start timing the change. */
+BPT__PRIVATE int bpt__change_begin(const char *who, uint64_t *t) {
+    int rc = bpt__permission_seize(who);
+    if (rc < 0) return rc;
+    *t = bpt__now_ns();
+    bpt__step_done(1, 1, t);
+    return 0;
+}
+/* Step 13: report the last step and release the permission. */
+BPT__PRIVATE void bpt__change_end(uint64_t *t) {
+    bpt__step_done(13, 1, t);
+    bpt__permission_release();
+}

@@ -52,27 +52,23 @@ int bpt_session_destroy(bpt_session handle) {
     bpt__session *s;
     bpt_func **fs;
     bpt__pattern_entry *e;
-    uint64_t t = bpt__now_ns();
+    uint64_t t;
     int n, rc;
-    if ((rc = bpt__permission_seize("bpt_session_destroy")) < 0) return rc;
-    bpt__step_done(1, 1, &t);
+    if ((rc = bpt__change_begin("bpt_session_destroy", &t)) < 0) return rc;
     s = bpt__session_lookup(handle.id);
     if (!s) {
-        bpt__step_done(13, 1, &t);
-        bpt__permission_release();
+        bpt__change_end(&t);
         return bpt__fail(BPT_ESESSION, "bpt_session_destroy: session %llu is not alive (destroyed twice?)",
                          (unsigned long long)handle.id);
     }
     if (bpt__funcs_of_session(s, &fs, &n) < 0) {
-        bpt__step_done(13, 1, &t);
-        bpt__permission_release();
+        bpt__change_end(&t);
         return bpt__fail(BPT_ENOMEM, "bpt_session_destroy: out of memory; the session is unchanged");
     }
     rc = bpt__protocol_run(s, fs, n, &off_all, &t);
     if (rc == BPT_ENOMEM) {
         BPT_FREE(fs);
-        bpt__step_done(13, 1, &t);
-        bpt__permission_release();
+        bpt__change_end(&t);
         return rc;   /* the protocol allocates before it changes anything: unchanged */
     }
     /* BPT_EPERM: the breakpoints are off and unlinked, only some words stay
@@ -86,8 +82,7 @@ int bpt_session_destroy(bpt_session handle) {
         s->patterns = e->next;
         bpt__pattern_entry_free(e);
     }
-    bpt__step_done(13, 1, &t);
-    bpt__permission_release();
+    bpt__change_end(&t);
     /* Drainers, stats readers and hits that found the session before it was
        unpublished are pinned: wait for them before freeing. */
     bpt_thread_progress_wait();

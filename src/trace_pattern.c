@@ -52,7 +52,7 @@ int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, c
     bpt__op op;
     bpt__pattern_entry *entry;
     bpt_func **fs;
-    uint64_t t = bpt__now_ns();
+    uint64_t t;
     uint32_t i;
     int n = 0, rc;
     memset(&mfa, 0, sizeof mfa);
@@ -61,11 +61,10 @@ int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, c
     if ((match || (flags & BPT__CALL_ACTIONS)) && (op.kinds & BPT_CALL) && op.how == 0 &&
         (rc = bpt__ms_new(match, flags & BPT__CALL_ACTIONS, &op.ms)) < 0)
         return rc;
-    if ((rc = bpt__permission_seize("bpt_trace_pattern")) < 0) {
+    if ((rc = bpt__change_begin("bpt_trace_pattern", &t)) < 0) {
         bpt__ms_unref(op.ms);
         return rc;
     }
-    bpt__step_done(1, 1, &t);
     s = bpt__session_lookup(handle.id);
     if (!s) {
         rc = bpt__fail(BPT_ESESSION, "bpt_trace_pattern: session %llu is not alive", (unsigned long long)handle.id);
@@ -100,7 +99,6 @@ int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, c
     if (rc == 0) rc = n;
 out:
     bpt__ms_unref(op.ms);
-    bpt__step_done(13, 1, &t);
-    bpt__permission_release();
+    bpt__change_end(&t);
     return rc;
 }
