@@ -12,10 +12,12 @@
 set -eu
 cd "$(dirname "$0")"
 
-# The order is the dependency order of DESIGN §2: each part uses only the ones above it.
+# The order is the dependency order (src/README.md): each part uses only the ones above it.
 # The per-architecture site parts come before hit.c, which reads their register frames;
 # their stubs call into the hit path by name (bpt__native_entry, in site_native.c).
-PARTS="port.h progress.c intern.c session.c breakpoint.h pattern.c site_x86_64.c site_aarch64.c timem.c frames.c kind_count.c kind_call.c kind_timem.c hit.c site_vm.c site_native.c module.c bp.c registry.c format.c"
+# symbols.c comes before its readers (frames.c, hit.c): it indexes the records that
+# funcs.c hands it, and needs nothing of the registry.
+PARTS="port.h progress.c intern.c ptrset.c session.c breakpoint.h pattern.c site_x86_64.c site_aarch64.c timem.c symbols.c frames.c kind_count.c kind_call.c kind_timem.c hit.c site_vm.c site_native.c module.c bp.c funcs.c session_life.c trace_pattern.c trace_info.c format.c"
 
 check=0 lines=0
 for arg in "$@"; do

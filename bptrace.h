@@ -1678,6 +1678,73 @@ BPT__PRIVATE const char *bpt__intern(const char *text) {
 }
 /*** End of intern.c ***/
 
+/*** Begin file ptrset.c ***/
+/* ptrset.c: a set of pointers. Open addressing with linear probing and
+   backward-shift deletion: membership, insertion and removal in O(1), with
+   no tombstones left behind. The registry (funcs.c) keeps two, to validate
+   the bpt_func handles a caller passes in and to refuse a site registered
+   twice. Not from OTP: ERTS only meets its own code pointers, while a C API
+   must check the ones it is given. */
+
+typedef struct bpt__ptrset {
+    const void **keys;
+    size_t cap, len;              /* cap is 0 or a power of two */
+} bpt__ptrset;
+
+static size_t bpt__ptr_hash(const void *p, size_t mask) {
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33;
+    return (size_t)x & mask;
+}
+
+static size_t bpt__ptrset_slot(const bpt__ptrset *set, const void *p) {
+    size_t i = bpt__ptr_hash(p, set->cap - 1);
+    while (set->keys[i] && set->keys[i] != p) i = (i + 1) & (set->cap - 1);
+    return i;
+}
+
+static int bpt__ptrset_has(const bpt__ptrset *set, const void *p) {
+    return set->cap && set->keys[bpt__ptrset_slot(set, p)] == p;
+}
+
+/* Make room for `extra` more keys. Returns 0 or BPT_ENOMEM (set unchanged). */
+static int bpt__ptrset_reserve(bpt__ptrset *set, size_t extra) {
+    const void **old = set->keys;
+    size_t i, oldcap = set->cap, cap = oldcap ? oldcap : 64;
+    if ((set->len + extra) * 2 <= set->cap) return 0;
+    while ((set->len + extra) * 2 > cap) cap *= 2;
+    set->keys = (const void **)BPT_MALLOC(cap * sizeof *set->keys);
+    if (!set->keys) { set->keys = old; return BPT_ENOMEM; }
+    memset(set->keys, 0, cap * sizeof *set->keys);
+    set->cap = cap;
+    for (i = 0; i < oldcap; i++)
+        if (old[i]) set->keys[bpt__ptrset_slot(set, old[i])] = old[i];
+    BPT_FREE(old);
+    return 0;
+}
+
+static void bpt__ptrset_add(bpt__ptrset *set, const void *p) {   /* after reserve */
+    set->keys[bpt__ptrset_slot(set, p)] = p;
+    set->len++;
+}
+
+static void bpt__ptrset_remove(bpt__ptrset *set, const void *p) {
+    size_t mask = set->cap - 1, i = bpt__ptrset_slot(set, p), j, home;
+    if (set->keys[i] != p) return;
+    set->keys[i] = NULL;
+    set->len--;
+    /* Shift back the rest of the cluster whose home is at or before the hole. */
+    for (j = (i + 1) & mask; set->keys[j]; j = (j + 1) & mask) {
+        home = bpt__ptr_hash(set->keys[j], mask);
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            set->keys[i] = set->keys[j];
+            set->keys[j] = NULL;
+            i = j;
+        }
+    }
+}
+/*** End of ptrset.c ***/
+
 /*** Begin file session.c ***/
 /* session.c: trace sessions, their tracers, message rings and rate limits
    (OTP 27 trace sessions; recon_trace's rate limits).
@@ -3007,6 +3074,110 @@ BPT__PRIVATE int bpt__timem_collect(bpt__GenericBp **gs, int n) {
 }
 /*** End of timem.c ***/
 
+/*** Begin file symbols.c ***/
+/* symbols.c: which registered native function holds a code address, for
+   the caller of a call message (hit.c) and for return_to (frames.c). ERTS
+   answers the same question with beam_ranges.c (erts_lookup_function_info):
+   the address ranges of the loaded code, sorted and searched by bisection,
+   replaced as a whole when code is loaded or purged. Here the ranges are
+   those of the registered native functions. This part knows nothing of the
+   registry (funcs.c): it indexes the records it is given. */
+
+/* The address index: an address-sorted snapshot of the native records,
+   replaced as a whole under the code modification permission and freed
+   after a thread progress wait, so that pinned readers search it without
+   a lock. */
+typedef struct bpt__addr_entry {
+    uintptr_t start, end;         /* [start, end): the function's code */
+    const bpt_func *f;
+} bpt__addr_entry;
+
+typedef struct bpt__addr_index {
+    size_t n;
+    bpt__addr_entry e[1];
+} bpt__addr_index;
+
+static bpt__atomic_ptr bpt__addr_index_cur;   /* bpt__addr_index *, release-published */
+
+/* Pinned. Returns 1 and the names, or 0 for code bptrace does not know. */
+static int bpt__symbolize(uintptr_t addr, const char **module, const char **name, int *arity) {
+    const bpt__addr_index *ix = (const bpt__addr_index *)bpt__load_acquire_ptr(&bpt__addr_index_cur);
+    size_t lo = 0, hi;
+    if (!ix) return 0;
+    hi = ix->n;
+    while (lo < hi) {   /* the first entry starting above addr */
+        size_t mid = lo + (hi - lo) / 2;
+        if (ix->e[mid].start <= addr) lo = mid + 1; else hi = mid;
+    }
+    if (lo == 0 || addr >= ix->e[lo - 1].end) return 0;
+    *module = ix->e[lo - 1].f->module;
+    *name = ix->e[lo - 1].f->name;
+    *arity = ix->e[lo - 1].f->arity;
+    return 1;
+}
+
+#if defined(BPT_NATIVE)
+/* The address index follows the native functions as they come and go
+   (funcs.c registers and unregisters them), in two steps, both under the
+   permission:
+
+     A1. bpt__addr_index_alloc, before the registry changes: room for every
+         native function there will be. Out of memory here fails the whole
+         registration or unregistration with BPT_ENOMEM and changes nothing.
+         (An index that stayed old would name an unregistered function as a
+         caller: its record is retired, and a later registration may reuse
+         it for another function.)
+     A2. bpt__addr_index_publish, after the registry changed: fill, sort,
+         publish with a release store, and free the old index after a
+         thread progress wait, so no pinned reader still searches it. It
+         cannot fail.
+
+   A function's extent is its ELF symbol's size; a function registered by
+   hand has none, so it extends to the next registered entry, at most
+   64 KiB. */
+static int bpt__addr_entry_cmp(const void *a, const void *b) {
+    uintptr_t x = ((const bpt__addr_entry *)a)->start, y = ((const bpt__addr_entry *)b)->start;
+    return x < y ? -1 : x > y;
+}
+
+/* A1: room for `n` entries. NULL after bpt__fail(BPT_ENOMEM). */
+static bpt__addr_index *bpt__addr_index_alloc(size_t n, const char *who) {
+    bpt__addr_index *ix = (bpt__addr_index *)BPT_MALLOC(sizeof *ix + sizeof(bpt__addr_entry) * n);
+    if (!ix) bpt__fail(BPT_ENOMEM, "%s: no memory for the address index of %lu native functions; "
+                       "nothing changed", who, (unsigned long)n);
+    return ix;
+}
+
+/* A2: ix came from A1 with room for every native function among
+   funcs[0..nfuncs), the records now registered. */
+static void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *funcs, uint32_t nfuncs) {
+    bpt__addr_index *old;
+    size_t k;
+    uint32_t i;
+    ix->n = 0;
+    for (i = 0; i < nfuncs; i++) {
+        const bpt_func *f = funcs[i];
+        if (f->kind != BPT__SITE_NATIVE) continue;
+        ix->e[ix->n].start = (uintptr_t)f->fn;
+        ix->e[ix->n].end = f->code_size ? (uintptr_t)f->fn + (uintptr_t)f->code_size : 0;
+        ix->e[ix->n++].f = f;
+    }
+    if (ix->n > 1) qsort(ix->e, ix->n, sizeof ix->e[0], bpt__addr_entry_cmp);
+    for (k = 0; k < ix->n; k++) {
+        uintptr_t bound = ix->e[k].start + 65536;
+        if (k + 1 < ix->n && ix->e[k + 1].start < bound) bound = ix->e[k + 1].start;
+        if (!ix->e[k].end || ix->e[k].end > bound) ix->e[k].end = bound;
+    }
+    old = (bpt__addr_index *)bpt__load_relaxed_ptr(&bpt__addr_index_cur);
+    bpt__store_release_ptr(&bpt__addr_index_cur, ix);   /* pairs with bpt__symbolize's acquire */
+    if (old) {
+        bpt_thread_progress_wait();
+        BPT_FREE(old);
+    }
+}
+#endif
+/*** End of symbols.c ***/
+
 /*** Begin file frames.c ***/
 /* frames.c: return_from, exception_from and return_to (DESIGN §7), as
    BEAM's return_trace and exception_trace frames.
@@ -3319,40 +3490,6 @@ static void bpt__frame_return_to(bpt__thread *rec, const bpt__frame *fr, const c
     m.arity = arity;
     m.caller = caller;
     bpt__frame_send(rec, fr, BPT_RETURN_TO, &m);
-}
-
-/* >>symbolize: the registered native function that holds a code address,
-   for caller and return_to. An address-sorted snapshot of the native
-   records, replaced as a whole under the code modification permission
-   (registry.c) and freed after a thread progress wait, so that pinned
-   readers search it without a lock. */
-typedef struct bpt__addr_entry {
-    uintptr_t start, end;         /* [start, end): the function's code */
-    const bpt_func *f;
-} bpt__addr_entry;
-
-typedef struct bpt__addr_index {
-    size_t n;
-    bpt__addr_entry e[1];
-} bpt__addr_index;
-
-static bpt__atomic_ptr bpt__addr_index_cur;   /* bpt__addr_index *, release-published */
-
-/* Pinned. Returns 1 and the names, or 0 for code bptrace does not know. */
-static int bpt__symbolize(uintptr_t addr, const char **module, const char **name, int *arity) {
-    const bpt__addr_index *ix = (const bpt__addr_index *)bpt__load_acquire_ptr(&bpt__addr_index_cur);
-    size_t lo = 0, hi;
-    if (!ix) return 0;
-    hi = ix->n;
-    while (lo < hi) {   /* the first entry starting above addr */
-        size_t mid = lo + (hi - lo) / 2;
-        if (ix->e[mid].start <= addr) lo = mid + 1; else hi = mid;
-    }
-    if (lo == 0 || addr >= ix->e[lo - 1].end) return 0;
-    *module = ix->e[lo - 1].f->module;
-    *name = ix->e[lo - 1].f->name;
-    *arity = ix->e[lo - 1].f->arity;
-    return 1;
 }
 
 /* Never returns: the thread returned through the trampoline but no frame
@@ -4241,6 +4378,34 @@ static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, 
 #endif
     return rc;
 }
+
+#if defined(BPT_NATIVE)
+/* Fill the pre-entry padding of fs[0..n) (layouts ls) in one batch of code
+   writes. Nothing executes the padding before a site is installed, so plain
+   stores do; the icache is synced for aarch64. Returns 0 or BPT_EPERM /
+   BPT_ENOMEM with nothing written. */
+static int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who) {
+    bpt__code_batch batch = { NULL, 0, 0 };
+    int i, rc;
+    for (i = 0; i < n; i++)
+        if (bpt__batch_add(&batch, (uint8_t *)fs[i]->fn - BPT__PAD_BYTES, BPT__PAD_BYTES) < 0) {
+            BPT_FREE(batch.pages);
+            return bpt__fail(BPT_ENOMEM, "%s: no memory to batch %d code writes", who, n);
+        }
+    if ((rc = bpt__batch_open(&batch, who)) < 0) {
+        BPT_FREE(batch.pages);
+        return rc;
+    }
+    for (i = 0; i < n; i++) {
+        uint8_t *pad = (uint8_t *)fs[i]->fn - BPT__PAD_BYTES;
+        memcpy(ls[i].pre, &fs[i], sizeof fs[i]);   /* the record pointer, read by the stub */
+        memcpy(pad, ls[i].pre, BPT__PAD_BYTES);
+        bpt__arch_sync_icache(pad, BPT__PAD_BYTES);
+    }
+    bpt__batch_close(&batch);
+    return 0;
+}
+#endif
 /*** End of site_native.c ***/
 
 /*** Begin file module.c ***/
@@ -4990,12 +5155,12 @@ static void bpt__change_free(bpt__change *c) {
     BPT_FREE(c->batch.pages);
 }
 
-/* Step 1: seize the code modification permission, and start timing the
-   change for the observer. Returns 0, BPT_ENOMEM or BPT_EDEADLK. */
+/* Step 1: seize the code modification permission. *t is when the caller
+   was entered, so the time the observer sees for step 1 includes the wait
+   for the permission. Returns 0, BPT_ENOMEM or BPT_EDEADLK. */
 BPT__PRIVATE int bpt__change_begin(const char *who, uint64_t *t) {
     int rc = bpt__permission_seize(who);
     if (rc < 0) return rc;
-    *t = bpt__now_ns();
     bpt__step_done(1, 1, t);
     return 0;
 }
@@ -5251,71 +5416,17 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
 }
 /*** End of bp.c ***/
 
-/*** Begin file registry.c ***/
-/* registry.c: the set-path API. Function records come and go, sessions are
-   created and destroyed, trace patterns are matched against the registered
-   functions and handed to the protocol (bp.c). Everything here runs under
-   the code modification permission. */
-
-/* A pointer-keyed open-addressing set (linear probing, backward-shift
-   deletion): validates bpt_func handles and finds duplicate sites in O(1). */
-typedef struct bpt__ptrset {
-    const void **keys;
-    size_t cap, len;              /* cap is 0 or a power of two */
-} bpt__ptrset;
-
-static size_t bpt__ptr_hash(const void *p, size_t mask) {
-    uint64_t x = (uint64_t)(uintptr_t)p;
-    x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33;
-    return (size_t)x & mask;
-}
-
-static size_t bpt__ptrset_slot(const bpt__ptrset *set, const void *p) {
-    size_t i = bpt__ptr_hash(p, set->cap - 1);
-    while (set->keys[i] && set->keys[i] != p) i = (i + 1) & (set->cap - 1);
-    return i;
-}
-
-static int bpt__ptrset_has(const bpt__ptrset *set, const void *p) {
-    return set->cap && set->keys[bpt__ptrset_slot(set, p)] == p;
-}
-
-/* Make room for `extra` more keys. Returns 0 or BPT_ENOMEM (set unchanged). */
-static int bpt__ptrset_reserve(bpt__ptrset *set, size_t extra) {
-    const void **old = set->keys;
-    size_t i, oldcap = set->cap, cap = oldcap ? oldcap : 64;
-    if ((set->len + extra) * 2 <= set->cap) return 0;
-    while ((set->len + extra) * 2 > cap) cap *= 2;
-    set->keys = (const void **)BPT_MALLOC(cap * sizeof *set->keys);
-    if (!set->keys) { set->keys = old; return BPT_ENOMEM; }
-    memset(set->keys, 0, cap * sizeof *set->keys);
-    set->cap = cap;
-    for (i = 0; i < oldcap; i++)
-        if (old[i]) set->keys[bpt__ptrset_slot(set, old[i])] = old[i];
-    BPT_FREE(old);
-    return 0;
-}
-
-static void bpt__ptrset_add(bpt__ptrset *set, const void *p) {   /* after reserve */
-    set->keys[bpt__ptrset_slot(set, p)] = p;
-    set->len++;
-}
-
-static void bpt__ptrset_remove(bpt__ptrset *set, const void *p) {
-    size_t mask = set->cap - 1, i = bpt__ptrset_slot(set, p), j, home;
-    if (set->keys[i] != p) return;
-    set->keys[i] = NULL;
-    set->len--;
-    /* Shift back the rest of the cluster whose home is at or before the hole. */
-    for (j = (i + 1) & mask; set->keys[j]; j = (j + 1) & mask) {
-        home = bpt__ptr_hash(set->keys[j], mask);
-        if (((j - home) & mask) >= ((j - i) & mask)) {
-            set->keys[i] = set->keys[j];
-            set->keys[j] = NULL;
-            i = j;
-        }
-    }
-}
+/*** Begin file funcs.c ***/
+/* funcs.c: the function records (bpt_func) and their registration. A
+   record names one function and its site: a VM instruction word or a
+   native entry. The registry holds every registered record, for trace
+   patterns to match (trace_pattern.c) and handles to be checked. ERTS
+   knows its functions from the loader; a C program has none, so functions
+   are registered, one by one (bpt_register_vm, bpt_register_native) or a
+   module's patchable entries at once (bpt_register_module). A function
+   registered while patterns are in force gets them at once, through the
+   same protocol (bp.c), with no thread stopped. Everything here runs
+   under the code modification permission. */
 
 static struct {
     bpt_func **funcs;             /* the registered functions, in registration order */
@@ -5323,8 +5434,6 @@ static struct {
     bpt__ptrset records;          /* bpt_func pointers */
     bpt__ptrset sites;            /* site addresses */
 } bpt__registry;
-
-/* >>func */
 
 /* Make room for `extra` more functions. Returns 0 or BPT_ENOMEM. */
 static int bpt__registry_reserve(uint32_t extra) {
@@ -5402,6 +5511,17 @@ static bpt_func *bpt__func_reuse(void *fn) {
     return NULL;
 }
 
+/* The op a pattern's flags ask for (bp.c): BPT_OFF with no kind switches
+   every kind off. */
+static bpt__op bpt__pattern_op(unsigned flags, bpt__ms *ms) {
+    bpt__op op;
+    op.kinds = flags & BPT__KINDS;
+    op.how = flags & BPT__HOWS;
+    op.ms = ms;
+    if (op.how == BPT_OFF && !op.kinds) op.kinds = BPT__KINDS;
+    return op;
+}
+
 /* Apply the patterns in force in every session to a newly registered
    function, in the order they were set: the same protocol, no thread stopped. */
 static int bpt__apply_patterns(bpt_func *f, uint64_t *t) {
@@ -5413,10 +5533,7 @@ static int bpt__apply_patterns(bpt_func *f, uint64_t *t) {
         for (e = s->patterns; e; e = e->next) {
             bpt__op op;
             if (!bpt__mfa_match(&e->mfa, f->module, f->name, f->arity)) continue;
-            op.kinds = e->flags & BPT__KINDS;
-            op.how = e->flags & BPT__HOWS;
-            op.ms = e->ms;
-            if (op.how == BPT_OFF && !op.kinds) op.kinds = BPT__KINDS;
+            op = bpt__pattern_op(e->flags, e->ms);
             if ((rc = bpt__protocol_run(s, &f, 1, &op, t)) < 0) return rc;
         }
     }
@@ -5463,94 +5580,12 @@ int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word, const 
 }
 
 #if defined(BPT_NATIVE)
-/* Fill the pre-entry padding of fs[0..n) (layouts ls) in one batch of code
-   writes. Nothing executes the padding before a site is installed, so plain
-   stores do; the icache is synced for aarch64. Returns 0 or BPT_EPERM /
-   BPT_ENOMEM with nothing written. */
-static int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who) {
-    bpt__code_batch batch = { NULL, 0, 0 };
-    int i, rc;
-    for (i = 0; i < n; i++)
-        if (bpt__batch_add(&batch, (uint8_t *)fs[i]->fn - BPT__PAD_BYTES, BPT__PAD_BYTES) < 0) {
-            BPT_FREE(batch.pages);
-            return bpt__fail(BPT_ENOMEM, "%s: no memory to batch %d code writes", who, n);
-        }
-    if ((rc = bpt__batch_open(&batch, who)) < 0) {
-        BPT_FREE(batch.pages);
-        return rc;
-    }
-    for (i = 0; i < n; i++) {
-        uint8_t *pad = (uint8_t *)fs[i]->fn - BPT__PAD_BYTES;
-        memcpy(ls[i].pre, &fs[i], sizeof fs[i]);   /* the record pointer, read by the stub */
-        memcpy(pad, ls[i].pre, BPT__PAD_BYTES);
-        bpt__arch_sync_icache(pad, BPT__PAD_BYTES);
-    }
-    bpt__batch_close(&batch);
-    return 0;
-}
-
-/* The address index (frames.c, >>symbolize) follows the native functions
-   as they come and go, in two steps, both under the permission:
-
-     1. bpt__addr_index_alloc, before the registry changes: room for every
-        native function there will be. Out of memory here fails the whole
-        registration or unregistration with BPT_ENOMEM and changes nothing.
-        (An index that stayed old would name an unregistered function as a
-        caller: its record is retired, and a later registration may reuse
-        it for another function.)
-     2. bpt__addr_index_publish, after the registry changed: fill, sort,
-        publish with a release store, and free the old index after a
-        thread progress wait, so no pinned reader still searches it. It
-        cannot fail.
-
-   A function's extent is its ELF symbol's size; a function registered by
-   hand has none, so it extends to the next registered entry, at most
-   64 KiB. */
-static int bpt__addr_entry_cmp(const void *a, const void *b) {
-    uintptr_t x = ((const bpt__addr_entry *)a)->start, y = ((const bpt__addr_entry *)b)->start;
-    return x < y ? -1 : x > y;
-}
-
+/* How many registered functions are native: the address index
+   (symbols.c) has an entry for each. */
 static uint32_t bpt__native_count(void) {
     uint32_t i, n = 0;
     for (i = 0; i < bpt__registry.len; i++) n += bpt__registry.funcs[i]->kind == BPT__SITE_NATIVE;
     return n;
-}
-
-/* Step 1: room for `n` entries. NULL after bpt__fail(BPT_ENOMEM). */
-static bpt__addr_index *bpt__addr_index_alloc(size_t n, const char *who) {
-    bpt__addr_index *ix = (bpt__addr_index *)BPT_MALLOC(sizeof *ix + sizeof(bpt__addr_entry) * n);
-    if (!ix) bpt__fail(BPT_ENOMEM, "%s: no memory for the address index of %lu native functions; "
-                       "nothing changed", who, (unsigned long)n);
-    return ix;
-}
-
-/* Step 2: ix came from step 1 with room for every native function now
-   registered. */
-static void bpt__addr_index_publish(bpt__addr_index *ix) {
-    bpt__addr_index *old;
-    size_t k;
-    uint32_t i;
-    ix->n = 0;
-    for (i = 0; i < bpt__registry.len; i++) {
-        const bpt_func *f = bpt__registry.funcs[i];
-        if (f->kind != BPT__SITE_NATIVE) continue;
-        ix->e[ix->n].start = (uintptr_t)f->fn;
-        ix->e[ix->n].end = f->code_size ? (uintptr_t)f->fn + (uintptr_t)f->code_size : 0;
-        ix->e[ix->n++].f = f;
-    }
-    if (ix->n > 1) qsort(ix->e, ix->n, sizeof ix->e[0], bpt__addr_entry_cmp);
-    for (k = 0; k < ix->n; k++) {
-        uintptr_t bound = ix->e[k].start + 65536;
-        if (k + 1 < ix->n && ix->e[k + 1].start < bound) bound = ix->e[k + 1].start;
-        if (!ix->e[k].end || ix->e[k].end > bound) ix->e[k].end = bound;
-    }
-    old = (bpt__addr_index *)bpt__load_relaxed_ptr(&bpt__addr_index_cur);
-    bpt__store_release_ptr(&bpt__addr_index_cur, ix);   /* pairs with bpt__symbolize's acquire */
-    if (old) {
-        bpt_thread_progress_wait();
-        BPT_FREE(old);
-    }
 }
 
 /* Undo bpt__native_new when registration fails later (under the
@@ -5643,15 +5678,13 @@ int bpt_register_native(void *fn, const char *module, const char *name, int arit
         return rc;
     }
     bpt__registry_add(f, fn);
-    bpt__addr_index_publish(ix);
+    bpt__addr_index_publish(ix, bpt__registry.funcs, bpt__registry.len);
     rc = bpt__apply_patterns(f, &t);
     bpt__permission_release();
     *out = f;
     return rc < 0 ? rc : 0;
 #endif
 }
-
-/* >>module */
 
 #if defined(BPT_NATIVE)
 /* The patchable entries of a module, as bpt__module_scan reports them. */
@@ -5741,7 +5774,7 @@ int bpt_register_module(const char *module) {
     if (rc >= 0 && e.n) rc = bpt__native_prepare(fs, ls, e.n, "bpt_register_module");
     if (rc >= 0) {
         for (i = 0; i < e.n; i++) bpt__registry_add(fs[i], e.fn[i]);
-        if (e.n) bpt__addr_index_publish(ix);
+        if (e.n) bpt__addr_index_publish(ix, bpt__registry.funcs, bpt__registry.len);
         for (i = 0; i < e.n && rc >= 0; i++) rc = bpt__apply_patterns(fs[i], &t);
         if (rc >= 0) rc = e.n;
     } else {
@@ -5803,7 +5836,7 @@ int bpt_unregister_module(const char *module) {
     }
     if (rc >= 0) for (k = 0; k < n; k++) bpt__registry_remove(fs[k]);
 #if defined(BPT_NATIVE)
-    if (rc >= 0 && n) bpt__addr_index_publish((bpt__addr_index *)ix);
+    if (rc >= 0 && n) bpt__addr_index_publish((bpt__addr_index *)ix, bpt__registry.funcs, bpt__registry.len);
     else BPT_FREE(ix);
 #else
     (void)ix;
@@ -5848,7 +5881,7 @@ int bpt_unregister(bpt_func *f) {
 #endif
     bpt__registry_remove(f);
 #if defined(BPT_NATIVE)
-    if (ix) bpt__addr_index_publish((bpt__addr_index *)ix);
+    if (ix) bpt__addr_index_publish((bpt__addr_index *)ix, bpt__registry.funcs, bpt__registry.len);
 #else
     (void)ix;
 #endif
@@ -5881,8 +5914,15 @@ int bpt_func_count(void) {
     bpt__permission_release();
     return n;
 }
+/*** End of funcs.c ***/
 
-/* >>session */
+/*** Begin file session_life.c ***/
+/* session_life.c: trace sessions are born and die, as OTP 27's
+   trace:session_create/3 and trace:session_destroy/1. Creation publishes a
+   session in a free slot under a weak id (a stale handle never matches);
+   destruction switches off every breakpoint of the session through the
+   protocol (bp.c), then unpublishes the session and frees it after a
+   thread progress wait. */
 
 int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
     static const bpt_session_desc defaults;
@@ -5933,25 +5973,21 @@ int bpt_session_destroy(bpt_session handle) {
     bpt__pattern_entry *e;
     uint64_t t = bpt__now_ns();
     int n, rc;
-    if ((rc = bpt__permission_seize("bpt_session_destroy")) < 0) return rc;
-    bpt__step_done(1, 1, &t);
+    if ((rc = bpt__change_begin("bpt_session_destroy", &t)) < 0) return rc;
     s = bpt__session_lookup(handle.id);
     if (!s) {
-        bpt__step_done(13, 1, &t);
-        bpt__permission_release();
+        bpt__change_end(&t);
         return bpt__fail(BPT_ESESSION, "bpt_session_destroy: session %llu is not alive (destroyed twice?)",
                          (unsigned long long)handle.id);
     }
     if (bpt__funcs_of_session(s, &fs, &n) < 0) {
-        bpt__step_done(13, 1, &t);
-        bpt__permission_release();
+        bpt__change_end(&t);
         return bpt__fail(BPT_ENOMEM, "bpt_session_destroy: out of memory; the session is unchanged");
     }
     rc = bpt__protocol_run(s, fs, n, &off_all, &t);
     if (rc == BPT_ENOMEM) {
         BPT_FREE(fs);
-        bpt__step_done(13, 1, &t);
-        bpt__permission_release();
+        bpt__change_end(&t);
         return rc;   /* the protocol allocates before it changes anything: unchanged */
     }
     /* BPT_EPERM: the breakpoints are off and unlinked, only some words stay
@@ -5965,16 +6001,21 @@ int bpt_session_destroy(bpt_session handle) {
         s->patterns = e->next;
         bpt__pattern_entry_free(e);
     }
-    bpt__step_done(13, 1, &t);
-    bpt__permission_release();
+    bpt__change_end(&t);
     /* Drainers, stats readers and hits that found the session before it was
        unpublished are pinned: wait for them before freeing. */
     bpt_thread_progress_wait();
     bpt__session_free(s);
     return rc < 0 ? rc : 0;
 }
+/*** End of session_life.c ***/
 
-/* >>pattern */
+/*** Begin file trace_pattern.c ***/
+/* trace_pattern.c: bpt_trace_pattern, as erlang:trace_pattern/3 (and
+   trace:function/4 in a session): match a pattern against the registered
+   functions, switch their breakpoints through the protocol (bp.c), and
+   remember the pattern, so that functions registered later get it too
+   (funcs.c replays it). */
 
 /* A pattern to remember for functions registered later, or NULL (ENOMEM). */
 static bpt__pattern_entry *bpt__pattern_entry_new(const bpt__mfa *mfa, unsigned flags, bpt__ms *ms) {
@@ -6029,18 +6070,14 @@ int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, c
     int n = 0, rc;
     memset(&mfa, 0, sizeof mfa);
     if ((rc = bpt__pattern_parse(pattern, &mfa)) < 0 || (rc = bpt__flags_check(flags)) < 0) return rc;
-    op.kinds = flags & BPT__KINDS;
-    op.how = flags & BPT__HOWS;
-    op.ms = NULL;
-    if (op.how == BPT_OFF && !op.kinds) op.kinds = BPT__KINDS;
+    op = bpt__pattern_op(flags, NULL);
     if ((match || (flags & BPT__CALL_ACTIONS)) && (op.kinds & BPT_CALL) && op.how == 0 &&
         (rc = bpt__ms_new(match, flags & BPT__CALL_ACTIONS, &op.ms)) < 0)
         return rc;
-    if ((rc = bpt__permission_seize("bpt_trace_pattern")) < 0) {
+    if ((rc = bpt__change_begin("bpt_trace_pattern", &t)) < 0) {
         bpt__ms_unref(op.ms);
         return rc;
     }
-    bpt__step_done(1, 1, &t);
     s = bpt__session_lookup(handle.id);
     if (!s) {
         rc = bpt__fail(BPT_ESESSION, "bpt_trace_pattern: session %llu is not alive", (unsigned long long)handle.id);
@@ -6075,12 +6112,17 @@ int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, c
     if (rc == 0) rc = n;
 out:
     bpt__ms_unref(op.ms);
-    bpt__step_done(13, 1, &t);
-    bpt__permission_release();
+    bpt__change_end(&t);
     return rc;
 }
+/*** End of trace_pattern.c ***/
 
-/* >>info */
+/*** Begin file trace_info.c ***/
+/* trace_info.c: bpt_trace_info and bpt_trace_info_each, as
+   erlang:trace_info/2 on a function: its flags, call_count, call_time and
+   call_memory in one session, read from the active generation of its
+   breakpoint. Time and memory are summed first, by the nine-step
+   collection of timem.c (OTP 29's method). */
 
 /* What bpt_trace_info reports of g (NULL: no breakpoint of the session). */
 static int bpt__info_of(const bpt__GenericBp *g, unsigned what, bpt_info *out, bpt_info_process *procs, uint32_t cap) {
@@ -6121,7 +6163,7 @@ static int bpt__info_gather(const bpt__session *s, const bpt__mfa *mfa, const bp
         fs[n] = fi;
         gs[n++] = g;
         if (g && (what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) &&
-            (g->data[ix].flags & (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)))
+            (g->data[ix].flags & BPT__BPF_TIMEM_ON))
             timed[nt++] = g;
     }
     if (nt) rc = bpt__timem_collect(timed, nt);
@@ -6199,7 +6241,7 @@ int bpt_trace_info_each(bpt_session handle, const char *pattern, unsigned what, 
     BPT_FREE(gs);
     return n;
 }
-/*** End of registry.c ***/
+/*** End of trace_info.c ***/
 
 /*** Begin file format.c ***/
 /* format.c: trace messages as text, off the hot path (the drainer's or the

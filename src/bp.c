@@ -161,12 +161,12 @@ static void bpt__change_free(bpt__change *c) {
     BPT_FREE(c->batch.pages);
 }
 
-/* Step 1: seize the code modification permission, and start timing the
-   change for the observer. Returns 0, BPT_ENOMEM or BPT_EDEADLK. */
+/* Step 1: seize the code modification permission. *t is when the caller
+   was entered, so the time the observer sees for step 1 includes the wait
+   for the permission. Returns 0, BPT_ENOMEM or BPT_EDEADLK. */
 BPT__PRIVATE int bpt__change_begin(const char *who, uint64_t *t) {
     int rc = bpt__permission_seize(who);
     if (rc < 0) return rc;
-    *t = bpt__now_ns();
     bpt__step_done(1, 1, t);
     return 0;
 }

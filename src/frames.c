@@ -311,40 +311,6 @@ static void bpt__frame_return_to(bpt__thread *rec, const bpt__frame *fr, const c
     bpt__frame_send(rec, fr, BPT_RETURN_TO, &m);
 }
 
-/* >>symbolize: the registered native function that holds a code address,
-   for caller and return_to. An address-sorted snapshot of the native
-   records, replaced as a whole under the code modification permission
-   (registry.c) and freed after a thread progress wait, so that pinned
-   readers search it without a lock. */
-typedef struct bpt__addr_entry {
-    uintptr_t start, end;         /* [start, end): the function's code */
-    const bpt_func *f;
-} bpt__addr_entry;
-
-typedef struct bpt__addr_index {
-    size_t n;
-    bpt__addr_entry e[1];
-} bpt__addr_index;
-
-static bpt__atomic_ptr bpt__addr_index_cur;   /* bpt__addr_index *, release-published */
-
-/* Pinned. Returns 1 and the names, or 0 for code bptrace does not know. */
-static int bpt__symbolize(uintptr_t addr, const char **module, const char **name, int *arity) {
-    const bpt__addr_index *ix = (const bpt__addr_index *)bpt__load_acquire_ptr(&bpt__addr_index_cur);
-    size_t lo = 0, hi;
-    if (!ix) return 0;
-    hi = ix->n;
-    while (lo < hi) {   /* the first entry starting above addr */
-        size_t mid = lo + (hi - lo) / 2;
-        if (ix->e[mid].start <= addr) lo = mid + 1; else hi = mid;
-    }
-    if (lo == 0 || addr >= ix->e[lo - 1].end) return 0;
-    *module = ix->e[lo - 1].f->module;
-    *name = ix->e[lo - 1].f->name;
-    *arity = ix->e[lo - 1].f->arity;
-    return 1;
-}
-
 /* Never returns: the thread returned through the trampoline but no frame
    names its stack pointer, so the address to continue at is lost. Only a
    broken promise gets here: a thread that switched stacks (fibers), or

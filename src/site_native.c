@@ -193,3 +193,31 @@ static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, 
 #endif
     return rc;
 }
+
+#if defined(BPT_NATIVE)
+/* Fill the pre-entry padding of fs[0..n) (layouts ls) in one batch of code
+   writes. Nothing executes the padding before a site is installed, so plain
+   stores do; the icache is synced for aarch64. Returns 0 or BPT_EPERM /
+   BPT_ENOMEM with nothing written. */
+static int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who) {
+    bpt__code_batch batch = { NULL, 0, 0 };
+    int i, rc;
+    for (i = 0; i < n; i++)
+        if (bpt__batch_add(&batch, (uint8_t *)fs[i]->fn - BPT__PAD_BYTES, BPT__PAD_BYTES) < 0) {
+            BPT_FREE(batch.pages);
+            return bpt__fail(BPT_ENOMEM, "%s: no memory to batch %d code writes", who, n);
+        }
+    if ((rc = bpt__batch_open(&batch, who)) < 0) {
+        BPT_FREE(batch.pages);
+        return rc;
+    }
+    for (i = 0; i < n; i++) {
+        uint8_t *pad = (uint8_t *)fs[i]->fn - BPT__PAD_BYTES;
+        memcpy(ls[i].pre, &fs[i], sizeof fs[i]);   /* the record pointer, read by the stub */
+        memcpy(pad, ls[i].pre, BPT__PAD_BYTES);
+        bpt__arch_sync_icache(pad, BPT__PAD_BYTES);
+    }
+    bpt__batch_close(&batch);
+    return 0;
+}
+#endif

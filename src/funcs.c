@@ -1,0 +1,497 @@
+/* funcs.c: the function records (bpt_func) and their registration. A
+   record names one function and its site: a VM instruction word or a
+   native entry. The registry holds every registered record, for trace
+   patterns to match (trace_pattern.c) and handles to be checked. ERTS
+   knows its functions from the loader; a C program has none, so functions
+   are registered, one by one (bpt_register_vm, bpt_register_native) or a
+   module's patchable entries at once (bpt_register_module). A function
+   registered while patterns are in force gets them at once, through the
+   same protocol (bp.c), with no thread stopped. Everything here runs
+   under the code modification permission. */
+
+static struct {
+    bpt_func **funcs;             /* the registered functions, in registration order */
+    uint32_t len, cap;
+    bpt__ptrset records;          /* bpt_func pointers */
+    bpt__ptrset sites;            /* site addresses */
+} bpt__registry;
+
+/* Make room for `extra` more functions. Returns 0 or BPT_ENOMEM. */
+static int bpt__registry_reserve(uint32_t extra) {
+    if (bpt__registry.len + extra > bpt__registry.cap) {
+        uint32_t cap = bpt__registry.cap ? bpt__registry.cap : 256;
+        while (cap < bpt__registry.len + extra) cap *= 2;
+        bpt_func **funcs = (bpt_func **)BPT_MALLOC(cap * sizeof *funcs);
+        if (!funcs) return BPT_ENOMEM;
+        if (bpt__registry.len) memcpy(funcs, bpt__registry.funcs, bpt__registry.len * sizeof *funcs);
+        BPT_FREE(bpt__registry.funcs);
+        bpt__registry.funcs = funcs;
+        bpt__registry.cap = cap;
+    }
+    if (bpt__ptrset_reserve(&bpt__registry.records, extra) < 0 || bpt__ptrset_reserve(&bpt__registry.sites, extra) < 0)
+        return BPT_ENOMEM;
+    return 0;
+}
+
+/* A new, unregistered function record with interned names and no site yet.
+   The caller holds the permission. Returns 0 or BPT_ENOMEM. */
+static int bpt__func_new(const char *module, const char *name, int arity, const char *who, bpt_func **out) {
+    bpt_func *f = (bpt_func *)BPT_MALLOC(sizeof *f);
+    if (!f || bpt__registry_reserve(1) < 0) {
+        BPT_FREE(f);
+        return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
+    }
+    memset(f, 0, sizeof *f);
+    if (!(f->module = bpt__intern(module)) || !(f->name = bpt__intern(name))) {
+        BPT_FREE(f);
+        return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
+    }
+    f->arity = arity;
+    bpt__store_relaxed_ptr(&f->gen_bp, NULL);
+    return (*out = f, 0);
+}
+
+/* Make f known: after bpt__registry_reserve, so it cannot fail. */
+static void bpt__registry_add(bpt_func *f, const void *site_key) {
+    f->registry_ix = bpt__registry.len;
+    bpt__registry.funcs[bpt__registry.len++] = f;
+    bpt__ptrset_add(&bpt__registry.records, f);
+    bpt__ptrset_add(&bpt__registry.sites, site_key);
+}
+
+/* Records of native functions are never freed. A thread can be between the
+   patched jump and its pin in the stub, where no wait sees it, and the stub
+   then reads the record through the pointer in the padding: it must stay
+   valid. Retired records are kept, and reused when the same function is
+   registered again, so their number is bounded by the distinct functions
+   ever registered. VM records are freed after a wait: the VM owns the window
+   between its fetch and bpt_vm_breakpoint (see bpt_unregister). */
+static bpt_func *bpt__retired;   /* under the permission, linked through next_retired */
+
+static void bpt__func_release(bpt_func *f) {
+    if (f->kind == BPT__SITE_NATIVE) {
+        pthread_mutex_lock(&bpt__code_mod_permission);
+        f->next_retired = bpt__retired;
+        bpt__retired = f;
+        pthread_mutex_unlock(&bpt__code_mod_permission);
+        return;
+    }
+    bpt_thread_progress_wait();   /* a thread still inside bpt_vm_breakpoint(f) */
+    BPT_FREE(f);
+}
+
+/* A retired native record for fn, unlinked from the retired list, or NULL. */
+static bpt_func *bpt__func_reuse(void *fn) {
+    bpt_func **pp;
+    for (pp = &bpt__retired; *pp; pp = &(*pp)->next_retired)
+        if ((*pp)->fn == fn) {
+            bpt_func *f = *pp;
+            *pp = f->next_retired;
+            return f;
+        }
+    return NULL;
+}
+
+/* The op a pattern's flags ask for (bp.c): BPT_OFF with no kind switches
+   every kind off. */
+static bpt__op bpt__pattern_op(unsigned flags, bpt__ms *ms) {
+    bpt__op op;
+    op.kinds = flags & BPT__KINDS;
+    op.how = flags & BPT__HOWS;
+    op.ms = ms;
+    if (op.how == BPT_OFF && !op.kinds) op.kinds = BPT__KINDS;
+    return op;
+}
+
+/* Apply the patterns in force in every session to a newly registered
+   function, in the order they were set: the same protocol, no thread stopped. */
+static int bpt__apply_patterns(bpt_func *f, uint64_t *t) {
+    int i, rc;
+    for (i = 0; i < BPT_MAX_SESSIONS; i++) {
+        bpt__session *s = (bpt__session *)bpt__load_relaxed_ptr(&bpt__sessions.slot[i]);
+        bpt__pattern_entry *e;
+        if (!s) continue;
+        for (e = s->patterns; e; e = e->next) {
+            bpt__op op;
+            if (!bpt__mfa_match(&e->mfa, f->module, f->name, f->arity)) continue;
+            op = bpt__pattern_op(e->flags, e->ms);
+            if ((rc = bpt__protocol_run(s, &f, 1, &op, t)) < 0) return rc;
+        }
+    }
+    return 0;
+}
+
+int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word, const char *module,
+                    const char *name, int arity, const bpt_vm_ops *ops, bpt_func **out) {
+    bpt_func *f;
+    uint64_t t = bpt__now_ns();
+    int rc;
+    if (!first_word || !module || !name || !out)
+        return bpt__fail(BPT_EINVAL, "bpt_register_vm: first_word, module, name and out must not be NULL");
+    if (arity < 0 || arity > 255)
+        return bpt__fail(BPT_EINVAL, "bpt_register_vm: arity %d is outside 0..255", arity);
+    if (strlen(module) > BPT__NAME_MAX || strlen(name) > BPT__NAME_MAX)
+        return bpt__fail(BPT_ELIMIT, "bpt_register_vm: module and name are limited to %d bytes", BPT__NAME_MAX);
+    if ((rc = bpt__permission_seize("bpt_register_vm")) < 0) return rc;
+    /* Duplicates first: a registered site may hold the breakpoint word. */
+    if (bpt__ptrset_has(&bpt__registry.sites, first_word)) {
+        bpt__permission_release();
+        return bpt__fail(BPT_EEXIST, "bpt_register_vm: %s:%s/%d: the site %p is already registered",
+                         module, name, arity, (void *)first_word);
+    }
+    if ((rc = bpt__site_vm_check(first_word, breakpoint_word)) < 0) {
+        bpt__permission_release();
+        return rc;
+    }
+    if ((rc = bpt__func_new(module, name, arity, "bpt_register_vm", &f)) < 0) {
+        bpt__permission_release();
+        return rc;
+    }
+    f->kind = BPT__SITE_VM;
+    f->site = first_word;
+    f->orig_word = BPT_VM_FETCH(first_word);
+    f->bp_word = breakpoint_word;
+    f->word_size = sizeof(bpt_vm_word);
+    f->ops = ops;
+    bpt__registry_add(f, first_word);
+    rc = bpt__apply_patterns(f, &t);
+    bpt__permission_release();
+    *out = f;
+    return rc < 0 ? rc : 0;
+}
+
+#if defined(BPT_NATIVE)
+/* How many registered functions are native: the address index
+   (symbols.c) has an entry for each. */
+static uint32_t bpt__native_count(void) {
+    uint32_t i, n = 0;
+    for (i = 0; i < bpt__registry.len; i++) n += bpt__registry.funcs[i]->kind == BPT__SITE_NATIVE;
+    return n;
+}
+
+/* Undo bpt__native_new when registration fails later (under the
+   permission). A record the function's padding already points at, from an
+   earlier registration, goes back to the retired list: a thread may still
+   be in that entry's stub and read it. Only a record nothing points at is
+   freed. */
+static void bpt__native_discard(bpt_func *f) {
+    if (*(bpt_func *const *)(const void *)((const uint8_t *)f->fn - BPT__PAD_BYTES) == f) {
+        f->next_retired = bpt__retired;
+        bpt__retired = f;
+    } else {
+        BPT_FREE(f);
+    }
+}
+
+/* A native function record from its checked layout (not yet registered). */
+static int bpt__native_new(void *fn, const char *module, const char *name, int arity,
+                           const bpt__entry_layout *l, const char *who, bpt_func **out) {
+    bpt_func *f = bpt__func_reuse(fn);
+    int rc;
+    if (f) {   /* registered before: the padding already points at this record */
+        const char *m = bpt__intern(module), *nm = bpt__intern(name);
+        if (!m || !nm || bpt__registry_reserve(1) < 0) {
+            f->next_retired = bpt__retired;
+            bpt__retired = f;
+            return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
+        }
+        memset(f, 0, sizeof *f);
+        f->module = m;
+        f->name = nm;
+        f->arity = arity;
+    } else if ((rc = bpt__func_new(module, name, arity, who, &f)) < 0) {
+        return rc;
+    }
+    f->kind = BPT__SITE_NATIVE;
+    f->fn = fn;
+    f->site = l->site;
+    f->orig_word = l->orig_word;
+    f->bp_word = l->bp_word;
+    f->word_size = l->word_size;
+    f->resume = l->resume;
+#if defined(__aarch64__)
+    f->signs_lr = l->signs_lr;
+#endif
+    *out = f;
+    return 0;
+}
+#endif
+
+int bpt_register_native(void *fn, const char *module, const char *name, int arity, bpt_func **out) {
+#if !defined(BPT_NATIVE)
+    (void)fn; (void)module; (void)name; (void)arity; (void)out;
+    return bpt__fail(BPT_ENOTSUP, "bpt_register_native: native entry patching needs gcc or clang on "
+                     "x86-64 or aarch64 without BPT_NO_NATIVE; VM sites work everywhere");
+#else
+    bpt__entry_layout l;
+    bpt__addr_index *ix;
+    bpt_func *f;
+    uint64_t t = bpt__now_ns();
+    int rc;
+    if (!fn || !module || !name || !out)
+        return bpt__fail(BPT_EINVAL, "bpt_register_native: fn, module, name and out must not be NULL");
+    if (arity < 0 || arity > 255)
+        return bpt__fail(BPT_EINVAL, "bpt_register_native: arity %d is outside 0..255", arity);
+    if (strlen(module) > BPT__NAME_MAX || strlen(name) > BPT__NAME_MAX)
+        return bpt__fail(BPT_ELIMIT, "bpt_register_native: module and name are limited to %d bytes", BPT__NAME_MAX);
+    if ((rc = bpt__arch_native_usable("bpt_register_native")) < 0) return rc;
+    if ((rc = bpt__permission_seize("bpt_register_native")) < 0) return rc;
+    if (bpt__ptrset_has(&bpt__registry.sites, fn)) {
+        bpt__permission_release();
+        return bpt__fail(BPT_EEXIST, "bpt_register_native: %s:%s/%d at %p is already registered",
+                         module, name, arity, fn);
+    }
+    memset(&l, 0, sizeof l);
+    if ((rc = bpt__arch_entry_layout(fn, name, &l)) < 0 ||
+        (rc = bpt__native_new(fn, module, name, arity, &l, "bpt_register_native", &f)) < 0) {
+        bpt__permission_release();
+        return rc;
+    }
+    if (!(ix = bpt__addr_index_alloc(bpt__native_count() + 1, "bpt_register_native"))) {
+        bpt__native_discard(f);
+        bpt__permission_release();
+        return BPT_ENOMEM;
+    }
+    if ((rc = bpt__native_prepare(&f, &l, 1, "bpt_register_native")) < 0) {
+        BPT_FREE(ix);
+        bpt__native_discard(f);
+        bpt__permission_release();
+        return rc;
+    }
+    bpt__registry_add(f, fn);
+    bpt__addr_index_publish(ix, bpt__registry.funcs, bpt__registry.len);
+    rc = bpt__apply_patterns(f, &t);
+    bpt__permission_release();
+    *out = f;
+    return rc < 0 ? rc : 0;
+#endif
+}
+
+#if defined(BPT_NATIVE)
+/* The patchable entries of a module, as bpt__module_scan reports them. */
+typedef struct bpt__module_entries {
+    void **fn;
+    char **name;
+    uint64_t *size;
+    int n, cap;
+} bpt__module_entries;
+
+static void bpt__module_entries_free(bpt__module_entries *e) {
+    int i;
+    for (i = 0; i < e->n; i++) BPT_FREE(e->name[i]);
+    BPT_FREE(e->fn);
+    BPT_FREE(e->name);
+    BPT_FREE(e->size);
+}
+
+static int bpt__module_collect(void *fn, const char *name, uint64_t size, void *user) {
+    bpt__module_entries *e = (bpt__module_entries *)user;
+    size_t len = strlen(name);
+    if (bpt__ptrset_has(&bpt__registry.sites, fn)) return 0;   /* registered already */
+    /* bptrace's own functions, when the whole program is built with the
+       patchable-entry flags: tracing the hit path would recurse into itself. */
+    if (strncmp(name, "bpt_", 4) == 0) return 0;
+    if (e->n == e->cap) {
+        int cap = e->cap ? e->cap * 2 : 256;
+        void **fns = (void **)BPT_MALLOC(sizeof *fns * (size_t)cap);
+        char **names = (char **)BPT_MALLOC(sizeof *names * (size_t)cap);
+        uint64_t *sizes = (uint64_t *)BPT_MALLOC(sizeof *sizes * (size_t)cap);
+        if (!fns || !names || !sizes) {
+            BPT_FREE(fns); BPT_FREE(names); BPT_FREE(sizes);
+            return bpt__fail(BPT_ENOMEM, "bpt_register_module: no memory for %d entries; nothing registered", cap);
+        }
+        if (e->n) {
+            memcpy(fns, e->fn, sizeof *fns * (size_t)e->n);
+            memcpy(names, e->name, sizeof *names * (size_t)e->n);
+            memcpy(sizes, e->size, sizeof *sizes * (size_t)e->n);
+        }
+        BPT_FREE(e->fn); BPT_FREE(e->name); BPT_FREE(e->size);
+        e->fn = fns; e->name = names; e->size = sizes; e->cap = cap;
+    }
+    if (len > BPT__NAME_MAX) len = BPT__NAME_MAX;   /* C++ symbols can be long: keep a prefix */
+    if (!(e->name[e->n] = (char *)BPT_MALLOC(len + 1)))
+        return bpt__fail(BPT_ENOMEM, "bpt_register_module: no memory for a name; nothing registered");
+    memcpy(e->name[e->n], name, len);
+    e->name[e->n][len] = '\0';
+    e->size[e->n] = size;
+    e->fn[e->n++] = fn;
+    return 0;
+}
+#endif
+
+int bpt_register_module(const char *module) {
+#if !defined(BPT_NATIVE)
+    (void)module;
+    return bpt__fail(BPT_ENOTSUP, "bpt_register_module: native entry patching needs gcc or clang on "
+                     "x86-64 or aarch64 without BPT_NO_NATIVE");
+#else
+    bpt__module_entries e = { NULL, NULL, NULL, 0, 0 };
+    bpt__entry_layout *ls = NULL;
+    bpt__addr_index *ix = NULL;
+    bpt_func **fs = NULL;
+    const char *mod = NULL;
+    uint64_t t = bpt__now_ns();
+    int i, made = 0, rc;
+    if ((rc = bpt__arch_native_usable("bpt_register_module")) < 0) return rc;
+    if ((rc = bpt__permission_seize("bpt_register_module")) < 0) return rc;
+    rc = bpt__module_scan(module, BPT__PAD_BYTES, &mod, bpt__module_collect, &e);
+    if (rc >= 0 && e.n) {
+        ls = (bpt__entry_layout *)BPT_MALLOC(sizeof *ls * (size_t)e.n);
+        fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (size_t)e.n);
+        if (!ls || !fs || bpt__registry_reserve((uint32_t)e.n) < 0)
+            rc = bpt__fail(BPT_ENOMEM, "bpt_register_module: no memory for %d functions", e.n);
+        else if (!(ix = bpt__addr_index_alloc(bpt__native_count() + (uint32_t)e.n, "bpt_register_module")))
+            rc = BPT_ENOMEM;
+    }
+    /* Check every entry and make every record before touching any code:
+       one refusal or one ENOMEM registers nothing. */
+    for (i = 0; rc >= 0 && i < e.n; i++) {
+        memset(&ls[i], 0, sizeof ls[i]);
+        if ((rc = bpt__arch_entry_layout(e.fn[i], e.name[i], &ls[i])) < 0) break;
+        if ((rc = bpt__native_new(e.fn[i], mod, e.name[i], 0, &ls[i], "bpt_register_module", &fs[i])) < 0) break;
+        fs[i]->code_size = e.size[i];
+        made++;
+    }
+    if (rc >= 0 && e.n) rc = bpt__native_prepare(fs, ls, e.n, "bpt_register_module");
+    if (rc >= 0) {
+        for (i = 0; i < e.n; i++) bpt__registry_add(fs[i], e.fn[i]);
+        if (e.n) bpt__addr_index_publish(ix, bpt__registry.funcs, bpt__registry.len);
+        for (i = 0; i < e.n && rc >= 0; i++) rc = bpt__apply_patterns(fs[i], &t);
+        if (rc >= 0) rc = e.n;
+    } else {
+        for (i = 0; i < made; i++) bpt__native_discard(fs[i]);
+        BPT_FREE(ix);
+    }
+    bpt__permission_release();
+    bpt__module_entries_free(&e);
+    BPT_FREE(ls);
+    BPT_FREE(fs);
+    return rc;
+#endif
+}
+
+/* Forget f; the caller holds the permission, then calls bpt__func_release. */
+static void bpt__registry_remove(bpt_func *f) {
+    uint32_t ix = f->registry_ix;
+    bpt__registry.funcs[ix] = bpt__registry.funcs[--bpt__registry.len];
+    bpt__registry.funcs[ix]->registry_ix = ix;
+    bpt__ptrset_remove(&bpt__registry.records, f);
+    bpt__ptrset_remove(&bpt__registry.sites, f->kind == BPT__SITE_NATIVE ? f->fn : f->site);
+}
+
+int bpt_unregister_module(const char *module) {
+    static const bpt__op off_all = { BPT__KINDS, BPT_OFF, NULL };
+    const char *base;
+    bpt_func **fs, **traced;
+    void *ix = NULL;              /* bpt__addr_index *, with BPT_NATIVE */
+    uint64_t t = bpt__now_ns();
+    uint32_t i;
+    int n = 0, k, slot, rc;
+    if (!module) return bpt__fail(BPT_EINVAL, "bpt_unregister_module: module is NULL");
+    base = strrchr(module, '/') ? strrchr(module, '/') + 1 : module;
+    if ((rc = bpt__permission_seize("bpt_unregister_module")) < 0) return rc;
+    fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (bpt__registry.len + 1));
+    traced = (bpt_func **)BPT_MALLOC(sizeof *traced * (bpt__registry.len + 1));
+    if (!fs || !traced) {
+        BPT_FREE(fs); BPT_FREE(traced);
+        bpt__permission_release();
+        return bpt__fail(BPT_ENOMEM, "bpt_unregister_module: no memory");
+    }
+    for (i = 0; i < bpt__registry.len; i++)
+        if (bpt__registry.funcs[i]->kind == BPT__SITE_NATIVE && strcmp(bpt__registry.funcs[i]->module, base) == 0)
+            fs[n++] = bpt__registry.funcs[i];
+#if defined(BPT_NATIVE)
+    if (n && !(ix = bpt__addr_index_alloc(bpt__native_count(), "bpt_unregister_module"))) {
+        BPT_FREE(fs); BPT_FREE(traced);
+        bpt__permission_release();
+        return BPT_ENOMEM;
+    }
+#endif
+    /* Every session's breakpoints off, through the protocol, session by session. */
+    for (slot = 0; slot < BPT_MAX_SESSIONS && rc >= 0; slot++) {
+        bpt__session *s = (bpt__session *)bpt__load_relaxed_ptr(&bpt__sessions.slot[slot]);
+        int nt = 0;
+        if (!s) continue;
+        for (k = 0; k < n; k++) if (bpt__find_bp(fs[k], s)) traced[nt++] = fs[k];
+        if (nt) rc = bpt__protocol_run(s, traced, nt, &off_all, &t);
+    }
+    if (rc >= 0) for (k = 0; k < n; k++) bpt__registry_remove(fs[k]);
+#if defined(BPT_NATIVE)
+    if (rc >= 0 && n) bpt__addr_index_publish((bpt__addr_index *)ix, bpt__registry.funcs, bpt__registry.len);
+    else BPT_FREE(ix);
+#else
+    (void)ix;
+#endif
+    bpt__permission_release();
+    BPT_FREE(traced);
+    if (rc < 0) { BPT_FREE(fs); return rc; }
+    if (n == 0) {
+        BPT_FREE(fs);
+        return bpt__fail(BPT_ENOENT, "bpt_unregister_module: no registered function of '%s'", base);
+    }
+    for (k = 0; k < n; k++) bpt__func_release(fs[k]);
+    BPT_FREE(fs);
+    return n;
+}
+
+int bpt_unregister(bpt_func *f) {
+    void *ix = NULL;              /* bpt__addr_index *, with BPT_NATIVE */
+    int rc;
+    if (!f) return bpt__fail(BPT_EINVAL, "bpt_unregister: f is NULL");
+    if ((rc = bpt__permission_seize("bpt_unregister")) < 0) return rc;
+    if (!bpt__ptrset_has(&bpt__registry.records, f)) {
+        bpt__permission_release();
+        return bpt__fail(BPT_ENOENT, "bpt_unregister: %p is not a registered function", (void *)f);
+    }
+    if (bpt__load_relaxed_ptr(&f->gen_bp)) {
+        bpt__GenericBp *g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp);
+        bpt__permission_release();
+        return bpt__fail(BPT_EBUSY, "bpt_unregister: %s:%s/%d is traced by session '%s'",
+                         f->module, f->name, f->arity, g->session->name);
+    }
+    if (f->installed) {   /* an uninstall whose mprotect was refused left the word in place */
+        bpt__permission_release();
+        return bpt__fail(BPT_EBUSY, "bpt_unregister: %s:%s/%d still has its breakpoint word "
+                         "(restoring it was refused); retry after the cause is gone", f->module, f->name, f->arity);
+    }
+#if defined(BPT_NATIVE)
+    if (f->kind == BPT__SITE_NATIVE && !(ix = bpt__addr_index_alloc(bpt__native_count(), "bpt_unregister"))) {
+        bpt__permission_release();
+        return BPT_ENOMEM;
+    }
+#endif
+    bpt__registry_remove(f);
+#if defined(BPT_NATIVE)
+    if (ix) bpt__addr_index_publish((bpt__addr_index *)ix, bpt__registry.funcs, bpt__registry.len);
+#else
+    (void)ix;
+#endif
+    bpt__permission_release();
+    bpt__func_release(f);
+    return 0;
+}
+
+int bpt_func_lookup(const char *module, const char *name, int arity, bpt_func **out) {
+    uint32_t i;
+    int rc;
+    if (!module || !name || !out) return bpt__fail(BPT_EINVAL, "bpt_func_lookup: a NULL argument");
+    if ((rc = bpt__permission_seize("bpt_func_lookup")) < 0) return rc;
+    for (i = 0; i < bpt__registry.len; i++) {
+        bpt_func *f = bpt__registry.funcs[i];
+        if (f->arity == arity && strcmp(f->name, name) == 0 && strcmp(f->module, module) == 0) {
+            *out = f;
+            bpt__permission_release();
+            return 0;
+        }
+    }
+    bpt__permission_release();
+    return bpt__fail(BPT_ENOENT, "bpt_func_lookup: %s:%s/%d is not registered", module, name, arity);
+}
+
+int bpt_func_count(void) {
+    int n = bpt__permission_seize("bpt_func_count");
+    if (n < 0) return n;
+    n = (int)bpt__registry.len;
+    bpt__permission_release();
+    return n;
+}

@@ -1,0 +1,64 @@
+/* ptrset.c: a set of pointers. Open addressing with linear probing and
+   backward-shift deletion: membership, insertion and removal in O(1), with
+   no tombstones left behind. The registry (funcs.c) keeps two, to validate
+   the bpt_func handles a caller passes in and to refuse a site registered
+   twice. Not from OTP: ERTS only meets its own code pointers, while a C API
+   must check the ones it is given. */
+
+typedef struct bpt__ptrset {
+    const void **keys;
+    size_t cap, len;              /* cap is 0 or a power of two */
+} bpt__ptrset;
+
+static size_t bpt__ptr_hash(const void *p, size_t mask) {
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33;
+    return (size_t)x & mask;
+}
+
+static size_t bpt__ptrset_slot(const bpt__ptrset *set, const void *p) {
+    size_t i = bpt__ptr_hash(p, set->cap - 1);
+    while (set->keys[i] && set->keys[i] != p) i = (i + 1) & (set->cap - 1);
+    return i;
+}
+
+static int bpt__ptrset_has(const bpt__ptrset *set, const void *p) {
+    return set->cap && set->keys[bpt__ptrset_slot(set, p)] == p;
+}
+
+/* Make room for `extra` more keys. Returns 0 or BPT_ENOMEM (set unchanged). */
+static int bpt__ptrset_reserve(bpt__ptrset *set, size_t extra) {
+    const void **old = set->keys;
+    size_t i, oldcap = set->cap, cap = oldcap ? oldcap : 64;
+    if ((set->len + extra) * 2 <= set->cap) return 0;
+    while ((set->len + extra) * 2 > cap) cap *= 2;
+    set->keys = (const void **)BPT_MALLOC(cap * sizeof *set->keys);
+    if (!set->keys) { set->keys = old; return BPT_ENOMEM; }
+    memset(set->keys, 0, cap * sizeof *set->keys);
+    set->cap = cap;
+    for (i = 0; i < oldcap; i++)
+        if (old[i]) set->keys[bpt__ptrset_slot(set, old[i])] = old[i];
+    BPT_FREE(old);
+    return 0;
+}
+
+static void bpt__ptrset_add(bpt__ptrset *set, const void *p) {   /* after reserve */
+    set->keys[bpt__ptrset_slot(set, p)] = p;
+    set->len++;
+}
+
+static void bpt__ptrset_remove(bpt__ptrset *set, const void *p) {
+    size_t mask = set->cap - 1, i = bpt__ptrset_slot(set, p), j, home;
+    if (set->keys[i] != p) return;
+    set->keys[i] = NULL;
+    set->len--;
+    /* Shift back the rest of the cluster whose home is at or before the hole. */
+    for (j = (i + 1) & mask; set->keys[j]; j = (j + 1) & mask) {
+        home = bpt__ptr_hash(set->keys[j], mask);
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            set->keys[i] = set->keys[j];
+            set->keys[j] = NULL;
+            i = j;
+        }
+    }
+}

@@ -1,0 +1,91 @@
+/* session_life.c: trace sessions are born and die, as OTP 27's
+   trace:session_create/3 and trace:session_destroy/1. Creation publishes a
+   session in a free slot under a weak id (a stale handle never matches);
+   destruction switches off every breakpoint of the session through the
+   protocol (bp.c), then unpublishes the session and frees it after a
+   thread progress wait. */
+
+int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
+    static const bpt_session_desc defaults;
+    const bpt_session_desc *d = desc ? desc : &defaults;
+    bpt__session *s = NULL;
+    int slot, rc;
+    if (!out) return bpt__fail(BPT_EINVAL, "bpt_session_create: out is NULL");
+    if (d->ring_size > (1u << 20))
+        return bpt__fail(BPT_EINVAL, "bpt_session_create: ring_size %u is over 1<<20", d->ring_size);
+    if (d->rate_per_ms && !d->rate_max)
+        return bpt__fail(BPT_EINVAL, "bpt_session_create: rate_per_ms needs rate_max");
+    if (d->name && strlen(d->name) > 63)
+        return bpt__fail(BPT_ELIMIT, "bpt_session_create: the name is over 63 bytes");
+    if ((rc = bpt__permission_seize("bpt_session_create")) < 0) return rc;
+    for (slot = 0; slot < BPT_MAX_SESSIONS; slot++)
+        if (!bpt__load_relaxed_ptr(&bpt__sessions.slot[slot])) break;
+    if (slot == BPT_MAX_SESSIONS) {
+        bpt__permission_release();
+        return bpt__fail(BPT_ELIMIT, "bpt_session_create: %d sessions are alive (BPT_MAX_SESSIONS)", BPT_MAX_SESSIONS);
+    }
+    if ((rc = bpt__session_alloc(d, &s)) < 0) {
+        bpt__permission_release();
+        return rc;
+    }
+    /* Weak id: a per-slot generation, never 0, so a stale handle never matches. */
+    s->id = (++bpt__sessions.generation[slot] << 16) | (uint64_t)slot;
+    bpt__store_release_ptr(&bpt__sessions.slot[slot], s);   /* pairs with bpt__session_lookup */
+    bpt__permission_release();
+    out->id = s->id;
+    return 0;
+}
+
+/* Every registered function with a breakpoint of session s. Caller frees. */
+static int bpt__funcs_of_session(const bpt__session *s, bpt_func ***out, int *n) {
+    uint32_t i;
+    *n = 0;
+    *out = (bpt_func **)BPT_MALLOC(sizeof **out * (bpt__registry.len ? bpt__registry.len : 1));
+    if (!*out) return BPT_ENOMEM;
+    for (i = 0; i < bpt__registry.len; i++)
+        if (bpt__find_bp(bpt__registry.funcs[i], s)) (*out)[(*n)++] = bpt__registry.funcs[i];
+    return 0;
+}
+
+int bpt_session_destroy(bpt_session handle) {
+    static const bpt__op off_all = { BPT__KINDS, BPT_OFF, NULL };
+    bpt__session *s;
+    bpt_func **fs;
+    bpt__pattern_entry *e;
+    uint64_t t = bpt__now_ns();
+    int n, rc;
+    if ((rc = bpt__change_begin("bpt_session_destroy", &t)) < 0) return rc;
+    s = bpt__session_lookup(handle.id);
+    if (!s) {
+        bpt__change_end(&t);
+        return bpt__fail(BPT_ESESSION, "bpt_session_destroy: session %llu is not alive (destroyed twice?)",
+                         (unsigned long long)handle.id);
+    }
+    if (bpt__funcs_of_session(s, &fs, &n) < 0) {
+        bpt__change_end(&t);
+        return bpt__fail(BPT_ENOMEM, "bpt_session_destroy: out of memory; the session is unchanged");
+    }
+    rc = bpt__protocol_run(s, fs, n, &off_all, &t);
+    if (rc == BPT_ENOMEM) {
+        BPT_FREE(fs);
+        bpt__change_end(&t);
+        return rc;   /* the protocol allocates before it changes anything: unchanged */
+    }
+    /* BPT_EPERM: the breakpoints are off and unlinked, only some words stay
+       (they find no breakpoint): the session goes on to be destroyed. */
+    BPT_FREE(fs);
+    /* From here the session is gone for everyone: late hits see dead, and
+       lookups by its weak id fail. */
+    bpt__store_release_u32(&s->dead, 1);
+    bpt__store_release_ptr(&bpt__sessions.slot[s->id & 0xffff], NULL);
+    while ((e = s->patterns) != NULL) {
+        s->patterns = e->next;
+        bpt__pattern_entry_free(e);
+    }
+    bpt__change_end(&t);
+    /* Drainers, stats readers and hits that found the session before it was
+       unpublished are pinned: wait for them before freeing. */
+    bpt_thread_progress_wait();
+    bpt__session_free(s);
+    return rc < 0 ? rc : 0;
+}
