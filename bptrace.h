@@ -344,7 +344,7 @@ BPT_API int bpt_thread_progress_register_managed(void);
    Errors
      none
    Thread safety
-     any thread (acts on the caller); async-signal-safe
+     any thread (acts on the caller); never blocks
    Source
      erts_thr_progress_update in erl_thr_progress.c
 */
@@ -363,7 +363,7 @@ BPT_API void bpt_thread_progress(void);
    Errors
      none
    Thread safety
-     any thread (acts on the caller); async-signal-safe
+     any thread (acts on the caller); never blocks
    Source
      erts_thr_progress_prepare_wait / erts_thr_progress_finalize_wait
 */
@@ -1087,7 +1087,7 @@ BPT_API int bpt_trace_pattern(bpt_session s, const char *pattern, unsigned flags
    Errors
      none
    Thread safety
-     any thread; async-signal-safe
+     any thread
    Source
      erts_active_bp_ix / erts_staging_bp_ix in beam_bp.h
 */
@@ -1278,7 +1278,7 @@ BPT_API void bpt_process_switch(uint64_t process);
    Errors
      none
    Thread safety
-     any thread (acts on the caller); async-signal-safe
+     any thread (acts on the caller); never blocks
    Source
      call_memory in OTP 26+ (erlang:trace_pattern/3)
 */

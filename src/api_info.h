@@ -137,7 +137,7 @@ BPT_API void bpt_process_switch(uint64_t process);
    Errors
      none
    Thread safety
-     any thread (acts on the caller); async-signal-safe
+     any thread (acts on the caller); never blocks
    Source
      call_memory in OTP 26+ (erlang:trace_pattern/3)
 */

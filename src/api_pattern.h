@@ -127,7 +127,7 @@ BPT_API int bpt_trace_pattern(bpt_session s, const char *pattern, unsigned flags
    Errors
      none
    Thread safety
-     any thread; async-signal-safe
+     any thread
    Source
      erts_active_bp_ix / erts_staging_bp_ix in beam_bp.h
 */

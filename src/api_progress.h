@@ -113,7 +113,7 @@ BPT_API int bpt_thread_progress_register_managed(void);
    Errors
      none
    Thread safety
-     any thread (acts on the caller); async-signal-safe
+     any thread (acts on the caller); never blocks
    Source
      erts_thr_progress_update in erl_thr_progress.c
 */
@@ -132,7 +132,7 @@ BPT_API void bpt_thread_progress(void);
    Errors
      none
    Thread safety
-     any thread (acts on the caller); async-signal-safe
+     any thread (acts on the caller); never blocks
    Source
      erts_thr_progress_prepare_wait / erts_thr_progress_finalize_wait
 */
