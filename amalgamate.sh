@@ -1,9 +1,10 @@
 #!/bin/sh
 # amalgamate.sh: build bptrace.h from the parts in src/, as SQLite's
-# mksqlite3c.tcl builds sqlite3.c. The public half (bpt_api.h) comes first;
-# the implementation parts follow inside #ifdef BPTRACE_IMPLEMENTATION, each
-# between /*** Begin file X ***/ and /*** End of X ***/ banners, with their
-# local #include lines removed (everything is one translation unit).
+# mksqlite3c.tcl builds sqlite3.c. The public half (API_PARTS, bpt_api.h
+# first) comes first; the implementation parts (PARTS) follow inside
+# #ifdef BPTRACE_IMPLEMENTATION. Every part after bpt_api.h stands between
+# /*** Begin file X ***/ and /*** End of X ***/ banners, with its local
+# #include lines removed (everything is one translation unit).
 #
 #   ./amalgamate.sh          write bptrace.h
 #   ./amalgamate.sh --check  exit 1 if the committed bptrace.h differs
@@ -18,6 +19,12 @@ cd "$(dirname "$0")"
 # symbols.c comes before its readers (frames.c, hit.c): it indexes the records that
 # funcs.c hands it, and needs nothing of the registry.
 PARTS="port.h progress.c intern.c ptrset.c session.c breakpoint.h pattern.c site_x86_64.c site_aarch64.c timem.c symbols.c frames.c kind_count.c kind_call.c kind_timem.c hit.c site_vm.c site_native.c module.c bp.c funcs.c session_life.c trace_pattern.c trace_info.c format.c"
+
+# The public half, one concern a part, in order: each part includes the one
+# it builds on. bpt_api.h opens the include guard and the extern "C" block;
+# its lines after the ">>close" marker close them after the last part, so
+# that one guard and one extern "C" cover every declaration.
+API_PARTS="bpt_api.h api_progress.h api_session.h api_func.h api_pattern.h api_info.h api_format.h"
 
 check=0 lines=0
 for arg in "$@"; do
@@ -36,9 +43,21 @@ emit_part() {
 }
 
 generate() {
-    # bpt_api.h opens the header with the doc block, so it has no banner. It
-    # ends with the include guard's #endif; the implementation goes after it.
-    grep -v '^#include "' src/bpt_api.h
+    # bpt_api.h opens the header with the doc block, so it has no banner.
+    # The other public parts follow, each with its banners; then the lines
+    # after bpt_api.h's ">>close" marker end the guard. The implementation
+    # goes after it.
+    close='^/\* >>close '
+    sed "\\%$close%,\$d" src/bpt_api.h | grep -v '^#include "'
+    for p in $API_PARTS; do
+        [ "$p" = bpt_api.h ] && continue
+        echo
+        emit_part "$p"
+    done
+    if [ "$lines" = 1 ]; then
+        echo "#line $(($(grep -n "$close" src/bpt_api.h | cut -d: -f1) + 1)) \"src/bpt_api.h\""
+    fi
+    sed "1,\\%$close%d" src/bpt_api.h
     echo
     echo "#ifdef BPTRACE_IMPLEMENTATION"
     echo "#ifndef BPTRACE_IMPLEMENTATION_DONE"

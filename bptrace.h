@@ -15,15 +15,22 @@
    Every other file just includes it. Link with -pthread.
 
    TABLE OF CONTENTS (search for ">>name" to jump to a section)
-       >>config      compile-time options
+       >>config      compile-time options, BPT_TRACEABLE, BPT_API
        >>errors      BPT_E* codes, bpt_strerror, bpt_last_error
        >>progress    thread progress: pin/unpin, waits, managed threads
-       >>session     trace sessions, tracers, message rings, rate limits
-       >>func        function records and VM instruction-word sites; VM return frames
-       >>pattern     bpt_trace_pattern, match specs, trace info
-       >>format      dbg-style text
-       >>observe     the protocol observer (teaching and tests)
+       >>session     trace sessions, messages, tracers, message rings, rate limits
+       >>func        function records: VM and native sites, modules; VM return frames
+       >>pattern     bpt_trace_pattern, match specs, the protocol's generations and observer
+       >>info        bpt_trace_info (call_count, call_time, call_memory), processes, memory
+       >>format      dbg-style text, tprof-style profiles, Chrome trace JSON, folded stacks
        The implementation parts follow, each between "Begin file X" and "End of X" banners.
+
+   HOW EACH FUNCTION IS DOCUMENTED
+       Every public function has one comment in the same order: what it does
+       (the contract), then Parameters, Returns, Errors (every BPT_E* code it
+       can return, with when), Thread safety, and Source (the OTP or other
+       function it is modelled on, or "bptrace"). "none" marks an empty heading.
+       How it is done is not in these comments: see the implementation parts.
 
    COMPILE-TIME OPTIONS (>>config)
        Set these before including the header. "Everywhere" means every file that
@@ -39,7 +46,7 @@
                                           return gives BPT_ENOMEM and changes nothing.
        BPT_MAX_THREADS    implementation  Per-thread slots (message rings, later timing tables).
                                           Default 64. Threads beyond it share one overflow slot.
-       BPT_MAX_SESSIONS   implementation  Trace sessions alive at once. Default 64.
+       BPT_MAX_SESSIONS   implementation  Trace sessions alive at once. Default 64 (1..65535).
        BPT_NO_NATIVE      everywhere      Leave out native entry patching (BPT_TRACEABLE expands to
                                           nothing; bpt_register_native returns BPT_ENOTSUP).
        BPT_NO_MEMBARRIER  implementation  Never use membarrier(2): readers pay a full fence on pin.
@@ -70,12 +77,16 @@
        thread-locals). Linux only (futex, membarrier). The API half compiles as C++.
 
    THREAD-SAFETY RULES
-       - Every public function may be called from any thread.
-       - Set-path calls (bpt_register_*, bpt_unregister, bpt_trace_pattern,
-         bpt_session_create/destroy, bpt_trace_info) take the one code
+       - Every public function may be called from any thread, unless its
+         comment says otherwise (the formatters' writer objects are not shared).
+       - Set-path calls (bpt_register_*, bpt_unregister*, bpt_func_lookup,
+         bpt_func_count, bpt_trace_pattern, bpt_session_create/destroy,
+         bpt_trace_info*, bpt_set_protocol_observer) take the one code
          modification permission: they serialize with each other, and they wait
-         for thread progress. They must not be called from a tracer callback or a
-         signal handler (they return BPT_EDEADLK from a tracer callback).
+         for thread progress. They must not be called from a tracer callback,
+         a pinned section, a callback that runs under the permission (an
+         observer, a bpt_trace_info_each visitor) or a signal handler: they
+         return BPT_EDEADLK where they can tell.
        - Hit-path calls (bpt_vm_breakpoint, bpt_thread_progress_pin/unpin) never
          block and never take a lock, except that a thread's first message to a
          session allocates that thread's ring. They are async-signal-safe once
@@ -84,6 +95,13 @@
          its message, counted in the session's dropped count.
        - bpt_session_drain may run concurrently with traced threads; one drainer
          per session at a time (others wait on the session's drain lock).
+       - A thread's first bptrace call allocates its thread record (once).
+         Where that allocation fails, calls that need the record return
+         BPT_ENOMEM and change nothing; each function's Errors says whether it
+         can.
+
+   MAP OF THE SOURCE
+       (filled from src/README.md)
 
    LICENSE
        MIT. See the end of this file.
@@ -152,9 +170,7 @@ extern "C" {
    One X-macro list gives every error a name, a value and a message. Every
    function that can fail returns 0 (or a count) on success and a negative
    BPT_E* on failure; bpt_last_error() then says why, in words, for the
-   calling thread. Every function that returns a code may also return
-   BPT_ENOMEM on a thread's first bptrace call, when that thread's record (a
-   one-time allocation) cannot be made; nothing changes then. */
+   calling thread. Each function's Errors lists the codes it can return. */
 #define BPT_ERRORS(X) \
     X(BPT_OK,             0,  "success") \
     X(BPT_EINVAL,        -1,  "invalid argument") \
@@ -171,6 +187,7 @@ extern "C" {
     X(BPT_ENOTPATCHABLE,-12,  "function entry is not patchable") \
     X(BPT_ELIMIT,       -13,  "a fixed limit was reached (sessions, name length)")
 
+/* The error codes (negative; BPT_OK is 0). */
 enum bpt_error {
 #define BPT__ERROR_ENUM(name, value, text) name = value,
     BPT_ERRORS(BPT__ERROR_ENUM)
@@ -179,15 +196,43 @@ enum bpt_error {
 };
 
 /* bpt_strerror: the fixed message of an error code.
-   In: code, a BPT_E* value (or anything else). Out: a static string, never NULL;
-   "unknown error" for a value that is not a BPT_E*. Thread-safe. */
+
+   Parameters
+     code   a BPT_E* value, or any other int
+   Returns
+     a static string, never NULL; "unknown error" for a value that is not a BPT_E*
+   Errors
+     none
+   Thread safety
+     any thread; async-signal-safe; also from a tracer callback
+   Source
+     strerror(3)
+*/
 BPT_API const char *bpt_strerror(int code);
 
-/* bpt_last_error: why the calling thread's last failing bptrace call failed.
-   Out: a thread-local string (valid until this thread's next failing call),
-   e.g. "bpt_trace_pattern: 'vm:fib' has no '/arity'"; "" if none failed yet.
-   Thread-safe: each thread sees only its own message. */
+/* bpt_last_error: why the calling thread's last failing bptrace call failed,
+   e.g. "malformed trace pattern: 'vm:fib' has no '/arity'".
+
+   Parameters
+     none
+   Returns
+     a thread-local string, valid until this thread's next failing call; ""
+     if none failed yet. A thread whose record could not be allocated gets a
+     fixed "out of memory" text.
+   Errors
+     none
+   Thread safety
+     any thread; each thread sees only its own message
+   Source
+     dlerror(3)
+*/
 BPT_API const char *bpt_last_error(void);
+
+
+/*** Begin file api_progress.h ***/
+/* api_progress.h: thread progress, the public half's one concern here: the
+   epoch mechanism that lets bptrace change breakpoints while every thread
+   runs (read-side pins, waits for every thread, managed threads). */
 
 /* >>progress
    Thread progress: an epoch mechanism in the manner of ERTS erl_thr_progress.c
@@ -200,83 +245,172 @@ BPT_API const char *bpt_last_error(void);
    pin or wait. Calling bpt_thread_progress_stats() early, while the program
    is still single-threaded, moves that cost out of the way. */
 
-/* bpt_thread_progress_pin / _unpin: enter / leave a read-side section.
-   Nests (counted), also from a signal handler that interrupts a pinned
-   section. The first pin of a thread creates its thread record (a one-time
-   allocation). A pin costs an acquire load and a store, plus a full fence when
-   membarrier(2) is unavailable; a managed online thread's pin costs nothing.
-   Never blocks. Unpin wakes a waiter sleeping on this thread; an unpin
-   without a pin is ignored.
-   Thread-safe; async-signal-safe once the thread has its record.
-   Source: rcu_read_lock/unlock in liburcu urcu-memb. */
+/* bpt_thread_progress_pin / bpt_thread_progress_unpin: enter / leave a
+   read-side section. While the calling thread is pinned, no wait that began
+   after the pin returns before the matching unpin. Pins nest (counted),
+   also from a signal handler that interrupts a pinned section. A pin is
+   cheap (no fence where membarrier(2) is available; free for a managed
+   online thread) and never blocks. Unpin wakes a waiter sleeping on this
+   thread; an unpin without a pin is ignored. The first pin of a thread
+   creates its thread record; if that allocation fails the pin does nothing.
+
+   Parameters
+     none
+   Returns
+     nothing
+   Errors
+     none
+   Thread safety
+     any thread (acts on the caller); async-signal-safe once the thread has
+     its record; a managed thread must be online
+   Source
+     rcu_read_lock / rcu_read_unlock in liburcu urcu-memb
+*/
 BPT_API void bpt_thread_progress_pin(void);
 BPT_API void bpt_thread_progress_unpin(void);
 
 /* bpt_thread_progress_wait: wait until every thread has passed a quiescent
-   point since this call began.
-   On return, every pin section that was in force when the call began has
-   ended, managed online threads have called bpt_thread_progress() since, and
-   all stores made before the call are visible to every thread.
-   Offline managed threads, exited threads and unpinned threads never delay
-   it. It spins briefly, then sleeps on a futex; it takes no lock that a
-   reader takes. Returns 0, or BPT_EDEADLK when called by a pinned thread or
-   from a tracer callback (it would wait for itself).
-   Thread-safe: concurrent waiters are serialized.
-   Source: erts_thr_progress_block / synchronize_rcu. */
+   point since this call began. On return, every pin section that was in
+   force when the call began has ended, managed online threads have called
+   bpt_thread_progress() since, and all stores made before the call are
+   visible to every thread. Offline managed threads, exited threads and
+   unpinned threads never delay it. A managed caller is offline while it
+   waits.
+
+   Parameters
+     none
+   Returns
+     0, or a BPT_E* code
+   Errors
+     BPT_EDEADLK   called from a tracer callback, or by a pinned thread (it
+                   would wait for itself)
+   Thread safety
+     any thread except as above; concurrent waiters are serialized; not
+     async-signal-safe (it may sleep and takes a lock)
+   Source
+     erts_thr_progress_block in erl_thr_progress.c; liburcu's synchronize_rcu
+*/
 BPT_API int bpt_thread_progress_wait(void);
 
 /* bpt_thread_progress_wait_sync_core: as bpt_thread_progress_wait, and in
-   addition every running thread of the process has serialized its instruction
-   stream (membarrier PRIVATE_EXPEDITED_SYNC_CORE, or a signal to each thread
-   with a record where that is missing). Use after writing code.
-   Errors: BPT_EDEADLK as above. Source: Linux text_poke_sync. */
+   addition every running thread of the process has serialized its
+   instruction stream, so that every thread executes code written before the
+   call. Use after writing code.
+
+   Parameters
+     none
+   Returns
+     0, or a BPT_E* code
+   Errors
+     BPT_EDEADLK   called from a tracer callback, or by a pinned thread
+   Thread safety
+     as bpt_thread_progress_wait
+   Source
+     Linux text_poke_sync (arch/x86/kernel/alternative.c)
+*/
 BPT_API int bpt_thread_progress_wait_sync_core(void);
 
 /* bpt_thread_progress_register_managed: declare the calling thread managed,
    as ERTS managed threads. It then promises to call bpt_thread_progress() at
    quiescent points (e.g. once per frame) and to go offline before blocking;
-   in exchange its pins cost nothing. Where it blocks inside bptrace (a
-   set-path call, a wait) bptrace takes it offline meanwhile. Waiters wait for its next
-   bpt_thread_progress(). Returns 0, BPT_EINVAL if called while pinned,
-   BPT_ENOMEM if its record cannot be allocated. Thread-safe (acts on the caller). */
+   in exchange its pins cost nothing. Waiters wait for its next
+   bpt_thread_progress(). Where it blocks inside bptrace (a set-path call, a
+   wait) bptrace takes it offline meanwhile. It starts online. There is no
+   way back to unmanaged.
+
+   Parameters
+     none
+   Returns
+     0, or a BPT_E* code
+   Errors
+     BPT_EINVAL   called while pinned
+     BPT_ENOMEM   the thread's record could not be allocated
+   Thread safety
+     any thread (acts on the caller); not async-signal-safe
+   Source
+     erts_thr_progress_register_managed_thread in erl_thr_progress.c
+*/
 BPT_API int bpt_thread_progress_register_managed(void);
 
-/* bpt_thread_progress: a managed thread reports a quiescent point: it holds no
-   reference to breakpoint data. No-op on unmanaged threads, and ignored inside
-   a pinned section or tracer callback (not a quiescent point). Wakes a waiter.
-   Never blocks. Source: erts_thr_progress_update. */
+/* bpt_thread_progress: a managed thread reports a quiescent point: it holds
+   no reference to breakpoint data. Wakes a waiter. No-op on unmanaged or
+   offline threads; ignored inside a pinned section or tracer callback (not
+   a quiescent point). Never blocks.
+
+   Parameters
+     none
+   Returns
+     nothing
+   Errors
+     none
+   Thread safety
+     any thread (acts on the caller); never blocks
+   Source
+     erts_thr_progress_update in erl_thr_progress.c
+*/
 BPT_API void bpt_thread_progress(void);
 
-/* bpt_thread_progress_offline / _online: a managed thread leaves (before
-   blocking, e.g. in a futex, a condition variable or I/O) and re-enters the
-   set of threads that waiters wait for. While offline it must not pin nor hit
-   a breakpoint. No-op on unmanaged threads. Never block.
-   Source: erts_thr_progress_prepare_wait / erts_thr_progress_finalize_wait. */
+/* bpt_thread_progress_offline / bpt_thread_progress_online: a managed
+   thread leaves (before blocking, e.g. in a futex, a condition variable or
+   I/O) and re-enters the set of threads that waiters wait for. While
+   offline it must not pin nor hit a breakpoint. Offline is ignored inside a
+   pinned section. No-op on unmanaged threads. Never block.
+
+   Parameters
+     none
+   Returns
+     nothing
+   Errors
+     none
+   Thread safety
+     any thread (acts on the caller); never blocks
+   Source
+     erts_thr_progress_prepare_wait / erts_thr_progress_finalize_wait
+*/
 BPT_API void bpt_thread_progress_offline(void);
 BPT_API void bpt_thread_progress_online(void);
 
 /* What thread progress has done, for tests and benchmarks. */
 typedef struct bpt_progress_stats {
-    uint64_t epoch;          /* current global epoch (starts at 1) */
-    uint64_t waits;          /* completed waits */
-    uint64_t futex_sleeps;   /* times a waiter slept on the futex */
-    uint64_t futex_wakes;    /* wake-ups readers issued to a sleeping waiter */
+    uint64_t epoch;          /* current global epoch (starts at 1), a count */
+    uint64_t waits;          /* completed waits, a count */
+    uint64_t futex_sleeps;   /* times a waiter slept on the futex, a count */
+    uint64_t futex_wakes;    /* wake-ups readers issued to a sleeping waiter, a count */
     uint32_t threads;        /* thread records in use (live threads that pinned) */
     uint32_t records;        /* thread records ever created (they are reused) */
     int      membarrier;     /* 1: light pins (membarrier registered), 0: fence pins */
     int      sync_core;      /* 1: membarrier SYNC_CORE registered, 0: signal fallback */
 } bpt_progress_stats;
 
-/* bpt_thread_progress_stats: fill *out (NULL gives BPT_EINVAL). Counters are
-   read without a lock, so they are each exact but not a snapshot. Thread-safe. */
+/* bpt_thread_progress_stats: what thread progress has done so far. The
+   counters are read without a lock: each is exact, but together they are
+   not a snapshot. The first call sets up thread progress (see above).
+
+   Parameters
+     out   where to write the counters; not NULL
+   Returns
+     0, or a BPT_E* code
+   Errors
+     BPT_EINVAL   out is NULL
+   Thread safety
+     any thread; not from a signal handler on the first call
+   Source
+     bptrace
+*/
 BPT_API int bpt_thread_progress_stats(bpt_progress_stats *out);
+/*** End of api_progress.h ***/
+
+/*** Begin file api_session.h ***/
+/* api_session.h: trace sessions, the public half's one concern here: a
+   session's settings and handle, the messages it produces, the tracers that
+   receive them (a callback, or per-thread rings to drain), and its counters. */
 
 /* >>session
    A trace session is an isolated set of trace settings with one tracer, as
    OTP 27's trace:session_create/3. Handles are weak ids (a generation and a
    slot, as sokol's resource handles): a stale handle gives BPT_ESESSION, never
    a crash, and a late message of a dead session is dropped. */
-typedef struct bpt_session { uint64_t id; } bpt_session;
+typedef struct bpt_session { uint64_t id; } bpt_session;   /* 0: never a live session */
 
 /* Message types. */
 enum bpt_msg_type {
@@ -288,6 +422,7 @@ enum bpt_msg_type {
     BPT_MSG_RETURN_TO      = 6   /* execution resumes in func (module NULL: unknown code at caller) */
 };
 
+/* Limits of one message: arguments, and bytes of copied strings. */
 enum { BPT_MAX_ARGS = 8, BPT_MSG_STR_BYTES = 48 };
 
 /* How an argument is read and shown (an argument spec names them, as
@@ -300,10 +435,11 @@ enum bpt_arg_type {
     BPT_ARG_F64 = 4    /* double in the next floating-point register (native sites) */
 };
 
+/* A registered function (opaque; see >>func). */
 typedef struct bpt_func bpt_func;
 
 /* A value formatter: write value as text into buf (size bytes, always NUL
-   terminated), return the length it wanted, as snprintf. */
+   terminated), return the length in bytes it wanted, as snprintf. */
 typedef int (*bpt_format_fn)(char *buf, size_t size, uint64_t value);
 
 /* One trace message. Names point into bptrace's interned strings and stay
@@ -320,14 +456,15 @@ typedef struct bpt_msg {
     int arity;
     bpt_format_fn format;  /* the site's argument formatter, or NULL for decimal */
     const char *user;      /* the match spec's message, or NULL */
-    uint64_t value;        /* DROPPED: count; RETURN_FROM: the return value; EXCEPTION_FROM: the exception */
+    uint64_t value;        /* DROPPED: count; LIMIT: rate_max; RETURN_FROM: the return value;
+                              EXCEPTION_FROM: the exception */
     uint8_t  value_type;   /* RETURN_FROM: enum bpt_arg_type of value (F64: the double's bits) */
     const char *exception_class; /* EXCEPTION_FROM: "throw" (bpt_vm_unwind) or "unwind" (native) */
     const char *caller_module;   /* CALL with BPT_CALLER: the function the call returns to, */
     const char *caller_name;     /* NULL if unknown (not a registered function) */
     int caller_arity;
     uint64_t caller;             /* CALL with BPT_CALLER, RETURN_TO: the return address (native), 0 (VM) */
-    uint64_t args[BPT_MAX_ARGS];       /* F64: the double's bits; STR: offset into str */
+    uint64_t args[BPT_MAX_ARGS];       /* F64: the double's bits; STR: byte offset into str */
     uint8_t  argtype[BPT_MAX_ARGS];    /* enum bpt_arg_type */
     char     str[BPT_MSG_STR_BYTES];   /* STR arguments, NUL-separated, truncated to fit */
 } bpt_msg;
@@ -348,30 +485,78 @@ typedef struct bpt_session_desc {
     uint32_t      rate_per_ms; /* ... in every window of this many ms (0: in all) */
 } bpt_session_desc;
 
-/* bpt_session_create: create a trace session.
-   In: desc (NULL gives the defaults). Out: *out, the session handle.
-   Returns 0; BPT_EINVAL (out NULL, ring_size over 1<<20, rate_per_ms without
-   rate_max); BPT_ELIMIT (BPT_MAX_SESSIONS alive, or a name over 63 bytes);
-   BPT_ENOMEM. Thread-safe (set path). Source: trace:session_create/3 (OTP 27). */
+/* bpt_session_create: create a trace session with no trace patterns. Its
+   messages go to desc->tracer, or to per-thread rings for bpt_session_drain.
+
+   Parameters
+     desc   the settings (copied); NULL: every default
+     out    where to write the new handle; not NULL
+   Returns
+     0, or a BPT_E* code (then *out is untouched)
+   Errors
+     BPT_EINVAL    out is NULL; ring_size over 1<<20; rate_per_ms without rate_max
+     BPT_ELIMIT    name over 63 bytes; BPT_MAX_SESSIONS sessions alive
+     BPT_ENOMEM    no memory for the session (or for the thread's record)
+     BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
+                   under the code modification permission
+   Thread safety
+     any thread (set path: serialized with the other set-path calls); not
+     from a signal handler
+   Source
+     trace:session_create/3 (OTP 27)
+*/
 BPT_API int bpt_session_create(const bpt_session_desc *desc, bpt_session *out);
 
 /* bpt_session_destroy: clear every breakpoint of the session through the 13
-   steps, then free it after a thread progress wait. Messages still in its
-   rings are discarded; frames and messages that outlive it do nothing.
-   Returns 0; BPT_ESESSION for a stale or destroyed handle (a double destroy);
-   BPT_EDEADLK from a tracer callback; BPT_ENOMEM (the session is unchanged);
-   BPT_EPERM (destroyed, but mprotect refused restoring some native words:
-   they find no breakpoint and cost a stub round trip). Thread-safe (set path).
-   Source: trace:session_destroy/1. */
+   steps, forget its patterns, and free it. Messages still in its rings are
+   discarded; frames and messages that outlive it do nothing. The handle is
+   stale from then on.
+
+   Parameters
+     s   the session
+   Returns
+     0, or a BPT_E* code
+   Errors
+     BPT_ESESSION   s is stale or destroyed (a double destroy)
+     BPT_ENOMEM     no memory for the change (or the thread's record); the
+                    session is unchanged
+     BPT_EPERM      destroyed, but mprotect refused restoring some native
+                    entry words: they find no breakpoint and cost a stub
+                    round trip
+     BPT_EDEADLK    from a tracer callback, a pinned section, or a callback
+                    under the code modification permission
+   Thread safety
+     any thread (set path); not from a signal handler
+   Source
+     trace:session_destroy/1 (OTP 27)
+*/
 BPT_API int bpt_session_destroy(bpt_session s);
 
-/* bpt_session_drain: move up to max messages from the session's rings into out.
-   Returns how many (0..max), thread by thread, each thread's in order;
-   BPT_ESESSION (stale handle), BPT_EINVAL (out NULL with max > 0, max < 0).
-   A session with a callback tracer has nothing to drain (returns 0).
-   Never blocks a traced thread. Thread-safe: one drainer at a time per session. */
+/* bpt_session_drain: move up to max messages from the session's per-thread
+   rings into out, thread by thread, each thread's messages in order. A
+   session with a callback tracer has nothing to drain. Never blocks a traced
+   thread.
+
+   Parameters
+     s     the session
+     out   an array of max messages; NULL allowed when max is 0
+     max   room in out, >= 0
+   Returns
+     how many messages it wrote (0..max), or a BPT_E* code
+   Errors
+     BPT_EINVAL     max < 0; out NULL with max > 0
+     BPT_ESESSION   s is stale or destroyed
+     BPT_ENOMEM     the calling thread's record could not be allocated
+   Thread safety
+     any thread, concurrently with traced threads; one drainer per session
+     at a time (others wait on the session's drain lock); not from a signal
+     handler
+   Source
+     bptrace (the tracer process's mailbox, read in batches)
+*/
 BPT_API int bpt_session_drain(bpt_session s, bpt_msg *out, int max);
 
+/* A session's counters (counts of messages or calls). */
 typedef struct bpt_session_counts {
     uint64_t produced;   /* messages the session generated (delivered + dropped + pending) */
     uint64_t delivered;  /* handed to the callback tracer, or drained */
@@ -379,17 +564,39 @@ typedef struct bpt_session_counts {
     uint64_t limited;    /* hits suppressed after the rate limit tripped */
     uint64_t frames_skipped; /* calls whose return was not traced: the thread's shadow stack
                                 was full (BPT_SHADOW_FRAMES), or it served BPT_FRAME_SESSIONS */
-    int      limit_tripped;
-    char     name[64];
+    int      limit_tripped;  /* 1: the rate limit tripped */
+    char     name[64];       /* the session's name, NUL terminated */
 } bpt_session_counts;
 
-/* bpt_session_stats: fill *out. Returns 0, BPT_ESESSION, BPT_EINVAL (out NULL).
-   Counters are each exact, read without stopping anyone. Thread-safe. */
+/* bpt_session_stats: the session's counters. Each is exact, read without
+   stopping anyone; together they are not a snapshot.
+
+   Parameters
+     s     the session
+     out   where to write them; not NULL
+   Returns
+     0, or a BPT_E* code
+   Errors
+     BPT_EINVAL     out is NULL
+     BPT_ESESSION   s is stale or destroyed
+     BPT_ENOMEM     the calling thread's record could not be allocated
+   Thread safety
+     any thread; not from a signal handler
+   Source
+     bptrace (trace:session_info/1 gives the settings; these are the counts)
+*/
 BPT_API int bpt_session_stats(bpt_session s, bpt_session_counts *out);
+/*** End of api_session.h ***/
+
+/*** Begin file api_func.h ***/
+/* api_func.h: function records, the public half's one concern here: making
+   functions traceable and forgetting them (VM instruction-word sites, native
+   BPT_TRACEABLE entries, whole modules), finding them, and the VM's side of
+   a traced call (its breakpoint opcode and its return-trace frames). */
 
 /* >>func
    A function record (bpt_func, BEAM's ErtsCodeInfo) names one instrumentable
-   function and owns its site: here, a VM instruction word. */
+   function and owns its site: a VM instruction word, or a native entry. */
 
 /* How a VM lets bptrace read a call's arguments, print values and name a
    call's caller. Zero-initialise it or use designated initializers: fields
@@ -406,8 +613,9 @@ typedef struct bpt_vm_ops {
 } bpt_vm_ops;
 
 /* A VM instruction word: the interpreter's dispatch word (a label address
-   in threaded code, or an opcode). bptrace stores it with one aligned atomic
-   store; the VM must load it with BPT_VM_FETCH (one relaxed atomic load). */
+   in threaded code, or an opcode), 8 bytes, 8-byte aligned. bptrace changes
+   it with one aligned atomic store; the VM must load it with BPT_VM_FETCH
+   (one relaxed atomic load). */
 typedef uintptr_t bpt_vm_word;
 #if defined(__GNUC__) && !defined(__TINYC__)
 #  define BPT_VM_FETCH(p) __atomic_load_n((p), __ATOMIC_RELAXED)
@@ -415,167 +623,359 @@ typedef uintptr_t bpt_vm_word;
 #  define BPT_VM_FETCH(p) (*(volatile bpt_vm_word *)(p))
 #endif
 
-/* bpt_register_vm: register a VM site.
-   In: first_word, the address of the function's first instruction word (the
-   VM keeps it at that address while registered); breakpoint_word, the word of
-   the VM's breakpoint opcode (must differ from *first_word); module, name
-   (copied, interned; at most 127 bytes each), arity 0..255; ops (may be NULL;
-   must stay valid while registered). Out: *out, the function record.
-   Trace patterns already set by any session apply to it at once, through the
-   13 steps, without stopping any thread.
-   Returns 0; BPT_EINVAL (a NULL, arity out of range, breakpoint_word equal to
-   the first word); BPT_EEXIST (first_word already registered); BPT_ELIMIT (a
-   name too long); BPT_ENOMEM (nothing registered, *out untouched); and, with
-   *out set, BPT_ENOMEM or BPT_EPERM when the function IS registered but a
-   remembered pattern could not be applied to it (bpt_last_error says which;
-   apply it again with bpt_trace_pattern). Thread-safe (set path).
-   Source: BEAM's code loading plus erts_set_trace_pattern's default patterns. */
+/* bpt_register_vm: register a VM site, so that trace patterns can match it.
+   Trace patterns already set by any session apply to it at once, through
+   the 13 steps, without stopping any thread.
+
+   Parameters
+     first_word        the address of the function's first instruction word,
+                       8-byte aligned; the VM keeps the word there while it
+                       is registered; not NULL
+     breakpoint_word   the word of the VM's breakpoint opcode; must differ
+                       from *first_word
+     module, name      copied and interned; at most 127 bytes each; not NULL
+     arity             0..255
+     ops               how to read arguments and callers; may be NULL; must
+                       stay valid while registered
+     out               where to write the record; not NULL
+   Returns
+     0, or a BPT_E* code. *out is set on success, and also when the function
+     is registered but a remembered pattern could not be applied (ENOMEM below).
+   Errors
+     BPT_EINVAL    a NULL; arity outside 0..255; first_word not 8-byte aligned;
+                   breakpoint_word equal to *first_word (or the site already patched)
+     BPT_ELIMIT    module or name over 127 bytes
+     BPT_EEXIST    first_word is already registered
+     BPT_ENOMEM    nothing registered, *out untouched; or, with *out set, the
+                   function IS registered but a remembered pattern could not
+                   be applied to it (bpt_last_error says which; apply it
+                   again with bpt_trace_pattern)
+     BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
+                   under the code modification permission
+   Thread safety
+     any thread (set path); not from a signal handler
+   Source
+     BEAM's code loading plus erts_set_trace_pattern's default patterns
+*/
 BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word,
                             const char *module, const char *name, int arity,
                             const bpt_vm_ops *ops, bpt_func **out);
 
-/* bpt_register_native: register one BPT_TRACEABLE C function by hand.
-   In: fn, the function's address; module, name (copied, interned, at most
-   127 bytes each); arity 0..255 (how many integer arguments call messages
-   show when the pattern gives no argument spec). Out: *out.
-   Checks the entry: the padding must be bptrace's (24 NOP bytes on x86-64,
-   8 NOP words on aarch64) and the entry word a 2-byte NOP (gcc 90 90, clang
-   66 90) or NOP, optionally after endbr64 / bti c / paciasp; the patched word
-   must not cross a cache line. Writes the pre-entry words (function record
-   pointer, stub address, call sequence) while nothing can execute them,
-   restoring the page to read+execute. Patterns in force apply at once.
-   Returns 0; BPT_EINVAL (NULL, arity); BPT_ELIMIT (names); BPT_EEXIST;
-   BPT_ENOTPATCHABLE (entry bytes not as compiled by BPT_TRACEABLE;
-   bpt_last_error shows them); BPT_EPERM (mprotect refused: the function is
-   untouched; the message gives errno, e.g. SELinux execmod or a read-only
-   file mapping); BPT_ENOTSUP (tcc, BPT_NO_NATIVE, another architecture);
-   BPT_ENOMEM (nothing registered); BPT_EDEADLK; with *out set, the codes of
-   bpt_register_vm for a remembered pattern that could not be applied; BPT_ENOTSUP also where a CET shadow stack (x86-64)
-   or a guarded control stack (aarch64) is active, which the entry stub's
-   redirected return would trip. bptrace does not know the size of a
-   function registered by hand, so caller and return_to name it for return
-   addresses up to the next registered entry (at most 64 KiB past its own);
-   bpt_register_module takes sizes from the ELF symbols and names exactly.
-   Thread-safe (set path). Source: DESIGN §4.2-4.4. */
+/* bpt_register_native: register one BPT_TRACEABLE C function by hand, so
+   that trace patterns can match it; patterns in force apply at once. Only
+   its entry's padding and, while traced, one aligned entry word ever
+   change. bptrace does not know the size of a function registered by hand,
+   so caller and return_to name it for return addresses up to the next
+   registered entry (at most 64 KiB past its own); bpt_register_module takes
+   sizes from the ELF symbols and names exactly.
+
+   Parameters
+     fn             the function's address; its entry must be as BPT_TRACEABLE
+                    compiles it; not NULL
+     module, name   copied and interned; at most 127 bytes each; not NULL
+     arity          0..255: how many integer arguments call messages show
+                    when the pattern gives no argument spec
+     out            where to write the record; not NULL
+   Returns
+     0, or a BPT_E* code. *out is set on success, and also when the function
+     is registered but a remembered pattern could not be applied.
+   Errors
+     BPT_EINVAL          a NULL; arity outside 0..255
+     BPT_ELIMIT          module or name over 127 bytes
+     BPT_EEXIST          fn is already registered
+     BPT_ENOTPATCHABLE   the entry is not as BPT_TRACEABLE compiles it: the
+                         padding before it is neither NOPs nor bptrace's, the
+                         entry word is not a NOP (optionally after endbr64 /
+                         bti c / paciasp), it crosses a cache line (x86-64) or
+                         is misaligned (aarch64); bpt_last_error shows the bytes
+     BPT_EPERM           mprotect refused writing the padding: the function
+                         is untouched; the message gives errno (e.g. SELinux
+                         execmod, a read-only file mapping); or, with *out
+                         set, refused installing a remembered pattern
+     BPT_ENOTSUP         tcc, BPT_NO_NATIVE or another architecture; or a CET
+                         shadow stack (x86-64) or a guarded control stack
+                         (aarch64) is active, which native tracing would trip
+     BPT_ENOMEM          nothing registered; or, with *out set, a remembered
+                         pattern could not be applied (as bpt_register_vm)
+     BPT_EDEADLK         from a tracer callback, a pinned section, or a
+                         callback under the code modification permission
+   Thread safety
+     any thread (set path); not from a signal handler
+   Source
+     bptrace (DESIGN §4.2-4.4); Linux ftrace's patchable entries
+*/
 BPT_API int bpt_register_native(void *fn, const char *module, const char *name, int arity, bpt_func **out);
 
-/* bpt_register_module: register every patchable function of a loaded module:
-   NULL for the main executable, or the basename ("libfoo.so") or path of a
-   shared object. Entries come from its __patchable_function_entries section
-   and names from its ELF .symtab (static functions too), else .dynsym. Arity
-   is 0 (unknown): give an argument spec in the match spec to see arguments.
-   Already registered functions are skipped, and so are bptrace's own (names
-   starting with bpt_), which a whole-program build also makes patchable:
-   tracing them would recurse. Returns how many functions it
-   registered; BPT_ENOENT (not loaded); BPT_EINVAL (malformed ELF);
-   BPT_ENOTPATCHABLE (compiled with another architecture's
-   -fpatchable-function-entry values: a function symbol lies inside an
-   entry's padding; the message names it); BPT_ENOTSUP;
-   BPT_EPERM; BPT_ENOMEM (then nothing is registered), except that when a
-   remembered pattern cannot be applied the functions stay registered and
-   the error says so. Thread-safe (set path). */
+/* bpt_register_module: register every patchable function of a loaded module
+   that is not registered yet, named from its ELF symbols (static functions
+   too; names over 127 bytes are cut). Arity is 0 (unknown): give an
+   argument spec in the match spec to see arguments. bptrace's own functions
+   (names starting with bpt_), which a whole-program build also makes
+   patchable, are skipped: tracing them would recurse. Patterns in force
+   apply at once. All or nothing: on an error nothing is registered, except
+   when a remembered pattern cannot be applied.
+
+   Parameters
+     module   NULL for the main executable, or the basename ("libfoo.so") or
+              path of a loaded shared object; not ""
+   Returns
+     how many functions it registered (0: none new, or no patchable entries),
+     or a BPT_E* code
+   Errors
+     BPT_ENOENT          the module is not loaded, or its file is gone (or
+                         /proc/self/exe cannot be resolved)
+     BPT_EINVAL          module is ""; the file is not ELF, malformed or
+                         truncated, or differs from the loaded image; an
+                         entry lies outside the module's code
+     BPT_ENOTPATCHABLE   an entry is not as BPT_TRACEABLE compiles it, or the
+                         module was compiled with another architecture's
+                         -fpatchable-function-entry values (a function symbol
+                         lies inside an entry's padding; the message names it)
+     BPT_ENOTSUP         as bpt_register_native; or the file is ELF32 or of
+                         the other byte order
+     BPT_EPERM           the module's file cannot be opened; mprotect refused
+                         a code write (nothing registered); or refused
+                         installing a remembered pattern (functions registered)
+     BPT_ENOMEM          nothing registered; or a remembered pattern could not
+                         be applied (the functions stay registered; the
+                         message says so)
+     BPT_EDEADLK         from a tracer callback, a pinned section, or a
+                         callback under the code modification permission
+   Thread safety
+     any thread (set path); not from a signal handler; the caller keeps the
+     module loaded during the call
+   Source
+     bptrace (DESIGN §4.5); gcc -fpatchable-function-entry, dl_iterate_phdr(3)
+*/
 BPT_API int bpt_register_module(const char *module);
 
 /* bpt_unregister_module: remove every session's breakpoints from the
-   module's functions (the 13 steps), then unregister them. Call it before
-   dlclose; the caller guarantees no thread still runs the module's code.
-   Returns how many it unregistered; BPT_ENOENT; BPT_EDEADLK; BPT_ENOMEM
-   (nothing unregistered; breakpoints already switched off stay off).
-   Thread-safe (set path). */
+   module's native functions (every registered native function whose module
+   name is module's basename, also those registered by hand), through the
+   13 steps, then unregister them. VM functions are not touched, whatever
+   their module name. Call it before
+   dlclose; the caller guarantees that no thread still runs the module's code.
+
+   Parameters
+     module   the basename or path of the module (only the basename is
+              compared); not NULL (unlike bpt_register_module)
+   Returns
+     how many functions it unregistered (>= 1), or a BPT_E* code
+   Errors
+     BPT_EINVAL    module is NULL
+     BPT_ENOENT    no registered native function of that module
+     BPT_ENOMEM    nothing unregistered; breakpoints already switched off
+                   stay off
+     BPT_EPERM     mprotect refused restoring an entry word: nothing
+                   unregistered; breakpoints already switched off stay off
+     BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
+                   under the code modification permission
+   Thread safety
+     any thread (set path); not from a signal handler
+   Source
+     BEAM's code purging (erts_purge_module), for native modules
+*/
 BPT_API int bpt_unregister_module(const char *module);
 
-/* bpt_unregister: forget a function record. It must carry no breakpoint:
-   BPT_EBUSY if any session traces it (remove the patterns first). Frees the
-   record after a thread progress wait, which covers threads inside
-   bpt_vm_breakpoint(f). The caller guarantees, as when unloading code, that
-   no thread can still fetch the site's word and call bpt_vm_breakpoint(f)
-   afterwards, and that no call of f is still running with a return-trace
-   token (its bpt_vm_return would read the freed record, as BEAM's purge
-   requires that no process runs old code); VM threads that are managed (as BEAM's schedulers) and report
-   progress only between instructions are covered by the wait too.
-   Returns 0; BPT_EINVAL (NULL); BPT_ENOENT (not a registered record);
-   BPT_EBUSY; BPT_ENOMEM (a native function: no memory for the new index of
-   native code that names callers and return_to targets; f stays
-   registered); BPT_EDEADLK (see bpt_trace_pattern). Thread-safe (set path). */
+/* bpt_unregister: forget a function record; the record is freed (VM
+   sites) or kept for reuse (native sites), and f must not be used again.
+   It must carry no breakpoint. The caller guarantees, as when unloading
+   code, that no thread can still fetch the site's word and call
+   bpt_vm_breakpoint(f) after this call, and that no call of f is still
+   running with a return-trace token (its bpt_vm_return would read the
+   freed record, as BEAM's purge requires that no process runs old code).
+   Threads already inside bpt_vm_breakpoint(f) are covered, and so are
+   managed VM threads that report progress only between instructions.
+
+   Parameters
+     f   a registered record; not NULL
+   Returns
+     0, or a BPT_E* code
+   Errors
+     BPT_EINVAL    f is NULL
+     BPT_ENOENT    f is not a registered record
+     BPT_EBUSY     a session traces f (remove its patterns first), or an
+                   earlier uninstall was refused by mprotect and the
+                   breakpoint word is still in place (retry later)
+     BPT_ENOMEM    a native function: no memory for the new index of native
+                   code that names callers and return_to targets; f stays
+                   registered (or the thread's record could not be allocated)
+     BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
+                   under the code modification permission
+   Thread safety
+     any thread (set path); not from a signal handler
+   Source
+     BEAM's code purging (erts_purge_module)
+*/
 BPT_API int bpt_unregister(bpt_func *f);
 
-/* bpt_func_lookup: find a registered function by exact module, name, arity.
-   Returns 0 and *out; BPT_EINVAL (a NULL); BPT_ENOENT; BPT_EDEADLK from a
-   tracer callback or a pinned section (it takes the code modification
-   permission, whose holder may be waiting for that very thread). Thread-safe. */
+/* bpt_func_lookup: find a registered function by exact module, name and arity.
+
+   Parameters
+     module, name   exact names, not patterns; not NULL
+     arity          0..255 (others are never found)
+     out            where to write the record; not NULL
+   Returns
+     0 (and *out), or a BPT_E* code
+   Errors
+     BPT_EINVAL    a NULL
+     BPT_ENOENT    no such function is registered
+     BPT_ENOMEM    the calling thread's record could not be allocated
+     BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
+                   under the code modification permission
+   Thread safety
+     any thread (it takes the code modification permission); not from a
+     signal handler
+   Source
+     erlang:function_exported/3
+*/
 BPT_API int bpt_func_lookup(const char *module, const char *name, int arity, bpt_func **out);
 
-/* bpt_func_count: how many functions are registered, or BPT_EDEADLK from a
-   callback that runs under the permission. Thread-safe. */
+/* bpt_func_count: how many functions are registered.
+
+   Parameters
+     none
+   Returns
+     the count (>= 0), or a BPT_E* code
+   Errors
+     BPT_ENOMEM    the calling thread's record could not be allocated
+     BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
+                   under the code modification permission
+   Thread safety
+     as bpt_func_lookup
+   Source
+     bptrace
+*/
 BPT_API int bpt_func_count(void);
 
 /* A return-trace frame token (0: none). */
 typedef uint64_t bpt_vm_token;
 
 /* bpt_vm_breakpoint: what the VM's breakpoint opcode calls, as BEAM's
-   op_i_generic_breakpoint. In: f, the record registered for this site; frame,
-   handed back to ops->arg and ops->caller; token, where to say whether the
-   VM must push a return-trace frame (NULL: the VM keeps none, and return
-   trace of its calls is skipped). Out: the original instruction word, for the
-   VM to execute in place of the breakpoint, and *token: 0, or a token the VM
-   keeps in a frame of the call (as BEAM pushes a return_trace frame) and
-   hands to exactly one of bpt_vm_return or bpt_vm_unwind, on this thread.
-   Runs every session's active generation: counts, evaluates match specs,
-   sends call messages. Never blocks; takes no lock. Thread-safe and
-   async-signal-safe once the thread has a ring in each tracing session. */
+   op_i_generic_breakpoint. Counts the call, evaluates match specs and sends
+   call messages for every session tracing f, then gives back the original
+   instruction word for the VM to execute in place of the breakpoint.
+   Never blocks; takes no lock.
+
+   Parameters
+     f       the record registered for this site; not NULL (asserted)
+     frame   the VM's frame of the call, handed back to ops->arg and ops->caller
+     token   where to write whether the VM must keep a return-trace frame:
+             0, or a token the VM keeps in a frame of the call (as BEAM
+             pushes a return_trace frame) and hands to exactly one of
+             bpt_vm_return or bpt_vm_unwind, on this thread. NULL: the VM
+             keeps no frames, and return trace of its calls is skipped.
+   Returns
+     the site's original instruction word
+   Errors
+     none
+   Thread safety
+     any thread; async-signal-safe once the thread has a ring in each
+     tracing session; a managed thread must be online
+   Source
+     op_i_generic_breakpoint and erts_generic_breakpoint in beam_bp.c
+*/
 BPT_API bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame, bpt_vm_token *token);
 
-/* bpt_vm_return: the call that got token returns value (as the match spec's
-   ret type says: i64 by default). Sends return_from (and return_to) to the
-   sessions that asked. Frames pushed after token's and not yet returned were
-   unwound: they are reported as bpt_vm_unwind reports them (value 0) first.
-   A stale or foreign token is ignored. Never blocks. Thread-safe (acts on the
-   calling thread's frames); the VM calls it on the thread that hit the
-   breakpoint. Source: BEAM's return_trace frame (beam_bp.c erts_trace_return). */
+/* bpt_vm_return: the call that got token returns value. Sends return_from
+   (and return_to) to the sessions that asked. Frames pushed after token's
+   and not yet returned were unwound: they are reported first, as
+   bpt_vm_unwind reports them (value 0). A stale, foreign or 0 token is
+   ignored. Never blocks.
+
+   Parameters
+     token   from bpt_vm_breakpoint on this thread
+     value   the return value, as the match spec's ret type says (i64 by
+             default; f64: the double's bits)
+   Returns
+     nothing
+   Errors
+     none
+   Thread safety
+     the thread that hit the breakpoint (it acts on that thread's frames)
+   Source
+     BEAM's return_trace frame (erts_trace_return in beam_bp.c)
+*/
 BPT_API void bpt_vm_return(bpt_vm_token token, uint64_t value);
 
-/* bpt_vm_unwind: a throw passes the frame of token, with exception value
-   (class "throw"): sends exception_from to the sessions that asked for
-   exception trace, and drops the frame (and any pushed after it). As BEAM's
-   exception_trace "found while scanning the stack during a throw".
-   A stale token is ignored. Never blocks. Thread-safe, as bpt_vm_return. */
+/* bpt_vm_unwind: a throw passes the frame of token: sends exception_from
+   (class "throw") to the sessions that asked for exception trace, and drops
+   the frame and any pushed after it. A stale, foreign or 0 token is
+   ignored. Never blocks.
+
+   Parameters
+     token       from bpt_vm_breakpoint on this thread
+     exception   the thrown value, shown as the message's value
+   Returns
+     nothing
+   Errors
+     none
+   Thread safety
+     as bpt_vm_return
+   Source
+     BEAM's exception_trace, "found while scanning the stack during a throw"
+*/
 BPT_API void bpt_vm_unwind(bpt_vm_token token, uint64_t exception);
 
 /* bpt_unwind_to: the host unwound native frames (longjmp, a C++ throw, a
    coroutine abort) back into the function that calls this: every
    return-trace frame of the calling thread entered at or below sp is
    reported as exception_from (class "unwind", value 0), newest first, and
-   dropped. sp: that function's stack pointer or __builtin_frame_address(0)
-   (on aarch64 a callee's entry sp can equal it; the function's own entry sp
-   is always above). Without this call, bptrace notices such frames at the
-   next traced return above them, or when a traced call reuses their place.
-   Returns how many frames it dropped, or BPT_EINVAL (sp NULL). Never blocks.
-   Thread-safe (acts on the caller).
-   Limits: return trace assumes one stack per thread; a thread that switches
-   stacks (ucontext fibers, coroutines) must not enable it. */
+   dropped. Without this call, bptrace notices such frames at the next
+   traced return above them, or when a traced call reuses their place.
+   Return trace assumes one stack per thread: a thread that switches stacks
+   (ucontext fibers, coroutines) must not enable it. Never blocks.
+
+   Parameters
+     sp   the calling function's stack pointer or __builtin_frame_address(0)
+          (on aarch64 a callee's entry sp can equal it; the function's own
+          entry sp is always above); not NULL
+   Returns
+     how many frames it dropped (>= 0), or a BPT_E* code
+   Errors
+     BPT_EINVAL   sp is NULL
+   Thread safety
+     any thread (acts on the caller's frames)
+   Source
+     bptrace
+*/
 BPT_API int bpt_unwind_to(const void *sp);
 
-/* bpt_vm_word_at: the word currently stored at a registered site (the
-   breakpoint word while installed, the original otherwise). For tests. */
+/* bpt_vm_word_at: the word currently stored at a registered VM site: the
+   breakpoint word while installed, the original otherwise. For tests.
+
+   Parameters
+     f   a registered VM record
+   Returns
+     the word; 0 when f is NULL or a native function
+   Errors
+     none
+   Thread safety
+     any thread
+   Source
+     bptrace
+*/
 BPT_API bpt_vm_word bpt_vm_word_at(const bpt_func *f);
+/*** End of api_func.h ***/
+
+/*** Begin file api_pattern.h ***/
+/* api_pattern.h: trace patterns, the public half's one concern here:
+   switching tracing on and off (bpt_trace_pattern with its flags and match
+   specs) and watching that change happen (the protocol's two generations
+   and its step observer). */
 
 /* >>pattern */
 
-/* bpt_active_bp_ix: which of the two generations of every breakpoint running
-   code reads (0 or 1); the other, bpt_staging_bp_ix(), is where the set path
-   stages changes. Step 7 of the protocol (commit) flips them. Thread-safe.
-   Source: erts_active_bp_ix / erts_staging_bp_ix in beam_bp.h. */
-BPT_API unsigned bpt_active_bp_ix(void);
-BPT_API unsigned bpt_staging_bp_ix(void);
-
 /* >>kinds: the breakpoint kinds, one row each: X(NAME, name, flag). NAME
-   makes the public flag BPT_NAME; name names the part that implements the
-   kind (src/kind_<name>.c, whose hooks src/README.md lists). A new kind is
-   a row here and a part of its own. Rows run in this order on a hit.
-     BPT_COUNT   call_count: a counter per function, as BEAM's BpCount
-     BPT_CALL    local call trace: a call message per call
-     BPT_TIME    call_time: calls and own time (ns) per process, per-thread tables
-     BPT_MEMORY  call_memory: calls and the bytes bpt_account_memory reported, per process */
+   makes the public flag BPT_NAME; name names the hooks of the part that
+   implements the kind (bpt__kind_<name>_prepare, _stage, _ref, _unref,
+   _hit, _info: src/README.md lists them). A new kind is a row here and a
+   part of its own. Rows run in this order on a hit.
+     BPT_COUNT   call_count: a counter per function, as BEAM's BpCount (kind_count.c)
+     BPT_CALL    local call trace: a call message per call (kind_call.c)
+     BPT_TIME    call_time: calls and own time (ns) per process (kind_timem.c)
+     BPT_MEMORY  call_memory: calls and the bytes bpt_account_memory reported,
+                 per process (kind_timem.c: it shares call_time's tables) */
 #define BPT_KINDS(X) \
     X(COUNT,  count,  1u << 1) \
     X(CALL,   call,   1u << 0) \
@@ -585,7 +985,7 @@ BPT_API unsigned bpt_staging_bp_ix(void);
 /* What a pattern sets (OR them): */
 enum bpt_trace_flag {
 #define BPT__KIND_FLAG(NAME, name, flag) BPT_##NAME = flag,
-    BPT_KINDS(BPT__KIND_FLAG)   /* BPT_COUNT, BPT_CALL, BPT_TIME, BPT_MEMORY */
+    BPT_KINDS(BPT__KIND_FLAG)   /* BPT_COUNT, BPT_CALL, BPT_TIME, BPT_MEMORY: the kinds */
 #undef BPT__KIND_FLAG
     /* With BPT_CALL, the match spec actions of Tracing.md (each also a bpt_match action): */
     BPT_RETURN    = 1u << 2,  /* return_trace: a return_from message with the return value */
@@ -608,7 +1008,8 @@ enum bpt_match_action {
 };
 
 /* A match spec predicate: return non-zero to trace this call. args holds the
-   first nargs arguments as 64-bit words. Runs in the traced thread. */
+   first nargs arguments as 64-bit words. Runs in the traced thread, inside
+   the hit path (the rules of a callback tracer apply). */
 typedef int (*bpt_match_fn)(const uint64_t *args, int nargs, void *user);
 
 /* A match spec: an optional predicate over the arguments plus actions, the
@@ -622,60 +1023,150 @@ typedef struct bpt_match {
     unsigned     actions;  /* BPT_MS_* */
     const char  *message;  /* copied and interned; attached to each call message */
     const char  *args;     /* argument spec, e.g. "i64,ptr,str,f64" (at most 8; uftrace -A);
-                              NULL: the first `arity` arguments as i64. Integer kinds take the
-                              next integer register, f64 the next FP register. */
+                              NULL or "": the first `arity` arguments as i64. Integer kinds
+                              take the next integer register, f64 the next FP register. */
     const char  *ret;      /* return value type for return_from: one of i64 (NULL), u64, ptr,
                               str, f64 (uftrace -R's retval) */
 } bpt_match;
 
 /* bpt_trace_pattern: set, change or clear a session's breakpoints on every
-   function matching pattern, without stopping any thread (the 13 steps).
-   In: pattern "module:function/arity"; each part a glob where '*' matches any
-   run of characters, and '_' alone matches anything ("_:_/_" is every
-   function). flags: kinds (BPT_CALL, BPT_COUNT, BPT_TIME, BPT_MEMORY) plus
-   at most one of BPT_OFF, BPT_PAUSE, BPT_RESTART (PAUSE and RESTART: the
-   counting kinds only; RESTART of BPT_TIME or BPT_MEMORY zeroes both
-   tables); with BPT_CALL switched on, also
-   BPT_RETURN, BPT_EXCEPTION, BPT_RETURN_TO, BPT_CALLER (the same as the
-   match spec actions of those names; they apply to the calls the match
-   spec accepts, as in BEAM). match: the call-trace match spec (NULL: none).
-   The pattern also stays in force for functions registered later, until a
-   BPT_OFF call with the same pattern text removes it.
-   Return trace (DESIGN §7): a native call's return address is swapped for
-   bptrace's return trampoline once, however many sessions trace it, and the
-   original is kept on the thread's bounded shadow stack; a VM call gets a
-   token (bpt_vm_breakpoint). Frames unwound by longjmp or a throw are found
-   at the next traced return above them, or by bpt_unwind_to / bpt_vm_unwind,
-   and give exception_from. Tail calls: a traced function entered by a tail
-   call from one whose return is traced shares its frame; both get
-   return_from, innermost first, and one return_to ends the chain.
-   Limits: a C++ exception must not unwind through a return-traced native
-   call (the unwinder finds the trampoline, which has no unwind info, and
-   calls std::terminate; longjmp is fine); on x86-64 a function returning
-   long double (x87 st0) or a 256/512-bit vector must not be return-traced
-   (the trampoline keeps rax, rdx and the low 128 bits of xmm0, xmm1); threads
+   registered function matching pattern, without stopping any thread (the 13
+   steps). The pattern also stays in force for functions registered later,
+   until a BPT_OFF call with the same pattern text removes it.
+   Return trace (BPT_RETURN, BPT_EXCEPTION, BPT_RETURN_TO, and BPT_TIME /
+   BPT_MEMORY on native functions) follows each traced call to its return.
+   Frames unwound by longjmp or a throw are found at the next traced return
+   above them, or by bpt_unwind_to / bpt_vm_unwind, and give exception_from.
+   Tail calls: a traced function entered by a tail call from one whose
+   return is traced shares its frame; both get return_from, innermost first,
+   and one return_to ends the chain. Limits of native return trace: a C++
+   exception must not unwind through a return-traced native call (it calls
+   std::terminate; longjmp is fine); on x86-64 a function returning long
+   double (x87) or a 256/512-bit vector must not be return-traced; threads
    that switch stacks must not use return trace.
-   Returns the number of functions matched (>= 0); BPT_ESESSION; BPT_EINVAL
-   (pattern NULL); BPT_EPATTERN (empty or malformed; bpt_last_error says
-   where); BPT_EFLAGS (unknown bit, no kind with PAUSE/RESTART, PAUSE or
-   RESTART with BPT_CALL or without a counting kind, two hows, BPT_RETURN & co. without BPT_CALL
-   switched on); BPT_EPATTERN also for a bad argument or ret spec (an unknown
-   type, more than 8); BPT_ENOTSUP (return trace of native functions where a
-   CET shadow stack or GCS is active); BPT_EDEADLK (from a tracer callback,
-   a pinned section, or an observer or trace_info_each callback);
-   BPT_ENOMEM (nothing changed); BPT_EPERM (native sites: mprotect refused a
-   code write: the settings are committed, but the functions whose word could
-   not be written stay untraced, and the pattern is not remembered).
-   Thread-safe (set path).
-   Source: erlang:trace_pattern/3 and erts_set_trace_pattern in beam_bp.c. */
+
+   Parameters
+     s         the session
+     pattern   "module:function/arity"; module and function each a glob of
+               1..127 bytes where '*' matches any run of characters and '_'
+               alone matches anything; arity 0..255, or '_' or '*' for any
+               ("_:_/_" is every function); not NULL
+     flags     kinds (BPT_CALL, BPT_COUNT, BPT_TIME, BPT_MEMORY) plus at most
+               one of BPT_OFF, BPT_PAUSE, BPT_RESTART (PAUSE and RESTART: the
+               counting kinds only; RESTART of BPT_TIME or BPT_MEMORY zeroes
+               both tables); with BPT_CALL switched on, also BPT_RETURN,
+               BPT_EXCEPTION, BPT_RETURN_TO, BPT_CALLER (the match spec
+               actions of those names; they apply to the calls the match spec
+               accepts, as in BEAM)
+     match     the call-trace match spec (copied), read only when BPT_CALL is
+               switched on; NULL: every call, no actions but the flags'
+   Returns
+     the number of registered functions matched (>= 0), or a BPT_E* code
+   Errors
+     BPT_EINVAL     pattern is NULL
+     BPT_EPATTERN   pattern empty or malformed (bpt_last_error says where);
+                    match->args or match->ret names an unknown type, has more
+                    than 8 types, ends with ','; ret is not exactly one type
+     BPT_EFLAGS     an unknown flag bit; BPT_RETURN & co. without BPT_CALL
+                    switched on; two of OFF/PAUSE/RESTART; PAUSE or RESTART
+                    with BPT_CALL or without a counting kind; no kind without
+                    BPT_OFF; unknown bits in match->actions
+     BPT_ESESSION   s is stale or destroyed
+     BPT_ENOTSUP    BPT_RETURN, BPT_EXCEPTION or BPT_RETURN_TO in flags on
+                    native functions where a CET shadow stack or a guarded
+                    control stack is active
+     BPT_ENOMEM     nothing changed (also: the thread's record)
+     BPT_EPERM      native sites: mprotect refused a code write; the settings
+                    are committed, but the functions whose word could not be
+                    written stay untraced, and the pattern is not remembered
+     BPT_EDEADLK    from a tracer callback, a pinned section, or a callback
+                    under the code modification permission (an observer, a
+                    bpt_trace_info_each visitor)
+   Thread safety
+     any thread (set path: serialized with the other set-path calls, waits
+     for thread progress); not from a signal handler
+   Source
+     erlang:trace_pattern/3; erts_set_trace_pattern in beam_bp.c; Tracing.md
+*/
 BPT_API int bpt_trace_pattern(bpt_session s, const char *pattern, unsigned flags,
                               const bpt_match *match);
 
+/* bpt_active_bp_ix / bpt_staging_bp_ix: which of the two generations of
+   every breakpoint running code reads (0 or 1), and the other, where the
+   set path stages changes. Step 7 of the protocol (commit) swaps them.
+
+   Parameters
+     none
+   Returns
+     0 or 1
+   Errors
+     none
+   Thread safety
+     any thread
+   Source
+     erts_active_bp_ix / erts_staging_bp_ix in beam_bp.h
+*/
+BPT_API unsigned bpt_active_bp_ix(void);
+BPT_API unsigned bpt_staging_bp_ix(void);
+
+/* A protocol observer sees each of the 13 steps of a breakpoint change as it
+   ends: step 1..13, did (0 when the step had nothing to do and was skipped),
+   the step's duration in ns. bpt_trace_pattern and bpt_session_destroy
+   report all 13; a registration that applies remembered patterns reports
+   steps 2..12 once per pattern applied. It runs under the code modification
+   permission and must not call set-path functions (BPT_EDEADLK). For
+   examples/protocol_walkthrough and tests. */
+typedef void (*bpt_observer_fn)(int step, int did, uint64_t ns, void *user);
+
+/* bpt_set_protocol_observer: install or remove the one protocol observer
+   (it replaces the previous one).
+
+   Parameters
+     fn     the observer; NULL removes it
+     user   handed to fn
+   Returns
+     0, or a BPT_E* code
+   Errors
+     BPT_ENOMEM    the calling thread's record could not be allocated
+     BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
+                   under the code modification permission
+   Thread safety
+     any thread (set path); not from a signal handler
+   Source
+     bptrace (for teaching the 13 steps of Tracing.md)
+*/
+BPT_API int bpt_set_protocol_observer(bpt_observer_fn fn, void *user);
+
+/* bpt_protocol_step_name: the name of a protocol step: "seize permission",
+   "allocate", "stage", ... "release permission".
+
+   Parameters
+     step   1..13
+   Returns
+     a static string; NULL for a step outside 1..13
+   Errors
+     none
+   Thread safety
+     any thread; async-signal-safe
+   Source
+     the 13 steps of Tracing.md (OTP)
+*/
+BPT_API const char *bpt_protocol_step_name(int step);
+/*** End of api_pattern.h ***/
+
+/*** Begin file api_info.h ***/
+/* api_info.h: what tracing measured, the public half's one concern here:
+   reading a session's settings, call_count, call_time and call_memory
+   (bpt_trace_info), and telling bptrace what it measures against (the
+   process a thread runs, the memory it allocates). */
+
+/* >>info */
+
 /* What bpt_trace_info reports. */
 enum bpt_info_flag {
-    BPT_INFO_FLAGS  = 1u << 0,
+    BPT_INFO_FLAGS  = 1u << 0,   /* the flags set (bpt_info.flags, *_paused) */
     BPT_INFO_COUNT  = 1u << 1,   /* call_count */
-    BPT_INFO_TIME   = 1u << 2,   /* call_time: calls and own time per process (collected, see below) */
+    BPT_INFO_TIME   = 1u << 2,   /* call_time: calls and own time per process */
     BPT_INFO_MEMORY = 1u << 3    /* call_memory: calls and bytes per process */
 };
 
@@ -683,81 +1174,161 @@ enum bpt_info_flag {
 typedef struct bpt_info_process {
     uint64_t process;      /* as bpt_process_switch named it (default: the OS thread id) */
     uint64_t calls;        /* calls counted while call_time or call_memory was active */
-    uint64_t time_ns;      /* own time: in the function, not in traced callees, not scheduled out */
-    uint64_t memory_bytes; /* what bpt_account_memory reported while the function was current */
+    uint64_t time_ns;      /* own time, ns: in the function, not in traced callees, not scheduled out */
+    uint64_t memory_bytes; /* bytes bpt_account_memory reported while the function was current */
 } bpt_info_process;
 
+/* A function's settings and counters in one session. */
 typedef struct bpt_info {
     unsigned flags;        /* BPT_CALL | BPT_COUNT | BPT_TIME | BPT_MEMORY (and BPT_RETURN & co.
                               with BPT_CALL) set for f in the session; 0 if none */
-    int      count_paused; /* call_count is paused */
-    uint64_t count;        /* call_count, exact */
-    int      time_paused;  /* call_time / call_memory are paused */
+    int      count_paused; /* 1: call_count is paused */
+    uint64_t count;        /* call_count, exact, a count of calls */
+    int      time_paused;  /* 1: call_time / call_memory are paused */
     uint64_t calls;        /* call_time / call_memory: calls, all processes */
     uint64_t time_ns;      /* call_time: own time, all processes, ns */
     uint64_t memory_bytes; /* call_memory: bytes, all processes */
     uint32_t nprocs;       /* out: processes with calls, time or memory on f */
-    uint32_t procs_cap;    /* in: room in procs (bpt_trace_info only) */
+    uint32_t procs_cap;    /* in: room in procs, in entries (bpt_trace_info only) */
     bpt_info_process *procs; /* in: an array of procs_cap, or NULL; out: the first
                               min(nprocs, procs_cap) processes, most time first */
 } bpt_info;
 
 /* bpt_trace_info: the session's settings, call_count, call_time and
-   call_memory for one function.
-   call_count is one relaxed atomic load. call_time and call_memory live in
-   per-thread tables that only their own thread writes; they are collected
-   without blocking any traced thread, by OTP 29's method (timem.c): the
-   staging half gets fresh tables, the generations switch, a thread progress
-   wait makes the real tables idle, they are summed, and the fresh tables
-   carry the sums on. Time is own time, charged as BEAM charges it: a call
-   starts its function and pauses the caller's, a return charges the callee
-   and resumes the caller; a call still running is counted but its time is
-   charged when it returns. Native functions need return frames for time
-   (BPT_TIME works like return trace, with its limits).
-   Returns 0; BPT_ESESSION; BPT_EINVAL (f or out NULL, unknown what bits);
-   BPT_ENOENT (f not registered); BPT_ENOMEM (the collection's tables:
-   nothing changed, counts are kept); BPT_EDEADLK (see bpt_trace_pattern: it
-   takes the code modification permission). Thread-safe.
-   Source: erlang:trace_info/2 (flags, call_count, call_time, call_memory). */
+   call_memory for one function, collected without blocking any traced
+   thread. Time is own time, charged as BEAM charges it: a call starts its
+   function and pauses the caller's, a return charges the callee and resumes
+   the caller; a call still running is counted, but its time is charged
+   when it returns. Native functions need return frames for time and memory
+   (BPT_TIME and BPT_MEMORY work like return trace, with its limits).
+
+   Parameters
+     s      the session
+     f      a registered function; not NULL
+     what   BPT_INFO_* bits: what to report (others stay 0)
+     out    in: procs and procs_cap (procs may be NULL); out: the rest; not NULL
+   Returns
+     0, or a BPT_E* code
+   Errors
+     BPT_EINVAL     f or out is NULL; unknown bits in what
+     BPT_ESESSION   s is stale or destroyed
+     BPT_ENOENT     f is not registered
+     BPT_ENOMEM     no memory for the collection: nothing changed, counts are
+                    kept (the next call collects them); or the thread's record
+     BPT_EDEADLK    from a tracer callback, a pinned section, or a callback
+                    under the code modification permission (it takes the
+                    permission)
+   Thread safety
+     any thread (set path); not from a signal handler
+   Source
+     erlang:trace_info/2 (flags, call_count, call_time, call_memory);
+     OTP 29's call_time collection in beam_bp.c
+*/
 BPT_API int bpt_trace_info(bpt_session s, const bpt_func *f, unsigned what, bpt_info *out);
 
-/* bpt_trace_info_each: bpt_trace_info for every registered function matching
-   pattern, calling fn(f, module, name, arity, info, user) for each with a
-   breakpoint in the session. Returns how many were reported; errors as
-   bpt_trace_info plus BPT_EPATTERN. fn runs in the calling thread, under the
-   code modification permission: it must not call set-path functions. */
+/* What bpt_trace_info_each calls for each function: info is valid during
+   the call only (its procs array too). It runs under the code modification
+   permission: it must not call set-path functions (BPT_EDEADLK). */
 typedef void (*bpt_info_fn)(const bpt_func *f, const char *module, const char *name,
                             int arity, const bpt_info *info, void *user);
+
+/* bpt_trace_info_each: bpt_trace_info for every registered function that
+   matches pattern and has a breakpoint in the session, calling fn for each
+   in the calling thread. info->procs holds every process (room is
+   allocated; if that fails, the totals are still right and procs is empty).
+
+   Parameters
+     s         the session
+     pattern   as bpt_trace_pattern's; not NULL
+     what      BPT_INFO_* bits
+     fn        called once per function; not NULL
+     user      handed to fn
+   Returns
+     how many functions were reported (>= 0), or a BPT_E* code (then fn was
+     not called)
+   Errors
+     BPT_EINVAL     fn or pattern is NULL; unknown bits in what
+     BPT_EPATTERN   pattern is empty or malformed
+     BPT_ESESSION   s is stale or destroyed
+     BPT_ENOMEM     as bpt_trace_info
+     BPT_EDEADLK    as bpt_trace_info
+   Thread safety
+     any thread (set path); not from a signal handler
+   Source
+     erlang:trace_info/2 over a pattern (as tprof and eprof gather it)
+*/
 BPT_API int bpt_trace_info_each(bpt_session s, const char *pattern, unsigned what,
                                 bpt_info_fn fn, void *user);
 
-/* bpt_process_switch: the calling thread now runs process `process` (0: the
-   OS thread itself, the default), for a host with green threads, fibers
-   that run to completion, or actors. call_time charges the previous
-   process's current function up to now; the time until this thread runs
-   that process again is charged to nobody, as BEAM excludes the time a
-   process is scheduled out. Messages carry the process too. Never blocks,
-   allocates nothing. Thread-safe (acts on the caller); async-signal-safe. */
+/* bpt_process_switch: the calling thread now runs process `process`, for a
+   host with green threads, fibers that run to completion, or actors.
+   call_time charges the previous process's current function up to now; the
+   time until this thread runs that process again is charged to nobody, as
+   BEAM excludes the time a process is scheduled out. Messages carry the
+   process too. Never blocks; allocates nothing after the thread's first
+   bptrace call.
+
+   Parameters
+     process   any id the host chooses; 0: the OS thread itself (the default)
+   Returns
+     nothing
+   Errors
+     none
+   Thread safety
+     any thread (acts on the caller); async-signal-safe once the thread has
+     its record
+   Source
+     BEAM's scheduling out and in of a process (call_time's schedule_out)
+*/
 BPT_API void bpt_process_switch(uint64_t process);
 
 /* bpt_account_memory: the calling thread's current process allocated bytes
    (negative: freed): call_memory charges them to its current traced
    function in each session that has call_memory on it. Never blocks.
-   Thread-safe (acts on the caller). Source: call_memory in OTP 26+. */
+
+   Parameters
+     bytes   bytes allocated (> 0) or freed (< 0); 0 does nothing
+   Returns
+     nothing
+   Errors
+     none
+   Thread safety
+     any thread (acts on the caller); never blocks
+   Source
+     call_memory in OTP 26+ (erlang:trace_pattern/3)
+*/
 BPT_API void bpt_account_memory(int64_t bytes);
+/*** End of api_info.h ***/
+
+/*** Begin file api_format.h ***/
+/* api_format.h: output formats, the public half's one concern here: turning
+   drained messages and trace_info figures into text and files that people
+   and tools read (dbg lines, tprof tables, Chrome trace JSON, folded stacks).
+   All of it is off the hot path: it never touches traced threads. */
 
 /* >>format */
 
 /* bpt_format_dbg: one message as a line in the style of OTP's dbg with
-   recon_trace's timestamps, e.g.
+   recon_trace's timestamps, NUL terminated, without a newline, e.g.
        15:36:26.123456 (<4711>) call tinyvm:fib(10) (caller tinyvm:loop/3)
        15:36:26.123458 (<4711>) returned from tinyvm:fib/1 -> 55
        15:36:26.123459 (<4711>) returning to tinyvm:loop/3
        15:36:26.123459 (<4711>) exception_from tinyvm:c/1 {throw,10}
        15:36:26.123460 (<4711>) dropped 17 messages
-   In: m, buf of size bytes. Out: the text, NUL terminated, no newline.
-   Returns the length it wanted (as snprintf), or BPT_EINVAL for a NULL.
-   Thread-safe; never touches traced threads. */
+
+   Parameters
+     m      the message; not NULL
+     buf    where to write the text; NULL allowed when size is 0
+     size   bytes in buf (the text is truncated to fit, as snprintf)
+   Returns
+     the length in bytes it wanted (as snprintf), or a BPT_E* code
+   Errors
+     BPT_EINVAL   m is NULL; buf is NULL with size > 0
+   Thread safety
+     any thread; not from a signal handler
+   Source
+     OTP's dbg:dhandler; recon_trace's format
+*/
 BPT_API int bpt_format_dbg(const bpt_msg *m, char *buf, size_t size);
 
 /* One line of a profile table. */
@@ -765,24 +1336,39 @@ typedef struct bpt_profile_row {
     const char *module, *name;
     int arity;
     uint64_t process;      /* 0: the total over processes */
-    uint64_t calls;
+    uint64_t calls;        /* a count of calls */
     uint64_t value;        /* time in ns (call_time) or bytes (call_memory) */
 } bpt_profile_row;
 
 /* bpt_format_profile: a table in the style of OTP's tprof,
        FUNCTION                     CALLS   TIME(us)   PER CALL  [    %]
-   sorted by value (rows are sorted in place), with a total line, for
-   call_time (memory 0) or call_memory (memory 1: BYTES instead of TIME).
-   Rows of several processes may be mixed; each is printed with its process.
-   Returns the length it wanted (as snprintf) or BPT_EINVAL (rows NULL with
-   n > 0, n < 0, buf NULL with size > 0). Thread-safe. */
+   sorted by value, with a total line, for call_time or call_memory (BYTES
+   instead of TIME). Rows of several processes may be mixed; each is printed
+   with its process.
+
+   Parameters
+     rows     the rows, sorted in place by value; NULL allowed when n is 0
+     n        how many rows, >= 0
+     memory   0: call_time (values in ns, shown in us); 1: call_memory (bytes)
+     buf      where to write the table; NULL allowed when size is 0
+     size     bytes in buf (truncated to fit, as snprintf)
+   Returns
+     the length in bytes it wanted (as snprintf), or a BPT_E* code
+   Errors
+     BPT_EINVAL   rows NULL with n > 0; n < 0; buf NULL with size > 0
+   Thread safety
+     any thread (rows are not shared while it sorts them); not from a
+     signal handler
+   Source
+     OTP's tprof (tprof:format/1)
+*/
 BPT_API int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size_t size);
 
-/* Chrome Trace Event JSON (chrome://tracing, Perfetto, speedscope): call
-   messages become "B" events, return_from and exception_from "E" events,
-   with ts in microseconds (fractions kept) from the first event, pid the
-   process id, tid the traced thread, and one thread_name record per thread.
-   The events nest per thread, as the format requires, whatever the
+/* A Chrome Trace Event JSON writer (chrome://tracing, Perfetto, speedscope):
+   call messages become "B" events, return_from and exception_from "E"
+   events, with ts in microseconds (fractions kept) from the first event, pid
+   the process id, tid the traced thread, and one thread_name record per
+   thread. The events nest per thread, as the format requires, whatever the
    messages: the writer keeps each thread's open calls (the first 64; deeper
    calls are not written, nor their returns) and
      - skips a return with no open call of that function (tracing began
@@ -792,31 +1378,69 @@ BPT_API int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *b
        BPT_EXCEPTION), counted in `closed`;
      - closes every call still open at bpt_chrome_close, at its thread's
        last ts (tracing ended inside it), counted in `closed` too.
-   Zero-initialise nothing: bpt_chrome_open fills the struct. Off the hot
-   path: use it on drained messages. Not thread-safe per writer. */
+   Zero-initialise nothing: bpt_chrome_open fills the struct. */
 typedef struct bpt_chrome {
-    FILE *out;
-    uint64_t base_ns;      /* ts 0: the first event's time */
+    FILE *out;             /* the stream written; NULL: not open */
+    uint64_t base_ns;      /* ts 0: the first event's time, CLOCK_MONOTONIC ns */
     long events;           /* records written (thread names included) */
     long unmatched;        /* returns skipped: no open call of theirs */
     long closed;           /* E events the writer added to keep the nesting */
-    struct bpt__stack *threads;   /* each thread's open calls */
-    int nthreads, cap;
-    int err;               /* a write failed */
+    struct bpt__stack *threads;   /* private: each thread's open calls */
+    int nthreads, cap;            /* private */
+    int err;               /* 1: a write failed */
 } bpt_chrome;
 
-/* bpt_chrome_open: start a trace on out (an open FILE). Returns 0, or
-   BPT_EINVAL (w or out NULL, or the first write failed). */
+/* bpt_chrome_open: start a Chrome trace on out: write the JSON's opening.
+
+   Parameters
+     w     the writer to fill; not NULL
+     out   an open stream; not NULL; stays the caller's
+   Returns
+     0, or a BPT_E* code
+   Errors
+     BPT_EINVAL   w or out is NULL; the first write failed
+   Thread safety
+     any thread; one thread per writer at a time
+   Source
+     the Trace Event Format (Chrome's catapult)
+*/
 BPT_API int bpt_chrome_open(bpt_chrome *w, FILE *out);
-/* bpt_chrome_write: one message (other types than call, return_from and
-   exception_from are ignored). Returns 0; BPT_EINVAL (NULL, a writer not
-   open, or a write failed: errno-level details in bpt_last_error);
-   BPT_ENOMEM (the first message of a new thread, when its state cannot be
-   allocated: that message is not written). */
+
+/* bpt_chrome_write: write one message. Other types than call, return_from
+   and exception_from are ignored.
+
+   Parameters
+     w   an open writer; not NULL
+     m   the message; not NULL
+   Returns
+     0, or a BPT_E* code
+   Errors
+     BPT_EINVAL   a NULL; w not open; a write failed (errno's text in
+                  bpt_last_error)
+     BPT_ENOMEM   the first message of a new thread, when its state cannot be
+                  allocated: that message is not written
+   Thread safety
+     any thread; one thread per writer at a time
+   Source
+     the Trace Event Format (Chrome's catapult)
+*/
 BPT_API int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m);
-/* bpt_chrome_close: close the calls still open, end the JSON and free the
-   writer's state. Returns the number of records written, or BPT_EINVAL (w
-   NULL or not open, or a write failed). Does not close the FILE. */
+
+/* bpt_chrome_close: close the calls still open, end the JSON, flush the
+   stream and free the writer's state; the writer is then not open, also
+   after a failed write. Does not close the FILE.
+
+   Parameters
+     w   an open writer; not NULL
+   Returns
+     the number of records written (>= 0), or a BPT_E* code
+   Errors
+     BPT_EINVAL   w is NULL or not open; a write (now or earlier) failed
+   Thread safety
+     any thread; one thread per writer at a time
+   Source
+     the Trace Event Format (Chrome's catapult)
+*/
 BPT_API int bpt_chrome_close(bpt_chrome *w);
 
 /* FlameGraph folded stacks ("a;b;c 123" lines, as flamegraph.pl and
@@ -828,38 +1452,76 @@ BPT_API int bpt_chrome_close(bpt_chrome *w);
    it, unwound without a message, count as its own time; a return with no
    open call (tracing began inside the call) is ignored; each thread keeps
    its first 64 calls, and the time of deeper ones counts as the 64th's own
-   time. Off the hot path; not thread-safe per object. */
+   time. Opaque. */
 typedef struct bpt_folded bpt_folded;
-/* bpt_folded_new: 0 and *out, BPT_EINVAL (out NULL), BPT_ENOMEM. */
+
+/* bpt_folded_new: a new, empty folded-stacks object.
+
+   Parameters
+     out   where to write it; not NULL
+   Returns
+     0 (and *out), or a BPT_E* code
+   Errors
+     BPT_EINVAL   out is NULL
+     BPT_ENOMEM   no memory for the object
+   Thread safety
+     any thread
+   Source
+     Brendan Gregg's stackcollapse (FlameGraph)
+*/
 BPT_API int bpt_folded_new(bpt_folded **out);
-/* bpt_folded_add: one message (other types than call, return_from and
-   exception_from are ignored). 0, BPT_EINVAL (a NULL), BPT_ENOMEM (a new
-   thread's stack or a new line could not be allocated: the message is not
-   counted; the object stays usable). */
+
+/* bpt_folded_add: add one message. Other types than call, return_from and
+   exception_from are ignored.
+
+   Parameters
+     f   the object; not NULL
+     m   the message; not NULL
+   Returns
+     0, or a BPT_E* code
+   Errors
+     BPT_EINVAL   a NULL
+     BPT_ENOMEM   a new thread's stack or a new line could not be allocated:
+                  the message is not counted; the object stays usable
+   Thread safety
+     any thread; one thread per object at a time
+   Source
+     Brendan Gregg's stackcollapse (FlameGraph)
+*/
 BPT_API int bpt_folded_add(bpt_folded *f, const bpt_msg *m);
-/* bpt_folded_write: the folded lines, most time first. Returns the number of
-   lines, or BPT_EINVAL (a NULL or a write error). */
+
+/* bpt_folded_write: write the folded lines, most time first ("a;b;c us").
+
+   Parameters
+     f     the object; not NULL
+     out   an open stream; not NULL
+   Returns
+     the number of lines written (>= 0), or a BPT_E* code
+   Errors
+     BPT_EINVAL   a NULL; a write failed
+     BPT_ENOMEM   no memory to sort the lines; nothing written
+   Thread safety
+     any thread; one thread per object at a time
+   Source
+     Brendan Gregg's stackcollapse (FlameGraph)
+*/
 BPT_API int bpt_folded_write(bpt_folded *f, FILE *out);
+
+/* bpt_folded_free: free the object and everything it holds.
+
+   Parameters
+     f   the object; NULL does nothing
+   Returns
+     nothing
+   Errors
+     none
+   Thread safety
+     any thread; no other use of f at the same time or after
+   Source
+     bptrace
+*/
 BPT_API void bpt_folded_free(bpt_folded *f);
-
-/* >>observe */
-
-/* A protocol observer sees each of the 13 steps of a breakpoint change as it
-   ends: step 1..13, did (0 when the step had nothing to do and was skipped),
-   the step's duration in ns. bpt_trace_pattern and bpt_session_destroy
-   report all 13; a registration that applies remembered patterns reports
-   steps 2..12 once per pattern applied. It runs under the code modification permission
-   and must not call set-path functions. For examples/protocol_walkthrough and tests. */
-typedef void (*bpt_observer_fn)(int step, int did, uint64_t ns, void *user);
-
-/* bpt_set_protocol_observer: install (fn non-NULL) or remove (NULL) the
-   observer. Returns 0, or BPT_EDEADLK (see bpt_trace_pattern). Thread-safe (set path). */
-BPT_API int bpt_set_protocol_observer(bpt_observer_fn fn, void *user);
-
-/* bpt_protocol_step_name: "seize permission", "allocate", ... for step 1..13,
-   NULL otherwise. Thread-safe. */
-BPT_API const char *bpt_protocol_step_name(int step);
-
+/*** End of api_format.h ***/
 #ifdef __cplusplus
 }
 #endif

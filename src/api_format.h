@@ -1,0 +1,221 @@
+/* api_format.h: output formats, the public half's one concern here: turning
+   drained messages and trace_info figures into text and files that people
+   and tools read (dbg lines, tprof tables, Chrome trace JSON, folded stacks).
+   All of it is off the hot path: it never touches traced threads. */
+#include "api_session.h"
+
+/* >>format */
+
+/* bpt_format_dbg: one message as a line in the style of OTP's dbg with
+   recon_trace's timestamps, NUL terminated, without a newline, e.g.
+       15:36:26.123456 (<4711>) call tinyvm:fib(10) (caller tinyvm:loop/3)
+       15:36:26.123458 (<4711>) returned from tinyvm:fib/1 -> 55
+       15:36:26.123459 (<4711>) returning to tinyvm:loop/3
+       15:36:26.123459 (<4711>) exception_from tinyvm:c/1 {throw,10}
+       15:36:26.123460 (<4711>) dropped 17 messages
+
+   Parameters
+     m      the message; not NULL
+     buf    where to write the text; NULL allowed when size is 0
+     size   bytes in buf (the text is truncated to fit, as snprintf)
+   Returns
+     the length in bytes it wanted (as snprintf), or a BPT_E* code
+   Errors
+     BPT_EINVAL   m is NULL; buf is NULL with size > 0
+   Thread safety
+     any thread; not from a signal handler
+   Source
+     OTP's dbg:dhandler; recon_trace's format
+*/
+BPT_API int bpt_format_dbg(const bpt_msg *m, char *buf, size_t size);
+
+/* One line of a profile table. */
+typedef struct bpt_profile_row {
+    const char *module, *name;
+    int arity;
+    uint64_t process;      /* 0: the total over processes */
+    uint64_t calls;        /* a count of calls */
+    uint64_t value;        /* time in ns (call_time) or bytes (call_memory) */
+} bpt_profile_row;
+
+/* bpt_format_profile: a table in the style of OTP's tprof,
+       FUNCTION                     CALLS   TIME(us)   PER CALL  [    %]
+   sorted by value, with a total line, for call_time or call_memory (BYTES
+   instead of TIME). Rows of several processes may be mixed; each is printed
+   with its process.
+
+   Parameters
+     rows     the rows, sorted in place by value; NULL allowed when n is 0
+     n        how many rows, >= 0
+     memory   0: call_time (values in ns, shown in us); 1: call_memory (bytes)
+     buf      where to write the table; NULL allowed when size is 0
+     size     bytes in buf (truncated to fit, as snprintf)
+   Returns
+     the length in bytes it wanted (as snprintf), or a BPT_E* code
+   Errors
+     BPT_EINVAL   rows NULL with n > 0; n < 0; buf NULL with size > 0
+   Thread safety
+     any thread (rows are not shared while it sorts them); not from a
+     signal handler
+   Source
+     OTP's tprof (tprof:format/1)
+*/
+BPT_API int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size_t size);
+
+/* A Chrome Trace Event JSON writer (chrome://tracing, Perfetto, speedscope):
+   call messages become "B" events, return_from and exception_from "E"
+   events, with ts in microseconds (fractions kept) from the first event, pid
+   the process id, tid the traced thread, and one thread_name record per
+   thread. The events nest per thread, as the format requires, whatever the
+   messages: the writer keeps each thread's open calls (the first 64; deeper
+   calls are not written, nor their returns) and
+     - skips a return with no open call of that function (tracing began
+       inside the call), counted in `unmatched`;
+     - closes, at the same ts, open calls above the one a return matches
+       (frames unwound without a message, e.g. with BPT_RETURN but no
+       BPT_EXCEPTION), counted in `closed`;
+     - closes every call still open at bpt_chrome_close, at its thread's
+       last ts (tracing ended inside it), counted in `closed` too.
+   Zero-initialise nothing: bpt_chrome_open fills the struct. */
+typedef struct bpt_chrome {
+    FILE *out;             /* the stream written; NULL: not open */
+    uint64_t base_ns;      /* ts 0: the first event's time, CLOCK_MONOTONIC ns */
+    long events;           /* records written (thread names included) */
+    long unmatched;        /* returns skipped: no open call of theirs */
+    long closed;           /* E events the writer added to keep the nesting */
+    struct bpt__stack *threads;   /* private: each thread's open calls */
+    int nthreads, cap;            /* private */
+    int err;               /* 1: a write failed */
+} bpt_chrome;
+
+/* bpt_chrome_open: start a Chrome trace on out: write the JSON's opening.
+
+   Parameters
+     w     the writer to fill; not NULL
+     out   an open stream; not NULL; stays the caller's
+   Returns
+     0, or a BPT_E* code
+   Errors
+     BPT_EINVAL   w or out is NULL; the first write failed
+   Thread safety
+     any thread; one thread per writer at a time
+   Source
+     the Trace Event Format (Chrome's catapult)
+*/
+BPT_API int bpt_chrome_open(bpt_chrome *w, FILE *out);
+
+/* bpt_chrome_write: write one message. Other types than call, return_from
+   and exception_from are ignored.
+
+   Parameters
+     w   an open writer; not NULL
+     m   the message; not NULL
+   Returns
+     0, or a BPT_E* code
+   Errors
+     BPT_EINVAL   a NULL; w not open; a write failed (errno's text in
+                  bpt_last_error)
+     BPT_ENOMEM   the first message of a new thread, when its state cannot be
+                  allocated: that message is not written
+   Thread safety
+     any thread; one thread per writer at a time
+   Source
+     the Trace Event Format (Chrome's catapult)
+*/
+BPT_API int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m);
+
+/* bpt_chrome_close: close the calls still open, end the JSON, flush the
+   stream and free the writer's state; the writer is then not open, also
+   after a failed write. Does not close the FILE.
+
+   Parameters
+     w   an open writer; not NULL
+   Returns
+     the number of records written (>= 0), or a BPT_E* code
+   Errors
+     BPT_EINVAL   w is NULL or not open; a write (now or earlier) failed
+   Thread safety
+     any thread; one thread per writer at a time
+   Source
+     the Trace Event Format (Chrome's catapult)
+*/
+BPT_API int bpt_chrome_close(bpt_chrome *w);
+
+/* FlameGraph folded stacks ("a;b;c 123" lines, as flamegraph.pl and
+   speedscope read them) built from call and return messages: each thread's
+   stack is rebuilt from its calls and returns, and each function's own time
+   (ns, excluding traced callees) is added to the stack it ran on; the lines
+   give microseconds. Threads are matched as the Chrome writer does: a
+   return closes the newest open call of its function, and the calls above
+   it, unwound without a message, count as its own time; a return with no
+   open call (tracing began inside the call) is ignored; each thread keeps
+   its first 64 calls, and the time of deeper ones counts as the 64th's own
+   time. Opaque. */
+typedef struct bpt_folded bpt_folded;
+
+/* bpt_folded_new: a new, empty folded-stacks object.
+
+   Parameters
+     out   where to write it; not NULL
+   Returns
+     0 (and *out), or a BPT_E* code
+   Errors
+     BPT_EINVAL   out is NULL
+     BPT_ENOMEM   no memory for the object
+   Thread safety
+     any thread
+   Source
+     Brendan Gregg's stackcollapse (FlameGraph)
+*/
+BPT_API int bpt_folded_new(bpt_folded **out);
+
+/* bpt_folded_add: add one message. Other types than call, return_from and
+   exception_from are ignored.
+
+   Parameters
+     f   the object; not NULL
+     m   the message; not NULL
+   Returns
+     0, or a BPT_E* code
+   Errors
+     BPT_EINVAL   a NULL
+     BPT_ENOMEM   a new thread's stack or a new line could not be allocated:
+                  the message is not counted; the object stays usable
+   Thread safety
+     any thread; one thread per object at a time
+   Source
+     Brendan Gregg's stackcollapse (FlameGraph)
+*/
+BPT_API int bpt_folded_add(bpt_folded *f, const bpt_msg *m);
+
+/* bpt_folded_write: write the folded lines, most time first ("a;b;c us").
+
+   Parameters
+     f     the object; not NULL
+     out   an open stream; not NULL
+   Returns
+     the number of lines written (>= 0), or a BPT_E* code
+   Errors
+     BPT_EINVAL   a NULL; a write failed
+     BPT_ENOMEM   no memory to sort the lines; nothing written
+   Thread safety
+     any thread; one thread per object at a time
+   Source
+     Brendan Gregg's stackcollapse (FlameGraph)
+*/
+BPT_API int bpt_folded_write(bpt_folded *f, FILE *out);
+
+/* bpt_folded_free: free the object and everything it holds.
+
+   Parameters
+     f   the object; NULL does nothing
+   Returns
+     nothing
+   Errors
+     none
+   Thread safety
+     any thread; no other use of f at the same time or after
+   Source
+     bptrace
+*/
+BPT_API void bpt_folded_free(bpt_folded *f);

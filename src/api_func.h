@@ -1,0 +1,368 @@
+/* api_func.h: function records, the public half's one concern here: making
+   functions traceable and forgetting them (VM instruction-word sites, native
+   BPT_TRACEABLE entries, whole modules), finding them, and the VM's side of
+   a traced call (its breakpoint opcode and its return-trace frames). */
+#include "api_session.h"
+
+/* >>func
+   A function record (bpt_func, BEAM's ErtsCodeInfo) names one instrumentable
+   function and owns its site: a VM instruction word, or a native entry. */
+
+/* How a VM lets bptrace read a call's arguments, print values and name a
+   call's caller. Zero-initialise it or use designated initializers: fields
+   are added over time (caller came with return trace), and NULL always means
+   "not provided". */
+typedef uint64_t (*bpt_vm_arg_fn)(const void *frame, int index);
+typedef bpt_func *(*bpt_vm_caller_fn)(const void *frame);
+typedef struct bpt_vm_ops {
+    bpt_vm_arg_fn arg;      /* argument index of the frame given to bpt_vm_breakpoint; NULL: no args */
+    bpt_format_fn format;   /* how to print an argument; NULL: decimal. Must stay valid for
+                               the life of the process (messages keep it). */
+    bpt_vm_caller_fn caller;/* the registered function the call returns to, or NULL (unknown):
+                               for BPT_CALLER and BPT_RETURN_TO. NULL: always unknown. */
+} bpt_vm_ops;
+
+/* A VM instruction word: the interpreter's dispatch word (a label address
+   in threaded code, or an opcode), 8 bytes, 8-byte aligned. bptrace changes
+   it with one aligned atomic store; the VM must load it with BPT_VM_FETCH
+   (one relaxed atomic load). */
+typedef uintptr_t bpt_vm_word;
+#if defined(__GNUC__) && !defined(__TINYC__)
+#  define BPT_VM_FETCH(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#else
+#  define BPT_VM_FETCH(p) (*(volatile bpt_vm_word *)(p))
+#endif
+
+/* bpt_register_vm: register a VM site, so that trace patterns can match it.
+   Trace patterns already set by any session apply to it at once, through
+   the 13 steps, without stopping any thread.
+
+   Parameters
+     first_word        the address of the function's first instruction word,
+                       8-byte aligned; the VM keeps the word there while it
+                       is registered; not NULL
+     breakpoint_word   the word of the VM's breakpoint opcode; must differ
+                       from *first_word
+     module, name      copied and interned; at most 127 bytes each; not NULL
+     arity             0..255
+     ops               how to read arguments and callers; may be NULL; must
+                       stay valid while registered
+     out               where to write the record; not NULL
+   Returns
+     0, or a BPT_E* code. *out is set on success, and also when the function
+     is registered but a remembered pattern could not be applied (ENOMEM below).
+   Errors
+     BPT_EINVAL    a NULL; arity outside 0..255; first_word not 8-byte aligned;
+                   breakpoint_word equal to *first_word (or the site already patched)
+     BPT_ELIMIT    module or name over 127 bytes
+     BPT_EEXIST    first_word is already registered
+     BPT_ENOMEM    nothing registered, *out untouched; or, with *out set, the
+                   function IS registered but a remembered pattern could not
+                   be applied to it (bpt_last_error says which; apply it
+                   again with bpt_trace_pattern)
+     BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
+                   under the code modification permission
+   Thread safety
+     any thread (set path); not from a signal handler
+   Source
+     BEAM's code loading plus erts_set_trace_pattern's default patterns
+*/
+BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word,
+                            const char *module, const char *name, int arity,
+                            const bpt_vm_ops *ops, bpt_func **out);
+
+/* bpt_register_native: register one BPT_TRACEABLE C function by hand, so
+   that trace patterns can match it; patterns in force apply at once. Only
+   its entry's padding and, while traced, one aligned entry word ever
+   change. bptrace does not know the size of a function registered by hand,
+   so caller and return_to name it for return addresses up to the next
+   registered entry (at most 64 KiB past its own); bpt_register_module takes
+   sizes from the ELF symbols and names exactly.
+
+   Parameters
+     fn             the function's address; its entry must be as BPT_TRACEABLE
+                    compiles it; not NULL
+     module, name   copied and interned; at most 127 bytes each; not NULL
+     arity          0..255: how many integer arguments call messages show
+                    when the pattern gives no argument spec
+     out            where to write the record; not NULL
+   Returns
+     0, or a BPT_E* code. *out is set on success, and also when the function
+     is registered but a remembered pattern could not be applied.
+   Errors
+     BPT_EINVAL          a NULL; arity outside 0..255
+     BPT_ELIMIT          module or name over 127 bytes
+     BPT_EEXIST          fn is already registered
+     BPT_ENOTPATCHABLE   the entry is not as BPT_TRACEABLE compiles it: the
+                         padding before it is neither NOPs nor bptrace's, the
+                         entry word is not a NOP (optionally after endbr64 /
+                         bti c / paciasp), it crosses a cache line (x86-64) or
+                         is misaligned (aarch64); bpt_last_error shows the bytes
+     BPT_EPERM           mprotect refused writing the padding: the function
+                         is untouched; the message gives errno (e.g. SELinux
+                         execmod, a read-only file mapping); or, with *out
+                         set, refused installing a remembered pattern
+     BPT_ENOTSUP         tcc, BPT_NO_NATIVE or another architecture; or a CET
+                         shadow stack (x86-64) or a guarded control stack
+                         (aarch64) is active, which native tracing would trip
+     BPT_ENOMEM          nothing registered; or, with *out set, a remembered
+                         pattern could not be applied (as bpt_register_vm)
+     BPT_EDEADLK         from a tracer callback, a pinned section, or a
+                         callback under the code modification permission
+   Thread safety
+     any thread (set path); not from a signal handler
+   Source
+     bptrace (DESIGN §4.2-4.4); Linux ftrace's patchable entries
+*/
+BPT_API int bpt_register_native(void *fn, const char *module, const char *name, int arity, bpt_func **out);
+
+/* bpt_register_module: register every patchable function of a loaded module
+   that is not registered yet, named from its ELF symbols (static functions
+   too; names over 127 bytes are cut). Arity is 0 (unknown): give an
+   argument spec in the match spec to see arguments. bptrace's own functions
+   (names starting with bpt_), which a whole-program build also makes
+   patchable, are skipped: tracing them would recurse. Patterns in force
+   apply at once. All or nothing: on an error nothing is registered, except
+   when a remembered pattern cannot be applied.
+
+   Parameters
+     module   NULL for the main executable, or the basename ("libfoo.so") or
+              path of a loaded shared object; not ""
+   Returns
+     how many functions it registered (0: none new, or no patchable entries),
+     or a BPT_E* code
+   Errors
+     BPT_ENOENT          the module is not loaded, or its file is gone (or
+                         /proc/self/exe cannot be resolved)
+     BPT_EINVAL          module is ""; the file is not ELF, malformed or
+                         truncated, or differs from the loaded image; an
+                         entry lies outside the module's code
+     BPT_ENOTPATCHABLE   an entry is not as BPT_TRACEABLE compiles it, or the
+                         module was compiled with another architecture's
+                         -fpatchable-function-entry values (a function symbol
+                         lies inside an entry's padding; the message names it)
+     BPT_ENOTSUP         as bpt_register_native; or the file is ELF32 or of
+                         the other byte order
+     BPT_EPERM           the module's file cannot be opened; mprotect refused
+                         a code write (nothing registered); or refused
+                         installing a remembered pattern (functions registered)
+     BPT_ENOMEM          nothing registered; or a remembered pattern could not
+                         be applied (the functions stay registered; the
+                         message says so)
+     BPT_EDEADLK         from a tracer callback, a pinned section, or a
+                         callback under the code modification permission
+   Thread safety
+     any thread (set path); not from a signal handler; the caller keeps the
+     module loaded during the call
+   Source
+     bptrace (DESIGN §4.5); gcc -fpatchable-function-entry, dl_iterate_phdr(3)
+*/
+BPT_API int bpt_register_module(const char *module);
+
+/* bpt_unregister_module: remove every session's breakpoints from the
+   module's native functions (every registered native function whose module
+   name is module's basename, also those registered by hand), through the
+   13 steps, then unregister them. VM functions are not touched, whatever
+   their module name. Call it before
+   dlclose; the caller guarantees that no thread still runs the module's code.
+
+   Parameters
+     module   the basename or path of the module (only the basename is
+              compared); not NULL (unlike bpt_register_module)
+   Returns
+     how many functions it unregistered (>= 1), or a BPT_E* code
+   Errors
+     BPT_EINVAL    module is NULL
+     BPT_ENOENT    no registered native function of that module
+     BPT_ENOMEM    nothing unregistered; breakpoints already switched off
+                   stay off
+     BPT_EPERM     mprotect refused restoring an entry word: nothing
+                   unregistered; breakpoints already switched off stay off
+     BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
+                   under the code modification permission
+   Thread safety
+     any thread (set path); not from a signal handler
+   Source
+     BEAM's code purging (erts_purge_module), for native modules
+*/
+BPT_API int bpt_unregister_module(const char *module);
+
+/* bpt_unregister: forget a function record; the record is freed (VM
+   sites) or kept for reuse (native sites), and f must not be used again.
+   It must carry no breakpoint. The caller guarantees, as when unloading
+   code, that no thread can still fetch the site's word and call
+   bpt_vm_breakpoint(f) after this call, and that no call of f is still
+   running with a return-trace token (its bpt_vm_return would read the
+   freed record, as BEAM's purge requires that no process runs old code).
+   Threads already inside bpt_vm_breakpoint(f) are covered, and so are
+   managed VM threads that report progress only between instructions.
+
+   Parameters
+     f   a registered record; not NULL
+   Returns
+     0, or a BPT_E* code
+   Errors
+     BPT_EINVAL    f is NULL
+     BPT_ENOENT    f is not a registered record
+     BPT_EBUSY     a session traces f (remove its patterns first), or an
+                   earlier uninstall was refused by mprotect and the
+                   breakpoint word is still in place (retry later)
+     BPT_ENOMEM    a native function: no memory for the new index of native
+                   code that names callers and return_to targets; f stays
+                   registered (or the thread's record could not be allocated)
+     BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
+                   under the code modification permission
+   Thread safety
+     any thread (set path); not from a signal handler
+   Source
+     BEAM's code purging (erts_purge_module)
+*/
+BPT_API int bpt_unregister(bpt_func *f);
+
+/* bpt_func_lookup: find a registered function by exact module, name and arity.
+
+   Parameters
+     module, name   exact names, not patterns; not NULL
+     arity          0..255 (others are never found)
+     out            where to write the record; not NULL
+   Returns
+     0 (and *out), or a BPT_E* code
+   Errors
+     BPT_EINVAL    a NULL
+     BPT_ENOENT    no such function is registered
+     BPT_ENOMEM    the calling thread's record could not be allocated
+     BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
+                   under the code modification permission
+   Thread safety
+     any thread (it takes the code modification permission); not from a
+     signal handler
+   Source
+     erlang:function_exported/3
+*/
+BPT_API int bpt_func_lookup(const char *module, const char *name, int arity, bpt_func **out);
+
+/* bpt_func_count: how many functions are registered.
+
+   Parameters
+     none
+   Returns
+     the count (>= 0), or a BPT_E* code
+   Errors
+     BPT_ENOMEM    the calling thread's record could not be allocated
+     BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
+                   under the code modification permission
+   Thread safety
+     as bpt_func_lookup
+   Source
+     bptrace
+*/
+BPT_API int bpt_func_count(void);
+
+/* A return-trace frame token (0: none). */
+typedef uint64_t bpt_vm_token;
+
+/* bpt_vm_breakpoint: what the VM's breakpoint opcode calls, as BEAM's
+   op_i_generic_breakpoint. Counts the call, evaluates match specs and sends
+   call messages for every session tracing f, then gives back the original
+   instruction word for the VM to execute in place of the breakpoint.
+   Never blocks; takes no lock.
+
+   Parameters
+     f       the record registered for this site; not NULL (asserted)
+     frame   the VM's frame of the call, handed back to ops->arg and ops->caller
+     token   where to write whether the VM must keep a return-trace frame:
+             0, or a token the VM keeps in a frame of the call (as BEAM
+             pushes a return_trace frame) and hands to exactly one of
+             bpt_vm_return or bpt_vm_unwind, on this thread. NULL: the VM
+             keeps no frames, and return trace of its calls is skipped.
+   Returns
+     the site's original instruction word
+   Errors
+     none
+   Thread safety
+     any thread; async-signal-safe once the thread has a ring in each
+     tracing session; a managed thread must be online
+   Source
+     op_i_generic_breakpoint and erts_generic_breakpoint in beam_bp.c
+*/
+BPT_API bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame, bpt_vm_token *token);
+
+/* bpt_vm_return: the call that got token returns value. Sends return_from
+   (and return_to) to the sessions that asked. Frames pushed after token's
+   and not yet returned were unwound: they are reported first, as
+   bpt_vm_unwind reports them (value 0). A stale, foreign or 0 token is
+   ignored. Never blocks.
+
+   Parameters
+     token   from bpt_vm_breakpoint on this thread
+     value   the return value, as the match spec's ret type says (i64 by
+             default; f64: the double's bits)
+   Returns
+     nothing
+   Errors
+     none
+   Thread safety
+     the thread that hit the breakpoint (it acts on that thread's frames)
+   Source
+     BEAM's return_trace frame (erts_trace_return in beam_bp.c)
+*/
+BPT_API void bpt_vm_return(bpt_vm_token token, uint64_t value);
+
+/* bpt_vm_unwind: a throw passes the frame of token: sends exception_from
+   (class "throw") to the sessions that asked for exception trace, and drops
+   the frame and any pushed after it. A stale, foreign or 0 token is
+   ignored. Never blocks.
+
+   Parameters
+     token       from bpt_vm_breakpoint on this thread
+     exception   the thrown value, shown as the message's value
+   Returns
+     nothing
+   Errors
+     none
+   Thread safety
+     as bpt_vm_return
+   Source
+     BEAM's exception_trace, "found while scanning the stack during a throw"
+*/
+BPT_API void bpt_vm_unwind(bpt_vm_token token, uint64_t exception);
+
+/* bpt_unwind_to: the host unwound native frames (longjmp, a C++ throw, a
+   coroutine abort) back into the function that calls this: every
+   return-trace frame of the calling thread entered at or below sp is
+   reported as exception_from (class "unwind", value 0), newest first, and
+   dropped. Without this call, bptrace notices such frames at the next
+   traced return above them, or when a traced call reuses their place.
+   Return trace assumes one stack per thread: a thread that switches stacks
+   (ucontext fibers, coroutines) must not enable it. Never blocks.
+
+   Parameters
+     sp   the calling function's stack pointer or __builtin_frame_address(0)
+          (on aarch64 a callee's entry sp can equal it; the function's own
+          entry sp is always above); not NULL
+   Returns
+     how many frames it dropped (>= 0), or a BPT_E* code
+   Errors
+     BPT_EINVAL   sp is NULL
+   Thread safety
+     any thread (acts on the caller's frames)
+   Source
+     bptrace
+*/
+BPT_API int bpt_unwind_to(const void *sp);
+
+/* bpt_vm_word_at: the word currently stored at a registered VM site: the
+   breakpoint word while installed, the original otherwise. For tests.
+
+   Parameters
+     f   a registered VM record
+   Returns
+     the word; 0 when f is NULL or a native function
+   Errors
+     none
+   Thread safety
+     any thread
+   Source
+     bptrace
+*/
+BPT_API bpt_vm_word bpt_vm_word_at(const bpt_func *f);

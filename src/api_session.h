@@ -1,0 +1,186 @@
+/* api_session.h: trace sessions, the public half's one concern here: a
+   session's settings and handle, the messages it produces, the tracers that
+   receive them (a callback, or per-thread rings to drain), and its counters. */
+#include "api_progress.h"
+
+/* >>session
+   A trace session is an isolated set of trace settings with one tracer, as
+   OTP 27's trace:session_create/3. Handles are weak ids (a generation and a
+   slot, as sokol's resource handles): a stale handle gives BPT_ESESSION, never
+   a crash, and a late message of a dead session is dropped. */
+typedef struct bpt_session { uint64_t id; } bpt_session;   /* 0: never a live session */
+
+/* Message types. */
+enum bpt_msg_type {
+    BPT_MSG_CALL    = 1,  /* a traced call: func, args */
+    BPT_MSG_DROPPED = 2,  /* value = messages this thread's ring dropped since the last report */
+    BPT_MSG_LIMIT   = 3,  /* the rate limit tripped; the session traced nothing after it */
+    BPT_MSG_RETURN_FROM    = 4,  /* func returned: value, value_type */
+    BPT_MSG_EXCEPTION_FROM = 5,  /* func was unwound: exception_class, value */
+    BPT_MSG_RETURN_TO      = 6   /* execution resumes in func (module NULL: unknown code at caller) */
+};
+
+/* Limits of one message: arguments, and bytes of copied strings. */
+enum { BPT_MAX_ARGS = 8, BPT_MSG_STR_BYTES = 48 };
+
+/* How an argument is read and shown (an argument spec names them, as
+   uftrace's -A does: "i64,ptr,str,f64"). */
+enum bpt_arg_type {
+    BPT_ARG_I64 = 0,   /* signed integer register (the default) */
+    BPT_ARG_U64 = 1,   /* unsigned integer register */
+    BPT_ARG_PTR = 2,   /* integer register, shown in hex */
+    BPT_ARG_STR = 3,   /* char * in an integer register: the string is copied */
+    BPT_ARG_F64 = 4    /* double in the next floating-point register (native sites) */
+};
+
+/* A registered function (opaque; see >>func). */
+typedef struct bpt_func bpt_func;
+
+/* A value formatter: write value as text into buf (size bytes, always NUL
+   terminated), return the length in bytes it wanted, as snprintf. */
+typedef int (*bpt_format_fn)(char *buf, size_t size, uint64_t value);
+
+/* One trace message. Names point into bptrace's interned strings and stay
+   valid until the process exits, so a message outlives its function. */
+typedef struct bpt_msg {
+    uint16_t type;         /* enum bpt_msg_type */
+    uint16_t nargs;        /* valid entries of args[] */
+    uint32_t thread;       /* OS thread id (gettid) of the traced thread */
+    uint64_t process;      /* the process the call ran in (default: the OS thread id) */
+    uint64_t ts_ns;        /* CLOCK_MONOTONIC, ns */
+    uint64_t session;      /* the session's weak id */
+    const char *module;    /* function, or NULL for DROPPED / LIMIT */
+    const char *name;
+    int arity;
+    bpt_format_fn format;  /* the site's argument formatter, or NULL for decimal */
+    const char *user;      /* the match spec's message, or NULL */
+    uint64_t value;        /* DROPPED: count; LIMIT: rate_max; RETURN_FROM: the return value;
+                              EXCEPTION_FROM: the exception */
+    uint8_t  value_type;   /* RETURN_FROM: enum bpt_arg_type of value (F64: the double's bits) */
+    const char *exception_class; /* EXCEPTION_FROM: "throw" (bpt_vm_unwind) or "unwind" (native) */
+    const char *caller_module;   /* CALL with BPT_CALLER: the function the call returns to, */
+    const char *caller_name;     /* NULL if unknown (not a registered function) */
+    int caller_arity;
+    uint64_t caller;             /* CALL with BPT_CALLER, RETURN_TO: the return address (native), 0 (VM) */
+    uint64_t args[BPT_MAX_ARGS];       /* F64: the double's bits; STR: byte offset into str */
+    uint8_t  argtype[BPT_MAX_ARGS];    /* enum bpt_arg_type */
+    char     str[BPT_MSG_STR_BYTES];   /* STR arguments, NUL-separated, truncated to fit */
+} bpt_msg;
+
+/* A callback tracer runs in the traced thread, inside the hit path: it must
+   not block for long and must not call set-path functions (BPT_EDEADLK).
+   Breakpoints hit from inside it are counted but send no messages. */
+typedef void (*bpt_tracer_fn)(const bpt_msg *msg, void *user);
+
+/* Session settings. Zero-initialise and set what you need; zero means default. */
+typedef struct bpt_session_desc {
+    const char   *name;        /* copied; default "session" (at most 63 bytes) */
+    bpt_tracer_fn tracer;      /* callback tracer; NULL: per-thread message rings */
+    void         *tracer_user;
+    uint32_t      ring_size;   /* messages per thread ring, rounded up to a power
+                                  of two, at least 2; default 1024, at most 1<<20 */
+    uint64_t      rate_max;    /* recon_trace limit: at most rate_max messages ... */
+    uint32_t      rate_per_ms; /* ... in every window of this many ms (0: in all) */
+} bpt_session_desc;
+
+/* bpt_session_create: create a trace session with no trace patterns. Its
+   messages go to desc->tracer, or to per-thread rings for bpt_session_drain.
+
+   Parameters
+     desc   the settings (copied); NULL: every default
+     out    where to write the new handle; not NULL
+   Returns
+     0, or a BPT_E* code (then *out is untouched)
+   Errors
+     BPT_EINVAL    out is NULL; ring_size over 1<<20; rate_per_ms without rate_max
+     BPT_ELIMIT    name over 63 bytes; BPT_MAX_SESSIONS sessions alive
+     BPT_ENOMEM    no memory for the session (or for the thread's record)
+     BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
+                   under the code modification permission
+   Thread safety
+     any thread (set path: serialized with the other set-path calls); not
+     from a signal handler
+   Source
+     trace:session_create/3 (OTP 27)
+*/
+BPT_API int bpt_session_create(const bpt_session_desc *desc, bpt_session *out);
+
+/* bpt_session_destroy: clear every breakpoint of the session through the 13
+   steps, forget its patterns, and free it. Messages still in its rings are
+   discarded; frames and messages that outlive it do nothing. The handle is
+   stale from then on.
+
+   Parameters
+     s   the session
+   Returns
+     0, or a BPT_E* code
+   Errors
+     BPT_ESESSION   s is stale or destroyed (a double destroy)
+     BPT_ENOMEM     no memory for the change (or the thread's record); the
+                    session is unchanged
+     BPT_EPERM      destroyed, but mprotect refused restoring some native
+                    entry words: they find no breakpoint and cost a stub
+                    round trip
+     BPT_EDEADLK    from a tracer callback, a pinned section, or a callback
+                    under the code modification permission
+   Thread safety
+     any thread (set path); not from a signal handler
+   Source
+     trace:session_destroy/1 (OTP 27)
+*/
+BPT_API int bpt_session_destroy(bpt_session s);
+
+/* bpt_session_drain: move up to max messages from the session's per-thread
+   rings into out, thread by thread, each thread's messages in order. A
+   session with a callback tracer has nothing to drain. Never blocks a traced
+   thread.
+
+   Parameters
+     s     the session
+     out   an array of max messages; NULL allowed when max is 0
+     max   room in out, >= 0
+   Returns
+     how many messages it wrote (0..max), or a BPT_E* code
+   Errors
+     BPT_EINVAL     max < 0; out NULL with max > 0
+     BPT_ESESSION   s is stale or destroyed
+     BPT_ENOMEM     the calling thread's record could not be allocated
+   Thread safety
+     any thread, concurrently with traced threads; one drainer per session
+     at a time (others wait on the session's drain lock); not from a signal
+     handler
+   Source
+     bptrace (the tracer process's mailbox, read in batches)
+*/
+BPT_API int bpt_session_drain(bpt_session s, bpt_msg *out, int max);
+
+/* A session's counters (counts of messages or calls). */
+typedef struct bpt_session_counts {
+    uint64_t produced;   /* messages the session generated (delivered + dropped + pending) */
+    uint64_t delivered;  /* handed to the callback tracer, or drained */
+    uint64_t dropped;    /* lost to full rings (a traced thread never waits) */
+    uint64_t limited;    /* hits suppressed after the rate limit tripped */
+    uint64_t frames_skipped; /* calls whose return was not traced: the thread's shadow stack
+                                was full (BPT_SHADOW_FRAMES), or it served BPT_FRAME_SESSIONS */
+    int      limit_tripped;  /* 1: the rate limit tripped */
+    char     name[64];       /* the session's name, NUL terminated */
+} bpt_session_counts;
+
+/* bpt_session_stats: the session's counters. Each is exact, read without
+   stopping anyone; together they are not a snapshot.
+
+   Parameters
+     s     the session
+     out   where to write them; not NULL
+   Returns
+     0, or a BPT_E* code
+   Errors
+     BPT_EINVAL     out is NULL
+     BPT_ESESSION   s is stale or destroyed
+     BPT_ENOMEM     the calling thread's record could not be allocated
+   Thread safety
+     any thread; not from a signal handler
+   Source
+     bptrace (trace:session_info/1 gives the settings; these are the counts)
+*/
+BPT_API int bpt_session_stats(bpt_session s, bpt_session_counts *out);
