@@ -1,7 +1,10 @@
 # bptrace: the header is the product; this Makefile builds its tests, examples and demo.
 #   make demo         the main job: SQLite traced live (examples/sqlite.mk); make demo-tinyvm: the
 #                     interpreter; make demo-gameloop: call_time in a frame loop on managed threads
-#   make test         the whole test matrix (tests/run), ends with "N passed, N failed"
+#   make test         the whole test matrix (tests/run), ends with "N passed, N failed, N skipped"
+#   make deps         install what demo and test need (.ci/install-deps; sudo if not root),
+#                     unless it is all there already: demo and test run it first
+#   make examples     build/tinyvm, build/protocol_walkthrough, build/gameloop, build/hello
 #   make bench        benchmarks (figures and ratios; no assertions)
 #   make fuzz         the libFuzzer targets, FUZZ_SECONDS each (tests/fuzz/fuzz.mk)
 #   make amalgamate   regenerate bptrace.h from src/
@@ -11,7 +14,7 @@ CC ?= cc
 CFLAGS ?= -std=c11 -O2 -g -Wall -Wextra
 BUILD := build
 
-.PHONY: all demo demo-tinyvm demo-gameloop bench-build test test-elf bench amalgamate check-amalgamation examples print-cflags clean
+.PHONY: all deps demo demo-tinyvm demo-gameloop bench-build test test-elf bench amalgamate check-amalgamation examples print-cflags clean
 
 all: examples
 
@@ -26,13 +29,19 @@ check-amalgamation:
 
 $(BUILD)/%: examples/%.c bptrace.h
 	@mkdir -p $(BUILD)
-	$(CC) $(CFLAGS) -o $@ $< -pthread -lm
+	$(CC) $(CFLAGS) -I. -o $@ $< -pthread -lm
 
-examples: $(BUILD)/tinyvm $(BUILD)/protocol_walkthrough $(BUILD)/gameloop
+examples: $(BUILD)/tinyvm $(BUILD)/protocol_walkthrough $(BUILD)/gameloop $(BUILD)/hello
+
+# The packages the tests and the demo need (apt-get, Debian 12), installed only when
+# .ci/install-deps --check finds something missing.
+deps:
+	@.ci/install-deps --check > /dev/null || .ci/install-deps
 
 # The main job: SQLite 3.52 (fetched and checked, built traceable) traced live while its
 # threads run a bank workload (examples/sqlite.mk, examples/sqlite_live.c).
-demo: demo-sqlite
+demo: deps
+	@$(MAKE) --no-print-directory demo-sqlite
 
 # The interpreter example, traced live.
 demo-gameloop: $(BUILD)/gameloop
@@ -43,7 +52,7 @@ demo-tinyvm: $(BUILD)/tinyvm
 
 include examples/sqlite.mk
 
-test:
+test: deps
 	./amalgamate.sh --check
 	tests/run
 

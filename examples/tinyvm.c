@@ -1069,8 +1069,12 @@ struct options {
 struct drain_tally {
     long shown, not_shown;
     uint64_t calls;            /* call messages */
-    uint64_t drop_reports;     /* "dropped" messages ... */
-    uint64_t dropped;          /* ... and the calls they say were lost */
+    uint64_t returns;          /* return_from */
+    uint64_t exceptions;       /* exception_from */
+    uint64_t return_tos;       /* return_to */
+    uint64_t others;           /* limit notices, anything else */
+    uint64_t drop_reports;     /* "dropped" notices ... */
+    uint64_t dropped;          /* ... and the messages they say were lost */
 };
 
 static uint64_t now_ns(void)
@@ -1186,11 +1190,16 @@ static void drain(bpt_session s, long max_lines, struct drain_tally *t)
     int n, i;
     while ((n = bpt_session_drain(s, msgs, 64)) > 0) {
         for (i = 0; i < n; i++) {
-            if (msgs[i].type == BPT_MSG_CALL)
-                t->calls++;
-            else if (msgs[i].type == BPT_MSG_DROPPED) {
+            switch (msgs[i].type) {
+            case BPT_MSG_CALL: t->calls++; break;
+            case BPT_MSG_RETURN_FROM: t->returns++; break;
+            case BPT_MSG_EXCEPTION_FROM: t->exceptions++; break;
+            case BPT_MSG_RETURN_TO: t->return_tos++; break;
+            case BPT_MSG_DROPPED:
                 t->drop_reports++;
                 t->dropped += msgs[i].value;
+                break;
+            default: t->others++; break;
             }
             if (t->shown < max_lines) {
                 bpt_format_dbg(&msgs[i], line, sizeof line);
@@ -1437,9 +1446,15 @@ int main(int argc, char **argv)
         if (set_pattern(session, o.trace[i], BPT_CALL | BPT_OFF, "BPT_CALL | BPT_OFF") < 0)
             failed = 1;
     drain(session, o.max_lines, &tally);
-    printf("drained %" PRIu64 " call messages and %" PRIu64 " reports of %" PRIu64 " calls dropped on full rings "
-           "(a VM thread never waits for the drainer); %ld shown, %ld not shown\n",
-           tally.calls, tally.drop_reports, tally.dropped, tally.shown, tally.not_shown);
+    printf("drained %" PRIu64 " trace messages = %" PRIu64 " call + %" PRIu64 " return_from + %" PRIu64
+           " exception_from + %" PRIu64 " return_to + %" PRIu64 " other\n",
+           tally.calls + tally.returns + tally.exceptions + tally.return_tos + tally.others, tally.calls,
+           tally.returns, tally.exceptions, tally.return_tos, tally.others);
+    printf("drained %" PRIu64 " dropped notices, announcing %" PRIu64 " messages lost on full rings "
+           "(a VM thread never waits for the drainer)\n", tally.drop_reports, tally.dropped);
+    printf("lines: %ld shown + %ld not shown = %" PRIu64 " trace messages + %" PRIu64 " notices\n", tally.shown,
+           tally.not_shown, tally.calls + tally.returns + tally.exceptions + tally.return_tos + tally.others,
+           tally.drop_reports);
     for (i = 0; i < o.ncount; i++) {
         printf("call counts for %s:\n", o.count[i]);
         if (bpt_trace_info_each(session, o.count[i], BPT_INFO_COUNT, print_count, NULL) < 0) {
@@ -1487,9 +1502,15 @@ int main(int argc, char **argv)
     print_phase("while tracing", t_off - t_on, c1, c2, o.threads);
     print_phase("after tracing", t_end - t_off, c2, c3, o.threads);
 
+    /* produced = delivered (the trace messages drained above) + dropped + pending: still
+       in the rings, produced after the last drain (with --return, the returns of calls
+       traced before the switch-off). A ring announces its drops in front of its next
+       message, so the drops after the last message drained are in no notice drained. */
     if (bpt_session_stats(session, &stats) == 0)
-        printf("session %s: %" PRIu64 " messages produced, %" PRIu64 " delivered, %" PRIu64 " dropped\n",
-               stats.name, stats.produced, stats.delivered, stats.dropped);
+        printf("session %s: %" PRIu64 " messages produced = %" PRIu64 " delivered + %" PRIu64 " dropped + %" PRIu64
+               " pending; %" PRIu64 " of the dropped announced by the notices drained, %" PRIu64 " not\n",
+               stats.name, stats.produced, stats.delivered, stats.dropped,
+               stats.produced - stats.delivered - stats.dropped, tally.dropped, stats.dropped - tally.dropped);
 
 cleanup:
     /* Stop the VMs before anything they use goes away: a function may only

@@ -17,6 +17,7 @@
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
+#include "native_fixture.h"
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -208,11 +209,7 @@ static void check_values(const char *when) {
     CHECK(memcmp(&dm.d, &(double){ 10.0 / 3.0 }, sizeof dm.d) == 0 && dm.i == 42, "%s: dmix", when);
 }
 
-static bpt_func *reg(void *fn, const char *name) {
-    bpt_func *f = NULL;
-    CHECK_RC(bpt_register_native(fn, "frames", name, 1, &f), 0);
-    return f;
-}
+static bpt_func *reg(void *fn, const char *name) { return native_reg(fn, "frames", name, 1); }
 
 /* 100,000 deep (DEEP=n overrides); tests/run halves it under TSAN, whose
    shadow call stack holds 65,536 frames: deeper recursion corrupts TSAN's

@@ -5,10 +5,12 @@
      bit for bit;
    - switching off restores every entry word;
    - a function whose entry is not BPT_TRACEABLE's is refused.
-   On compilers without native support (tcc) it checks BPT_ENOTSUP instead. */
+   On compilers without native support (tcc) it checks BPT_ENOTSUP, then
+   skips (native_fixture.h). */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
+#include "native_fixture.h"
 #include <string.h>
 
 #if defined(BPT_NATIVE)
@@ -35,14 +37,6 @@ static pair (*volatile two_p)(long, long) = two_regs;
 static mix (*volatile mix_p)(float, int) = float_int;
 static size_t (*volatile str_p)(const char *, long) = str_len;
 static long (*volatile untraced_p)(long) = untraced;
-
-/* Read code bytes through volatile: compilers treat code as read-only and
-   may otherwise fold a second read into the first. */
-static void code_bytes(const void *fn, unsigned char *out) {
-    const volatile unsigned char *p = (const volatile unsigned char *)fn;
-    int i;
-    for (i = 0; i < 4; i++) out[i] = p[i];
-}
 
 static void call_all(long k, long *r6, double *r8, pair *r2, mix *rm, size_t *rs, long *ru) {
     *r6 = six_p(k, -2, 3, -4, 5, 0x7fffffffffffL, 1.25);
@@ -76,7 +70,7 @@ int main(void) {
     CHECK_RC(bpt_register_native((void *)untraced, "native", "untraced", 1, &fu), 0);
     CHECK_RC(bpt_register_native((void *)plain, "native", "plain", 1, &fp), BPT_ENOTPATCHABLE);
     printf("refused: %s\n", bpt_last_error());
-    code_bytes((void *)six, before);
+    code_bytes((void *)six, before, 4);
 
     CHECK_RC(bpt_session_create(NULL, &s), 0);
     memset(&ms, 0, sizeof ms);
@@ -87,7 +81,7 @@ int main(void) {
     CHECK_RC(bpt_trace_pattern(s, "native:eight_doubles/_", BPT_COUNT, NULL), 1);
     CHECK_RC(bpt_trace_pattern(s, "native:two_regs/_", BPT_COUNT, NULL), 1);
     CHECK_RC(bpt_trace_pattern(s, "native:float_int/_", BPT_COUNT, NULL), 1);
-    code_bytes((void *)six, after);
+    code_bytes((void *)six, after, 4);
     printf("entry of six: %02x %02x %02x %02x -> %02x %02x %02x %02x\n", before[0], before[1], before[2],
            before[3], after[0], after[1], after[2], after[3]);
     CHECK(memcmp(before, after, 4) != 0, "the entry word changed");
@@ -128,7 +122,7 @@ int main(void) {
     }
 
     CHECK(bpt_trace_pattern(s, "native:_/_", BPT_OFF, NULL) >= 0, "off");
-    code_bytes((void *)six, after);
+    code_bytes((void *)six, after, 4);
     CHECK(memcmp(before, after, 4) == 0, "entry word restored");
     call_all(7, &r6b, &r8b, &r2b, &rmb, &rsb, &rub);
     CHECK(r6a == r6b && rsa == rsb, "results after off");
@@ -146,11 +140,5 @@ int main(void) {
     return CHECK_DONE();
 }
 #else
-static long plain(long a) { return a + 1; }
-int main(void) {
-    bpt_func *f;
-    CHECK_RC(bpt_register_native((void *)plain, "native", "plain", 1, &f), BPT_ENOTSUP);
-    printf("no native support here: %s\n", bpt_last_error());
-    return CHECK_DONE() + (plain(1) != 2);
-}
+NATIVE_UNSUPPORTED_MAIN("no traced C functions to check")
 #endif

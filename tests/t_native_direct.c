@@ -12,6 +12,7 @@
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
+#include "native_fixture.h"
 #include <math.h>
 
 #if defined(BPT_NATIVE)
@@ -89,8 +90,5 @@ int main(void) {
     return CHECK_DONE();
 }
 #else
-int main(void) {
-    puts("no native support here: nothing to call directly");
-    return 0;
-}
+NATIVE_UNSUPPORTED_MAIN("no traced function to call directly")
 #endif

@@ -15,10 +15,12 @@
       libc's strlen and a PLT stub (BPT_ENOTPATCHABLE, no crash). None of
       them registers anything.
    Also passes with -DBPT_NO_MEMBARRIER (tests/run nomemb).
-   On compilers without native support (tcc) it checks BPT_ENOTSUP instead. */
+   On compilers without native support (tcc) it checks BPT_ENOTSUP, then
+   skips (native_fixture.h). */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
+#include "native_fixture.h"
 
 #if defined(BPT_NATIVE)
 #include <elf.h>
@@ -29,8 +31,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static unsigned char code_byte(const void *p, int i) { return ((const volatile unsigned char *)p)[i]; }
 
 /* ---- /proc/self/maps ---- */
 
@@ -478,12 +478,5 @@ int main(void) {
     return CHECK_DONE();
 }
 #else
-static long plain(long a) { return a + 1; }
-int main(void) {
-    bpt_func *f;
-    CHECK_RC(bpt_register_native((void *)plain, "native", "plain", 1, &f), BPT_ENOTSUP);
-    CHECK_RC(bpt_register_native(NULL, "native", "null", 1, &f), BPT_ENOTSUP);
-    printf("no native support here: %s\n", bpt_last_error());
-    return CHECK_DONE() + (plain(1) != 2);
-}
+NATIVE_UNSUPPORTED_MAIN("no native registration to refuse")
 #endif

@@ -9,6 +9,7 @@
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
+#include "native_fixture.h"
 #include <string.h>
 
 #if defined(BPT_NATIVE)
@@ -37,5 +38,5 @@ int main(void) {
     return CHECK_DONE();
 }
 #else
-int main(void) { puts("native sites not built here (tcc, BPT_NO_NATIVE): nothing to test"); return 0; }
+NATIVE_UNSUPPORTED_MAIN("no module of patchable entries to scan")
 #endif

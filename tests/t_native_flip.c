@@ -21,10 +21,12 @@
    - after everything is switched off, every entry reads the bytes it had
      before the first registration, and no call sends a message.
    Prints flips/s, calls/s, and the mean and max bpt_trace_pattern time.
-   On compilers without native support (tcc) it checks BPT_ENOTSUP instead. */
+   On compilers without native support (tcc) it checks BPT_ENOTSUP, then
+   skips (native_fixture.h). */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
+#include "native_fixture.h"
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
@@ -71,14 +73,6 @@ static const char *const fn_module[NFUNCS] = { "keep", "flip", "flip", "flip", "
 static const char *const fn_name[NFUNCS] = { "always", "f0", "f1", "f2", "g3", "g6", "h" };
 static const int fn_arity[NFUNCS] = { 2, 0, 1, 2, 3, 6, 1 };   /* h: its one integer argument */
 static bpt_func *funcs[NFUNCS];
-
-/* Read code through volatile: compilers take code to be constant and may
-   fold a later plain read into an earlier one. */
-static void entry_bytes(const void *fn, unsigned char *out) {
-    const volatile unsigned char *p = (const volatile unsigned char *)fn;
-    int i;
-    for (i = 0; i < ENTRY_BYTES; i++) out[i] = p[i];
-}
 
 static int stop;                 /* __atomic; set once by main */
 static int started;              /* __atomic; workers that made their first round of calls */
@@ -210,7 +204,7 @@ int main(void) {
     flips = check_scale(flips);
 #endif
 
-    for (i = 0; i < NFUNCS; i++) entry_bytes(fn_addr[i], before[i]);
+    for (i = 0; i < NFUNCS; i++) code_bytes(fn_addr[i], before[i], ENTRY_BYTES);
     for (i = 0; i < NFUNCS; i++)
         CHECK_RC(bpt_register_native(fn_addr[i], fn_module[i], fn_name[i], fn_arity[i], &funcs[i]), 0);
     printf("entry of always: %02x %02x %02x %02x (%s)\n", before[0][0], before[0][1], before[0][2], before[0][3],
@@ -312,7 +306,7 @@ int main(void) {
               (unsigned long long)st.delivered, (unsigned long long)st.dropped, (unsigned long long)drained_calls);
     }
     for (i = 0; i < NFUNCS; i++) {
-        entry_bytes(fn_addr[i], now[i]);
+        code_bytes(fn_addr[i], now[i], ENTRY_BYTES);
         CHECK(memcmp(before[i], now[i], ENTRY_BYTES) == 0,
               "%s: entry %02x %02x %02x %02x after all off, %02x %02x %02x %02x before registration", fn_name[i],
               now[i][0], now[i][1], now[i][2], now[i][3], before[i][0], before[i][1], before[i][2], before[i][3]);
@@ -332,11 +326,5 @@ int main(void) {
     return CHECK_DONE();
 }
 #else
-static long plain(long a) { return a + 1; }
-int main(void) {
-    bpt_func *f;
-    CHECK_RC(bpt_register_native((void *)plain, "native", "plain", 1, &f), BPT_ENOTSUP);
-    printf("no native support here, nothing to flip: %s\n", bpt_last_error());
-    return CHECK_DONE() + (plain(1) != 2);
-}
+NATIVE_UNSUPPORTED_MAIN("no entries to flip")
 #endif

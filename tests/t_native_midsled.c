@@ -28,10 +28,11 @@
    clang's entry word is the single instruction 66 90, so no thread can stop
    inside it: checked by stepping over it (the next stop is entry+2).
    aarch64's entry is one 4-byte NOP, D503201F: nothing to stand inside,
-   checked as such. tcc has no native support: BPT_ENOTSUP. */
+   checked as such. tcc has no native support: BPT_ENOTSUP, then a skip. */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
+#include "native_fixture.h"
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -41,8 +42,6 @@
 #if defined(BPT_NATIVE)
 BPT_TRACEABLE long mid(long x) { return x * 7 + 3; }
 static long (*volatile mid_p)(long) = mid;
-
-static unsigned char code_byte(const void *p, int i) { return ((const volatile unsigned char *)p)[i]; }
 
 static bpt_session sess;
 static bpt_func *fmid;
@@ -308,12 +307,5 @@ int main(void) {
     return CHECK_DONE();
 }
 #else
-static long plain(long a) { return a + 1; }
-int main(void) {
-    bpt_func *f;
-    printf("not applicable: no native support on this compiler, so no entry word to stand inside\n");
-    CHECK_RC(bpt_register_native((void *)plain, "native", "plain", 1, &f), BPT_ENOTSUP);
-    printf("%s\n", bpt_last_error());
-    return CHECK_DONE() + (plain(1) != 2);
-}
+NATIVE_UNSUPPORTED_MAIN("no entry word to stand inside")
 #endif

@@ -10,6 +10,7 @@
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
+#include "native_fixture.h"
 #include <dlfcn.h>
 #include <string.h>
 
@@ -118,9 +119,5 @@ int main(int argc, char **argv) {
     return CHECK_DONE() + (i_sum == 0);
 }
 #else
-int main(void) {
-    CHECK_RC(bpt_register_module(NULL), BPT_ENOTSUP);
-    printf("no native support here: %s\n", bpt_last_error());
-    return CHECK_DONE();
-}
+NATIVE_UNSUPPORTED_MAIN("no module to register")
 #endif

@@ -8,6 +8,7 @@
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
+#include "native_fixture.h"
 #include <semaphore.h>
 #include <ucontext.h>
 
@@ -92,8 +93,5 @@ int main(void) {
     return CHECK_DONE();
 }
 #else
-int main(void) {
-    puts("no native support here: no native records to unregister");
-    return 0;
-}
+NATIVE_UNSUPPORTED_MAIN("no native records to unregister")
 #endif

@@ -13,6 +13,7 @@
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
+#include "native_fixture.h"
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
@@ -181,11 +182,7 @@ BPT_TRACEABLE uint64_t hold(uint64_t x) {
 static uint64_t (*volatile p_hold)(uint64_t) = hold;
 static void *holder(void *arg) { (void)arg; p_hold(1); return NULL; }
 
-static bpt_func *reg(void *fn, const char *name) {
-    bpt_func *f = NULL;
-    CHECK_RC(bpt_register_native(fn, "tm", name, 1, &f), 0);
-    return f;
-}
+static bpt_func *reg(void *fn, const char *name) { return native_reg(fn, "tm", name, 1); }
 
 static void print_row(const bpt_func *f, const char *module, const char *name, int arity,
                       const bpt_info *info, void *user) {
