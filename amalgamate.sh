@@ -1,8 +1,8 @@
 #!/bin/sh
 # amalgamate.sh: build bptrace.h from the parts in src/, as SQLite's
 # mksqlite3c.tcl builds sqlite3.c. The public half (API_PARTS, bpt_api.h
-# first) comes first; the implementation parts (PARTS) follow inside
-# #ifdef BPTRACE_IMPLEMENTATION. Every part after bpt_api.h stands between
+# first) comes first; the implementation (HEADERS, then PARTS) follows
+# inside #ifdef BPTRACE_IMPLEMENTATION. Every part after bpt_api.h stands between
 # /*** Begin file X ***/ and /*** End of X ***/ banners, with its local
 # #include lines removed (everything is one translation unit).
 #
@@ -13,12 +13,13 @@
 set -eu
 cd "$(dirname "$0")"
 
-# The order is the dependency order (src/README.md): each part uses only the ones above it.
-# The per-architecture site parts come before hit.c, which reads their register frames;
-# their stubs call into the hit path by name (bpt__native_entry, in site_native.c).
-# symbols.c comes before its readers (frames.c, hit.c): it indexes the records that
-# funcs.c hands it, and needs nothing of the registry.
-PARTS="port.h progress.c intern.c ptrset.c session.c breakpoint.h pattern.c site_x86_64.c site_aarch64.c timem.c symbols.c frames.c kind_count.c kind_call.c kind_timem.c hit.c site_vm.c site_native.c module.c bp.c funcs.c session_life.c trace_pattern.c trace_info.c format.c"
+# The implementation: first the declarations, port.h, internal.h and the
+# headers internal.h includes, in its order; then the code parts (PARTS),
+# one concern each, in reading order, from thread progress up to the API.
+# The declarations let a part call any other; data is defined by its part
+# before any part that uses it (src/README.md has the map).
+HEADERS="port.h internal.h $(sed -n 's/^#include "\([a-z_0-9]*\.h\)".*/\1/p' src/internal.h | grep -v -e '^api_' -e '^port.h$' | tr '\n' ' ')"
+PARTS="progress.c intern.c locks.c ptrset.c session.c pattern.c site_x86_64.c site_aarch64.c timem.c symbols.c frames.c kind_count.c kind_call.c kind_timem.c hit.c site_vm.c site_native.c module.c bp.c funcs.c session_life.c trace_pattern.c trace_info.c format.c"
 
 # The public half, one concern a part, in order: each part includes the one
 # it builds on. bpt_api.h opens the include guard and the extern "C" block;
@@ -62,7 +63,7 @@ generate() {
     echo "#ifdef BPTRACE_IMPLEMENTATION"
     echo "#ifndef BPTRACE_IMPLEMENTATION_DONE"
     echo "#define BPTRACE_IMPLEMENTATION_DONE"
-    for p in $PARTS; do
+    for p in $HEADERS $PARTS; do
         echo
         emit_part "$p"
     done

@@ -1593,16 +1593,32 @@ BPT_API void bpt_folded_free(bpt_folded *f);
 #  error "bptrace: BPT_MAX_THREADS must be >= 1 and BPT_MAX_SESSIONS in 1..65535"
 #endif
 
-#if defined(__GNUC__) || defined(__clang__) || defined(__TINYC__)
+/* Linkage of the private names. bptrace.h is one translation unit, so
+   private functions are static (BPT__PRIVATE) and data shared by parts is
+   static too (BPT__SHARED at its one definition), defined by a part before
+   any part that uses it; BPT__DATA in the declarations (internal.h) names
+   it for the reader and declares nothing. A part compiled on its own
+   (-DBPT__PART_ALONE, make test's check that each part compiles alone)
+   sees the other parts' functions and data declared with external linkage
+   instead, as Nuklear's NK_LIB does for its parts. */
+#if defined(BPT__PART_ALONE)
+#  define BPT__PRIVATE __attribute__((unused))
+#  define BPT__SHARED
+#  define BPT__DATA(type, name) extern type name
+#elif defined(__GNUC__) || defined(__clang__) || defined(__TINYC__)
 #  define BPT__PRIVATE __attribute__((unused)) static
 #else
 #  define BPT__PRIVATE static
+#endif
+#if !defined(BPT__PART_ALONE)
+#  define BPT__SHARED static
+#  define BPT__DATA(type, name) struct bpt__data_##name   /* a tag, no object: see above */
 #endif
 /* The few small functions of every hit (pin, unpin, the session walk):
    inlined into the entry handler, which saves a call, a return and their
    spills per hit (callgrind: 178 to 150 instructions per counted call,
    PERFORMANCE.md). Only where the compiler knows the attribute. */
-#if (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__)
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__) && !defined(BPT__PART_ALONE)
 #  define BPT__HOT __attribute__((unused, always_inline)) static inline
 #else
 #  define BPT__HOT BPT__PRIVATE
@@ -1772,6 +1788,540 @@ BPT__PRIVATE int bpt__membarrier_register(int query_bit, int register_cmd) {
 }
 /*** End of port.h ***/
 
+/*** Begin file internal.h ***/
+/* internal.h: the one header every implementation part includes, as
+   Nuklear's parts include nuklear_internal.h. It holds what parts share:
+   the public half, the portability layer (port.h), the names of the
+   private types, and each concern's declarations in dependency order.
+   Each part declares here, through its concern's header, only what other
+   parts use of it; the rest stays static in the part.
+
+   In bptrace.h these declarations come first and every part follows, so a
+   part may call any other part's functions; data is defined by its part
+   before any part that uses it (port.h: BPT__SHARED, BPT__DATA). amalgamate.sh
+   takes the order of the headers from the #include lines below. Each part
+   also compiles on its own:
+       cc -fsyntax-only -DBPTRACE_IMPLEMENTATION -DBPT__PART_ALONE src/X.c
+   which make test checks for every part. */
+
+/* The private types other parts name before their definition. */
+typedef struct bpt__thread bpt__thread;                 /* progress.h */
+typedef struct bpt__session bpt__session;               /* session.h */
+typedef struct bpt__mfa bpt__mfa;                       /* pattern.h */
+typedef struct bpt__ms bpt__ms;                         /* pattern.h */
+typedef struct bpt__pattern_entry bpt__pattern_entry;   /* pattern.h */
+typedef struct bpt__frame bpt__frame;                   /* frames.h */
+typedef struct bpt__hit bpt__hit;                       /* frames.h */
+
+
+/* The lock order and fork (locks.c). */
+BPT__PRIVATE void bpt__locks_init(void);            /* once: the fork handlers */
+BPT__DATA(pthread_mutex_t, bpt__intern_lock);       /* intern.c: 3rd in the lock order */
+/*** End of internal.h ***/
+
+/*** Begin file progress.h ***/
+/* progress.h: what other parts use of thread progress (progress.c): the
+   thread record every traced thread owns, pinning, the waits' callers'
+   side, and bpt__fail, which keeps a failure's message in the record. */
+
+/* A thread's record: created on its first pin, reused after it exits,
+   never freed while walkable (progress.c). */
+struct bpt__thread {
+    /* Written by the owner, read by waiters: first, on its own cache line. */
+    bpt__atomic_u64 state;
+    bpt__atomic_u32 in_use;         /* 1 while a live thread owns the record */
+    bpt__atomic_u32 sync_ack;       /* bumped by the sync-core fallback signal handler */
+    uint32_t sync_expect;           /* waiter only: sync_ack before the signal; ~0: none sent */
+    struct bpt__thread *next;       /* immutable once the record is published */
+    uint32_t index;                 /* slot for per-thread data (rings); stable across reuse */
+    uint32_t tid;                   /* OS thread id of the owner */
+    pthread_t self;
+    int managed;                    /* owner only: registered as a managed thread */
+    int managed_online;             /* owner only: managed and online (pins are free) */
+    uint32_t managed_nest;          /* owner only: pins of a managed online thread (counted only to
+                                       refuse progress reports made inside them) */
+    int in_tracer;                  /* owner only: inside a callback tracer */
+    volatile int sending;           /* owner only: inside bpt__session_send (a signal handler may interrupt it) */
+    int holds_permission;           /* owner only: holds the code modification permission */
+    int offline_to_block;           /* owner only: went offline to block in bptrace; back online after */
+    uint64_t process;               /* owner only: the process time is charged to */
+    /* Return-trace frames (frames.c): native [0] and VM [1] shadow stacks,
+       allocated on first use, kept when the record is reused. Written by the
+       owner and by signal handlers nested on it, never by another thread. */
+    struct bpt__frame *shadow[2];
+    volatile uint32_t shadow_depth[2];
+    uint32_t vm_serial;             /* owner only: VM frame tokens' check value */
+    int in_timem_overflow;          /* owner only: updating a shared overflow time table (timem.c) */
+    char errmsg[320];               /* owner only: bpt_last_error() */
+};
+
+BPT__PRIVATE bpt__thread *bpt__thread_self_or_null(void);
+BPT__PRIVATE bpt__thread *bpt__thread_self(void);   /* creates the record: NULL when out of memory */
+BPT__PRIVATE void bpt__progress_ensure_init(void);
+BPT__HOT bpt__thread *bpt__pin(void);               /* NULL: no record (out of memory), not pinned */
+BPT__HOT void bpt__unpin(bpt__thread *rec);
+BPT__PRIVATE int bpt__thread_pinned(const bpt__thread *rec);
+BPT__PRIVATE void bpt__block_begin(bpt__thread *rec);   /* a managed thread goes offline to block */
+BPT__PRIVATE void bpt__block_end(bpt__thread *rec);
+BPT__PRIVATE void bpt__progress_atfork_child(bpt__thread *self);   /* locks.c's fork child handler */
+BPT__PRIVATE int bpt__fail(int code, const char *fmt, ...);
+/*** End of progress.h ***/
+
+/*** Begin file session.h ***/
+/* session.h: what other parts use of trace sessions (session.c): the
+   session itself, the table of live sessions, and sending a message. */
+
+/* One trace session (OTP 27's trace:session_create): its tracer, its rate
+   limit, its lanes and the patterns in force. */
+struct bpt__session {
+    uint64_t id;                  /* weak id: generation << 16 | slot */
+    char name[64];
+    bpt_tracer_fn tracer;
+    void *tracer_user;
+    uint32_t ring_size;
+    uint64_t rate_max;
+    uint64_t rate_window_ns;
+    bpt__atomic_u32 dead;         /* destroy began: send nothing more */
+    bpt__atomic_u32 limit_tripped;
+    bpt__atomic_u64 window_start; /* rate limit window */
+    bpt__atomic_u64 window_count;
+    bpt__atomic_u64 limited;
+    bpt__atomic_u64 frames_skipped; /* calls whose return could not be traced (frames.c) */
+    bpt__atomic_u64 lost_laneless;  /* messages lost before their thread had a lane: a nested send
+                                       while the lane was being made, or no memory for it */
+    bpt__atomic_ptr lanes[BPT_MAX_THREADS + 1];   /* the last is the overflow lane */
+    bpt__atomic_u32 overflow_busy;
+    pthread_mutex_t drain_lock;
+    bpt__pattern_entry *patterns; /* set path only: the patterns in force, in order */
+};
+
+/* The registry of live sessions. A slot's pointer is published with a
+   release store and cleared before the session is freed after a wait, so a
+   pinned reader that finds it may use it. */
+struct bpt__sessions {
+    bpt__atomic_ptr slot[BPT_MAX_SESSIONS];
+    uint64_t generation[BPT_MAX_SESSIONS];    /* under the code modification permission */
+};
+BPT__DATA(struct bpt__sessions, bpt__sessions);   /* session.c */
+
+BPT__PRIVATE bpt__session *bpt__session_lookup(uint64_t id);   /* pinned or under the permission */
+BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out);
+BPT__PRIVATE void bpt__session_free(bpt__session *s);
+BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec, uint64_t now);
+BPT__PRIVATE void bpt__msg_header(bpt_msg *m, unsigned type, uint64_t thread, uint64_t process,
+                                  uint64_t ts_ns, uint64_t session);
+BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt_msg *m);
+BPT__PRIVATE void bpt__sessions_atfork_child(void);
+/*** End of session.h ***/
+
+/*** Begin file pattern.h ***/
+/* pattern.h: what other parts use of trace patterns and match specs
+   (pattern.c): the parsed pattern, the match spec a generation holds, the
+   patterns a session keeps in force, and the flag groups a pattern sets. */
+
+enum { BPT__NAME_MAX = 127 };
+
+/* A parsed "module:function/arity"; "*" for a part that is any. */
+struct bpt__mfa {
+    char module[BPT__NAME_MAX + 1];
+    char function[BPT__NAME_MAX + 1];
+    int arity;                    /* -1: any */
+};
+
+/* How a pattern sets its kinds (BPT__KINDS, breakpoint.h), and the
+   call-trace actions that need a return frame or a caller (DESIGN §7). */
+#define BPT__HOWS (BPT_OFF | BPT_PAUSE | BPT_RESTART)
+#define BPT__FRAME_ACTIONS (BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO)
+#define BPT__CALL_ACTIONS (BPT__FRAME_ACTIONS | BPT_CALLER)
+
+/* A match spec, shared by the generations that use it and freed when the
+   last lets go. refc is changed only under the code modification permission;
+   readers never touch it (they are done with a generation before its
+   references are dropped: steps 8 and 11). */
+struct bpt__ms {
+    bpt_match_fn pred;
+    void *user;
+    unsigned actions;
+    const char *message;          /* interned */
+    int nspec;                    /* argument spec: how many, or 0 for none */
+    uint8_t spec[BPT_MAX_ARGS];   /* enum bpt_arg_type */
+    uint8_t rettype;              /* enum bpt_arg_type of return_from's value */
+    uint32_t refc;
+};
+
+/* A pattern in force in a session: bpt_trace_pattern calls are kept in order
+   and replayed on functions registered later. */
+struct bpt__pattern_entry {
+    bpt__pattern_entry *next;
+    bpt__mfa mfa;
+    unsigned flags;
+    bpt__ms *ms;                  /* one reference */
+};
+
+BPT__PRIVATE int bpt__pattern_parse(const char *text, bpt__mfa *out);
+BPT__PRIVATE int bpt__mfa_match(const bpt__mfa *p, const char *module, const char *name, int arity);
+BPT__PRIVATE int bpt__flags_check(unsigned flags);
+BPT__PRIVATE int bpt__ms_new(const bpt_match *m, unsigned extra, bpt__ms **out);
+BPT__PRIVATE void bpt__ms_ref(bpt__ms *ms);     /* NULL is no match spec: nothing to count */
+BPT__PRIVATE void bpt__ms_unref(bpt__ms *ms);
+BPT__PRIVATE void bpt__pattern_entry_free(bpt__pattern_entry *e);
+/*** End of pattern.h ***/
+
+/*** Begin file breakpoint.h ***/
+/* breakpoint.h: the data the set path (bp.c) writes and the hit path
+   (hit.c) reads: the kinds, function records, GenericBp and its two
+   generations. Names as in beam_bp.c. */
+
+
+/* >>kinds: the breakpoint kinds come from one table, BPT_KINDS (the public
+   half: it also makes the public flags BPT_COUNT, BPT_CALL, ...). Each kind
+   has a part of its own (kind_count.c, kind_call.c, kind_timem.c) that
+   defines its hooks, found by name from the row:
+
+     bpt__kind_<name>_prepare  step 2: allocate what step 3 will need
+     bpt__kind_<name>_stage    step 3: write the change into a staging generation
+     bpt__kind_<name>_ref      step 11: a second generation shares the data
+     bpt__kind_<name>_unref    steps 3, 11, 12: a generation lets go of it
+     bpt__kind_<name>_hit      the hit path: what the kind does on a call
+     bpt__kind_<name>_info     bpt_trace_info: what it reports
+
+   So a new kind is a row in the table and a part of its own, nothing else.
+   Kind k owns two bits of a generation's flags, as beam_bp.c's ERTS_BPF_*
+   pairs: ON (set) and ACTIVE (not paused). */
+enum {
+#define BPT__KIND_IX(NAME, name, flag) BPT__KIX_##NAME,
+    BPT_KINDS(BPT__KIND_IX)
+#undef BPT__KIND_IX
+    BPT__NKINDS
+};
+#define BPT__BPF_ON(k)     (1u << (2 * (k)))
+#define BPT__BPF_ACTIVE(k) (2u << (2 * (k)))
+#define BPT__KIND_OR(NAME, name, flag) | (flag)
+#define BPT__KINDS (0u BPT_KINDS(BPT__KIND_OR))   /* every kind's public flag */
+/* Two flag bits per kind fit a generation's uint32_t flags, and every kind's
+   public flag fits a frame's actions (frames.c) and stays below the BPT_OFF /
+   BPT_PAUSE / BPT_RESTART bits. */
+typedef char bpt__kinds_fit[(BPT__NKINDS <= 16 && BPT__KINDS < (1u << 16)) ? 1 : -1];
+
+/* One generation of one session's settings on one function. */
+typedef struct bpt__GenericBpData {
+    uint32_t flags;               /* BPT__BPF_ON(k) | BPT__BPF_ACTIVE(k) per kind k */
+    void *data[BPT__NKINDS];      /* kind k's data, owned by its part; valid while ON(k) */
+} bpt__GenericBpData;
+
+/* What one protocol run (bp.c) does to each affected function's breakpoint
+   of one session: switch kinds on (how 0), off, pause or restart them. */
+typedef struct bpt__op {
+    unsigned kinds;               /* BPT__KINDS bits: the kinds it changes */
+    unsigned how;                 /* 0, BPT_OFF, BPT_PAUSE, BPT_RESTART */
+    bpt__ms *ms;                  /* for BPT_CALL switched on; the op holds one reference */
+} bpt__op;
+
+
+/* The breakpoint of one trace session on one function. */
+typedef struct bpt__GenericBp {
+    bpt_vm_word orig_instr;       /* the word the breakpoint replaces */
+    bpt__GenericBpData data[2];   /* indexed by bpt_active_bp_ix() / its staging twin */
+    bpt__session *session;
+    bpt__atomic_ptr next;         /* bpt__GenericBp *: the next session's, walked by readers */
+    struct bpt__GenericBp *to_insert;    /* set path: a new session's GenericBp, parked until step 5 */
+    struct bpt__GenericBp *next_to_free; /* set path: freed after step 12 */
+} bpt__GenericBp;
+
+enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
+
+struct bpt_func {
+    const char *module, *name;    /* interned */
+    int arity;
+    int kind;                     /* enum bpt__site_kind */
+    /* The site: the one word that switches between the original and the
+       breakpoint. VM: an 8-byte instruction word. Native: the 2-byte entry
+       NOP (x86-64) or the 4-byte entry NOP (aarch64). */
+    void *site;
+    uint64_t orig_word;           /* the site's original content */
+    uint64_t bp_word;             /* what it holds while a breakpoint is installed */
+    unsigned word_size;           /* 8, 4 or 2 bytes */
+    void *fn;                     /* native: the function's address */
+    uint64_t code_size;           /* native: bytes of code from the ELF symbol (0: unknown) */
+    uintptr_t resume;             /* native: where the stub continues (the word after the site) */
+    int signs_lr;                 /* native aarch64: the entry signs the return address (paciasp) */
+    const bpt_vm_ops *ops;        /* VM: argument access and formatting */
+    bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */
+    int installed;                /* set path: the breakpoint word is in place */
+    uint32_t registry_ix;         /* set path: position in the registry */
+    struct bpt_func *next_retired;/* set path: native records are retired, never freed */
+};
+
+#if defined(BPT_NATIVE)
+/* The register frame an entry stub builds on the stack and hands to the
+   hit path. Its layout is fixed by the stub's assembly (site_*.c). */
+#  if defined(__x86_64__)
+typedef struct bpt__regs {
+    uint64_t gpr[8];              /* rdi rsi rdx rcx r8 r9 (arguments), rax (varargs count), r10 (static chain) */
+    uint64_t rbp;                 /* the stub's frame pointer: the function's return slot is at rbp+16 */
+    uint64_t pad;
+    uint64_t fp[8][2];            /* xmm0-7: floating-point arguments (low 128 bits) */
+} bpt__regs;
+/* What the return trampoline saves: the return registers (SysV x86-64). */
+typedef struct bpt__retregs {
+    uint64_t gpr[2];              /* rax, rdx */
+    uint64_t fp[2][2];            /* xmm0, xmm1 (low 128 bits) */
+} bpt__retregs;
+enum { BPT__INT_ARG_REGS = 6, BPT__FP_ARG_REGS = 8 };
+#  else
+typedef struct bpt__regs {
+    uint64_t gpr[10];             /* x0-x7 (arguments), x8 (indirect result), x9 (the caller's LR) */
+    uint64_t fp[8][2];            /* q0-q7: floating-point arguments */
+} bpt__regs;
+/* What the return trampoline saves: the return registers (AAPCS64). */
+typedef struct bpt__retregs {
+    uint64_t gpr[8];              /* x0-x7 */
+    uint64_t fp[4][2];            /* q0-q3 */
+} bpt__retregs;
+enum { BPT__INT_ARG_REGS = 8, BPT__FP_ARG_REGS = 8 };
+#  endif
+#endif
+
+/* >>protocol: the set path (bp.c). */
+BPT__PRIVATE int bpt__op_enables(const bpt__op *op);   /* switched on, or restarted */
+BPT__PRIVATE int bpt__permission_seize(const char *who);   /* 0, BPT_ENOMEM or BPT_EDEADLK */
+BPT__PRIVATE void bpt__permission_release(void);
+BPT__PRIVATE bpt__GenericBp *bpt__find_bp(const bpt_func *f, const bpt__session *s);
+BPT__PRIVATE int bpt__change_begin(const char *who, uint64_t *t);   /* step 1 */
+BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const bpt__op *op, uint64_t *t);   /* steps 2-12 */
+BPT__PRIVATE void bpt__commit(void);                                 /* step 7 */
+BPT__PRIVATE void bpt__change_end(uint64_t *t);                      /* step 13 */
+BPT__DATA(pthread_mutex_t, bpt__code_mod_permission);   /* locks.c */
+
+/* >>kinds: every kind's hooks, declared from the table (what each does:
+   the comment at the top of this file; who calls them: bp.c, hit.c,
+   trace_info.c, each through the table too). */
+#define BPT__KIND_HOOKS(NAME, name, flag) \
+    BPT__PRIVATE int bpt__kind_##name##_prepare(const bpt__op *op, const bpt__GenericBpData *staging, void **out); \
+    BPT__PRIVATE void bpt__kind_##name##_stage(bpt__GenericBpData *d, const bpt__op *op, void *prepared); \
+    BPT__PRIVATE void bpt__kind_##name##_ref(void *data); \
+    BPT__PRIVATE void bpt__kind_##name##_unref(void *data); \
+    BPT__HOT void bpt__kind_##name##_hit(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d); \
+    BPT__PRIVATE void bpt__kind_##name##_info(const bpt__GenericBpData *d, unsigned what, bpt_info *out);
+BPT_KINDS(BPT__KIND_HOOKS)
+#undef BPT__KIND_HOOKS
+/*** End of breakpoint.h ***/
+
+/*** Begin file timem.h ***/
+/* timem.h: what other parts use of the call_time and call_memory tables
+   (timem.c): the tables are opaque; the kind parts (kind_timem.c) and the
+   frames charge them, and bpt_trace_info collects and reports them. */
+
+typedef struct bpt__BpTimem bpt__BpTimem;
+
+/* The flag bits of the two kinds that share the tables (breakpoint.h's
+   BPT__BPF_ON/ACTIVE, as beam_bp.c's ERTS_BPF_TIME_TRACE and friends). */
+#define BPT__BPF_TIME_TRACE  BPT__BPF_ON(BPT__KIX_TIME)
+#define BPT__BPF_TIME_ACTIVE BPT__BPF_ACTIVE(BPT__KIX_TIME)
+#define BPT__BPF_MEM_TRACE   BPT__BPF_ON(BPT__KIX_MEMORY)
+#define BPT__BPF_MEM_ACTIVE  BPT__BPF_ACTIVE(BPT__KIX_MEMORY)
+#define BPT__BPF_TIMEM_ON     (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)
+#define BPT__BPF_TIMEM_ACTIVE (BPT__BPF_TIME_ACTIVE | BPT__BPF_MEM_ACTIVE)
+
+BPT__PRIVATE bpt__BpTimem *bpt__timem_new(void);   /* one reference; NULL when out of memory */
+BPT__PRIVATE void bpt__timem_free(bpt__BpTimem *t);
+BPT__PRIVATE void bpt__timem_ref(bpt__BpTimem *t);
+BPT__PRIVATE void bpt__timem_unref(bpt__BpTimem *t);
+BPT__PRIVATE bpt__BpTimem *bpt__timem_of(const bpt__GenericBpData *d);
+BPT__PRIVATE void bpt__timem_point(bpt__GenericBpData *d, bpt__BpTimem *t);
+BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
+                                    uint64_t calls, uint64_t ns, int64_t mem);
+BPT__PRIVATE int bpt__timem_collect(bpt__GenericBp **gs, int n);
+BPT__PRIVATE void bpt__timem_report(const bpt__BpTimem *tm, bpt_info *out);
+BPT__PRIVATE uint32_t bpt__timem_nprocs(const bpt__BpTimem *tm);
+/*** End of timem.h ***/
+
+/*** Begin file frames.h ***/
+/* frames.h: what other parts use of return, exception and return_to
+   frames (frames.c): the shadow frame, what one hit gathers for it, and
+   the calls that push and settle frames. */
+
+#ifndef BPT_SHADOW_FRAMES
+#  define BPT_SHADOW_FRAMES 512
+#endif
+#ifndef BPT_FRAME_SESSIONS
+#  define BPT_FRAME_SESSIONS 4
+#endif
+#if BPT_SHADOW_FRAMES < 1 || BPT_FRAME_SESSIONS < 1 || BPT_FRAME_SESSIONS > 255
+#  error "bptrace: BPT_SHADOW_FRAMES must be >= 1 and BPT_FRAME_SESSIONS in 1..255"
+#endif
+
+enum { BPT__STACK_NATIVE = 0, BPT__STACK_VM = 1 };
+
+/* One session's wish for a call's return. */
+typedef struct bpt__frame_session {
+    uint64_t id;                  /* the session's weak id */
+    uint32_t actions;             /* BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO, and the kinds' flags
+                                     (BPT_TIME | BPT_MEMORY): wide enough for every kind (breakpoint.h) */
+    uint8_t rettype;              /* enum bpt_arg_type of the return value */
+    /* call_time / call_memory (timem.c), as BEAM's process_breakpoint_trace:
+       the function runs for this session from `since` (0: paused, while a
+       callee the session times runs, or while its process is switched out). */
+    uint64_t since, own_ns;
+    int64_t mem;
+} bpt__frame_session;
+
+#define BPT__FRAME_TIMEM (BPT_TIME | BPT_MEMORY)
+
+struct bpt__frame {
+    uintptr_t ret;                /* native: the original return address, stripped of any
+                                     signature; 0: a tail call, the frame below holds it */
+    uintptr_t sp;                 /* native: stack pointer at entry; VM: the token's check value */
+    const char *module, *name;    /* interned: valid after the function is gone */
+    int arity;
+    bpt_func *f;                  /* for call_time: native records live forever; a VM function
+                                     is not unregistered while its calls run (bpt_unregister) */
+    uint64_t process;             /* the process the call runs in */
+    const char *caller_module, *caller_name;   /* VM: the function the call returns to */
+    int caller_arity;
+    uint64_t ts_ns;               /* entry time */
+    uint32_t nsess;
+    bpt__frame_session sess[BPT_FRAME_SESSIONS];
+};
+
+/* What one hit gathers for its frame while it walks the sessions. */
+struct bpt__hit {
+    bpt__thread *rec;
+    bpt_func *f;
+    const void *frame;            /* VM frame, or the stub's bpt__regs */
+    uint32_t nwant;
+    bpt__frame_session want[BPT_FRAME_SESSIONS];
+    bpt__session *want_s[BPT_FRAME_SESSIONS];   /* for counting a skipped frame */
+};
+
+BPT__PRIVATE void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype);
+BPT__HOT int bpt__breakpoint(bpt__hit *h);   /* hit.c: the hit path; 1: pinned, push h's frame, then unpin */
+BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *token);
+#if defined(BPT_NATIVE)
+BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h);
+BPT__PRIVATE void bpt__native_settle(bpt__hit *h);
+BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h, uint64_t now);
+/* Called by the return trampolines' assembly by name: not static. */
+__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r);
+#endif
+/*** End of frames.h ***/
+
+/*** Begin file sites.h ***/
+/* sites.h: what other parts use of sites, where the instruction word lives
+   (DESIGN §4): the architecture interface each site_<arch>.c defines, the
+   VM site writer (site_vm.c), and the batched, checked writer of code and
+   its entry from the stubs (site_native.c). */
+
+/* The pages one batch of code writes touches (native sites only; empty
+   otherwise). Text pages are made read+write+execute for the writes (not
+   read+write: other threads keep executing on them) and read+execute again
+   afterwards, each page once per batch however many sites it holds. */
+/* The pages one batch of code writes touches (native sites only; empty
+   otherwise). Text pages are made read+write+execute for the writes (not
+   read+write: other threads keep executing on them) and read+execute again
+   afterwards, each page once per batch however many sites it holds. */
+typedef struct bpt__code_batch {
+    uintptr_t *pages;
+    int n, cap;
+} bpt__code_batch;
+typedef bpt__code_batch bpt__sites_batch;   /* the protocol's batch, prepared at step 2 */
+
+BPT__PRIVATE void bpt__site_vm_write(bpt_func *f, uint64_t w);
+BPT__PRIVATE int bpt__site_vm_check(const bpt_vm_word *word, bpt_vm_word bp_word);
+BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n);
+BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code,
+                                  bpt__sites_batch *sb, int *written);
+
+#if defined(BPT_NATIVE)
+#  if defined(__x86_64__)
+#    define BPT__PAD_BYTES 24      /* fn-24: the record, the stub's address, the call */
+extern __attribute__((visibility("hidden"))) char bpt__x86_64_return_trampoline[];
+#    define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__x86_64_return_trampoline)
+#  else
+#    define BPT__PAD_BYTES 32      /* fn-32: the record, the stub's address, mov/ldr/blr/nop */
+extern __attribute__((visibility("hidden"))) char bpt__aarch64_return_trampoline[];
+#    define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__aarch64_return_trampoline)
+#  endif
+
+/* What registration writes and what the protocol switches, for one entry. */
+typedef struct bpt__entry_layout {
+    uint8_t *site;
+    uint64_t orig_word, bp_word;
+    unsigned word_size;
+    uintptr_t resume;
+    int signs_lr;                  /* aarch64: paciasp before the site */
+    uint8_t pre[BPT__PAD_BYTES];   /* the padding's new content */
+} bpt__entry_layout;
+
+/* The architecture interface (site_x86_64.c, site_aarch64.c). */
+BPT__PRIVATE uintptr_t *bpt__arch_ret_slot(bpt__regs *r);   /* the traced function's return address */
+BPT__PRIVATE uintptr_t bpt__arch_entry_sp(const bpt__regs *r);   /* the stack pointer at its entry */
+BPT__PRIVATE uintptr_t bpt__arch_ret_strip(const bpt_func *f, uintptr_t ret);
+BPT__PRIVATE uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t sp);
+BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l);
+BPT__PRIVATE void bpt__arch_write_site(uint8_t *site, uint64_t word);
+BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len);
+BPT__PRIVATE int bpt__arch_native_usable(const char *who);
+
+BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who);
+/* Called by the entry stubs' assembly by name: not static. */
+__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func *f, bpt__regs *regs);
+#endif
+/*** End of sites.h ***/
+
+/*** Begin file registry.h ***/
+/* registry.h: what other parts use of the registered functions: the
+   registry (funcs.c) and the pointer sets it keeps (ptrset.c), the
+   address index that names code addresses (symbols.c), interned names
+   (intern.c) and the module scanner that finds patchable entries
+   (module.c). Everything here is set path, under the code modification
+   permission, except bpt__symbolize (pinned readers) and the interned
+   names' pointers (read anywhere). */
+
+/* A set of pointers (ptrset.c). */
+typedef struct bpt__ptrset {
+    const void **keys;
+    size_t cap, len;              /* cap is 0 or a power of two */
+} bpt__ptrset;
+
+BPT__PRIVATE int bpt__ptrset_has(const bpt__ptrset *set, const void *p);
+BPT__PRIVATE int bpt__ptrset_reserve(bpt__ptrset *set, size_t extra);   /* 0 or BPT_ENOMEM */
+BPT__PRIVATE void bpt__ptrset_add(bpt__ptrset *set, const void *p);     /* after reserve */
+BPT__PRIVATE void bpt__ptrset_remove(bpt__ptrset *set, const void *p);
+
+/* Every registered function (funcs.c). */
+struct bpt__registry {
+    bpt_func **funcs;             /* the registered functions, in registration order */
+    uint32_t len, cap;
+    bpt__ptrset records;          /* bpt_func pointers */
+    bpt__ptrset sites;            /* site addresses */
+};
+BPT__DATA(struct bpt__registry, bpt__registry);   /* funcs.c */
+
+BPT__PRIVATE bpt__op bpt__pattern_op(unsigned flags, bpt__ms *ms);   /* a pattern's flags as a protocol op */
+
+#if defined(BPT_NATIVE)
+/* The address index of the native functions (symbols.c). */
+typedef struct bpt__addr_index bpt__addr_index;
+BPT__PRIVATE int bpt__symbolize(uintptr_t addr, const char **module, const char **name, int *arity);
+BPT__PRIVATE bpt__addr_index *bpt__addr_index_alloc(size_t n, const char *who);
+BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *funcs, uint32_t nfuncs);
+BPT__PRIVATE uint32_t bpt__native_count(void);   /* funcs.c: how many the index must hold */
+#endif
+
+/* Interned names (intern.c): copied once, kept for the life of the process. */
+BPT__PRIVATE const char *bpt__intern(const char *text);   /* NULL when out of memory */
+
+/* The module scanner (module.c). */
+/* Called once per patchable entry of the module, in address order: fn is the
+   function's entry address (padding start + pad_bytes), name is valid only
+   during the call. Return 0 to continue, a negative BPT_E* to stop
+   (propagated). */
+typedef int (*bpt__module_visit_fn)(void *fn, const char *name, uint64_t size, void *user);
+BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const char **module_name,
+                                  bpt__module_visit_fn visit, void *user);
+/*** End of registry.h ***/
+
 /*** Begin file progress.c ***/
 /* progress.c: thread progress, the epoch mechanism every wait of the protocol uses.
    (ERTS erl_thr_progress.c for managed threads; liburcu urcu-memb for the
@@ -1804,38 +2354,10 @@ BPT__PRIVATE int bpt__membarrier_register(int query_bit, int register_cmd) {
    is registered (the heavy barrier then runs a full barrier on every running
    thread); otherwise both sides use a full fence. */
 
+
 #define BPT__NEST_BITS 16
 #define BPT__NEST_MASK ((1u << BPT__NEST_BITS) - 1)
 #define BPT__WAIT_SPINS 200
-
-typedef struct bpt__thread {
-    /* Written by the owner, read by waiters: first, on its own cache line. */
-    bpt__atomic_u64 state;
-    bpt__atomic_u32 in_use;         /* 1 while a live thread owns the record */
-    bpt__atomic_u32 sync_ack;       /* bumped by the sync-core fallback signal handler */
-    uint32_t sync_expect;           /* waiter only: sync_ack before the signal; ~0: none sent */
-    struct bpt__thread *next;       /* immutable once the record is published */
-    uint32_t index;                 /* slot for per-thread data (rings); stable across reuse */
-    uint32_t tid;                   /* OS thread id of the owner */
-    pthread_t self;
-    int managed;                    /* owner only: registered as a managed thread */
-    int managed_online;             /* owner only: managed and online (pins are free) */
-    uint32_t managed_nest;          /* owner only: pins of a managed online thread (counted only to
-                                       refuse progress reports made inside them) */
-    int in_tracer;                  /* owner only: inside a callback tracer */
-    volatile int sending;           /* owner only: inside bpt__session_send (a signal handler may interrupt it) */
-    int holds_permission;           /* owner only: holds the code modification permission */
-    int offline_to_block;           /* owner only: went offline to block in bptrace; back online after */
-    uint64_t process;               /* owner only: the process time is charged to */
-    /* Return-trace frames (frames.c): native [0] and VM [1] shadow stacks,
-       allocated on first use, kept when the record is reused. Written by the
-       owner and by signal handlers nested on it, never by another thread. */
-    struct bpt__frame *shadow[2];
-    volatile uint32_t shadow_depth[2];
-    uint32_t vm_serial;             /* owner only: VM frame tokens' check value */
-    int in_timem_overflow;          /* owner only: updating a shared overflow time table (timem.c) */
-    char errmsg[320];               /* owner only: bpt_last_error() */
-} bpt__thread;
 
 static struct {
     bpt__atomic_u64 epoch;          /* global epoch; starts at 1 */
@@ -1877,38 +2399,6 @@ BPT__PRIVATE void bpt__heavy_barrier(void) {
     bpt__fence_seq_cst();
     if (bpt__load_relaxed_u32(&bpt__progress.light_pins))
         bpt__membarrier(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED);
-}
-
-BPT__PRIVATE int bpt__fail(int code, const char *fmt, ...);
-static void bpt__sync_core_handler(int sig);
-static void bpt__thread_exit_destructor(void *arg);
-static void bpt__atfork_prepare(void);
-static void bpt__atfork_parent(void);
-static void bpt__atfork_child(void);
-
-static void bpt__progress_init(void) {
-    pthread_key_create(&bpt__progress.key, bpt__thread_exit_destructor);
-    /* light_pins is set only after registration succeeded: a reader that
-       sees it knows every later heavy barrier reaches it. */
-    if (bpt__membarrier_register(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED,
-                                 BPT__MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED))
-        bpt__store_release_u32(&bpt__progress.light_pins, 1);
-    if (bpt__membarrier_register(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE,
-                                 BPT__MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE)) {
-        bpt__store_release_u32(&bpt__progress.sync_core, 1);
-    } else {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = bpt__sync_core_handler;
-        sa.sa_flags = SA_RESTART;
-        sigemptyset(&sa.sa_mask);
-        sigaction(BPT__SYNC_CORE_SIGNAL, &sa, NULL);
-    }
-    pthread_atfork(bpt__atfork_prepare, bpt__atfork_parent, bpt__atfork_child);
-}
-
-BPT__PRIVATE void bpt__progress_ensure_init(void) {
-    pthread_once(&bpt__progress_once, bpt__progress_init);
 }
 
 /* Take a retired record, or make a new one. Records are never freed: a
@@ -2011,9 +2501,6 @@ BPT__PRIVATE int bpt__thread_pinned(const bpt__thread *rec) {
     return rec && !rec->managed_online && (bpt__load_relaxed_u64((bpt__atomic_u64 *)&rec->state) & BPT__NEST_MASK) != 0;
 }
 
-void bpt_thread_progress_offline(void);
-void bpt_thread_progress_online(void);
-
 /* A managed online thread about to block inside bptrace (on the
    permission, or on another waiter) goes offline first, as ERTS threads do
    in erts_thr_progress_prepare_wait: otherwise a waiter holding what it
@@ -2049,35 +2536,11 @@ static void bpt__thread_exit_destructor(void *arg) {
     bpt__store_release_u32(&rec->in_use, 0);   /* pairs with the CAS that reuses it */
 }
 
-/* fork() copies locks as they are: one held by another thread would stay
-   held in the child forever. The prepare handler takes bptrace's locks, so a
-   fork never lands in the middle of a breakpoint change or an intern (the
-   protocol runs to its end first); parent and child release them. The
-   permission and the intern lock are defined by later parts. */
-static pthread_mutex_t bpt__code_mod_permission;
-static pthread_mutex_t bpt__intern_lock;
-static void bpt__sessions_atfork_child(void);   /* session.c */
-static int bpt__fork_took_permission;
-
-static void bpt__atfork_prepare(void) {
-    bpt__thread *self = bpt__thread_self_or_null();
-    /* A fork from a callback that runs under the permission keeps it held. */
-    bpt__fork_took_permission = !(self && self->holds_permission);
-    if (bpt__fork_took_permission) pthread_mutex_lock(&bpt__code_mod_permission);
-    pthread_mutex_lock(&bpt__intern_lock);
-}
-
-static void bpt__atfork_parent(void) {
-    pthread_mutex_unlock(&bpt__intern_lock);
-    if (bpt__fork_took_permission) pthread_mutex_unlock(&bpt__code_mod_permission);
-}
-
 /* After fork() only the forking thread exists in the child: retire every
-   other record, or the child's first wait would wait for ghosts. */
-static void bpt__atfork_child(void) {
-    bpt__thread *self = bpt__thread_self_or_null(), *rec;
-    bpt__atfork_parent();
-    bpt__sessions_atfork_child();
+   other record, or the child's first wait would wait for ghosts. Called by
+   the fork child handler (locks.c), with every lock of bptrace held. */
+BPT__PRIVATE void bpt__progress_atfork_child(bpt__thread *self) {
+    bpt__thread *rec;
     for (rec = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records); rec; rec = rec->next) {
         if (rec == self) continue;
         bpt__store_relaxed_u64(&rec->state, 0);
@@ -2110,12 +2573,6 @@ static void bpt__wait_for_record(bpt__thread *rec, uint64_t target) {
     }
 }
 
-static int bpt__progress_wait(int sync_core);
-
-int bpt_thread_progress_wait(void) { return bpt__progress_wait(0); }
-
-int bpt_thread_progress_wait_sync_core(void) { return bpt__progress_wait(1); }
-
 /* Serialize every thread's instruction stream where membarrier SYNC_CORE is
    missing: a signal to each live thread. Returning from a signal handler is
    context synchronizing (iret on x86-64, eret on aarch64). */
@@ -2123,6 +2580,32 @@ static void bpt__sync_core_handler(int sig) {
     bpt__thread *rec = bpt__thread_self_or_null();
     (void)sig;
     if (rec) bpt__fetch_add_u32(&rec->sync_ack, 1);
+}
+
+/* Once per process, on the first use of thread progress. */
+static void bpt__progress_init(void) {
+    pthread_key_create(&bpt__progress.key, bpt__thread_exit_destructor);
+    /* light_pins is set only after registration succeeded: a reader that
+       sees it knows every later heavy barrier reaches it. */
+    if (bpt__membarrier_register(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED,
+                                 BPT__MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED))
+        bpt__store_release_u32(&bpt__progress.light_pins, 1);
+    if (bpt__membarrier_register(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE,
+                                 BPT__MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE)) {
+        bpt__store_release_u32(&bpt__progress.sync_core, 1);
+    } else {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = bpt__sync_core_handler;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(BPT__SYNC_CORE_SIGNAL, &sa, NULL);
+    }
+    bpt__locks_init();   /* the fork handlers (locks.c) */
+}
+
+BPT__PRIVATE void bpt__progress_ensure_init(void) {
+    pthread_once(&bpt__progress_once, bpt__progress_init);
 }
 
 /* Is the thread running or runnable ('R' in /proc/self/task/TID/stat)? A
@@ -2196,6 +2679,10 @@ static int bpt__progress_wait(int sync_core) {
     if (self && !self->holds_permission) bpt__block_end(self);   /* the permission holder stays offline until release */
     return 0;
 }
+
+int bpt_thread_progress_wait(void) { return bpt__progress_wait(0); }
+
+int bpt_thread_progress_wait_sync_core(void) { return bpt__progress_wait(1); }
 
 int bpt_thread_progress_register_managed(void) {
     bpt__thread *rec = bpt__thread_self();
@@ -2304,6 +2791,7 @@ BPT__PRIVATE int bpt__fail(int code, const char *fmt, ...) {
    message can name its function after the function is gone. Only the set
    path interns (under its own lock); the hit path only reads the pointers. */
 
+
 typedef struct bpt__interned {
     struct bpt__interned *next;
     uint32_t hash;
@@ -2312,7 +2800,7 @@ typedef struct bpt__interned {
 
 enum { BPT__INTERN_BUCKETS = 1024 };
 static bpt__interned *bpt__intern_table[BPT__INTERN_BUCKETS];
-static pthread_mutex_t bpt__intern_lock = PTHREAD_MUTEX_INITIALIZER;   /* declared in progress.c (fork) */
+BPT__SHARED pthread_mutex_t bpt__intern_lock = PTHREAD_MUTEX_INITIALIZER;   /* 3rd in the lock order (locks.c) */
 
 BPT__PRIVATE uint32_t bpt__hash_str(const char *s) {
     uint32_t h = 2166136261u;   /* FNV-1a */
@@ -2340,6 +2828,63 @@ BPT__PRIVATE const char *bpt__intern(const char *text) {
 }
 /*** End of intern.c ***/
 
+/*** Begin file locks.c ***/
+/* locks.c: bptrace's locks, the one order in which they are taken, and
+   what fork() does with them.
+
+   The locks, outermost first. A thread that holds one takes only locks
+   further down the list, so no two threads can wait for each other:
+     1. bpt__code_mod_permission (here; seized in bp.c): every change of
+        breakpoints, registrations and sessions, as BEAM's code modification
+        permission. Its holder waits for thread progress (2), interns
+        names (3), and drains no session.
+     2. bpt__progress.wait_lock (progress.c): one thread progress waiter at
+        a time.
+     3. bpt__intern_lock (intern.c): the table of interned names.
+   Leaves, never held while another is taken: a session's drain_lock
+   (session.c), a call_time table's overflow_lock (timem.c). The hit path
+   takes none of them, except the overflow lanes' and tables' of threads
+   beyond BPT_MAX_THREADS, and those only with a try-lock or a lock no hit
+   can nest in (session.c, timem.c).
+
+   fork() copies locks as they are: one held by another thread would stay
+   held in the child forever. The prepare handler takes the locks of the
+   set path in this order, so a fork never lands in the middle of a
+   breakpoint change or an intern (the protocol runs to its end first);
+   parent and child release them, and the child resets what belonged to
+   threads that do not exist in it. */
+
+
+BPT__SHARED pthread_mutex_t bpt__code_mod_permission = PTHREAD_MUTEX_INITIALIZER;
+static int bpt__fork_took_permission;
+
+static void bpt__atfork_prepare(void) {
+    bpt__thread *self = bpt__thread_self_or_null();
+    /* A fork from a callback that runs under the permission keeps it held. */
+    bpt__fork_took_permission = !(self && self->holds_permission);
+    if (bpt__fork_took_permission) pthread_mutex_lock(&bpt__code_mod_permission);
+    pthread_mutex_lock(&bpt__intern_lock);
+}
+
+static void bpt__atfork_parent(void) {
+    pthread_mutex_unlock(&bpt__intern_lock);
+    if (bpt__fork_took_permission) pthread_mutex_unlock(&bpt__code_mod_permission);
+}
+
+/* Only the forking thread runs in the child: its locks are released, and
+   the other threads' records and drain locks are reset. */
+static void bpt__atfork_child(void) {
+    bpt__atfork_parent();
+    bpt__sessions_atfork_child();
+    bpt__progress_atfork_child(bpt__thread_self_or_null());
+}
+
+/* Once, from thread progress's initialisation. */
+BPT__PRIVATE void bpt__locks_init(void) {
+    pthread_atfork(bpt__atfork_prepare, bpt__atfork_parent, bpt__atfork_child);
+}
+/*** End of locks.c ***/
+
 /*** Begin file ptrset.c ***/
 /* ptrset.c: a set of pointers. Open addressing with linear probing and
    backward-shift deletion: membership, insertion and removal in O(1), with
@@ -2348,10 +2893,6 @@ BPT__PRIVATE const char *bpt__intern(const char *text) {
    twice. Not from OTP: ERTS only meets its own code pointers, while a C API
    must check the ones it is given. */
 
-typedef struct bpt__ptrset {
-    const void **keys;
-    size_t cap, len;              /* cap is 0 or a power of two */
-} bpt__ptrset;
 
 static size_t bpt__ptr_hash(const void *p, size_t mask) {
     uint64_t x = (uint64_t)(uintptr_t)p;
@@ -2365,12 +2906,12 @@ static size_t bpt__ptrset_slot(const bpt__ptrset *set, const void *p) {
     return i;
 }
 
-static int bpt__ptrset_has(const bpt__ptrset *set, const void *p) {
+BPT__PRIVATE int bpt__ptrset_has(const bpt__ptrset *set, const void *p) {
     return set->cap && set->keys[bpt__ptrset_slot(set, p)] == p;
 }
 
 /* Make room for `extra` more keys. Returns 0 or BPT_ENOMEM (set unchanged). */
-static int bpt__ptrset_reserve(bpt__ptrset *set, size_t extra) {
+BPT__PRIVATE int bpt__ptrset_reserve(bpt__ptrset *set, size_t extra) {
     const void **old = set->keys;
     size_t i, oldcap = set->cap, cap = oldcap ? oldcap : 64;
     if ((set->len + extra) * 2 <= set->cap) return 0;
@@ -2385,12 +2926,12 @@ static int bpt__ptrset_reserve(bpt__ptrset *set, size_t extra) {
     return 0;
 }
 
-static void bpt__ptrset_add(bpt__ptrset *set, const void *p) {   /* after reserve */
+BPT__PRIVATE void bpt__ptrset_add(bpt__ptrset *set, const void *p) {   /* after reserve */
     set->keys[bpt__ptrset_slot(set, p)] = p;
     set->len++;
 }
 
-static void bpt__ptrset_remove(bpt__ptrset *set, const void *p) {
+BPT__PRIVATE void bpt__ptrset_remove(bpt__ptrset *set, const void *p) {
     size_t mask = set->cap - 1, i = bpt__ptrset_slot(set, p), j, home;
     if (set->keys[i] != p) return;
     set->keys[i] = NULL;
@@ -2421,6 +2962,7 @@ static void bpt__ptrset_remove(bpt__ptrset *set, const void *p) {
    a try-lock: a thread that finds it busy drops its message, so even a signal
    handler that interrupts the lock's holder cannot deadlock. */
 
+
 typedef struct bpt__lane {
     /* producer side */
     bpt__atomic_u64 head;         /* next slot to write; release-stored after the write */
@@ -2439,41 +2981,13 @@ typedef struct bpt__lane {
     bpt_msg slots[1];
 } bpt__lane;
 
-typedef struct bpt__pattern_entry bpt__pattern_entry;   /* pattern.c */
 
-typedef struct bpt__session {
-    uint64_t id;                  /* weak id: generation << 16 | slot */
-    char name[64];
-    bpt_tracer_fn tracer;
-    void *tracer_user;
-    uint32_t ring_size;
-    uint64_t rate_max;
-    uint64_t rate_window_ns;
-    bpt__atomic_u32 dead;         /* destroy began: send nothing more */
-    bpt__atomic_u32 limit_tripped;
-    bpt__atomic_u64 window_start; /* rate limit window */
-    bpt__atomic_u64 window_count;
-    bpt__atomic_u64 limited;
-    bpt__atomic_u64 frames_skipped; /* calls whose return could not be traced (frames.c) */
-    bpt__atomic_u64 lost_laneless;  /* messages lost before their thread had a lane: a nested send
-                                       while the lane was being made, or no memory for it */
-    bpt__atomic_ptr lanes[BPT_MAX_THREADS + 1];   /* the last is the overflow lane */
-    bpt__atomic_u32 overflow_busy;
-    pthread_mutex_t drain_lock;
-    bpt__pattern_entry *patterns; /* set path only: the patterns in force, in order */
-} bpt__session;
 
-/* The registry of live sessions. A slot's pointer is published with a
-   release store and cleared before the session is freed after a wait, so a
-   pinned reader that finds it may use it. */
-static struct {
-    bpt__atomic_ptr slot[BPT_MAX_SESSIONS];
-    uint64_t generation[BPT_MAX_SESSIONS];    /* under the code modification permission */
-} bpt__sessions;
+BPT__SHARED struct bpt__sessions bpt__sessions;   /* session.h */
 
 /* In a fork child only the forking thread runs: a drain lock another thread
    held at the fork is free again. */
-static void bpt__sessions_atfork_child(void) {
+BPT__PRIVATE void bpt__sessions_atfork_child(void) {
     int i;
     for (i = 0; i < BPT_MAX_SESSIONS; i++) {
         bpt__session *s = (bpt__session *)bpt__load_relaxed_ptr(&bpt__sessions.slot[i]);
@@ -2621,7 +3135,7 @@ BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec, uint64_t 
 }
 
 /* Build a session from its desc (validated by the caller). */
-static int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out) {
+BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out) {
     bpt__session *s = (bpt__session *)BPT_MALLOC(sizeof *s);
     uint32_t ring = d->ring_size ? d->ring_size : 1024;
     if (!s) return bpt__fail(BPT_ENOMEM, "bpt_session_create: no memory for the session");
@@ -2642,7 +3156,7 @@ static int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out) {
 }
 
 /* Free a session that no thread can reach any more (after a wait). */
-static void bpt__session_free(bpt__session *s) {
+BPT__PRIVATE void bpt__session_free(bpt__session *s) {
     int i;
     for (i = 0; i <= BPT_MAX_THREADS; i++)
         BPT_FREE(bpt__load_relaxed_ptr(&s->lanes[i]));
@@ -2717,143 +3231,10 @@ int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
 }
 /*** End of session.c ***/
 
-/*** Begin file breakpoint.h ***/
-/* breakpoint.h: the data the set path (bp.c) writes and the hit path
-   (hit.c) reads: the kinds, function records, GenericBp and its two
-   generations. Names as in beam_bp.c. */
-
-typedef struct bpt__ms bpt__ms;   /* a match spec (pattern.c) */
-
-/* >>kinds: the breakpoint kinds come from one table, BPT_KINDS (the public
-   half: it also makes the public flags BPT_COUNT, BPT_CALL, ...). Each kind
-   has a part of its own (kind_count.c, kind_call.c, kind_timem.c) that
-   defines its hooks, found by name from the row:
-
-     bpt__kind_<name>_prepare  step 2: allocate what step 3 will need
-     bpt__kind_<name>_stage    step 3: write the change into a staging generation
-     bpt__kind_<name>_ref      step 11: a second generation shares the data
-     bpt__kind_<name>_unref    steps 3, 11, 12: a generation lets go of it
-     bpt__kind_<name>_hit      the hit path: what the kind does on a call
-     bpt__kind_<name>_info     bpt_trace_info: what it reports
-
-   So a new kind is a row in the table and a part of its own, nothing else.
-   Kind k owns two bits of a generation's flags, as beam_bp.c's ERTS_BPF_*
-   pairs: ON (set) and ACTIVE (not paused). */
-enum {
-#define BPT__KIND_IX(NAME, name, flag) BPT__KIX_##NAME,
-    BPT_KINDS(BPT__KIND_IX)
-#undef BPT__KIND_IX
-    BPT__NKINDS
-};
-#define BPT__BPF_ON(k)     (1u << (2 * (k)))
-#define BPT__BPF_ACTIVE(k) (2u << (2 * (k)))
-#define BPT__KIND_OR(NAME, name, flag) | (flag)
-#define BPT__KINDS (0u BPT_KINDS(BPT__KIND_OR))   /* every kind's public flag */
-/* Two flag bits per kind fit a generation's uint32_t flags, and every kind's
-   public flag fits a frame's actions (frames.c) and stays below the BPT_OFF /
-   BPT_PAUSE / BPT_RESTART bits. */
-typedef char bpt__kinds_fit[(BPT__NKINDS <= 16 && BPT__KINDS < (1u << 16)) ? 1 : -1];
-
-/* One generation of one session's settings on one function. */
-typedef struct bpt__GenericBpData {
-    uint32_t flags;               /* BPT__BPF_ON(k) | BPT__BPF_ACTIVE(k) per kind k */
-    void *data[BPT__NKINDS];      /* kind k's data, owned by its part; valid while ON(k) */
-} bpt__GenericBpData;
-
-/* What one protocol run (bp.c) does to each affected function's breakpoint
-   of one session: switch kinds on (how 0), off, pause or restart them. */
-typedef struct bpt__op {
-    unsigned kinds;               /* BPT__KINDS bits: the kinds it changes */
-    unsigned how;                 /* 0, BPT_OFF, BPT_PAUSE, BPT_RESTART */
-    bpt__ms *ms;                  /* for BPT_CALL switched on; the op holds one reference */
-} bpt__op;
-
-BPT__PRIVATE int bpt__op_enables(const bpt__op *op) { return op->how == 0 || op->how == BPT_RESTART; }
-
-/* The breakpoint of one trace session on one function. */
-typedef struct bpt__GenericBp {
-    bpt_vm_word orig_instr;       /* the word the breakpoint replaces */
-    bpt__GenericBpData data[2];   /* indexed by bpt_active_bp_ix() / its staging twin */
-    bpt__session *session;
-    bpt__atomic_ptr next;         /* bpt__GenericBp *: the next session's, walked by readers */
-    struct bpt__GenericBp *to_insert;    /* set path: a new session's GenericBp, parked until step 5 */
-    struct bpt__GenericBp *next_to_free; /* set path: freed after step 12 */
-} bpt__GenericBp;
-
-enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
-
-struct bpt_func {
-    const char *module, *name;    /* interned */
-    int arity;
-    int kind;                     /* enum bpt__site_kind */
-    /* The site: the one word that switches between the original and the
-       breakpoint. VM: an 8-byte instruction word. Native: the 2-byte entry
-       NOP (x86-64) or the 4-byte entry NOP (aarch64). */
-    void *site;
-    uint64_t orig_word;           /* the site's original content */
-    uint64_t bp_word;             /* what it holds while a breakpoint is installed */
-    unsigned word_size;           /* 8, 4 or 2 bytes */
-    void *fn;                     /* native: the function's address */
-    uint64_t code_size;           /* native: bytes of code from the ELF symbol (0: unknown) */
-    uintptr_t resume;             /* native: where the stub continues (the word after the site) */
-    int signs_lr;                 /* native aarch64: the entry signs the return address (paciasp) */
-    const bpt_vm_ops *ops;        /* VM: argument access and formatting */
-    bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */
-    int installed;                /* set path: the breakpoint word is in place */
-    uint32_t registry_ix;         /* set path: position in the registry */
-    struct bpt_func *next_retired;/* set path: native records are retired, never freed */
-};
-
-#if defined(BPT_NATIVE)
-/* The register frame an entry stub builds on the stack and hands to the
-   hit path. Its layout is fixed by the stub's assembly (site_*.c). */
-#  if defined(__x86_64__)
-typedef struct bpt__regs {
-    uint64_t gpr[8];              /* rdi rsi rdx rcx r8 r9 (arguments), rax (varargs count), r10 (static chain) */
-    uint64_t rbp;                 /* the stub's frame pointer: the function's return slot is at rbp+16 */
-    uint64_t pad;
-    uint64_t fp[8][2];            /* xmm0-7: floating-point arguments (low 128 bits) */
-} bpt__regs;
-/* What the return trampoline saves: the return registers (SysV x86-64). */
-typedef struct bpt__retregs {
-    uint64_t gpr[2];              /* rax, rdx */
-    uint64_t fp[2][2];            /* xmm0, xmm1 (low 128 bits) */
-} bpt__retregs;
-enum { BPT__INT_ARG_REGS = 6, BPT__FP_ARG_REGS = 8 };
-#  else
-typedef struct bpt__regs {
-    uint64_t gpr[10];             /* x0-x7 (arguments), x8 (indirect result), x9 (the caller's LR) */
-    uint64_t fp[8][2];            /* q0-q7: floating-point arguments */
-} bpt__regs;
-/* What the return trampoline saves: the return registers (AAPCS64). */
-typedef struct bpt__retregs {
-    uint64_t gpr[8];              /* x0-x7 */
-    uint64_t fp[4][2];            /* q0-q3 */
-} bpt__retregs;
-enum { BPT__INT_ARG_REGS = 8, BPT__FP_ARG_REGS = 8 };
-#  endif
-#endif
-
-/* The active generation index. Step 7 of the protocol flips it with a
-   release store; the hit path reads it with an acquire load, so a hit that
-   sees the new index sees what step 3 staged. */
-static bpt__atomic_u32 bpt__active_ix;
-
-unsigned bpt_active_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix); }
-unsigned bpt_staging_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix) ^ 1u; }
-/*** End of breakpoint.h ***/
-
 /*** Begin file pattern.c ***/
 /* pattern.c: trace patterns ("module:function/arity" with globs) and match
    specs, as erlang:trace_pattern/3 takes them. Set path only. */
 
-enum { BPT__NAME_MAX = 127 };
-
-typedef struct bpt__mfa {
-    char module[BPT__NAME_MAX + 1];
-    char function[BPT__NAME_MAX + 1];
-    int arity;                    /* -1: any */
-} bpt__mfa;
 
 /* Copy one part of a pattern; '_' alone means any, as '*'. */
 static int bpt__pattern_part(char *dst, const char *src, size_t len, const char *what, const char *text) {
@@ -2913,12 +3294,6 @@ BPT__PRIVATE int bpt__mfa_match(const bpt__mfa *p, const char *module, const cha
     return (p->arity < 0 || p->arity == arity) && bpt__glob(p->module, module) && bpt__glob(p->function, name);
 }
 
-/* How a pattern sets its kinds (BPT__KINDS, breakpoint.h), and the
-   call-trace actions that need a return frame or a caller (DESIGN §7). */
-#define BPT__HOWS (BPT_OFF | BPT_PAUSE | BPT_RESTART)
-#define BPT__FRAME_ACTIONS (BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO)
-#define BPT__CALL_ACTIONS (BPT__FRAME_ACTIONS | BPT_CALLER)
-
 BPT__PRIVATE int bpt__flags_check(unsigned flags) {
     unsigned how = flags & BPT__HOWS, kinds = flags & BPT__KINDS;
     if (flags & ~(BPT__KINDS | BPT__HOWS | BPT__CALL_ACTIONS))
@@ -2934,21 +3309,6 @@ BPT__PRIVATE int bpt__flags_check(unsigned flags) {
         return bpt__fail(BPT_EFLAGS, "no kind given (BPT_CALL, BPT_COUNT, BPT_TIME, BPT_MEMORY)");
     return 0;
 }
-
-/* A match spec, shared by the generations that use it and freed when the
-   last lets go. refc is changed only under the code modification permission;
-   readers never touch it (they are done with a generation before its
-   references are dropped: steps 8 and 11). */
-struct bpt__ms {
-    bpt_match_fn pred;
-    void *user;
-    unsigned actions;
-    const char *message;          /* interned */
-    int nspec;                    /* argument spec: how many, or 0 for none */
-    uint8_t spec[BPT_MAX_ARGS];   /* enum bpt_arg_type */
-    uint8_t rettype;              /* enum bpt_arg_type of return_from's value */
-    uint32_t refc;
-};
 
 /* Parse an argument spec, "i64,ptr,str,f64" (uftrace -A). Returns the count
    or BPT_EPATTERN. */
@@ -3014,16 +3374,7 @@ BPT__PRIVATE void bpt__ms_unref(bpt__ms *ms) {
     if (ms && --ms->refc == 0) BPT_FREE(ms);
 }
 
-/* A pattern in force in a session: bpt_trace_pattern calls are kept in order
-   and replayed on functions registered later. */
-struct bpt__pattern_entry {
-    bpt__pattern_entry *next;
-    bpt__mfa mfa;
-    unsigned flags;
-    bpt__ms *ms;                  /* one reference */
-};
-
-static void bpt__pattern_entry_free(bpt__pattern_entry *e) {
+BPT__PRIVATE void bpt__pattern_entry_free(bpt__pattern_entry *e) {
     bpt__ms_unref(e->ms);
     BPT_FREE(e);
 }
@@ -3055,9 +3406,9 @@ static void bpt__pattern_entry_free(bpt__pattern_entry *e) {
    stub finds the record at a fixed offset from its return address, as BEAM
    finds GenericBp in front of the code. */
 
+
 #if defined(BPT_NATIVE) && defined(__x86_64__)
 
-#define BPT__PAD_BYTES 24
 
 /* The entry stub: save the argument registers in a bpt__regs frame, call
    bpt__native_entry(record, frame), restore, and continue where the handler
@@ -3161,26 +3512,16 @@ __asm__(
     "    popq %rbp\n"
     "    jmp *%r11\n"
     "    .size bpt__x86_64_return_trampoline, . - bpt__x86_64_return_trampoline\n");
-extern __attribute__((visibility("hidden"))) char bpt__x86_64_return_trampoline[];
-#define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__x86_64_return_trampoline)
 
 /* Where the traced function's return address lives while its entry stub
    runs (the slot its caller's call pushed), and the stack pointer at its
    entry, which identifies its frame: the same thing on x86-64. */
-static uintptr_t *bpt__arch_ret_slot(bpt__regs *r) { return (uintptr_t *)(uintptr_t)(r->rbp + 16); }
-static uintptr_t bpt__arch_entry_sp(const bpt__regs *r) { return (uintptr_t)(r->rbp + 16); }
+BPT__PRIVATE uintptr_t *bpt__arch_ret_slot(bpt__regs *r) { return (uintptr_t *)(uintptr_t)(r->rbp + 16); }
+BPT__PRIVATE uintptr_t bpt__arch_entry_sp(const bpt__regs *r) { return (uintptr_t)(r->rbp + 16); }
 /* Return addresses are stored as they are (no pointer authentication). */
-static uintptr_t bpt__arch_ret_strip(const bpt_func *f, uintptr_t ret) { (void)f; return ret; }
-static uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t sp) { (void)f; (void)sp; return ret; }
+BPT__PRIVATE uintptr_t bpt__arch_ret_strip(const bpt_func *f, uintptr_t ret) { (void)f; return ret; }
+BPT__PRIVATE uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t sp) { (void)f; (void)sp; return ret; }
 
-/* What registration writes and what the protocol switches, for one entry. */
-typedef struct bpt__entry_layout {
-    uint8_t *site;
-    uint64_t orig_word, bp_word;
-    unsigned word_size;
-    uintptr_t resume;
-    uint8_t pre[BPT__PAD_BYTES];   /* the padding's new content */
-} bpt__entry_layout;
 
 static const uint8_t bpt__endbr64[4] = { 0xF3, 0x0F, 0x1E, 0xFA };
 
@@ -3191,7 +3532,7 @@ static int bpt__x86_pad_ok(const uint8_t *fn, const uint8_t *want) {
     return fresh || memcmp(fn - BPT__PAD_BYTES + 8, want + 8, BPT__PAD_BYTES - 8) == 0;
 }
 
-static int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l) {
+BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l) {
     uint8_t *fn = (uint8_t *)fnp;
     int endbr = memcmp(fn, bpt__endbr64, 4) == 0;
     uint8_t *site = fn + (endbr ? 4 : 0);
@@ -3224,16 +3565,16 @@ static int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout
    follows every batch of writes (DESIGN §4.4). One movw in asm rather than
    a C atomic: a sanitizer must not instrument a store into code (TSAN's
    shadow of text is read-only and faults). */
-static void bpt__arch_write_site(uint8_t *site, uint64_t word) {
+BPT__PRIVATE void bpt__arch_write_site(uint8_t *site, uint64_t word) {
     __asm__ __volatile__("movw %1, %0" : "=m"(*(uint16_t *)(void *)site) : "r"((uint16_t)word) : "memory");
 }
 
-static void bpt__arch_sync_icache(void *start, size_t len) { (void)start; (void)len; }   /* coherent on x86 */
+BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len) { (void)start; (void)len; }   /* coherent on x86 */
 
 /* A CET user shadow stack (arch_prctl ARCH_SHSTK_STATUS, Linux 6.6) would
    fault on the stub's ret, which continues at the resume address rather than
    where its call came from. Returns 0, or BPT_ENOTSUP saying so. */
-static int bpt__arch_native_usable(const char *who) {
+BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
     unsigned long features = 0;
     if (syscall(SYS_arch_prctl, 0x5005 /* ARCH_SHSTK_STATUS */, &features) == 0 && (features & 1))
         return bpt__fail(BPT_ENOTSUP, "%s: a CET shadow stack is active in this process; bptrace's entry "
@@ -3268,9 +3609,9 @@ static int bpt__arch_native_usable(const char *who) {
    written only at registration, while nothing can reach them, because an
    8-byte store to a possibly 4-aligned address is not single-copy atomic. */
 
+
 #if defined(BPT_NATIVE) && defined(__aarch64__)
 
-#define BPT__PAD_BYTES 32
 #define BPT__A64_NOP 0xD503201Fu
 
 /* The entry stub: `hint #34` is bti c (a landing pad for the blr), written
@@ -3352,15 +3693,13 @@ __asm__(
     "    add sp, sp, #128\n"
     "    ret x16\n"
     "    .size bpt__aarch64_return_trampoline, . - bpt__aarch64_return_trampoline\n");
-extern __attribute__((visibility("hidden"))) char bpt__aarch64_return_trampoline[];
-#define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__aarch64_return_trampoline)
 
 /* Where the traced function's return address lives while its entry stub
    runs (x9, saved in the frame and moved back to x30 on the way out), and
    the stack pointer at its entry, which identifies its frame (the stub's
    frame sits right below it). */
-static uintptr_t *bpt__arch_ret_slot(bpt__regs *r) { return (uintptr_t *)&r->gpr[9]; }
-static uintptr_t bpt__arch_entry_sp(const bpt__regs *r) { return (uintptr_t)r + sizeof *r; }
+BPT__PRIVATE uintptr_t *bpt__arch_ret_slot(bpt__regs *r) { return (uintptr_t *)&r->gpr[9]; }
+BPT__PRIVATE uintptr_t bpt__arch_entry_sp(const bpt__regs *r) { return (uintptr_t)r + sizeof *r; }
 
 /* A function that begins with paciasp has signed its return address with
    the entry sp as modifier before the stub runs; its autiasp will check
@@ -3369,13 +3708,13 @@ static uintptr_t bpt__arch_entry_sp(const bpt__regs *r) { return (uintptr_t)r + 
    (pacia1716: x17 signed with modifier x16). Both are hint-space
    instructions: NOPs on a CPU without pointer authentication, where
    paciasp signed nothing either. */
-static uintptr_t bpt__arch_ret_strip(const bpt_func *f, uintptr_t ret) {
+BPT__PRIVATE uintptr_t bpt__arch_ret_strip(const bpt_func *f, uintptr_t ret) {
     register uintptr_t lr __asm__("x30") = ret;
     if (!f->signs_lr) return ret;
     __asm__("hint #7" : "+r"(lr));   /* xpaclri */
     return lr;
 }
-static uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t sp) {
+BPT__PRIVATE uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t sp) {
     register uintptr_t x17 __asm__("x17") = ret;
     register uintptr_t x16 __asm__("x16") = sp;
     if (!f->signs_lr) return ret;
@@ -3383,14 +3722,6 @@ static uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t 
     return x17;
 }
 
-typedef struct bpt__entry_layout {
-    uint8_t *site;
-    uint64_t orig_word, bp_word;
-    unsigned word_size;
-    uintptr_t resume;
-    int signs_lr;                  /* paciasp before the site */
-    uint8_t pre[BPT__PAD_BYTES];
-} bpt__entry_layout;
 
 static uint32_t bpt__a64_word(const uint8_t *p) { uint32_t w; memcpy(&w, p, 4); return w; }
 
@@ -3399,7 +3730,7 @@ static uint32_t bpt__a64_branch(uintptr_t from, uintptr_t to) {
     return 0x14000000u | ((uint32_t)((intptr_t)(to - from) >> 2) & 0x03FFFFFFu);
 }
 
-static int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l) {
+BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l) {
     uint8_t *fn = (uint8_t *)fnp;
     uint32_t first = bpt__a64_word(fn);
     static const uint32_t tail[4] = { 0xAA1E03E9u, 0x58FFFFB0u, 0xD63F0200u, BPT__A64_NOP };
@@ -3430,19 +3761,19 @@ static int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout
 /* One aligned 4-byte store: single-copy atomic (ARM ARM B2.2.1). A str in
    asm rather than a C atomic: a sanitizer must not instrument a store into
    code (TSAN's shadow of text is read-only). */
-static void bpt__arch_write_site(uint8_t *site, uint64_t word) {
+BPT__PRIVATE void bpt__arch_write_site(uint8_t *site, uint64_t word) {
     __asm__ __volatile__("str %w1, %0" : "=m"(*(uint32_t *)(void *)site) : "r"((uint32_t)word) : "memory");
     __builtin___clear_cache((char *)site, (char *)site + 4);
 }
 
-static void bpt__arch_sync_icache(void *start, size_t len) {
+BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len) {
     __builtin___clear_cache((char *)start, (char *)start + len);
 }
 
 /* A guarded control stack (prctl PR_GET_SHADOW_STACK_STATUS, Linux 6.13)
    would fault on the stub's `ret x16`, which does not return to where its
    blr came from. Returns 0, or BPT_ENOTSUP saying so. */
-static int bpt__arch_native_usable(const char *who) {
+BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
     unsigned long status = 0;
     if (syscall(SYS_prctl, 74 /* PR_GET_SHADOW_STACK_STATUS */, &status, 0, 0, 0) == 0 && (status & 1))
         return bpt__fail(BPT_ENOTSUP, "%s: a guarded control stack (GCS) is active in this process; "
@@ -3488,14 +3819,6 @@ static int bpt__arch_native_usable(const char *who) {
    process's calls, time and bytes. While both kinds are on, their data
    slots point at the same bpt__BpTimem, each holding a reference. */
 
-typedef struct bpt__BpTimem bpt__BpTimem;
-
-#define BPT__BPF_TIME_TRACE  BPT__BPF_ON(BPT__KIX_TIME)
-#define BPT__BPF_TIME_ACTIVE BPT__BPF_ACTIVE(BPT__KIX_TIME)
-#define BPT__BPF_MEM_TRACE   BPT__BPF_ON(BPT__KIX_MEMORY)
-#define BPT__BPF_MEM_ACTIVE  BPT__BPF_ACTIVE(BPT__KIX_MEMORY)
-#define BPT__BPF_TIMEM_ON     (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)
-#define BPT__BPF_TIMEM_ACTIVE (BPT__BPF_TIME_ACTIVE | BPT__BPF_MEM_ACTIVE)
 
 typedef struct bpt__timem_cell {
     uint64_t process;             /* 0: a free cell (process ids are never 0) */
@@ -3569,7 +3892,7 @@ BPT__PRIVATE bpt__BpTimem *bpt__timem_new(void) {
     return t;
 }
 
-static void bpt__timem_free(bpt__BpTimem *t) {
+BPT__PRIVATE void bpt__timem_free(bpt__BpTimem *t) {
     int i;
     for (i = 0; i < BPT_MAX_THREADS; i++) BPT_FREE(bpt__load_relaxed_ptr(&t->table[i]));
     BPT_FREE(t->overflow);
@@ -3578,6 +3901,8 @@ static void bpt__timem_free(bpt__BpTimem *t) {
     pthread_mutex_destroy(&t->overflow_lock);
     BPT_FREE(t);
 }
+
+BPT__PRIVATE void bpt__timem_ref(bpt__BpTimem *t) { t->refc++; }
 
 BPT__PRIVATE void bpt__timem_unref(bpt__BpTimem *t) {
     if (t && --t->refc == 0) bpt__timem_free(t);
@@ -3644,6 +3969,45 @@ BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t 
     c->mem += mem;
 }
 
+/* call_time / call_memory of one breakpoint, from the sums the last
+   collection carried (C6): totals, and per process into
+   out->procs[0..out->procs_cap), most time (or memory) first. */
+static int bpt__proc_cmp(const void *a, const void *b) {
+    const bpt_info_process *x = (const bpt_info_process *)a, *y = (const bpt_info_process *)b;
+    if (x->time_ns != y->time_ns) return x->time_ns < y->time_ns ? 1 : -1;
+    if (x->memory_bytes != y->memory_bytes) return x->memory_bytes < y->memory_bytes ? 1 : -1;
+    return x->process < y->process ? -1 : x->process > y->process;
+}
+
+BPT__PRIVATE void bpt__timem_report(const bpt__BpTimem *tm, bpt_info *out) {
+    const bpt__timem_table *t = tm ? tm->carried : NULL;
+    bpt_info_process *procs = out->procs;
+    uint32_t i, n = 0, cap = procs ? out->procs_cap : 0;
+    if (!t) return;
+    for (i = 0; i < t->cap; i++) {
+        const bpt__timem_cell *c = &t->cell[i];
+        if (!c->process) continue;
+        out->calls += c->calls;
+        out->time_ns += c->time_ns;
+        out->memory_bytes += (uint64_t)c->mem;
+        if (procs && n < cap) {
+            procs[n].process = c->process;
+            procs[n].calls = c->calls;
+            procs[n].time_ns = c->time_ns;
+            procs[n].memory_bytes = (uint64_t)c->mem;
+        }
+        n++;
+    }
+    out->nprocs = n;
+    if (procs && n > 1) qsort(procs, n < cap ? n : cap, sizeof *procs, bpt__proc_cmp);
+}
+
+/* How many processes the last collection carried sums for (bpt_trace_info_each
+   sizes its per-process array with it). */
+BPT__PRIVATE uint32_t bpt__timem_nprocs(const bpt__BpTimem *tm) {
+    return tm && tm->carried ? tm->carried->used : 0;
+}
+
 /* C5 for one breakpoint: its idle tables, what they carried and any
    unmerged older ones, summed into one new table. NULL when out of memory. */
 static uint32_t bpt__timem_cells(const bpt__BpTimem *t) {
@@ -3677,8 +4041,6 @@ static bpt__timem_table *bpt__timem_merge(const bpt__BpTimem *real) {
     }
     return m;
 }
-
-BPT__PRIVATE void bpt__commit(void);   /* TEMP until internal.h */
 
 /* C1-C8 for the breakpoints gs[0..n), each with call_time or call_memory
    in its active half. Under the code modification permission; C9 is the
@@ -3745,6 +4107,7 @@ BPT__PRIVATE int bpt__timem_collect(bpt__GenericBp **gs, int n) {
    those of the registered native functions. This part knows nothing of the
    registry (funcs.c): it indexes the records it is given. */
 
+#if defined(BPT_NATIVE)
 /* The address index: an address-sorted snapshot of the native records,
    replaced as a whole under the code modification permission and freed
    after a thread progress wait, so that pinned readers search it without
@@ -3754,15 +4117,15 @@ typedef struct bpt__addr_entry {
     const bpt_func *f;
 } bpt__addr_entry;
 
-typedef struct bpt__addr_index {
+struct bpt__addr_index {
     size_t n;
     bpt__addr_entry e[1];
-} bpt__addr_index;
+};
 
 static bpt__atomic_ptr bpt__addr_index_cur;   /* bpt__addr_index *, release-published */
 
 /* Pinned. Returns 1 and the names, or 0 for code bptrace does not know. */
-static int bpt__symbolize(uintptr_t addr, const char **module, const char **name, int *arity) {
+BPT__PRIVATE int bpt__symbolize(uintptr_t addr, const char **module, const char **name, int *arity) {
     const bpt__addr_index *ix = (const bpt__addr_index *)bpt__load_acquire_ptr(&bpt__addr_index_cur);
     size_t lo = 0, hi;
     if (!ix) return 0;
@@ -3778,7 +4141,6 @@ static int bpt__symbolize(uintptr_t addr, const char **module, const char **name
     return 1;
 }
 
-#if defined(BPT_NATIVE)
 /* The address index follows the native functions as they come and go
    (funcs.c registers and unregisters them), in two steps, both under the
    permission:
@@ -3803,7 +4165,7 @@ static int bpt__addr_entry_cmp(const void *a, const void *b) {
 }
 
 /* A1: room for `n` entries. NULL after bpt__fail(BPT_ENOMEM). */
-static bpt__addr_index *bpt__addr_index_alloc(size_t n, const char *who) {
+BPT__PRIVATE bpt__addr_index *bpt__addr_index_alloc(size_t n, const char *who) {
     bpt__addr_index *ix = (bpt__addr_index *)BPT_MALLOC(sizeof *ix + sizeof(bpt__addr_entry) * n);
     if (!ix) bpt__fail(BPT_ENOMEM, "%s: no memory for the address index of %lu native functions; "
                        "nothing changed", who, (unsigned long)n);
@@ -3812,7 +4174,7 @@ static bpt__addr_index *bpt__addr_index_alloc(size_t n, const char *who) {
 
 /* A2: ix came from A1 with room for every native function among
    funcs[0..nfuncs), the records now registered. */
-static void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *funcs, uint32_t nfuncs) {
+BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *funcs, uint32_t nfuncs) {
     bpt__addr_index *old;
     size_t k;
     uint32_t i;
@@ -3871,65 +4233,14 @@ static void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *funcs,
    outlives its session finds no session and sends nothing. VM frames use
    the same frames on a second stack, named by a token the VM keeps. */
 
-#ifndef BPT_SHADOW_FRAMES
-#  define BPT_SHADOW_FRAMES 512
-#endif
-#ifndef BPT_FRAME_SESSIONS
-#  define BPT_FRAME_SESSIONS 4
-#endif
-#if BPT_SHADOW_FRAMES < 1 || BPT_FRAME_SESSIONS < 1 || BPT_FRAME_SESSIONS > 255
-#  error "bptrace: BPT_SHADOW_FRAMES must be >= 1 and BPT_FRAME_SESSIONS in 1..255"
-#endif
 
-enum { BPT__STACK_NATIVE = 0, BPT__STACK_VM = 1 };
-
-/* One session's wish for a call's return. */
-typedef struct bpt__frame_session {
-    uint64_t id;                  /* the session's weak id */
-    uint32_t actions;             /* BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO, and the kinds' flags
-                                     (BPT_TIME | BPT_MEMORY): wide enough for every kind (breakpoint.h) */
-    uint8_t rettype;              /* enum bpt_arg_type of the return value */
-    /* call_time / call_memory (timem.c), as BEAM's process_breakpoint_trace:
-       the function runs for this session from `since` (0: paused, while a
-       callee the session times runs, or while its process is switched out). */
-    uint64_t since, own_ns;
-    int64_t mem;
-} bpt__frame_session;
-
-#define BPT__FRAME_TIMEM (BPT_TIME | BPT_MEMORY)
-
-typedef struct bpt__frame {
-    uintptr_t ret;                /* native: the original return address, stripped of any
-                                     signature; 0: a tail call, the frame below holds it */
-    uintptr_t sp;                 /* native: stack pointer at entry; VM: the token's check value */
-    const char *module, *name;    /* interned: valid after the function is gone */
-    int arity;
-    bpt_func *f;                  /* for call_time: native records live forever; a VM function
-                                     is not unregistered while its calls run (bpt_unregister) */
-    uint64_t process;             /* the process the call runs in */
-    const char *caller_module, *caller_name;   /* VM: the function the call returns to */
-    int caller_arity;
-    uint64_t ts_ns;               /* entry time */
-    uint32_t nsess;
-    bpt__frame_session sess[BPT_FRAME_SESSIONS];
-} bpt__frame;
-
-/* What one hit gathers for its frame while it walks the sessions. */
-typedef struct bpt__hit {
-    bpt__thread *rec;
-    bpt_func *f;
-    const void *frame;            /* VM frame, or the stub's bpt__regs */
-    uint32_t nwant;
-    bpt__frame_session want[BPT_FRAME_SESSIONS];
-    bpt__session *want_s[BPT_FRAME_SESSIONS];   /* for counting a skipped frame */
-} bpt__hit;
 
 /* A session that could not get a frame (the hit already serves
    BPT_FRAME_SESSIONS sessions, the shadow stack is full, or the VM keeps no
    frames) has the call's return untraced, counted. */
 static void bpt__frame_skipped(bpt__session *s) { bpt__fetch_add_u64(&s->frames_skipped, 1); }
 
-static void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype) {
+BPT__PRIVATE void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype) {
     uint32_t i;
     actions &= BPT__FRAME_ACTIONS | BPT__KINDS;   /* a kind that wants a frame keeps its bit */
     for (i = 0; i < h->nwant; i++)   /* call trace and call_time of one session: one entry */
@@ -4154,6 +4465,7 @@ static void bpt__frame_return_to(bpt__thread *rec, const bpt__frame *fr, const c
     bpt__frame_send(rec, fr, BPT_RETURN_TO, &m);
 }
 
+#if defined(BPT_NATIVE)
 /* Never returns: the thread returned through the trampoline but no frame
    names its stack pointer, so the address to continue at is lost. Only a
    broken promise gets here: a thread that switched stacks (fibers), or
@@ -4166,11 +4478,10 @@ static void bpt__frames_lost(uintptr_t sp) {
     abort();
 }
 
-#if defined(BPT_NATIVE)
 /* The caller of a native call: where it returns to. If its return slot
    already holds the trampoline, it was entered by a tail call from a
    function whose return is traced: the true address is in that frame. */
-static uintptr_t bpt__native_caller(const bpt__hit *h) {
+BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h) {
     bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
     uintptr_t ret = bpt__arch_ret_strip(h->f, *bpt__arch_ret_slot(r)), sp = bpt__arch_entry_sp(r);
     uint32_t d = h->rec->shadow_depth[BPT__STACK_NATIVE];
@@ -4185,7 +4496,7 @@ static uintptr_t bpt__native_caller(const bpt__hit *h) {
 /* Before a native hit's messages: a frame with this call's very stack
    pointer that is not the caller of a tail call is dead: its function was
    unwound, and this call reuses its place. Its exception_from goes first. */
-static void bpt__native_settle(bpt__hit *h) {
+BPT__PRIVATE void bpt__native_settle(bpt__hit *h) {
     bpt__thread *rec = h->rec;
     bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
     uintptr_t sp = bpt__arch_entry_sp(r);
@@ -4199,7 +4510,7 @@ static void bpt__native_settle(bpt__hit *h) {
 }
 
 /* Step 1: the entry handler's frame, after every session has been walked. */
-static void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
+BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
     bpt__thread *rec = h->rec;
     bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
     uintptr_t *slot = bpt__arch_ret_slot(r), sp = bpt__arch_entry_sp(r);
@@ -4227,7 +4538,6 @@ static void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
 /* Step 2: called by the return trampoline with the stack pointer the
    traced function had at entry and its return registers; returns where to
    continue. Not static: the trampoline's assembly calls it by name. */
-__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r);
 __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
     bpt__thread *rec = bpt__thread_self_or_null();
     uint32_t i, d = rec ? rec->shadow_depth[BPT__STACK_NATIVE] : 0, to_sessions = 0;
@@ -4296,7 +4606,7 @@ int bpt_unwind_to(const void *spp) {
 
 /* >>vm frames: the token is (check value << 32) | (index + 1) on the
    thread's VM stack. */
-static void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *token) {
+BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *token) {
     bpt__thread *rec = h->rec;
     bpt__frame *fr = token ? bpt__frame_reserve(rec, BPT__STACK_VM) : NULL;
     const bpt_vm_ops *ops = h->f->ops;
@@ -4412,6 +4722,7 @@ void bpt_account_memory(int64_t bytes) {
    generations that count into it, incremented by every hit while active.
    Its hooks are the ones the kinds table (BPT_KINDS, breakpoint.h) names. */
 
+
 #define BPT__BPF_COUNT        BPT__BPF_ON(BPT__KIX_COUNT)
 #define BPT__BPF_COUNT_ACTIVE BPT__BPF_ACTIVE(BPT__KIX_COUNT)
 
@@ -4492,6 +4803,7 @@ BPT__PRIVATE void bpt__kind_count_info(const bpt__GenericBpData *d, unsigned wha
    want return_from, exception_from or return_to (frames.c). Its data is
    the match spec (NULL: match every call). Its hooks are the ones the kinds
    table (BPT_KINDS, breakpoint.h) names. */
+
 
 #define BPT__BPF_LOCAL_TRACE BPT__BPF_ON(BPT__KIX_CALL)
 
@@ -4632,6 +4944,7 @@ BPT__HOT void bpt__kind_call_hit(bpt__hit *h, bpt__session *s, const bpt__Generi
    while both are on, both data slots point at the same bpt__BpTimem. The
    hooks are the ones the kinds table (BPT_KINDS, breakpoint.h) names. */
 
+
 /* Step 2: fresh tables where the change switches a kind on and the staging
    generation has none, or restarts. When one change switches both kinds,
    the call_time row allocates for the pair. */
@@ -4652,8 +4965,8 @@ BPT__PRIVATE int bpt__kind_memory_prepare(const bpt__op *op, const bpt__GenericB
     return bpt__kind_timem_prepare(op, staging, out);
 }
 
-BPT__PRIVATE void bpt__kind_time_ref(void *data) { ((bpt__BpTimem *)data)->refc++; }
-BPT__PRIVATE void bpt__kind_memory_ref(void *data) { ((bpt__BpTimem *)data)->refc++; }
+BPT__PRIVATE void bpt__kind_time_ref(void *data) { bpt__timem_ref((bpt__BpTimem *)data); }
+BPT__PRIVATE void bpt__kind_memory_ref(void *data) { bpt__timem_ref((bpt__BpTimem *)data); }
 BPT__PRIVATE void bpt__kind_time_unref(void *data) { bpt__timem_unref((bpt__BpTimem *)data); }
 BPT__PRIVATE void bpt__kind_memory_unref(void *data) { bpt__timem_unref((bpt__BpTimem *)data); }
 
@@ -4679,7 +4992,7 @@ static void bpt__kind_timem_stage(bpt__GenericBpData *d, int k, const bpt__op *o
             bpt__timem_unref(fresh);      /* step 2's reference, now held by the slots */
         } else if (!(d->flags & on)) {
             bpt__BpTimem *shared = bpt__timem_of(d);
-            shared->refc++;
+            bpt__timem_ref(shared);
             d->data[k] = shared;
             d->flags |= on;
         }
@@ -4709,46 +5022,12 @@ BPT__HOT void bpt__kind_memory_hit(bpt__hit *h, bpt__session *s, const bpt__Gene
     bpt__hit_want_frame(h, s, BPT_MEMORY, BPT_ARG_I64);
 }
 
-/* call_time / call_memory of one breakpoint, from the sums the last
-   collection carried (C6 in timem.c): totals, and per process into
-   out->procs[0..out->procs_cap), most time (or memory) first. */
-static int bpt__proc_cmp(const void *a, const void *b) {
-    const bpt_info_process *x = (const bpt_info_process *)a, *y = (const bpt_info_process *)b;
-    if (x->time_ns != y->time_ns) return x->time_ns < y->time_ns ? 1 : -1;
-    if (x->memory_bytes != y->memory_bytes) return x->memory_bytes < y->memory_bytes ? 1 : -1;
-    return x->process < y->process ? -1 : x->process > y->process;
-}
-
-static void bpt__kind_timem_totals(const bpt__GenericBpData *d, bpt_info *out) {
-    const bpt__BpTimem *tm = bpt__timem_of(d);
-    const bpt__timem_table *t = tm ? tm->carried : NULL;
-    bpt_info_process *procs = out->procs;
-    uint32_t i, n = 0, cap = procs ? out->procs_cap : 0;
-    if (!t) return;
-    for (i = 0; i < t->cap; i++) {
-        const bpt__timem_cell *c = &t->cell[i];
-        if (!c->process) continue;
-        out->calls += c->calls;
-        out->time_ns += c->time_ns;
-        out->memory_bytes += (uint64_t)c->mem;
-        if (procs && n < cap) {
-            procs[n].process = c->process;
-            procs[n].calls = c->calls;
-            procs[n].time_ns = c->time_ns;
-            procs[n].memory_bytes = (uint64_t)c->mem;
-        }
-        n++;
-    }
-    out->nprocs = n;
-    if (procs && n > 1) qsort(procs, n < cap ? n : cap, sizeof *procs, bpt__proc_cmp);
-}
-
 static void bpt__kind_timem_info(const bpt__GenericBpData *d, unsigned what, unsigned flag, bpt_info *out) {
     if (what & BPT_INFO_FLAGS) {
         out->flags |= flag;
         out->time_paused = !(d->flags & BPT__BPF_TIMEM_ACTIVE);
     }
-    if (what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) bpt__kind_timem_totals(d, out);
+    if (what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) bpt__timem_report(bpt__timem_of(d), out);
 }
 
 BPT__PRIVATE void bpt__kind_time_info(const bpt__GenericBpData *d, unsigned what, bpt_info *out) {
@@ -4767,6 +5046,7 @@ BPT__PRIVATE void bpt__kind_memory_info(const bpt__GenericBpData *d, unsigned wh
    per session) and run each active kind of each session's active generation
    (kind_*.c: count, call trace, call_time, call_memory). Unpin. No lock, no wait: this is
    op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c. */
+
 
 /* Run every session's breakpoint on h->f; gather in h who wants a return
    frame (the site pushes it). The caller then executes the original
@@ -4819,13 +5099,14 @@ bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame, bpt_vm_token *toke
    word; installing a breakpoint stores the breakpoint opcode's word there,
    uninstalling stores the original back. */
 
+
 typedef char bpt__vm_word_is_64_bits[sizeof(bpt_vm_word) == sizeof(uint64_t) ? 1 : -1];
 
 /* One aligned 8-byte store: single-copy atomic on x86-64 and aarch64, so a
    VM thread's BPT_VM_FETCH sees the old word or the new one, never a mix.
    Its ordering with the GenericBp data comes from the waits around it
    (steps 4 and 6, 10), not from this store. */
-static void bpt__site_vm_write(bpt_func *f, uint64_t w) {
+BPT__PRIVATE void bpt__site_vm_write(bpt_func *f, uint64_t w) {
     bpt__store_release_u64((bpt__atomic_u64 *)f->site, w);
 }
 
@@ -4849,15 +5130,7 @@ bpt_vm_word bpt_vm_word_at(const bpt_func *f) {
    pages writable in batches, the entry the stubs call, and the one writer the
    protocol uses for every kind of site (DESIGN §4.4). */
 
-/* The pages one batch of code writes touches (native sites only; empty
-   otherwise). Text pages are made read+write+execute for the writes (not
-   read+write: other threads keep executing on them) and read+execute again
-   afterwards, each page once per batch however many sites it holds. */
-typedef struct bpt__code_batch {
-    uintptr_t *pages;
-    int n, cap;
-} bpt__code_batch;
-typedef bpt__code_batch bpt__sites_batch;   /* the protocol's batch, prepared at step 2 */
+
 
 #if defined(BPT_NATIVE)
 #include <sys/mman.h>
@@ -4948,7 +5221,6 @@ static void bpt__batch_close(bpt__code_batch *b) {
 /* Called by the entry stubs with the function record and the saved
    registers; returns where the stub continues. Not static: the stubs'
    assembly calls it by name. */
-__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func *f, bpt__regs *regs);
 __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func *f, bpt__regs *regs) {
     bpt__hit h;
     h.f = f;
@@ -4966,7 +5238,7 @@ __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func
    page: it stays within a cache line), so that steps 5 and 9 allocate
    nothing: running out of memory must happen before anything changes.
    Returns 0 or BPT_ENOMEM. */
-static int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n) {
+BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n) {
     int i, native = 0;
     sb->pages = NULL;
     sb->n = sb->cap = 0;
@@ -4998,7 +5270,7 @@ static uint64_t bpt__site_read(const bpt_func *f) {
    if *wrote_code). Returns 0; BPT_EPERM (mprotect refused) with nothing
    written; or BPT_ENOTPATCHABLE when some site held an unexpected word
    (the others are written). */
-static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, bpt__sites_batch *sb, int *written) {
+BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, bpt__sites_batch *sb, int *written) {
     int i, rc = 0;
     *written = 0;
 #if defined(BPT_NATIVE)
@@ -5046,7 +5318,7 @@ static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, 
    writes. Nothing executes the padding before a site is installed, so plain
    stores do; the icache is synced for aarch64. Returns 0 or BPT_EPERM /
    BPT_ENOMEM with nothing written. */
-static int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who) {
+BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who) {
     bpt__code_batch batch = { NULL, 0, 0 };
     int i, rc;
     for (i = 0; i < n; i++)
@@ -5099,6 +5371,7 @@ static int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, cons
      chapter 4: Sections, String Table, Symbol Table). Everything the file
      says is bounds-checked: a truncated or garbage file gives BPT_EINVAL. */
 
+
 #include <elf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -5123,11 +5396,6 @@ extern int dl_iterate_phdr(int (*callback)(struct dl_phdr_info *info, size_t siz
 
 #define BPT__PFE_SECTION "__patchable_function_entries"
 
-/* Called once per patchable entry of the module, in address order: fn is the
-   function's entry address (padding start + pad_bytes), name is valid only
-   during the call. Return 0 to continue, a negative BPT_E* to stop
-   (propagated). */
-typedef int (*bpt__module_visit_fn)(void *fn, const char *name, uint64_t size, void *user);
 
 /* One STT_FUNC symbol, kept small: a big program has 10^5 of them. */
 typedef struct bpt__elf_func {
@@ -5663,7 +5931,16 @@ BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const ch
    writes staging halves (step 3), flips the global index (step 7), and
    waits for thread progress wherever a reader could still see the past. */
 
-static pthread_mutex_t bpt__code_mod_permission = PTHREAD_MUTEX_INITIALIZER;   /* declared in progress.c (fork) */
+
+/* The active generation index: 0 or 1. Step 7 flips it with a release
+   store [G2]; a hit reads it once, with an acquire load. */
+static bpt__atomic_u32 bpt__active_ix;
+
+unsigned bpt_active_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix); }   /* [G2] */
+unsigned bpt_staging_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix) ^ 1u; }
+
+BPT__PRIVATE int bpt__op_enables(const bpt__op *op) { return op->how == 0 || op->how == BPT_RESTART; }
+
 static bpt_observer_fn bpt__observer;
 static void *bpt__observer_user;
 
@@ -6090,12 +6367,8 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
    same protocol (bp.c), with no thread stopped. Everything here runs
    under the code modification permission. */
 
-static struct {
-    bpt_func **funcs;             /* the registered functions, in registration order */
-    uint32_t len, cap;
-    bpt__ptrset records;          /* bpt_func pointers */
-    bpt__ptrset sites;            /* site addresses */
-} bpt__registry;
+
+BPT__SHARED struct bpt__registry bpt__registry;   /* registry.h */
 
 /* Make room for `extra` more functions. Returns 0 or BPT_ENOMEM. */
 static int bpt__registry_reserve(uint32_t extra) {
@@ -6161,6 +6434,7 @@ static void bpt__func_release(bpt_func *f) {
     BPT_FREE(f);
 }
 
+#if defined(BPT_NATIVE)
 /* A retired native record for fn, unlinked from the retired list, or NULL. */
 static bpt_func *bpt__func_reuse(void *fn) {
     bpt_func **pp;
@@ -6172,10 +6446,11 @@ static bpt_func *bpt__func_reuse(void *fn) {
         }
     return NULL;
 }
+#endif
 
 /* The op a pattern's flags ask for (bp.c): BPT_OFF with no kind switches
    every kind off. */
-static bpt__op bpt__pattern_op(unsigned flags, bpt__ms *ms) {
+BPT__PRIVATE bpt__op bpt__pattern_op(unsigned flags, bpt__ms *ms) {
     bpt__op op;
     op.kinds = flags & BPT__KINDS;
     op.how = flags & BPT__HOWS;
@@ -6244,7 +6519,7 @@ int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word, const 
 #if defined(BPT_NATIVE)
 /* How many registered functions are native: the address index
    (symbols.c) has an entry for each. */
-static uint32_t bpt__native_count(void) {
+BPT__PRIVATE uint32_t bpt__native_count(void) {
     uint32_t i, n = 0;
     for (i = 0; i < bpt__registry.len; i++) n += bpt__registry.funcs[i]->kind == BPT__SITE_NATIVE;
     return n;
@@ -6290,9 +6565,7 @@ static int bpt__native_new(void *fn, const char *module, const char *name, int a
     f->bp_word = l->bp_word;
     f->word_size = l->word_size;
     f->resume = l->resume;
-#if defined(__aarch64__)
     f->signs_lr = l->signs_lr;
-#endif
     *out = f;
     return 0;
 }
@@ -6586,6 +6859,7 @@ int bpt_func_count(void) {
    protocol (bp.c), then unpublishes the session and frees it after a
    thread progress wait. */
 
+
 int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
     static const bpt_session_desc defaults;
     const bpt_session_desc *d = desc ? desc : &defaults;
@@ -6678,6 +6952,7 @@ int bpt_session_destroy(bpt_session handle) {
    functions, switch their breakpoints through the protocol (bp.c), and
    remember the pattern, so that functions registered later get it too
    (funcs.c replays it). */
+
 
 /* A pattern to remember for functions registered later, or NULL (ENOMEM). */
 static bpt__pattern_entry *bpt__pattern_entry_new(const bpt__mfa *mfa, unsigned flags, bpt__ms *ms) {
@@ -6786,9 +7061,10 @@ out:
    breakpoint. Time and memory are summed first, by the nine-step
    collection of timem.c (OTP 29's method). */
 
+
 /* What bpt_trace_info reports of g (NULL: no breakpoint of the session). */
 static int bpt__info_of(const bpt__GenericBp *g, unsigned what, bpt_info *out, bpt_info_process *procs, uint32_t cap) {
-    unsigned ix = bpt__load_relaxed_u32(&bpt__active_ix);
+    unsigned ix = bpt_active_bp_ix();
     const bpt__GenericBpData *d;
     memset(out, 0, sizeof *out);
     out->procs = procs;
@@ -6810,7 +7086,7 @@ static int bpt__info_gather(const bpt__session *s, const bpt__mfa *mfa, const bp
     bpt_func **fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (bpt__registry.len + 1));
     bpt__GenericBp **gs = (bpt__GenericBp **)BPT_MALLOC(sizeof *gs * (bpt__registry.len + 1));
     bpt__GenericBp **timed = (bpt__GenericBp **)BPT_MALLOC(sizeof *timed * (bpt__registry.len + 1));
-    unsigned ix = bpt__load_relaxed_u32(&bpt__active_ix);
+    unsigned ix = bpt_active_bp_ix();
     uint32_t i;
     int n = 0, nt = 0, rc = 0;
     if (!fs || !gs || !timed) {
@@ -6887,9 +7163,8 @@ int bpt_trace_info_each(bpt_session handle, const char *pattern, unsigned what, 
         bpt_info info;
         uint32_t cap = 0;
         if (what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) {   /* room for every process of this function */
-            unsigned ix = bpt__load_relaxed_u32(&bpt__active_ix);
-            const bpt__BpTimem *t = bpt__timem_of(&gs[i]->data[ix]);
-            cap = t && t->carried ? t->carried->used : 0;
+            unsigned ix = bpt_active_bp_ix();
+            cap = bpt__timem_nprocs(bpt__timem_of(&gs[i]->data[ix]));
             BPT_FREE(procs);
             procs = cap ? (bpt_info_process *)BPT_MALLOC(sizeof *procs * cap) : NULL;
             if (cap && !procs) cap = 0;   /* totals still right; per process not shown */
@@ -6908,6 +7183,7 @@ int bpt_trace_info_each(bpt_session handle, const char *pattern, unsigned what, 
 /*** Begin file format.c ***/
 /* format.c: trace messages as text, off the hot path (the drainer's or the
    tracer callback's thread). dbg's line shapes, recon_trace's timestamps. */
+
 
 static int64_t bpt__realtime_offset_ns;   /* CLOCK_REALTIME - CLOCK_MONOTONIC, once */
 static pthread_once_t bpt__format_once = PTHREAD_ONCE_INIT;

@@ -2,7 +2,7 @@
    drained messages and trace_info figures into text and files that people
    and tools read (dbg lines, tprof tables, Chrome trace JSON, folded stacks).
    All of it is off the hot path: it never touches traced threads. */
-#include "api_session.h"
+#include "api_info.h"
 
 /* >>format */
 

@@ -2,7 +2,7 @@
    reading a session's settings, call_count, call_time and call_memory
    (bpt_trace_info), and telling bptrace what it measures against (the
    process a thread runs, the memory it allocates). */
-#include "api_func.h"
+#include "api_pattern.h"
 
 /* >>info */
 

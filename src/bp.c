@@ -6,8 +6,18 @@
    data[staging] are equal (step 11 makes them so). A change therefore only
    writes staging halves (step 3), flips the global index (step 7), and
    waits for thread progress wherever a reader could still see the past. */
+#include "internal.h"
 
-static pthread_mutex_t bpt__code_mod_permission = PTHREAD_MUTEX_INITIALIZER;   /* declared in progress.c (fork) */
+
+/* The active generation index: 0 or 1. Step 7 flips it with a release
+   store [G2]; a hit reads it once, with an acquire load. */
+static bpt__atomic_u32 bpt__active_ix;
+
+unsigned bpt_active_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix); }   /* [G2] */
+unsigned bpt_staging_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix) ^ 1u; }
+
+BPT__PRIVATE int bpt__op_enables(const bpt__op *op) { return op->how == 0 || op->how == BPT_RESTART; }
+
 static bpt_observer_fn bpt__observer;
 static void *bpt__observer_user;
 

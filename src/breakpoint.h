@@ -2,7 +2,6 @@
    (hit.c) reads: the kinds, function records, GenericBp and its two
    generations. Names as in beam_bp.c. */
 
-typedef struct bpt__ms bpt__ms;   /* a match spec (pattern.c) */
 
 /* >>kinds: the breakpoint kinds come from one table, BPT_KINDS (the public
    half: it also makes the public flags BPT_COUNT, BPT_CALL, ...). Each kind
@@ -48,7 +47,6 @@ typedef struct bpt__op {
     bpt__ms *ms;                  /* for BPT_CALL switched on; the op holds one reference */
 } bpt__op;
 
-BPT__PRIVATE int bpt__op_enables(const bpt__op *op) { return op->how == 0 || op->how == BPT_RESTART; }
 
 /* The breakpoint of one trace session on one function. */
 typedef struct bpt__GenericBp {
@@ -114,10 +112,26 @@ enum { BPT__INT_ARG_REGS = 8, BPT__FP_ARG_REGS = 8 };
 #  endif
 #endif
 
-/* The active generation index. Step 7 of the protocol flips it with a
-   release store; the hit path reads it with an acquire load, so a hit that
-   sees the new index sees what step 3 staged. */
-static bpt__atomic_u32 bpt__active_ix;
+/* >>protocol: the set path (bp.c). */
+BPT__PRIVATE int bpt__op_enables(const bpt__op *op);   /* switched on, or restarted */
+BPT__PRIVATE int bpt__permission_seize(const char *who);   /* 0, BPT_ENOMEM or BPT_EDEADLK */
+BPT__PRIVATE void bpt__permission_release(void);
+BPT__PRIVATE bpt__GenericBp *bpt__find_bp(const bpt_func *f, const bpt__session *s);
+BPT__PRIVATE int bpt__change_begin(const char *who, uint64_t *t);   /* step 1 */
+BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const bpt__op *op, uint64_t *t);   /* steps 2-12 */
+BPT__PRIVATE void bpt__commit(void);                                 /* step 7 */
+BPT__PRIVATE void bpt__change_end(uint64_t *t);                      /* step 13 */
+BPT__DATA(pthread_mutex_t, bpt__code_mod_permission);   /* locks.c */
 
-unsigned bpt_active_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix); }
-unsigned bpt_staging_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix) ^ 1u; }
+/* >>kinds: every kind's hooks, declared from the table (what each does:
+   the comment at the top of this file; who calls them: bp.c, hit.c,
+   trace_info.c, each through the table too). */
+#define BPT__KIND_HOOKS(NAME, name, flag) \
+    BPT__PRIVATE int bpt__kind_##name##_prepare(const bpt__op *op, const bpt__GenericBpData *staging, void **out); \
+    BPT__PRIVATE void bpt__kind_##name##_stage(bpt__GenericBpData *d, const bpt__op *op, void *prepared); \
+    BPT__PRIVATE void bpt__kind_##name##_ref(void *data); \
+    BPT__PRIVATE void bpt__kind_##name##_unref(void *data); \
+    BPT__HOT void bpt__kind_##name##_hit(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d); \
+    BPT__PRIVATE void bpt__kind_##name##_info(const bpt__GenericBpData *d, unsigned what, bpt_info *out);
+BPT_KINDS(BPT__KIND_HOOKS)
+#undef BPT__KIND_HOOKS

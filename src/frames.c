@@ -27,66 +27,16 @@
    Frames hold session weak ids, never session pointers: a frame that
    outlives its session finds no session and sends nothing. VM frames use
    the same frames on a second stack, named by a token the VM keeps. */
+#include "internal.h"
 
-#ifndef BPT_SHADOW_FRAMES
-#  define BPT_SHADOW_FRAMES 512
-#endif
-#ifndef BPT_FRAME_SESSIONS
-#  define BPT_FRAME_SESSIONS 4
-#endif
-#if BPT_SHADOW_FRAMES < 1 || BPT_FRAME_SESSIONS < 1 || BPT_FRAME_SESSIONS > 255
-#  error "bptrace: BPT_SHADOW_FRAMES must be >= 1 and BPT_FRAME_SESSIONS in 1..255"
-#endif
 
-enum { BPT__STACK_NATIVE = 0, BPT__STACK_VM = 1 };
-
-/* One session's wish for a call's return. */
-typedef struct bpt__frame_session {
-    uint64_t id;                  /* the session's weak id */
-    uint32_t actions;             /* BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO, and the kinds' flags
-                                     (BPT_TIME | BPT_MEMORY): wide enough for every kind (breakpoint.h) */
-    uint8_t rettype;              /* enum bpt_arg_type of the return value */
-    /* call_time / call_memory (timem.c), as BEAM's process_breakpoint_trace:
-       the function runs for this session from `since` (0: paused, while a
-       callee the session times runs, or while its process is switched out). */
-    uint64_t since, own_ns;
-    int64_t mem;
-} bpt__frame_session;
-
-#define BPT__FRAME_TIMEM (BPT_TIME | BPT_MEMORY)
-
-typedef struct bpt__frame {
-    uintptr_t ret;                /* native: the original return address, stripped of any
-                                     signature; 0: a tail call, the frame below holds it */
-    uintptr_t sp;                 /* native: stack pointer at entry; VM: the token's check value */
-    const char *module, *name;    /* interned: valid after the function is gone */
-    int arity;
-    bpt_func *f;                  /* for call_time: native records live forever; a VM function
-                                     is not unregistered while its calls run (bpt_unregister) */
-    uint64_t process;             /* the process the call runs in */
-    const char *caller_module, *caller_name;   /* VM: the function the call returns to */
-    int caller_arity;
-    uint64_t ts_ns;               /* entry time */
-    uint32_t nsess;
-    bpt__frame_session sess[BPT_FRAME_SESSIONS];
-} bpt__frame;
-
-/* What one hit gathers for its frame while it walks the sessions. */
-typedef struct bpt__hit {
-    bpt__thread *rec;
-    bpt_func *f;
-    const void *frame;            /* VM frame, or the stub's bpt__regs */
-    uint32_t nwant;
-    bpt__frame_session want[BPT_FRAME_SESSIONS];
-    bpt__session *want_s[BPT_FRAME_SESSIONS];   /* for counting a skipped frame */
-} bpt__hit;
 
 /* A session that could not get a frame (the hit already serves
    BPT_FRAME_SESSIONS sessions, the shadow stack is full, or the VM keeps no
    frames) has the call's return untraced, counted. */
 static void bpt__frame_skipped(bpt__session *s) { bpt__fetch_add_u64(&s->frames_skipped, 1); }
 
-static void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype) {
+BPT__PRIVATE void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype) {
     uint32_t i;
     actions &= BPT__FRAME_ACTIONS | BPT__KINDS;   /* a kind that wants a frame keeps its bit */
     for (i = 0; i < h->nwant; i++)   /* call trace and call_time of one session: one entry */
@@ -311,6 +261,7 @@ static void bpt__frame_return_to(bpt__thread *rec, const bpt__frame *fr, const c
     bpt__frame_send(rec, fr, BPT_RETURN_TO, &m);
 }
 
+#if defined(BPT_NATIVE)
 /* Never returns: the thread returned through the trampoline but no frame
    names its stack pointer, so the address to continue at is lost. Only a
    broken promise gets here: a thread that switched stacks (fibers), or
@@ -323,11 +274,10 @@ static void bpt__frames_lost(uintptr_t sp) {
     abort();
 }
 
-#if defined(BPT_NATIVE)
 /* The caller of a native call: where it returns to. If its return slot
    already holds the trampoline, it was entered by a tail call from a
    function whose return is traced: the true address is in that frame. */
-static uintptr_t bpt__native_caller(const bpt__hit *h) {
+BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h) {
     bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
     uintptr_t ret = bpt__arch_ret_strip(h->f, *bpt__arch_ret_slot(r)), sp = bpt__arch_entry_sp(r);
     uint32_t d = h->rec->shadow_depth[BPT__STACK_NATIVE];
@@ -342,7 +292,7 @@ static uintptr_t bpt__native_caller(const bpt__hit *h) {
 /* Before a native hit's messages: a frame with this call's very stack
    pointer that is not the caller of a tail call is dead: its function was
    unwound, and this call reuses its place. Its exception_from goes first. */
-static void bpt__native_settle(bpt__hit *h) {
+BPT__PRIVATE void bpt__native_settle(bpt__hit *h) {
     bpt__thread *rec = h->rec;
     bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
     uintptr_t sp = bpt__arch_entry_sp(r);
@@ -356,7 +306,7 @@ static void bpt__native_settle(bpt__hit *h) {
 }
 
 /* Step 1: the entry handler's frame, after every session has been walked. */
-static void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
+BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
     bpt__thread *rec = h->rec;
     bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
     uintptr_t *slot = bpt__arch_ret_slot(r), sp = bpt__arch_entry_sp(r);
@@ -384,7 +334,6 @@ static void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
 /* Step 2: called by the return trampoline with the stack pointer the
    traced function had at entry and its return registers; returns where to
    continue. Not static: the trampoline's assembly calls it by name. */
-__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r);
 __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
     bpt__thread *rec = bpt__thread_self_or_null();
     uint32_t i, d = rec ? rec->shadow_depth[BPT__STACK_NATIVE] : 0, to_sessions = 0;
@@ -453,7 +402,7 @@ int bpt_unwind_to(const void *spp) {
 
 /* >>vm frames: the token is (check value << 32) | (index + 1) on the
    thread's VM stack. */
-static void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *token) {
+BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *token) {
     bpt__thread *rec = h->rec;
     bpt__frame *fr = token ? bpt__frame_reserve(rec, BPT__STACK_VM) : NULL;
     const bpt_vm_ops *ops = h->f->ops;

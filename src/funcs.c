@@ -8,13 +8,10 @@
    registered while patterns are in force gets them at once, through the
    same protocol (bp.c), with no thread stopped. Everything here runs
    under the code modification permission. */
+#include "internal.h"
 
-static struct {
-    bpt_func **funcs;             /* the registered functions, in registration order */
-    uint32_t len, cap;
-    bpt__ptrset records;          /* bpt_func pointers */
-    bpt__ptrset sites;            /* site addresses */
-} bpt__registry;
+
+BPT__SHARED struct bpt__registry bpt__registry;   /* registry.h */
 
 /* Make room for `extra` more functions. Returns 0 or BPT_ENOMEM. */
 static int bpt__registry_reserve(uint32_t extra) {
@@ -80,6 +77,7 @@ static void bpt__func_release(bpt_func *f) {
     BPT_FREE(f);
 }
 
+#if defined(BPT_NATIVE)
 /* A retired native record for fn, unlinked from the retired list, or NULL. */
 static bpt_func *bpt__func_reuse(void *fn) {
     bpt_func **pp;
@@ -91,10 +89,11 @@ static bpt_func *bpt__func_reuse(void *fn) {
         }
     return NULL;
 }
+#endif
 
 /* The op a pattern's flags ask for (bp.c): BPT_OFF with no kind switches
    every kind off. */
-static bpt__op bpt__pattern_op(unsigned flags, bpt__ms *ms) {
+BPT__PRIVATE bpt__op bpt__pattern_op(unsigned flags, bpt__ms *ms) {
     bpt__op op;
     op.kinds = flags & BPT__KINDS;
     op.how = flags & BPT__HOWS;
@@ -163,7 +162,7 @@ int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word, const 
 #if defined(BPT_NATIVE)
 /* How many registered functions are native: the address index
    (symbols.c) has an entry for each. */
-static uint32_t bpt__native_count(void) {
+BPT__PRIVATE uint32_t bpt__native_count(void) {
     uint32_t i, n = 0;
     for (i = 0; i < bpt__registry.len; i++) n += bpt__registry.funcs[i]->kind == BPT__SITE_NATIVE;
     return n;
@@ -209,9 +208,7 @@ static int bpt__native_new(void *fn, const char *module, const char *name, int a
     f->bp_word = l->bp_word;
     f->word_size = l->word_size;
     f->resume = l->resume;
-#if defined(__aarch64__)
     f->signs_lr = l->signs_lr;
-#endif
     *out = f;
     return 0;
 }

@@ -3,6 +3,8 @@
    per session) and run each active kind of each session's active generation
    (kind_*.c: count, call trace, call_time, call_memory). Unpin. No lock, no wait: this is
    op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c. */
+#include "internal.h"
+
 
 /* Run every session's breakpoint on h->f; gather in h who wants a return
    frame (the site pushes it). The caller then executes the original

@@ -2,6 +2,8 @@
    messages, are copied once and kept for the life of the process, so a trace
    message can name its function after the function is gone. Only the set
    path interns (under its own lock); the hit path only reads the pointers. */
+#include "internal.h"
+
 
 typedef struct bpt__interned {
     struct bpt__interned *next;
@@ -11,7 +13,7 @@ typedef struct bpt__interned {
 
 enum { BPT__INTERN_BUCKETS = 1024 };
 static bpt__interned *bpt__intern_table[BPT__INTERN_BUCKETS];
-static pthread_mutex_t bpt__intern_lock = PTHREAD_MUTEX_INITIALIZER;   /* declared in progress.c (fork) */
+BPT__SHARED pthread_mutex_t bpt__intern_lock = PTHREAD_MUTEX_INITIALIZER;   /* 3rd in the lock order (locks.c) */
 
 BPT__PRIVATE uint32_t bpt__hash_str(const char *s) {
     uint32_t h = 2166136261u;   /* FNV-1a */

@@ -5,6 +5,8 @@
    want return_from, exception_from or return_to (frames.c). Its data is
    the match spec (NULL: match every call). Its hooks are the ones the kinds
    table (BPT_KINDS, breakpoint.h) names. */
+#include "internal.h"
+
 
 #define BPT__BPF_LOCAL_TRACE BPT__BPF_ON(BPT__KIX_CALL)
 

@@ -2,6 +2,8 @@
    BpCount in beam_bp.c: one counter per breakpoint, shared by the two
    generations that count into it, incremented by every hit while active.
    Its hooks are the ones the kinds table (BPT_KINDS, breakpoint.h) names. */
+#include "internal.h"
+
 
 #define BPT__BPF_COUNT        BPT__BPF_ON(BPT__KIX_COUNT)
 #define BPT__BPF_COUNT_ACTIVE BPT__BPF_ACTIVE(BPT__KIX_COUNT)

@@ -5,6 +5,8 @@
    kinds share their tables (timem.c); these hooks keep the invariant that
    while both are on, both data slots point at the same bpt__BpTimem. The
    hooks are the ones the kinds table (BPT_KINDS, breakpoint.h) names. */
+#include "internal.h"
+
 
 /* Step 2: fresh tables where the change switches a kind on and the staging
    generation has none, or restarts. When one change switches both kinds,
@@ -26,8 +28,8 @@ BPT__PRIVATE int bpt__kind_memory_prepare(const bpt__op *op, const bpt__GenericB
     return bpt__kind_timem_prepare(op, staging, out);
 }
 
-BPT__PRIVATE void bpt__kind_time_ref(void *data) { ((bpt__BpTimem *)data)->refc++; }
-BPT__PRIVATE void bpt__kind_memory_ref(void *data) { ((bpt__BpTimem *)data)->refc++; }
+BPT__PRIVATE void bpt__kind_time_ref(void *data) { bpt__timem_ref((bpt__BpTimem *)data); }
+BPT__PRIVATE void bpt__kind_memory_ref(void *data) { bpt__timem_ref((bpt__BpTimem *)data); }
 BPT__PRIVATE void bpt__kind_time_unref(void *data) { bpt__timem_unref((bpt__BpTimem *)data); }
 BPT__PRIVATE void bpt__kind_memory_unref(void *data) { bpt__timem_unref((bpt__BpTimem *)data); }
 
@@ -53,7 +55,7 @@ static void bpt__kind_timem_stage(bpt__GenericBpData *d, int k, const bpt__op *o
             bpt__timem_unref(fresh);      /* step 2's reference, now held by the slots */
         } else if (!(d->flags & on)) {
             bpt__BpTimem *shared = bpt__timem_of(d);
-            shared->refc++;
+            bpt__timem_ref(shared);
             d->data[k] = shared;
             d->flags |= on;
         }
@@ -83,46 +85,12 @@ BPT__HOT void bpt__kind_memory_hit(bpt__hit *h, bpt__session *s, const bpt__Gene
     bpt__hit_want_frame(h, s, BPT_MEMORY, BPT_ARG_I64);
 }
 
-/* call_time / call_memory of one breakpoint, from the sums the last
-   collection carried (C6 in timem.c): totals, and per process into
-   out->procs[0..out->procs_cap), most time (or memory) first. */
-static int bpt__proc_cmp(const void *a, const void *b) {
-    const bpt_info_process *x = (const bpt_info_process *)a, *y = (const bpt_info_process *)b;
-    if (x->time_ns != y->time_ns) return x->time_ns < y->time_ns ? 1 : -1;
-    if (x->memory_bytes != y->memory_bytes) return x->memory_bytes < y->memory_bytes ? 1 : -1;
-    return x->process < y->process ? -1 : x->process > y->process;
-}
-
-static void bpt__kind_timem_totals(const bpt__GenericBpData *d, bpt_info *out) {
-    const bpt__BpTimem *tm = bpt__timem_of(d);
-    const bpt__timem_table *t = tm ? tm->carried : NULL;
-    bpt_info_process *procs = out->procs;
-    uint32_t i, n = 0, cap = procs ? out->procs_cap : 0;
-    if (!t) return;
-    for (i = 0; i < t->cap; i++) {
-        const bpt__timem_cell *c = &t->cell[i];
-        if (!c->process) continue;
-        out->calls += c->calls;
-        out->time_ns += c->time_ns;
-        out->memory_bytes += (uint64_t)c->mem;
-        if (procs && n < cap) {
-            procs[n].process = c->process;
-            procs[n].calls = c->calls;
-            procs[n].time_ns = c->time_ns;
-            procs[n].memory_bytes = (uint64_t)c->mem;
-        }
-        n++;
-    }
-    out->nprocs = n;
-    if (procs && n > 1) qsort(procs, n < cap ? n : cap, sizeof *procs, bpt__proc_cmp);
-}
-
 static void bpt__kind_timem_info(const bpt__GenericBpData *d, unsigned what, unsigned flag, bpt_info *out) {
     if (what & BPT_INFO_FLAGS) {
         out->flags |= flag;
         out->time_paused = !(d->flags & BPT__BPF_TIMEM_ACTIVE);
     }
-    if (what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) bpt__kind_timem_totals(d, out);
+    if (what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) bpt__timem_report(bpt__timem_of(d), out);
 }
 
 BPT__PRIVATE void bpt__kind_time_info(const bpt__GenericBpData *d, unsigned what, bpt_info *out) {

@@ -25,6 +25,8 @@
      segment, so they are read from the file with pread (System V gABI,
      chapter 4: Sections, String Table, Symbol Table). Everything the file
      says is bounds-checked: a truncated or garbage file gives BPT_EINVAL. */
+#include "internal.h"
+
 
 #include <elf.h>
 #include <fcntl.h>
@@ -50,11 +52,6 @@ extern int dl_iterate_phdr(int (*callback)(struct dl_phdr_info *info, size_t siz
 
 #define BPT__PFE_SECTION "__patchable_function_entries"
 
-/* Called once per patchable entry of the module, in address order: fn is the
-   function's entry address (padding start + pad_bytes), name is valid only
-   during the call. Return 0 to continue, a negative BPT_E* to stop
-   (propagated). */
-typedef int (*bpt__module_visit_fn)(void *fn, const char *name, uint64_t size, void *user);
 
 /* One STT_FUNC symbol, kept small: a big program has 10^5 of them. */
 typedef struct bpt__elf_func {

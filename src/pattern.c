@@ -1,13 +1,7 @@
 /* pattern.c: trace patterns ("module:function/arity" with globs) and match
    specs, as erlang:trace_pattern/3 takes them. Set path only. */
+#include "internal.h"
 
-enum { BPT__NAME_MAX = 127 };
-
-typedef struct bpt__mfa {
-    char module[BPT__NAME_MAX + 1];
-    char function[BPT__NAME_MAX + 1];
-    int arity;                    /* -1: any */
-} bpt__mfa;
 
 /* Copy one part of a pattern; '_' alone means any, as '*'. */
 static int bpt__pattern_part(char *dst, const char *src, size_t len, const char *what, const char *text) {
@@ -67,12 +61,6 @@ BPT__PRIVATE int bpt__mfa_match(const bpt__mfa *p, const char *module, const cha
     return (p->arity < 0 || p->arity == arity) && bpt__glob(p->module, module) && bpt__glob(p->function, name);
 }
 
-/* How a pattern sets its kinds (BPT__KINDS, breakpoint.h), and the
-   call-trace actions that need a return frame or a caller (DESIGN §7). */
-#define BPT__HOWS (BPT_OFF | BPT_PAUSE | BPT_RESTART)
-#define BPT__FRAME_ACTIONS (BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO)
-#define BPT__CALL_ACTIONS (BPT__FRAME_ACTIONS | BPT_CALLER)
-
 BPT__PRIVATE int bpt__flags_check(unsigned flags) {
     unsigned how = flags & BPT__HOWS, kinds = flags & BPT__KINDS;
     if (flags & ~(BPT__KINDS | BPT__HOWS | BPT__CALL_ACTIONS))
@@ -88,21 +76,6 @@ BPT__PRIVATE int bpt__flags_check(unsigned flags) {
         return bpt__fail(BPT_EFLAGS, "no kind given (BPT_CALL, BPT_COUNT, BPT_TIME, BPT_MEMORY)");
     return 0;
 }
-
-/* A match spec, shared by the generations that use it and freed when the
-   last lets go. refc is changed only under the code modification permission;
-   readers never touch it (they are done with a generation before its
-   references are dropped: steps 8 and 11). */
-struct bpt__ms {
-    bpt_match_fn pred;
-    void *user;
-    unsigned actions;
-    const char *message;          /* interned */
-    int nspec;                    /* argument spec: how many, or 0 for none */
-    uint8_t spec[BPT_MAX_ARGS];   /* enum bpt_arg_type */
-    uint8_t rettype;              /* enum bpt_arg_type of return_from's value */
-    uint32_t refc;
-};
 
 /* Parse an argument spec, "i64,ptr,str,f64" (uftrace -A). Returns the count
    or BPT_EPATTERN. */
@@ -168,16 +141,7 @@ BPT__PRIVATE void bpt__ms_unref(bpt__ms *ms) {
     if (ms && --ms->refc == 0) BPT_FREE(ms);
 }
 
-/* A pattern in force in a session: bpt_trace_pattern calls are kept in order
-   and replayed on functions registered later. */
-struct bpt__pattern_entry {
-    bpt__pattern_entry *next;
-    bpt__mfa mfa;
-    unsigned flags;
-    bpt__ms *ms;                  /* one reference */
-};
-
-static void bpt__pattern_entry_free(bpt__pattern_entry *e) {
+BPT__PRIVATE void bpt__pattern_entry_free(bpt__pattern_entry *e) {
     bpt__ms_unref(e->ms);
     BPT_FREE(e);
 }

@@ -59,16 +59,32 @@
 #  error "bptrace: BPT_MAX_THREADS must be >= 1 and BPT_MAX_SESSIONS in 1..65535"
 #endif
 
-#if defined(__GNUC__) || defined(__clang__) || defined(__TINYC__)
+/* Linkage of the private names. bptrace.h is one translation unit, so
+   private functions are static (BPT__PRIVATE) and data shared by parts is
+   static too (BPT__SHARED at its one definition), defined by a part before
+   any part that uses it; BPT__DATA in the declarations (internal.h) names
+   it for the reader and declares nothing. A part compiled on its own
+   (-DBPT__PART_ALONE, make test's check that each part compiles alone)
+   sees the other parts' functions and data declared with external linkage
+   instead, as Nuklear's NK_LIB does for its parts. */
+#if defined(BPT__PART_ALONE)
+#  define BPT__PRIVATE __attribute__((unused))
+#  define BPT__SHARED
+#  define BPT__DATA(type, name) extern type name
+#elif defined(__GNUC__) || defined(__clang__) || defined(__TINYC__)
 #  define BPT__PRIVATE __attribute__((unused)) static
 #else
 #  define BPT__PRIVATE static
+#endif
+#if !defined(BPT__PART_ALONE)
+#  define BPT__SHARED static
+#  define BPT__DATA(type, name) struct bpt__data_##name   /* a tag, no object: see above */
 #endif
 /* The few small functions of every hit (pin, unpin, the session walk):
    inlined into the entry handler, which saves a call, a return and their
    spills per hit (callgrind: 178 to 150 instructions per counted call,
    PERFORMANCE.md). Only where the compiler knows the attribute. */
-#if (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__)
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__) && !defined(BPT__PART_ALONE)
 #  define BPT__HOT __attribute__((unused, always_inline)) static inline
 #else
 #  define BPT__HOT BPT__PRIVATE

@@ -28,39 +28,12 @@
    The light barrier is a compiler barrier once membarrier(PRIVATE_EXPEDITED)
    is registered (the heavy barrier then runs a full barrier on every running
    thread); otherwise both sides use a full fence. */
+#include "internal.h"
+
 
 #define BPT__NEST_BITS 16
 #define BPT__NEST_MASK ((1u << BPT__NEST_BITS) - 1)
 #define BPT__WAIT_SPINS 200
-
-typedef struct bpt__thread {
-    /* Written by the owner, read by waiters: first, on its own cache line. */
-    bpt__atomic_u64 state;
-    bpt__atomic_u32 in_use;         /* 1 while a live thread owns the record */
-    bpt__atomic_u32 sync_ack;       /* bumped by the sync-core fallback signal handler */
-    uint32_t sync_expect;           /* waiter only: sync_ack before the signal; ~0: none sent */
-    struct bpt__thread *next;       /* immutable once the record is published */
-    uint32_t index;                 /* slot for per-thread data (rings); stable across reuse */
-    uint32_t tid;                   /* OS thread id of the owner */
-    pthread_t self;
-    int managed;                    /* owner only: registered as a managed thread */
-    int managed_online;             /* owner only: managed and online (pins are free) */
-    uint32_t managed_nest;          /* owner only: pins of a managed online thread (counted only to
-                                       refuse progress reports made inside them) */
-    int in_tracer;                  /* owner only: inside a callback tracer */
-    volatile int sending;           /* owner only: inside bpt__session_send (a signal handler may interrupt it) */
-    int holds_permission;           /* owner only: holds the code modification permission */
-    int offline_to_block;           /* owner only: went offline to block in bptrace; back online after */
-    uint64_t process;               /* owner only: the process time is charged to */
-    /* Return-trace frames (frames.c): native [0] and VM [1] shadow stacks,
-       allocated on first use, kept when the record is reused. Written by the
-       owner and by signal handlers nested on it, never by another thread. */
-    struct bpt__frame *shadow[2];
-    volatile uint32_t shadow_depth[2];
-    uint32_t vm_serial;             /* owner only: VM frame tokens' check value */
-    int in_timem_overflow;          /* owner only: updating a shared overflow time table (timem.c) */
-    char errmsg[320];               /* owner only: bpt_last_error() */
-} bpt__thread;
 
 static struct {
     bpt__atomic_u64 epoch;          /* global epoch; starts at 1 */
@@ -102,38 +75,6 @@ BPT__PRIVATE void bpt__heavy_barrier(void) {
     bpt__fence_seq_cst();
     if (bpt__load_relaxed_u32(&bpt__progress.light_pins))
         bpt__membarrier(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED);
-}
-
-BPT__PRIVATE int bpt__fail(int code, const char *fmt, ...);
-static void bpt__sync_core_handler(int sig);
-static void bpt__thread_exit_destructor(void *arg);
-static void bpt__atfork_prepare(void);
-static void bpt__atfork_parent(void);
-static void bpt__atfork_child(void);
-
-static void bpt__progress_init(void) {
-    pthread_key_create(&bpt__progress.key, bpt__thread_exit_destructor);
-    /* light_pins is set only after registration succeeded: a reader that
-       sees it knows every later heavy barrier reaches it. */
-    if (bpt__membarrier_register(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED,
-                                 BPT__MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED))
-        bpt__store_release_u32(&bpt__progress.light_pins, 1);
-    if (bpt__membarrier_register(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE,
-                                 BPT__MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE)) {
-        bpt__store_release_u32(&bpt__progress.sync_core, 1);
-    } else {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = bpt__sync_core_handler;
-        sa.sa_flags = SA_RESTART;
-        sigemptyset(&sa.sa_mask);
-        sigaction(BPT__SYNC_CORE_SIGNAL, &sa, NULL);
-    }
-    pthread_atfork(bpt__atfork_prepare, bpt__atfork_parent, bpt__atfork_child);
-}
-
-BPT__PRIVATE void bpt__progress_ensure_init(void) {
-    pthread_once(&bpt__progress_once, bpt__progress_init);
 }
 
 /* Take a retired record, or make a new one. Records are never freed: a
@@ -236,9 +177,6 @@ BPT__PRIVATE int bpt__thread_pinned(const bpt__thread *rec) {
     return rec && !rec->managed_online && (bpt__load_relaxed_u64((bpt__atomic_u64 *)&rec->state) & BPT__NEST_MASK) != 0;
 }
 
-void bpt_thread_progress_offline(void);
-void bpt_thread_progress_online(void);
-
 /* A managed online thread about to block inside bptrace (on the
    permission, or on another waiter) goes offline first, as ERTS threads do
    in erts_thr_progress_prepare_wait: otherwise a waiter holding what it
@@ -274,35 +212,11 @@ static void bpt__thread_exit_destructor(void *arg) {
     bpt__store_release_u32(&rec->in_use, 0);   /* pairs with the CAS that reuses it */
 }
 
-/* fork() copies locks as they are: one held by another thread would stay
-   held in the child forever. The prepare handler takes bptrace's locks, so a
-   fork never lands in the middle of a breakpoint change or an intern (the
-   protocol runs to its end first); parent and child release them. The
-   permission and the intern lock are defined by later parts. */
-static pthread_mutex_t bpt__code_mod_permission;
-static pthread_mutex_t bpt__intern_lock;
-static void bpt__sessions_atfork_child(void);   /* session.c */
-static int bpt__fork_took_permission;
-
-static void bpt__atfork_prepare(void) {
-    bpt__thread *self = bpt__thread_self_or_null();
-    /* A fork from a callback that runs under the permission keeps it held. */
-    bpt__fork_took_permission = !(self && self->holds_permission);
-    if (bpt__fork_took_permission) pthread_mutex_lock(&bpt__code_mod_permission);
-    pthread_mutex_lock(&bpt__intern_lock);
-}
-
-static void bpt__atfork_parent(void) {
-    pthread_mutex_unlock(&bpt__intern_lock);
-    if (bpt__fork_took_permission) pthread_mutex_unlock(&bpt__code_mod_permission);
-}
-
 /* After fork() only the forking thread exists in the child: retire every
-   other record, or the child's first wait would wait for ghosts. */
-static void bpt__atfork_child(void) {
-    bpt__thread *self = bpt__thread_self_or_null(), *rec;
-    bpt__atfork_parent();
-    bpt__sessions_atfork_child();
+   other record, or the child's first wait would wait for ghosts. Called by
+   the fork child handler (locks.c), with every lock of bptrace held. */
+BPT__PRIVATE void bpt__progress_atfork_child(bpt__thread *self) {
+    bpt__thread *rec;
     for (rec = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records); rec; rec = rec->next) {
         if (rec == self) continue;
         bpt__store_relaxed_u64(&rec->state, 0);
@@ -335,12 +249,6 @@ static void bpt__wait_for_record(bpt__thread *rec, uint64_t target) {
     }
 }
 
-static int bpt__progress_wait(int sync_core);
-
-int bpt_thread_progress_wait(void) { return bpt__progress_wait(0); }
-
-int bpt_thread_progress_wait_sync_core(void) { return bpt__progress_wait(1); }
-
 /* Serialize every thread's instruction stream where membarrier SYNC_CORE is
    missing: a signal to each live thread. Returning from a signal handler is
    context synchronizing (iret on x86-64, eret on aarch64). */
@@ -348,6 +256,32 @@ static void bpt__sync_core_handler(int sig) {
     bpt__thread *rec = bpt__thread_self_or_null();
     (void)sig;
     if (rec) bpt__fetch_add_u32(&rec->sync_ack, 1);
+}
+
+/* Once per process, on the first use of thread progress. */
+static void bpt__progress_init(void) {
+    pthread_key_create(&bpt__progress.key, bpt__thread_exit_destructor);
+    /* light_pins is set only after registration succeeded: a reader that
+       sees it knows every later heavy barrier reaches it. */
+    if (bpt__membarrier_register(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED,
+                                 BPT__MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED))
+        bpt__store_release_u32(&bpt__progress.light_pins, 1);
+    if (bpt__membarrier_register(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE,
+                                 BPT__MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE)) {
+        bpt__store_release_u32(&bpt__progress.sync_core, 1);
+    } else {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = bpt__sync_core_handler;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(BPT__SYNC_CORE_SIGNAL, &sa, NULL);
+    }
+    bpt__locks_init();   /* the fork handlers (locks.c) */
+}
+
+BPT__PRIVATE void bpt__progress_ensure_init(void) {
+    pthread_once(&bpt__progress_once, bpt__progress_init);
 }
 
 /* Is the thread running or runnable ('R' in /proc/self/task/TID/stat)? A
@@ -421,6 +355,10 @@ static int bpt__progress_wait(int sync_core) {
     if (self && !self->holds_permission) bpt__block_end(self);   /* the permission holder stays offline until release */
     return 0;
 }
+
+int bpt_thread_progress_wait(void) { return bpt__progress_wait(0); }
+
+int bpt_thread_progress_wait_sync_core(void) { return bpt__progress_wait(1); }
 
 int bpt_thread_progress_register_managed(void) {
     bpt__thread *rec = bpt__thread_self();

@@ -4,11 +4,8 @@
    the bpt_func handles a caller passes in and to refuse a site registered
    twice. Not from OTP: ERTS only meets its own code pointers, while a C API
    must check the ones it is given. */
+#include "internal.h"
 
-typedef struct bpt__ptrset {
-    const void **keys;
-    size_t cap, len;              /* cap is 0 or a power of two */
-} bpt__ptrset;
 
 static size_t bpt__ptr_hash(const void *p, size_t mask) {
     uint64_t x = (uint64_t)(uintptr_t)p;
@@ -22,12 +19,12 @@ static size_t bpt__ptrset_slot(const bpt__ptrset *set, const void *p) {
     return i;
 }
 
-static int bpt__ptrset_has(const bpt__ptrset *set, const void *p) {
+BPT__PRIVATE int bpt__ptrset_has(const bpt__ptrset *set, const void *p) {
     return set->cap && set->keys[bpt__ptrset_slot(set, p)] == p;
 }
 
 /* Make room for `extra` more keys. Returns 0 or BPT_ENOMEM (set unchanged). */
-static int bpt__ptrset_reserve(bpt__ptrset *set, size_t extra) {
+BPT__PRIVATE int bpt__ptrset_reserve(bpt__ptrset *set, size_t extra) {
     const void **old = set->keys;
     size_t i, oldcap = set->cap, cap = oldcap ? oldcap : 64;
     if ((set->len + extra) * 2 <= set->cap) return 0;
@@ -42,12 +39,12 @@ static int bpt__ptrset_reserve(bpt__ptrset *set, size_t extra) {
     return 0;
 }
 
-static void bpt__ptrset_add(bpt__ptrset *set, const void *p) {   /* after reserve */
+BPT__PRIVATE void bpt__ptrset_add(bpt__ptrset *set, const void *p) {   /* after reserve */
     set->keys[bpt__ptrset_slot(set, p)] = p;
     set->len++;
 }
 
-static void bpt__ptrset_remove(bpt__ptrset *set, const void *p) {
+BPT__PRIVATE void bpt__ptrset_remove(bpt__ptrset *set, const void *p) {
     size_t mask = set->cap - 1, i = bpt__ptrset_slot(set, p), j, home;
     if (set->keys[i] != p) return;
     set->keys[i] = NULL;

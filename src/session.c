@@ -10,6 +10,8 @@
    message. Threads beyond BPT_MAX_THREADS share one overflow lane, taken with
    a try-lock: a thread that finds it busy drops its message, so even a signal
    handler that interrupts the lock's holder cannot deadlock. */
+#include "internal.h"
+
 
 typedef struct bpt__lane {
     /* producer side */
@@ -29,41 +31,13 @@ typedef struct bpt__lane {
     bpt_msg slots[1];
 } bpt__lane;
 
-typedef struct bpt__pattern_entry bpt__pattern_entry;   /* pattern.c */
 
-typedef struct bpt__session {
-    uint64_t id;                  /* weak id: generation << 16 | slot */
-    char name[64];
-    bpt_tracer_fn tracer;
-    void *tracer_user;
-    uint32_t ring_size;
-    uint64_t rate_max;
-    uint64_t rate_window_ns;
-    bpt__atomic_u32 dead;         /* destroy began: send nothing more */
-    bpt__atomic_u32 limit_tripped;
-    bpt__atomic_u64 window_start; /* rate limit window */
-    bpt__atomic_u64 window_count;
-    bpt__atomic_u64 limited;
-    bpt__atomic_u64 frames_skipped; /* calls whose return could not be traced (frames.c) */
-    bpt__atomic_u64 lost_laneless;  /* messages lost before their thread had a lane: a nested send
-                                       while the lane was being made, or no memory for it */
-    bpt__atomic_ptr lanes[BPT_MAX_THREADS + 1];   /* the last is the overflow lane */
-    bpt__atomic_u32 overflow_busy;
-    pthread_mutex_t drain_lock;
-    bpt__pattern_entry *patterns; /* set path only: the patterns in force, in order */
-} bpt__session;
 
-/* The registry of live sessions. A slot's pointer is published with a
-   release store and cleared before the session is freed after a wait, so a
-   pinned reader that finds it may use it. */
-static struct {
-    bpt__atomic_ptr slot[BPT_MAX_SESSIONS];
-    uint64_t generation[BPT_MAX_SESSIONS];    /* under the code modification permission */
-} bpt__sessions;
+BPT__SHARED struct bpt__sessions bpt__sessions;   /* session.h */
 
 /* In a fork child only the forking thread runs: a drain lock another thread
    held at the fork is free again. */
-static void bpt__sessions_atfork_child(void) {
+BPT__PRIVATE void bpt__sessions_atfork_child(void) {
     int i;
     for (i = 0; i < BPT_MAX_SESSIONS; i++) {
         bpt__session *s = (bpt__session *)bpt__load_relaxed_ptr(&bpt__sessions.slot[i]);
@@ -211,7 +185,7 @@ BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec, uint64_t 
 }
 
 /* Build a session from its desc (validated by the caller). */
-static int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out) {
+BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out) {
     bpt__session *s = (bpt__session *)BPT_MALLOC(sizeof *s);
     uint32_t ring = d->ring_size ? d->ring_size : 1024;
     if (!s) return bpt__fail(BPT_ENOMEM, "bpt_session_create: no memory for the session");
@@ -232,7 +206,7 @@ static int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out) {
 }
 
 /* Free a session that no thread can reach any more (after a wait). */
-static void bpt__session_free(bpt__session *s) {
+BPT__PRIVATE void bpt__session_free(bpt__session *s) {
     int i;
     for (i = 0; i <= BPT_MAX_THREADS; i++)
         BPT_FREE(bpt__load_relaxed_ptr(&s->lanes[i]));

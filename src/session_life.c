@@ -4,6 +4,8 @@
    destruction switches off every breakpoint of the session through the
    protocol (bp.c), then unpublishes the session and frees it after a
    thread progress wait. */
+#include "internal.h"
+
 
 int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
     static const bpt_session_desc defaults;

@@ -20,10 +20,11 @@
    SYNC_CORE wait in the protocol (an ISB on every core). The literals are
    written only at registration, while nothing can reach them, because an
    8-byte store to a possibly 4-aligned address is not single-copy atomic. */
+#include "internal.h"
+
 
 #if defined(BPT_NATIVE) && defined(__aarch64__)
 
-#define BPT__PAD_BYTES 32
 #define BPT__A64_NOP 0xD503201Fu
 
 /* The entry stub: `hint #34` is bti c (a landing pad for the blr), written
@@ -105,15 +106,13 @@ __asm__(
     "    add sp, sp, #128\n"
     "    ret x16\n"
     "    .size bpt__aarch64_return_trampoline, . - bpt__aarch64_return_trampoline\n");
-extern __attribute__((visibility("hidden"))) char bpt__aarch64_return_trampoline[];
-#define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__aarch64_return_trampoline)
 
 /* Where the traced function's return address lives while its entry stub
    runs (x9, saved in the frame and moved back to x30 on the way out), and
    the stack pointer at its entry, which identifies its frame (the stub's
    frame sits right below it). */
-static uintptr_t *bpt__arch_ret_slot(bpt__regs *r) { return (uintptr_t *)&r->gpr[9]; }
-static uintptr_t bpt__arch_entry_sp(const bpt__regs *r) { return (uintptr_t)r + sizeof *r; }
+BPT__PRIVATE uintptr_t *bpt__arch_ret_slot(bpt__regs *r) { return (uintptr_t *)&r->gpr[9]; }
+BPT__PRIVATE uintptr_t bpt__arch_entry_sp(const bpt__regs *r) { return (uintptr_t)r + sizeof *r; }
 
 /* A function that begins with paciasp has signed its return address with
    the entry sp as modifier before the stub runs; its autiasp will check
@@ -122,13 +121,13 @@ static uintptr_t bpt__arch_entry_sp(const bpt__regs *r) { return (uintptr_t)r + 
    (pacia1716: x17 signed with modifier x16). Both are hint-space
    instructions: NOPs on a CPU without pointer authentication, where
    paciasp signed nothing either. */
-static uintptr_t bpt__arch_ret_strip(const bpt_func *f, uintptr_t ret) {
+BPT__PRIVATE uintptr_t bpt__arch_ret_strip(const bpt_func *f, uintptr_t ret) {
     register uintptr_t lr __asm__("x30") = ret;
     if (!f->signs_lr) return ret;
     __asm__("hint #7" : "+r"(lr));   /* xpaclri */
     return lr;
 }
-static uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t sp) {
+BPT__PRIVATE uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t sp) {
     register uintptr_t x17 __asm__("x17") = ret;
     register uintptr_t x16 __asm__("x16") = sp;
     if (!f->signs_lr) return ret;
@@ -136,14 +135,6 @@ static uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t 
     return x17;
 }
 
-typedef struct bpt__entry_layout {
-    uint8_t *site;
-    uint64_t orig_word, bp_word;
-    unsigned word_size;
-    uintptr_t resume;
-    int signs_lr;                  /* paciasp before the site */
-    uint8_t pre[BPT__PAD_BYTES];
-} bpt__entry_layout;
 
 static uint32_t bpt__a64_word(const uint8_t *p) { uint32_t w; memcpy(&w, p, 4); return w; }
 
@@ -152,7 +143,7 @@ static uint32_t bpt__a64_branch(uintptr_t from, uintptr_t to) {
     return 0x14000000u | ((uint32_t)((intptr_t)(to - from) >> 2) & 0x03FFFFFFu);
 }
 
-static int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l) {
+BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l) {
     uint8_t *fn = (uint8_t *)fnp;
     uint32_t first = bpt__a64_word(fn);
     static const uint32_t tail[4] = { 0xAA1E03E9u, 0x58FFFFB0u, 0xD63F0200u, BPT__A64_NOP };
@@ -183,19 +174,19 @@ static int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout
 /* One aligned 4-byte store: single-copy atomic (ARM ARM B2.2.1). A str in
    asm rather than a C atomic: a sanitizer must not instrument a store into
    code (TSAN's shadow of text is read-only). */
-static void bpt__arch_write_site(uint8_t *site, uint64_t word) {
+BPT__PRIVATE void bpt__arch_write_site(uint8_t *site, uint64_t word) {
     __asm__ __volatile__("str %w1, %0" : "=m"(*(uint32_t *)(void *)site) : "r"((uint32_t)word) : "memory");
     __builtin___clear_cache((char *)site, (char *)site + 4);
 }
 
-static void bpt__arch_sync_icache(void *start, size_t len) {
+BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len) {
     __builtin___clear_cache((char *)start, (char *)start + len);
 }
 
 /* A guarded control stack (prctl PR_GET_SHADOW_STACK_STATUS, Linux 6.13)
    would fault on the stub's `ret x16`, which does not return to where its
    blr came from. Returns 0, or BPT_ENOTSUP saying so. */
-static int bpt__arch_native_usable(const char *who) {
+BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
     unsigned long status = 0;
     if (syscall(SYS_prctl, 74 /* PR_GET_SHADOW_STACK_STATUS */, &status, 0, 0, 0) == 0 && (status & 1))
         return bpt__fail(BPT_ENOTSUP, "%s: a guarded control stack (GCS) is active in this process; "

@@ -1,16 +1,9 @@
 /* site_native.c: what native sites share on both architectures: making code
    pages writable in batches, the entry the stubs call, and the one writer the
    protocol uses for every kind of site (DESIGN §4.4). */
+#include "internal.h"
 
-/* The pages one batch of code writes touches (native sites only; empty
-   otherwise). Text pages are made read+write+execute for the writes (not
-   read+write: other threads keep executing on them) and read+execute again
-   afterwards, each page once per batch however many sites it holds. */
-typedef struct bpt__code_batch {
-    uintptr_t *pages;
-    int n, cap;
-} bpt__code_batch;
-typedef bpt__code_batch bpt__sites_batch;   /* the protocol's batch, prepared at step 2 */
+
 
 #if defined(BPT_NATIVE)
 #include <sys/mman.h>
@@ -101,7 +94,6 @@ static void bpt__batch_close(bpt__code_batch *b) {
 /* Called by the entry stubs with the function record and the saved
    registers; returns where the stub continues. Not static: the stubs'
    assembly calls it by name. */
-__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func *f, bpt__regs *regs);
 __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func *f, bpt__regs *regs) {
     bpt__hit h;
     h.f = f;
@@ -119,7 +111,7 @@ __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func
    page: it stays within a cache line), so that steps 5 and 9 allocate
    nothing: running out of memory must happen before anything changes.
    Returns 0 or BPT_ENOMEM. */
-static int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n) {
+BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n) {
     int i, native = 0;
     sb->pages = NULL;
     sb->n = sb->cap = 0;
@@ -151,7 +143,7 @@ static uint64_t bpt__site_read(const bpt_func *f) {
    if *wrote_code). Returns 0; BPT_EPERM (mprotect refused) with nothing
    written; or BPT_ENOTPATCHABLE when some site held an unexpected word
    (the others are written). */
-static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, bpt__sites_batch *sb, int *written) {
+BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, bpt__sites_batch *sb, int *written) {
     int i, rc = 0;
     *written = 0;
 #if defined(BPT_NATIVE)
@@ -199,7 +191,7 @@ static int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, 
    writes. Nothing executes the padding before a site is installed, so plain
    stores do; the icache is synced for aarch64. Returns 0 or BPT_EPERM /
    BPT_ENOMEM with nothing written. */
-static int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who) {
+BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who) {
     bpt__code_batch batch = { NULL, 0, 0 };
     int i, rc;
     for (i = 0; i < n; i++)

@@ -2,6 +2,8 @@
    The interpreter registers the address of a function's first instruction
    word; installing a breakpoint stores the breakpoint opcode's word there,
    uninstalling stores the original back. */
+#include "internal.h"
+
 
 typedef char bpt__vm_word_is_64_bits[sizeof(bpt_vm_word) == sizeof(uint64_t) ? 1 : -1];
 
@@ -9,7 +11,7 @@ typedef char bpt__vm_word_is_64_bits[sizeof(bpt_vm_word) == sizeof(uint64_t) ? 1
    VM thread's BPT_VM_FETCH sees the old word or the new one, never a mix.
    Its ordering with the GenericBp data comes from the waits around it
    (steps 4 and 6, 10), not from this store. */
-static void bpt__site_vm_write(bpt_func *f, uint64_t w) {
+BPT__PRIVATE void bpt__site_vm_write(bpt_func *f, uint64_t w) {
     bpt__store_release_u64((bpt__atomic_u64 *)f->site, w);
 }
 

@@ -22,10 +22,11 @@
    registration checks. The call reaches the stub from any distance, and the
    stub finds the record at a fixed offset from its return address, as BEAM
    finds GenericBp in front of the code. */
+#include "internal.h"
+
 
 #if defined(BPT_NATIVE) && defined(__x86_64__)
 
-#define BPT__PAD_BYTES 24
 
 /* The entry stub: save the argument registers in a bpt__regs frame, call
    bpt__native_entry(record, frame), restore, and continue where the handler
@@ -129,26 +130,16 @@ __asm__(
     "    popq %rbp\n"
     "    jmp *%r11\n"
     "    .size bpt__x86_64_return_trampoline, . - bpt__x86_64_return_trampoline\n");
-extern __attribute__((visibility("hidden"))) char bpt__x86_64_return_trampoline[];
-#define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__x86_64_return_trampoline)
 
 /* Where the traced function's return address lives while its entry stub
    runs (the slot its caller's call pushed), and the stack pointer at its
    entry, which identifies its frame: the same thing on x86-64. */
-static uintptr_t *bpt__arch_ret_slot(bpt__regs *r) { return (uintptr_t *)(uintptr_t)(r->rbp + 16); }
-static uintptr_t bpt__arch_entry_sp(const bpt__regs *r) { return (uintptr_t)(r->rbp + 16); }
+BPT__PRIVATE uintptr_t *bpt__arch_ret_slot(bpt__regs *r) { return (uintptr_t *)(uintptr_t)(r->rbp + 16); }
+BPT__PRIVATE uintptr_t bpt__arch_entry_sp(const bpt__regs *r) { return (uintptr_t)(r->rbp + 16); }
 /* Return addresses are stored as they are (no pointer authentication). */
-static uintptr_t bpt__arch_ret_strip(const bpt_func *f, uintptr_t ret) { (void)f; return ret; }
-static uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t sp) { (void)f; (void)sp; return ret; }
+BPT__PRIVATE uintptr_t bpt__arch_ret_strip(const bpt_func *f, uintptr_t ret) { (void)f; return ret; }
+BPT__PRIVATE uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t sp) { (void)f; (void)sp; return ret; }
 
-/* What registration writes and what the protocol switches, for one entry. */
-typedef struct bpt__entry_layout {
-    uint8_t *site;
-    uint64_t orig_word, bp_word;
-    unsigned word_size;
-    uintptr_t resume;
-    uint8_t pre[BPT__PAD_BYTES];   /* the padding's new content */
-} bpt__entry_layout;
 
 static const uint8_t bpt__endbr64[4] = { 0xF3, 0x0F, 0x1E, 0xFA };
 
@@ -159,7 +150,7 @@ static int bpt__x86_pad_ok(const uint8_t *fn, const uint8_t *want) {
     return fresh || memcmp(fn - BPT__PAD_BYTES + 8, want + 8, BPT__PAD_BYTES - 8) == 0;
 }
 
-static int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l) {
+BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l) {
     uint8_t *fn = (uint8_t *)fnp;
     int endbr = memcmp(fn, bpt__endbr64, 4) == 0;
     uint8_t *site = fn + (endbr ? 4 : 0);
@@ -192,16 +183,16 @@ static int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout
    follows every batch of writes (DESIGN §4.4). One movw in asm rather than
    a C atomic: a sanitizer must not instrument a store into code (TSAN's
    shadow of text is read-only and faults). */
-static void bpt__arch_write_site(uint8_t *site, uint64_t word) {
+BPT__PRIVATE void bpt__arch_write_site(uint8_t *site, uint64_t word) {
     __asm__ __volatile__("movw %1, %0" : "=m"(*(uint16_t *)(void *)site) : "r"((uint16_t)word) : "memory");
 }
 
-static void bpt__arch_sync_icache(void *start, size_t len) { (void)start; (void)len; }   /* coherent on x86 */
+BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len) { (void)start; (void)len; }   /* coherent on x86 */
 
 /* A CET user shadow stack (arch_prctl ARCH_SHSTK_STATUS, Linux 6.6) would
    fault on the stub's ret, which continues at the resume address rather than
    where its call came from. Returns 0, or BPT_ENOTSUP saying so. */
-static int bpt__arch_native_usable(const char *who) {
+BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
     unsigned long features = 0;
     if (syscall(SYS_arch_prctl, 0x5005 /* ARCH_SHSTK_STATUS */, &features) == 0 && (features & 1))
         return bpt__fail(BPT_ENOTSUP, "%s: a CET shadow stack is active in this process; bptrace's entry "

@@ -5,7 +5,9 @@
    replaced as a whole when code is loaded or purged. Here the ranges are
    those of the registered native functions. This part knows nothing of the
    registry (funcs.c): it indexes the records it is given. */
+#include "internal.h"
 
+#if defined(BPT_NATIVE)
 /* The address index: an address-sorted snapshot of the native records,
    replaced as a whole under the code modification permission and freed
    after a thread progress wait, so that pinned readers search it without
@@ -15,15 +17,15 @@ typedef struct bpt__addr_entry {
     const bpt_func *f;
 } bpt__addr_entry;
 
-typedef struct bpt__addr_index {
+struct bpt__addr_index {
     size_t n;
     bpt__addr_entry e[1];
-} bpt__addr_index;
+};
 
 static bpt__atomic_ptr bpt__addr_index_cur;   /* bpt__addr_index *, release-published */
 
 /* Pinned. Returns 1 and the names, or 0 for code bptrace does not know. */
-static int bpt__symbolize(uintptr_t addr, const char **module, const char **name, int *arity) {
+BPT__PRIVATE int bpt__symbolize(uintptr_t addr, const char **module, const char **name, int *arity) {
     const bpt__addr_index *ix = (const bpt__addr_index *)bpt__load_acquire_ptr(&bpt__addr_index_cur);
     size_t lo = 0, hi;
     if (!ix) return 0;
@@ -39,7 +41,6 @@ static int bpt__symbolize(uintptr_t addr, const char **module, const char **name
     return 1;
 }
 
-#if defined(BPT_NATIVE)
 /* The address index follows the native functions as they come and go
    (funcs.c registers and unregisters them), in two steps, both under the
    permission:
@@ -64,7 +65,7 @@ static int bpt__addr_entry_cmp(const void *a, const void *b) {
 }
 
 /* A1: room for `n` entries. NULL after bpt__fail(BPT_ENOMEM). */
-static bpt__addr_index *bpt__addr_index_alloc(size_t n, const char *who) {
+BPT__PRIVATE bpt__addr_index *bpt__addr_index_alloc(size_t n, const char *who) {
     bpt__addr_index *ix = (bpt__addr_index *)BPT_MALLOC(sizeof *ix + sizeof(bpt__addr_entry) * n);
     if (!ix) bpt__fail(BPT_ENOMEM, "%s: no memory for the address index of %lu native functions; "
                        "nothing changed", who, (unsigned long)n);
@@ -73,7 +74,7 @@ static bpt__addr_index *bpt__addr_index_alloc(size_t n, const char *who) {
 
 /* A2: ix came from A1 with room for every native function among
    funcs[0..nfuncs), the records now registered. */
-static void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *funcs, uint32_t nfuncs) {
+BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *funcs, uint32_t nfuncs) {
     bpt__addr_index *old;
     size_t k;
     uint32_t i;

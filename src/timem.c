@@ -31,15 +31,8 @@
    hooks in kind_timem.c) that share these tables: one cell holds a
    process's calls, time and bytes. While both kinds are on, their data
    slots point at the same bpt__BpTimem, each holding a reference. */
+#include "internal.h"
 
-typedef struct bpt__BpTimem bpt__BpTimem;
-
-#define BPT__BPF_TIME_TRACE  BPT__BPF_ON(BPT__KIX_TIME)
-#define BPT__BPF_TIME_ACTIVE BPT__BPF_ACTIVE(BPT__KIX_TIME)
-#define BPT__BPF_MEM_TRACE   BPT__BPF_ON(BPT__KIX_MEMORY)
-#define BPT__BPF_MEM_ACTIVE  BPT__BPF_ACTIVE(BPT__KIX_MEMORY)
-#define BPT__BPF_TIMEM_ON     (BPT__BPF_TIME_TRACE | BPT__BPF_MEM_TRACE)
-#define BPT__BPF_TIMEM_ACTIVE (BPT__BPF_TIME_ACTIVE | BPT__BPF_MEM_ACTIVE)
 
 typedef struct bpt__timem_cell {
     uint64_t process;             /* 0: a free cell (process ids are never 0) */
@@ -113,7 +106,7 @@ BPT__PRIVATE bpt__BpTimem *bpt__timem_new(void) {
     return t;
 }
 
-static void bpt__timem_free(bpt__BpTimem *t) {
+BPT__PRIVATE void bpt__timem_free(bpt__BpTimem *t) {
     int i;
     for (i = 0; i < BPT_MAX_THREADS; i++) BPT_FREE(bpt__load_relaxed_ptr(&t->table[i]));
     BPT_FREE(t->overflow);
@@ -122,6 +115,8 @@ static void bpt__timem_free(bpt__BpTimem *t) {
     pthread_mutex_destroy(&t->overflow_lock);
     BPT_FREE(t);
 }
+
+BPT__PRIVATE void bpt__timem_ref(bpt__BpTimem *t) { t->refc++; }
 
 BPT__PRIVATE void bpt__timem_unref(bpt__BpTimem *t) {
     if (t && --t->refc == 0) bpt__timem_free(t);
@@ -188,6 +183,45 @@ BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t 
     c->mem += mem;
 }
 
+/* call_time / call_memory of one breakpoint, from the sums the last
+   collection carried (C6): totals, and per process into
+   out->procs[0..out->procs_cap), most time (or memory) first. */
+static int bpt__proc_cmp(const void *a, const void *b) {
+    const bpt_info_process *x = (const bpt_info_process *)a, *y = (const bpt_info_process *)b;
+    if (x->time_ns != y->time_ns) return x->time_ns < y->time_ns ? 1 : -1;
+    if (x->memory_bytes != y->memory_bytes) return x->memory_bytes < y->memory_bytes ? 1 : -1;
+    return x->process < y->process ? -1 : x->process > y->process;
+}
+
+BPT__PRIVATE void bpt__timem_report(const bpt__BpTimem *tm, bpt_info *out) {
+    const bpt__timem_table *t = tm ? tm->carried : NULL;
+    bpt_info_process *procs = out->procs;
+    uint32_t i, n = 0, cap = procs ? out->procs_cap : 0;
+    if (!t) return;
+    for (i = 0; i < t->cap; i++) {
+        const bpt__timem_cell *c = &t->cell[i];
+        if (!c->process) continue;
+        out->calls += c->calls;
+        out->time_ns += c->time_ns;
+        out->memory_bytes += (uint64_t)c->mem;
+        if (procs && n < cap) {
+            procs[n].process = c->process;
+            procs[n].calls = c->calls;
+            procs[n].time_ns = c->time_ns;
+            procs[n].memory_bytes = (uint64_t)c->mem;
+        }
+        n++;
+    }
+    out->nprocs = n;
+    if (procs && n > 1) qsort(procs, n < cap ? n : cap, sizeof *procs, bpt__proc_cmp);
+}
+
+/* How many processes the last collection carried sums for (bpt_trace_info_each
+   sizes its per-process array with it). */
+BPT__PRIVATE uint32_t bpt__timem_nprocs(const bpt__BpTimem *tm) {
+    return tm && tm->carried ? tm->carried->used : 0;
+}
+
 /* C5 for one breakpoint: its idle tables, what they carried and any
    unmerged older ones, summed into one new table. NULL when out of memory. */
 static uint32_t bpt__timem_cells(const bpt__BpTimem *t) {
@@ -221,8 +255,6 @@ static bpt__timem_table *bpt__timem_merge(const bpt__BpTimem *real) {
     }
     return m;
 }
-
-BPT__PRIVATE void bpt__commit(void);   /* TEMP until internal.h */
 
 /* C1-C8 for the breakpoints gs[0..n), each with call_time or call_memory
    in its active half. Under the code modification permission; C9 is the

@@ -3,10 +3,12 @@
    call_memory in one session, read from the active generation of its
    breakpoint. Time and memory are summed first, by the nine-step
    collection of timem.c (OTP 29's method). */
+#include "internal.h"
+
 
 /* What bpt_trace_info reports of g (NULL: no breakpoint of the session). */
 static int bpt__info_of(const bpt__GenericBp *g, unsigned what, bpt_info *out, bpt_info_process *procs, uint32_t cap) {
-    unsigned ix = bpt__load_relaxed_u32(&bpt__active_ix);
+    unsigned ix = bpt_active_bp_ix();
     const bpt__GenericBpData *d;
     memset(out, 0, sizeof *out);
     out->procs = procs;
@@ -28,7 +30,7 @@ static int bpt__info_gather(const bpt__session *s, const bpt__mfa *mfa, const bp
     bpt_func **fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (bpt__registry.len + 1));
     bpt__GenericBp **gs = (bpt__GenericBp **)BPT_MALLOC(sizeof *gs * (bpt__registry.len + 1));
     bpt__GenericBp **timed = (bpt__GenericBp **)BPT_MALLOC(sizeof *timed * (bpt__registry.len + 1));
-    unsigned ix = bpt__load_relaxed_u32(&bpt__active_ix);
+    unsigned ix = bpt_active_bp_ix();
     uint32_t i;
     int n = 0, nt = 0, rc = 0;
     if (!fs || !gs || !timed) {
@@ -105,9 +107,8 @@ int bpt_trace_info_each(bpt_session handle, const char *pattern, unsigned what, 
         bpt_info info;
         uint32_t cap = 0;
         if (what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) {   /* room for every process of this function */
-            unsigned ix = bpt__load_relaxed_u32(&bpt__active_ix);
-            const bpt__BpTimem *t = bpt__timem_of(&gs[i]->data[ix]);
-            cap = t && t->carried ? t->carried->used : 0;
+            unsigned ix = bpt_active_bp_ix();
+            cap = bpt__timem_nprocs(bpt__timem_of(&gs[i]->data[ix]));
             BPT_FREE(procs);
             procs = cap ? (bpt_info_process *)BPT_MALLOC(sizeof *procs * cap) : NULL;
             if (cap && !procs) cap = 0;   /* totals still right; per process not shown */

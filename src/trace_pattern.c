@@ -3,6 +3,8 @@
    functions, switch their breakpoints through the protocol (bp.c), and
    remember the pattern, so that functions registered later get it too
    (funcs.c replays it). */
+#include "internal.h"
+
 
 /* A pattern to remember for functions registered later, or NULL (ENOMEM). */
 static bpt__pattern_entry *bpt__pattern_entry_new(const bpt__mfa *mfa, unsigned flags, bpt__ms *ms) {

@@ -1,0 +1,67 @@
+/* frames.h: what other parts use of return, exception and return_to
+   frames (frames.c): the shadow frame, what one hit gathers for it, and
+   the calls that push and settle frames. */
+
+#ifndef BPT_SHADOW_FRAMES
+#  define BPT_SHADOW_FRAMES 512
+#endif
+#ifndef BPT_FRAME_SESSIONS
+#  define BPT_FRAME_SESSIONS 4
+#endif
+#if BPT_SHADOW_FRAMES < 1 || BPT_FRAME_SESSIONS < 1 || BPT_FRAME_SESSIONS > 255
+#  error "bptrace: BPT_SHADOW_FRAMES must be >= 1 and BPT_FRAME_SESSIONS in 1..255"
+#endif
+
+enum { BPT__STACK_NATIVE = 0, BPT__STACK_VM = 1 };
+
+/* One session's wish for a call's return. */
+typedef struct bpt__frame_session {
+    uint64_t id;                  /* the session's weak id */
+    uint32_t actions;             /* BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO, and the kinds' flags
+                                     (BPT_TIME | BPT_MEMORY): wide enough for every kind (breakpoint.h) */
+    uint8_t rettype;              /* enum bpt_arg_type of the return value */
+    /* call_time / call_memory (timem.c), as BEAM's process_breakpoint_trace:
+       the function runs for this session from `since` (0: paused, while a
+       callee the session times runs, or while its process is switched out). */
+    uint64_t since, own_ns;
+    int64_t mem;
+} bpt__frame_session;
+
+#define BPT__FRAME_TIMEM (BPT_TIME | BPT_MEMORY)
+
+struct bpt__frame {
+    uintptr_t ret;                /* native: the original return address, stripped of any
+                                     signature; 0: a tail call, the frame below holds it */
+    uintptr_t sp;                 /* native: stack pointer at entry; VM: the token's check value */
+    const char *module, *name;    /* interned: valid after the function is gone */
+    int arity;
+    bpt_func *f;                  /* for call_time: native records live forever; a VM function
+                                     is not unregistered while its calls run (bpt_unregister) */
+    uint64_t process;             /* the process the call runs in */
+    const char *caller_module, *caller_name;   /* VM: the function the call returns to */
+    int caller_arity;
+    uint64_t ts_ns;               /* entry time */
+    uint32_t nsess;
+    bpt__frame_session sess[BPT_FRAME_SESSIONS];
+};
+
+/* What one hit gathers for its frame while it walks the sessions. */
+struct bpt__hit {
+    bpt__thread *rec;
+    bpt_func *f;
+    const void *frame;            /* VM frame, or the stub's bpt__regs */
+    uint32_t nwant;
+    bpt__frame_session want[BPT_FRAME_SESSIONS];
+    bpt__session *want_s[BPT_FRAME_SESSIONS];   /* for counting a skipped frame */
+};
+
+BPT__PRIVATE void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype);
+BPT__HOT int bpt__breakpoint(bpt__hit *h);   /* hit.c: the hit path; 1: pinned, push h's frame, then unpin */
+BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *token);
+#if defined(BPT_NATIVE)
+BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h);
+BPT__PRIVATE void bpt__native_settle(bpt__hit *h);
+BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h, uint64_t now);
+/* Called by the return trampolines' assembly by name: not static. */
+__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r);
+#endif

@@ -1,0 +1,45 @@
+/* progress.h: what other parts use of thread progress (progress.c): the
+   thread record every traced thread owns, pinning, the waits' callers'
+   side, and bpt__fail, which keeps a failure's message in the record. */
+
+/* A thread's record: created on its first pin, reused after it exits,
+   never freed while walkable (progress.c). */
+struct bpt__thread {
+    /* Written by the owner, read by waiters: first, on its own cache line. */
+    bpt__atomic_u64 state;
+    bpt__atomic_u32 in_use;         /* 1 while a live thread owns the record */
+    bpt__atomic_u32 sync_ack;       /* bumped by the sync-core fallback signal handler */
+    uint32_t sync_expect;           /* waiter only: sync_ack before the signal; ~0: none sent */
+    struct bpt__thread *next;       /* immutable once the record is published */
+    uint32_t index;                 /* slot for per-thread data (rings); stable across reuse */
+    uint32_t tid;                   /* OS thread id of the owner */
+    pthread_t self;
+    int managed;                    /* owner only: registered as a managed thread */
+    int managed_online;             /* owner only: managed and online (pins are free) */
+    uint32_t managed_nest;          /* owner only: pins of a managed online thread (counted only to
+                                       refuse progress reports made inside them) */
+    int in_tracer;                  /* owner only: inside a callback tracer */
+    volatile int sending;           /* owner only: inside bpt__session_send (a signal handler may interrupt it) */
+    int holds_permission;           /* owner only: holds the code modification permission */
+    int offline_to_block;           /* owner only: went offline to block in bptrace; back online after */
+    uint64_t process;               /* owner only: the process time is charged to */
+    /* Return-trace frames (frames.c): native [0] and VM [1] shadow stacks,
+       allocated on first use, kept when the record is reused. Written by the
+       owner and by signal handlers nested on it, never by another thread. */
+    struct bpt__frame *shadow[2];
+    volatile uint32_t shadow_depth[2];
+    uint32_t vm_serial;             /* owner only: VM frame tokens' check value */
+    int in_timem_overflow;          /* owner only: updating a shared overflow time table (timem.c) */
+    char errmsg[320];               /* owner only: bpt_last_error() */
+};
+
+BPT__PRIVATE bpt__thread *bpt__thread_self_or_null(void);
+BPT__PRIVATE bpt__thread *bpt__thread_self(void);   /* creates the record: NULL when out of memory */
+BPT__PRIVATE void bpt__progress_ensure_init(void);
+BPT__HOT bpt__thread *bpt__pin(void);               /* NULL: no record (out of memory), not pinned */
+BPT__HOT void bpt__unpin(bpt__thread *rec);
+BPT__PRIVATE int bpt__thread_pinned(const bpt__thread *rec);
+BPT__PRIVATE void bpt__block_begin(bpt__thread *rec);   /* a managed thread goes offline to block */
+BPT__PRIVATE void bpt__block_end(bpt__thread *rec);
+BPT__PRIVATE void bpt__progress_atfork_child(bpt__thread *self);   /* locks.c's fork child handler */
+BPT__PRIVATE int bpt__fail(int code, const char *fmt, ...);

@@ -1,0 +1,50 @@
+/* registry.h: what other parts use of the registered functions: the
+   registry (funcs.c) and the pointer sets it keeps (ptrset.c), the
+   address index that names code addresses (symbols.c), interned names
+   (intern.c) and the module scanner that finds patchable entries
+   (module.c). Everything here is set path, under the code modification
+   permission, except bpt__symbolize (pinned readers) and the interned
+   names' pointers (read anywhere). */
+
+/* A set of pointers (ptrset.c). */
+typedef struct bpt__ptrset {
+    const void **keys;
+    size_t cap, len;              /* cap is 0 or a power of two */
+} bpt__ptrset;
+
+BPT__PRIVATE int bpt__ptrset_has(const bpt__ptrset *set, const void *p);
+BPT__PRIVATE int bpt__ptrset_reserve(bpt__ptrset *set, size_t extra);   /* 0 or BPT_ENOMEM */
+BPT__PRIVATE void bpt__ptrset_add(bpt__ptrset *set, const void *p);     /* after reserve */
+BPT__PRIVATE void bpt__ptrset_remove(bpt__ptrset *set, const void *p);
+
+/* Every registered function (funcs.c). */
+struct bpt__registry {
+    bpt_func **funcs;             /* the registered functions, in registration order */
+    uint32_t len, cap;
+    bpt__ptrset records;          /* bpt_func pointers */
+    bpt__ptrset sites;            /* site addresses */
+};
+BPT__DATA(struct bpt__registry, bpt__registry);   /* funcs.c */
+
+BPT__PRIVATE bpt__op bpt__pattern_op(unsigned flags, bpt__ms *ms);   /* a pattern's flags as a protocol op */
+
+#if defined(BPT_NATIVE)
+/* The address index of the native functions (symbols.c). */
+typedef struct bpt__addr_index bpt__addr_index;
+BPT__PRIVATE int bpt__symbolize(uintptr_t addr, const char **module, const char **name, int *arity);
+BPT__PRIVATE bpt__addr_index *bpt__addr_index_alloc(size_t n, const char *who);
+BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *funcs, uint32_t nfuncs);
+BPT__PRIVATE uint32_t bpt__native_count(void);   /* funcs.c: how many the index must hold */
+#endif
+
+/* Interned names (intern.c): copied once, kept for the life of the process. */
+BPT__PRIVATE const char *bpt__intern(const char *text);   /* NULL when out of memory */
+
+/* The module scanner (module.c). */
+/* Called once per patchable entry of the module, in address order: fn is the
+   function's entry address (padding start + pad_bytes), name is valid only
+   during the call. Return 0 to continue, a negative BPT_E* to stop
+   (propagated). */
+typedef int (*bpt__module_visit_fn)(void *fn, const char *name, uint64_t size, void *user);
+BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const char **module_name,
+                                  bpt__module_visit_fn visit, void *user);
