@@ -124,7 +124,7 @@
 #define BPTRACE_VERSION "0.1.0"
 
 /* >>config: BPT_TRACEABLE reserves the patchable entry bptrace needs
-   (DESIGN §4.2, §4.3): pre-entry padding for the function record pointer, the
+   (site_x86_64.c, site_aarch64.c): pre-entry padding for the function record pointer, the
    stub address and the call into the stub, and one word at the entry.
    noipa (gcc) keeps callers from relying on what the function's body does:
    gcc's IPA register allocation would keep values in call-clobbered
@@ -702,7 +702,7 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
    Thread safety
      any thread (set path); not from a signal handler
    Source
-     bptrace (DESIGN §4.2-4.4); Linux ftrace's patchable entries
+     bptrace (site_x86_64.c, site_aarch64.c, site_native.c); Linux ftrace's patchable entries
 */
 BPT_API int bpt_register_native(void *fn, const char *module, const char *name, int arity, bpt_func **out);
 
@@ -745,7 +745,7 @@ BPT_API int bpt_register_native(void *fn, const char *module, const char *name, 
      any thread (set path); not from a signal handler; the caller keeps the
      module loaded during the call
    Source
-     bptrace (DESIGN §4.5); gcc -fpatchable-function-entry, dl_iterate_phdr(3)
+     bptrace (module.c); gcc -fpatchable-function-entry, dl_iterate_phdr(3)
 */
 BPT_API int bpt_register_module(const char *module);
 
@@ -795,8 +795,10 @@ BPT_API int bpt_unregister_module(const char *module);
      BPT_EINVAL    f is NULL
      BPT_ENOENT    f is not a registered record
      BPT_EBUSY     a session traces f (remove its patterns first), or an
-                   earlier uninstall was refused by mprotect and the
-                   breakpoint word is still in place (retry later)
+                   earlier uninstall was refused (mprotect, or a site that
+                   held a foreign word) and the breakpoint word is still in
+                   place: once the cause is gone, switch a pattern that names
+                   f off again, then unregister
      BPT_ENOMEM    a native function: no memory for the new index of native
                    code that names callers and return_to targets; f stays
                    registered (or the thread's record could not be allocated)
@@ -1079,6 +1081,13 @@ typedef struct bpt_match {
      BPT_EPERM      native sites: mprotect refused a code write; the settings
                     are committed, but the functions whose word could not be
                     written stay untraced, and the pattern is not remembered
+     BPT_ENOTPATCHABLE  a site did not hold the word bptrace expected there
+                    (a debugger's breakpoint, another patcher changed it):
+                    that site is left alone, the others are written, and as
+                    with BPT_EPERM the settings are committed and the pattern
+                    is not remembered. A switch-off that could not restore a
+                    word is retried by the next switch-off of a pattern that
+                    names the function (as ftrace_modify_code checks, Linux)
      BPT_EDEADLK    from a tracer callback, a pinned section, or a callback
                     under the code modification permission (an observer, a
                     bpt_trace_info_each visitor)
@@ -1093,7 +1102,7 @@ BPT_API int bpt_trace_pattern(bpt_session s, const char *pattern, unsigned flags
 
 /* bpt_active_bp_ix / bpt_staging_bp_ix: which of the two generations of
    every breakpoint running code reads (0 or 1), and the other, where the
-   set path stages changes. Step 7 of the protocol (commit) swaps them.
+   set path stages changes. The protocol's commit (its seventh step) swaps them.
 
    Parameters
      none
@@ -1929,7 +1938,7 @@ struct bpt__mfa {
 };
 
 /* How a pattern sets its kinds (BPT__KINDS, breakpoint.h), and the
-   call-trace actions that need a return frame or a caller (DESIGN §7). */
+   call-trace actions that need a return frame or a caller (frames.c). */
 #define BPT__HOWS (BPT_OFF | BPT_PAUSE | BPT_RESTART)
 #define BPT__FRAME_ACTIONS (BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO)
 #define BPT__CALL_ACTIONS (BPT__FRAME_ACTIONS | BPT_CALLER)
@@ -2207,8 +2216,8 @@ __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr
 /*** End of frames.h ***/
 
 /*** Begin file sites.h ***/
-/* sites.h: what other parts use of sites, where the instruction word lives
-   (DESIGN §4): the architecture interface each site_<arch>.c defines, the
+/* sites.h: what other parts use of sites, where the instruction word
+   lives: the architecture interface each site_<arch>.c defines, the
    VM site writer (site_vm.c), and the batched, checked writer of code and
    its entry from the stubs (site_native.c). */
 
@@ -3000,8 +3009,8 @@ BPT__PRIVATE bpt__session *bpt__session_lookup(uint64_t id) {
     uint64_t slot = id & 0xffff;
     bpt__session *s;
     if (id == 0 || slot >= BPT_MAX_SESSIONS) return NULL;
-    s = (bpt__session *)bpt__load_acquire_ptr(&bpt__sessions.slot[slot]);
-    if (!s || s->id != id || bpt__load_relaxed_u32(&s->dead)) return NULL;
+    s = (bpt__session *)bpt__load_acquire_ptr(&bpt__sessions.slot[slot]);   /* [S1] */
+    if (!s || s->id != id || bpt__load_relaxed_u32(&s->dead)) return NULL;   /* [S2] */
     return s;
 }
 
@@ -3016,15 +3025,15 @@ static bpt__lane *bpt__lane_new(const bpt__session *s) {
 }
 
 /* The lane of the calling thread's slot, created on first use. Publication
-   is a release CAS (a new lane is fully initialised before others see it),
-   paired with the acquire loads in drain, stats and here. */
+   is a release CAS [R1] (a new lane is fully initialised before others see
+   it), paired with the acquire loads in drain, stats and here. */
 static bpt__lane *bpt__lane_get(bpt__session *s, const bpt__thread *rec) {
     uint32_t ix = rec->index < BPT_MAX_THREADS ? rec->index : BPT_MAX_THREADS;
-    bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[ix]);
+    bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[ix]);   /* [R1] */
     if (lane) return lane;
     lane = bpt__lane_new(s);
     if (!lane) return NULL;
-    if (!bpt__cas_ptr(&s->lanes[ix], NULL, lane)) {
+    if (!bpt__cas_ptr(&s->lanes[ix], NULL, lane)) {   /* [R1] */
         BPT_FREE(lane);   /* only the overflow slot has rival producers */
         lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[ix]);
     }
@@ -3044,11 +3053,11 @@ BPT__PRIVATE void bpt__msg_header(bpt_msg *m, unsigned type, uint64_t thread, ui
 }
 
 /* Write one message into a ring lane, announcing earlier drops first. The
-   single producer owns head; tail is read with acquire, pairing with the
-   consumer's release store after it copied the slot out. */
+   single producer owns head; tail is read with acquire [R3], pairing with
+   the consumer's release store after it copied the slot out. */
 static void bpt__lane_push(bpt__lane *lane, const bpt_msg *m) {
     uint64_t head = bpt__load_relaxed_u64(&lane->head);
-    uint64_t tail = bpt__load_acquire_u64(&lane->tail);
+    uint64_t tail = bpt__load_acquire_u64(&lane->tail);   /* [R3] */
     uint64_t need = lane->unreported_drops ? 2 : 1;
     bpt__owner_inc_u64(&lane->produced, 1);
     if (head - tail + need > lane->mask + 1) {
@@ -3064,7 +3073,7 @@ static void bpt__lane_push(bpt__lane *lane, const bpt_msg *m) {
         lane->unreported_drops = 0;
     }
     lane->slots[head & lane->mask] = *m;
-    bpt__store_release_u64(&lane->head, head + 1);   /* pairs with drain's acquire of head */
+    bpt__store_release_u64(&lane->head, head + 1);   /* [R2] pairs with drain's acquire of head */
 }
 
 /* Hand one message to the session's tracer. Called pinned, from the hit path.
@@ -3075,20 +3084,20 @@ BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt
     bpt__lane *lane;
     int overflow = rec->index >= BPT_MAX_THREADS;
     if (rec->sending) {
-        if ((lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[overflow ? BPT_MAX_THREADS : rec->index])) != NULL)
+        if ((lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[overflow ? BPT_MAX_THREADS : rec->index])) != NULL)   /* [R1] */
             bpt__fetch_add_u64(&lane->lost, 1);
         else   /* the interrupted send is making the lane */
             bpt__fetch_add_u64(&s->lost_laneless, 1);
         return;
     }
     rec->sending = 1;
-    bpt__compiler_barrier();   /* set before the lane is touched, as a signal handler sees it */
+    bpt__compiler_barrier();   /* [H1] set before the lane is touched, as a signal handler sees it */
     lane = bpt__lane_get(s, rec);
     if (!lane) {               /* out of memory: the message is lost (counted), nothing else is */
         bpt__fetch_add_u64(&s->lost_laneless, 1);
         goto done;
     }
-    if (overflow && !bpt__cas_u32(&s->overflow_busy, 0, 1)) {
+    if (overflow && !bpt__cas_u32(&s->overflow_busy, 0, 1)) {   /* [R4] acquire: the last holder's writes */
         bpt__fetch_add_u64(&lane->lost, 1);
         goto done;
     }
@@ -3101,9 +3110,9 @@ BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt
     } else {
         bpt__lane_push(lane, m);
     }
-    if (overflow) bpt__store_release_u32(&s->overflow_busy, 0);
+    if (overflow) bpt__store_release_u32(&s->overflow_busy, 0);   /* [R4] */
 done:
-    bpt__compiler_barrier();
+    bpt__compiler_barrier();   /* [H1] */
     rec->sending = 0;
 }
 
@@ -3181,17 +3190,17 @@ int bpt_session_drain(bpt_session handle, bpt_msg *out, int max) {
     }
     pthread_mutex_lock(&s->drain_lock);
     for (i = 0; i <= BPT_MAX_THREADS && n < max; i++) {
-        bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);
+        bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);   /* [R1] */
         uint64_t tail, head, drained;
         if (!lane || s->tracer) continue;   /* a callback session's lanes hold no ring */
         tail = bpt__load_relaxed_u64(&lane->tail);
-        head = bpt__load_acquire_u64(&lane->head);   /* pairs with the producer's release of head */
+        head = bpt__load_acquire_u64(&lane->head);   /* [R2] pairs with the producer's release of head */
         drained = bpt__load_relaxed_u64(&lane->drained);
         while (tail != head && n < max) {
             out[n] = lane->slots[tail++ & lane->mask];
             drained += out[n++].type != BPT_MSG_DROPPED;   /* notices are not produced messages */
         }
-        bpt__store_release_u64(&lane->tail, tail);    /* pairs with the producer's acquire of tail */
+        bpt__store_release_u64(&lane->tail, tail);    /* [R3] pairs with the producer's acquire of tail */
         bpt__store_relaxed_u64(&lane->drained, drained);
     }
     pthread_mutex_unlock(&s->drain_lock);
@@ -3214,7 +3223,7 @@ int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
     }
     memset(out, 0, sizeof *out);
     for (i = 0; i <= BPT_MAX_THREADS; i++) {
-        bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);
+        bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);   /* [R1] */
         if (!lane) continue;
         out->produced += bpt__load_relaxed_u64(&lane->produced) + bpt__load_relaxed_u64(&lane->lost);
         out->dropped += bpt__load_relaxed_u64(&lane->dropped) + bpt__load_relaxed_u64(&lane->lost);
@@ -3381,7 +3390,7 @@ BPT__PRIVATE void bpt__pattern_entry_free(bpt__pattern_entry *e) {
 /*** End of pattern.c ***/
 
 /*** Begin file site_x86_64.c ***/
-/* site_x86_64.c: native function entries on x86-64 (DESIGN §4.2).
+/* site_x86_64.c: native function entries on x86-64.
 
    BPT_TRACEABLE compiles a function with 24 NOP bytes before it and a 2-byte
    NOP at its entry (gcc: 90 90, clang: 66 90), after an endbr64 when
@@ -3480,7 +3489,7 @@ __asm__(
    local to this object is not reliable (see site_aarch64.c). */
 extern __attribute__((visibility("hidden"))) char bpt__x86_64_stub_plain[], bpt__x86_64_stub_endbr[];
 
-/* The return trampoline (return trace, DESIGN §7). A traced function whose
+/* The return trampoline (return trace, frames.c). A traced function whose
    return slot the entry handler swapped returns here, with rsp one word
    above that slot. Save the return registers (rax, rdx, xmm0, xmm1: SysV
    returns nothing else, x87 st0 aside, which C code here leaves alone), ask
@@ -3562,7 +3571,7 @@ BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_
 
 /* The one store that switches a site: 2 bytes, atomic within a cache line.
    Instruction fetch on other cores sees it after the SYNC_CORE wait that
-   follows every batch of writes (DESIGN §4.4). One movw in asm rather than
+   follows every batch of writes (site_native.c). One movw in asm rather than
    a C atomic: a sanitizer must not instrument a store into code (TSAN's
    shadow of text is read-only and faults). */
 BPT__PRIVATE void bpt__arch_write_site(uint8_t *site, uint64_t word) {
@@ -3586,7 +3595,7 @@ BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
 /*** End of site_x86_64.c ***/
 
 /*** Begin file site_aarch64.c ***/
-/* site_aarch64.c: native function entries on aarch64 (DESIGN §4.3).
+/* site_aarch64.c: native function entries on aarch64.
 
    BPT_TRACEABLE compiles a function with 8 NOP words before it and one NOP
    at its entry, after a bti c or paciasp with -mbranch-protection. The
@@ -3660,7 +3669,7 @@ __asm__(
    this object's text, not the symbol (the trampoline came out as the stub). */
 extern __attribute__((visibility("hidden"))) char bpt__aarch64_stub[];
 
-/* The return trampoline (return trace, DESIGN §7). A traced function whose
+/* The return trampoline (return trace, frames.c). A traced function whose
    saved return address (x9 in the stub's frame) the entry handler swapped
    returns here with sp as it was at its entry. Save the return registers
    (x0-x7, q0-q3: AAPCS64 returns up to four vector registers for an HFA),
@@ -3785,7 +3794,7 @@ BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
 /*** End of site_aarch64.c ***/
 
 /*** Begin file timem.c ***/
-/* timem.c: call_time and call_memory tables (DESIGN §8), as BEAM's
+/* timem.c: call_time and call_memory tables, as BEAM's
    BpTimemTrace in beam_bp.c.
 
    A breakpoint's time/memory data holds one hash table per thread slot,
@@ -3939,7 +3948,7 @@ BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t 
         tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index]);
         while (!tab || !(c = bpt__timem_cell_of(tab, process))) {
             if (!(grown = bpt__timem_table_grow(tab))) { bpt__fetch_add_u64(&t->lost, 1); return; }
-            bpt__store_release_ptr(&t->table[rec->index], grown);
+            bpt__store_release_ptr(&t->table[rec->index], grown);   /* [T1] */
             BPT_FREE(tab);
             tab = grown;
         }
@@ -4014,7 +4023,7 @@ static uint32_t bpt__timem_cells(const bpt__BpTimem *t) {
     uint32_t k, n = 0;
     for (; t; t = t->prev) {
         for (k = 0; k < BPT_MAX_THREADS; k++) {
-            const bpt__timem_table *tab = (const bpt__timem_table *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&t->table[k]);
+            const bpt__timem_table *tab = (const bpt__timem_table *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&t->table[k]);   /* [T1] */
             if (tab) n += tab->used;
         }
         if (t->overflow) n += t->overflow->used;
@@ -4035,7 +4044,7 @@ static bpt__timem_table *bpt__timem_merge(const bpt__BpTimem *real) {
     if (!(m = bpt__timem_table_new(cap))) return NULL;
     for (; real; real = real->prev) {
         for (k = 0; k < BPT_MAX_THREADS; k++)
-            bpt__timem_table_add(m, (const bpt__timem_table *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&real->table[k]));
+            bpt__timem_table_add(m, (const bpt__timem_table *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&real->table[k]));   /* [T1] */
         bpt__timem_table_add(m, real->overflow);
         bpt__timem_table_add(m, real->carried);
     }
@@ -4072,7 +4081,7 @@ BPT__PRIVATE int bpt__timem_collect(bpt__GenericBp **gs, int n) {
            acquire load, which C3's release covers; the wait is OTP's, and
            keeps the two switches of consecutive collections apart). */
     bpt_thread_progress_wait();
-    /* C3. switch: charges go to the fresh tables. */
+    /* C3. switch: charges go to the fresh tables ([G2], bp.c). */
     bpt__commit();
     /* C4. wait: no thread is still charging a real table. */
     bpt_thread_progress_wait();
@@ -4126,7 +4135,7 @@ static bpt__atomic_ptr bpt__addr_index_cur;   /* bpt__addr_index *, release-publ
 
 /* Pinned. Returns 1 and the names, or 0 for code bptrace does not know. */
 BPT__PRIVATE int bpt__symbolize(uintptr_t addr, const char **module, const char **name, int *arity) {
-    const bpt__addr_index *ix = (const bpt__addr_index *)bpt__load_acquire_ptr(&bpt__addr_index_cur);
+    const bpt__addr_index *ix = (const bpt__addr_index *)bpt__load_acquire_ptr(&bpt__addr_index_cur);   /* [I1] */
     size_t lo = 0, hi;
     if (!ix) return 0;
     hi = ix->n;
@@ -4193,7 +4202,7 @@ BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *
         if (!ix->e[k].end || ix->e[k].end > bound) ix->e[k].end = bound;
     }
     old = (bpt__addr_index *)bpt__load_relaxed_ptr(&bpt__addr_index_cur);
-    bpt__store_release_ptr(&bpt__addr_index_cur, ix);   /* pairs with bpt__symbolize's acquire */
+    bpt__store_release_ptr(&bpt__addr_index_cur, ix);   /* [I1] pairs with bpt__symbolize's acquire */
     if (old) {
         bpt_thread_progress_wait();
         BPT_FREE(old);
@@ -4203,7 +4212,7 @@ BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *
 /*** End of symbols.c ***/
 
 /*** Begin file frames.c ***/
-/* frames.c: return_from, exception_from and return_to (DESIGN §7), as
+/* frames.c: return_from, exception_from and return_to, as
    BEAM's return_trace and exception_trace frames.
 
    BEAM pushes a return_trace frame on the process stack when a match spec
@@ -4212,19 +4221,19 @@ BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *
    Native code has no room on its stack for such a frame, so bptrace keeps it
    on a per-thread shadow stack and makes the call return through it:
 
-   1. Entry (bpt__native_frame_push, from the entry handler): save the
+   F1. Entry (bpt__native_frame_push, from the entry handler): save the
       caller's return address in a shadow frame, with the stack pointer at
       entry, which names the frame, and write the return trampoline's
       address in its place (x86-64: the slot the call pushed; aarch64: x9,
       which the stub moves back to x30). Once per call, however many
       sessions asked: the frame lists them.
-   2. Return (bpt__native_return, from the trampoline): find the newest
+   F2. Return (bpt__native_return, from the trampoline): find the newest
       frame whose stack pointer is the returning one. Frames above it were
       unwound (longjmp, a host's throw) without returning: exception_from,
       newest first. Then return_from, and return_to once the chain of tail
       calls sharing that stack pointer ends. Continue at the original
       address.
-   3. Unwind (bpt_unwind_to): the host says how far it unwound.
+   F3. Unwind (bpt_unwind_to): the host says how far it unwound.
 
    A frame is reserved (depth + 1) before it is filled, and copied out
    before it is released (depth - 1), so that a signal handler nested on
@@ -4257,7 +4266,7 @@ BPT__PRIVATE void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned act
     h->want_s[h->nwant++] = s;
 }
 
-/* Reserve the next frame of a shadow stack (step 1's first half), or NULL
+/* Reserve the next frame of a shadow stack (F1's first half), or NULL
    when it is full or cannot be allocated. */
 static bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack) {
     uint32_t d = rec->shadow_depth[stack];
@@ -4270,7 +4279,7 @@ static bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack) {
     }
     if (d >= BPT_SHADOW_FRAMES) return NULL;
     rec->shadow_depth[stack] = d + 1;   /* reserve, then fill: a nested handler pushes above */
-    bpt__compiler_barrier();
+    bpt__compiler_barrier();   /* [H1] */
     return &rec->shadow[stack][d];
 }
 
@@ -4301,13 +4310,13 @@ static void bpt__timem_pause(bpt__frame_session *fs, uint64_t now) {
    generation are read as the hit path reads them). */
 static void bpt__timem_charge_frame(bpt__thread *rec, bpt__frame *fr, uint64_t now) {
     uint32_t i;
-    unsigned ix = bpt_active_bp_ix();   /* once per return, as once per hit */
+    unsigned ix = bpt_active_bp_ix();   /* [G2] once per return, as once per hit */
     bpt__GenericBp *g;
     for (i = 0; i < fr->nsess; i++) {
         bpt__frame_session *fs = &fr->sess[i];
         if (!(fs->actions & BPT__FRAME_TIMEM)) continue;
         bpt__timem_pause(fs, now);
-        for (g = (bpt__GenericBp *)bpt__load_acquire_ptr(&fr->f->gen_bp); g;
+        for (g = (bpt__GenericBp *)bpt__load_acquire_ptr(&fr->f->gen_bp); g;        /* [G1] */
              g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next)) {
             const bpt__GenericBpData *d = &g->data[ix];
             if (g->session->id != fs->id) continue;
@@ -4373,7 +4382,7 @@ static void bpt__frame_end(bpt__thread *rec, int stack, bpt__frame *fr) {
 static bpt__frame bpt__frame_pop(bpt__thread *rec, int stack) {
     uint32_t d = rec->shadow_depth[stack] - 1;
     bpt__frame fr = rec->shadow[stack][d];
-    bpt__compiler_barrier();
+    bpt__compiler_barrier();   /* [H1] */
     rec->shadow_depth[stack] = d;
     return fr;
 }
@@ -4509,7 +4518,7 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h) {
     }
 }
 
-/* Step 1: the entry handler's frame, after every session has been walked. */
+/* F1: the entry handler's frame, after every session has been walked. */
 BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
     bpt__thread *rec = h->rec;
     bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
@@ -4535,7 +4544,7 @@ BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
     if (!tail) *slot = bpt__arch_ret_sign(h->f, BPT__RETURN_TRAMPOLINE, sp);
 }
 
-/* Step 2: called by the return trampoline with the stack pointer the
+/* F2: called by the return trampoline with the stack pointer the
    traced function had at entry and its return registers; returns where to
    continue. Not static: the trampoline's assembly calls it by name. */
 __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
@@ -4585,7 +4594,7 @@ __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr
 }
 #endif /* BPT_NATIVE */
 
-/* Step 3. */
+/* F3. */
 int bpt_unwind_to(const void *spp) {
     bpt__thread *rec = bpt__thread_self_or_null();
     uintptr_t sp = (uintptr_t)spp;
@@ -4914,7 +4923,7 @@ BPT__HOT void bpt__kind_call_hit(bpt__hit *h, bpt__session *s, const bpt__Generi
     uint64_t now;
     /* A dead session's GenericBp lives until step 12 of its destroy; it must
        send nothing meanwhile. A tracer's own calls are not traced. */
-    if (rec->in_tracer || bpt__load_relaxed_u32(&s->dead)) return;
+    if (rec->in_tracer || bpt__load_relaxed_u32(&s->dead)) return;   /* [S2] */
     memset(&m, 0, sizeof m);
     bpt__read_args(f, ms, frame, &m);
     if (ms && ms->pred && !ms->pred(m.args, m.nargs, ms->user)) return;
@@ -5063,9 +5072,9 @@ BPT__HOT int bpt__breakpoint(bpt__hit *h) {
 #if defined(BPT_NATIVE)
     if (f->kind == BPT__SITE_NATIVE && rec->shadow_depth[BPT__STACK_NATIVE]) bpt__native_settle(h);
 #endif
-    ix = bpt_active_bp_ix();   /* once per hit: one generation throughout */
-    /* Acquire loads of the list pair with the release stores that link a
-       GenericBp (steps 2 and 5) and unlink one (step 11). */
+    ix = bpt_active_bp_ix();   /* [G2] once per hit: one generation throughout */
+    /* [G1] Acquire loads of the list pair with the release stores that
+       link a GenericBp (steps 2 and 5, bp.c) and unlink one (step 11). */
     for (g = (bpt__GenericBp *)bpt__load_acquire_ptr(&f->gen_bp); g;
          g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next)) {
         const bpt__GenericBpData *d = &g->data[ix];
@@ -5094,7 +5103,7 @@ bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame, bpt_vm_token *toke
 /*** End of hit.c ***/
 
 /*** Begin file site_vm.c ***/
-/* site_vm.c: VM instruction-word sites (DESIGN §4.1).
+/* site_vm.c: VM instruction-word sites.
    The interpreter registers the address of a function's first instruction
    word; installing a breakpoint stores the breakpoint opcode's word there,
    uninstalling stores the original back. */
@@ -5104,10 +5113,11 @@ typedef char bpt__vm_word_is_64_bits[sizeof(bpt_vm_word) == sizeof(uint64_t) ? 1
 
 /* One aligned 8-byte store: single-copy atomic on x86-64 and aarch64, so a
    VM thread's BPT_VM_FETCH sees the old word or the new one, never a mix.
-   Its ordering with the GenericBp data comes from the waits around it
-   (steps 4 and 6, 10), not from this store. */
+   [V1] It pairs with no acquire: a VM's fetch is a plain load. Its ordering
+   with the GenericBp data comes from the waits around it (steps 4 and 6,
+   10: [B1] in progress.c), not from this store. */
 BPT__PRIVATE void bpt__site_vm_write(bpt_func *f, uint64_t w) {
-    bpt__store_release_u64((bpt__atomic_u64 *)f->site, w);
+    bpt__store_release_u64((bpt__atomic_u64 *)f->site, w);   /* [V1] */
 }
 
 BPT__PRIVATE int bpt__site_vm_check(const bpt_vm_word *word, bpt_vm_word bp_word) {
@@ -5128,7 +5138,7 @@ bpt_vm_word bpt_vm_word_at(const bpt_func *f) {
 /*** Begin file site_native.c ***/
 /* site_native.c: what native sites share on both architectures: making code
    pages writable in batches, the entry the stubs call, and the one writer the
-   protocol uses for every kind of site (DESIGN §4.4). */
+   protocol uses for every kind of site. */
 
 
 
@@ -5344,7 +5354,7 @@ BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n
 
 /*** Begin file module.c ***/
 /* module.c: finding a module's patchable entries and naming them from ELF
-   symbols (DESIGN §4.5). Runs on the set path, under the code modification
+   symbols. Runs on the set path, under the code modification
    permission; nothing here is reached from a breakpoint.
 
    The facts this part relies on, and where they come from:
@@ -5890,7 +5900,7 @@ static int bpt__module_visit_entries(const bpt__module_object *m, const bpt__elf
    order); BPT_ENOMEM.
    Thread safety: not by itself; the caller holds the code modification
    permission and keeps the module loaded for the duration of the call.
-   Source: DESIGN §4.5; dl_iterate_phdr(3); gcc -fpatchable-function-entry. */
+   Source: dl_iterate_phdr(3); gcc -fpatchable-function-entry. */
 BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const char **module_name,
                                   bpt__module_visit_fn visit, void *user) {
     char exe_buf[PATH_MAX];
@@ -5932,8 +5942,8 @@ BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const ch
    waits for thread progress wherever a reader could still see the past. */
 
 
-/* The active generation index: 0 or 1. Step 7 flips it with a release
-   store [G2]; a hit reads it once, with an acquire load. */
+/* The active generation index: 0 or 1. The commit flips it with a release
+   store; a hit reads it once, with an acquire load [G2]. */
 static bpt__atomic_u32 bpt__active_ix;
 
 unsigned bpt_active_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix); }   /* [G2] */
@@ -6127,11 +6137,15 @@ static int bpt__allocate(bpt__change *c, bpt__session *s, bpt_func **fs, int n, 
     for (i = 0; i < n; i++) {
         bpt__change_item *it = &c->items[c->n];
         bpt__GenericBp *g = bpt__find_bp(fs[i], s);
-        if (!g && !bpt__op_enables(op)) continue;   /* nothing to switch off */
+        /* Nothing to switch off, unless an earlier uninstall was refused
+           (mprotect, or a site holding a foreign word) and left the word
+           with no breakpoint behind it: step 9 tries again (g stays NULL). */
+        if (!g && !bpt__op_enables(op) && !fs[i]->installed) continue;
         memset(it, 0, sizeof *it);
         it->f = fs[i];
         it->g = g;
         c->n++;
+        if (!g && !bpt__op_enables(op)) continue;
         if (!g) {
             if (!(g = (bpt__GenericBp *)BPT_MALLOC(sizeof *g))) goto enomem;
             memset(g, 0, sizeof *g);
@@ -6170,6 +6184,7 @@ static int bpt__stage(bpt__change *c) {
     int i;
     for (i = 0; i < c->n; i++) {
         bpt__change_item *it = &c->items[i];
+        if (!it->g) continue;   /* only a word to restore (step 2) */
         bpt__kinds_stage(&it->g->data[staging], c->op, it->prepared);
         memset(it->prepared, 0, sizeof it->prepared);   /* owned by the breakpoint now */
         if (!it->f->installed && it->g->data[staging].flags) c->installs++;
@@ -6199,12 +6214,12 @@ static int bpt__install(bpt__change *c) {
     for (i = 0; i < c->n; i++) {
         bpt_func *f = c->items[i].f;
         bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp);
-        if (head->to_insert) {
+        if (head && head->to_insert) {
             bpt__store_release_ptr(&f->gen_bp, head->to_insert);   /* [G1] */
             head->to_insert = NULL;
             published++;
         }
-        if (!f->installed && c->items[i].g->data[staging].flags) c->sites[nsites++] = f;
+        if (!f->installed && c->items[i].g && c->items[i].g->data[staging].flags) c->sites[nsites++] = f;
     }
     if ((rc = bpt__sites_write(c->sites, nsites, 1, &c->wrote_code, &c->batch, &written)) < 0) c->rc = rc;
     c->installs = written;
@@ -6213,7 +6228,7 @@ static int bpt__install(bpt__change *c) {
 
 /* The wait after writing site words (steps 6 and 10): a plain wait for VM
    words, which are data; after code writes, one that also serializes every
-   thread's instruction stream (DESIGN §4.4). */
+   thread's instruction stream (membarrier SYNC_CORE: progress.c). */
 static void bpt__wait_after_write(int wrote_code) {
     if (wrote_code) bpt_thread_progress_wait_sync_core();
     else bpt_thread_progress_wait();
@@ -6228,7 +6243,8 @@ static int bpt__wait_installed(bpt__change *c) {
 
 /* Step 7: commit. Flip the active index: the staging generation becomes the
    active one. The release store [G2] pairs with the acquire load of
-   bpt_active_bp_ix() that every hit makes once (hit.c, frames.c), so a hit
+   bpt_active_bp_ix() that every hit and return makes once (hit.c,
+   frames.c), so a hit
    that reads the new index sees everything step 3 staged. The only store
    to the index: trace_info's collection switches with it too (C3,
    timem.c). Under the permission. */
@@ -6806,7 +6822,7 @@ int bpt_unregister(bpt_func *f) {
     if (f->installed) {   /* an uninstall whose mprotect was refused left the word in place */
         bpt__permission_release();
         return bpt__fail(BPT_EBUSY, "bpt_unregister: %s:%s/%d still has its breakpoint word "
-                         "(restoring it was refused); retry after the cause is gone", f->module, f->name, f->arity);
+                         "(restoring it was refused); once the cause is gone, switch a pattern that names it off again", f->module, f->name, f->arity);
     }
 #if defined(BPT_NATIVE)
     if (f->kind == BPT__SITE_NATIVE && !(ix = bpt__addr_index_alloc(bpt__native_count(), "bpt_unregister"))) {
@@ -6885,7 +6901,7 @@ int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
     }
     /* Weak id: a per-slot generation, never 0, so a stale handle never matches. */
     s->id = (++bpt__sessions.generation[slot] << 16) | (uint64_t)slot;
-    bpt__store_release_ptr(&bpt__sessions.slot[slot], s);   /* pairs with bpt__session_lookup */
+    bpt__store_release_ptr(&bpt__sessions.slot[slot], s);   /* [S1] pairs with bpt__session_lookup (session.c) */
     bpt__permission_release();
     out->id = s->id;
     return 0;
@@ -6931,8 +6947,8 @@ int bpt_session_destroy(bpt_session handle) {
     BPT_FREE(fs);
     /* From here the session is gone for everyone: late hits see dead, and
        lookups by its weak id fail. */
-    bpt__store_release_u32(&s->dead, 1);
-    bpt__store_release_ptr(&bpt__sessions.slot[s->id & 0xffff], NULL);
+    bpt__store_release_u32(&s->dead, 1);   /* [S2] */
+    bpt__store_release_ptr(&bpt__sessions.slot[s->id & 0xffff], NULL);   /* [S1] */
     while ((e = s->patterns) != NULL) {
         s->patterns = e->next;
         bpt__pattern_entry_free(e);

@@ -112,7 +112,7 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
    Thread safety
      any thread (set path); not from a signal handler
    Source
-     bptrace (DESIGN §4.2-4.4); Linux ftrace's patchable entries
+     bptrace (site_x86_64.c, site_aarch64.c, site_native.c); Linux ftrace's patchable entries
 */
 BPT_API int bpt_register_native(void *fn, const char *module, const char *name, int arity, bpt_func **out);
 
@@ -155,7 +155,7 @@ BPT_API int bpt_register_native(void *fn, const char *module, const char *name, 
      any thread (set path); not from a signal handler; the caller keeps the
      module loaded during the call
    Source
-     bptrace (DESIGN §4.5); gcc -fpatchable-function-entry, dl_iterate_phdr(3)
+     bptrace (module.c); gcc -fpatchable-function-entry, dl_iterate_phdr(3)
 */
 BPT_API int bpt_register_module(const char *module);
 
@@ -205,8 +205,10 @@ BPT_API int bpt_unregister_module(const char *module);
      BPT_EINVAL    f is NULL
      BPT_ENOENT    f is not a registered record
      BPT_EBUSY     a session traces f (remove its patterns first), or an
-                   earlier uninstall was refused by mprotect and the
-                   breakpoint word is still in place (retry later)
+                   earlier uninstall was refused (mprotect, or a site that
+                   held a foreign word) and the breakpoint word is still in
+                   place: once the cause is gone, switch a pattern that names
+                   f off again, then unregister
      BPT_ENOMEM    a native function: no memory for the new index of native
                    code that names callers and return_to targets; f stays
                    registered (or the thread's record could not be allocated)

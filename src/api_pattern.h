@@ -119,6 +119,13 @@ typedef struct bpt_match {
      BPT_EPERM      native sites: mprotect refused a code write; the settings
                     are committed, but the functions whose word could not be
                     written stay untraced, and the pattern is not remembered
+     BPT_ENOTPATCHABLE  a site did not hold the word bptrace expected there
+                    (a debugger's breakpoint, another patcher changed it):
+                    that site is left alone, the others are written, and as
+                    with BPT_EPERM the settings are committed and the pattern
+                    is not remembered. A switch-off that could not restore a
+                    word is retried by the next switch-off of a pattern that
+                    names the function (as ftrace_modify_code checks, Linux)
      BPT_EDEADLK    from a tracer callback, a pinned section, or a callback
                     under the code modification permission (an observer, a
                     bpt_trace_info_each visitor)
@@ -133,7 +140,7 @@ BPT_API int bpt_trace_pattern(bpt_session s, const char *pattern, unsigned flags
 
 /* bpt_active_bp_ix / bpt_staging_bp_ix: which of the two generations of
    every breakpoint running code reads (0 or 1), and the other, where the
-   set path stages changes. Step 7 of the protocol (commit) swaps them.
+   set path stages changes. The protocol's commit (its seventh step) swaps them.
 
    Parameters
      none

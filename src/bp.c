@@ -9,8 +9,8 @@
 #include "internal.h"
 
 
-/* The active generation index: 0 or 1. Step 7 flips it with a release
-   store [G2]; a hit reads it once, with an acquire load. */
+/* The active generation index: 0 or 1. The commit flips it with a release
+   store; a hit reads it once, with an acquire load [G2]. */
 static bpt__atomic_u32 bpt__active_ix;
 
 unsigned bpt_active_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix); }   /* [G2] */
@@ -204,11 +204,15 @@ static int bpt__allocate(bpt__change *c, bpt__session *s, bpt_func **fs, int n, 
     for (i = 0; i < n; i++) {
         bpt__change_item *it = &c->items[c->n];
         bpt__GenericBp *g = bpt__find_bp(fs[i], s);
-        if (!g && !bpt__op_enables(op)) continue;   /* nothing to switch off */
+        /* Nothing to switch off, unless an earlier uninstall was refused
+           (mprotect, or a site holding a foreign word) and left the word
+           with no breakpoint behind it: step 9 tries again (g stays NULL). */
+        if (!g && !bpt__op_enables(op) && !fs[i]->installed) continue;
         memset(it, 0, sizeof *it);
         it->f = fs[i];
         it->g = g;
         c->n++;
+        if (!g && !bpt__op_enables(op)) continue;
         if (!g) {
             if (!(g = (bpt__GenericBp *)BPT_MALLOC(sizeof *g))) goto enomem;
             memset(g, 0, sizeof *g);
@@ -247,6 +251,7 @@ static int bpt__stage(bpt__change *c) {
     int i;
     for (i = 0; i < c->n; i++) {
         bpt__change_item *it = &c->items[i];
+        if (!it->g) continue;   /* only a word to restore (step 2) */
         bpt__kinds_stage(&it->g->data[staging], c->op, it->prepared);
         memset(it->prepared, 0, sizeof it->prepared);   /* owned by the breakpoint now */
         if (!it->f->installed && it->g->data[staging].flags) c->installs++;
@@ -276,12 +281,12 @@ static int bpt__install(bpt__change *c) {
     for (i = 0; i < c->n; i++) {
         bpt_func *f = c->items[i].f;
         bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp);
-        if (head->to_insert) {
+        if (head && head->to_insert) {
             bpt__store_release_ptr(&f->gen_bp, head->to_insert);   /* [G1] */
             head->to_insert = NULL;
             published++;
         }
-        if (!f->installed && c->items[i].g->data[staging].flags) c->sites[nsites++] = f;
+        if (!f->installed && c->items[i].g && c->items[i].g->data[staging].flags) c->sites[nsites++] = f;
     }
     if ((rc = bpt__sites_write(c->sites, nsites, 1, &c->wrote_code, &c->batch, &written)) < 0) c->rc = rc;
     c->installs = written;
@@ -290,7 +295,7 @@ static int bpt__install(bpt__change *c) {
 
 /* The wait after writing site words (steps 6 and 10): a plain wait for VM
    words, which are data; after code writes, one that also serializes every
-   thread's instruction stream (DESIGN §4.4). */
+   thread's instruction stream (membarrier SYNC_CORE: progress.c). */
 static void bpt__wait_after_write(int wrote_code) {
     if (wrote_code) bpt_thread_progress_wait_sync_core();
     else bpt_thread_progress_wait();
@@ -305,7 +310,8 @@ static int bpt__wait_installed(bpt__change *c) {
 
 /* Step 7: commit. Flip the active index: the staging generation becomes the
    active one. The release store [G2] pairs with the acquire load of
-   bpt_active_bp_ix() that every hit makes once (hit.c, frames.c), so a hit
+   bpt_active_bp_ix() that every hit and return makes once (hit.c,
+   frames.c), so a hit
    that reads the new index sees everything step 3 staged. The only store
    to the index: trace_info's collection switches with it too (C3,
    timem.c). Under the permission. */

@@ -124,7 +124,7 @@
 #define BPTRACE_VERSION "0.1.0"
 
 /* >>config: BPT_TRACEABLE reserves the patchable entry bptrace needs
-   (DESIGN §4.2, §4.3): pre-entry padding for the function record pointer, the
+   (site_x86_64.c, site_aarch64.c): pre-entry padding for the function record pointer, the
    stub address and the call into the stub, and one word at the entry.
    noipa (gcc) keeps callers from relying on what the function's body does:
    gcc's IPA register allocation would keep values in call-clobbered

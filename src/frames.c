@@ -1,4 +1,4 @@
-/* frames.c: return_from, exception_from and return_to (DESIGN §7), as
+/* frames.c: return_from, exception_from and return_to, as
    BEAM's return_trace and exception_trace frames.
 
    BEAM pushes a return_trace frame on the process stack when a match spec
@@ -7,19 +7,19 @@
    Native code has no room on its stack for such a frame, so bptrace keeps it
    on a per-thread shadow stack and makes the call return through it:
 
-   1. Entry (bpt__native_frame_push, from the entry handler): save the
+   F1. Entry (bpt__native_frame_push, from the entry handler): save the
       caller's return address in a shadow frame, with the stack pointer at
       entry, which names the frame, and write the return trampoline's
       address in its place (x86-64: the slot the call pushed; aarch64: x9,
       which the stub moves back to x30). Once per call, however many
       sessions asked: the frame lists them.
-   2. Return (bpt__native_return, from the trampoline): find the newest
+   F2. Return (bpt__native_return, from the trampoline): find the newest
       frame whose stack pointer is the returning one. Frames above it were
       unwound (longjmp, a host's throw) without returning: exception_from,
       newest first. Then return_from, and return_to once the chain of tail
       calls sharing that stack pointer ends. Continue at the original
       address.
-   3. Unwind (bpt_unwind_to): the host says how far it unwound.
+   F3. Unwind (bpt_unwind_to): the host says how far it unwound.
 
    A frame is reserved (depth + 1) before it is filled, and copied out
    before it is released (depth - 1), so that a signal handler nested on
@@ -53,7 +53,7 @@ BPT__PRIVATE void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned act
     h->want_s[h->nwant++] = s;
 }
 
-/* Reserve the next frame of a shadow stack (step 1's first half), or NULL
+/* Reserve the next frame of a shadow stack (F1's first half), or NULL
    when it is full or cannot be allocated. */
 static bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack) {
     uint32_t d = rec->shadow_depth[stack];
@@ -66,7 +66,7 @@ static bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack) {
     }
     if (d >= BPT_SHADOW_FRAMES) return NULL;
     rec->shadow_depth[stack] = d + 1;   /* reserve, then fill: a nested handler pushes above */
-    bpt__compiler_barrier();
+    bpt__compiler_barrier();   /* [H1] */
     return &rec->shadow[stack][d];
 }
 
@@ -97,13 +97,13 @@ static void bpt__timem_pause(bpt__frame_session *fs, uint64_t now) {
    generation are read as the hit path reads them). */
 static void bpt__timem_charge_frame(bpt__thread *rec, bpt__frame *fr, uint64_t now) {
     uint32_t i;
-    unsigned ix = bpt_active_bp_ix();   /* once per return, as once per hit */
+    unsigned ix = bpt_active_bp_ix();   /* [G2] once per return, as once per hit */
     bpt__GenericBp *g;
     for (i = 0; i < fr->nsess; i++) {
         bpt__frame_session *fs = &fr->sess[i];
         if (!(fs->actions & BPT__FRAME_TIMEM)) continue;
         bpt__timem_pause(fs, now);
-        for (g = (bpt__GenericBp *)bpt__load_acquire_ptr(&fr->f->gen_bp); g;
+        for (g = (bpt__GenericBp *)bpt__load_acquire_ptr(&fr->f->gen_bp); g;        /* [G1] */
              g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next)) {
             const bpt__GenericBpData *d = &g->data[ix];
             if (g->session->id != fs->id) continue;
@@ -169,7 +169,7 @@ static void bpt__frame_end(bpt__thread *rec, int stack, bpt__frame *fr) {
 static bpt__frame bpt__frame_pop(bpt__thread *rec, int stack) {
     uint32_t d = rec->shadow_depth[stack] - 1;
     bpt__frame fr = rec->shadow[stack][d];
-    bpt__compiler_barrier();
+    bpt__compiler_barrier();   /* [H1] */
     rec->shadow_depth[stack] = d;
     return fr;
 }
@@ -305,7 +305,7 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h) {
     }
 }
 
-/* Step 1: the entry handler's frame, after every session has been walked. */
+/* F1: the entry handler's frame, after every session has been walked. */
 BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
     bpt__thread *rec = h->rec;
     bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
@@ -331,7 +331,7 @@ BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
     if (!tail) *slot = bpt__arch_ret_sign(h->f, BPT__RETURN_TRAMPOLINE, sp);
 }
 
-/* Step 2: called by the return trampoline with the stack pointer the
+/* F2: called by the return trampoline with the stack pointer the
    traced function had at entry and its return registers; returns where to
    continue. Not static: the trampoline's assembly calls it by name. */
 __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
@@ -381,7 +381,7 @@ __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr
 }
 #endif /* BPT_NATIVE */
 
-/* Step 3. */
+/* F3. */
 int bpt_unwind_to(const void *spp) {
     bpt__thread *rec = bpt__thread_self_or_null();
     uintptr_t sp = (uintptr_t)spp;

@@ -449,7 +449,7 @@ int bpt_unregister(bpt_func *f) {
     if (f->installed) {   /* an uninstall whose mprotect was refused left the word in place */
         bpt__permission_release();
         return bpt__fail(BPT_EBUSY, "bpt_unregister: %s:%s/%d still has its breakpoint word "
-                         "(restoring it was refused); retry after the cause is gone", f->module, f->name, f->arity);
+                         "(restoring it was refused); once the cause is gone, switch a pattern that names it off again", f->module, f->name, f->arity);
     }
 #if defined(BPT_NATIVE)
     if (f->kind == BPT__SITE_NATIVE && !(ix = bpt__addr_index_alloc(bpt__native_count(), "bpt_unregister"))) {

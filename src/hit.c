@@ -21,9 +21,9 @@ BPT__HOT int bpt__breakpoint(bpt__hit *h) {
 #if defined(BPT_NATIVE)
     if (f->kind == BPT__SITE_NATIVE && rec->shadow_depth[BPT__STACK_NATIVE]) bpt__native_settle(h);
 #endif
-    ix = bpt_active_bp_ix();   /* once per hit: one generation throughout */
-    /* Acquire loads of the list pair with the release stores that link a
-       GenericBp (steps 2 and 5) and unlink one (step 11). */
+    ix = bpt_active_bp_ix();   /* [G2] once per hit: one generation throughout */
+    /* [G1] Acquire loads of the list pair with the release stores that
+       link a GenericBp (steps 2 and 5, bp.c) and unlink one (step 11). */
     for (g = (bpt__GenericBp *)bpt__load_acquire_ptr(&f->gen_bp); g;
          g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next)) {
         const bpt__GenericBpData *d = &g->data[ix];

@@ -117,7 +117,7 @@ BPT__HOT void bpt__kind_call_hit(bpt__hit *h, bpt__session *s, const bpt__Generi
     uint64_t now;
     /* A dead session's GenericBp lives until step 12 of its destroy; it must
        send nothing meanwhile. A tracer's own calls are not traced. */
-    if (rec->in_tracer || bpt__load_relaxed_u32(&s->dead)) return;
+    if (rec->in_tracer || bpt__load_relaxed_u32(&s->dead)) return;   /* [S2] */
     memset(&m, 0, sizeof m);
     bpt__read_args(f, ms, frame, &m);
     if (ms && ms->pred && !ms->pred(m.args, m.nargs, ms->user)) return;

@@ -1,5 +1,5 @@
 /* module.c: finding a module's patchable entries and naming them from ELF
-   symbols (DESIGN §4.5). Runs on the set path, under the code modification
+   symbols. Runs on the set path, under the code modification
    permission; nothing here is reached from a breakpoint.
 
    The facts this part relies on, and where they come from:
@@ -546,7 +546,7 @@ static int bpt__module_visit_entries(const bpt__module_object *m, const bpt__elf
    order); BPT_ENOMEM.
    Thread safety: not by itself; the caller holds the code modification
    permission and keeps the module loaded for the duration of the call.
-   Source: DESIGN §4.5; dl_iterate_phdr(3); gcc -fpatchable-function-entry. */
+   Source: dl_iterate_phdr(3); gcc -fpatchable-function-entry. */
 BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const char **module_name,
                                   bpt__module_visit_fn visit, void *user) {
     char exe_buf[PATH_MAX];

@@ -12,7 +12,7 @@ struct bpt__mfa {
 };
 
 /* How a pattern sets its kinds (BPT__KINDS, breakpoint.h), and the
-   call-trace actions that need a return frame or a caller (DESIGN §7). */
+   call-trace actions that need a return frame or a caller (frames.c). */
 #define BPT__HOWS (BPT_OFF | BPT_PAUSE | BPT_RESTART)
 #define BPT__FRAME_ACTIONS (BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO)
 #define BPT__CALL_ACTIONS (BPT__FRAME_ACTIONS | BPT_CALLER)

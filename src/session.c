@@ -50,8 +50,8 @@ BPT__PRIVATE bpt__session *bpt__session_lookup(uint64_t id) {
     uint64_t slot = id & 0xffff;
     bpt__session *s;
     if (id == 0 || slot >= BPT_MAX_SESSIONS) return NULL;
-    s = (bpt__session *)bpt__load_acquire_ptr(&bpt__sessions.slot[slot]);
-    if (!s || s->id != id || bpt__load_relaxed_u32(&s->dead)) return NULL;
+    s = (bpt__session *)bpt__load_acquire_ptr(&bpt__sessions.slot[slot]);   /* [S1] */
+    if (!s || s->id != id || bpt__load_relaxed_u32(&s->dead)) return NULL;   /* [S2] */
     return s;
 }
 
@@ -66,15 +66,15 @@ static bpt__lane *bpt__lane_new(const bpt__session *s) {
 }
 
 /* The lane of the calling thread's slot, created on first use. Publication
-   is a release CAS (a new lane is fully initialised before others see it),
-   paired with the acquire loads in drain, stats and here. */
+   is a release CAS [R1] (a new lane is fully initialised before others see
+   it), paired with the acquire loads in drain, stats and here. */
 static bpt__lane *bpt__lane_get(bpt__session *s, const bpt__thread *rec) {
     uint32_t ix = rec->index < BPT_MAX_THREADS ? rec->index : BPT_MAX_THREADS;
-    bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[ix]);
+    bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[ix]);   /* [R1] */
     if (lane) return lane;
     lane = bpt__lane_new(s);
     if (!lane) return NULL;
-    if (!bpt__cas_ptr(&s->lanes[ix], NULL, lane)) {
+    if (!bpt__cas_ptr(&s->lanes[ix], NULL, lane)) {   /* [R1] */
         BPT_FREE(lane);   /* only the overflow slot has rival producers */
         lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[ix]);
     }
@@ -94,11 +94,11 @@ BPT__PRIVATE void bpt__msg_header(bpt_msg *m, unsigned type, uint64_t thread, ui
 }
 
 /* Write one message into a ring lane, announcing earlier drops first. The
-   single producer owns head; tail is read with acquire, pairing with the
-   consumer's release store after it copied the slot out. */
+   single producer owns head; tail is read with acquire [R3], pairing with
+   the consumer's release store after it copied the slot out. */
 static void bpt__lane_push(bpt__lane *lane, const bpt_msg *m) {
     uint64_t head = bpt__load_relaxed_u64(&lane->head);
-    uint64_t tail = bpt__load_acquire_u64(&lane->tail);
+    uint64_t tail = bpt__load_acquire_u64(&lane->tail);   /* [R3] */
     uint64_t need = lane->unreported_drops ? 2 : 1;
     bpt__owner_inc_u64(&lane->produced, 1);
     if (head - tail + need > lane->mask + 1) {
@@ -114,7 +114,7 @@ static void bpt__lane_push(bpt__lane *lane, const bpt_msg *m) {
         lane->unreported_drops = 0;
     }
     lane->slots[head & lane->mask] = *m;
-    bpt__store_release_u64(&lane->head, head + 1);   /* pairs with drain's acquire of head */
+    bpt__store_release_u64(&lane->head, head + 1);   /* [R2] pairs with drain's acquire of head */
 }
 
 /* Hand one message to the session's tracer. Called pinned, from the hit path.
@@ -125,20 +125,20 @@ BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt
     bpt__lane *lane;
     int overflow = rec->index >= BPT_MAX_THREADS;
     if (rec->sending) {
-        if ((lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[overflow ? BPT_MAX_THREADS : rec->index])) != NULL)
+        if ((lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[overflow ? BPT_MAX_THREADS : rec->index])) != NULL)   /* [R1] */
             bpt__fetch_add_u64(&lane->lost, 1);
         else   /* the interrupted send is making the lane */
             bpt__fetch_add_u64(&s->lost_laneless, 1);
         return;
     }
     rec->sending = 1;
-    bpt__compiler_barrier();   /* set before the lane is touched, as a signal handler sees it */
+    bpt__compiler_barrier();   /* [H1] set before the lane is touched, as a signal handler sees it */
     lane = bpt__lane_get(s, rec);
     if (!lane) {               /* out of memory: the message is lost (counted), nothing else is */
         bpt__fetch_add_u64(&s->lost_laneless, 1);
         goto done;
     }
-    if (overflow && !bpt__cas_u32(&s->overflow_busy, 0, 1)) {
+    if (overflow && !bpt__cas_u32(&s->overflow_busy, 0, 1)) {   /* [R4] acquire: the last holder's writes */
         bpt__fetch_add_u64(&lane->lost, 1);
         goto done;
     }
@@ -151,9 +151,9 @@ BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt
     } else {
         bpt__lane_push(lane, m);
     }
-    if (overflow) bpt__store_release_u32(&s->overflow_busy, 0);
+    if (overflow) bpt__store_release_u32(&s->overflow_busy, 0);   /* [R4] */
 done:
-    bpt__compiler_barrier();
+    bpt__compiler_barrier();   /* [H1] */
     rec->sending = 0;
 }
 
@@ -231,17 +231,17 @@ int bpt_session_drain(bpt_session handle, bpt_msg *out, int max) {
     }
     pthread_mutex_lock(&s->drain_lock);
     for (i = 0; i <= BPT_MAX_THREADS && n < max; i++) {
-        bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);
+        bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);   /* [R1] */
         uint64_t tail, head, drained;
         if (!lane || s->tracer) continue;   /* a callback session's lanes hold no ring */
         tail = bpt__load_relaxed_u64(&lane->tail);
-        head = bpt__load_acquire_u64(&lane->head);   /* pairs with the producer's release of head */
+        head = bpt__load_acquire_u64(&lane->head);   /* [R2] pairs with the producer's release of head */
         drained = bpt__load_relaxed_u64(&lane->drained);
         while (tail != head && n < max) {
             out[n] = lane->slots[tail++ & lane->mask];
             drained += out[n++].type != BPT_MSG_DROPPED;   /* notices are not produced messages */
         }
-        bpt__store_release_u64(&lane->tail, tail);    /* pairs with the producer's acquire of tail */
+        bpt__store_release_u64(&lane->tail, tail);    /* [R3] pairs with the producer's acquire of tail */
         bpt__store_relaxed_u64(&lane->drained, drained);
     }
     pthread_mutex_unlock(&s->drain_lock);
@@ -264,7 +264,7 @@ int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
     }
     memset(out, 0, sizeof *out);
     for (i = 0; i <= BPT_MAX_THREADS; i++) {
-        bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);
+        bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);   /* [R1] */
         if (!lane) continue;
         out->produced += bpt__load_relaxed_u64(&lane->produced) + bpt__load_relaxed_u64(&lane->lost);
         out->dropped += bpt__load_relaxed_u64(&lane->dropped) + bpt__load_relaxed_u64(&lane->lost);

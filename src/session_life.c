@@ -32,7 +32,7 @@ int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
     }
     /* Weak id: a per-slot generation, never 0, so a stale handle never matches. */
     s->id = (++bpt__sessions.generation[slot] << 16) | (uint64_t)slot;
-    bpt__store_release_ptr(&bpt__sessions.slot[slot], s);   /* pairs with bpt__session_lookup */
+    bpt__store_release_ptr(&bpt__sessions.slot[slot], s);   /* [S1] pairs with bpt__session_lookup (session.c) */
     bpt__permission_release();
     out->id = s->id;
     return 0;
@@ -78,8 +78,8 @@ int bpt_session_destroy(bpt_session handle) {
     BPT_FREE(fs);
     /* From here the session is gone for everyone: late hits see dead, and
        lookups by its weak id fail. */
-    bpt__store_release_u32(&s->dead, 1);
-    bpt__store_release_ptr(&bpt__sessions.slot[s->id & 0xffff], NULL);
+    bpt__store_release_u32(&s->dead, 1);   /* [S2] */
+    bpt__store_release_ptr(&bpt__sessions.slot[s->id & 0xffff], NULL);   /* [S1] */
     while ((e = s->patterns) != NULL) {
         s->patterns = e->next;
         bpt__pattern_entry_free(e);

@@ -1,4 +1,4 @@
-/* site_aarch64.c: native function entries on aarch64 (DESIGN §4.3).
+/* site_aarch64.c: native function entries on aarch64.
 
    BPT_TRACEABLE compiles a function with 8 NOP words before it and one NOP
    at its entry, after a bti c or paciasp with -mbranch-protection. The
@@ -73,7 +73,7 @@ __asm__(
    this object's text, not the symbol (the trampoline came out as the stub). */
 extern __attribute__((visibility("hidden"))) char bpt__aarch64_stub[];
 
-/* The return trampoline (return trace, DESIGN §7). A traced function whose
+/* The return trampoline (return trace, frames.c). A traced function whose
    saved return address (x9 in the stub's frame) the entry handler swapped
    returns here with sp as it was at its entry. Save the return registers
    (x0-x7, q0-q3: AAPCS64 returns up to four vector registers for an HFA),

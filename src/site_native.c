@@ -1,6 +1,6 @@
 /* site_native.c: what native sites share on both architectures: making code
    pages writable in batches, the entry the stubs call, and the one writer the
-   protocol uses for every kind of site (DESIGN §4.4). */
+   protocol uses for every kind of site. */
 #include "internal.h"
 
 

@@ -1,4 +1,4 @@
-/* site_x86_64.c: native function entries on x86-64 (DESIGN §4.2).
+/* site_x86_64.c: native function entries on x86-64.
 
    BPT_TRACEABLE compiles a function with 24 NOP bytes before it and a 2-byte
    NOP at its entry (gcc: 90 90, clang: 66 90), after an endbr64 when
@@ -98,7 +98,7 @@ __asm__(
    local to this object is not reliable (see site_aarch64.c). */
 extern __attribute__((visibility("hidden"))) char bpt__x86_64_stub_plain[], bpt__x86_64_stub_endbr[];
 
-/* The return trampoline (return trace, DESIGN §7). A traced function whose
+/* The return trampoline (return trace, frames.c). A traced function whose
    return slot the entry handler swapped returns here, with rsp one word
    above that slot. Save the return registers (rax, rdx, xmm0, xmm1: SysV
    returns nothing else, x87 st0 aside, which C code here leaves alone), ask
@@ -180,7 +180,7 @@ BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_
 
 /* The one store that switches a site: 2 bytes, atomic within a cache line.
    Instruction fetch on other cores sees it after the SYNC_CORE wait that
-   follows every batch of writes (DESIGN §4.4). One movw in asm rather than
+   follows every batch of writes (site_native.c). One movw in asm rather than
    a C atomic: a sanitizer must not instrument a store into code (TSAN's
    shadow of text is read-only and faults). */
 BPT__PRIVATE void bpt__arch_write_site(uint8_t *site, uint64_t word) {

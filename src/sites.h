@@ -1,5 +1,5 @@
-/* sites.h: what other parts use of sites, where the instruction word lives
-   (DESIGN §4): the architecture interface each site_<arch>.c defines, the
+/* sites.h: what other parts use of sites, where the instruction word
+   lives: the architecture interface each site_<arch>.c defines, the
    VM site writer (site_vm.c), and the batched, checked writer of code and
    its entry from the stubs (site_native.c). */
 

@@ -26,7 +26,7 @@ static bpt__atomic_ptr bpt__addr_index_cur;   /* bpt__addr_index *, release-publ
 
 /* Pinned. Returns 1 and the names, or 0 for code bptrace does not know. */
 BPT__PRIVATE int bpt__symbolize(uintptr_t addr, const char **module, const char **name, int *arity) {
-    const bpt__addr_index *ix = (const bpt__addr_index *)bpt__load_acquire_ptr(&bpt__addr_index_cur);
+    const bpt__addr_index *ix = (const bpt__addr_index *)bpt__load_acquire_ptr(&bpt__addr_index_cur);   /* [I1] */
     size_t lo = 0, hi;
     if (!ix) return 0;
     hi = ix->n;
@@ -93,7 +93,7 @@ BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *
         if (!ix->e[k].end || ix->e[k].end > bound) ix->e[k].end = bound;
     }
     old = (bpt__addr_index *)bpt__load_relaxed_ptr(&bpt__addr_index_cur);
-    bpt__store_release_ptr(&bpt__addr_index_cur, ix);   /* pairs with bpt__symbolize's acquire */
+    bpt__store_release_ptr(&bpt__addr_index_cur, ix);   /* [I1] pairs with bpt__symbolize's acquire */
     if (old) {
         bpt_thread_progress_wait();
         BPT_FREE(old);

@@ -1,4 +1,4 @@
-/* timem.c: call_time and call_memory tables (DESIGN §8), as BEAM's
+/* timem.c: call_time and call_memory tables, as BEAM's
    BpTimemTrace in beam_bp.c.
 
    A breakpoint's time/memory data holds one hash table per thread slot,
@@ -153,7 +153,7 @@ BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t 
         tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index]);
         while (!tab || !(c = bpt__timem_cell_of(tab, process))) {
             if (!(grown = bpt__timem_table_grow(tab))) { bpt__fetch_add_u64(&t->lost, 1); return; }
-            bpt__store_release_ptr(&t->table[rec->index], grown);
+            bpt__store_release_ptr(&t->table[rec->index], grown);   /* [T1] */
             BPT_FREE(tab);
             tab = grown;
         }
@@ -228,7 +228,7 @@ static uint32_t bpt__timem_cells(const bpt__BpTimem *t) {
     uint32_t k, n = 0;
     for (; t; t = t->prev) {
         for (k = 0; k < BPT_MAX_THREADS; k++) {
-            const bpt__timem_table *tab = (const bpt__timem_table *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&t->table[k]);
+            const bpt__timem_table *tab = (const bpt__timem_table *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&t->table[k]);   /* [T1] */
             if (tab) n += tab->used;
         }
         if (t->overflow) n += t->overflow->used;
@@ -249,7 +249,7 @@ static bpt__timem_table *bpt__timem_merge(const bpt__BpTimem *real) {
     if (!(m = bpt__timem_table_new(cap))) return NULL;
     for (; real; real = real->prev) {
         for (k = 0; k < BPT_MAX_THREADS; k++)
-            bpt__timem_table_add(m, (const bpt__timem_table *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&real->table[k]));
+            bpt__timem_table_add(m, (const bpt__timem_table *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&real->table[k]));   /* [T1] */
         bpt__timem_table_add(m, real->overflow);
         bpt__timem_table_add(m, real->carried);
     }
@@ -286,7 +286,7 @@ BPT__PRIVATE int bpt__timem_collect(bpt__GenericBp **gs, int n) {
            acquire load, which C3's release covers; the wait is OTP's, and
            keeps the two switches of consecutive collections apart). */
     bpt_thread_progress_wait();
-    /* C3. switch: charges go to the fresh tables. */
+    /* C3. switch: charges go to the fresh tables ([G2], bp.c). */
     bpt__commit();
     /* C4. wait: no thread is still charging a real table. */
     bpt_thread_progress_wait();
