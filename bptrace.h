@@ -100,8 +100,34 @@
          BPT_ENOMEM and change nothing; each function's Errors says whether it
          can.
 
-   MAP OF THE SOURCE
-       (filled from src/README.md)
+   MAP OF THE SOURCE (src/README.md in the repository has it whole)
+       Each part below has one concern and a "Begin file X" banner. The
+       implementation opens with its declarations: port.h (compilers and
+       architectures), internal.h and one header per concern. The code
+       follows from the bottom up:
+         progress.c        thread progress: pins, epochs, waits (erl_thr_progress.c, liburcu)
+         intern.c, locks.c interned names; the lock order and fork()
+         ptrset.c          a set of pointers (the registry's checks)
+         session.c         trace sessions: lanes, tracers, rate limits
+         pattern.c         trace patterns and match specs
+         site_x86_64.c, site_aarch64.c   native entry layouts, stubs, trampolines
+         timem.c           call_time / call_memory tables and their collection
+         symbols.c         which native function holds a code address
+         frames.c          return_from, exception_from, return_to: shadow stacks
+         kind_count.c, kind_call.c, kind_timem.c   the breakpoint kinds (BPT_KINDS)
+         hit.c             the hit path: what a breakpoint does when reached
+         site_vm.c, site_native.c   writing site words: VM words, checked code batches
+         module.c          a module's patchable entries and their ELF names
+         bp.c              the set path: the 13 steps, one function each
+         funcs.c, session_life.c, trace_pattern.c, trace_info.c   the API
+         format.c          text and trace files
+       The protocol's steps, by function (bp.c): 1 bpt__change_begin,
+       2 bpt__allocate, 3 bpt__stage, 4 bpt__wait_staged, 5 bpt__install,
+       6 bpt__wait_installed, 7 bpt__commit, 8 bpt__wait_committed,
+       9 bpt__uninstall, 10 bpt__wait_uninstalled, 11 bpt__consolidate,
+       12 bpt__free_unlinked, 13 bpt__change_end. Every barrier carries a
+       tag ([B1] thread progress, [G1] breakpoint lists, [G2] the active
+       generation, ...) at both of its ends.
 
    LICENSE
        MIT. See the end of this file.
@@ -3491,8 +3517,10 @@ extern __attribute__((visibility("hidden"))) char bpt__x86_64_stub_plain[], bpt_
 
 /* The return trampoline (return trace, frames.c). A traced function whose
    return slot the entry handler swapped returns here, with rsp one word
-   above that slot. Save the return registers (rax, rdx, xmm0, xmm1: SysV
-   returns nothing else, x87 st0 aside, which C code here leaves alone), ask
+   above that slot. Save the return registers (rax, rdx, and the low 128
+   bits of xmm0, xmm1: SysV returns nothing else, x87 st0 aside, which C
+   code here leaves alone; so a function returning long double or a 256- or
+   512-bit vector must not be return-traced, as api_pattern.h says), ask
    bpt__native_return(slot, saved) for the original return address, restore,
    and jump there. A jmp, not push+ret: the caller's own return addresses
    below stay paired with the return stack buffer. */
@@ -4239,7 +4267,13 @@ BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *
    before it is released (depth - 1), so that a signal handler nested on
    the same thread, which pushes and pops above it, never touches it.
    Frames hold session weak ids, never session pointers: a frame that
-   outlives its session finds no session and sends nothing. VM frames use
+   outlives its session finds no session and sends nothing.
+
+   What the swap costs: a C++ exception thrown through a return-traced
+   native frame reaches the unwinder, which finds the trampoline where a
+   return address should be, has no unwind information for it, and calls
+   std::terminate (longjmp needs no unwind information and is fine: F2
+   turns the frames it skipped into exception_from). VM frames use
    the same frames on a second stack, named by a token the VM keeps. */
 
 

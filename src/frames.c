@@ -25,7 +25,13 @@
    before it is released (depth - 1), so that a signal handler nested on
    the same thread, which pushes and pops above it, never touches it.
    Frames hold session weak ids, never session pointers: a frame that
-   outlives its session finds no session and sends nothing. VM frames use
+   outlives its session finds no session and sends nothing.
+
+   What the swap costs: a C++ exception thrown through a return-traced
+   native frame reaches the unwinder, which finds the trampoline where a
+   return address should be, has no unwind information for it, and calls
+   std::terminate (longjmp needs no unwind information and is fine: F2
+   turns the frames it skipped into exception_from). VM frames use
    the same frames on a second stack, named by a token the VM keeps. */
 #include "internal.h"
 

@@ -100,8 +100,10 @@ extern __attribute__((visibility("hidden"))) char bpt__x86_64_stub_plain[], bpt_
 
 /* The return trampoline (return trace, frames.c). A traced function whose
    return slot the entry handler swapped returns here, with rsp one word
-   above that slot. Save the return registers (rax, rdx, xmm0, xmm1: SysV
-   returns nothing else, x87 st0 aside, which C code here leaves alone), ask
+   above that slot. Save the return registers (rax, rdx, and the low 128
+   bits of xmm0, xmm1: SysV returns nothing else, x87 st0 aside, which C
+   code here leaves alone; so a function returning long double or a 256- or
+   512-bit vector must not be return-traced, as api_pattern.h says), ask
    bpt__native_return(slot, saved) for the original return address, restore,
    and jump there. A jmp, not push+ret: the caller's own return addresses
    below stay paired with the return stack buffer. */
