@@ -11,6 +11,7 @@
 #   ./amalgamate.sh --lines  also emit #line directives, so compiler errors
 #                            point at src/ (for working on the parts)
 set -eu
+export LC_ALL=C   # the same order of kind_*.c everywhere
 cd "$(dirname "$0")"
 
 # The implementation: first the declarations, port.h, internal.h and the
@@ -19,7 +20,10 @@ cd "$(dirname "$0")"
 # The declarations let a part call any other; data is defined by its part
 # before any part that uses it (src/README.md has the map).
 HEADERS="port.h internal.h $(sed -n 's/^#include "\([a-z_0-9]*\.h\)".*/\1/p' src/internal.h | grep -v -e '^api_' -e '^port.h$' | tr '\n' ' ')"
-PARTS="progress.c intern.c locks.c ptrset.c session.c pattern.c site_x86_64.c site_aarch64.c timem.c symbols.c frames.c kind_count.c kind_call.c kind_timem.c hit.c site_vm.c site_native.c module.c bp.c funcs.c session_life.c trace_pattern.c trace_info.c format.c"
+# The breakpoint kinds are every src/kind_*.c (a new kind is its row in
+# BPT_KINDS and its part: nothing to add here).
+KINDS="$(cd src && ls kind_*.c | tr '\n' ' ')"
+PARTS="progress.c intern.c locks.c ptrset.c session.c pattern.c site_x86_64.c site_aarch64.c timem.c symbols.c frames.c $KINDS hit.c site_vm.c site_native.c module.c bp.c funcs.c session_life.c trace_pattern.c trace_info.c format.c"
 
 # The public half, one concern a part, in order: each part includes the one
 # it builds on. bpt_api.h opens the include guard and the extern "C" block;
