@@ -29,7 +29,8 @@
        Every public function has one comment in the same order: what it does
        (the contract), then Parameters, Returns, Errors (every BPT_E* code it
        can return, with when), Thread safety, and Source (the OTP or other
-       function it is modelled on, or "bptrace"). "none" marks an empty heading.
+       function it is modelled on, or "bptrace"). "none" marks an empty heading;
+       a one-line body stands on its heading's line.
        How it is done is not in these comments: see the implementation parts.
 
    COMPILE-TIME OPTIONS (>>config)
@@ -223,34 +224,25 @@ enum bpt_error {
 
 /* bpt_strerror: the fixed message of an error code.
 
-   Parameters
-     code   a BPT_E* value, or any other int
-   Returns
-     a static string, never NULL; "unknown error" for a value that is not a BPT_E*
-   Errors
-     none
-   Thread safety
-     any thread; async-signal-safe; also from a tracer callback
-   Source
-     strerror(3)
+   Parameters     code   a BPT_E* value, or any other int
+   Returns        a static string, never NULL; "unknown error" for a value that is not a BPT_E*
+   Errors         none
+   Thread safety  any thread; async-signal-safe; also from a tracer callback
+   Source         strerror(3)
 */
 BPT_API const char *bpt_strerror(int code);
 
 /* bpt_last_error: why the calling thread's last failing bptrace call failed,
    e.g. "malformed trace pattern: 'vm:fib' has no '/arity'".
 
-   Parameters
-     none
+   Parameters     none
    Returns
      a thread-local string, valid until this thread's next failing call; ""
      if none failed yet. A thread whose record could not be allocated gets a
      fixed "out of memory" text.
-   Errors
-     none
-   Thread safety
-     any thread; each thread sees only its own message
-   Source
-     dlerror(3)
+   Errors         none
+   Thread safety  any thread; each thread sees only its own message
+   Source         dlerror(3)
 */
 BPT_API const char *bpt_last_error(void);
 
@@ -280,17 +272,13 @@ BPT_API const char *bpt_last_error(void);
    thread; an unpin without a pin is ignored. The first pin of a thread
    creates its thread record; if that allocation fails the pin does nothing.
 
-   Parameters
-     none
-   Returns
-     nothing
-   Errors
-     none
+   Parameters     none
+   Returns        nothing
+   Errors         none
    Thread safety
      any thread (acts on the caller); async-signal-safe once the thread has
      its record; a managed thread must be online
-   Source
-     rcu_read_lock / rcu_read_unlock in liburcu urcu-memb
+   Source         rcu_read_lock / rcu_read_unlock in liburcu urcu-memb
 */
 BPT_API void bpt_thread_progress_pin(void);
 BPT_API void bpt_thread_progress_unpin(void);
@@ -303,18 +291,15 @@ BPT_API void bpt_thread_progress_unpin(void);
    unpinned threads never delay it. A managed caller is offline while it
    waits.
 
-   Parameters
-     none
-   Returns
-     0, or a BPT_E* code
+   Parameters     none
+   Returns        0, or a BPT_E* code
    Errors
      BPT_EDEADLK   called from a tracer callback, or by a pinned thread (it
                    would wait for itself)
    Thread safety
      any thread except as above; concurrent waiters are serialized; not
      async-signal-safe (it may sleep and takes a lock)
-   Source
-     erts_thr_progress_block in erl_thr_progress.c; liburcu's synchronize_rcu
+   Source         erts_thr_progress_block in erl_thr_progress.c; liburcu's synchronize_rcu
 */
 BPT_API int bpt_thread_progress_wait(void);
 
@@ -323,16 +308,11 @@ BPT_API int bpt_thread_progress_wait(void);
    instruction stream, so that every thread executes code written before the
    call. Use after writing code.
 
-   Parameters
-     none
-   Returns
-     0, or a BPT_E* code
-   Errors
-     BPT_EDEADLK   called from a tracer callback, or by a pinned thread
-   Thread safety
-     as bpt_thread_progress_wait
-   Source
-     Linux text_poke_sync (arch/x86/kernel/alternative.c)
+   Parameters     none
+   Returns        0, or a BPT_E* code
+   Errors         BPT_EDEADLK   called from a tracer callback, or by a pinned thread
+   Thread safety  as bpt_thread_progress_wait
+   Source         Linux text_poke_sync (arch/x86/kernel/alternative.c)
 */
 BPT_API int bpt_thread_progress_wait_sync_core(void);
 
@@ -344,17 +324,13 @@ BPT_API int bpt_thread_progress_wait_sync_core(void);
    wait) bptrace takes it offline meanwhile. It starts online. There is no
    way back to unmanaged.
 
-   Parameters
-     none
-   Returns
-     0, or a BPT_E* code
+   Parameters     none
+   Returns        0, or a BPT_E* code
    Errors
      BPT_EINVAL   called while pinned
      BPT_ENOMEM   the thread's record could not be allocated
-   Thread safety
-     any thread (acts on the caller); not async-signal-safe
-   Source
-     erts_thr_progress_register_managed_thread in erl_thr_progress.c
+   Thread safety  any thread (acts on the caller); not async-signal-safe
+   Source         erts_thr_progress_register_managed_thread in erl_thr_progress.c
 */
 BPT_API int bpt_thread_progress_register_managed(void);
 
@@ -363,16 +339,11 @@ BPT_API int bpt_thread_progress_register_managed(void);
    offline threads; ignored inside a pinned section or tracer callback (not
    a quiescent point). Never blocks.
 
-   Parameters
-     none
-   Returns
-     nothing
-   Errors
-     none
-   Thread safety
-     any thread (acts on the caller); never blocks
-   Source
-     erts_thr_progress_update in erl_thr_progress.c
+   Parameters     none
+   Returns        nothing
+   Errors         none
+   Thread safety  any thread (acts on the caller); never blocks
+   Source         erts_thr_progress_update in erl_thr_progress.c
 */
 BPT_API void bpt_thread_progress(void);
 
@@ -382,16 +353,11 @@ BPT_API void bpt_thread_progress(void);
    offline it must not pin nor hit a breakpoint. Offline is ignored inside a
    pinned section. No-op on unmanaged threads. Never block.
 
-   Parameters
-     none
-   Returns
-     nothing
-   Errors
-     none
-   Thread safety
-     any thread (acts on the caller); never blocks
-   Source
-     erts_thr_progress_prepare_wait / erts_thr_progress_finalize_wait
+   Parameters     none
+   Returns        nothing
+   Errors         none
+   Thread safety  any thread (acts on the caller); never blocks
+   Source         erts_thr_progress_prepare_wait / erts_thr_progress_finalize_wait
 */
 BPT_API void bpt_thread_progress_offline(void);
 BPT_API void bpt_thread_progress_online(void);
@@ -412,16 +378,11 @@ typedef struct bpt_progress_stats {
    counters are read without a lock: each is exact, but together they are
    not a snapshot. The first call sets up thread progress (see above).
 
-   Parameters
-     out   where to write the counters; not NULL
-   Returns
-     0, or a BPT_E* code
-   Errors
-     BPT_EINVAL   out is NULL
-   Thread safety
-     any thread; not from a signal handler on the first call
-   Source
-     bptrace
+   Parameters     out   where to write the counters; not NULL
+   Returns        0, or a BPT_E* code
+   Errors         BPT_EINVAL   out is NULL
+   Thread safety  any thread; not from a signal handler on the first call
+   Source         bptrace
 */
 BPT_API int bpt_thread_progress_stats(bpt_progress_stats *out);
 /*** End of api_progress.h ***/
@@ -517,8 +478,7 @@ typedef struct bpt_session_desc {
    Parameters
      desc   the settings (copied); NULL: every default
      out    where to write the new handle; not NULL
-   Returns
-     0, or a BPT_E* code (then *out is untouched)
+   Returns        0, or a BPT_E* code (then *out is untouched)
    Errors
      BPT_EINVAL    out is NULL; ring_size over 1<<20; rate_per_ms without rate_max
      BPT_ELIMIT    name over 63 bytes; BPT_MAX_SESSIONS sessions alive
@@ -528,8 +488,7 @@ typedef struct bpt_session_desc {
    Thread safety
      any thread (set path: serialized with the other set-path calls); not
      from a signal handler
-   Source
-     trace:session_create/3 (OTP 27)
+   Source         trace:session_create/3 (OTP 27)
 */
 BPT_API int bpt_session_create(const bpt_session_desc *desc, bpt_session *out);
 
@@ -538,10 +497,8 @@ BPT_API int bpt_session_create(const bpt_session_desc *desc, bpt_session *out);
    discarded; frames and messages that outlive it do nothing. The handle is
    stale from then on.
 
-   Parameters
-     s   the session
-   Returns
-     0, or a BPT_E* code
+   Parameters     s   the session
+   Returns        0, or a BPT_E* code
    Errors
      BPT_ESESSION   s is stale or destroyed (a double destroy)
      BPT_ENOMEM     no memory for the change (or the thread's record); the
@@ -551,10 +508,8 @@ BPT_API int bpt_session_create(const bpt_session_desc *desc, bpt_session *out);
                     round trip
      BPT_EDEADLK    from a tracer callback, a pinned section, or a callback
                     under the code modification permission
-   Thread safety
-     any thread (set path); not from a signal handler
-   Source
-     trace:session_destroy/1 (OTP 27)
+   Thread safety  any thread (set path); not from a signal handler
+   Source         trace:session_destroy/1 (OTP 27)
 */
 BPT_API int bpt_session_destroy(bpt_session s);
 
@@ -567,8 +522,7 @@ BPT_API int bpt_session_destroy(bpt_session s);
      s     the session
      out   an array of max messages; NULL allowed when max is 0
      max   room in out, >= 0
-   Returns
-     how many messages it wrote (0..max), or a BPT_E* code
+   Returns        how many messages it wrote (0..max), or a BPT_E* code
    Errors
      BPT_EINVAL     max < 0; out NULL with max > 0
      BPT_ESESSION   s is stale or destroyed
@@ -577,8 +531,7 @@ BPT_API int bpt_session_destroy(bpt_session s);
      any thread, concurrently with traced threads; one drainer per session
      at a time (others wait on the session's drain lock); not from a signal
      handler
-   Source
-     bptrace (the tracer process's mailbox, read in batches)
+   Source         bptrace (the tracer process's mailbox, read in batches)
 */
 BPT_API int bpt_session_drain(bpt_session s, bpt_msg *out, int max);
 
@@ -600,16 +553,13 @@ typedef struct bpt_session_counts {
    Parameters
      s     the session
      out   where to write them; not NULL
-   Returns
-     0, or a BPT_E* code
+   Returns        0, or a BPT_E* code
    Errors
      BPT_EINVAL     out is NULL
      BPT_ESESSION   s is stale or destroyed
      BPT_ENOMEM     the calling thread's record could not be allocated
-   Thread safety
-     any thread; not from a signal handler
-   Source
-     bptrace (trace:session_info/1 gives the settings; these are the counts)
+   Thread safety  any thread; not from a signal handler
+   Source         bptrace (trace:session_info/1 gives the settings; these are the counts)
 */
 BPT_API int bpt_session_stats(bpt_session s, bpt_session_counts *out);
 /*** End of api_session.h ***/
@@ -678,10 +628,8 @@ typedef uintptr_t bpt_vm_word;
                    again with bpt_trace_pattern)
      BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
                    under the code modification permission
-   Thread safety
-     any thread (set path); not from a signal handler
-   Source
-     BEAM's code loading plus erts_set_trace_pattern's default patterns
+   Thread safety  any thread (set path); not from a signal handler
+   Source         BEAM's code loading plus erts_set_trace_pattern's default patterns
 */
 BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word,
                             const char *module, const char *name, int arity,
@@ -725,8 +673,7 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
                          pattern could not be applied (as bpt_register_vm)
      BPT_EDEADLK         from a tracer callback, a pinned section, or a
                          callback under the code modification permission
-   Thread safety
-     any thread (set path); not from a signal handler
+   Thread safety  any thread (set path); not from a signal handler
    Source
      bptrace (site_x86_64.c, site_aarch64.c, site_native.c); Linux ftrace's patchable entries
 */
@@ -770,8 +717,7 @@ BPT_API int bpt_register_native(void *fn, const char *module, const char *name, 
    Thread safety
      any thread (set path); not from a signal handler; the caller keeps the
      module loaded during the call
-   Source
-     bptrace (module.c); gcc -fpatchable-function-entry, dl_iterate_phdr(3)
+   Source         bptrace (module.c); gcc -fpatchable-function-entry, dl_iterate_phdr(3)
 */
 BPT_API int bpt_register_module(const char *module);
 
@@ -785,8 +731,7 @@ BPT_API int bpt_register_module(const char *module);
    Parameters
      module   the basename or path of the module (only the basename is
               compared); not NULL (unlike bpt_register_module)
-   Returns
-     how many functions it unregistered (>= 1), or a BPT_E* code
+   Returns        how many functions it unregistered (>= 1), or a BPT_E* code
    Errors
      BPT_EINVAL    module is NULL
      BPT_ENOENT    no registered native function of that module
@@ -796,10 +741,8 @@ BPT_API int bpt_register_module(const char *module);
                    unregistered; breakpoints already switched off stay off
      BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
                    under the code modification permission
-   Thread safety
-     any thread (set path); not from a signal handler
-   Source
-     BEAM's code purging (erts_purge_module), for native modules
+   Thread safety  any thread (set path); not from a signal handler
+   Source         BEAM's code purging (erts_purge_module), for native modules
 */
 BPT_API int bpt_unregister_module(const char *module);
 
@@ -813,10 +756,8 @@ BPT_API int bpt_unregister_module(const char *module);
    Threads already inside bpt_vm_breakpoint(f) are covered, and so are
    managed VM threads that report progress only between instructions.
 
-   Parameters
-     f   a registered record; not NULL
-   Returns
-     0, or a BPT_E* code
+   Parameters     f   a registered record; not NULL
+   Returns        0, or a BPT_E* code
    Errors
      BPT_EINVAL    f is NULL
      BPT_ENOENT    f is not a registered record
@@ -830,10 +771,8 @@ BPT_API int bpt_unregister_module(const char *module);
                    registered (or the thread's record could not be allocated)
      BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
                    under the code modification permission
-   Thread safety
-     any thread (set path); not from a signal handler
-   Source
-     BEAM's code purging (erts_purge_module)
+   Thread safety  any thread (set path); not from a signal handler
+   Source         BEAM's code purging (erts_purge_module)
 */
 BPT_API int bpt_unregister(bpt_func *f);
 
@@ -843,8 +782,7 @@ BPT_API int bpt_unregister(bpt_func *f);
      module, name   exact names, not patterns; not NULL
      arity          0..255 (others are never found)
      out            where to write the record; not NULL
-   Returns
-     0 (and *out), or a BPT_E* code
+   Returns        0 (and *out), or a BPT_E* code
    Errors
      BPT_EINVAL    a NULL
      BPT_ENOENT    no such function is registered
@@ -854,25 +792,20 @@ BPT_API int bpt_unregister(bpt_func *f);
    Thread safety
      any thread (it takes the code modification permission); not from a
      signal handler
-   Source
-     erlang:function_exported/3
+   Source         erlang:function_exported/3
 */
 BPT_API int bpt_func_lookup(const char *module, const char *name, int arity, bpt_func **out);
 
 /* bpt_func_count: how many functions are registered.
 
-   Parameters
-     none
-   Returns
-     the count (>= 0), or a BPT_E* code
+   Parameters     none
+   Returns        the count (>= 0), or a BPT_E* code
    Errors
      BPT_ENOMEM    the calling thread's record could not be allocated
      BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
                    under the code modification permission
-   Thread safety
-     as bpt_func_lookup
-   Source
-     bptrace
+   Thread safety  as bpt_func_lookup
+   Source         bptrace
 */
 BPT_API int bpt_func_count(void);
 
@@ -893,15 +826,12 @@ typedef uint64_t bpt_vm_token;
              pushes a return_trace frame) and hands to exactly one of
              bpt_vm_return or bpt_vm_unwind, on this thread. NULL: the VM
              keeps no frames, and return trace of its calls is skipped.
-   Returns
-     the site's original instruction word
-   Errors
-     none
+   Returns        the site's original instruction word
+   Errors         none
    Thread safety
      any thread; async-signal-safe once the thread has a ring in each
      tracing session; a managed thread must be online
-   Source
-     op_i_generic_breakpoint and erts_generic_breakpoint in beam_bp.c
+   Source         op_i_generic_breakpoint and erts_generic_breakpoint in beam_bp.c
 */
 BPT_API bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame, bpt_vm_token *token);
 
@@ -915,14 +845,10 @@ BPT_API bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame, bpt_vm_tok
      token   from bpt_vm_breakpoint on this thread
      value   the return value, as the match spec's ret type says (i64 by
              default; f64: the double's bits)
-   Returns
-     nothing
-   Errors
-     none
-   Thread safety
-     the thread that hit the breakpoint (it acts on that thread's frames)
-   Source
-     BEAM's return_trace frame (erts_trace_return in beam_bp.c)
+   Returns        nothing
+   Errors         none
+   Thread safety  the thread that hit the breakpoint (it acts on that thread's frames)
+   Source         BEAM's return_trace frame (erts_trace_return in beam_bp.c)
 */
 BPT_API void bpt_vm_return(bpt_vm_token token, uint64_t value);
 
@@ -934,14 +860,10 @@ BPT_API void bpt_vm_return(bpt_vm_token token, uint64_t value);
    Parameters
      token       from bpt_vm_breakpoint on this thread
      exception   the thrown value, shown as the message's value
-   Returns
-     nothing
-   Errors
-     none
-   Thread safety
-     as bpt_vm_return
-   Source
-     BEAM's exception_trace, "found while scanning the stack during a throw"
+   Returns        nothing
+   Errors         none
+   Thread safety  as bpt_vm_return
+   Source         BEAM's exception_trace, "found while scanning the stack during a throw"
 */
 BPT_API void bpt_vm_unwind(bpt_vm_token token, uint64_t exception);
 
@@ -958,30 +880,21 @@ BPT_API void bpt_vm_unwind(bpt_vm_token token, uint64_t exception);
      sp   the calling function's stack pointer or __builtin_frame_address(0)
           (on aarch64 a callee's entry sp can equal it; the function's own
           entry sp is always above); not NULL
-   Returns
-     how many frames it dropped (>= 0), or a BPT_E* code
-   Errors
-     BPT_EINVAL   sp is NULL
-   Thread safety
-     any thread (acts on the caller's frames)
-   Source
-     bptrace
+   Returns        how many frames it dropped (>= 0), or a BPT_E* code
+   Errors         BPT_EINVAL   sp is NULL
+   Thread safety  any thread (acts on the caller's frames)
+   Source         bptrace
 */
 BPT_API int bpt_unwind_to(const void *sp);
 
 /* bpt_vm_word_at: the word currently stored at a registered VM site: the
    breakpoint word while installed, the original otherwise. For tests.
 
-   Parameters
-     f   a registered VM record
-   Returns
-     the word; 0 when f is NULL or a native function
-   Errors
-     none
-   Thread safety
-     any thread
-   Source
-     bptrace
+   Parameters     f   a registered VM record
+   Returns        the word; 0 when f is NULL or a native function
+   Errors         none
+   Thread safety  any thread
+   Source         bptrace
 */
 BPT_API bpt_vm_word bpt_vm_word_at(const bpt_func *f);
 /*** End of api_func.h ***/
@@ -1088,8 +1001,7 @@ typedef struct bpt_match {
                accepts, as in BEAM)
      match     the call-trace match spec (copied), read only when BPT_CALL is
                switched on; NULL: every call, no actions but the flags'
-   Returns
-     the number of registered functions matched (>= 0), or a BPT_E* code
+   Returns        the number of registered functions matched (>= 0), or a BPT_E* code
    Errors
      BPT_EINVAL     pattern is NULL
      BPT_EPATTERN   pattern empty or malformed (bpt_last_error says where);
@@ -1120,8 +1032,7 @@ typedef struct bpt_match {
    Thread safety
      any thread (set path: serialized with the other set-path calls, waits
      for thread progress); not from a signal handler
-   Source
-     erlang:trace_pattern/3; erts_set_trace_pattern in beam_bp.c; Tracing.md
+   Source         erlang:trace_pattern/3; erts_set_trace_pattern in beam_bp.c; Tracing.md
 */
 BPT_API int bpt_trace_pattern(bpt_session s, const char *pattern, unsigned flags,
                               const bpt_match *match);
@@ -1130,16 +1041,11 @@ BPT_API int bpt_trace_pattern(bpt_session s, const char *pattern, unsigned flags
    every breakpoint running code reads (0 or 1), and the other, where the
    set path stages changes. The protocol's commit (its seventh step) swaps them.
 
-   Parameters
-     none
-   Returns
-     0 or 1
-   Errors
-     none
-   Thread safety
-     any thread
-   Source
-     erts_active_bp_ix / erts_staging_bp_ix in beam_bp.h
+   Parameters     none
+   Returns        0 or 1
+   Errors         none
+   Thread safety  any thread
+   Source         erts_active_bp_ix / erts_staging_bp_ix in beam_bp.h
 */
 BPT_API unsigned bpt_active_bp_ix(void);
 BPT_API unsigned bpt_staging_bp_ix(void);
@@ -1159,32 +1065,24 @@ typedef void (*bpt_observer_fn)(int step, int did, uint64_t ns, void *user);
    Parameters
      fn     the observer; NULL removes it
      user   handed to fn
-   Returns
-     0, or a BPT_E* code
+   Returns        0, or a BPT_E* code
    Errors
      BPT_ENOMEM    the calling thread's record could not be allocated
      BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
                    under the code modification permission
-   Thread safety
-     any thread (set path); not from a signal handler
-   Source
-     bptrace (for teaching the 13 steps of Tracing.md)
+   Thread safety  any thread (set path); not from a signal handler
+   Source         bptrace (for teaching the 13 steps of Tracing.md)
 */
 BPT_API int bpt_set_protocol_observer(bpt_observer_fn fn, void *user);
 
 /* bpt_protocol_step_name: the name of a protocol step: "seize permission",
    "allocate", "stage", ... "release permission".
 
-   Parameters
-     step   1..13
-   Returns
-     a static string; NULL for a step outside 1..13
-   Errors
-     none
-   Thread safety
-     any thread; async-signal-safe
-   Source
-     the 13 steps of Tracing.md (OTP)
+   Parameters     step   1..13
+   Returns        a static string; NULL for a step outside 1..13
+   Errors         none
+   Thread safety  any thread; async-signal-safe
+   Source         the 13 steps of Tracing.md (OTP)
 */
 BPT_API const char *bpt_protocol_step_name(int step);
 /*** End of api_pattern.h ***/
@@ -1242,8 +1140,7 @@ typedef struct bpt_info {
      f      a registered function; not NULL
      what   BPT_INFO_* bits: what to report (others stay 0)
      out    in: procs and procs_cap (procs may be NULL); out: the rest; not NULL
-   Returns
-     0, or a BPT_E* code
+   Returns        0, or a BPT_E* code
    Errors
      BPT_EINVAL     f or out is NULL; unknown bits in what
      BPT_ESESSION   s is stale or destroyed
@@ -1253,8 +1150,7 @@ typedef struct bpt_info {
      BPT_EDEADLK    from a tracer callback, a pinned section, or a callback
                     under the code modification permission (it takes the
                     permission)
-   Thread safety
-     any thread (set path); not from a signal handler
+   Thread safety  any thread (set path); not from a signal handler
    Source
      erlang:trace_info/2 (flags, call_count, call_time, call_memory);
      OTP 29's call_time collection in beam_bp.c
@@ -1287,10 +1183,8 @@ typedef void (*bpt_info_fn)(const bpt_func *f, const char *module, const char *n
      BPT_ESESSION   s is stale or destroyed
      BPT_ENOMEM     as bpt_trace_info
      BPT_EDEADLK    as bpt_trace_info
-   Thread safety
-     any thread (set path); not from a signal handler
-   Source
-     erlang:trace_info/2 over a pattern (as tprof and eprof gather it)
+   Thread safety  any thread (set path); not from a signal handler
+   Source         erlang:trace_info/2 over a pattern (as tprof and eprof gather it)
 */
 BPT_API int bpt_trace_info_each(bpt_session s, const char *pattern, unsigned what,
                                 bpt_info_fn fn, void *user);
@@ -1303,17 +1197,13 @@ BPT_API int bpt_trace_info_each(bpt_session s, const char *pattern, unsigned wha
    process too. Never blocks; allocates nothing after the thread's first
    bptrace call.
 
-   Parameters
-     process   any id the host chooses; 0: the OS thread itself (the default)
-   Returns
-     nothing
-   Errors
-     none
+   Parameters     process   any id the host chooses; 0: the OS thread itself (the default)
+   Returns        nothing
+   Errors         none
    Thread safety
      any thread (acts on the caller); async-signal-safe once the thread has
      its record
-   Source
-     BEAM's scheduling out and in of a process (call_time's schedule_out)
+   Source         BEAM's scheduling out and in of a process (call_time's schedule_out)
 */
 BPT_API void bpt_process_switch(uint64_t process);
 
@@ -1321,16 +1211,11 @@ BPT_API void bpt_process_switch(uint64_t process);
    (negative: freed): call_memory charges them to its current traced
    function in each session that has call_memory on it. Never blocks.
 
-   Parameters
-     bytes   bytes allocated (> 0) or freed (< 0); 0 does nothing
-   Returns
-     nothing
-   Errors
-     none
-   Thread safety
-     any thread (acts on the caller); never blocks
-   Source
-     call_memory in OTP 26+ (erlang:trace_pattern/3)
+   Parameters     bytes   bytes allocated (> 0) or freed (< 0); 0 does nothing
+   Returns        nothing
+   Errors         none
+   Thread safety  any thread (acts on the caller); never blocks
+   Source         call_memory in OTP 26+ (erlang:trace_pattern/3)
 */
 BPT_API void bpt_account_memory(int64_t bytes);
 /*** End of api_info.h ***/
@@ -1355,14 +1240,10 @@ BPT_API void bpt_account_memory(int64_t bytes);
      m      the message; not NULL
      buf    where to write the text; NULL allowed when size is 0
      size   bytes in buf (the text is truncated to fit, as snprintf)
-   Returns
-     the length in bytes it wanted (as snprintf), or a BPT_E* code
-   Errors
-     BPT_EINVAL   m is NULL; buf is NULL with size > 0
-   Thread safety
-     any thread; not from a signal handler
-   Source
-     OTP's dbg:dhandler; recon_trace's format
+   Returns        the length in bytes it wanted (as snprintf), or a BPT_E* code
+   Errors         BPT_EINVAL   m is NULL; buf is NULL with size > 0
+   Thread safety  any thread; not from a signal handler
+   Source         OTP's dbg:dhandler; recon_trace's format
 */
 BPT_API int bpt_format_dbg(const bpt_msg *m, char *buf, size_t size);
 
@@ -1387,15 +1268,12 @@ typedef struct bpt_profile_row {
      memory   0: call_time (values in ns, shown in us); 1: call_memory (bytes)
      buf      where to write the table; NULL allowed when size is 0
      size     bytes in buf (truncated to fit, as snprintf)
-   Returns
-     the length in bytes it wanted (as snprintf), or a BPT_E* code
-   Errors
-     BPT_EINVAL   rows NULL with n > 0; n < 0; buf NULL with size > 0
+   Returns        the length in bytes it wanted (as snprintf), or a BPT_E* code
+   Errors         BPT_EINVAL   rows NULL with n > 0; n < 0; buf NULL with size > 0
    Thread safety
      any thread (rows are not shared while it sorts them); not from a
      signal handler
-   Source
-     OTP's tprof (tprof:format/1)
+   Source         OTP's tprof (tprof:format/1)
 */
 BPT_API int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size_t size);
 
@@ -1430,14 +1308,10 @@ typedef struct bpt_chrome {
    Parameters
      w     the writer to fill; not NULL
      out   an open stream; not NULL; stays the caller's
-   Returns
-     0, or a BPT_E* code
-   Errors
-     BPT_EINVAL   w or out is NULL; the first write failed
-   Thread safety
-     any thread; one thread per writer at a time
-   Source
-     the Trace Event Format (Chrome's catapult)
+   Returns        0, or a BPT_E* code
+   Errors         BPT_EINVAL   w or out is NULL; the first write failed
+   Thread safety  any thread; one thread per writer at a time
+   Source         the Trace Event Format (Chrome's catapult)
 */
 BPT_API int bpt_chrome_open(bpt_chrome *w, FILE *out);
 
@@ -1447,17 +1321,14 @@ BPT_API int bpt_chrome_open(bpt_chrome *w, FILE *out);
    Parameters
      w   an open writer; not NULL
      m   the message; not NULL
-   Returns
-     0, or a BPT_E* code
+   Returns        0, or a BPT_E* code
    Errors
      BPT_EINVAL   a NULL; w not open; a write failed (errno's text in
                   bpt_last_error)
      BPT_ENOMEM   the first message of a new thread, when its state cannot be
                   allocated: that message is not written
-   Thread safety
-     any thread; one thread per writer at a time
-   Source
-     the Trace Event Format (Chrome's catapult)
+   Thread safety  any thread; one thread per writer at a time
+   Source         the Trace Event Format (Chrome's catapult)
 */
 BPT_API int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m);
 
@@ -1465,16 +1336,11 @@ BPT_API int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m);
    stream and free the writer's state; the writer is then not open, also
    after a failed write. Does not close the FILE.
 
-   Parameters
-     w   an open writer; not NULL
-   Returns
-     the number of records written (>= 0), or a BPT_E* code
-   Errors
-     BPT_EINVAL   w is NULL or not open; a write (now or earlier) failed
-   Thread safety
-     any thread; one thread per writer at a time
-   Source
-     the Trace Event Format (Chrome's catapult)
+   Parameters     w   an open writer; not NULL
+   Returns        the number of records written (>= 0), or a BPT_E* code
+   Errors         BPT_EINVAL   w is NULL or not open; a write (now or earlier) failed
+   Thread safety  any thread; one thread per writer at a time
+   Source         the Trace Event Format (Chrome's catapult)
 */
 BPT_API int bpt_chrome_close(bpt_chrome *w);
 
@@ -1492,17 +1358,13 @@ typedef struct bpt_folded bpt_folded;
 
 /* bpt_folded_new: a new, empty folded-stacks object.
 
-   Parameters
-     out   where to write it; not NULL
-   Returns
-     0 (and *out), or a BPT_E* code
+   Parameters     out   where to write it; not NULL
+   Returns        0 (and *out), or a BPT_E* code
    Errors
      BPT_EINVAL   out is NULL
      BPT_ENOMEM   no memory for the object
-   Thread safety
-     any thread
-   Source
-     Brendan Gregg's stackcollapse (FlameGraph)
+   Thread safety  any thread
+   Source         Brendan Gregg's stackcollapse (FlameGraph)
 */
 BPT_API int bpt_folded_new(bpt_folded **out);
 
@@ -1512,16 +1374,13 @@ BPT_API int bpt_folded_new(bpt_folded **out);
    Parameters
      f   the object; not NULL
      m   the message; not NULL
-   Returns
-     0, or a BPT_E* code
+   Returns        0, or a BPT_E* code
    Errors
      BPT_EINVAL   a NULL
      BPT_ENOMEM   a new thread's stack or a new line could not be allocated:
                   the message is not counted; the object stays usable
-   Thread safety
-     any thread; one thread per object at a time
-   Source
-     Brendan Gregg's stackcollapse (FlameGraph)
+   Thread safety  any thread; one thread per object at a time
+   Source         Brendan Gregg's stackcollapse (FlameGraph)
 */
 BPT_API int bpt_folded_add(bpt_folded *f, const bpt_msg *m);
 
@@ -1530,30 +1389,22 @@ BPT_API int bpt_folded_add(bpt_folded *f, const bpt_msg *m);
    Parameters
      f     the object; not NULL
      out   an open stream; not NULL
-   Returns
-     the number of lines written (>= 0), or a BPT_E* code
+   Returns        the number of lines written (>= 0), or a BPT_E* code
    Errors
      BPT_EINVAL   a NULL; a write failed
      BPT_ENOMEM   no memory to sort the lines; nothing written
-   Thread safety
-     any thread; one thread per object at a time
-   Source
-     Brendan Gregg's stackcollapse (FlameGraph)
+   Thread safety  any thread; one thread per object at a time
+   Source         Brendan Gregg's stackcollapse (FlameGraph)
 */
 BPT_API int bpt_folded_write(bpt_folded *f, FILE *out);
 
 /* bpt_folded_free: free the object and everything it holds.
 
-   Parameters
-     f   the object; NULL does nothing
-   Returns
-     nothing
-   Errors
-     none
-   Thread safety
-     any thread; no other use of f at the same time or after
-   Source
-     bptrace
+   Parameters     f   the object; NULL does nothing
+   Returns        nothing
+   Errors         none
+   Thread safety  any thread; no other use of f at the same time or after
+   Source         bptrace
 */
 BPT_API void bpt_folded_free(bpt_folded *f);
 /*** End of api_format.h ***/
@@ -3199,21 +3050,30 @@ BPT__PRIVATE void bpt__session_free(bpt__session *s) {
     BPT_FREE(s);
 }
 
+/* Pin, then find the session of handle. Returns it, pinned (*rec), or NULL
+   after bpt__fail (BPT_ENOMEM: no thread record; BPT_ESESSION), unpinned.
+   Pinned, a concurrent destroy frees the session only after the caller
+   unpins. */
+static bpt__session *bpt__session_pin(bpt_session handle, const char *who, bpt__thread **rec, int *rc) {
+    bpt__session *s;
+    if (!(*rec = bpt__pin())) {
+        *rc = bpt__fail(BPT_ENOMEM, "%s: no memory for the thread record", who);
+        return NULL;
+    }
+    if (!(s = bpt__session_lookup(handle.id))) {
+        bpt__unpin(*rec);
+        *rc = bpt__fail(BPT_ESESSION, "%s: session %llu is not alive", who, (unsigned long long)handle.id);
+    }
+    return s;
+}
+
 int bpt_session_drain(bpt_session handle, bpt_msg *out, int max) {
     bpt__thread *rec;
     bpt__session *s;
-    int n = 0, i;
+    int n = 0, i, rc;
     if (max < 0 || (max > 0 && !out))
         return bpt__fail(BPT_EINVAL, "bpt_session_drain: out is NULL or max (%d) < 0", max);
-    /* Pinned, so a concurrent destroy frees the session only after we leave. */
-    rec = bpt__pin();
-    if (!rec) return bpt__fail(BPT_ENOMEM, "bpt_session_drain: no memory for the thread record");
-    s = bpt__session_lookup(handle.id);
-    if (!s) {
-        bpt__unpin(rec);
-        return bpt__fail(BPT_ESESSION, "bpt_session_drain: session %llu is not alive",
-                         (unsigned long long)handle.id);
-    }
+    if (!(s = bpt__session_pin(handle, "bpt_session_drain", &rec, &rc))) return rc;
     pthread_mutex_lock(&s->drain_lock);
     for (i = 0; i <= BPT_MAX_THREADS && n < max; i++) {
         bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);   /* [R1] */
@@ -3237,16 +3097,9 @@ int bpt_session_drain(bpt_session handle, bpt_msg *out, int max) {
 int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
     bpt__thread *rec;
     bpt__session *s;
-    int i;
+    int i, rc;
     if (!out) return bpt__fail(BPT_EINVAL, "bpt_session_stats: out is NULL");
-    rec = bpt__pin();
-    if (!rec) return bpt__fail(BPT_ENOMEM, "bpt_session_stats: no memory for the thread record");
-    s = bpt__session_lookup(handle.id);
-    if (!s) {
-        bpt__unpin(rec);
-        return bpt__fail(BPT_ESESSION, "bpt_session_stats: session %llu is not alive",
-                         (unsigned long long)handle.id);
-    }
+    if (!(s = bpt__session_pin(handle, "bpt_session_stats", &rec, &rc))) return rc;
     memset(out, 0, sizeof *out);
     for (i = 0; i <= BPT_MAX_THREADS; i++) {
         bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);   /* [R1] */
@@ -6527,18 +6380,28 @@ static int bpt__apply_patterns(bpt_func *f, uint64_t *t) {
     return 0;
 }
 
+/* The checks every registration makes of its arguments (who: the API
+   call; what: its site argument's name). Returns 0, BPT_EINVAL or
+   BPT_ELIMIT. */
+static int bpt__register_args_check(const char *who, const char *what, const void *site, const char *module,
+                                    const char *name, int arity, bpt_func **out) {
+    if (!site || !module || !name || !out)
+        return bpt__fail(BPT_EINVAL, "%s: %s, module, name and out must not be NULL", who, what);
+    if (arity < 0 || arity > 255)
+        return bpt__fail(BPT_EINVAL, "%s: arity %d is outside 0..255", who, arity);
+    if (strlen(module) > BPT__NAME_MAX || strlen(name) > BPT__NAME_MAX)
+        return bpt__fail(BPT_ELIMIT, "%s: module and name are limited to %d bytes", who, BPT__NAME_MAX);
+    return 0;
+}
+
 int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word, const char *module,
                     const char *name, int arity, const bpt_vm_ops *ops, bpt_func **out) {
     bpt_func *f;
     uint64_t t = bpt__now_ns();
     int rc;
-    if (!first_word || !module || !name || !out)
-        return bpt__fail(BPT_EINVAL, "bpt_register_vm: first_word, module, name and out must not be NULL");
-    if (arity < 0 || arity > 255)
-        return bpt__fail(BPT_EINVAL, "bpt_register_vm: arity %d is outside 0..255", arity);
-    if (strlen(module) > BPT__NAME_MAX || strlen(name) > BPT__NAME_MAX)
-        return bpt__fail(BPT_ELIMIT, "bpt_register_vm: module and name are limited to %d bytes", BPT__NAME_MAX);
-    if ((rc = bpt__permission_seize("bpt_register_vm")) < 0) return rc;
+    if ((rc = bpt__register_args_check("bpt_register_vm", "first_word", first_word, module, name, arity, out)) < 0 ||
+        (rc = bpt__permission_seize("bpt_register_vm")) < 0)
+        return rc;
     /* Duplicates first: a registered site may hold the breakpoint word. */
     if (bpt__ptrset_has(&bpt__registry.sites, first_word)) {
         bpt__permission_release();
@@ -6632,14 +6495,10 @@ int bpt_register_native(void *fn, const char *module, const char *name, int arit
     bpt_func *f;
     uint64_t t = bpt__now_ns();
     int rc;
-    if (!fn || !module || !name || !out)
-        return bpt__fail(BPT_EINVAL, "bpt_register_native: fn, module, name and out must not be NULL");
-    if (arity < 0 || arity > 255)
-        return bpt__fail(BPT_EINVAL, "bpt_register_native: arity %d is outside 0..255", arity);
-    if (strlen(module) > BPT__NAME_MAX || strlen(name) > BPT__NAME_MAX)
-        return bpt__fail(BPT_ELIMIT, "bpt_register_native: module and name are limited to %d bytes", BPT__NAME_MAX);
-    if ((rc = bpt__arch_native_usable("bpt_register_native")) < 0) return rc;
-    if ((rc = bpt__permission_seize("bpt_register_native")) < 0) return rc;
+    if ((rc = bpt__register_args_check("bpt_register_native", "fn", fn, module, name, arity, out)) < 0 ||
+        (rc = bpt__arch_native_usable("bpt_register_native")) < 0 ||
+        (rc = bpt__permission_seize("bpt_register_native")) < 0)
+        return rc;
     if (bpt__ptrset_has(&bpt__registry.sites, fn)) {
         bpt__permission_release();
         return bpt__fail(BPT_EEXIST, "bpt_register_native: %s:%s/%d at %p is already registered",

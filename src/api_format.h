@@ -18,14 +18,10 @@
      m      the message; not NULL
      buf    where to write the text; NULL allowed when size is 0
      size   bytes in buf (the text is truncated to fit, as snprintf)
-   Returns
-     the length in bytes it wanted (as snprintf), or a BPT_E* code
-   Errors
-     BPT_EINVAL   m is NULL; buf is NULL with size > 0
-   Thread safety
-     any thread; not from a signal handler
-   Source
-     OTP's dbg:dhandler; recon_trace's format
+   Returns        the length in bytes it wanted (as snprintf), or a BPT_E* code
+   Errors         BPT_EINVAL   m is NULL; buf is NULL with size > 0
+   Thread safety  any thread; not from a signal handler
+   Source         OTP's dbg:dhandler; recon_trace's format
 */
 BPT_API int bpt_format_dbg(const bpt_msg *m, char *buf, size_t size);
 
@@ -50,15 +46,12 @@ typedef struct bpt_profile_row {
      memory   0: call_time (values in ns, shown in us); 1: call_memory (bytes)
      buf      where to write the table; NULL allowed when size is 0
      size     bytes in buf (truncated to fit, as snprintf)
-   Returns
-     the length in bytes it wanted (as snprintf), or a BPT_E* code
-   Errors
-     BPT_EINVAL   rows NULL with n > 0; n < 0; buf NULL with size > 0
+   Returns        the length in bytes it wanted (as snprintf), or a BPT_E* code
+   Errors         BPT_EINVAL   rows NULL with n > 0; n < 0; buf NULL with size > 0
    Thread safety
      any thread (rows are not shared while it sorts them); not from a
      signal handler
-   Source
-     OTP's tprof (tprof:format/1)
+   Source         OTP's tprof (tprof:format/1)
 */
 BPT_API int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size_t size);
 
@@ -93,14 +86,10 @@ typedef struct bpt_chrome {
    Parameters
      w     the writer to fill; not NULL
      out   an open stream; not NULL; stays the caller's
-   Returns
-     0, or a BPT_E* code
-   Errors
-     BPT_EINVAL   w or out is NULL; the first write failed
-   Thread safety
-     any thread; one thread per writer at a time
-   Source
-     the Trace Event Format (Chrome's catapult)
+   Returns        0, or a BPT_E* code
+   Errors         BPT_EINVAL   w or out is NULL; the first write failed
+   Thread safety  any thread; one thread per writer at a time
+   Source         the Trace Event Format (Chrome's catapult)
 */
 BPT_API int bpt_chrome_open(bpt_chrome *w, FILE *out);
 
@@ -110,17 +99,14 @@ BPT_API int bpt_chrome_open(bpt_chrome *w, FILE *out);
    Parameters
      w   an open writer; not NULL
      m   the message; not NULL
-   Returns
-     0, or a BPT_E* code
+   Returns        0, or a BPT_E* code
    Errors
      BPT_EINVAL   a NULL; w not open; a write failed (errno's text in
                   bpt_last_error)
      BPT_ENOMEM   the first message of a new thread, when its state cannot be
                   allocated: that message is not written
-   Thread safety
-     any thread; one thread per writer at a time
-   Source
-     the Trace Event Format (Chrome's catapult)
+   Thread safety  any thread; one thread per writer at a time
+   Source         the Trace Event Format (Chrome's catapult)
 */
 BPT_API int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m);
 
@@ -128,16 +114,11 @@ BPT_API int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m);
    stream and free the writer's state; the writer is then not open, also
    after a failed write. Does not close the FILE.
 
-   Parameters
-     w   an open writer; not NULL
-   Returns
-     the number of records written (>= 0), or a BPT_E* code
-   Errors
-     BPT_EINVAL   w is NULL or not open; a write (now or earlier) failed
-   Thread safety
-     any thread; one thread per writer at a time
-   Source
-     the Trace Event Format (Chrome's catapult)
+   Parameters     w   an open writer; not NULL
+   Returns        the number of records written (>= 0), or a BPT_E* code
+   Errors         BPT_EINVAL   w is NULL or not open; a write (now or earlier) failed
+   Thread safety  any thread; one thread per writer at a time
+   Source         the Trace Event Format (Chrome's catapult)
 */
 BPT_API int bpt_chrome_close(bpt_chrome *w);
 
@@ -155,17 +136,13 @@ typedef struct bpt_folded bpt_folded;
 
 /* bpt_folded_new: a new, empty folded-stacks object.
 
-   Parameters
-     out   where to write it; not NULL
-   Returns
-     0 (and *out), or a BPT_E* code
+   Parameters     out   where to write it; not NULL
+   Returns        0 (and *out), or a BPT_E* code
    Errors
      BPT_EINVAL   out is NULL
      BPT_ENOMEM   no memory for the object
-   Thread safety
-     any thread
-   Source
-     Brendan Gregg's stackcollapse (FlameGraph)
+   Thread safety  any thread
+   Source         Brendan Gregg's stackcollapse (FlameGraph)
 */
 BPT_API int bpt_folded_new(bpt_folded **out);
 
@@ -175,16 +152,13 @@ BPT_API int bpt_folded_new(bpt_folded **out);
    Parameters
      f   the object; not NULL
      m   the message; not NULL
-   Returns
-     0, or a BPT_E* code
+   Returns        0, or a BPT_E* code
    Errors
      BPT_EINVAL   a NULL
      BPT_ENOMEM   a new thread's stack or a new line could not be allocated:
                   the message is not counted; the object stays usable
-   Thread safety
-     any thread; one thread per object at a time
-   Source
-     Brendan Gregg's stackcollapse (FlameGraph)
+   Thread safety  any thread; one thread per object at a time
+   Source         Brendan Gregg's stackcollapse (FlameGraph)
 */
 BPT_API int bpt_folded_add(bpt_folded *f, const bpt_msg *m);
 
@@ -193,29 +167,21 @@ BPT_API int bpt_folded_add(bpt_folded *f, const bpt_msg *m);
    Parameters
      f     the object; not NULL
      out   an open stream; not NULL
-   Returns
-     the number of lines written (>= 0), or a BPT_E* code
+   Returns        the number of lines written (>= 0), or a BPT_E* code
    Errors
      BPT_EINVAL   a NULL; a write failed
      BPT_ENOMEM   no memory to sort the lines; nothing written
-   Thread safety
-     any thread; one thread per object at a time
-   Source
-     Brendan Gregg's stackcollapse (FlameGraph)
+   Thread safety  any thread; one thread per object at a time
+   Source         Brendan Gregg's stackcollapse (FlameGraph)
 */
 BPT_API int bpt_folded_write(bpt_folded *f, FILE *out);
 
 /* bpt_folded_free: free the object and everything it holds.
 
-   Parameters
-     f   the object; NULL does nothing
-   Returns
-     nothing
-   Errors
-     none
-   Thread safety
-     any thread; no other use of f at the same time or after
-   Source
-     bptrace
+   Parameters     f   the object; NULL does nothing
+   Returns        nothing
+   Errors         none
+   Thread safety  any thread; no other use of f at the same time or after
+   Source         bptrace
 */
 BPT_API void bpt_folded_free(bpt_folded *f);

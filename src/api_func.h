@@ -62,10 +62,8 @@ typedef uintptr_t bpt_vm_word;
                    again with bpt_trace_pattern)
      BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
                    under the code modification permission
-   Thread safety
-     any thread (set path); not from a signal handler
-   Source
-     BEAM's code loading plus erts_set_trace_pattern's default patterns
+   Thread safety  any thread (set path); not from a signal handler
+   Source         BEAM's code loading plus erts_set_trace_pattern's default patterns
 */
 BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word,
                             const char *module, const char *name, int arity,
@@ -109,8 +107,7 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
                          pattern could not be applied (as bpt_register_vm)
      BPT_EDEADLK         from a tracer callback, a pinned section, or a
                          callback under the code modification permission
-   Thread safety
-     any thread (set path); not from a signal handler
+   Thread safety  any thread (set path); not from a signal handler
    Source
      bptrace (site_x86_64.c, site_aarch64.c, site_native.c); Linux ftrace's patchable entries
 */
@@ -154,8 +151,7 @@ BPT_API int bpt_register_native(void *fn, const char *module, const char *name, 
    Thread safety
      any thread (set path); not from a signal handler; the caller keeps the
      module loaded during the call
-   Source
-     bptrace (module.c); gcc -fpatchable-function-entry, dl_iterate_phdr(3)
+   Source         bptrace (module.c); gcc -fpatchable-function-entry, dl_iterate_phdr(3)
 */
 BPT_API int bpt_register_module(const char *module);
 
@@ -169,8 +165,7 @@ BPT_API int bpt_register_module(const char *module);
    Parameters
      module   the basename or path of the module (only the basename is
               compared); not NULL (unlike bpt_register_module)
-   Returns
-     how many functions it unregistered (>= 1), or a BPT_E* code
+   Returns        how many functions it unregistered (>= 1), or a BPT_E* code
    Errors
      BPT_EINVAL    module is NULL
      BPT_ENOENT    no registered native function of that module
@@ -180,10 +175,8 @@ BPT_API int bpt_register_module(const char *module);
                    unregistered; breakpoints already switched off stay off
      BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
                    under the code modification permission
-   Thread safety
-     any thread (set path); not from a signal handler
-   Source
-     BEAM's code purging (erts_purge_module), for native modules
+   Thread safety  any thread (set path); not from a signal handler
+   Source         BEAM's code purging (erts_purge_module), for native modules
 */
 BPT_API int bpt_unregister_module(const char *module);
 
@@ -197,10 +190,8 @@ BPT_API int bpt_unregister_module(const char *module);
    Threads already inside bpt_vm_breakpoint(f) are covered, and so are
    managed VM threads that report progress only between instructions.
 
-   Parameters
-     f   a registered record; not NULL
-   Returns
-     0, or a BPT_E* code
+   Parameters     f   a registered record; not NULL
+   Returns        0, or a BPT_E* code
    Errors
      BPT_EINVAL    f is NULL
      BPT_ENOENT    f is not a registered record
@@ -214,10 +205,8 @@ BPT_API int bpt_unregister_module(const char *module);
                    registered (or the thread's record could not be allocated)
      BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
                    under the code modification permission
-   Thread safety
-     any thread (set path); not from a signal handler
-   Source
-     BEAM's code purging (erts_purge_module)
+   Thread safety  any thread (set path); not from a signal handler
+   Source         BEAM's code purging (erts_purge_module)
 */
 BPT_API int bpt_unregister(bpt_func *f);
 
@@ -227,8 +216,7 @@ BPT_API int bpt_unregister(bpt_func *f);
      module, name   exact names, not patterns; not NULL
      arity          0..255 (others are never found)
      out            where to write the record; not NULL
-   Returns
-     0 (and *out), or a BPT_E* code
+   Returns        0 (and *out), or a BPT_E* code
    Errors
      BPT_EINVAL    a NULL
      BPT_ENOENT    no such function is registered
@@ -238,25 +226,20 @@ BPT_API int bpt_unregister(bpt_func *f);
    Thread safety
      any thread (it takes the code modification permission); not from a
      signal handler
-   Source
-     erlang:function_exported/3
+   Source         erlang:function_exported/3
 */
 BPT_API int bpt_func_lookup(const char *module, const char *name, int arity, bpt_func **out);
 
 /* bpt_func_count: how many functions are registered.
 
-   Parameters
-     none
-   Returns
-     the count (>= 0), or a BPT_E* code
+   Parameters     none
+   Returns        the count (>= 0), or a BPT_E* code
    Errors
      BPT_ENOMEM    the calling thread's record could not be allocated
      BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
                    under the code modification permission
-   Thread safety
-     as bpt_func_lookup
-   Source
-     bptrace
+   Thread safety  as bpt_func_lookup
+   Source         bptrace
 */
 BPT_API int bpt_func_count(void);
 
@@ -277,15 +260,12 @@ typedef uint64_t bpt_vm_token;
              pushes a return_trace frame) and hands to exactly one of
              bpt_vm_return or bpt_vm_unwind, on this thread. NULL: the VM
              keeps no frames, and return trace of its calls is skipped.
-   Returns
-     the site's original instruction word
-   Errors
-     none
+   Returns        the site's original instruction word
+   Errors         none
    Thread safety
      any thread; async-signal-safe once the thread has a ring in each
      tracing session; a managed thread must be online
-   Source
-     op_i_generic_breakpoint and erts_generic_breakpoint in beam_bp.c
+   Source         op_i_generic_breakpoint and erts_generic_breakpoint in beam_bp.c
 */
 BPT_API bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame, bpt_vm_token *token);
 
@@ -299,14 +279,10 @@ BPT_API bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame, bpt_vm_tok
      token   from bpt_vm_breakpoint on this thread
      value   the return value, as the match spec's ret type says (i64 by
              default; f64: the double's bits)
-   Returns
-     nothing
-   Errors
-     none
-   Thread safety
-     the thread that hit the breakpoint (it acts on that thread's frames)
-   Source
-     BEAM's return_trace frame (erts_trace_return in beam_bp.c)
+   Returns        nothing
+   Errors         none
+   Thread safety  the thread that hit the breakpoint (it acts on that thread's frames)
+   Source         BEAM's return_trace frame (erts_trace_return in beam_bp.c)
 */
 BPT_API void bpt_vm_return(bpt_vm_token token, uint64_t value);
 
@@ -318,14 +294,10 @@ BPT_API void bpt_vm_return(bpt_vm_token token, uint64_t value);
    Parameters
      token       from bpt_vm_breakpoint on this thread
      exception   the thrown value, shown as the message's value
-   Returns
-     nothing
-   Errors
-     none
-   Thread safety
-     as bpt_vm_return
-   Source
-     BEAM's exception_trace, "found while scanning the stack during a throw"
+   Returns        nothing
+   Errors         none
+   Thread safety  as bpt_vm_return
+   Source         BEAM's exception_trace, "found while scanning the stack during a throw"
 */
 BPT_API void bpt_vm_unwind(bpt_vm_token token, uint64_t exception);
 
@@ -342,29 +314,20 @@ BPT_API void bpt_vm_unwind(bpt_vm_token token, uint64_t exception);
      sp   the calling function's stack pointer or __builtin_frame_address(0)
           (on aarch64 a callee's entry sp can equal it; the function's own
           entry sp is always above); not NULL
-   Returns
-     how many frames it dropped (>= 0), or a BPT_E* code
-   Errors
-     BPT_EINVAL   sp is NULL
-   Thread safety
-     any thread (acts on the caller's frames)
-   Source
-     bptrace
+   Returns        how many frames it dropped (>= 0), or a BPT_E* code
+   Errors         BPT_EINVAL   sp is NULL
+   Thread safety  any thread (acts on the caller's frames)
+   Source         bptrace
 */
 BPT_API int bpt_unwind_to(const void *sp);
 
 /* bpt_vm_word_at: the word currently stored at a registered VM site: the
    breakpoint word while installed, the original otherwise. For tests.
 
-   Parameters
-     f   a registered VM record
-   Returns
-     the word; 0 when f is NULL or a native function
-   Errors
-     none
-   Thread safety
-     any thread
-   Source
-     bptrace
+   Parameters     f   a registered VM record
+   Returns        the word; 0 when f is NULL or a native function
+   Errors         none
+   Thread safety  any thread
+   Source         bptrace
 */
 BPT_API bpt_vm_word bpt_vm_word_at(const bpt_func *f);

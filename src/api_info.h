@@ -51,8 +51,7 @@ typedef struct bpt_info {
      f      a registered function; not NULL
      what   BPT_INFO_* bits: what to report (others stay 0)
      out    in: procs and procs_cap (procs may be NULL); out: the rest; not NULL
-   Returns
-     0, or a BPT_E* code
+   Returns        0, or a BPT_E* code
    Errors
      BPT_EINVAL     f or out is NULL; unknown bits in what
      BPT_ESESSION   s is stale or destroyed
@@ -62,8 +61,7 @@ typedef struct bpt_info {
      BPT_EDEADLK    from a tracer callback, a pinned section, or a callback
                     under the code modification permission (it takes the
                     permission)
-   Thread safety
-     any thread (set path); not from a signal handler
+   Thread safety  any thread (set path); not from a signal handler
    Source
      erlang:trace_info/2 (flags, call_count, call_time, call_memory);
      OTP 29's call_time collection in beam_bp.c
@@ -96,10 +94,8 @@ typedef void (*bpt_info_fn)(const bpt_func *f, const char *module, const char *n
      BPT_ESESSION   s is stale or destroyed
      BPT_ENOMEM     as bpt_trace_info
      BPT_EDEADLK    as bpt_trace_info
-   Thread safety
-     any thread (set path); not from a signal handler
-   Source
-     erlang:trace_info/2 over a pattern (as tprof and eprof gather it)
+   Thread safety  any thread (set path); not from a signal handler
+   Source         erlang:trace_info/2 over a pattern (as tprof and eprof gather it)
 */
 BPT_API int bpt_trace_info_each(bpt_session s, const char *pattern, unsigned what,
                                 bpt_info_fn fn, void *user);
@@ -112,17 +108,13 @@ BPT_API int bpt_trace_info_each(bpt_session s, const char *pattern, unsigned wha
    process too. Never blocks; allocates nothing after the thread's first
    bptrace call.
 
-   Parameters
-     process   any id the host chooses; 0: the OS thread itself (the default)
-   Returns
-     nothing
-   Errors
-     none
+   Parameters     process   any id the host chooses; 0: the OS thread itself (the default)
+   Returns        nothing
+   Errors         none
    Thread safety
      any thread (acts on the caller); async-signal-safe once the thread has
      its record
-   Source
-     BEAM's scheduling out and in of a process (call_time's schedule_out)
+   Source         BEAM's scheduling out and in of a process (call_time's schedule_out)
 */
 BPT_API void bpt_process_switch(uint64_t process);
 
@@ -130,15 +122,10 @@ BPT_API void bpt_process_switch(uint64_t process);
    (negative: freed): call_memory charges them to its current traced
    function in each session that has call_memory on it. Never blocks.
 
-   Parameters
-     bytes   bytes allocated (> 0) or freed (< 0); 0 does nothing
-   Returns
-     nothing
-   Errors
-     none
-   Thread safety
-     any thread (acts on the caller); never blocks
-   Source
-     call_memory in OTP 26+ (erlang:trace_pattern/3)
+   Parameters     bytes   bytes allocated (> 0) or freed (< 0); 0 does nothing
+   Returns        nothing
+   Errors         none
+   Thread safety  any thread (acts on the caller); never blocks
+   Source         call_memory in OTP 26+ (erlang:trace_pattern/3)
 */
 BPT_API void bpt_account_memory(int64_t bytes);

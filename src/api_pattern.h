@@ -100,8 +100,7 @@ typedef struct bpt_match {
                accepts, as in BEAM)
      match     the call-trace match spec (copied), read only when BPT_CALL is
                switched on; NULL: every call, no actions but the flags'
-   Returns
-     the number of registered functions matched (>= 0), or a BPT_E* code
+   Returns        the number of registered functions matched (>= 0), or a BPT_E* code
    Errors
      BPT_EINVAL     pattern is NULL
      BPT_EPATTERN   pattern empty or malformed (bpt_last_error says where);
@@ -132,8 +131,7 @@ typedef struct bpt_match {
    Thread safety
      any thread (set path: serialized with the other set-path calls, waits
      for thread progress); not from a signal handler
-   Source
-     erlang:trace_pattern/3; erts_set_trace_pattern in beam_bp.c; Tracing.md
+   Source         erlang:trace_pattern/3; erts_set_trace_pattern in beam_bp.c; Tracing.md
 */
 BPT_API int bpt_trace_pattern(bpt_session s, const char *pattern, unsigned flags,
                               const bpt_match *match);
@@ -142,16 +140,11 @@ BPT_API int bpt_trace_pattern(bpt_session s, const char *pattern, unsigned flags
    every breakpoint running code reads (0 or 1), and the other, where the
    set path stages changes. The protocol's commit (its seventh step) swaps them.
 
-   Parameters
-     none
-   Returns
-     0 or 1
-   Errors
-     none
-   Thread safety
-     any thread
-   Source
-     erts_active_bp_ix / erts_staging_bp_ix in beam_bp.h
+   Parameters     none
+   Returns        0 or 1
+   Errors         none
+   Thread safety  any thread
+   Source         erts_active_bp_ix / erts_staging_bp_ix in beam_bp.h
 */
 BPT_API unsigned bpt_active_bp_ix(void);
 BPT_API unsigned bpt_staging_bp_ix(void);
@@ -171,31 +164,23 @@ typedef void (*bpt_observer_fn)(int step, int did, uint64_t ns, void *user);
    Parameters
      fn     the observer; NULL removes it
      user   handed to fn
-   Returns
-     0, or a BPT_E* code
+   Returns        0, or a BPT_E* code
    Errors
      BPT_ENOMEM    the calling thread's record could not be allocated
      BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
                    under the code modification permission
-   Thread safety
-     any thread (set path); not from a signal handler
-   Source
-     bptrace (for teaching the 13 steps of Tracing.md)
+   Thread safety  any thread (set path); not from a signal handler
+   Source         bptrace (for teaching the 13 steps of Tracing.md)
 */
 BPT_API int bpt_set_protocol_observer(bpt_observer_fn fn, void *user);
 
 /* bpt_protocol_step_name: the name of a protocol step: "seize permission",
    "allocate", "stage", ... "release permission".
 
-   Parameters
-     step   1..13
-   Returns
-     a static string; NULL for a step outside 1..13
-   Errors
-     none
-   Thread safety
-     any thread; async-signal-safe
-   Source
-     the 13 steps of Tracing.md (OTP)
+   Parameters     step   1..13
+   Returns        a static string; NULL for a step outside 1..13
+   Errors         none
+   Thread safety  any thread; async-signal-safe
+   Source         the 13 steps of Tracing.md (OTP)
 */
 BPT_API const char *bpt_protocol_step_name(int step);

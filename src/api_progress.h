@@ -23,17 +23,13 @@
    thread; an unpin without a pin is ignored. The first pin of a thread
    creates its thread record; if that allocation fails the pin does nothing.
 
-   Parameters
-     none
-   Returns
-     nothing
-   Errors
-     none
+   Parameters     none
+   Returns        nothing
+   Errors         none
    Thread safety
      any thread (acts on the caller); async-signal-safe once the thread has
      its record; a managed thread must be online
-   Source
-     rcu_read_lock / rcu_read_unlock in liburcu urcu-memb
+   Source         rcu_read_lock / rcu_read_unlock in liburcu urcu-memb
 */
 BPT_API void bpt_thread_progress_pin(void);
 BPT_API void bpt_thread_progress_unpin(void);
@@ -46,18 +42,15 @@ BPT_API void bpt_thread_progress_unpin(void);
    unpinned threads never delay it. A managed caller is offline while it
    waits.
 
-   Parameters
-     none
-   Returns
-     0, or a BPT_E* code
+   Parameters     none
+   Returns        0, or a BPT_E* code
    Errors
      BPT_EDEADLK   called from a tracer callback, or by a pinned thread (it
                    would wait for itself)
    Thread safety
      any thread except as above; concurrent waiters are serialized; not
      async-signal-safe (it may sleep and takes a lock)
-   Source
-     erts_thr_progress_block in erl_thr_progress.c; liburcu's synchronize_rcu
+   Source         erts_thr_progress_block in erl_thr_progress.c; liburcu's synchronize_rcu
 */
 BPT_API int bpt_thread_progress_wait(void);
 
@@ -66,16 +59,11 @@ BPT_API int bpt_thread_progress_wait(void);
    instruction stream, so that every thread executes code written before the
    call. Use after writing code.
 
-   Parameters
-     none
-   Returns
-     0, or a BPT_E* code
-   Errors
-     BPT_EDEADLK   called from a tracer callback, or by a pinned thread
-   Thread safety
-     as bpt_thread_progress_wait
-   Source
-     Linux text_poke_sync (arch/x86/kernel/alternative.c)
+   Parameters     none
+   Returns        0, or a BPT_E* code
+   Errors         BPT_EDEADLK   called from a tracer callback, or by a pinned thread
+   Thread safety  as bpt_thread_progress_wait
+   Source         Linux text_poke_sync (arch/x86/kernel/alternative.c)
 */
 BPT_API int bpt_thread_progress_wait_sync_core(void);
 
@@ -87,17 +75,13 @@ BPT_API int bpt_thread_progress_wait_sync_core(void);
    wait) bptrace takes it offline meanwhile. It starts online. There is no
    way back to unmanaged.
 
-   Parameters
-     none
-   Returns
-     0, or a BPT_E* code
+   Parameters     none
+   Returns        0, or a BPT_E* code
    Errors
      BPT_EINVAL   called while pinned
      BPT_ENOMEM   the thread's record could not be allocated
-   Thread safety
-     any thread (acts on the caller); not async-signal-safe
-   Source
-     erts_thr_progress_register_managed_thread in erl_thr_progress.c
+   Thread safety  any thread (acts on the caller); not async-signal-safe
+   Source         erts_thr_progress_register_managed_thread in erl_thr_progress.c
 */
 BPT_API int bpt_thread_progress_register_managed(void);
 
@@ -106,16 +90,11 @@ BPT_API int bpt_thread_progress_register_managed(void);
    offline threads; ignored inside a pinned section or tracer callback (not
    a quiescent point). Never blocks.
 
-   Parameters
-     none
-   Returns
-     nothing
-   Errors
-     none
-   Thread safety
-     any thread (acts on the caller); never blocks
-   Source
-     erts_thr_progress_update in erl_thr_progress.c
+   Parameters     none
+   Returns        nothing
+   Errors         none
+   Thread safety  any thread (acts on the caller); never blocks
+   Source         erts_thr_progress_update in erl_thr_progress.c
 */
 BPT_API void bpt_thread_progress(void);
 
@@ -125,16 +104,11 @@ BPT_API void bpt_thread_progress(void);
    offline it must not pin nor hit a breakpoint. Offline is ignored inside a
    pinned section. No-op on unmanaged threads. Never block.
 
-   Parameters
-     none
-   Returns
-     nothing
-   Errors
-     none
-   Thread safety
-     any thread (acts on the caller); never blocks
-   Source
-     erts_thr_progress_prepare_wait / erts_thr_progress_finalize_wait
+   Parameters     none
+   Returns        nothing
+   Errors         none
+   Thread safety  any thread (acts on the caller); never blocks
+   Source         erts_thr_progress_prepare_wait / erts_thr_progress_finalize_wait
 */
 BPT_API void bpt_thread_progress_offline(void);
 BPT_API void bpt_thread_progress_online(void);
@@ -155,15 +129,10 @@ typedef struct bpt_progress_stats {
    counters are read without a lock: each is exact, but together they are
    not a snapshot. The first call sets up thread progress (see above).
 
-   Parameters
-     out   where to write the counters; not NULL
-   Returns
-     0, or a BPT_E* code
-   Errors
-     BPT_EINVAL   out is NULL
-   Thread safety
-     any thread; not from a signal handler on the first call
-   Source
-     bptrace
+   Parameters     out   where to write the counters; not NULL
+   Returns        0, or a BPT_E* code
+   Errors         BPT_EINVAL   out is NULL
+   Thread safety  any thread; not from a signal handler on the first call
+   Source         bptrace
 */
 BPT_API int bpt_thread_progress_stats(bpt_progress_stats *out);

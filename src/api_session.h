@@ -89,8 +89,7 @@ typedef struct bpt_session_desc {
    Parameters
      desc   the settings (copied); NULL: every default
      out    where to write the new handle; not NULL
-   Returns
-     0, or a BPT_E* code (then *out is untouched)
+   Returns        0, or a BPT_E* code (then *out is untouched)
    Errors
      BPT_EINVAL    out is NULL; ring_size over 1<<20; rate_per_ms without rate_max
      BPT_ELIMIT    name over 63 bytes; BPT_MAX_SESSIONS sessions alive
@@ -100,8 +99,7 @@ typedef struct bpt_session_desc {
    Thread safety
      any thread (set path: serialized with the other set-path calls); not
      from a signal handler
-   Source
-     trace:session_create/3 (OTP 27)
+   Source         trace:session_create/3 (OTP 27)
 */
 BPT_API int bpt_session_create(const bpt_session_desc *desc, bpt_session *out);
 
@@ -110,10 +108,8 @@ BPT_API int bpt_session_create(const bpt_session_desc *desc, bpt_session *out);
    discarded; frames and messages that outlive it do nothing. The handle is
    stale from then on.
 
-   Parameters
-     s   the session
-   Returns
-     0, or a BPT_E* code
+   Parameters     s   the session
+   Returns        0, or a BPT_E* code
    Errors
      BPT_ESESSION   s is stale or destroyed (a double destroy)
      BPT_ENOMEM     no memory for the change (or the thread's record); the
@@ -123,10 +119,8 @@ BPT_API int bpt_session_create(const bpt_session_desc *desc, bpt_session *out);
                     round trip
      BPT_EDEADLK    from a tracer callback, a pinned section, or a callback
                     under the code modification permission
-   Thread safety
-     any thread (set path); not from a signal handler
-   Source
-     trace:session_destroy/1 (OTP 27)
+   Thread safety  any thread (set path); not from a signal handler
+   Source         trace:session_destroy/1 (OTP 27)
 */
 BPT_API int bpt_session_destroy(bpt_session s);
 
@@ -139,8 +133,7 @@ BPT_API int bpt_session_destroy(bpt_session s);
      s     the session
      out   an array of max messages; NULL allowed when max is 0
      max   room in out, >= 0
-   Returns
-     how many messages it wrote (0..max), or a BPT_E* code
+   Returns        how many messages it wrote (0..max), or a BPT_E* code
    Errors
      BPT_EINVAL     max < 0; out NULL with max > 0
      BPT_ESESSION   s is stale or destroyed
@@ -149,8 +142,7 @@ BPT_API int bpt_session_destroy(bpt_session s);
      any thread, concurrently with traced threads; one drainer per session
      at a time (others wait on the session's drain lock); not from a signal
      handler
-   Source
-     bptrace (the tracer process's mailbox, read in batches)
+   Source         bptrace (the tracer process's mailbox, read in batches)
 */
 BPT_API int bpt_session_drain(bpt_session s, bpt_msg *out, int max);
 
@@ -172,15 +164,12 @@ typedef struct bpt_session_counts {
    Parameters
      s     the session
      out   where to write them; not NULL
-   Returns
-     0, or a BPT_E* code
+   Returns        0, or a BPT_E* code
    Errors
      BPT_EINVAL     out is NULL
      BPT_ESESSION   s is stale or destroyed
      BPT_ENOMEM     the calling thread's record could not be allocated
-   Thread safety
-     any thread; not from a signal handler
-   Source
-     bptrace (trace:session_info/1 gives the settings; these are the counts)
+   Thread safety  any thread; not from a signal handler
+   Source         bptrace (trace:session_info/1 gives the settings; these are the counts)
 */
 BPT_API int bpt_session_stats(bpt_session s, bpt_session_counts *out);

@@ -29,7 +29,8 @@
        Every public function has one comment in the same order: what it does
        (the contract), then Parameters, Returns, Errors (every BPT_E* code it
        can return, with when), Thread safety, and Source (the OTP or other
-       function it is modelled on, or "bptrace"). "none" marks an empty heading.
+       function it is modelled on, or "bptrace"). "none" marks an empty heading;
+       a one-line body stands on its heading's line.
        How it is done is not in these comments: see the implementation parts.
 
    COMPILE-TIME OPTIONS (>>config)
@@ -223,34 +224,25 @@ enum bpt_error {
 
 /* bpt_strerror: the fixed message of an error code.
 
-   Parameters
-     code   a BPT_E* value, or any other int
-   Returns
-     a static string, never NULL; "unknown error" for a value that is not a BPT_E*
-   Errors
-     none
-   Thread safety
-     any thread; async-signal-safe; also from a tracer callback
-   Source
-     strerror(3)
+   Parameters     code   a BPT_E* value, or any other int
+   Returns        a static string, never NULL; "unknown error" for a value that is not a BPT_E*
+   Errors         none
+   Thread safety  any thread; async-signal-safe; also from a tracer callback
+   Source         strerror(3)
 */
 BPT_API const char *bpt_strerror(int code);
 
 /* bpt_last_error: why the calling thread's last failing bptrace call failed,
    e.g. "malformed trace pattern: 'vm:fib' has no '/arity'".
 
-   Parameters
-     none
+   Parameters     none
    Returns
      a thread-local string, valid until this thread's next failing call; ""
      if none failed yet. A thread whose record could not be allocated gets a
      fixed "out of memory" text.
-   Errors
-     none
-   Thread safety
-     any thread; each thread sees only its own message
-   Source
-     dlerror(3)
+   Errors         none
+   Thread safety  any thread; each thread sees only its own message
+   Source         dlerror(3)
 */
 BPT_API const char *bpt_last_error(void);
 

@@ -120,18 +120,28 @@ static int bpt__apply_patterns(bpt_func *f, uint64_t *t) {
     return 0;
 }
 
+/* The checks every registration makes of its arguments (who: the API
+   call; what: its site argument's name). Returns 0, BPT_EINVAL or
+   BPT_ELIMIT. */
+static int bpt__register_args_check(const char *who, const char *what, const void *site, const char *module,
+                                    const char *name, int arity, bpt_func **out) {
+    if (!site || !module || !name || !out)
+        return bpt__fail(BPT_EINVAL, "%s: %s, module, name and out must not be NULL", who, what);
+    if (arity < 0 || arity > 255)
+        return bpt__fail(BPT_EINVAL, "%s: arity %d is outside 0..255", who, arity);
+    if (strlen(module) > BPT__NAME_MAX || strlen(name) > BPT__NAME_MAX)
+        return bpt__fail(BPT_ELIMIT, "%s: module and name are limited to %d bytes", who, BPT__NAME_MAX);
+    return 0;
+}
+
 int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word, const char *module,
                     const char *name, int arity, const bpt_vm_ops *ops, bpt_func **out) {
     bpt_func *f;
     uint64_t t = bpt__now_ns();
     int rc;
-    if (!first_word || !module || !name || !out)
-        return bpt__fail(BPT_EINVAL, "bpt_register_vm: first_word, module, name and out must not be NULL");
-    if (arity < 0 || arity > 255)
-        return bpt__fail(BPT_EINVAL, "bpt_register_vm: arity %d is outside 0..255", arity);
-    if (strlen(module) > BPT__NAME_MAX || strlen(name) > BPT__NAME_MAX)
-        return bpt__fail(BPT_ELIMIT, "bpt_register_vm: module and name are limited to %d bytes", BPT__NAME_MAX);
-    if ((rc = bpt__permission_seize("bpt_register_vm")) < 0) return rc;
+    if ((rc = bpt__register_args_check("bpt_register_vm", "first_word", first_word, module, name, arity, out)) < 0 ||
+        (rc = bpt__permission_seize("bpt_register_vm")) < 0)
+        return rc;
     /* Duplicates first: a registered site may hold the breakpoint word. */
     if (bpt__ptrset_has(&bpt__registry.sites, first_word)) {
         bpt__permission_release();
@@ -225,14 +235,10 @@ int bpt_register_native(void *fn, const char *module, const char *name, int arit
     bpt_func *f;
     uint64_t t = bpt__now_ns();
     int rc;
-    if (!fn || !module || !name || !out)
-        return bpt__fail(BPT_EINVAL, "bpt_register_native: fn, module, name and out must not be NULL");
-    if (arity < 0 || arity > 255)
-        return bpt__fail(BPT_EINVAL, "bpt_register_native: arity %d is outside 0..255", arity);
-    if (strlen(module) > BPT__NAME_MAX || strlen(name) > BPT__NAME_MAX)
-        return bpt__fail(BPT_ELIMIT, "bpt_register_native: module and name are limited to %d bytes", BPT__NAME_MAX);
-    if ((rc = bpt__arch_native_usable("bpt_register_native")) < 0) return rc;
-    if ((rc = bpt__permission_seize("bpt_register_native")) < 0) return rc;
+    if ((rc = bpt__register_args_check("bpt_register_native", "fn", fn, module, name, arity, out)) < 0 ||
+        (rc = bpt__arch_native_usable("bpt_register_native")) < 0 ||
+        (rc = bpt__permission_seize("bpt_register_native")) < 0)
+        return rc;
     if (bpt__ptrset_has(&bpt__registry.sites, fn)) {
         bpt__permission_release();
         return bpt__fail(BPT_EEXIST, "bpt_register_native: %s:%s/%d at %p is already registered",

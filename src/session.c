@@ -214,21 +214,30 @@ BPT__PRIVATE void bpt__session_free(bpt__session *s) {
     BPT_FREE(s);
 }
 
+/* Pin, then find the session of handle. Returns it, pinned (*rec), or NULL
+   after bpt__fail (BPT_ENOMEM: no thread record; BPT_ESESSION), unpinned.
+   Pinned, a concurrent destroy frees the session only after the caller
+   unpins. */
+static bpt__session *bpt__session_pin(bpt_session handle, const char *who, bpt__thread **rec, int *rc) {
+    bpt__session *s;
+    if (!(*rec = bpt__pin())) {
+        *rc = bpt__fail(BPT_ENOMEM, "%s: no memory for the thread record", who);
+        return NULL;
+    }
+    if (!(s = bpt__session_lookup(handle.id))) {
+        bpt__unpin(*rec);
+        *rc = bpt__fail(BPT_ESESSION, "%s: session %llu is not alive", who, (unsigned long long)handle.id);
+    }
+    return s;
+}
+
 int bpt_session_drain(bpt_session handle, bpt_msg *out, int max) {
     bpt__thread *rec;
     bpt__session *s;
-    int n = 0, i;
+    int n = 0, i, rc;
     if (max < 0 || (max > 0 && !out))
         return bpt__fail(BPT_EINVAL, "bpt_session_drain: out is NULL or max (%d) < 0", max);
-    /* Pinned, so a concurrent destroy frees the session only after we leave. */
-    rec = bpt__pin();
-    if (!rec) return bpt__fail(BPT_ENOMEM, "bpt_session_drain: no memory for the thread record");
-    s = bpt__session_lookup(handle.id);
-    if (!s) {
-        bpt__unpin(rec);
-        return bpt__fail(BPT_ESESSION, "bpt_session_drain: session %llu is not alive",
-                         (unsigned long long)handle.id);
-    }
+    if (!(s = bpt__session_pin(handle, "bpt_session_drain", &rec, &rc))) return rc;
     pthread_mutex_lock(&s->drain_lock);
     for (i = 0; i <= BPT_MAX_THREADS && n < max; i++) {
         bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);   /* [R1] */
@@ -252,16 +261,9 @@ int bpt_session_drain(bpt_session handle, bpt_msg *out, int max) {
 int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
     bpt__thread *rec;
     bpt__session *s;
-    int i;
+    int i, rc;
     if (!out) return bpt__fail(BPT_EINVAL, "bpt_session_stats: out is NULL");
-    rec = bpt__pin();
-    if (!rec) return bpt__fail(BPT_ENOMEM, "bpt_session_stats: no memory for the thread record");
-    s = bpt__session_lookup(handle.id);
-    if (!s) {
-        bpt__unpin(rec);
-        return bpt__fail(BPT_ESESSION, "bpt_session_stats: session %llu is not alive",
-                         (unsigned long long)handle.id);
-    }
+    if (!(s = bpt__session_pin(handle, "bpt_session_stats", &rec, &rc))) return rc;
     memset(out, 0, sizeof *out);
     for (i = 0; i <= BPT_MAX_THREADS; i++) {
         bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);   /* [R1] */
