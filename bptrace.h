@@ -2240,7 +2240,6 @@ BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const ch
    is registered (the heavy barrier then runs a full barrier on every running
    thread); otherwise both sides use a full fence. */
 
-
 #define BPT__NEST_BITS 16
 #define BPT__NEST_MASK ((1u << BPT__NEST_BITS) - 1)
 #define BPT__WAIT_SPINS 200
@@ -2677,7 +2676,6 @@ BPT__PRIVATE int bpt__fail(int code, const char *fmt, ...) {
    message can name its function after the function is gone. Only the set
    path interns (under its own lock); the hit path only reads the pointers. */
 
-
 typedef struct bpt__interned {
     struct bpt__interned *next;
     uint32_t hash;
@@ -2740,7 +2738,6 @@ BPT__PRIVATE const char *bpt__intern(const char *text) {
    parent and child release them, and the child resets what belonged to
    threads that do not exist in it. */
 
-
 BPT__SHARED pthread_mutex_t bpt__code_mod_permission = PTHREAD_MUTEX_INITIALIZER;
 static int bpt__fork_took_permission;
 
@@ -2778,7 +2775,6 @@ BPT__PRIVATE void bpt__locks_init(void) {
    the bpt_func handles a caller passes in and to refuse a site registered
    twice. Not from OTP: ERTS only meets its own code pointers, while a C API
    must check the ones it is given. */
-
 
 static size_t bpt__ptr_hash(const void *p, size_t mask) {
     uint64_t x = (uint64_t)(uintptr_t)p;
@@ -2848,7 +2844,6 @@ BPT__PRIVATE void bpt__ptrset_remove(bpt__ptrset *set, const void *p) {
    a try-lock: a thread that finds it busy drops its message, so even a signal
    handler that interrupts the lock's holder cannot deadlock. */
 
-
 typedef struct bpt__lane {
     /* producer side */
     bpt__atomic_u64 head;         /* next slot to write; release-stored after the write */
@@ -2866,8 +2861,6 @@ typedef struct bpt__lane {
     uint64_t mask;                /* capacity - 1; capacity 0 for a callback session */
     bpt_msg slots[1];
 } bpt__lane;
-
-
 
 BPT__SHARED struct bpt__sessions bpt__sessions;   /* session.h */
 
@@ -3123,7 +3116,6 @@ int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
 /* pattern.c: trace patterns ("module:function/arity" with globs) and match
    specs, as erlang:trace_pattern/3 takes them. Set path only. */
 
-
 /* Copy one part of a pattern; '_' alone means any, as '*'. */
 static int bpt__pattern_part(char *dst, const char *src, size_t len, const char *what, const char *text) {
     if (len == 0)
@@ -3294,9 +3286,7 @@ BPT__PRIVATE void bpt__pattern_entry_free(bpt__pattern_entry *e) {
    stub finds the record at a fixed offset from its return address, as BEAM
    finds GenericBp in front of the code. */
 
-
 #if defined(BPT_NATIVE) && defined(__x86_64__)
-
 
 /* The entry stub: save the argument registers in a bpt__regs frame, call
    bpt__native_entry(record, frame), restore, and continue where the handler
@@ -3412,7 +3402,6 @@ BPT__PRIVATE uintptr_t bpt__arch_entry_sp(const bpt__regs *r) { return (uintptr_
 BPT__PRIVATE uintptr_t bpt__arch_ret_strip(const bpt_func *f, uintptr_t ret) { (void)f; return ret; }
 BPT__PRIVATE uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t sp) { (void)f; (void)sp; return ret; }
 
-
 static const uint8_t bpt__endbr64[4] = { 0xF3, 0x0F, 0x1E, 0xFA };
 
 /* Is the padding fresh (24 NOPs) or already ours (registered before)? */
@@ -3498,7 +3487,6 @@ BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
    SYNC_CORE wait in the protocol (an ISB on every core). The literals are
    written only at registration, while nothing can reach them, because an
    8-byte store to a possibly 4-aligned address is not single-copy atomic. */
-
 
 #if defined(BPT_NATIVE) && defined(__aarch64__)
 
@@ -3612,7 +3600,6 @@ BPT__PRIVATE uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uint
     return x17;
 }
 
-
 static uint32_t bpt__a64_word(const uint8_t *p) { uint32_t w; memcpy(&w, p, 4); return w; }
 
 /* B from `from` to `to`: imm26 counts words. */
@@ -3708,7 +3695,6 @@ BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
    hooks in kind_timem.c) that share these tables: one cell holds a
    process's calls, time and bytes. While both kinds are on, their data
    slots point at the same bpt__BpTimem, each holding a reference. */
-
 
 typedef struct bpt__timem_cell {
     uint64_t process;             /* 0: a free cell (process ids are never 0) */
@@ -4128,8 +4114,6 @@ BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *
    std::terminate (longjmp needs no unwind information and is fine: F2
    turns the frames it skipped into exception_from). VM frames use
    the same frames on a second stack, named by a token the VM keeps. */
-
-
 
 /* A session that could not get a frame (the hit already serves
    BPT_FRAME_SESSIONS sessions, the shadow stack is full, or the VM keeps no
@@ -4621,7 +4605,6 @@ void bpt_account_memory(int64_t bytes) {
    the match spec (NULL: match every call). Its hooks are the ones the kinds
    table (BPT_KINDS, breakpoint.h) names. */
 
-
 #define BPT__BPF_LOCAL_TRACE BPT__BPF_ON(BPT__KIX_CALL)
 
 /* Step 2: nothing to allocate: the op holds a reference to its match spec. */
@@ -4758,7 +4741,6 @@ BPT__HOT void bpt__kind_call_hit(bpt__hit *h, bpt__session *s, const bpt__Generi
    generations that count into it, incremented by every hit while active.
    Its hooks are the ones the kinds table (BPT_KINDS, breakpoint.h) names. */
 
-
 #define BPT__BPF_COUNT        BPT__BPF_ON(BPT__KIX_COUNT)
 #define BPT__BPF_COUNT_ACTIVE BPT__BPF_ACTIVE(BPT__KIX_COUNT)
 
@@ -4839,7 +4821,6 @@ BPT__PRIVATE void bpt__kind_count_info(const bpt__GenericBpData *d, unsigned wha
    kinds share their tables (timem.c); these hooks keep the invariant that
    while both are on, both data slots point at the same bpt__BpTimem. The
    hooks are the ones the kinds table (BPT_KINDS, breakpoint.h) names. */
-
 
 /* Step 2: fresh tables where the change switches a kind on and the staging
    generation has none, or restarts. When one change switches both kinds,
@@ -4943,7 +4924,6 @@ BPT__PRIVATE void bpt__kind_memory_info(const bpt__GenericBpData *d, unsigned wh
    (kind_*.c: count, call trace, call_time, call_memory). Unpin. No lock, no wait: this is
    op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c. */
 
-
 /* Run every session's breakpoint on h->f; gather in h who wants a return
    frame (the site pushes it). The caller then executes the original
    instruction. Returns 0 when the thread has no record (out of memory):
@@ -4995,7 +4975,6 @@ bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame, bpt_vm_token *toke
    word; installing a breakpoint stores the breakpoint opcode's word there,
    uninstalling stores the original back. */
 
-
 typedef char bpt__vm_word_is_64_bits[sizeof(bpt_vm_word) == sizeof(uint64_t) ? 1 : -1];
 
 /* One aligned 8-byte store: single-copy atomic on x86-64 and aarch64, so a
@@ -5026,8 +5005,6 @@ bpt_vm_word bpt_vm_word_at(const bpt_func *f) {
 /* site_native.c: what native sites share on both architectures: making code
    pages writable in batches, the entry the stubs call, and the one writer the
    protocol uses for every kind of site. */
-
-
 
 #if defined(BPT_NATIVE)
 #include <sys/mman.h>
@@ -5268,7 +5245,6 @@ BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n
      chapter 4: Sections, String Table, Symbol Table). Everything the file
      says is bounds-checked: a truncated or garbage file gives BPT_EINVAL. */
 
-
 #include <elf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -5292,7 +5268,6 @@ extern int dl_iterate_phdr(int (*callback)(struct dl_phdr_info *info, size_t siz
 /* >>module */
 
 #define BPT__PFE_SECTION "__patchable_function_entries"
-
 
 /* One STT_FUNC symbol, kept small: a big program has 10^5 of them. */
 typedef struct bpt__elf_func {
@@ -5828,7 +5803,6 @@ BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const ch
    writes staging halves (step 3), flips the global index (step 7), and
    waits for thread progress wherever a reader could still see the past. */
 
-
 /* The active generation index: 0 or 1. The commit flips it with a release
    store; a hit reads it once, with an acquire load [G2]. */
 static bpt__atomic_u32 bpt__active_ix;
@@ -5849,7 +5823,6 @@ static const char *const bpt__step_names[13] = {
 const char *bpt_protocol_step_name(int step) {
     return step >= 1 && step <= 13 ? bpt__step_names[step - 1] : NULL;
 }
-
 
 /* Report a step to the observer and start timing the next. */
 static void bpt__step_done(int step, int did, uint64_t *t) {
@@ -6269,7 +6242,6 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
    registered while patterns are in force gets them at once, through the
    same protocol (bp.c), with no thread stopped. Everything here runs
    under the code modification permission. */
-
 
 BPT__SHARED struct bpt__registry bpt__registry;   /* registry.h */
 
@@ -6768,7 +6740,6 @@ int bpt_func_count(void) {
    protocol (bp.c), then unpublishes the session and frees it after a
    thread progress wait. */
 
-
 int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
     static const bpt_session_desc defaults;
     const bpt_session_desc *d = desc ? desc : &defaults;
@@ -6861,7 +6832,6 @@ int bpt_session_destroy(bpt_session handle) {
    functions, switch their breakpoints through the protocol (bp.c), and
    remember the pattern, so that functions registered later get it too
    (funcs.c replays it). */
-
 
 /* A pattern to remember for functions registered later, or NULL (ENOMEM). */
 static bpt__pattern_entry *bpt__pattern_entry_new(const bpt__mfa *mfa, unsigned flags, bpt__ms *ms) {
@@ -6969,7 +6939,6 @@ out:
    call_memory in one session, read from the active generation of its
    breakpoint. Time and memory are summed first, by the nine-step
    collection of timem.c (OTP 29's method). */
-
 
 /* What bpt_trace_info reports of g (NULL: no breakpoint of the session). */
 static int bpt__info_of(const bpt__GenericBp *g, unsigned what, bpt_info *out, bpt_info_process *procs, uint32_t cap) {
@@ -7092,7 +7061,6 @@ int bpt_trace_info_each(bpt_session handle, const char *pattern, unsigned what, 
 /*** Begin file format.c ***/
 /* format.c: trace messages as text, off the hot path (the drainer's or the
    tracer callback's thread). dbg's line shapes, recon_trace's timestamps. */
-
 
 static int64_t bpt__realtime_offset_ns;   /* CLOCK_REALTIME - CLOCK_MONOTONIC, once */
 static pthread_once_t bpt__format_once = PTHREAD_ONCE_INIT;

@@ -8,7 +8,6 @@
    waits for thread progress wherever a reader could still see the past. */
 #include "internal.h"
 
-
 /* The active generation index: 0 or 1. The commit flips it with a release
    store; a hit reads it once, with an acquire load [G2]. */
 static bpt__atomic_u32 bpt__active_ix;
@@ -29,7 +28,6 @@ static const char *const bpt__step_names[13] = {
 const char *bpt_protocol_step_name(int step) {
     return step >= 1 && step <= 13 ? bpt__step_names[step - 1] : NULL;
 }
-
 
 /* Report a step to the observer and start timing the next. */
 static void bpt__step_done(int step, int did, uint64_t *t) {

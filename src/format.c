@@ -2,7 +2,6 @@
    tracer callback's thread). dbg's line shapes, recon_trace's timestamps. */
 #include "internal.h"
 
-
 static int64_t bpt__realtime_offset_ns;   /* CLOCK_REALTIME - CLOCK_MONOTONIC, once */
 static pthread_once_t bpt__format_once = PTHREAD_ONCE_INIT;
 

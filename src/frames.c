@@ -35,8 +35,6 @@
    the same frames on a second stack, named by a token the VM keeps. */
 #include "internal.h"
 
-
-
 /* A session that could not get a frame (the hit already serves
    BPT_FRAME_SESSIONS sessions, the shadow stack is full, or the VM keeps no
    frames) has the call's return untraced, counted. */

@@ -10,7 +10,6 @@
    under the code modification permission. */
 #include "internal.h"
 
-
 BPT__SHARED struct bpt__registry bpt__registry;   /* registry.h */
 
 /* Make room for `extra` more functions. Returns 0 or BPT_ENOMEM. */

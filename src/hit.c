@@ -5,7 +5,6 @@
    op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c. */
 #include "internal.h"
 
-
 /* Run every session's breakpoint on h->f; gather in h who wants a return
    frame (the site pushes it). The caller then executes the original
    instruction. Returns 0 when the thread has no record (out of memory):

@@ -4,7 +4,6 @@
    path interns (under its own lock); the hit path only reads the pointers. */
 #include "internal.h"
 
-
 typedef struct bpt__interned {
     struct bpt__interned *next;
     uint32_t hash;

@@ -7,7 +7,6 @@
    table (BPT_KINDS, breakpoint.h) names. */
 #include "internal.h"
 
-
 #define BPT__BPF_LOCAL_TRACE BPT__BPF_ON(BPT__KIX_CALL)
 
 /* Step 2: nothing to allocate: the op holds a reference to its match spec. */

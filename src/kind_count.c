@@ -4,7 +4,6 @@
    Its hooks are the ones the kinds table (BPT_KINDS, breakpoint.h) names. */
 #include "internal.h"
 
-
 #define BPT__BPF_COUNT        BPT__BPF_ON(BPT__KIX_COUNT)
 #define BPT__BPF_COUNT_ACTIVE BPT__BPF_ACTIVE(BPT__KIX_COUNT)
 

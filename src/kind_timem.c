@@ -7,7 +7,6 @@
    hooks are the ones the kinds table (BPT_KINDS, breakpoint.h) names. */
 #include "internal.h"
 
-
 /* Step 2: fresh tables where the change switches a kind on and the staging
    generation has none, or restarts. When one change switches both kinds,
    the call_time row allocates for the pair. */

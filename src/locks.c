@@ -24,7 +24,6 @@
    threads that do not exist in it. */
 #include "internal.h"
 
-
 BPT__SHARED pthread_mutex_t bpt__code_mod_permission = PTHREAD_MUTEX_INITIALIZER;
 static int bpt__fork_took_permission;
 

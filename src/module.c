@@ -27,7 +27,6 @@
      says is bounds-checked: a truncated or garbage file gives BPT_EINVAL. */
 #include "internal.h"
 
-
 #include <elf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -51,7 +50,6 @@ extern int dl_iterate_phdr(int (*callback)(struct dl_phdr_info *info, size_t siz
 /* >>module */
 
 #define BPT__PFE_SECTION "__patchable_function_entries"
-
 
 /* One STT_FUNC symbol, kept small: a big program has 10^5 of them. */
 typedef struct bpt__elf_func {

@@ -2,7 +2,6 @@
    specs, as erlang:trace_pattern/3 takes them. Set path only. */
 #include "internal.h"
 
-
 /* Copy one part of a pattern; '_' alone means any, as '*'. */
 static int bpt__pattern_part(char *dst, const char *src, size_t len, const char *what, const char *text) {
     if (len == 0)

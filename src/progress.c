@@ -30,7 +30,6 @@
    thread); otherwise both sides use a full fence. */
 #include "internal.h"
 
-
 #define BPT__NEST_BITS 16
 #define BPT__NEST_MASK ((1u << BPT__NEST_BITS) - 1)
 #define BPT__WAIT_SPINS 200

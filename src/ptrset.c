@@ -6,7 +6,6 @@
    must check the ones it is given. */
 #include "internal.h"
 
-
 static size_t bpt__ptr_hash(const void *p, size_t mask) {
     uint64_t x = (uint64_t)(uintptr_t)p;
     x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33;

@@ -12,7 +12,6 @@
    handler that interrupts the lock's holder cannot deadlock. */
 #include "internal.h"
 
-
 typedef struct bpt__lane {
     /* producer side */
     bpt__atomic_u64 head;         /* next slot to write; release-stored after the write */
@@ -30,8 +29,6 @@ typedef struct bpt__lane {
     uint64_t mask;                /* capacity - 1; capacity 0 for a callback session */
     bpt_msg slots[1];
 } bpt__lane;
-
-
 
 BPT__SHARED struct bpt__sessions bpt__sessions;   /* session.h */
 

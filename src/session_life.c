@@ -6,7 +6,6 @@
    thread progress wait. */
 #include "internal.h"
 
-
 int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
     static const bpt_session_desc defaults;
     const bpt_session_desc *d = desc ? desc : &defaults;

@@ -22,7 +22,6 @@
    8-byte store to a possibly 4-aligned address is not single-copy atomic. */
 #include "internal.h"
 
-
 #if defined(BPT_NATIVE) && defined(__aarch64__)
 
 #define BPT__A64_NOP 0xD503201Fu
@@ -134,7 +133,6 @@ BPT__PRIVATE uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uint
     __asm__("hint #8" : "+r"(x17) : "r"(x16));   /* pacia1716 */
     return x17;
 }
-
 
 static uint32_t bpt__a64_word(const uint8_t *p) { uint32_t w; memcpy(&w, p, 4); return w; }
 

@@ -3,8 +3,6 @@
    protocol uses for every kind of site. */
 #include "internal.h"
 
-
-
 #if defined(BPT_NATIVE)
 #include <sys/mman.h>
 

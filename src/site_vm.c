@@ -4,7 +4,6 @@
    uninstalling stores the original back. */
 #include "internal.h"
 
-
 typedef char bpt__vm_word_is_64_bits[sizeof(bpt_vm_word) == sizeof(uint64_t) ? 1 : -1];
 
 /* One aligned 8-byte store: single-copy atomic on x86-64 and aarch64, so a

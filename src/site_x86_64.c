@@ -24,9 +24,7 @@
    finds GenericBp in front of the code. */
 #include "internal.h"
 
-
 #if defined(BPT_NATIVE) && defined(__x86_64__)
-
 
 /* The entry stub: save the argument registers in a bpt__regs frame, call
    bpt__native_entry(record, frame), restore, and continue where the handler
@@ -141,7 +139,6 @@ BPT__PRIVATE uintptr_t bpt__arch_entry_sp(const bpt__regs *r) { return (uintptr_
 /* Return addresses are stored as they are (no pointer authentication). */
 BPT__PRIVATE uintptr_t bpt__arch_ret_strip(const bpt_func *f, uintptr_t ret) { (void)f; return ret; }
 BPT__PRIVATE uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t sp) { (void)f; (void)sp; return ret; }
-
 
 static const uint8_t bpt__endbr64[4] = { 0xF3, 0x0F, 0x1E, 0xFA };
 

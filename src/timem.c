@@ -33,7 +33,6 @@
    slots point at the same bpt__BpTimem, each holding a reference. */
 #include "internal.h"
 
-
 typedef struct bpt__timem_cell {
     uint64_t process;             /* 0: a free cell (process ids are never 0) */
     uint64_t calls, time_ns;

@@ -5,7 +5,6 @@
    collection of timem.c (OTP 29's method). */
 #include "internal.h"
 
-
 /* What bpt_trace_info reports of g (NULL: no breakpoint of the session). */
 static int bpt__info_of(const bpt__GenericBp *g, unsigned what, bpt_info *out, bpt_info_process *procs, uint32_t cap) {
     unsigned ix = bpt_active_bp_ix();

@@ -5,7 +5,6 @@
    (funcs.c replays it). */
 #include "internal.h"
 
-
 /* A pattern to remember for functions registered later, or NULL (ENOMEM). */
 static bpt__pattern_entry *bpt__pattern_entry_new(const bpt__mfa *mfa, unsigned flags, bpt__ms *ms) {
     bpt__pattern_entry *e = (bpt__pattern_entry *)BPT_MALLOC(sizeof *e);
