@@ -1858,9 +1858,9 @@ BPT__PRIVATE void bpt__pattern_entry_free(bpt__pattern_entry *e);
    (hit.c) reads: the kinds, function records, GenericBp and its two
    generations. Names as in beam_bp.c. */
 
-
 /* >>kinds: the breakpoint kinds come from one table, BPT_KINDS (the public
-   half: it also makes the public flags BPT_COUNT, BPT_CALL, ...). Each kind
+   half, api_pattern.h: it also makes the public flags BPT_COUNT, BPT_CALL,
+   ...). Each kind
    has a part of its own (kind_count.c, kind_call.c, kind_timem.c) that
    defines its hooks, found by name from the row:
 
@@ -4601,9 +4601,9 @@ void bpt_account_memory(int64_t bytes) {
    erts_generic_breakpoint's ERTS_BPF_LOCAL_TRACE branch in beam_bp.c: on
    each call, evaluate the session's match spec over the arguments, send a
    call message, and ask for a return frame when the match spec's actions
-   want return_from, exception_from or return_to (frames.c). Its data is
-   the match spec (NULL: match every call). Its hooks are the ones the kinds
-   table (BPT_KINDS, breakpoint.h) names. */
+   want return_from, exception_from or return_to (frames.c). Its data is the
+   match spec (NULL: match every call). Its hooks are the ones the kinds
+   table (BPT_KINDS, api_pattern.h) names; breakpoint.h declares them. */
 
 #define BPT__BPF_LOCAL_TRACE BPT__BPF_ON(BPT__KIX_CALL)
 
@@ -4738,8 +4738,9 @@ BPT__HOT void bpt__kind_call_hit(bpt__hit *h, bpt__session *s, const bpt__Generi
 /*** Begin file kind_count.c ***/
 /* kind_count.c: the call_count breakpoint kind (BPT_COUNT), as BEAM's
    BpCount in beam_bp.c: one counter per breakpoint, shared by the two
-   generations that count into it, incremented by every hit while active.
-   Its hooks are the ones the kinds table (BPT_KINDS, breakpoint.h) names. */
+   generations that count into it, incremented by every hit while active. Its
+   hooks are the ones the kinds table (BPT_KINDS, api_pattern.h) names;
+   breakpoint.h declares them. */
 
 #define BPT__BPF_COUNT        BPT__BPF_ON(BPT__KIX_COUNT)
 #define BPT__BPF_COUNT_ACTIVE BPT__BPF_ACTIVE(BPT__KIX_COUNT)
@@ -4820,7 +4821,8 @@ BPT__PRIVATE void bpt__kind_count_info(const bpt__GenericBpData *d, unsigned wha
    charges the call's own time and bytes when it ends (frames.c). The two
    kinds share their tables (timem.c); these hooks keep the invariant that
    while both are on, both data slots point at the same bpt__BpTimem. The
-   hooks are the ones the kinds table (BPT_KINDS, breakpoint.h) names. */
+   hooks are the ones the kinds table (BPT_KINDS, api_pattern.h) names;
+   breakpoint.h declares them. */
 
 /* Step 2: fresh tables where the change switches a kind on and the staging
    generation has none, or restarts. When one change switches both kinds,

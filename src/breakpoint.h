@@ -2,9 +2,9 @@
    (hit.c) reads: the kinds, function records, GenericBp and its two
    generations. Names as in beam_bp.c. */
 
-
 /* >>kinds: the breakpoint kinds come from one table, BPT_KINDS (the public
-   half: it also makes the public flags BPT_COUNT, BPT_CALL, ...). Each kind
+   half, api_pattern.h: it also makes the public flags BPT_COUNT, BPT_CALL,
+   ...). Each kind
    has a part of its own (kind_count.c, kind_call.c, kind_timem.c) that
    defines its hooks, found by name from the row:
 

@@ -2,9 +2,9 @@
    erts_generic_breakpoint's ERTS_BPF_LOCAL_TRACE branch in beam_bp.c: on
    each call, evaluate the session's match spec over the arguments, send a
    call message, and ask for a return frame when the match spec's actions
-   want return_from, exception_from or return_to (frames.c). Its data is
-   the match spec (NULL: match every call). Its hooks are the ones the kinds
-   table (BPT_KINDS, breakpoint.h) names. */
+   want return_from, exception_from or return_to (frames.c). Its data is the
+   match spec (NULL: match every call). Its hooks are the ones the kinds
+   table (BPT_KINDS, api_pattern.h) names; breakpoint.h declares them. */
 #include "internal.h"
 
 #define BPT__BPF_LOCAL_TRACE BPT__BPF_ON(BPT__KIX_CALL)

@@ -1,7 +1,8 @@
 /* kind_count.c: the call_count breakpoint kind (BPT_COUNT), as BEAM's
    BpCount in beam_bp.c: one counter per breakpoint, shared by the two
-   generations that count into it, incremented by every hit while active.
-   Its hooks are the ones the kinds table (BPT_KINDS, breakpoint.h) names. */
+   generations that count into it, incremented by every hit while active. Its
+   hooks are the ones the kinds table (BPT_KINDS, api_pattern.h) names;
+   breakpoint.h declares them. */
 #include "internal.h"
 
 #define BPT__BPF_COUNT        BPT__BPF_ON(BPT__KIX_COUNT)

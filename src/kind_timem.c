@@ -4,7 +4,8 @@
    charges the call's own time and bytes when it ends (frames.c). The two
    kinds share their tables (timem.c); these hooks keep the invariant that
    while both are on, both data slots point at the same bpt__BpTimem. The
-   hooks are the ones the kinds table (BPT_KINDS, breakpoint.h) names. */
+   hooks are the ones the kinds table (BPT_KINDS, api_pattern.h) names;
+   breakpoint.h declares them. */
 #include "internal.h"
 
 /* Step 2: fresh tables where the change switches a kind on and the staging
