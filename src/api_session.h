@@ -47,7 +47,7 @@ typedef struct bpt_msg {
     uint16_t nargs;        /* valid entries of args[] */
     uint32_t thread;       /* OS thread id (gettid) of the traced thread */
     uint64_t process;      /* the process the call ran in (default: the OS thread id) */
-    uint64_t ts_ns;        /* CLOCK_MONOTONIC, ns */
+    uint64_t ts_ns;        /* ns on CLOCK_MONOTONIC's scale, from the CPU's counter (bpt_clock_info) */
     uint64_t session;      /* the session's weak id */
     const char *module;    /* function, or NULL for DROPPED / LIMIT */
     const char *name;
@@ -173,3 +173,24 @@ typedef struct bpt_session_counts {
    Source         bptrace (trace:session_info/1 gives the settings; these are the counts)
 */
 BPT_API int bpt_session_stats(bpt_session s, bpt_session_counts *out);
+
+/* What clock the timestamps come from: the CPU's counter where one is usable
+   (its rate calibrated once against CLOCK_MONOTONIC), or CLOCK_MONOTONIC. */
+typedef struct bpt_clock {
+    const char *source;    /* "tsc" (x86-64 rdtsc, invariant and the kernel's own
+                              clocksource), "cntvct" (aarch64 CNTVCT_EL0), or
+                              "clock_gettime" (neither usable, or BPT_NO_CYCLE_CLOCK) */
+    uint64_t hz;           /* the source's ticks per second (10^9 for clock_gettime) */
+} bpt_clock;
+
+/* bpt_clock_info: which clock bptrace's timestamps (bpt_msg.ts_ns, call_time)
+   are read from, and its rate. The first use in a process calibrates it:
+   on x86-64 that measures the TSC against CLOCK_MONOTONIC for 2 ms.
+
+   Parameters     out   filled in; not NULL
+   Returns        0, or a BPT_E* code
+   Errors         BPT_EINVAL   out is NULL
+   Thread safety  any thread
+   Source         bptrace; the counters as Linux's vDSO reads them
+*/
+BPT_API int bpt_clock_info(bpt_clock *out);

@@ -52,6 +52,8 @@
                                           nothing; bpt_register_native returns BPT_ENOTSUP).
        BPT_NO_MEMBARRIER  implementation  Never use membarrier(2): readers pay a full fence on pin.
                                           For kernels without it, and for tests of the fallback.
+       BPT_NO_CYCLE_CLOCK implementation  Timestamps from clock_gettime, not the CPU's counter
+                                          (rdtsc, CNTVCT_EL0); bpt_clock_info says which is used.
        BPT_SYNC_CORE_SIGNAL implementation The signal that serializes threads' instruction streams
                                           where membarrier SYNC_CORE is missing. Default SIGRTMIN+7.
        BPT_SHADOW_FRAMES  implementation  Return-trace frames per thread (native and VM stacks each).

@@ -24,6 +24,7 @@ typedef struct bpt__pattern_entry bpt__pattern_entry;   /* pattern.h */
 typedef struct bpt__frame bpt__frame;                   /* frames.h */
 typedef struct bpt__hit bpt__hit;                       /* frames.h */
 
+#include "clock.h"
 #include "progress.h"
 #include "session.h"
 #include "pattern.h"

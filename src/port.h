@@ -194,13 +194,6 @@ BPT__PRIVATE void bpt__owner_inc_u64(bpt__atomic_u64 *p, uint64_t v) {
 #  define BPT__THREAD_LOCAL __thread
 #endif
 
-/* >>clock */
-BPT__PRIVATE uint64_t bpt__now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 BPT__PRIVATE uint32_t bpt__gettid(void) { return (uint32_t)syscall(SYS_gettid); }
 
 /* >>futex: sleep while *word == expected; wake up to n sleepers. Private

@@ -277,6 +277,7 @@ static void bpt__progress_init(void) {
         sigaction(BPT__SYNC_CORE_SIGNAL, &sa, NULL);
     }
     bpt__locks_init();   /* the fork handlers (locks.c) */
+    bpt__clock_calibrate();   /* before any hit (clock.c) */
 }
 
 BPT__PRIVATE void bpt__progress_ensure_init(void) {
