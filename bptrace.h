@@ -1313,7 +1313,14 @@ BPT_API int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *b
        (frames unwound without a message, e.g. with BPT_RETURN but no
        BPT_EXCEPTION), counted in `closed`;
      - closes every call still open at bpt_chrome_close, at its thread's
-       last ts (tracing ended inside it), counted in `closed` too.
+       last ts (tracing ended inside it), counted in `closed` too;
+     - at a DROPPED message (its thread's ring was full), closes that
+       thread's open calls at the message's ts, newest first, counted in
+       `closed`, and writes an instant event ("ph":"i", "s":"t") named
+       "dropped N" on the thread: what the lost messages did to the stack is
+       unknown, so nothing opened before the loss stays open after it. A
+       later return of such a call is skipped and counted in `unmatched`
+       (no E without its B); later calls nest from the thread's root.
    Zero-initialise nothing: bpt_chrome_open fills the struct. */
 typedef struct bpt_chrome {
     FILE *out;             /* the stream written; NULL: not open */
@@ -1338,8 +1345,9 @@ typedef struct bpt_chrome {
 */
 BPT_API int bpt_chrome_open(bpt_chrome *w, FILE *out);
 
-/* bpt_chrome_write: write one message. Other types than call, return_from
-   and exception_from are ignored.
+/* bpt_chrome_write: write one message: a call, return_from or
+   exception_from as a B or E event, a DROPPED as the thread's cut (see
+   bpt_chrome). Other types are ignored.
 
    Parameters
      w   an open writer; not NULL
@@ -1348,8 +1356,8 @@ BPT_API int bpt_chrome_open(bpt_chrome *w, FILE *out);
    Errors
      BPT_EINVAL   a NULL; w not open; a write failed (errno's text in
                   bpt_last_error)
-     BPT_ENOMEM   the first message of a new thread, when its state cannot be
-                  allocated: that message is not written
+     BPT_ENOMEM   the first call or DROPPED of a new thread, when its state
+                  cannot be allocated: that message is not written
    Thread safety  any thread; one thread per writer at a time
    Source         the Trace Event Format (Chrome's catapult)
 */
@@ -1376,7 +1384,13 @@ BPT_API int bpt_chrome_close(bpt_chrome *w);
    it, unwound without a message, count as its own time; a return with no
    open call (tracing began inside the call) is ignored; each thread keeps
    its first 64 calls, and the time of deeper ones counts as the 64th's own
-   time. Opaque. */
+   time. A DROPPED message (its thread's ring was full) empties its thread's
+   stack, as the Chrome writer closes it: the calls open at the loss are
+   charged nothing (their returns may be lost), their returns after it are
+   ignored, and calls after it start new stacks at the root, which may lack
+   their outer frames but never put a call from after the loss under one
+   from before it. Calls still open when the messages end are charged
+   nothing either. Opaque. */
 typedef struct bpt_folded bpt_folded;
 
 /* bpt_folded_new: a new, empty folded-stacks object.
@@ -1391,8 +1405,9 @@ typedef struct bpt_folded bpt_folded;
 */
 BPT_API int bpt_folded_new(bpt_folded **out);
 
-/* bpt_folded_add: add one message. Other types than call, return_from and
-   exception_from are ignored.
+/* bpt_folded_add: add one message: a call, return_from, exception_from, or
+   a DROPPED (the thread's stack is emptied; see bpt_folded). Other types
+   are ignored.
 
    Parameters
      f   the object; not NULL
@@ -7420,7 +7435,12 @@ int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size
    newest open call of its function (module, name and arity; by pointer, or
    by text when a message's names were copied); the calls above that one
    were unwound without a message (BPT_RETURN without BPT_EXCEPTION, a
-   longjmp past untraced frames). */
+   longjmp past untraced frames).
+   A DROPPED message cuts its thread's stack (bpt__stack_cut): the lost
+   messages may have returned any of the open calls and opened others, so
+   what is kept no longer says where the thread is. The stack starts again
+   empty; returns of calls opened before the cut then match nothing, and
+   calls after it start at the root, never under a call from before it. */
 enum { BPT__STACK_KEPT = 64 };
 
 typedef struct bpt__call {
@@ -7499,6 +7519,14 @@ static int bpt__stack_return(struct bpt__stack *t, const bpt_msg *m) {
     return k;
 }
 
+/* A DROPPED message on t: forget its open calls (after the Chrome writer
+   closed them). The cut is where the loss was announced, which is after it
+   happened: the notice comes with the first message that found room. */
+static void bpt__stack_cut(struct bpt__stack *t, const bpt_msg *m) {
+    t->depth = 0;
+    t->last_ns = m->ts_ns;
+}
+
 /* >>chrome: Chrome Trace Event JSON. */
 static void bpt__json_string(FILE *out, const char *s) {
     fputc('"', out);
@@ -7531,8 +7559,10 @@ static void bpt__chrome_event(bpt_chrome *w, const char *ph, uint32_t tid, uint6
     w->events++;
 }
 
-/* Close t's kept calls down to depth d, newest first, at ts_ns. */
+/* Close t's kept calls down to depth d, newest first, at ts_ns. Calls
+   deeper than the kept ones had no B event: they get no E either. */
 static void bpt__chrome_close_to(bpt_chrome *w, struct bpt__stack *t, uint32_t d, uint64_t ts_ns) {
+    if (t->depth > BPT__STACK_KEPT) t->depth = BPT__STACK_KEPT;
     while (t->depth > d) {
         const bpt__call *c = &t->call[--t->depth];
         bpt__chrome_event(w, "E", t->tid, ts_ns, c->module, c->name, c->arity);
@@ -7540,15 +7570,32 @@ static void bpt__chrome_close_to(bpt_chrome *w, struct bpt__stack *t, uint32_t d
     }
 }
 
+/* A DROPPED message: close the thread's open calls at its ts (>>stacks: no
+   later return may close them, which keeps every E after its own B), then
+   mark the loss with a thread-scoped instant event, which Perfetto and
+   speedscope show on the thread's track. */
+static void bpt__chrome_dropped(bpt_chrome *w, struct bpt__stack *t, const bpt_msg *m) {
+    bpt__chrome_close_to(w, t, 0, m->ts_ns);
+    bpt__stack_cut(t, m);
+    fprintf(w->out, "%s{\"name\":\"dropped %llu\"", w->events ? "," : "", (unsigned long long)m->value);
+    if (fprintf(w->out, ",\"cat\":\"bptrace\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%d,\"tid\":%u}\n",
+                (double)(int64_t)(m->ts_ns - w->base_ns) / 1e3, (int)getpid(), (unsigned)t->tid) < 0)
+        w->err = 1;
+    w->events++;
+}
+
 int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m) {
     struct bpt__stack *t;
-    int k, created;
+    int k, created, opens;
     if (!w || !m || !w->out) return bpt__fail(BPT_EINVAL, "bpt_chrome_write: w and m must not be NULL, w open");
-    if (m->type != BPT_MSG_CALL && m->type != BPT_MSG_RETURN_FROM && m->type != BPT_MSG_EXCEPTION_FROM) return 0;
+    if (m->type != BPT_MSG_CALL && m->type != BPT_MSG_RETURN_FROM && m->type != BPT_MSG_EXCEPTION_FROM &&
+        m->type != BPT_MSG_DROPPED)
+        return 0;
     if (!w->events && !w->base_ns) w->base_ns = m->ts_ns;
-    t = bpt__stack_of(&w->threads, &w->nthreads, &w->cap, m->thread, m->type == BPT_MSG_CALL, &created);
+    opens = m->type == BPT_MSG_CALL || m->type == BPT_MSG_DROPPED;   /* both write on the thread's track */
+    t = bpt__stack_of(&w->threads, &w->nthreads, &w->cap, m->thread, opens, &created);
     if (!t) {
-        if (m->type == BPT_MSG_CALL)
+        if (opens)
             return bpt__fail(BPT_ENOMEM, "bpt_chrome_write: no memory for thread %u's state", (unsigned)m->thread);
         w->unmatched++;                                    /* a return on a thread with no open call */
         return 0;
@@ -7558,12 +7605,14 @@ int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m) {
                 w->events ? "," : "", (int)getpid(), (unsigned)t->tid, (unsigned)t->tid);
         w->events++;
     }
-    if (m->type == BPT_MSG_CALL) {
+    if (m->type == BPT_MSG_DROPPED) {
+        bpt__chrome_dropped(w, t, m);
+    } else if (m->type == BPT_MSG_CALL) {
         bpt__stack_push(t, m);
         if (t->depth <= BPT__STACK_KEPT)                   /* too deep: neither it nor its return is written */
             bpt__chrome_event(w, "B", m->thread, m->ts_ns, m->module, m->name, m->arity);
     } else if ((k = bpt__stack_return(t, m)) == -1) {
-        w->unmatched++;
+        w->unmatched++;                                    /* also the return of a call opened before a DROPPED */
     } else if (k >= 0) {
         bpt__chrome_close_to(w, t, (uint32_t)k + 1, m->ts_ns);   /* calls above it, unwound without a message */
         t->depth = (uint32_t)k;
@@ -7575,11 +7624,7 @@ int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m) {
 int bpt_chrome_close(bpt_chrome *w) {
     int i;
     if (!w || !w->out) return bpt__fail(BPT_EINVAL, "bpt_chrome_close: w is NULL or not open");
-    for (i = 0; i < w->nthreads; i++) {
-        struct bpt__stack *t = &w->threads[i];
-        if (t->depth > BPT__STACK_KEPT) t->depth = BPT__STACK_KEPT;
-        bpt__chrome_close_to(w, t, 0, t->last_ns);
-    }
+    for (i = 0; i < w->nthreads; i++) bpt__chrome_close_to(w, &w->threads[i], 0, w->threads[i].last_ns);
     BPT_FREE(w->threads);
     w->threads = NULL;
     w->nthreads = w->cap = 0;
@@ -7656,18 +7701,24 @@ int bpt_folded_add(bpt_folded *f, const bpt_msg *m) {
     uint64_t elapsed;
     int k, i, created;
     if (!f || !m) return bpt__fail(BPT_EINVAL, "bpt_folded_add: f and m must not be NULL");
-    if (m->type != BPT_MSG_CALL && m->type != BPT_MSG_RETURN_FROM && m->type != BPT_MSG_EXCEPTION_FROM) return 0;
+    if (m->type != BPT_MSG_CALL && m->type != BPT_MSG_RETURN_FROM && m->type != BPT_MSG_EXCEPTION_FROM &&
+        m->type != BPT_MSG_DROPPED)
+        return 0;
     t = bpt__stack_of(&f->threads, &f->nthreads, &f->cap, m->thread, m->type == BPT_MSG_CALL, &created);
     if (!t) {
         if (m->type == BPT_MSG_CALL)
             return bpt__fail(BPT_ENOMEM, "bpt_folded_add: no memory for thread %u's stack", (unsigned)m->thread);
-        return 0;                                   /* a return on a thread with no open call */
+        return 0;                                   /* a return or a drop on a thread with no open call */
     }
     if (m->type == BPT_MSG_CALL) {
         bpt__stack_push(t, m);
         return 0;
     }
-    if ((k = bpt__stack_return(t, m)) < 0) return 0;   /* not kept, or began before tracing */
+    if (m->type == BPT_MSG_DROPPED) {               /* the open calls' time is unknown: none is charged */
+        bpt__stack_cut(t, m);
+        return 0;
+    }
+    if ((k = bpt__stack_return(t, m)) < 0) return 0;   /* not kept, or began before tracing or a drop */
     elapsed = m->ts_ns - t->call[k].start_ns;
     for (i = 0; i <= k; i++) {
         const char *name = t->call[i].name ? t->call[i].name : "?";

@@ -68,7 +68,14 @@ BPT_API int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *b
        (frames unwound without a message, e.g. with BPT_RETURN but no
        BPT_EXCEPTION), counted in `closed`;
      - closes every call still open at bpt_chrome_close, at its thread's
-       last ts (tracing ended inside it), counted in `closed` too.
+       last ts (tracing ended inside it), counted in `closed` too;
+     - at a DROPPED message (its thread's ring was full), closes that
+       thread's open calls at the message's ts, newest first, counted in
+       `closed`, and writes an instant event ("ph":"i", "s":"t") named
+       "dropped N" on the thread: what the lost messages did to the stack is
+       unknown, so nothing opened before the loss stays open after it. A
+       later return of such a call is skipped and counted in `unmatched`
+       (no E without its B); later calls nest from the thread's root.
    Zero-initialise nothing: bpt_chrome_open fills the struct. */
 typedef struct bpt_chrome {
     FILE *out;             /* the stream written; NULL: not open */
@@ -93,8 +100,9 @@ typedef struct bpt_chrome {
 */
 BPT_API int bpt_chrome_open(bpt_chrome *w, FILE *out);
 
-/* bpt_chrome_write: write one message. Other types than call, return_from
-   and exception_from are ignored.
+/* bpt_chrome_write: write one message: a call, return_from or
+   exception_from as a B or E event, a DROPPED as the thread's cut (see
+   bpt_chrome). Other types are ignored.
 
    Parameters
      w   an open writer; not NULL
@@ -103,8 +111,8 @@ BPT_API int bpt_chrome_open(bpt_chrome *w, FILE *out);
    Errors
      BPT_EINVAL   a NULL; w not open; a write failed (errno's text in
                   bpt_last_error)
-     BPT_ENOMEM   the first message of a new thread, when its state cannot be
-                  allocated: that message is not written
+     BPT_ENOMEM   the first call or DROPPED of a new thread, when its state
+                  cannot be allocated: that message is not written
    Thread safety  any thread; one thread per writer at a time
    Source         the Trace Event Format (Chrome's catapult)
 */
@@ -131,7 +139,13 @@ BPT_API int bpt_chrome_close(bpt_chrome *w);
    it, unwound without a message, count as its own time; a return with no
    open call (tracing began inside the call) is ignored; each thread keeps
    its first 64 calls, and the time of deeper ones counts as the 64th's own
-   time. Opaque. */
+   time. A DROPPED message (its thread's ring was full) empties its thread's
+   stack, as the Chrome writer closes it: the calls open at the loss are
+   charged nothing (their returns may be lost), their returns after it are
+   ignored, and calls after it start new stacks at the root, which may lack
+   their outer frames but never put a call from after the loss under one
+   from before it. Calls still open when the messages end are charged
+   nothing either. Opaque. */
 typedef struct bpt_folded bpt_folded;
 
 /* bpt_folded_new: a new, empty folded-stacks object.
@@ -146,8 +160,9 @@ typedef struct bpt_folded bpt_folded;
 */
 BPT_API int bpt_folded_new(bpt_folded **out);
 
-/* bpt_folded_add: add one message. Other types than call, return_from and
-   exception_from are ignored.
+/* bpt_folded_add: add one message: a call, return_from, exception_from, or
+   a DROPPED (the thread's stack is emptied; see bpt_folded). Other types
+   are ignored.
 
    Parameters
      f   the object; not NULL

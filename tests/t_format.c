@@ -96,13 +96,15 @@ int main(void) {
        which calls C (80..): both unwound by A's exception_from (no message
        of their own). Thread 8: C (5..25 us), then A (110..), still running
        at the end. A return of C on thread 9, which never called it
-       (tracing began inside). */
+       (tracing began inside). A return_to on thread 7 (50 us), a type both
+       writers ignore. (A DROPPED message cuts a thread's stack:
+       t_format_drops.) */
     m[0] = msg(BPT_MSG_CALL, 7, A, 1000);
     m[1] = msg(BPT_MSG_CALL, 8, C, 1005);
     m[2] = msg(BPT_MSG_CALL, 7, B, 1010);
     m[3] = msg(BPT_MSG_RETURN_FROM, 8, C, 1025);
     m[4] = msg(BPT_MSG_RETURN_FROM, 7, B, 1040);
-    m[5] = msg(BPT_MSG_DROPPED, 7, NULL, 1050);
+    m[5] = msg(BPT_MSG_RETURN_TO, 7, A, 1050);
     m[6] = msg(BPT_MSG_RETURN_FROM, 9, C, 1060);
     m[7] = msg(BPT_MSG_CALL, 7, B, 1070);
     m[8] = msg(BPT_MSG_CALL, 7, C, 1080);
