@@ -6,7 +6,8 @@ Checks what the SQLite demo (examples/sqlite_live.c, phase 5) wrote:
     a traceEvents list), and its B/E events nest per thread: every E closes
     the newest open B of its (pid, tid) with the same name, no B stays open
     at the end, ts never goes back on a thread, and there is at least one
-    B/E pair;
+    B/E pair; a "dropped N" instant event (a full ring) finds its thread
+    with no open B (the writer closed them at the loss);
   - stacks.folded has at least one line, and every line is one stack of
     frames separated by ';' (none empty, no spaces) and a count.
 Prints what it checked; exits 1 with the first problem, 0 otherwise."""
@@ -28,22 +29,28 @@ def check_trace(path):
         fail("%s: not valid JSON: %s" % (path, e))
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         fail("%s: no traceEvents list" % path)
-    stacks, last_ts, pairs, names = {}, {}, 0, 0
+    stacks, last_ts, pairs, names, drops = {}, {}, 0, 0, 0
     for i, ev in enumerate(doc["traceEvents"]):
         ph = ev.get("ph")
         key = (ev.get("pid"), ev.get("tid"))
         if ph == "M":
             names += 1
             continue
-        if ph not in ("B", "E"):
-            fail("%s: event %d has ph %r (the writer makes B, E and M)" % (path, i, ph))
+        if ph not in ("B", "E", "i"):
+            fail("%s: event %d has ph %r (the writer makes B, E, i and M)" % (path, i, ph))
         if not isinstance(ev.get("ts"), (int, float)) or not isinstance(ev.get("name"), str):
             fail("%s: event %d lacks a numeric ts or a name: %r" % (path, i, ev))
         if ev["ts"] < last_ts.get(key, float("-inf")):
             fail("%s: event %d goes back in time on thread %r: %r after %r" % (path, i, key, ev["ts"], last_ts[key]))
         last_ts[key] = ev["ts"]
         st = stacks.setdefault(key, [])
-        if ph == "B":
+        if ph == "i":
+            if ev.get("s") != "t" or not ev["name"].startswith("dropped "):
+                fail("%s: event %d: an instant event other than a thread's \"dropped N\": %r" % (path, i, ev))
+            if st:
+                fail("%s: event %d: %s on thread %r inside open B events %r" % (path, i, ev["name"], key, st[-3:]))
+            drops += 1
+        elif ph == "B":
             st.append(ev["name"])
         elif not st:
             fail("%s: event %d: E of %s on thread %r with no open B" % (path, i, ev["name"], key))
@@ -57,8 +64,8 @@ def check_trace(path):
         fail("%s: B events still open at the end: %r" % (path, {k: v[-3:] for k, v in open_.items()}))
     if pairs == 0:
         fail("%s: no B/E pair at all" % path)
-    print("%s: valid JSON, %d B/E pairs on %d threads (%d thread names), nested per thread" %
-          (path, pairs, len(stacks), names))
+    print("%s: valid JSON, %d B/E pairs on %d threads (%d thread names, %d drop marks), nested per thread" %
+          (path, pairs, len(stacks), names, drops))
 
 
 def check_folded(path):
