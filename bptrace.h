@@ -214,7 +214,9 @@ extern "C" {
     X(BPT_ENOTSUP,      -10,  "not supported on this compiler or architecture") \
     X(BPT_EPERM,        -11,  "the system refused the operation (mprotect)") \
     X(BPT_ENOTPATCHABLE,-12,  "function entry is not patchable") \
-    X(BPT_ELIMIT,       -13,  "a fixed limit was reached (sessions, name length)")
+    X(BPT_ELIMIT,       -13,  "a fixed limit was reached (sessions, name length)") \
+    X(BPT_EIO,          -14,  "a read or write of a file failed") \
+    X(BPT_EFORMAT,      -15,  "not a bptrace trace file, or a corrupt one")
 
 /* The error codes (negative; BPT_OK is 0). */
 enum bpt_error {
@@ -463,13 +465,25 @@ typedef struct bpt_msg {
    Breakpoints hit from inside it are counted but send no messages. */
 typedef void (*bpt_tracer_fn)(const bpt_msg *msg, void *user);
 
-/* Session settings. Zero-initialise and set what you need; zero means default. */
+/* Session settings. Zero-initialise and set what you need; zero means default.
+
+   Each traced thread writes its records into a buffer of its own per
+   session: `chunks` chunks of `chunk_bytes` (sub-buffers, as LTTng-UST and
+   uftrace's shared buffers). A thread fills its current chunk with plain
+   stores and never waits; when every chunk is full and undrained, the new
+   record is dropped and counted (a DROPPED message marks the place), or,
+   with flight_recorder, the oldest undrained chunk is taken back and
+   overwritten (LTTng's snapshot mode). A call record is 16 bytes; arguments,
+   a caller, a message and strings add 8-byte words (see >>tracefile). */
 typedef struct bpt_session_desc {
     const char   *name;        /* copied; default "session" (at most 63 bytes) */
-    bpt_tracer_fn tracer;      /* callback tracer; NULL: per-thread message rings */
+    bpt_tracer_fn tracer;      /* callback tracer; NULL: per-thread buffers to drain */
     void         *tracer_user;
-    uint32_t      ring_size;   /* messages per thread ring, rounded up to a power
-                                  of two, at least 2; default 1024, at most 1<<20 */
+    uint32_t      chunk_bytes; /* bytes of one chunk: a power of two, 4096 ..
+                                  1<<24; default 16384 */
+    uint32_t      chunks;      /* chunks in each thread's buffer, 2 .. 65536; default 16 */
+    int           flight_recorder; /* 1: overwrite the oldest undrained chunk when
+                                      full, instead of dropping the newest records */
     uint64_t      rate_max;    /* recon_trace limit: at most rate_max messages ... */
     uint32_t      rate_per_ms; /* ... in every window of this many ms (0: in all) */
 } bpt_session_desc;
@@ -482,7 +496,8 @@ typedef struct bpt_session_desc {
      out    where to write the new handle; not NULL
    Returns        0, or a BPT_E* code (then *out is untouched)
    Errors
-     BPT_EINVAL    out is NULL; ring_size over 1<<20; rate_per_ms without rate_max
+     BPT_EINVAL    out is NULL; chunk_bytes not a power of two in 4096 .. 1<<24;
+                   chunks not in 2 .. 65536; rate_per_ms without rate_max
      BPT_ELIMIT    name over 63 bytes; BPT_MAX_SESSIONS sessions alive
      BPT_ENOMEM    no memory for the session (or for the thread's record)
      BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
@@ -495,7 +510,7 @@ typedef struct bpt_session_desc {
 BPT_API int bpt_session_create(const bpt_session_desc *desc, bpt_session *out);
 
 /* bpt_session_destroy: clear every breakpoint of the session through the 13
-   steps, forget its patterns, and free it. Messages still in its rings are
+   steps, forget its patterns, and free it. Records still in its buffers are
    discarded; frames and messages that outlive it do nothing. The handle is
    stale from then on.
 
@@ -516,9 +531,11 @@ BPT_API int bpt_session_create(const bpt_session_desc *desc, bpt_session *out);
 BPT_API int bpt_session_destroy(bpt_session s);
 
 /* bpt_session_drain: move up to max messages from the session's per-thread
-   rings into out, thread by thread, each thread's messages in order. A
-   session with a callback tracer has nothing to drain. Never blocks a traced
-   thread.
+   buffers into out, thread by thread, each thread's messages in order,
+   decoded from their records (names resolved, timestamps converted to ns).
+   Where a thread lost records (full buffer, or overwritten in flight-recorder
+   mode), a DROPPED message stands at the place of the loss. A session with a
+   callback tracer has nothing to drain. Never blocks a traced thread.
 
    Parameters
      s     the session
@@ -531,20 +548,25 @@ BPT_API int bpt_session_destroy(bpt_session s);
      BPT_ENOMEM     the calling thread's record could not be allocated
    Thread safety
      any thread, concurrently with traced threads; one drainer per session
-     at a time (others wait on the session's drain lock); not from a signal
-     handler
+     at a time (others wait on the session's drain lock; bpt_session_write
+     is a drainer too); not from a signal handler
    Source         bptrace (the tracer process's mailbox, read in batches)
 */
 BPT_API int bpt_session_drain(bpt_session s, bpt_msg *out, int max);
 
-/* A session's counters (counts of messages or calls). */
+/* A session's counters (counts of messages or calls). When no thread is
+   tracing or draining, produced == delivered + dropped + pending exactly. */
 typedef struct bpt_session_counts {
     uint64_t produced;   /* messages the session generated (delivered + dropped + pending) */
-    uint64_t delivered;  /* handed to the callback tracer, or drained */
-    uint64_t dropped;    /* lost to full rings (a traced thread never waits) */
+    uint64_t delivered;  /* handed to the callback tracer, drained, or written to a file */
+    uint64_t dropped;    /* lost: a full buffer (a traced thread never waits), or
+                            overwritten (flight recorder), or no buffer (no memory) */
+    uint64_t overwritten;/* of dropped: taken back by a flight recorder */
+    uint64_t pending;    /* in the buffers, not yet drained */
     uint64_t limited;    /* hits suppressed after the rate limit tripped */
     uint64_t frames_skipped; /* calls whose return was not traced: the thread's shadow stack
                                 was full (BPT_SHADOW_FRAMES), or it served BPT_FRAME_SESSIONS */
+    uint64_t threads;    /* threads that have a buffer in this session */
     int      limit_tripped;  /* 1: the rate limit tripped */
     char     name[64];       /* the session's name, NUL terminated */
 } bpt_session_counts;
@@ -585,6 +607,145 @@ typedef struct bpt_clock {
    Source         bptrace; the counters as Linux's vDSO reads them
 */
 BPT_API int bpt_clock_info(bpt_clock *out);
+
+/* >>tracefile
+   A session's records can go to a file instead of being decoded: the drainer
+   copies whole records, as the traced threads wrote them, and names and
+   timestamps are resolved when the file is read. The format (.bpt, little
+   endian, every length a multiple of 8 bytes):
+
+     header (144 bytes)
+       char     magic[8]       "BPTRACE\0"
+       uint32_t version        1 (BPT_FILE_VERSION)
+       uint32_t header_bytes   144
+       uint32_t machine        the traced process's ELF e_machine (62 x86-64, 183 aarch64)
+       uint32_t pid
+       uint32_t clock_source   0 clock_gettime, 1 tsc, 2 cntvct (as bpt_clock)
+       uint32_t reserved
+       uint64_t clock_hz
+       uint64_t tick0, ns0, mul_whole, mul_frac
+                               ns = ns0 + (ticks - tick0) * (mul_whole + mul_frac / 2^32)
+       uint64_t session        the session's weak id
+       char     name[64]       the session's name
+     then blocks: uint32_t tag, uint32_t bytes (of payload), payload
+       'N' names: entries { uint32_t id; int32_t arity (-1: a match spec's
+           message); uint16_t module_bytes, name_bytes; uint32_t 0;
+           module, name, padded to 8 }: every id the records after it use
+       'C' records of one thread's buffer: uint64_t lane (the buffer's
+           number in the session), then whole records, in the order written
+     a record: uint64_t ticks; uint8_t type; uint8_t words; uint16_t info;
+       uint32_t id; then `words` 8-byte words:
+       CALL            id: the function; info: nargs (bits 0-3), caller
+                       (bit 4), message (bit 5); words: [arg types, 4 bits
+                       each, | nargs << 32 | string bytes << 40] [args]
+                       [string bytes, padded] [caller address, caller id]
+                       [message id]
+       RETURN_FROM     id: the function; info: the value's bpt_arg_type;
+                       words: the value, or a string's bytes (BPT_ARG_STR)
+       EXCEPTION_FROM  id: the function; info: 1 throw, 0 unwind; words: the value
+       RETURN_TO       id: the function resumed (0: unknown code); words: the address
+       DROPPED, LIMIT  words: the count of records lost, the rate limit
+       15 (context)    id: the OS thread id; words: the process; it opens
+                       every chunk and follows a process switch */
+enum { BPT_FILE_VERSION = 1 };
+
+/* Where bpt_session_write writes, and what it has written. Zero-initialise
+   it and set fd; keep it for every write to that file. */
+typedef struct bpt_file_writer {
+    int fd;                /* an open file or pipe; stays the caller's */
+    int header_written;    /* private: the header is out */
+    uint32_t names_written;/* private: names up to this id are out */
+    uint64_t bytes;        /* bytes written so far */
+    uint64_t records;      /* records written so far */
+} bpt_file_writer;
+
+/* bpt_session_write: drain the session's buffers into a trace file: the
+   header on the first call, then any names not written yet, then every
+   thread's undrained records as whole chunks (one write per chunk). A
+   DROPPED record marks where a flight recorder overwrote records. Records go
+   either to bpt_session_drain or here, never both.
+
+   Parameters
+     s   the session
+     w   the writer: w->fd open for writing; not NULL
+   Returns        the number of records written by this call (>= 0), or a BPT_E* code
+   Errors
+     BPT_EINVAL     w is NULL or w->fd < 0
+     BPT_ESESSION   s is stale or destroyed
+     BPT_EIO        a write failed (errno's text in bpt_last_error); the
+                    records of that chunk are lost and counted as dropped
+     BPT_ENOMEM     the calling thread's record could not be allocated
+   Thread safety  as bpt_session_drain (one drainer per session at a time)
+   Source         bptrace; uftrace record's per-thread data files, LTTng's sub-buffers
+*/
+BPT_API int bpt_session_write(bpt_session s, bpt_file_writer *w);
+
+/* A trace file opened for reading (opaque). */
+typedef struct bpt_trace_file bpt_trace_file;
+
+/* bpt_trace_file_open: open a trace file written by bpt_session_write and
+   check its header.
+
+   Parameters
+     path   the file; not NULL
+     out    where to write the handle; not NULL
+   Returns        0 (and *out), or a BPT_E* code
+   Errors
+     BPT_EINVAL    a NULL
+     BPT_ENOENT    the file cannot be opened (errno's text in bpt_last_error)
+     BPT_EFORMAT   not a bptrace trace file, or a version this header cannot read
+     BPT_ENOMEM    no memory for the reader
+   Thread safety  any thread
+   Source         bptrace
+*/
+BPT_API int bpt_trace_file_open(const char *path, bpt_trace_file **out);
+
+/* bpt_trace_file_read: the next messages of the file, in the order their
+   blocks were written (each thread's in the order it made them), decoded as
+   bpt_session_drain decodes them: names from the file's name blocks,
+   timestamps converted with the file's clock calibration. Names point into
+   the reader and stay valid until bpt_trace_file_close; `format` is NULL.
+
+   Parameters
+     f     the reader; not NULL
+     out   an array of max messages; NULL allowed when max is 0
+     max   room in out, >= 0
+   Returns        how many messages it wrote (0 at the end), or a BPT_E* code
+   Errors
+     BPT_EINVAL    f NULL; max < 0; out NULL with max > 0
+     BPT_EFORMAT   a corrupt block or record (a truncated file ends cleanly
+                   at its last whole block); the reader stops there
+     BPT_ENOMEM    no memory for a block
+   Thread safety  one thread per reader at a time
+   Source         bptrace
+*/
+BPT_API int bpt_trace_file_read(bpt_trace_file *f, bpt_msg *out, int max);
+
+/* bpt_trace_file_info: the file's header: the traced process, its clock and
+   the session.
+
+   Parameters
+     f       the reader; not NULL
+     pid     where to write the traced process's id; NULL allowed
+     clock   where to write the clock it used; NULL allowed
+     name    where to write the session's name (64 bytes); NULL allowed
+   Returns        0, or a BPT_E* code
+   Errors         BPT_EINVAL   f is NULL
+   Thread safety  one thread per reader at a time
+   Source         bptrace
+*/
+BPT_API int bpt_trace_file_info(bpt_trace_file *f, uint32_t *pid, bpt_clock *clock, char name[64]);
+
+/* bpt_trace_file_close: close the reader and free it; the names of the
+   messages it returned are gone.
+
+   Parameters     f   the reader; NULL does nothing
+   Returns        nothing
+   Errors         none
+   Thread safety  no other use of f at the same time or after
+   Source         bptrace
+*/
+BPT_API void bpt_trace_file_close(bpt_trace_file *f);
 /*** End of api_session.h ***/
 
 /*** Begin file api_func.h ***/
@@ -1739,11 +1900,87 @@ BPT__DATA(pthread_mutex_t, bpt__intern_lock);       /* intern.c: 3rd in the lock
 /*** Begin file clock.h ***/
 /* clock.h: what other parts use of the clock (clock.c): every timestamp
    bptrace takes, in nanoseconds on CLOCK_MONOTONIC's scale, read from the
-   CPU's counter where one is usable. */
+   CPU's counter where one is usable; and the counter itself, for records,
+   converted to ns only when they are read. */
+
+/* A calibration: ns = ns0 + (ticks - tick0) * (mul_whole + mul_frac / 2^32). */
+typedef struct bpt__clock_cal {
+    uint32_t source;              /* 0 clock_gettime (ticks are ns), 1 tsc, 2 cntvct */
+    uint64_t hz, tick0, ns0, mul_whole, mul_frac;
+} bpt__clock_cal;
 
 BPT__HOT uint64_t bpt__now_ns(void);
+BPT__HOT uint64_t bpt__now_ticks(void);   /* the counter (ns for clock_gettime) */
 BPT__PRIVATE void bpt__clock_calibrate(void);   /* once; thread progress's init calls it */
+BPT__PRIVATE void bpt__clock_cal_get(bpt__clock_cal *out);   /* the live calibration */
+BPT__PRIVATE uint64_t bpt__clock_cal_ns(const bpt__clock_cal *c, uint64_t ticks);
 /*** End of clock.h ***/
+
+/*** Begin file record.h ***/
+/* record.h: what other parts use of trace records (record.c) and of the
+   name table (names.c). A record is what a traced thread writes for one
+   event: 16 bytes of header, then 8-byte words only where the event carries
+   more (the layout is public: >>tracefile in api_session.h). Names and ns
+   are resolved when a record is read, never on the hit path. */
+
+/* The header every record starts with. */
+typedef struct bpt__rec {
+    uint64_t ticks;               /* the clock's counter (bpt__now_ticks) */
+    uint8_t type;                 /* enum bpt_msg_type, or BPT__REC_CONTEXT */
+    uint8_t words;                /* 8-byte words that follow */
+    uint16_t info;                /* per type (>>tracefile) */
+    uint32_t id;                  /* a name id, or the thread id (context) */
+} bpt__rec;
+
+enum {
+    BPT__REC_CONTEXT = 15,        /* the thread and process of the records after it */
+    BPT__REC_CALL_NARGS = 0x0f,   /* CALL info: argument count */
+    BPT__REC_CALL_CALLER = 0x10,  /* CALL info: caller address and id follow */
+    BPT__REC_CALL_USER = 0x20,    /* CALL info: a match spec message id follows */
+    BPT__REC_MAX_WORDS = 1 + BPT_MAX_ARGS + BPT_MSG_STR_BYTES / 8 + 2 + 1,
+    BPT__REC_MAX_BYTES = (int)sizeof(bpt__rec) + 8 * BPT__REC_MAX_WORDS
+};
+
+/* Room for the largest record, built on the stack before it is sent. */
+typedef struct bpt__recbuf {
+    bpt__rec h;
+    uint64_t w[BPT__REC_MAX_WORDS];
+} bpt__recbuf;
+
+/* One entry of the name table: a function's names, or (arity -1) a match
+   spec's message in `name`. Immutable once published. */
+typedef struct bpt__name {
+    const char *module, *name;    /* interned */
+    int arity;
+    bpt_format_fn format;         /* a VM site's argument formatter, or NULL */
+} bpt__name;
+
+/* Names (names.c): ids from 1; 0 names nothing. bpt__names_id runs on the
+   set path (under the code modification permission); bpt__names_get
+   anywhere, for an id a record holds. */
+BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format);
+BPT__PRIVATE const bpt__name *bpt__names_get(uint32_t id);
+BPT__PRIVATE uint32_t bpt__names_count(void);
+BPT__PRIVATE const bpt__name *bpt__names_live(void *ctx, uint32_t id);   /* a decoder's name source */
+
+/* How a reader turns a record into a message: names by id, ticks into ns. */
+typedef struct bpt__decoder {
+    const bpt__name *(*name)(void *ctx, uint32_t id);
+    void *ctx;
+    bpt__clock_cal cal;
+    uint64_t session;
+} bpt__decoder;
+/* One thread's stream, as far as it was read: whom its records are of. */
+typedef struct bpt__stream {
+    uint32_t tid;
+    uint64_t process;
+} bpt__stream;
+
+/* Records (record.c). */
+BPT__PRIVATE uint32_t bpt__rec_bytes(const bpt__rec *r);
+BPT__PRIVATE int bpt__rec_check(const void *p, uint32_t avail);   /* bytes of a sound record, or 0 */
+BPT__PRIVATE int bpt__rec_decode(const bpt__decoder *d, bpt__stream *st, const bpt__rec *r, bpt_msg *m);
+/*** End of record.h ***/
 
 /*** Begin file progress.h ***/
 /* progress.h: what other parts use of thread progress (progress.c): the
@@ -1791,11 +2028,15 @@ BPT__PRIVATE void bpt__block_begin(bpt__thread *rec);   /* a managed thread goes
 BPT__PRIVATE void bpt__block_end(bpt__thread *rec);
 BPT__PRIVATE void bpt__progress_atfork_child(bpt__thread *self);   /* locks.c's fork child handler */
 BPT__PRIVATE int bpt__fail(int code, const char *fmt, ...);
+BPT__PRIVATE uint32_t bpt__threads_count(void);   /* thread records made so far: indexes are below it */
 /*** End of progress.h ***/
 
 /*** Begin file session.h ***/
 /* session.h: what other parts use of trace sessions (session.c): the
-   session itself, the table of live sessions, and sending a message. */
+   session itself, the table of live sessions, sending a record, and
+   reading the per-thread buffers (drain, trace files). */
+
+typedef struct bpt__lane bpt__lane;   /* one thread's buffer in one session (session.c) */
 
 /* One trace session (OTP 27's trace:session_create): its tracer, its rate
    limit, its lanes and the patterns in force. */
@@ -1804,7 +2045,8 @@ struct bpt__session {
     char name[64];
     bpt_tracer_fn tracer;
     void *tracer_user;
-    uint32_t ring_size;
+    uint32_t chunk_bytes, chunks; /* each lane's chunks */
+    int flight_recorder;          /* 1: a full lane overwrites its oldest unread chunk */
     uint64_t rate_max;
     uint64_t rate_window_ns;
     bpt__atomic_u32 dead;         /* destroy began: send nothing more */
@@ -1815,8 +2057,7 @@ struct bpt__session {
     bpt__atomic_u64 frames_skipped; /* calls whose return could not be traced (frames.c) */
     bpt__atomic_u64 lost_laneless;  /* messages lost before their thread had a lane: a nested send
                                        while the lane was being made, or no memory for it */
-    bpt__atomic_ptr lanes[BPT_MAX_THREADS + 1];   /* the last is the overflow lane */
-    bpt__atomic_u32 overflow_busy;
+    bpt__atomic_ptr lane_dir[256];/* bpt__atomic_ptr[256]: lanes by thread record index [R1] */
     pthread_mutex_t drain_lock;
     bpt__pattern_entry *patterns; /* set path only: the patterns in force, in order */
 };
@@ -1830,13 +2071,28 @@ struct bpt__sessions {
 };
 BPT__DATA(struct bpt__sessions, bpt__sessions);   /* session.c */
 
+/* What reads a session's lanes (bpt_session_drain, bpt_session_write):
+   take gets a run of whole records of one lane and returns the bytes it
+   used (fewer when its room is full); gap gets the count of records a
+   flight recorder overwrote before the next run, and returns 0 when it has
+   no room for the notice. */
+typedef struct bpt__lane_reader bpt__lane_reader;
+struct bpt__lane_reader {
+    uint32_t (*take)(bpt__lane_reader *rd, bpt__lane *lane, const unsigned char *p, uint32_t bytes);
+    int (*gap)(bpt__lane_reader *rd, bpt__lane *lane, uint64_t count, uint64_t ticks);
+};
+
 BPT__PRIVATE bpt__session *bpt__session_lookup(uint64_t id);   /* pinned or under the permission */
+BPT__PRIVATE bpt__session *bpt__session_pin(bpt_session handle, const char *who, bpt__thread **rec, int *rc);
 BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out);
 BPT__PRIVATE void bpt__session_free(bpt__session *s);
-BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec, uint64_t now);
+BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec);
 BPT__PRIVATE void bpt__msg_header(bpt_msg *m, unsigned type, uint64_t thread, uint64_t process,
                                   uint64_t ts_ns, uint64_t session);
-BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt_msg *m);
+BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r);
+BPT__PRIVATE void bpt__session_read(bpt__session *s, bpt__lane_reader *rd);   /* under drain_lock */
+BPT__PRIVATE uint64_t bpt__lane_number(const bpt__lane *lane);
+BPT__PRIVATE bpt__stream *bpt__lane_stream(bpt__lane *lane);
 BPT__PRIVATE void bpt__sessions_atfork_child(void);
 /*** End of session.h ***/
 
@@ -1869,6 +2125,7 @@ struct bpt__ms {
     void *user;
     unsigned actions;
     const char *message;          /* interned */
+    uint32_t message_id;          /* its name id (names.c), for records; 0: none */
     int nspec;                    /* argument spec: how many, or 0 for none */
     uint8_t spec[BPT_MAX_ARGS];   /* enum bpt_arg_type */
     uint8_t rettype;              /* enum bpt_arg_type of return_from's value */
@@ -1959,6 +2216,7 @@ enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
 struct bpt_func {
     const char *module, *name;    /* interned */
     int arity;
+    uint32_t fid;                 /* its name id (names.c): what its records carry */
     int kind;                     /* enum bpt__site_kind */
     /* The site: the one word that switches between the original and the
        breakpoint. VM: an 8-byte instruction word. Native: the 2-byte entry
@@ -2098,13 +2356,11 @@ struct bpt__frame {
     uintptr_t ret;                /* native: the original return address, stripped of any
                                      signature; 0: a tail call, the frame below holds it */
     uintptr_t sp;                 /* native: stack pointer at entry; VM: the token's check value */
-    const char *module, *name;    /* interned: valid after the function is gone */
-    int arity;
+    uint32_t fid;                 /* the function's name id: valid after it is gone */
+    uint32_t caller_fid;          /* VM: the function the call returns to (0: unknown) */
     bpt_func *f;                  /* for call_time: native records live forever; a VM function
                                      is not unregistered while its calls run (bpt_unregister) */
     uint64_t process;             /* the process the call runs in */
-    const char *caller_module, *caller_name;   /* VM: the function the call returns to */
-    int caller_arity;
     uint64_t ts_ns;               /* entry time */
     uint32_t nsess;
     bpt__frame_session sess[BPT_FRAME_SESSIONS];
@@ -2229,7 +2485,7 @@ BPT__PRIVATE bpt__op bpt__pattern_op(unsigned flags, bpt__ms *ms);   /* a patter
 #if defined(BPT_NATIVE)
 /* The address index of the native functions (symbols.c). */
 typedef struct bpt__addr_index bpt__addr_index;
-BPT__PRIVATE int bpt__symbolize(uintptr_t addr, const char **module, const char **name, int *arity);
+BPT__PRIVATE const bpt_func *bpt__symbolize(uintptr_t addr);
 BPT__PRIVATE bpt__addr_index *bpt__addr_index_alloc(size_t n, const char *who);
 BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *funcs, uint32_t nfuncs);
 BPT__PRIVATE uint32_t bpt__native_count(void);   /* funcs.c: how many the index must hold */
@@ -2443,6 +2699,12 @@ BPT__PRIVATE void bpt__block_end(bpt__thread *rec) {
         rec->offline_to_block = 0;
         bpt_thread_progress_online();
     }
+}
+
+/* How many thread records exist: every index is below it (acquire: a
+   record's index is published with the record). */
+BPT__PRIVATE uint32_t bpt__threads_count(void) {
+    return bpt__load_acquire_u32(&bpt__progress.nrecords);
 }
 
 void bpt_thread_progress_pin(void) { (void)bpt__pin(); }
@@ -2741,13 +3003,9 @@ BPT__PRIVATE int bpt__fail(int code, const char *fmt, ...) {
 enum { BPT__CLOCK_GETTIME = 0, BPT__CLOCK_TSC = 1, BPT__CLOCK_CNTVCT = 2 };
 
 static struct {
-    int source;                   /* BPT__CLOCK_*; set once, before ready */
-    uint64_t tick0, ns0;          /* a simultaneous reading of both clocks */
-    uint64_t mul_whole, mul_frac; /* ns per tick: mul_whole + mul_frac / 2^32 */
-    uint64_t hz;                  /* ticks per second (10^9 for clock_gettime) */
-    bpt__atomic_u32 ready;        /* release-stored after the fields above [K1] */
+    bpt__clock_cal cal;           /* set once, before ready */
+    bpt__atomic_u32 ready;        /* release-stored after cal [K1] */
 } bpt__clock;
-
 static pthread_once_t bpt__clock_once = PTHREAD_ONCE_INIT;
 
 static uint64_t bpt__clock_monotonic(void) {
@@ -2822,19 +3080,21 @@ static uint64_t bpt__clock_rate(void) {
 #endif
 
 static void bpt__clock_init(void) {
+    bpt__clock_cal *c = &bpt__clock.cal;
 #if defined(BPT__CLOCK_COUNTER)
     uint64_t hz;
     if (bpt__clock_counter_usable() && (hz = bpt__clock_rate()) != 0) {
-        bpt__clock.hz = hz;
-        bpt__clock.mul_whole = 1000000000u / hz;
-        bpt__clock.mul_frac = (uint64_t)(((double)(1000000000u % hz) / (double)hz) * 4294967296.0);
-        bpt__clock_pair(&bpt__clock.tick0, &bpt__clock.ns0);
-        bpt__clock.source = BPT__CLOCK_COUNTER;
+        c->hz = hz;
+        c->mul_whole = 1000000000u / hz;
+        c->mul_frac = (uint64_t)(((double)(1000000000u % hz) / (double)hz) * 4294967296.0);
+        bpt__clock_pair(&c->tick0, &c->ns0);
+        c->source = BPT__CLOCK_COUNTER;
     } else
 #endif
-    {
-        bpt__clock.hz = 1000000000u;
-        bpt__clock.source = BPT__CLOCK_GETTIME;
+    {   /* the ticks are CLOCK_MONOTONIC's ns: the conversion is the identity */
+        c->hz = 1000000000u;
+        c->mul_whole = 1;
+        c->source = BPT__CLOCK_GETTIME;
     }
     bpt__store_release_u32(&bpt__clock.ready, 1);   /* [K1] */
 }
@@ -2846,30 +3106,48 @@ BPT__PRIVATE void bpt__clock_calibrate(void) {
     pthread_once(&bpt__clock_once, bpt__clock_init);
 }
 
+/* The counter: what a record keeps. One instruction where the CPU's
+   counter is usable; no conversion. */
+BPT__HOT uint64_t bpt__now_ticks(void) {
+    if (!bpt__load_acquire_u32(&bpt__clock.ready)) bpt__clock_calibrate();   /* [K1] */
+#if defined(BPT__CLOCK_COUNTER)
+    if (bpt__clock.cal.source == BPT__CLOCK_COUNTER) return bpt__clock_ticks();
+#endif
+    return bpt__clock_monotonic();
+}
+
+/* Ticks to ns with calibration c: three 64-bit multiplies (no 128-bit
+   integer: tcc has none). A reading a few cycles before the calibration's,
+   on another core, counts as the calibration's instant. */
+BPT__PRIVATE uint64_t bpt__clock_cal_ns(const bpt__clock_cal *c, uint64_t ticks) {
+    uint64_t d = ticks - c->tick0, lo, hi;
+    if ((int64_t)d < 0) d = 0;
+    lo = d & 0xffffffffu;
+    hi = d >> 32;
+    return c->ns0 + d * c->mul_whole + hi * c->mul_frac + ((lo * c->mul_frac) >> 32);
+}
+
+BPT__PRIVATE void bpt__clock_cal_get(bpt__clock_cal *out) {
+    if (!bpt__load_acquire_u32(&bpt__clock.ready)) bpt__clock_calibrate();   /* [K1] */
+    *out = bpt__clock.cal;
+}
+
 /* Nanoseconds on CLOCK_MONOTONIC's scale: one counter read and three
    multiplies, once calibrated. */
 BPT__HOT uint64_t bpt__now_ns(void) {
+    uint64_t t = bpt__now_ticks();
 #if defined(BPT__CLOCK_COUNTER)
-    uint64_t d, lo, hi;
-    if (!bpt__load_acquire_u32(&bpt__clock.ready)) bpt__clock_calibrate();   /* [K1] */
-    if (bpt__clock.source == BPT__CLOCK_COUNTER) {
-        d = bpt__clock_ticks() - bpt__clock.tick0;
-        if ((int64_t)d < 0) d = 0;   /* a read a few cycles before the calibration's, on another core */
-        lo = d & 0xffffffffu;
-        hi = d >> 32;
-        return bpt__clock.ns0 + d * bpt__clock.mul_whole + hi * bpt__clock.mul_frac +
-               ((lo * bpt__clock.mul_frac) >> 32);
-    }
+    if (bpt__clock.cal.source == BPT__CLOCK_COUNTER) return bpt__clock_cal_ns(&bpt__clock.cal, t);
 #endif
-    return bpt__clock_monotonic();
+    return t;
 }
 
 int bpt_clock_info(bpt_clock *out) {
     if (!out) return bpt__fail(BPT_EINVAL, "bpt_clock_info: out is NULL");
     (void)bpt__now_ns();   /* calibrated */
-    out->source = bpt__clock.source == BPT__CLOCK_TSC ? "tsc" :
-                  bpt__clock.source == BPT__CLOCK_CNTVCT ? "cntvct" : "clock_gettime";
-    out->hz = bpt__clock.hz;
+    out->source = bpt__clock.cal.source == BPT__CLOCK_TSC ? "tsc" :
+                  bpt__clock.cal.source == BPT__CLOCK_CNTVCT ? "cntvct" : "clock_gettime";
+    out->hz = bpt__clock.cal.hz;
     return 0;
 }
 /*** End of clock.c ***/
@@ -2915,6 +3193,252 @@ BPT__PRIVATE const char *bpt__intern(const char *text) {
     return e ? e->text : NULL;
 }
 /*** End of intern.c ***/
+
+/*** Begin file names.c ***/
+/* names.c: the name table. A record names its function by a 32-bit id, not
+   by pointers: 4 bytes instead of 24, and an id means the same in a file
+   read by another process. An id is given once per distinct (module, name,
+   arity, formatter) and its entry never changes or goes away, so a record
+   outlives its function: a VM function may be unregistered and freed while
+   its records wait in a buffer. Match spec messages get ids too (arity -1).
+
+   Entries live in pages that are never moved or freed. Writers (the set
+   path) take the intern lock; readers (drainers, formatters) take nothing:
+   an id is published by a release store of the count [N1], after its entry
+   is written, and a reader that holds an id from a record got it, through
+   the record's publication ([R2]), after that store. */
+
+enum { BPT__NAMES_PAGE = 1024, BPT__NAMES_PAGES = 4096 };   /* up to 4M names */
+
+static struct {
+    bpt__atomic_ptr page[BPT__NAMES_PAGES];   /* bpt__name[BPT__NAMES_PAGE] */
+    bpt__atomic_u32 count;                    /* ids 1..count are published [N1] */
+    uint32_t *index;                          /* writers: open addressing, ids by key */
+    uint32_t index_cap;                       /* a power of two, or 0 */
+} bpt__names;
+
+static uint32_t bpt__names_hash(const char *module, const char *name, int arity, bpt_format_fn format) {
+    uintptr_t h = (uintptr_t)module * 31u + (uintptr_t)name;
+    h = h * 31u + (uintptr_t)(unsigned)arity;
+    h = h * 31u + (format ? 1u : 0u);   /* a function pointer does not convert to an integer in ISO C */
+    return (uint32_t)(h ^ (h >> 17) ^ ((uint64_t)h >> 32));
+}
+
+static const bpt__name *bpt__names_entry(uint32_t id) {
+    const bpt__name *page = (const bpt__name *)bpt__load_relaxed_ptr(&bpt__names.page[(id - 1) / BPT__NAMES_PAGE]);
+    return &page[(id - 1) % BPT__NAMES_PAGE];
+}
+
+/* Double the index (writers, under the lock). Returns 0 or BPT_ENOMEM. */
+static int bpt__names_index_grow(void) {
+    uint32_t cap = bpt__names.index_cap ? bpt__names.index_cap * 2 : 1024, i, n;
+    uint32_t *ix = (uint32_t *)BPT_MALLOC(cap * sizeof *ix);
+    if (!ix) return BPT_ENOMEM;
+    memset(ix, 0, cap * sizeof *ix);
+    n = bpt__load_relaxed_u32(&bpt__names.count);
+    for (i = 1; i <= n; i++) {
+        const bpt__name *e = bpt__names_entry(i);
+        uint32_t k = bpt__names_hash(e->module, e->name, e->arity, e->format) & (cap - 1);
+        while (ix[k]) k = (k + 1) & (cap - 1);
+        ix[k] = i;
+    }
+    BPT_FREE(bpt__names.index);
+    bpt__names.index = ix;
+    bpt__names.index_cap = cap;
+    return 0;
+}
+
+/* The id of (module, name, arity, format), given now if it has none; 0
+   when memory or ids ran out. module and name are interned. */
+BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format) {
+    uint32_t id = 0, k, n;
+    bpt__name *page;
+    bpt__progress_ensure_init();   /* registers the fork handlers that cover the lock */
+    pthread_mutex_lock(&bpt__intern_lock);
+    n = bpt__load_relaxed_u32(&bpt__names.count);
+    if ((n + 1) * 2 > bpt__names.index_cap && bpt__names_index_grow() < 0) goto done;
+    k = bpt__names_hash(module, name, arity, format) & (bpt__names.index_cap - 1);
+    for (; bpt__names.index[k]; k = (k + 1) & (bpt__names.index_cap - 1)) {
+        const bpt__name *e = bpt__names_entry(bpt__names.index[k]);
+        if (e->module == module && e->name == name && e->arity == arity && e->format == format) {
+            id = bpt__names.index[k];
+            goto done;
+        }
+    }
+    if (n == BPT__NAMES_PAGE * BPT__NAMES_PAGES) goto done;
+    page = (bpt__name *)bpt__load_relaxed_ptr(&bpt__names.page[n / BPT__NAMES_PAGE]);
+    if (!page) {
+        if (!(page = (bpt__name *)BPT_MALLOC(BPT__NAMES_PAGE * sizeof *page))) goto done;
+        bpt__store_relaxed_ptr(&bpt__names.page[n / BPT__NAMES_PAGE], page);   /* published by [N1] */
+    }
+    page[n % BPT__NAMES_PAGE].module = module;
+    page[n % BPT__NAMES_PAGE].name = name;
+    page[n % BPT__NAMES_PAGE].arity = arity;
+    page[n % BPT__NAMES_PAGE].format = format;
+    id = n + 1;
+    bpt__names.index[k] = id;
+    bpt__store_release_u32(&bpt__names.count, id);   /* [N1] the entry, then its id */
+done:
+    pthread_mutex_unlock(&bpt__intern_lock);
+    return id;
+}
+
+/* The entry of an id a record holds, or NULL for 0 or an id never given
+   (a corrupt record). */
+BPT__PRIVATE const bpt__name *bpt__names_get(uint32_t id) {
+    if (id == 0 || id > bpt__load_acquire_u32(&bpt__names.count)) return NULL;   /* [N1] */
+    return bpt__names_entry(id);
+}
+
+/* How many ids are given: a file writer writes the names up to it. */
+BPT__PRIVATE uint32_t bpt__names_count(void) {
+    return bpt__load_acquire_u32(&bpt__names.count);   /* [N1] */
+}
+
+/* The live table as a decoder's name source (bpt__decoder.name). */
+BPT__PRIVATE const bpt__name *bpt__names_live(void *ctx, uint32_t id) {
+    (void)ctx;
+    return bpt__names_get(id);
+}
+/*** End of names.c ***/
+
+/*** Begin file record.c ***/
+/* record.c: reading trace records. The hit path writes records (kind_call.c,
+   frames.c, session.c) as compact as the event allows; everything that
+   costs is done here, when they are read: names from ids, ticks to ns,
+   strings copied into a message. The same code reads a live session's
+   buffers (bpt_session_drain) and a trace file (bpt_trace_file_read). */
+
+/* The header of every message bptrace makes, in one place: its type, the
+   thread and process it happened in, when (ns), and the session it goes to.
+   The caller zeroed the message. */
+BPT__PRIVATE void bpt__msg_header(bpt_msg *m, unsigned type, uint64_t thread, uint64_t process,
+                                  uint64_t ts_ns, uint64_t session) {
+    m->type = (uint16_t)type;
+    m->thread = (uint32_t)thread;
+    m->process = process;
+    m->ts_ns = ts_ns;
+    m->session = session;
+}
+
+BPT__PRIVATE uint32_t bpt__rec_bytes(const bpt__rec *r) {
+    return (uint32_t)sizeof *r + 8u * r->words;
+}
+
+/* How many words a CALL record's info and first word say it has. */
+static uint32_t bpt__rec_call_words(const bpt__rec *r, const uint64_t *w) {
+    uint32_t n = r->info & BPT__REC_CALL_NARGS, words = 0;
+    if (n) words = 1 + n + (uint32_t)((((w[0] >> 40) & 0xffff) + 7) / 8);
+    if (r->info & BPT__REC_CALL_CALLER) words += 2;
+    if (r->info & BPT__REC_CALL_USER) words += 1;
+    return words;
+}
+
+/* The bytes of the record at p if it is sound (a type it knows, its words
+   within avail, a CALL's parts adding up), else 0. Files are checked with
+   it before anything is decoded; a live buffer holds only what the hit
+   path wrote. */
+BPT__PRIVATE int bpt__rec_check(const void *p, uint32_t avail) {
+    const bpt__rec *r = (const bpt__rec *)p;
+    const uint64_t *w = (const uint64_t *)(r + 1);
+    uint32_t bytes;
+    if (avail < sizeof *r) return 0;
+    bytes = bpt__rec_bytes(r);
+    if (bytes > avail) return 0;
+    switch (r->type) {
+    case BPT_MSG_CALL:
+        if ((r->info & BPT__REC_CALL_NARGS) > BPT_MAX_ARGS || (r->info & ~0x3fu)) return 0;
+        if ((r->info & BPT__REC_CALL_NARGS) && (r->words == 0 || ((w[0] >> 40) & 0xffff) > BPT_MSG_STR_BYTES)) return 0;
+        return bpt__rec_call_words(r, w) == r->words ? (int)bytes : 0;
+    case BPT_MSG_RETURN_FROM:
+        return r->words >= 1 && r->words <= BPT_MSG_STR_BYTES / 8 ? (int)bytes : 0;
+    case BPT_MSG_EXCEPTION_FROM: case BPT_MSG_RETURN_TO: case BPT_MSG_DROPPED:
+    case BPT_MSG_LIMIT: case BPT__REC_CONTEXT:
+        return r->words == 1 ? (int)bytes : 0;
+    default:
+        return 0;
+    }
+}
+
+static const char bpt__unknown_name[] = "?";
+
+/* Names of an id into a message's fields; an unknown id reads "?". */
+static void bpt__rec_names(const bpt__decoder *d, uint32_t id, const char **module, const char **name, int *arity) {
+    const bpt__name *n = id ? d->name(d->ctx, id) : NULL;
+    *module = n ? n->module : bpt__unknown_name;
+    *name = n ? n->name : bpt__unknown_name;
+    *arity = n ? n->arity : 0;
+}
+
+/* A CALL's arguments, caller and message. */
+static void bpt__rec_decode_call(const bpt__decoder *d, const bpt__rec *r, bpt_msg *m) {
+    const uint64_t *w = (const uint64_t *)(r + 1);
+    uint32_t n = r->info & BPT__REC_CALL_NARGS, i;
+    const bpt__name *fn = r->id ? d->name(d->ctx, r->id) : NULL;
+    bpt__rec_names(d, r->id, &m->module, &m->name, &m->arity);
+    m->format = fn ? fn->format : NULL;
+    if (n) {
+        uint32_t strbytes = (uint32_t)((w[0] >> 40) & 0xffff);
+        m->nargs = (uint16_t)n;
+        for (i = 0; i < n; i++) {
+            m->argtype[i] = (uint8_t)((w[0] >> (4 * i)) & 0xf);
+            m->args[i] = w[1 + i];
+        }
+        memcpy(m->str, &w[1 + n], strbytes);
+        m->str[sizeof m->str - 1] = '\0';
+        w += 1 + n + (strbytes + 7) / 8;
+    }
+    if (r->info & BPT__REC_CALL_CALLER) {
+        m->caller = w[0];
+        if (w[1]) bpt__rec_names(d, (uint32_t)w[1], &m->caller_module, &m->caller_name, &m->caller_arity);
+        w += 2;
+    }
+    if (r->info & BPT__REC_CALL_USER) {
+        const bpt__name *u = d->name(d->ctx, (uint32_t)w[0]);
+        m->user = u ? u->name : NULL;
+    }
+}
+
+/* Decode one sound record of stream st. A context record updates st and
+   gives no message (0); any other fills m (1). */
+BPT__PRIVATE int bpt__rec_decode(const bpt__decoder *d, bpt__stream *st, const bpt__rec *r, bpt_msg *m) {
+    const uint64_t *w = (const uint64_t *)(r + 1);
+    if (r->type == BPT__REC_CONTEXT) {
+        st->tid = r->id;
+        st->process = w[0];
+        return 0;
+    }
+    memset(m, 0, sizeof *m);
+    bpt__msg_header(m, r->type, st->tid, st->process, bpt__clock_cal_ns(&d->cal, r->ticks), d->session);
+    switch (r->type) {
+    case BPT_MSG_CALL:
+        bpt__rec_decode_call(d, r, m);
+        break;
+    case BPT_MSG_RETURN_FROM:
+        bpt__rec_names(d, r->id, &m->module, &m->name, &m->arity);
+        m->value_type = (uint8_t)r->info;
+        if (r->info == BPT_ARG_STR) {
+            memcpy(m->str, w, 8u * r->words);
+            m->str[sizeof m->str - 1] = '\0';
+        } else {
+            m->value = w[0];
+        }
+        break;
+    case BPT_MSG_EXCEPTION_FROM:
+        bpt__rec_names(d, r->id, &m->module, &m->name, &m->arity);
+        m->exception_class = r->info ? "throw" : "unwind";
+        m->value = w[0];
+        break;
+    case BPT_MSG_RETURN_TO:
+        if (r->id) bpt__rec_names(d, r->id, &m->module, &m->name, &m->arity);
+        m->caller = w[0];
+        break;
+    default:   /* DROPPED, LIMIT */
+        m->value = w[0];
+    }
+    return 1;
+}
+/*** End of record.c ***/
 
 /*** Begin file locks.c ***/
 /* locks.c: bptrace's locks, the one order in which they are taken, and
@@ -3035,36 +3559,77 @@ BPT__PRIVATE void bpt__ptrset_remove(bpt__ptrset *set, const void *p) {
 /*** End of ptrset.c ***/
 
 /*** Begin file session.c ***/
-/* session.c: trace sessions, their tracers, message rings and rate limits
-   (OTP 27 trace sessions; recon_trace's rate limits).
+/* session.c: trace sessions' tracers, per-thread buffers and rate limits
+   (OTP 27 trace sessions; LTTng-UST's sub-buffers; recon_trace's limits).
 
-   A session sends each message either to a callback tracer, run in the
-   traced thread, or to a per-thread lane: a single-producer single-consumer
-   ring the traced thread writes and bpt_session_drain reads. A traced thread
-   never waits for a tracer: a full ring drops the message and counts it.
+   A session sends each record either to a callback tracer, run in the
+   traced thread, or into the thread's own buffer in that session (its
+   lane): a ring of chunks that the thread fills and a drainer empties.
 
-   Lanes are per thread slot (bpt__thread.index), created on the slot's first
-   message. Threads beyond BPT_MAX_THREADS share one overflow lane, taken with
-   a try-lock: a thread that finds it busy drops its message, so even a signal
-   handler that interrupts the lock's holder cannot deadlock. */
+   The producer (the traced thread) owns `head`, the chunk it writes, and its
+   write position. It copies a record in with plain stores and publishes it
+   with one release store of the chunk's fill [R2]. A full chunk is sealed by
+   moving to the next one, published by a release store of head_pub [R2];
+   the chunk to move to must have been read (tail, [R3]). When it has not:
+   the record is dropped and counted, and a DROPPED record goes in ahead of
+   the next record that fits, at the place of the loss; a flight recorder
+   instead takes the oldest unread chunk back and overwrites it.
 
-typedef struct bpt__lane {
-    /* producer side */
-    bpt__atomic_u64 head;         /* next slot to write; release-stored after the write */
-    bpt__atomic_u64 produced;     /* owner-written counters (bpt__owner_inc_u64) */
-    bpt__atomic_u64 dropped;
-    bpt__atomic_u64 delivered;    /* callback tracer deliveries */
-    bpt__atomic_u64 lost;         /* messages dropped by a nested send (a signal handler
-                                     interrupting its own thread's send) or a busy
-                                     overflow lane: atomic, as the owner may be mid-update */
-    uint64_t unreported_drops;    /* drops not yet announced by a DROPPED message */
+   The consumer (one drainer at a time: drain_lock) owns `tail`, the chunk it
+   reads, and its read position. The tail word has a BUSY bit: whoever sets
+   it with a CAS owns the read position until it stores the word back
+   (release [R3]). The drainer takes it for a read; a flight recorder's
+   producer takes it to take a chunk back, and never waits for it: a busy
+   tail means the drainer is reading the oldest chunk, so the record is
+   dropped instead. A traced thread never waits, in any case.
+
+   Lanes are per thread record (bpt__thread.index), created on a thread's
+   first record in the session, in a directory that grows without a limit
+   on threads. A signal handler that hits a breakpoint while its own thread
+   is inside bpt__session_send must not touch the lane (its record would go
+   to the same position): it is dropped and counted. */
+
+enum {
+    BPT__TAIL_BUSY = 1,           /* the tail word's owner bit; the chunk index is tail >> 1 */
+    BPT__LANES_PER_DIR = 256,
+    BPT__LANE_DIRS = 256,         /* 65536 thread records */
+    BPT__CTX_BYTES = (int)sizeof(bpt__rec) + 8,   /* a context or DROPPED record */
+    BPT__CHUNK_HEAD = 16          /* bytes in front of a chunk's records */
+};
+
+/* One chunk: its header, then chunk_bytes of records. */
+typedef struct bpt__chunk {
+    bpt__atomic_u32 fill;         /* bytes of whole records; release-stored after each [R2] */
+    uint32_t nrec;                /* producer: produced records in it (not context or DROPPED) */
+    uint64_t marked;              /* producer: the counts its DROPPED records carry */
+} bpt__chunk;
+
+struct bpt__lane {
+    uint64_t number;              /* the thread record's index: the file's lane number */
+    uint32_t nchunks, chunk_bytes;/* immutable; nchunks 0: a callback session's lane (counters only) */
+    /* Producer side: the owner thread only. */
+    uint64_t head;                /* the chunk being written (a count; slot head % nchunks) */
+    uint32_t pos;                 /* bytes written into it */
+    uint32_t ctx_tid;             /* the context of the records after pos */
+    uint64_t ctx_process;
+    uint64_t unreported;          /* records lost since the last DROPPED record */
+    bpt__atomic_u64 head_pub;     /* head, release-stored when a chunk is sealed [R2] */
+    bpt__atomic_u64 written;      /* owner counters (bpt__owner_inc_u64): records put in chunks, */
+    bpt__atomic_u64 dropped;      /* lost to a full buffer, */
+    bpt__atomic_u64 overwritten;  /* taken back by a flight recorder, */
+    bpt__atomic_u64 delivered;    /* and given to the callback tracer */
+    bpt__atomic_u64 lost;         /* dropped by a nested send (a signal handler interrupting its
+                                     own thread's send): atomic, the owner may be mid-update */
     char pad[BPT__CACHE_LINE];
-    /* consumer side */
-    bpt__atomic_u64 tail;         /* next slot to read; release-stored after the read */
-    bpt__atomic_u64 drained;
-    uint64_t mask;                /* capacity - 1; capacity 0 for a callback session */
-    bpt_msg slots[1];
-} bpt__lane;
+    /* Consumer side: whoever holds the tail's BUSY bit. */
+    bpt__atomic_u64 tail;         /* the chunk being read << 1 | BPT__TAIL_BUSY [R3] */
+    uint32_t rpos;                /* bytes of chunk tail already read */
+    uint32_t rrec;                /* produced records of chunk tail already read */
+    uint64_t unreported_overwritten;   /* records taken back and not yet marked in what was read */
+    uint64_t last_ticks;          /* the last record read: the time of a gap's DROPPED */
+    bpt__stream stream;           /* the drainer's decoding context */
+    bpt__atomic_u64 drained;      /* records read (drained or written to a file) */
+};
 
 BPT__SHARED struct bpt__sessions bpt__sessions;   /* session.h */
 
@@ -3088,77 +3653,189 @@ BPT__PRIVATE bpt__session *bpt__session_lookup(uint64_t id) {
     return s;
 }
 
-static bpt__lane *bpt__lane_new(const bpt__session *s) {
-    size_t cap = s->tracer ? 0 : s->ring_size;
-    size_t size = sizeof(bpt__lane) + (cap ? cap - 1 : 0) * sizeof(bpt_msg);
+/* >>lanes: finding and making a thread's lane */
+
+static bpt__chunk *bpt__lane_chunk(const bpt__lane *lane, uint64_t i) {
+    return (bpt__chunk *)(void *)((unsigned char *)(uintptr_t)lane + sizeof *lane +
+                                  (size_t)(i % lane->nchunks) * (BPT__CHUNK_HEAD + lane->chunk_bytes));
+}
+
+static unsigned char *bpt__chunk_data(bpt__chunk *c) { return (unsigned char *)c + BPT__CHUNK_HEAD; }
+
+static bpt__lane *bpt__lane_new(const bpt__session *s, uint64_t number) {
+    uint32_t n = s->tracer ? 0 : s->chunks;
+    size_t size = sizeof(bpt__lane) + (size_t)n * (BPT__CHUNK_HEAD + s->chunk_bytes);
     bpt__lane *lane = (bpt__lane *)BPT_MALLOC(size);
+    uint32_t i;
     if (!lane) return NULL;
     memset(lane, 0, sizeof *lane);
-    lane->mask = cap ? cap - 1 : 0;
+    lane->number = number;
+    lane->nchunks = n;
+    lane->chunk_bytes = s->chunk_bytes;
+    for (i = 0; i < n; i++) {
+        bpt__chunk *c = bpt__lane_chunk(lane, i);
+        bpt__store_relaxed_u32(&c->fill, 0);
+        c->nrec = 0;
+        c->marked = 0;
+    }
     return lane;
 }
 
-/* The lane of the calling thread's slot, created on first use. Publication
-   is a release CAS [R1] (a new lane is fully initialised before others see
-   it), paired with the acquire loads in drain, stats and here. */
+/* The directory entry of thread record `index`, its directory made on
+   first use. Publication is a release CAS [R1] (a directory or lane is
+   initialised before others see it), paired with the acquire loads here
+   and in the readers. Only the overflow of a CAS race is freed. */
+static bpt__atomic_ptr *bpt__lane_slot(bpt__session *s, uint32_t index, int make) {
+    bpt__atomic_ptr *dir;
+    if (index >= BPT__LANES_PER_DIR * BPT__LANE_DIRS) return NULL;
+    dir = (bpt__atomic_ptr *)bpt__load_acquire_ptr(&s->lane_dir[index / BPT__LANES_PER_DIR]);   /* [R1] */
+    if (!dir && make) {
+        bpt__atomic_ptr *fresh = (bpt__atomic_ptr *)BPT_MALLOC(BPT__LANES_PER_DIR * sizeof *fresh);
+        int i;
+        if (!fresh) return NULL;
+        for (i = 0; i < BPT__LANES_PER_DIR; i++) bpt__store_relaxed_ptr(&fresh[i], NULL);
+        if (bpt__cas_ptr(&s->lane_dir[index / BPT__LANES_PER_DIR], NULL, (void *)fresh)) {   /* [R1] */
+            dir = fresh;
+        } else {   /* a signal handler on this thread won (its send found no lane) */
+            BPT_FREE((void *)fresh);
+            dir = (bpt__atomic_ptr *)bpt__load_acquire_ptr(&s->lane_dir[index / BPT__LANES_PER_DIR]);
+        }
+    }
+    return dir ? &dir[index % BPT__LANES_PER_DIR] : NULL;
+}
+
+/* The calling thread's lane, made on its first record in the session:
+   the thread's documented first use, which allocates. */
 static bpt__lane *bpt__lane_get(bpt__session *s, const bpt__thread *rec) {
-    uint32_t ix = rec->index < BPT_MAX_THREADS ? rec->index : BPT_MAX_THREADS;
-    bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[ix]);   /* [R1] */
-    if (lane) return lane;
-    lane = bpt__lane_new(s);
-    if (!lane) return NULL;
-    if (!bpt__cas_ptr(&s->lanes[ix], NULL, lane)) {   /* [R1] */
-        BPT_FREE(lane);   /* only the overflow slot has rival producers */
-        lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[ix]);
+    bpt__atomic_ptr *slot = bpt__lane_slot(s, rec->index, 1);
+    bpt__lane *lane;
+    if (!slot) return NULL;
+    if ((lane = (bpt__lane *)bpt__load_acquire_ptr(slot)) != NULL) return lane;   /* [R1] */
+    if (!(lane = bpt__lane_new(s, rec->index))) return NULL;
+    if (!bpt__cas_ptr(slot, NULL, lane)) {   /* [R1] */
+        BPT_FREE(lane);
+        lane = (bpt__lane *)bpt__load_acquire_ptr(slot);
     }
     return lane;
 }
 
-/* The header of every message bptrace makes, in one place: its type, the
-   thread and process it happened in, when (ns), and the session it goes to
-   (0: set per session later). The caller zeroed the message. */
-BPT__PRIVATE void bpt__msg_header(bpt_msg *m, unsigned type, uint64_t thread, uint64_t process,
-                                  uint64_t ts_ns, uint64_t session) {
-    m->type = (uint16_t)type;
-    m->thread = thread;
-    m->process = process;
-    m->ts_ns = ts_ns;
-    m->session = session;
+/* Every lane of s, in thread record order, for the readers. */
+static bpt__lane *bpt__lane_at(bpt__session *s, uint32_t index) {
+    bpt__atomic_ptr *slot = bpt__lane_slot(s, index, 0);
+    return slot ? (bpt__lane *)bpt__load_acquire_ptr(slot) : NULL;   /* [R1] */
 }
 
-/* Write one message into a ring lane, announcing earlier drops first. The
-   single producer owns head; tail is read with acquire [R3], pairing with
-   the consumer's release store after it copied the slot out. */
-static void bpt__lane_push(bpt__lane *lane, const bpt_msg *m) {
-    uint64_t head = bpt__load_relaxed_u64(&lane->head);
-    uint64_t tail = bpt__load_acquire_u64(&lane->tail);   /* [R3] */
-    uint64_t need = lane->unreported_drops ? 2 : 1;
-    bpt__owner_inc_u64(&lane->produced, 1);
-    if (head - tail + need > lane->mask + 1) {
-        lane->unreported_drops++;
-        bpt__owner_inc_u64(&lane->dropped, 1);
-        return;
-    }
-    if (need == 2) {
-        bpt_msg *d = &lane->slots[head++ & lane->mask];
-        memset(d, 0, sizeof *d);
-        bpt__msg_header(d, BPT_MSG_DROPPED, m->thread, m->process, m->ts_ns, m->session);
-        d->value = lane->unreported_drops;
-        lane->unreported_drops = 0;
-    }
-    lane->slots[head & lane->mask] = *m;
-    bpt__store_release_u64(&lane->head, head + 1);   /* [R2] pairs with drain's acquire of head */
+/* >>producer: a traced thread puts a record into its lane */
+
+static unsigned char *bpt__put_small(unsigned char *p, unsigned type, uint32_t id, uint64_t ticks, uint64_t word) {
+    bpt__rec r;
+    r.ticks = ticks;
+    r.type = (uint8_t)type;
+    r.words = 1;
+    r.info = 0;
+    r.id = id;
+    memcpy(p, &r, sizeof r);
+    memcpy(p + sizeof r, &word, 8);
+    return p + BPT__CTX_BYTES;
 }
 
-/* Hand one message to the session's tracer. Called pinned, from the hit path.
-   A signal handler that hits a breakpoint while its own thread is inside
-   this function must not touch the lane (it would write the same ring slot
-   and lose the interrupted message): its message is dropped and counted. */
-BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt_msg *m) {
+/* A flight recorder takes back the oldest unread chunk, unless the drainer
+   is reading it. Taking the tail's BUSY bit makes the read position ours
+   [R3]: what was read of that chunk is not overwritten news, the rest is. */
+static int bpt__lane_take_back(bpt__lane *lane) {
+    uint64_t t = bpt__load_acquire_u64(&lane->tail), lost;   /* [R3] */
+    bpt__chunk *c;
+    if ((t & BPT__TAIL_BUSY) || !bpt__cas_u64(&lane->tail, t, t | BPT__TAIL_BUSY)) return 0;
+    c = bpt__lane_chunk(lane, t >> 1);
+    lost = c->nrec - lane->rrec;
+    lane->unreported_overwritten += lost + c->marked;
+    lane->rpos = lane->rrec = 0;
+    bpt__owner_inc_u64(&lane->overwritten, lost);
+    bpt__store_release_u64(&lane->tail, ((t >> 1) + 1) << 1);   /* [R3] the read position, released */
+    return 1;
+}
+
+/* Seal the current chunk and open the next, if it has been read (or, in a
+   flight recorder, can be taken back). Returns 0 when the buffer is full. */
+static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
+    uint64_t next = lane->head + 1;
+    bpt__chunk *c;
+    /* [R3] acquire: the drainer's reads of the chunk we reuse are over. */
+    if (next - (bpt__load_acquire_u64(&lane->tail) >> 1) >= lane->nchunks &&
+        !(s->flight_recorder && bpt__lane_take_back(lane)))
+        return 0;
+    c = bpt__lane_chunk(lane, next);
+    bpt__store_relaxed_u32(&c->fill, 0);   /* published by the release below */
+    c->nrec = 0;
+    c->marked = 0;
+    lane->head = next;
+    lane->pos = 0;
+    bpt__store_release_u64(&lane->head_pub, next);   /* [R2] the sealed chunk's last fill, and this one */
+    return 1;
+}
+
+/* Copy one record into the lane: a context record first where the chunk is
+   new or the thread's process changed, a DROPPED record first where records
+   were lost since the last one that fit. */
+static void bpt__lane_put(bpt__session *s, bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r) {
+    uint32_t bytes = bpt__rec_bytes(r), need;
+    int ctx = lane->pos == 0 || lane->ctx_tid != rec->tid || lane->ctx_process != rec->process;
+    bpt__chunk *c;
+    unsigned char *p;
+    need = bytes + (ctx ? BPT__CTX_BYTES : 0) + (lane->unreported ? BPT__CTX_BYTES : 0);
+    if (lane->pos + need > lane->chunk_bytes) {
+        if (!bpt__lane_advance(s, lane)) {
+            lane->unreported++;
+            bpt__owner_inc_u64(&lane->dropped, 1);
+            return;
+        }
+        ctx = 1;
+    }
+    c = bpt__lane_chunk(lane, lane->head);
+    p = bpt__chunk_data(c) + lane->pos;
+    if (ctx) {
+        p = bpt__put_small(p, BPT__REC_CONTEXT, rec->tid, r->ticks, rec->process);
+        lane->ctx_tid = rec->tid;
+        lane->ctx_process = rec->process;
+    }
+    if (lane->unreported) {
+        p = bpt__put_small(p, BPT_MSG_DROPPED, 0, r->ticks, lane->unreported);
+        c->marked += lane->unreported;
+        lane->unreported = 0;
+    }
+    memcpy(p, r, bytes);
+    p += bytes;
+    c->nrec++;
+    lane->pos = (uint32_t)(p - bpt__chunk_data(c));
+    bpt__owner_inc_u64(&lane->written, 1);
+    bpt__store_release_u32(&c->fill, lane->pos);   /* [R2] pairs with the drainer's acquire of fill */
+}
+
+/* A callback tracer gets the record as a message, in the traced thread. */
+static void bpt__tracer_call(bpt__session *s, bpt__lane *lane, bpt__thread *rec, const bpt__rec *r) {
+    bpt__decoder d;
+    bpt__stream st;
+    bpt_msg m;
+    d.name = bpt__names_live;
+    d.ctx = NULL;
+    bpt__clock_cal_get(&d.cal);
+    d.session = s->id;
+    st.tid = rec->tid;
+    st.process = rec->process;
+    bpt__owner_inc_u64(&lane->written, 1);
+    if (!bpt__rec_decode(&d, &st, r, &m)) return;
+    rec->in_tracer++;
+    s->tracer(&m, s->tracer_user);
+    rec->in_tracer--;
+    bpt__owner_inc_u64(&lane->delivered, 1);
+}
+
+/* Hand one record to the session's tracer. Called pinned, from the hit path. */
+BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r) {
     bpt__lane *lane;
-    int overflow = rec->index >= BPT_MAX_THREADS;
-    if (rec->sending) {
-        if ((lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[overflow ? BPT_MAX_THREADS : rec->index])) != NULL)   /* [R1] */
+    if (rec->sending) {   /* a signal handler nested on this thread's send */
+        bpt__atomic_ptr *slot = bpt__lane_slot(s, rec->index, 0);
+        if (slot && (lane = (bpt__lane *)bpt__load_acquire_ptr(slot)) != NULL)   /* [R1] */
             bpt__fetch_add_u64(&lane->lost, 1);
         else   /* the interrupted send is making the lane */
             bpt__fetch_add_u64(&s->lost_laneless, 1);
@@ -3166,33 +3843,19 @@ BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt
     }
     rec->sending = 1;
     bpt__compiler_barrier();   /* [H1] set before the lane is touched, as a signal handler sees it */
-    lane = bpt__lane_get(s, rec);
-    if (!lane) {               /* out of memory: the message is lost (counted), nothing else is */
+    if (!(lane = bpt__lane_get(s, rec)))   /* out of memory: the record is lost (counted), nothing else is */
         bpt__fetch_add_u64(&s->lost_laneless, 1);
-        goto done;
-    }
-    if (overflow && !bpt__cas_u32(&s->overflow_busy, 0, 1)) {   /* [R4] acquire: the last holder's writes */
-        bpt__fetch_add_u64(&lane->lost, 1);
-        goto done;
-    }
-    if (s->tracer) {
-        bpt__owner_inc_u64(&lane->produced, 1);
-        rec->in_tracer++;
-        s->tracer(m, s->tracer_user);
-        rec->in_tracer--;
-        bpt__owner_inc_u64(&lane->delivered, 1);
-    } else {
-        bpt__lane_push(lane, m);
-    }
-    if (overflow) bpt__store_release_u32(&s->overflow_busy, 0);   /* [R4] */
-done:
+    else if (s->tracer)
+        bpt__tracer_call(s, lane, rec, r);
+    else
+        bpt__lane_put(s, lane, rec, r);
     bpt__compiler_barrier();   /* [H1] */
     rec->sending = 0;
 }
 
 /* recon_trace's rule: at most rate_max messages (per window, if one is set);
    past it the session stops tracing and says so once. Returns 1 to send. */
-BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec, uint64_t now) {
+BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec) {
     uint64_t n;
     if (bpt__load_relaxed_u32(&s->limit_tripped)) {
         bpt__fetch_add_u64(&s->limited, 1);
@@ -3200,7 +3863,7 @@ BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec, uint64_t 
     }
     if (!s->rate_max) return 1;
     if (s->rate_window_ns) {
-        uint64_t start = bpt__load_relaxed_u64(&s->window_start);
+        uint64_t start = bpt__load_relaxed_u64(&s->window_start), now = bpt__now_ns();
         if (now - start >= s->rate_window_ns && bpt__cas_u64(&s->window_start, start, now))
             bpt__store_relaxed_u64(&s->window_count, 0);
     }
@@ -3208,30 +3871,92 @@ BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec, uint64_t 
     if (n < s->rate_max) return 1;
     bpt__fetch_add_u64(&s->limited, 1);
     if (bpt__cas_u32(&s->limit_tripped, 0, 1)) {
-        bpt_msg m;
-        memset(&m, 0, sizeof m);
-        bpt__msg_header(&m, BPT_MSG_LIMIT, rec->tid, rec->process, now, s->id);
-        m.value = s->rate_max;
-        bpt__session_send(s, rec, &m);
+        bpt__recbuf b;
+        b.h.ticks = bpt__now_ticks();
+        b.h.type = BPT_MSG_LIMIT;
+        b.h.words = 1;
+        b.h.info = 0;
+        b.h.id = 0;
+        b.w[0] = s->rate_max;
+        bpt__session_send(s, rec, &b.h);
     }
     return 0;
 }
 
+/* >>consumer: the drainer reads lanes */
+
+/* Read lane's undrained records: rd->take gets each run of whole records,
+   in order, and says how many bytes of it it used (it may stop short: its
+   room is full); rd->gap gets the records a flight recorder took back
+   before the next run. Holds the tail's BUSY bit throughout; a flight
+   recorder's producer that finds it busy drops rather than waits.
+   Returns 0, or 1 when the reader is full. */
+static int bpt__lane_read(bpt__lane *lane, bpt__lane_reader *rd) {
+    uint64_t t = bpt__load_acquire_u64(&lane->tail), i, drained = 0;   /* [R3] */
+    int full = 0;
+    if ((t & BPT__TAIL_BUSY) || !bpt__cas_u64(&lane->tail, t, t | BPT__TAIL_BUSY))
+        return 0;   /* a flight recorder is taking its oldest chunk back: next time */
+    i = t >> 1;
+    if (lane->unreported_overwritten) {
+        if (!rd->gap(rd, lane, lane->unreported_overwritten, lane->last_ticks)) goto out_full;
+        lane->unreported_overwritten = 0;
+    }
+    for (;;) {
+        uint64_t h = bpt__load_acquire_u64(&lane->head_pub);   /* [R2] first: a sealed chunk's fill is final */
+        bpt__chunk *c = bpt__lane_chunk(lane, i);
+        uint32_t fill = bpt__load_acquire_u32(&c->fill);       /* [R2] pairs with the producer's release */
+        if (lane->rpos < fill) {
+            const unsigned char *p = bpt__chunk_data(c) + lane->rpos, *q;
+            uint32_t used = rd->take(rd, lane, p, fill - lane->rpos);
+            for (q = p; q < p + used; q += bpt__rec_bytes((const bpt__rec *)(const void *)q)) {
+                const bpt__rec *r = (const bpt__rec *)(const void *)q;
+                if (r->type != BPT__REC_CONTEXT && r->type != BPT_MSG_DROPPED) { lane->rrec++; drained++; }
+                lane->last_ticks = r->ticks;
+            }
+            lane->rpos += used;
+            if (lane->rpos < fill) goto out_full;
+        }
+        if (i >= h) break;   /* the chunk being written: read up to its fill */
+        i++;
+        lane->rpos = lane->rrec = 0;
+    }
+    goto out;
+out_full:
+    full = 1;
+out:
+    bpt__owner_inc_u64(&lane->drained, drained);   /* one drainer at a time (drain_lock) */
+    bpt__store_release_u64(&lane->tail, i << 1);   /* [R3] pairs with the producer's acquire of tail */
+    return full;
+}
+
+/* Every lane of s through rd, under the drain lock (the caller holds it). */
+BPT__PRIVATE void bpt__session_read(bpt__session *s, bpt__lane_reader *rd) {
+    uint32_t i, n = bpt__threads_count();
+    if (s->tracer) return;   /* a callback session's lanes hold no records */
+    for (i = 0; i < n; i++) {
+        bpt__lane *lane = bpt__lane_at(s, i);
+        if (lane && bpt__lane_read(lane, rd)) return;
+    }
+}
+
+BPT__PRIVATE uint64_t bpt__lane_number(const bpt__lane *lane) { return lane->number; }
+BPT__PRIVATE bpt__stream *bpt__lane_stream(bpt__lane *lane) { return &lane->stream; }
+
 /* Build a session from its desc (validated by the caller). */
 BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out) {
     bpt__session *s = (bpt__session *)BPT_MALLOC(sizeof *s);
-    uint32_t ring = d->ring_size ? d->ring_size : 1024;
+    int i;
     if (!s) return bpt__fail(BPT_ENOMEM, "bpt_session_create: no memory for the session");
     memset(s, 0, sizeof *s);
     snprintf(s->name, sizeof s->name, "%s", d->name ? d->name : "session");
     s->tracer = d->tracer;
     s->tracer_user = d->tracer_user;
-    /* At least 2: after a drop, the DROPPED notice and the next message
-       need two slots, and a ring of one would drop everything from then on. */
-    s->ring_size = 2;
-    while (s->ring_size < ring) s->ring_size <<= 1;
+    s->chunk_bytes = d->chunk_bytes ? d->chunk_bytes : 16384;
+    s->chunks = d->chunks ? d->chunks : 16;
+    s->flight_recorder = d->flight_recorder != 0;
     s->rate_max = d->rate_max;
     s->rate_window_ns = (uint64_t)d->rate_per_ms * 1000000u;
+    for (i = 0; i < BPT__LANE_DIRS; i++) bpt__store_relaxed_ptr(&s->lane_dir[i], NULL);
     bpt__store_relaxed_u64(&s->window_start, bpt__now_ns());
     pthread_mutex_init(&s->drain_lock, NULL);
     *out = s;
@@ -3240,9 +3965,13 @@ BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **ou
 
 /* Free a session that no thread can reach any more (after a wait). */
 BPT__PRIVATE void bpt__session_free(bpt__session *s) {
-    int i;
-    for (i = 0; i <= BPT_MAX_THREADS; i++)
-        BPT_FREE(bpt__load_relaxed_ptr(&s->lanes[i]));
+    int i, k;
+    for (i = 0; i < BPT__LANE_DIRS; i++) {
+        bpt__atomic_ptr *dir = (bpt__atomic_ptr *)bpt__load_relaxed_ptr(&s->lane_dir[i]);
+        if (!dir) continue;
+        for (k = 0; k < BPT__LANES_PER_DIR; k++) BPT_FREE(bpt__load_relaxed_ptr(&dir[k]));
+        BPT_FREE((void *)dir);
+    }
     pthread_mutex_destroy(&s->drain_lock);
     BPT_FREE(s);
 }
@@ -3251,7 +3980,7 @@ BPT__PRIVATE void bpt__session_free(bpt__session *s) {
    after bpt__fail (BPT_ENOMEM: no thread record; BPT_ESESSION), unpinned.
    Pinned, a concurrent destroy frees the session only after the caller
    unpins. */
-static bpt__session *bpt__session_pin(bpt_session handle, const char *who, bpt__thread **rec, int *rc) {
+BPT__PRIVATE bpt__session *bpt__session_pin(bpt_session handle, const char *who, bpt__thread **rec, int *rc) {
     bpt__session *s;
     if (!(*rec = bpt__pin())) {
         *rc = bpt__fail(BPT_ENOMEM, "%s: no memory for the thread record", who);
@@ -3264,49 +3993,91 @@ static bpt__session *bpt__session_pin(bpt_session handle, const char *who, bpt__
     return s;
 }
 
+/* The drain's reader: decode records into the caller's messages. */
+typedef struct bpt__drain_reader {
+    bpt__lane_reader rd;
+    bpt__decoder dec;
+    bpt_msg *out;
+    int n, max;
+} bpt__drain_reader;
+
+static uint32_t bpt__drain_take(bpt__lane_reader *rd, bpt__lane *lane, const unsigned char *p, uint32_t bytes) {
+    bpt__drain_reader *dr = (bpt__drain_reader *)(void *)rd;
+    uint32_t used = 0;
+    while (used < bytes) {
+        const bpt__rec *r = (const bpt__rec *)(const void *)(p + used);
+        if (r->type != BPT__REC_CONTEXT && dr->n == dr->max) break;
+        dr->n += bpt__rec_decode(&dr->dec, bpt__lane_stream(lane), r, &dr->out[dr->n]);
+        used += bpt__rec_bytes(r);
+    }
+    return used;
+}
+
+static int bpt__drain_gap(bpt__lane_reader *rd, bpt__lane *lane, uint64_t count, uint64_t ticks) {
+    bpt__drain_reader *dr = (bpt__drain_reader *)(void *)rd;
+    const bpt__stream *st = bpt__lane_stream(lane);
+    bpt_msg *m;
+    if (dr->n == dr->max) return 0;
+    m = &dr->out[dr->n++];
+    memset(m, 0, sizeof *m);
+    bpt__msg_header(m, BPT_MSG_DROPPED, st->tid, st->process, bpt__clock_cal_ns(&dr->dec.cal, ticks), dr->dec.session);
+    m->value = count;
+    return 1;
+}
+
 int bpt_session_drain(bpt_session handle, bpt_msg *out, int max) {
+    bpt__drain_reader dr;
     bpt__thread *rec;
     bpt__session *s;
-    int n = 0, i, rc;
+    int rc;
     if (max < 0 || (max > 0 && !out))
         return bpt__fail(BPT_EINVAL, "bpt_session_drain: out is NULL or max (%d) < 0", max);
     if (!(s = bpt__session_pin(handle, "bpt_session_drain", &rec, &rc))) return rc;
+    dr.rd.take = bpt__drain_take;
+    dr.rd.gap = bpt__drain_gap;
+    dr.dec.name = bpt__names_live;
+    dr.dec.ctx = NULL;
+    bpt__clock_cal_get(&dr.dec.cal);
+    dr.dec.session = s->id;
+    dr.out = out;
+    dr.n = 0;
+    dr.max = max;
     pthread_mutex_lock(&s->drain_lock);
-    for (i = 0; i <= BPT_MAX_THREADS && n < max; i++) {
-        bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);   /* [R1] */
-        uint64_t tail, head, drained;
-        if (!lane || s->tracer) continue;   /* a callback session's lanes hold no ring */
-        tail = bpt__load_relaxed_u64(&lane->tail);
-        head = bpt__load_acquire_u64(&lane->head);   /* [R2] pairs with the producer's release of head */
-        drained = bpt__load_relaxed_u64(&lane->drained);
-        while (tail != head && n < max) {
-            out[n] = lane->slots[tail++ & lane->mask];
-            drained += out[n++].type != BPT_MSG_DROPPED;   /* notices are not produced messages */
-        }
-        bpt__store_release_u64(&lane->tail, tail);    /* [R3] pairs with the producer's acquire of tail */
-        bpt__store_relaxed_u64(&lane->drained, drained);
-    }
+    if (max > 0) bpt__session_read(s, &dr.rd);
     pthread_mutex_unlock(&s->drain_lock);
     bpt__unpin(rec);
-    return n;
+    return dr.n;
 }
 
 int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
     bpt__thread *rec;
     bpt__session *s;
-    int i, rc;
+    uint32_t i, n;
+    uint64_t written = 0, overwritten = 0, drained = 0;
+    int rc;
     if (!out) return bpt__fail(BPT_EINVAL, "bpt_session_stats: out is NULL");
     if (!(s = bpt__session_pin(handle, "bpt_session_stats", &rec, &rc))) return rc;
     memset(out, 0, sizeof *out);
-    for (i = 0; i <= BPT_MAX_THREADS; i++) {
-        bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);   /* [R1] */
+    n = bpt__threads_count();
+    for (i = 0; i < n; i++) {
+        bpt__lane *lane = bpt__lane_at(s, i);
+        uint64_t lost;
         if (!lane) continue;
-        out->produced += bpt__load_relaxed_u64(&lane->produced) + bpt__load_relaxed_u64(&lane->lost);
-        out->dropped += bpt__load_relaxed_u64(&lane->dropped) + bpt__load_relaxed_u64(&lane->lost);
-        out->delivered += bpt__load_relaxed_u64(&lane->delivered) + bpt__load_relaxed_u64(&lane->drained);
+        lost = bpt__load_relaxed_u64(&lane->dropped) + bpt__load_relaxed_u64(&lane->lost);
+        written += bpt__load_relaxed_u64(&lane->written);
+        overwritten += bpt__load_relaxed_u64(&lane->overwritten);
+        drained += bpt__load_relaxed_u64(&lane->drained) + bpt__load_relaxed_u64(&lane->delivered);
+        out->produced += lost;
+        out->dropped += lost;
+        out->threads++;
     }
-    out->produced += bpt__load_relaxed_u64(&s->lost_laneless);
-    out->dropped += bpt__load_relaxed_u64(&s->lost_laneless);
+    out->produced += written + bpt__load_relaxed_u64(&s->lost_laneless);
+    out->dropped += overwritten + bpt__load_relaxed_u64(&s->lost_laneless);
+    out->overwritten = overwritten;
+    out->delivered = drained;
+    /* Read while threads trace, the counters are not one snapshot: pending
+       is what the others leave, never below 0. */
+    out->pending = written > overwritten + drained ? written - overwritten - drained : 0;
     out->limited = bpt__load_relaxed_u64(&s->limited);
     out->frames_skipped = bpt__load_relaxed_u64(&s->frames_skipped);
     out->limit_tripped = (int)bpt__load_relaxed_u32(&s->limit_tripped);
@@ -3441,10 +4212,12 @@ BPT__PRIVATE int bpt__ms_new(const bpt_match *m, unsigned extra, bpt__ms **out) 
     ms->actions = m->actions | extra;
     ms->rettype = nret ? ret[0] : (uint8_t)BPT_ARG_I64;
     ms->message = NULL;
+    ms->message_id = 0;
     ms->nspec = nspec;
     memcpy(ms->spec, spec, sizeof spec);
     ms->refc = 1;
-    if (m->message && !(ms->message = bpt__intern(m->message))) {
+    if (m->message && (!(ms->message = bpt__intern(m->message)) ||
+                       !(ms->message_id = bpt__names_id(NULL, ms->message, -1, NULL)))) {
         BPT_FREE(ms);
         return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for the match spec's message");
     }
@@ -4204,21 +4977,19 @@ struct bpt__addr_index {
 
 static bpt__atomic_ptr bpt__addr_index_cur;   /* bpt__addr_index *, release-published */
 
-/* Pinned. Returns 1 and the names, or 0 for code bptrace does not know. */
-BPT__PRIVATE int bpt__symbolize(uintptr_t addr, const char **module, const char **name, int *arity) {
+/* Pinned. The registered native function whose code holds addr, or NULL
+   for code bptrace does not know. Native records are never freed. */
+BPT__PRIVATE const bpt_func *bpt__symbolize(uintptr_t addr) {
     const bpt__addr_index *ix = (const bpt__addr_index *)bpt__load_acquire_ptr(&bpt__addr_index_cur);   /* [I1] */
     size_t lo = 0, hi;
-    if (!ix) return 0;
+    if (!ix) return NULL;
     hi = ix->n;
     while (lo < hi) {   /* the first entry starting above addr */
         size_t mid = lo + (hi - lo) / 2;
         if (ix->e[mid].start <= addr) lo = mid + 1; else hi = mid;
     }
-    if (lo == 0 || addr >= ix->e[lo - 1].end) return 0;
-    *module = ix->e[lo - 1].f->module;
-    *name = ix->e[lo - 1].f->name;
-    *arity = ix->e[lo - 1].f->arity;
-    return 1;
+    if (lo == 0 || addr >= ix->e[lo - 1].end) return NULL;
+    return ix->e[lo - 1].f;
 }
 
 /* The address index follows the native functions as they come and go
@@ -4420,13 +5191,10 @@ static void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, uint64_t now) {
     uint32_t i;
     memcpy(fr->sess, h->want, sizeof(bpt__frame_session) * h->nwant);
     fr->nsess = h->nwant;
-    fr->module = h->f->module;
-    fr->name = h->f->name;
-    fr->arity = h->f->arity;
+    fr->fid = h->f->fid;
+    fr->caller_fid = 0;
     fr->f = h->f;
     fr->process = h->rec->process;
-    fr->caller_module = fr->caller_name = NULL;
-    fr->caller_arity = 0;
     fr->ts_ns = now;
     for (i = 0; i < fr->nsess; i++)
         if (fr->sess[i].actions & BPT__FRAME_TIMEM) fr->sess[i].since = now;
@@ -4463,9 +5231,7 @@ static bpt__frame bpt__frame_pop(bpt__thread *rec, int stack) {
 }
 
 /* Whether a session of fr asked for one of `actions`. A frame that only
-   times its call (call_time, call_memory) builds no message at all: the
-   message, 248 bytes cleared and a clock read, was most of the return
-   path's cost for call_time (callgrind, PERFORMANCE.md). */
+   times its call (call_time, call_memory) builds no record at all. */
 static int bpt__frame_wants(const bpt__frame *fr, unsigned actions) {
     uint32_t i;
     for (i = 0; i < fr->nsess; i++)
@@ -4473,60 +5239,60 @@ static int bpt__frame_wants(const bpt__frame *fr, unsigned actions) {
     return 0;
 }
 
-/* A frame's message to its session i, if that session asked for `action`
+/* A frame's record to its session i, if that session asked for `action`
    and still lives. Pinned (session lookup). */
-static void bpt__frame_send_one(bpt__thread *rec, const bpt__frame *fr, uint32_t i, unsigned action, bpt_msg *m) {
+static void bpt__frame_send_one(bpt__thread *rec, const bpt__frame *fr, uint32_t i, unsigned action,
+                                const bpt__rec *r) {
     bpt__session *s;
     if (rec->in_tracer) return;   /* a tracer's own calls are not traced */
     if (!(fr->sess[i].actions & action)) return;
     if (!(s = bpt__session_lookup(fr->sess[i].id))) return;   /* ended: frames do nothing */
-    if (!bpt__session_admit(s, rec, m->ts_ns)) return;
-    m->session = s->id;
-    if (m->type == BPT_MSG_RETURN_FROM) m->value_type = fr->sess[i].rettype;
-    bpt__session_send(s, rec, m);
+    if (!bpt__session_admit(s, rec)) return;
+    bpt__session_send(s, rec, r);
 }
 
-/* The message to each of a frame's sessions that asked for `action`. */
-static void bpt__frame_send(bpt__thread *rec, const bpt__frame *fr, unsigned action, bpt_msg *m) {
+/* The record to each of a frame's sessions that asked for `action`. */
+static void bpt__frame_send(bpt__thread *rec, const bpt__frame *fr, unsigned action, const bpt__rec *r) {
     uint32_t i;
-    for (i = 0; i < fr->nsess; i++) bpt__frame_send_one(rec, fr, i, action, m);
+    for (i = 0; i < fr->nsess; i++) bpt__frame_send_one(rec, fr, i, action, r);
 }
 
-static void bpt__frame_msg(bpt_msg *m, bpt__thread *rec, int type, const bpt__frame *fr) {
-    memset(m, 0, sizeof *m);
-    bpt__msg_header(m, (unsigned)type, rec->tid, rec->process, bpt__now_ns(), 0);
-    m->module = fr->module;
-    m->name = fr->name;
-    m->arity = fr->arity;
+/* A record of one word: its header, now. */
+static void bpt__frame_rec(bpt__recbuf *b, int type, uint32_t id, uint16_t info, uint64_t word) {
+    b->h.ticks = bpt__now_ticks();
+    b->h.type = (uint8_t)type;
+    b->h.words = 1;
+    b->h.info = info;
+    b->h.id = id;
+    b->w[0] = word;
 }
 
 /* exception_from for a frame that was unwound. BEAM sends it to sessions
    with exception_trace; return_trace alone sends nothing. */
 static void bpt__frame_unwound(bpt__thread *rec, const bpt__frame *fr, const char *cls, uint64_t value) {
-    bpt_msg m;
+    bpt__recbuf b;
     if (!bpt__frame_wants(fr, BPT_EXCEPTION)) return;
-    bpt__frame_msg(&m, rec, BPT_MSG_EXCEPTION_FROM, fr);
-    m.exception_class = cls;
-    m.value = value;
-    bpt__frame_send(rec, fr, BPT_EXCEPTION, &m);
+    bpt__frame_rec(&b, BPT_MSG_EXCEPTION_FROM, fr->fid, cls[0] == 't', value);   /* "throw" or "unwind" */
+    bpt__frame_send(rec, fr, BPT_EXCEPTION, &b.h);
 }
 
-/* return_from to the frame's session i (with its ret spec's type). */
+/* return_from to the frame's session i, with the value its ret spec asks
+   for; a string is copied now: it may not outlive the return. */
 static void bpt__frame_returned_one(bpt__thread *rec, const bpt__frame *fr, uint32_t i, uint64_t value) {
-    bpt_msg m;
-    bpt__frame_msg(&m, rec, BPT_MSG_RETURN_FROM, fr);
-    m.value = value;
-    if (fr->sess[i].rettype == BPT_ARG_STR) {   /* copied now: the string may not outlive the return */
+    bpt__recbuf b;
+    uint8_t type = fr->sess[i].rettype;
+    bpt__frame_rec(&b, BPT_MSG_RETURN_FROM, fr->fid, type, value);
+    if (type == BPT_ARG_STR) {
         const char *str = (const char *)(uintptr_t)value;
-        size_t len = str ? strnlen(str, sizeof m.str - 1) : 6;
-        memcpy(m.str, str ? str : "(null)", len);
-        m.str[len] = '\0';
-        m.value = 0;
+        size_t len = str ? strnlen(str, BPT_MSG_STR_BYTES - 1) : 6;
+        memset(b.w, 0, BPT_MSG_STR_BYTES);
+        memcpy(b.w, str ? str : "(null)", len);
+        b.h.words = (uint8_t)((len + 1 + 7) / 8);
     }
-    bpt__frame_send_one(rec, fr, i, BPT_RETURN | BPT_EXCEPTION, &m);
+    bpt__frame_send_one(rec, fr, i, BPT_RETURN | BPT_EXCEPTION, &b.h);
 }
 
-/* return_from to each session of a frame, one message each, with the value
+/* return_from to each session of a frame, one record each, with the value
    its ret spec asks for: the integer return register, or the floating-point
    one for f64 (the same value for both on a VM). */
 static void bpt__frame_returned(bpt__thread *rec, const bpt__frame *fr, uint64_t int_value, uint64_t fp_value) {
@@ -4536,17 +5302,13 @@ static void bpt__frame_returned(bpt__thread *rec, const bpt__frame *fr, uint64_t
             bpt__frame_returned_one(rec, fr, i, fr->sess[i].rettype == BPT_ARG_F64 ? fp_value : int_value);
 }
 
-/* return_to: execution resumes in (module, name, arity), or in code that is
-   not a registered function (module NULL); caller is the native address. */
-static void bpt__frame_return_to(bpt__thread *rec, const bpt__frame *fr, const char *module,
-                                 const char *name, int arity, uintptr_t caller) {
-    bpt_msg m;
-    bpt__frame_msg(&m, rec, BPT_MSG_RETURN_TO, fr);
-    m.module = module;
-    m.name = name;
-    m.arity = arity;
-    m.caller = caller;
-    bpt__frame_send(rec, fr, BPT_RETURN_TO, &m);
+/* return_to: execution resumes in function fid, or in code that is not a
+   registered function (0); caller is the native address. */
+static void bpt__frame_return_to(bpt__thread *rec, const bpt__frame *fr, uint32_t fid, uintptr_t caller) {
+    bpt__recbuf b;
+    if (!bpt__frame_wants(fr, BPT_RETURN_TO)) return;
+    bpt__frame_rec(&b, BPT_MSG_RETURN_TO, fid, 0, caller);
+    bpt__frame_send(rec, fr, BPT_RETURN_TO, &b.h);
 }
 
 #if defined(BPT_NATIVE)
@@ -4625,8 +5387,7 @@ BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
 __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
     bpt__thread *rec = bpt__thread_self_or_null();
     uint32_t i, d = rec ? rec->shadow_depth[BPT__STACK_NATIVE] : 0, to_sessions = 0;
-    const char *module = NULL, *name = NULL;
-    int arity = 0;
+    const bpt_func *resumed;
     bpt__frame fr, to;
     uintptr_t ret;
     for (i = d; i > 0 && rec->shadow[BPT__STACK_NATIVE][i - 1].sp != sp; i--) {}
@@ -4640,7 +5401,7 @@ __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr
     }
     /* 2b. Ours, and the frames of the tail calls that replaced it: each
        returns the same value, innermost first; the last holds the address. */
-    to.module = NULL;   /* the fields of `to` that 2c reads are set below */
+    to.fid = 0;   /* the fields of `to` that 2c reads are set below */
     do {
         if (rec->shadow_depth[BPT__STACK_NATIVE] == 0 ||
             rec->shadow[BPT__STACK_NATIVE][rec->shadow_depth[BPT__STACK_NATIVE] - 1].sp != sp)
@@ -4655,14 +5416,14 @@ __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr
                 if (k == to_sessions && to_sessions < BPT_FRAME_SESSIONS) to.sess[to_sessions++] = fr.sess[i];
             }
         }
-        if (!to.module) { to.module = fr.module; to.name = fr.name; to.arity = fr.arity; }
+        if (!to.fid) to.fid = fr.fid;
     } while (fr.ret == 0);
     ret = fr.ret;
     /* 2c. One return_to ends the chain (Tracing.md: one per chain of tail calls). */
     if (to_sessions) {
         to.nsess = to_sessions;
-        if (!bpt__symbolize(ret, &module, &name, &arity)) module = name = NULL;
-        bpt__frame_return_to(rec, &to, module, name, arity, ret);
+        resumed = bpt__symbolize(ret);
+        bpt__frame_return_to(rec, &to, resumed ? resumed->fid : 0, ret);
     }
     bpt__unpin(rec);
     return ret;
@@ -4705,11 +5466,7 @@ BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *to
     if (++rec->vm_serial == 0) rec->vm_serial = 1;
     fr->sp = rec->vm_serial;
     fr->ret = 1;
-    if (ops && ops->caller && (caller = ops->caller(h->frame)) != NULL) {
-        fr->caller_module = caller->module;
-        fr->caller_name = caller->name;
-        fr->caller_arity = caller->arity;
-    }
+    if (ops && ops->caller && (caller = ops->caller(h->frame)) != NULL) fr->caller_fid = caller->fid;
     *token = (uint64_t)rec->vm_serial << 32 | (uint64_t)(fr - rec->shadow[BPT__STACK_VM] + 1);
 }
 
@@ -4736,7 +5493,7 @@ void bpt_vm_return(bpt_vm_token token, uint64_t value) {
     fr = bpt__frame_pop(rec, BPT__STACK_VM);
     bpt__frame_end(rec, BPT__STACK_VM, &fr);
     bpt__frame_returned(rec, &fr, value, value);
-    bpt__frame_return_to(rec, &fr, fr.caller_module, fr.caller_name, fr.caller_arity, 0);
+    bpt__frame_return_to(rec, &fr, fr.caller_fid, 0);
     bpt__unpin(rec);
 }
 
@@ -4855,88 +5612,101 @@ static void bpt__native_args(const bpt__regs *r, const uint8_t *types, int n, ui
 }
 #endif
 
-/* Fill a message's arguments: as the match spec's argument spec says, or
-   the first `arity` as i64. VM sites read them through ops->arg; native
-   sites from the stub's register frame (integer and floating-point
-   registers counted separately, as the ABI assigns them). */
-static void bpt__read_args(const bpt_func *f, const bpt__ms *ms, const void *frame, bpt_msg *m) {
+/* A call record's arguments, as the match spec's argument spec says, or
+   the first `arity` as i64: the types word, the values, then copied
+   strings. VM sites read them through ops->arg; native sites from the
+   stub's register frame (integer and floating-point registers counted
+   separately, as the ABI assigns them). Returns the words used. */
+static uint32_t bpt__call_args(const bpt_func *f, const bpt__ms *ms, const void *frame, uint64_t *w) {
     int i, n = ms && ms->nspec ? ms->nspec : (f->arity < BPT_MAX_ARGS ? f->arity : BPT_MAX_ARGS);
+    uint8_t types[BPT_MAX_ARGS];
+    uint64_t *args = w + 1, typeword = 0;
+    char *str;
     size_t used = 0;
-    if (ms && ms->nspec) memcpy(m->argtype, ms->spec, (size_t)n);
+    if (ms && ms->nspec) memcpy(types, ms->spec, (size_t)n);
+    else memset(types, BPT_ARG_I64, sizeof types);
     if (f->kind == BPT__SITE_VM) {
         if (!f->ops || !f->ops->arg) n = 0;
-        for (i = 0; i < n; i++) m->args[i] = f->ops->arg(frame, i);
+        for (i = 0; i < n; i++) args[i] = f->ops->arg(frame, i);
     }
 #if defined(BPT_NATIVE)
     else {
-        bpt__native_args((const bpt__regs *)frame, m->argtype, n, m->args);
+        bpt__native_args((const bpt__regs *)frame, types, n, args);
     }
 #endif
-    m->nargs = (uint16_t)n;
+    if (n == 0) return 0;
     /* Strings are copied now: the pointer means nothing once the call is
-       over. Each takes its bytes and a NUL from m->str while room lasts;
-       later ones point at the buffer's last byte, always a NUL. */
+       over. Each takes its bytes and a NUL while room lasts; later ones
+       point at the area's last byte, always a NUL. */
+    str = (char *)(args + n);
     for (i = 0; i < n; i++) {
-        const char *str = (const char *)(uintptr_t)m->args[i];
+        const char *p = (const char *)(uintptr_t)args[i];
         size_t len;
-        if (m->argtype[i] != BPT_ARG_STR) continue;
-        if (used >= sizeof m->str) { m->args[i] = sizeof m->str - 1; continue; }
-        if (!str) str = "(null)";
-        len = strnlen(str, sizeof m->str - used - 1);
-        memcpy(m->str + used, str, len);
-        m->str[used + len] = '\0';
-        m->args[i] = used;
+        typeword |= (uint64_t)types[i] << (4 * i);
+        if (types[i] != BPT_ARG_STR) continue;
+        if (used >= BPT_MSG_STR_BYTES - 1) { args[i] = BPT_MSG_STR_BYTES - 1; continue; }
+        if (!p) p = "(null)";
+        len = strnlen(p, BPT_MSG_STR_BYTES - used - 1);
+        memcpy(str + used, p, len);
+        str[used + len] = '\0';
+        args[i] = used;
         used += len + 1;
     }
+    memset(str + used, 0, (8 - used % 8) % 8);   /* whole words: no stack bytes in a file */
+    w[0] = typeword | (uint64_t)n << 32 | (uint64_t)used << 40;
+    return 1 + (uint32_t)n + (uint32_t)(used + 7) / 8;
 }
 
-/* caller: the function the call returns to (native: its return address,
-   symbolized; VM: what ops->caller says). */
-static void bpt__hit_caller(const bpt__hit *h, bpt_msg *m) {
-    const bpt_func *f = h->f;
+/* caller: where the call returns to, and the function that is (native: its
+   return address, symbolized; VM: what ops->caller says). */
+static void bpt__call_caller(const bpt__hit *h, uint64_t *w) {
+    const bpt_func *f = h->f, *c = NULL;
+    w[0] = 0;
     if (f->kind == BPT__SITE_VM) {
-        bpt_func *c = f->ops && f->ops->caller ? f->ops->caller(h->frame) : NULL;
-        if (c) { m->caller_module = c->module; m->caller_name = c->name; m->caller_arity = c->arity; }
+        c = f->ops && f->ops->caller ? f->ops->caller(h->frame) : NULL;
     }
 #if defined(BPT_NATIVE)
     else {
-        m->caller = bpt__native_caller(h);
-        if (!bpt__symbolize((uintptr_t)m->caller, &m->caller_module, &m->caller_name, &m->caller_arity))
-            m->caller_module = m->caller_name = NULL;
+        w[0] = bpt__native_caller(h);
+        c = bpt__symbolize((uintptr_t)w[0]);
     }
 #endif
+    w[1] = c ? c->fid : 0;
 }
 
-/* Local call trace of one session: match spec, rate limit, message, and
+/* Local call trace of one session: match spec, rate limit, record, and
    the wish for a return frame (return_trace, exception_trace, return_to). */
 BPT__HOT void bpt__kind_call_hit(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d) {
     const bpt__ms *ms = (const bpt__ms *)d->data[BPT__KIX_CALL];
     bpt__thread *rec = h->rec;
     const bpt_func *f = h->f;
-    const void *frame = h->frame;
-    bpt_msg m;
-    uint64_t now;
+    bpt__recbuf b;
+    uint32_t words;
     /* A dead session's GenericBp lives until step 12 of its destroy; it must
        send nothing meanwhile. A tracer's own calls are not traced. */
     if (rec->in_tracer || bpt__load_relaxed_u32(&s->dead)) return;   /* [S2] */
-    memset(&m, 0, sizeof m);
-    bpt__read_args(f, ms, frame, &m);
-    if (ms && ms->pred && !ms->pred(m.args, m.nargs, ms->user)) return;
+    words = bpt__call_args(f, ms, h->frame, b.w);
+    b.h.info = (uint16_t)(words ? (b.w[0] >> 32) & 0xff : 0);
+    if (ms && ms->pred && !ms->pred(b.w + 1, (int)b.h.info, ms->user)) return;
     if (ms && (ms->actions & BPT_MS_SILENT)) return;
-    now = bpt__now_ns();
-    if (!bpt__session_admit(s, rec, now)) return;
-    bpt__msg_header(&m, BPT_MSG_CALL, rec->tid, rec->process, now, s->id);
-    m.module = f->module;
-    m.name = f->name;
-    m.arity = f->arity;
-    m.format = f->ops ? f->ops->format : NULL;
-    m.user = ms ? ms->message : NULL;
-    if (ms && (ms->actions & BPT_CALLER)) bpt__hit_caller(h, &m);
-    bpt__session_send(s, rec, &m);
+    if (!bpt__session_admit(s, rec)) return;
+    if (ms && (ms->actions & BPT_CALLER)) {
+        bpt__call_caller(h, b.w + words);
+        words += 2;
+        b.h.info |= BPT__REC_CALL_CALLER;
+    }
+    if (ms && ms->message_id) {
+        b.w[words++] = ms->message_id;
+        b.h.info |= BPT__REC_CALL_USER;
+    }
+    b.h.ticks = bpt__now_ticks();
+    b.h.type = BPT_MSG_CALL;
+    b.h.words = (uint8_t)words;
+    b.h.id = f->fid;
+    bpt__session_send(s, rec, &b.h);
     if (ms && (ms->actions & (BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO)))
         bpt__hit_want_frame(h, s, ms->actions, ms->rettype);
 }
-
 /*** End of kind_call.c ***/
 
 /*** Begin file kind_count.c ***/
@@ -6470,14 +7240,16 @@ static int bpt__registry_reserve(uint32_t extra) {
 
 /* A new, unregistered function record with interned names and no site yet.
    The caller holds the permission. Returns 0 or BPT_ENOMEM. */
-static int bpt__func_new(const char *module, const char *name, int arity, const char *who, bpt_func **out) {
+static int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
+                         const char *who, bpt_func **out) {
     bpt_func *f = (bpt_func *)BPT_MALLOC(sizeof *f);
     if (!f || bpt__registry_reserve(1) < 0) {
         BPT_FREE(f);
         return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
     }
     memset(f, 0, sizeof *f);
-    if (!(f->module = bpt__intern(module)) || !(f->name = bpt__intern(name))) {
+    if (!(f->module = bpt__intern(module)) || !(f->name = bpt__intern(name)) ||
+        !(f->fid = bpt__names_id(f->module, f->name, arity, format))) {
         BPT_FREE(f);
         return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
     }
@@ -6590,7 +7362,7 @@ int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word, const 
         bpt__permission_release();
         return rc;
     }
-    if ((rc = bpt__func_new(module, name, arity, "bpt_register_vm", &f)) < 0) {
+    if ((rc = bpt__func_new(module, name, arity, ops ? ops->format : NULL, "bpt_register_vm", &f)) < 0) {
         bpt__permission_release();
         return rc;
     }
@@ -6637,7 +7409,8 @@ static int bpt__native_new(void *fn, const char *module, const char *name, int a
     int rc;
     if (f) {   /* registered before: the padding already points at this record */
         const char *m = bpt__intern(module), *nm = bpt__intern(name);
-        if (!m || !nm || bpt__registry_reserve(1) < 0) {
+        uint32_t fid = m && nm ? bpt__names_id(m, nm, arity, NULL) : 0;
+        if (!fid || bpt__registry_reserve(1) < 0) {
             f->next_retired = bpt__retired;
             bpt__retired = f;
             return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
@@ -6646,7 +7419,8 @@ static int bpt__native_new(void *fn, const char *module, const char *name, int a
         f->module = m;
         f->name = nm;
         f->arity = arity;
-    } else if ((rc = bpt__func_new(module, name, arity, who, &f)) < 0) {
+        f->fid = fid;
+    } else if ((rc = bpt__func_new(module, name, arity, NULL, who, &f)) < 0) {
         return rc;
     }
     f->kind = BPT__SITE_NATIVE;
@@ -6952,8 +7726,11 @@ int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
     bpt__session *s = NULL;
     int slot, rc;
     if (!out) return bpt__fail(BPT_EINVAL, "bpt_session_create: out is NULL");
-    if (d->ring_size > (1u << 20))
-        return bpt__fail(BPT_EINVAL, "bpt_session_create: ring_size %u is over 1<<20", d->ring_size);
+    if (d->chunk_bytes && (d->chunk_bytes < 4096 || d->chunk_bytes > (1u << 24) || (d->chunk_bytes & (d->chunk_bytes - 1))))
+        return bpt__fail(BPT_EINVAL, "bpt_session_create: chunk_bytes %u is not a power of two in 4096 .. 1<<24",
+                         d->chunk_bytes);
+    if (d->chunks && (d->chunks < 2 || d->chunks > 65536))
+        return bpt__fail(BPT_EINVAL, "bpt_session_create: chunks %u is not in 2 .. 65536", d->chunks);
     if (d->rate_per_ms && !d->rate_max)
         return bpt__fail(BPT_EINVAL, "bpt_session_create: rate_per_ms needs rate_max");
     if (d->name && strlen(d->name) > 63)
@@ -7359,7 +8136,7 @@ int bpt_format_dbg(const bpt_msg *m, char *buf, size_t size) {
         else bpt__bprintf(&b, "returning to undefined");
         break;
     case BPT_MSG_DROPPED:
-        bpt__bprintf(&b, "dropped %llu messages (ring full)", (unsigned long long)m->value);
+        bpt__bprintf(&b, "dropped %llu messages (buffer full)", (unsigned long long)m->value);
         break;
     case BPT_MSG_LIMIT:
         bpt__bprintf(&b, "rate limit tripped (%llu messages): the session stopped tracing",
@@ -7757,6 +8534,427 @@ int bpt_folded_write(bpt_folded *f, FILE *out) {
     return err ? bpt__fail(BPT_EINVAL, "bpt_folded_write: write failed") : (int)n;
 }
 /*** End of format.c ***/
+
+/*** Begin file tracefile.c ***/
+/* tracefile.c: trace files (.bpt; the format is in api_session.h,
+   >>tracefile). Writing is draining: bpt_session_write takes each thread's
+   undrained records from the session's lanes (session.c) and writes them as
+   they are, one block a run, with the names they use written before them.
+   Reading decodes the blocks with record.c, as a drain does, but with the
+   file's names and clock calibration. Both run off the hot path. */
+#include <sys/uio.h>
+
+/* The header, as written (144 bytes, no padding). */
+typedef struct bpt__file_header {
+    char magic[8];
+    uint32_t version, header_bytes, machine, pid, clock_source, reserved;
+    uint64_t clock_hz, tick0, ns0, mul_whole, mul_frac, session;
+    char name[64];
+} bpt__file_header;
+typedef char bpt__file_header_size[sizeof(bpt__file_header) == 144 ? 1 : -1];
+
+static const char bpt__file_magic[8] = { 'B', 'P', 'T', 'R', 'A', 'C', 'E', 0 };
+enum {
+    BPT__BLOCK_NAMES = 'N', BPT__BLOCK_RECORDS = 'C',
+    BPT__BLOCK_MAX = 1 << 26,     /* a reader refuses a larger block: corrupt */
+    BPT__FILE_MAX_NAMES = 1 << 22
+};
+
+#if defined(__x86_64__)
+#  define BPT__ELF_MACHINE 62
+#elif defined(__aarch64__)
+#  define BPT__ELF_MACHINE 183
+#else
+#  define BPT__ELF_MACHINE 0
+#endif
+
+/* >>writer */
+
+/* Write all of iov, retrying short writes and EINTR. 0, or -1 with errno. */
+static int bpt__writev_all(int fd, struct iovec *iov, int n) {
+    while (n > 0) {
+        ssize_t w = writev(fd, iov, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        while (n > 0 && (size_t)w >= iov->iov_len) { w -= (ssize_t)iov->iov_len; iov++; n--; }
+        if (n > 0) { iov->iov_base = (char *)iov->iov_base + w; iov->iov_len -= (size_t)w; }
+    }
+    return 0;
+}
+
+/* One block: its tag and length, then the payload's pieces, in one writev. */
+static int bpt__write_block(bpt_file_writer *w, uint32_t tag, struct iovec *parts, int nparts) {
+    struct iovec iov[4];
+    uint32_t head[2];
+    size_t bytes = 0;
+    int i;
+    for (i = 0; i < nparts; i++) { iov[i + 1] = parts[i]; bytes += parts[i].iov_len; }
+    head[0] = tag;
+    head[1] = (uint32_t)bytes;
+    iov[0].iov_base = head;
+    iov[0].iov_len = sizeof head;
+    if (bpt__writev_all(w->fd, iov, nparts + 1) < 0) return -1;
+    w->bytes += sizeof head + bytes;
+    return 0;
+}
+
+static int bpt__write_header(bpt_file_writer *w, const bpt__session *s) {
+    bpt__file_header h;
+    bpt__clock_cal cal;
+    struct iovec iov;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, bpt__file_magic, sizeof h.magic);
+    h.version = BPT_FILE_VERSION;
+    h.header_bytes = sizeof h;
+    h.machine = BPT__ELF_MACHINE;
+    h.pid = (uint32_t)getpid();
+    bpt__clock_cal_get(&cal);
+    h.clock_source = cal.source;
+    h.clock_hz = cal.hz;
+    h.tick0 = cal.tick0;
+    h.ns0 = cal.ns0;
+    h.mul_whole = cal.mul_whole;
+    h.mul_frac = cal.mul_frac;
+    h.session = s->id;
+    memcpy(h.name, s->name, sizeof h.name);
+    iov.iov_base = &h;
+    iov.iov_len = sizeof h;
+    if (bpt__writev_all(w->fd, &iov, 1) < 0) return -1;
+    w->bytes += sizeof h;
+    w->header_written = 1;
+    return 0;
+}
+
+/* The names the file does not have yet, up to every id given so far: a
+   record read after this was made after its ids were given ([N1], [R2]). */
+static int bpt__write_names(bpt_file_writer *w) {
+    uint32_t upto = bpt__names_count(), id;
+    size_t bytes = 0, at = 0;
+    unsigned char *buf;
+    struct iovec iov;
+    int rc;
+    if (upto <= w->names_written) return 0;
+    for (id = w->names_written + 1; id <= upto; id++) {
+        const bpt__name *n = bpt__names_get(id);
+        bytes += 16 + ((n->module ? strlen(n->module) : 0) + strlen(n->name) + 7) / 8 * 8;
+    }
+    if (!(buf = (unsigned char *)BPT_MALLOC(bytes))) return -2;
+    memset(buf, 0, bytes);
+    for (id = w->names_written + 1; id <= upto; id++) {
+        const bpt__name *n = bpt__names_get(id);
+        uint16_t ml = (uint16_t)(n->module ? strlen(n->module) : 0), nl = (uint16_t)strlen(n->name);
+        int32_t arity = n->arity;
+        memcpy(buf + at, &id, 4);
+        memcpy(buf + at + 4, &arity, 4);
+        memcpy(buf + at + 8, &ml, 2);
+        memcpy(buf + at + 10, &nl, 2);
+        if (ml) memcpy(buf + at + 16, n->module, ml);
+        memcpy(buf + at + 16 + ml, n->name, nl);
+        at += 16 + ((size_t)ml + nl + 7) / 8 * 8;
+    }
+    iov.iov_base = buf;
+    iov.iov_len = bytes;
+    rc = bpt__write_block(w, BPT__BLOCK_NAMES, &iov, 1);
+    BPT_FREE(buf);
+    if (rc == 0) w->names_written = upto;
+    return rc;
+}
+
+/* The largest name id a record uses (a context record's id is a thread). */
+static uint32_t bpt__rec_max_id(const bpt__rec *r) {
+    const uint64_t *w = (const uint64_t *)(r + 1) + r->words;
+    uint32_t id = r->type == BPT__REC_CONTEXT ? 0 : r->id;
+    if (r->type == BPT_MSG_CALL && (r->info & BPT__REC_CALL_USER) && w[-1] > id) id = (uint32_t)w[-1];
+    if (r->type == BPT_MSG_CALL && (r->info & BPT__REC_CALL_CALLER)) {
+        uint64_t caller = w[(r->info & BPT__REC_CALL_USER) ? -2 : -1];
+        if (caller > id) id = (uint32_t)caller;
+    }
+    return id;
+}
+
+typedef struct bpt__file_out {
+    bpt__lane_reader rd;
+    bpt_file_writer *w;
+    int err;                      /* 0, BPT_EIO or BPT_ENOMEM */
+    int saved_errno;
+    uint64_t records;
+} bpt__file_out;
+
+static int bpt__file_out_fail(bpt__file_out *fo, int rc) {
+    fo->err = rc == -2 ? BPT_ENOMEM : BPT_EIO;
+    fo->saved_errno = errno;
+    return 0;
+}
+
+static uint32_t bpt__file_take(bpt__lane_reader *rd, bpt__lane *lane, const unsigned char *p, uint32_t bytes) {
+    bpt__file_out *fo = (bpt__file_out *)(void *)rd;
+    uint64_t number = bpt__lane_number(lane), records = 0;
+    uint32_t at, max_id = 0;
+    struct iovec iov[2];
+    int rc;
+    if (fo->err) return 0;
+    for (at = 0; at < bytes; at += bpt__rec_bytes((const bpt__rec *)(const void *)(p + at))) {
+        const bpt__rec *r = (const bpt__rec *)(const void *)(p + at);
+        uint32_t id = bpt__rec_max_id(r);
+        if (id > max_id) max_id = id;
+        records += r->type != BPT__REC_CONTEXT && r->type != BPT_MSG_DROPPED;
+    }
+    if (max_id > fo->w->names_written && (rc = bpt__write_names(fo->w)) < 0) return (uint32_t)bpt__file_out_fail(fo, rc);
+    iov[0].iov_base = &number;
+    iov[0].iov_len = sizeof number;
+    iov[1].iov_base = (void *)(uintptr_t)p;
+    iov[1].iov_len = bytes;
+    if (bpt__write_block(fo->w, BPT__BLOCK_RECORDS, iov, 2) < 0) return (uint32_t)bpt__file_out_fail(fo, -1);
+    fo->records += records;
+    return bytes;
+}
+
+/* Records a flight recorder overwrote: a DROPPED record of its own. */
+static int bpt__file_gap(bpt__lane_reader *rd, bpt__lane *lane, uint64_t count, uint64_t ticks) {
+    uint64_t rec[3];
+    bpt__rec r;
+    r.ticks = ticks;
+    r.type = BPT_MSG_DROPPED;
+    r.words = 1;
+    r.info = 0;
+    r.id = 0;
+    memcpy(rec, &r, sizeof r);
+    rec[2] = count;
+    return bpt__file_take(rd, lane, (const unsigned char *)rec, sizeof rec) == sizeof rec;
+}
+
+int bpt_session_write(bpt_session handle, bpt_file_writer *w) {
+    bpt__file_out fo;
+    bpt__thread *rec;
+    bpt__session *s;
+    int rc;
+    if (!w || w->fd < 0) return bpt__fail(BPT_EINVAL, "bpt_session_write: w is NULL or its fd is < 0");
+    if (!(s = bpt__session_pin(handle, "bpt_session_write", &rec, &rc))) return rc;
+    fo.rd.take = bpt__file_take;
+    fo.rd.gap = bpt__file_gap;
+    fo.w = w;
+    fo.err = 0;
+    fo.saved_errno = 0;
+    fo.records = 0;
+    pthread_mutex_lock(&s->drain_lock);
+    if (!w->header_written && bpt__write_header(w, s) < 0) bpt__file_out_fail(&fo, -1);
+    if (!fo.err) bpt__session_read(s, &fo.rd);
+    pthread_mutex_unlock(&s->drain_lock);
+    bpt__unpin(rec);
+    w->records += fo.records;
+    if (fo.err == BPT_ENOMEM) return bpt__fail(BPT_ENOMEM, "bpt_session_write: no memory for the names block");
+    if (fo.err) return bpt__fail(BPT_EIO, "bpt_session_write: write to fd %d failed: %s (the records not "
+                                 "written stay in the buffers)", w->fd, strerror(fo.saved_errno));
+    return (int)(fo.records > INT_MAX ? INT_MAX : fo.records);
+}
+
+/* >>reader */
+
+struct bpt__file_lane { uint64_t lane; bpt__stream st; };
+
+struct bpt_trace_file {
+    FILE *in;
+    bpt__file_header h;
+    bpt__decoder dec;
+    bpt__name *names;             /* by id; module and name point into `strings` blocks */
+    char **strings;               /* every names block's text, freed at close */
+    uint32_t nnames, nstrings;
+    unsigned char *block;         /* the records block being read */
+    uint32_t block_bytes, block_cap, pos;
+    uint64_t lane;
+    struct bpt__file_lane *streams;   /* each lane's context */
+    uint32_t nstreams;
+    int corrupt;
+};
+
+static const bpt__name *bpt__file_name(void *ctx, uint32_t id) {
+    bpt_trace_file *f = (bpt_trace_file *)ctx;
+    return id < f->nnames && f->names[id].name ? &f->names[id] : NULL;
+}
+
+/* An array of n items of `size` bytes grown to n + 1 (BPT_MALLOC has no
+   realloc), the new item zeroed; NULL: no memory, the old one kept. */
+static void *bpt__grow(void *old, size_t n, size_t size) {
+    unsigned char *p = (unsigned char *)BPT_MALLOC((n + 1) * size);
+    if (!p) return NULL;
+    if (n) memcpy(p, old, n * size);
+    memset(p + n * size, 0, size);
+    BPT_FREE(old);
+    return p;
+}
+
+/* The stream of lane `lane`, added on its first block; NULL: no memory. */
+static bpt__stream *bpt__file_stream(bpt_trace_file *f, uint64_t lane) {
+    uint32_t i;
+    struct bpt__file_lane *grown;
+    for (i = 0; i < f->nstreams; i++)
+        if (f->streams[i].lane == lane) return &f->streams[i].st;
+    if (!(grown = (struct bpt__file_lane *)bpt__grow(f->streams, f->nstreams, sizeof *grown))) return NULL;
+    f->streams = grown;
+    f->streams[f->nstreams].lane = lane;
+    f->streams[f->nstreams].st.tid = 0;
+    f->streams[f->nstreams].st.process = 0;
+    return &f->streams[f->nstreams++].st;
+}
+
+static int bpt__file_corrupt(bpt_trace_file *f, const char *what) {
+    f->corrupt = 1;
+    return bpt__fail(BPT_EFORMAT, "bpt_trace_file_read: %s", what);
+}
+
+/* Take in a names block: each entry checked against the block's end, its
+   strings copied into `text`, NUL-terminated (room: the block's bytes and
+   two NULs for each entry of at least 16 bytes). */
+static int bpt__file_names(bpt_trace_file *f, const unsigned char *block, uint32_t bytes, char *text) {
+    uint32_t at = 0;
+    while (at + 16 <= bytes) {
+        uint32_t id;
+        int32_t arity;
+        uint16_t ml, nl;
+        memcpy(&id, block + at, 4);
+        memcpy(&arity, block + at + 4, 4);
+        memcpy(&ml, block + at + 8, 2);
+        memcpy(&nl, block + at + 10, 2);
+        if (id == 0 || id >= BPT__FILE_MAX_NAMES || at + 16 + (uint32_t)ml + nl > bytes)
+            return bpt__file_corrupt(f, "a name entry is out of bounds");
+        while (id >= f->nnames) {
+            bpt__name *grown = (bpt__name *)bpt__grow(f->names, f->nnames, sizeof *grown);
+            if (!grown) return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for the names");
+            f->names = grown;
+            f->nnames++;
+        }
+        memcpy(text, block + at + 16, ml);
+        text[ml] = '\0';
+        memcpy(text + ml + 1, block + at + 16 + ml, nl);
+        text[ml + 1 + nl] = '\0';
+        f->names[id].module = arity < 0 ? NULL : text;
+        f->names[id].name = text + ml + 1;
+        f->names[id].arity = arity;
+        f->names[id].format = NULL;
+        text += ml + nl + 2;
+        at += 16 + ((uint32_t)ml + nl + 7) / 8 * 8;
+    }
+    return 0;
+}
+
+/* The next block into f; 1: a records block is ready, 0: the end (or a
+   block cut short: the file ends at its last whole block), < 0: an error. */
+static int bpt__file_next_block(bpt_trace_file *f) {
+    for (;;) {
+        uint32_t head[2];
+        unsigned char *buf;
+        if (fread(head, sizeof head, 1, f->in) != 1) return 0;
+        if (head[1] > BPT__BLOCK_MAX || head[1] % 8 ||
+            (head[0] != BPT__BLOCK_NAMES && head[0] != BPT__BLOCK_RECORDS) ||
+            (head[0] == BPT__BLOCK_RECORDS && head[1] < 8))
+            return bpt__file_corrupt(f, "a block's tag or length is not one this reader knows");
+        if (!(buf = (unsigned char *)BPT_MALLOC(head[1] + 8)))
+            return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for a block of %u bytes", head[1]);
+        if (head[1] && fread(buf, head[1], 1, f->in) != 1) { BPT_FREE(buf); return 0; }
+        if (head[0] == BPT__BLOCK_NAMES) {
+            char **grown = (char **)bpt__grow(f->strings, f->nstrings, sizeof *grown);
+            char *text = grown ? (char *)BPT_MALLOC(head[1] + 2 * (head[1] / 16) + 1) : NULL;
+            int rc;
+            if (!text) {
+                if (grown) f->strings = grown;
+                BPT_FREE(buf);
+                return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for a names block");
+            }
+            f->strings = grown;
+            f->strings[f->nstrings++] = text;
+            rc = bpt__file_names(f, buf, head[1], text);
+            BPT_FREE(buf);
+            if (rc < 0) return rc;
+            continue;
+        }
+        BPT_FREE(f->block);
+        f->block = buf;
+        memcpy(&f->lane, buf, 8);
+        f->block_bytes = head[1];
+        f->pos = 8;
+        return 1;
+    }
+}
+
+int bpt_trace_file_open(const char *path, bpt_trace_file **out) {
+    bpt_trace_file *f;
+    FILE *in;
+    if (!path || !out) return bpt__fail(BPT_EINVAL, "bpt_trace_file_open: path or out is NULL");
+    if (!(in = fopen(path, "rb")))
+        return bpt__fail(BPT_ENOENT, "bpt_trace_file_open: %s: %s", path, strerror(errno));
+    if (!(f = (bpt_trace_file *)BPT_MALLOC(sizeof *f))) {
+        fclose(in);
+        return bpt__fail(BPT_ENOMEM, "bpt_trace_file_open: no memory for the reader");
+    }
+    memset(f, 0, sizeof *f);
+    f->in = in;
+    if (fread(&f->h, sizeof f->h, 1, in) != 1 || memcmp(f->h.magic, bpt__file_magic, 8) != 0 ||
+        f->h.version != BPT_FILE_VERSION || f->h.header_bytes != sizeof f->h) {
+        bpt_trace_file_close(f);
+        return bpt__fail(BPT_EFORMAT, "bpt_trace_file_open: %s is not a bptrace trace file of version %d",
+                         path, BPT_FILE_VERSION);
+    }
+    f->h.name[sizeof f->h.name - 1] = '\0';
+    f->dec.name = bpt__file_name;
+    f->dec.ctx = f;
+    f->dec.cal.source = f->h.clock_source;
+    f->dec.cal.hz = f->h.clock_hz;
+    f->dec.cal.tick0 = f->h.tick0;
+    f->dec.cal.ns0 = f->h.ns0;
+    f->dec.cal.mul_whole = f->h.mul_whole;
+    f->dec.cal.mul_frac = f->h.mul_frac;
+    f->dec.session = f->h.session;
+    *out = f;
+    return 0;
+}
+
+int bpt_trace_file_read(bpt_trace_file *f, bpt_msg *out, int max) {
+    int n = 0, rc;
+    if (!f || max < 0 || (max > 0 && !out))
+        return bpt__fail(BPT_EINVAL, "bpt_trace_file_read: f is NULL, or out is NULL, or max (%d) < 0", max);
+    if (f->corrupt) return bpt__fail(BPT_EFORMAT, "bpt_trace_file_read: the file is corrupt");
+    while (n < max) {
+        const bpt__rec *r;
+        bpt__stream *st;
+        int bytes;
+        if (!f->block || f->pos >= f->block_bytes) {
+            if ((rc = bpt__file_next_block(f)) <= 0) return rc < 0 ? rc : n;
+        }
+        r = (const bpt__rec *)(const void *)(f->block + f->pos);
+        if (!(bytes = bpt__rec_check(r, f->block_bytes - f->pos))) return bpt__file_corrupt(f, "a record is corrupt");
+        if (!(st = bpt__file_stream(f, f->lane)))
+            return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for a thread's state");
+        n += bpt__rec_decode(&f->dec, st, r, &out[n]);
+        f->pos += (uint32_t)bytes;
+    }
+    return n;
+}
+
+int bpt_trace_file_info(bpt_trace_file *f, uint32_t *pid, bpt_clock *clock, char name[64]) {
+    if (!f) return bpt__fail(BPT_EINVAL, "bpt_trace_file_info: f is NULL");
+    if (pid) *pid = f->h.pid;
+    if (clock) {
+        clock->source = f->h.clock_source == 1 ? "tsc" : f->h.clock_source == 2 ? "cntvct" : "clock_gettime";
+        clock->hz = f->h.clock_hz;
+    }
+    if (name) memcpy(name, f->h.name, sizeof f->h.name);
+    return 0;
+}
+
+void bpt_trace_file_close(bpt_trace_file *f) {
+    uint32_t i;
+    if (!f) return;
+    if (f->in) fclose(f->in);
+    for (i = 0; i < f->nstrings; i++) BPT_FREE(f->strings[i]);
+    BPT_FREE(f->strings);
+    BPT_FREE(f->names);
+    BPT_FREE(f->streams);
+    BPT_FREE(f->block);
+    BPT_FREE(f);
+}
+/*** End of tracefile.c ***/
 
 #endif /* BPTRACE_IMPLEMENTATION_DONE */
 #endif /* BPTRACE_IMPLEMENTATION */

@@ -92,7 +92,7 @@ static int setup(void) {
         { (void *)t_fib, "fib", 1 }, { (void *)t_l1, "l1", 2 }, { (void *)t_l2, "l2", 2 },
         { (void *)t_l3, "l3", 2 },   { (void *)t_l4, "l4", 2 },
     };
-    bpt_session_desc d = { .name = "bench", .ring_size = 1u << 16 };
+    bpt_session_desc d = { .name = "bench", .chunks = 128 };
     bpt_progress_stats ps;
     bpt_thread_progress_stats(&ps);   /* membarrier registration while single-threaded */
     for (unsigned i = 0; i < sizeof fs / sizeof fs[0]; i++) {

@@ -49,7 +49,7 @@ int main(int argc, char **argv) {
     long acc;
 #ifndef UFTRACE_BUILD
     pthread_t dr;
-    bpt_session_desc d = { .name = "file", .ring_size = 1u << 18 };
+    bpt_session_desc d = { .name = "file", .chunks = 512 };
     bpt_session_counts c;
     if (argc < 2 || !(out = fopen(argv[1], "wb"))) { fprintf(stderr, "usage: %s FILE\n", argv[0]); return 1; }
     setvbuf(out, NULL, _IOFBF, 1 << 20);

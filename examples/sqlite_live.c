@@ -868,12 +868,12 @@ static int set_pattern(struct demo *d, bpt_session s, const char *pat, unsigned 
     return rc;
 }
 
-static int make_session(struct demo *d, const char *name, uint32_t ring, uint64_t rate_max, bpt_session *s)
+static int make_session(struct demo *d, const char *name, uint32_t chunks, uint64_t rate_max, bpt_session *s)
 {
     bpt_session_desc desc;
     memset(&desc, 0, sizeof desc);
     desc.name = name;
-    desc.ring_size = ring;
+    desc.chunks = chunks;   /* of 16 KiB in each thread's buffer; 0: the default, 16 */
     desc.rate_max = rate_max;
     if (bpt_session_create(&desc, s) != 0) {
         fprintf(stderr, "sqlite_live: bpt_session_create(%s): %s\n", name, bpt_last_error());
@@ -1331,16 +1331,17 @@ static void phase_window(struct demo *d)
         d->failed = 1;
         goto out;
     }
-    /* Rings of 256K messages (62 MB per worker): the drainer, busy writing
-       JSON, falls behind the workers by hundreds of thousands of messages. */
-    if (make_session(d, "window", 1u << 18, 0, &s) != 0)
+    /* Buffers of 512 chunks of 16 KiB (8 MiB per worker, about 500,000
+       call or return records): the drainer, busy writing JSON, falls behind
+       the workers by hundreds of thousands of messages. */
+    if (make_session(d, "window", 512, 0, &s) != 0)
         goto out;
     snprintf(pat, sizeof pat, "%s:sqlite3Btree*/_", d->module);
     snap_take(d, &a);
     b = a;
     if (set_pattern(d, s, pat, BPT_CALL | BPT_RETURN, "BPT_CALL | BPT_RETURN", NULL) >= 0) {
         /* The window: drain as the workers trace. The drainer may fall behind
-           (each message becomes JSON and a stack update); a full ring drops
+           (each message becomes JSON and a stack update); a full buffer drops
            and counts, a worker never waits. */
         end = now_ns() + 500000000u;
         while (now_ns() < end) {
@@ -1353,7 +1354,7 @@ static void phase_window(struct demo *d)
         snap_take(d, &b);
         set_pattern(d, s, pat, BPT_CALL | BPT_OFF, "BPT_CALL | BPT_OFF", NULL);
         /* Calls that were running still return through their frames and
-           send return_from: give them a moment, then empty the rings (no
+           send return_from: give them a moment, then empty the buffers (no
            new call is traced now, so this ends). */
         sleep_ns(10000000u);
         while ((n = drain_window(d, s, msgs, &chrome, folded)) > 0)
@@ -1369,7 +1370,7 @@ static void phase_window(struct demo *d)
         d->failed = 1;
     }
     if (bpt_session_stats(s, &st) == 0)
-        printf("  %" PRIu64 " messages drained (%" PRIu64 " produced, %" PRIu64 " dropped on full rings: a worker never waits)\n",
+        printf("  %" PRIu64 " messages drained (%" PRIu64 " produced, %" PRIu64 " dropped on full buffers: a worker never waits)\n",
                msgs_total, st.produced, st.dropped);
     printf("  wrote %s (%d events: open it in chrome://tracing or ui.perfetto.dev)\n", jpath, events);
     printf("  wrote %s (%d stacks, flamegraph.pl input); the heaviest:\n", fpath, lines);

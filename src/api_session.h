@@ -72,13 +72,25 @@ typedef struct bpt_msg {
    Breakpoints hit from inside it are counted but send no messages. */
 typedef void (*bpt_tracer_fn)(const bpt_msg *msg, void *user);
 
-/* Session settings. Zero-initialise and set what you need; zero means default. */
+/* Session settings. Zero-initialise and set what you need; zero means default.
+
+   Each traced thread writes its records into a buffer of its own per
+   session: `chunks` chunks of `chunk_bytes` (sub-buffers, as LTTng-UST and
+   uftrace's shared buffers). A thread fills its current chunk with plain
+   stores and never waits; when every chunk is full and undrained, the new
+   record is dropped and counted (a DROPPED message marks the place), or,
+   with flight_recorder, the oldest undrained chunk is taken back and
+   overwritten (LTTng's snapshot mode). A call record is 16 bytes; arguments,
+   a caller, a message and strings add 8-byte words (see >>tracefile). */
 typedef struct bpt_session_desc {
     const char   *name;        /* copied; default "session" (at most 63 bytes) */
-    bpt_tracer_fn tracer;      /* callback tracer; NULL: per-thread message rings */
+    bpt_tracer_fn tracer;      /* callback tracer; NULL: per-thread buffers to drain */
     void         *tracer_user;
-    uint32_t      ring_size;   /* messages per thread ring, rounded up to a power
-                                  of two, at least 2; default 1024, at most 1<<20 */
+    uint32_t      chunk_bytes; /* bytes of one chunk: a power of two, 4096 ..
+                                  1<<24; default 16384 */
+    uint32_t      chunks;      /* chunks in each thread's buffer, 2 .. 65536; default 16 */
+    int           flight_recorder; /* 1: overwrite the oldest undrained chunk when
+                                      full, instead of dropping the newest records */
     uint64_t      rate_max;    /* recon_trace limit: at most rate_max messages ... */
     uint32_t      rate_per_ms; /* ... in every window of this many ms (0: in all) */
 } bpt_session_desc;
@@ -91,7 +103,8 @@ typedef struct bpt_session_desc {
      out    where to write the new handle; not NULL
    Returns        0, or a BPT_E* code (then *out is untouched)
    Errors
-     BPT_EINVAL    out is NULL; ring_size over 1<<20; rate_per_ms without rate_max
+     BPT_EINVAL    out is NULL; chunk_bytes not a power of two in 4096 .. 1<<24;
+                   chunks not in 2 .. 65536; rate_per_ms without rate_max
      BPT_ELIMIT    name over 63 bytes; BPT_MAX_SESSIONS sessions alive
      BPT_ENOMEM    no memory for the session (or for the thread's record)
      BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
@@ -104,7 +117,7 @@ typedef struct bpt_session_desc {
 BPT_API int bpt_session_create(const bpt_session_desc *desc, bpt_session *out);
 
 /* bpt_session_destroy: clear every breakpoint of the session through the 13
-   steps, forget its patterns, and free it. Messages still in its rings are
+   steps, forget its patterns, and free it. Records still in its buffers are
    discarded; frames and messages that outlive it do nothing. The handle is
    stale from then on.
 
@@ -125,9 +138,11 @@ BPT_API int bpt_session_create(const bpt_session_desc *desc, bpt_session *out);
 BPT_API int bpt_session_destroy(bpt_session s);
 
 /* bpt_session_drain: move up to max messages from the session's per-thread
-   rings into out, thread by thread, each thread's messages in order. A
-   session with a callback tracer has nothing to drain. Never blocks a traced
-   thread.
+   buffers into out, thread by thread, each thread's messages in order,
+   decoded from their records (names resolved, timestamps converted to ns).
+   Where a thread lost records (full buffer, or overwritten in flight-recorder
+   mode), a DROPPED message stands at the place of the loss. A session with a
+   callback tracer has nothing to drain. Never blocks a traced thread.
 
    Parameters
      s     the session
@@ -140,20 +155,25 @@ BPT_API int bpt_session_destroy(bpt_session s);
      BPT_ENOMEM     the calling thread's record could not be allocated
    Thread safety
      any thread, concurrently with traced threads; one drainer per session
-     at a time (others wait on the session's drain lock); not from a signal
-     handler
+     at a time (others wait on the session's drain lock; bpt_session_write
+     is a drainer too); not from a signal handler
    Source         bptrace (the tracer process's mailbox, read in batches)
 */
 BPT_API int bpt_session_drain(bpt_session s, bpt_msg *out, int max);
 
-/* A session's counters (counts of messages or calls). */
+/* A session's counters (counts of messages or calls). When no thread is
+   tracing or draining, produced == delivered + dropped + pending exactly. */
 typedef struct bpt_session_counts {
     uint64_t produced;   /* messages the session generated (delivered + dropped + pending) */
-    uint64_t delivered;  /* handed to the callback tracer, or drained */
-    uint64_t dropped;    /* lost to full rings (a traced thread never waits) */
+    uint64_t delivered;  /* handed to the callback tracer, drained, or written to a file */
+    uint64_t dropped;    /* lost: a full buffer (a traced thread never waits), or
+                            overwritten (flight recorder), or no buffer (no memory) */
+    uint64_t overwritten;/* of dropped: taken back by a flight recorder */
+    uint64_t pending;    /* in the buffers, not yet drained */
     uint64_t limited;    /* hits suppressed after the rate limit tripped */
     uint64_t frames_skipped; /* calls whose return was not traced: the thread's shadow stack
                                 was full (BPT_SHADOW_FRAMES), or it served BPT_FRAME_SESSIONS */
+    uint64_t threads;    /* threads that have a buffer in this session */
     int      limit_tripped;  /* 1: the rate limit tripped */
     char     name[64];       /* the session's name, NUL terminated */
 } bpt_session_counts;
@@ -194,3 +214,142 @@ typedef struct bpt_clock {
    Source         bptrace; the counters as Linux's vDSO reads them
 */
 BPT_API int bpt_clock_info(bpt_clock *out);
+
+/* >>tracefile
+   A session's records can go to a file instead of being decoded: the drainer
+   copies whole records, as the traced threads wrote them, and names and
+   timestamps are resolved when the file is read. The format (.bpt, little
+   endian, every length a multiple of 8 bytes):
+
+     header (144 bytes)
+       char     magic[8]       "BPTRACE\0"
+       uint32_t version        1 (BPT_FILE_VERSION)
+       uint32_t header_bytes   144
+       uint32_t machine        the traced process's ELF e_machine (62 x86-64, 183 aarch64)
+       uint32_t pid
+       uint32_t clock_source   0 clock_gettime, 1 tsc, 2 cntvct (as bpt_clock)
+       uint32_t reserved
+       uint64_t clock_hz
+       uint64_t tick0, ns0, mul_whole, mul_frac
+                               ns = ns0 + (ticks - tick0) * (mul_whole + mul_frac / 2^32)
+       uint64_t session        the session's weak id
+       char     name[64]       the session's name
+     then blocks: uint32_t tag, uint32_t bytes (of payload), payload
+       'N' names: entries { uint32_t id; int32_t arity (-1: a match spec's
+           message); uint16_t module_bytes, name_bytes; uint32_t 0;
+           module, name, padded to 8 }: every id the records after it use
+       'C' records of one thread's buffer: uint64_t lane (the buffer's
+           number in the session), then whole records, in the order written
+     a record: uint64_t ticks; uint8_t type; uint8_t words; uint16_t info;
+       uint32_t id; then `words` 8-byte words:
+       CALL            id: the function; info: nargs (bits 0-3), caller
+                       (bit 4), message (bit 5); words: [arg types, 4 bits
+                       each, | nargs << 32 | string bytes << 40] [args]
+                       [string bytes, padded] [caller address, caller id]
+                       [message id]
+       RETURN_FROM     id: the function; info: the value's bpt_arg_type;
+                       words: the value, or a string's bytes (BPT_ARG_STR)
+       EXCEPTION_FROM  id: the function; info: 1 throw, 0 unwind; words: the value
+       RETURN_TO       id: the function resumed (0: unknown code); words: the address
+       DROPPED, LIMIT  words: the count of records lost, the rate limit
+       15 (context)    id: the OS thread id; words: the process; it opens
+                       every chunk and follows a process switch */
+enum { BPT_FILE_VERSION = 1 };
+
+/* Where bpt_session_write writes, and what it has written. Zero-initialise
+   it and set fd; keep it for every write to that file. */
+typedef struct bpt_file_writer {
+    int fd;                /* an open file or pipe; stays the caller's */
+    int header_written;    /* private: the header is out */
+    uint32_t names_written;/* private: names up to this id are out */
+    uint64_t bytes;        /* bytes written so far */
+    uint64_t records;      /* records written so far */
+} bpt_file_writer;
+
+/* bpt_session_write: drain the session's buffers into a trace file: the
+   header on the first call, then any names not written yet, then every
+   thread's undrained records as whole chunks (one write per chunk). A
+   DROPPED record marks where a flight recorder overwrote records. Records go
+   either to bpt_session_drain or here, never both.
+
+   Parameters
+     s   the session
+     w   the writer: w->fd open for writing; not NULL
+   Returns        the number of records written by this call (>= 0), or a BPT_E* code
+   Errors
+     BPT_EINVAL     w is NULL or w->fd < 0
+     BPT_ESESSION   s is stale or destroyed
+     BPT_EIO        a write failed (errno's text in bpt_last_error); the
+                    records of that chunk are lost and counted as dropped
+     BPT_ENOMEM     the calling thread's record could not be allocated
+   Thread safety  as bpt_session_drain (one drainer per session at a time)
+   Source         bptrace; uftrace record's per-thread data files, LTTng's sub-buffers
+*/
+BPT_API int bpt_session_write(bpt_session s, bpt_file_writer *w);
+
+/* A trace file opened for reading (opaque). */
+typedef struct bpt_trace_file bpt_trace_file;
+
+/* bpt_trace_file_open: open a trace file written by bpt_session_write and
+   check its header.
+
+   Parameters
+     path   the file; not NULL
+     out    where to write the handle; not NULL
+   Returns        0 (and *out), or a BPT_E* code
+   Errors
+     BPT_EINVAL    a NULL
+     BPT_ENOENT    the file cannot be opened (errno's text in bpt_last_error)
+     BPT_EFORMAT   not a bptrace trace file, or a version this header cannot read
+     BPT_ENOMEM    no memory for the reader
+   Thread safety  any thread
+   Source         bptrace
+*/
+BPT_API int bpt_trace_file_open(const char *path, bpt_trace_file **out);
+
+/* bpt_trace_file_read: the next messages of the file, in the order their
+   blocks were written (each thread's in the order it made them), decoded as
+   bpt_session_drain decodes them: names from the file's name blocks,
+   timestamps converted with the file's clock calibration. Names point into
+   the reader and stay valid until bpt_trace_file_close; `format` is NULL.
+
+   Parameters
+     f     the reader; not NULL
+     out   an array of max messages; NULL allowed when max is 0
+     max   room in out, >= 0
+   Returns        how many messages it wrote (0 at the end), or a BPT_E* code
+   Errors
+     BPT_EINVAL    f NULL; max < 0; out NULL with max > 0
+     BPT_EFORMAT   a corrupt block or record (a truncated file ends cleanly
+                   at its last whole block); the reader stops there
+     BPT_ENOMEM    no memory for a block
+   Thread safety  one thread per reader at a time
+   Source         bptrace
+*/
+BPT_API int bpt_trace_file_read(bpt_trace_file *f, bpt_msg *out, int max);
+
+/* bpt_trace_file_info: the file's header: the traced process, its clock and
+   the session.
+
+   Parameters
+     f       the reader; not NULL
+     pid     where to write the traced process's id; NULL allowed
+     clock   where to write the clock it used; NULL allowed
+     name    where to write the session's name (64 bytes); NULL allowed
+   Returns        0, or a BPT_E* code
+   Errors         BPT_EINVAL   f is NULL
+   Thread safety  one thread per reader at a time
+   Source         bptrace
+*/
+BPT_API int bpt_trace_file_info(bpt_trace_file *f, uint32_t *pid, bpt_clock *clock, char name[64]);
+
+/* bpt_trace_file_close: close the reader and free it; the names of the
+   messages it returned are gone.
+
+   Parameters     f   the reader; NULL does nothing
+   Returns        nothing
+   Errors         none
+   Thread safety  no other use of f at the same time or after
+   Source         bptrace
+*/
+BPT_API void bpt_trace_file_close(bpt_trace_file *f);

@@ -63,6 +63,7 @@ enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
 struct bpt_func {
     const char *module, *name;    /* interned */
     int arity;
+    uint32_t fid;                 /* its name id (names.c): what its records carry */
     int kind;                     /* enum bpt__site_kind */
     /* The site: the one word that switches between the original and the
        breakpoint. VM: an 8-byte instruction word. Native: the 2-byte entry

@@ -28,13 +28,9 @@
 enum { BPT__CLOCK_GETTIME = 0, BPT__CLOCK_TSC = 1, BPT__CLOCK_CNTVCT = 2 };
 
 static struct {
-    int source;                   /* BPT__CLOCK_*; set once, before ready */
-    uint64_t tick0, ns0;          /* a simultaneous reading of both clocks */
-    uint64_t mul_whole, mul_frac; /* ns per tick: mul_whole + mul_frac / 2^32 */
-    uint64_t hz;                  /* ticks per second (10^9 for clock_gettime) */
-    bpt__atomic_u32 ready;        /* release-stored after the fields above [K1] */
+    bpt__clock_cal cal;           /* set once, before ready */
+    bpt__atomic_u32 ready;        /* release-stored after cal [K1] */
 } bpt__clock;
-
 static pthread_once_t bpt__clock_once = PTHREAD_ONCE_INIT;
 
 static uint64_t bpt__clock_monotonic(void) {
@@ -109,19 +105,21 @@ static uint64_t bpt__clock_rate(void) {
 #endif
 
 static void bpt__clock_init(void) {
+    bpt__clock_cal *c = &bpt__clock.cal;
 #if defined(BPT__CLOCK_COUNTER)
     uint64_t hz;
     if (bpt__clock_counter_usable() && (hz = bpt__clock_rate()) != 0) {
-        bpt__clock.hz = hz;
-        bpt__clock.mul_whole = 1000000000u / hz;
-        bpt__clock.mul_frac = (uint64_t)(((double)(1000000000u % hz) / (double)hz) * 4294967296.0);
-        bpt__clock_pair(&bpt__clock.tick0, &bpt__clock.ns0);
-        bpt__clock.source = BPT__CLOCK_COUNTER;
+        c->hz = hz;
+        c->mul_whole = 1000000000u / hz;
+        c->mul_frac = (uint64_t)(((double)(1000000000u % hz) / (double)hz) * 4294967296.0);
+        bpt__clock_pair(&c->tick0, &c->ns0);
+        c->source = BPT__CLOCK_COUNTER;
     } else
 #endif
-    {
-        bpt__clock.hz = 1000000000u;
-        bpt__clock.source = BPT__CLOCK_GETTIME;
+    {   /* the ticks are CLOCK_MONOTONIC's ns: the conversion is the identity */
+        c->hz = 1000000000u;
+        c->mul_whole = 1;
+        c->source = BPT__CLOCK_GETTIME;
     }
     bpt__store_release_u32(&bpt__clock.ready, 1);   /* [K1] */
 }
@@ -133,29 +131,47 @@ BPT__PRIVATE void bpt__clock_calibrate(void) {
     pthread_once(&bpt__clock_once, bpt__clock_init);
 }
 
+/* The counter: what a record keeps. One instruction where the CPU's
+   counter is usable; no conversion. */
+BPT__HOT uint64_t bpt__now_ticks(void) {
+    if (!bpt__load_acquire_u32(&bpt__clock.ready)) bpt__clock_calibrate();   /* [K1] */
+#if defined(BPT__CLOCK_COUNTER)
+    if (bpt__clock.cal.source == BPT__CLOCK_COUNTER) return bpt__clock_ticks();
+#endif
+    return bpt__clock_monotonic();
+}
+
+/* Ticks to ns with calibration c: three 64-bit multiplies (no 128-bit
+   integer: tcc has none). A reading a few cycles before the calibration's,
+   on another core, counts as the calibration's instant. */
+BPT__PRIVATE uint64_t bpt__clock_cal_ns(const bpt__clock_cal *c, uint64_t ticks) {
+    uint64_t d = ticks - c->tick0, lo, hi;
+    if ((int64_t)d < 0) d = 0;
+    lo = d & 0xffffffffu;
+    hi = d >> 32;
+    return c->ns0 + d * c->mul_whole + hi * c->mul_frac + ((lo * c->mul_frac) >> 32);
+}
+
+BPT__PRIVATE void bpt__clock_cal_get(bpt__clock_cal *out) {
+    if (!bpt__load_acquire_u32(&bpt__clock.ready)) bpt__clock_calibrate();   /* [K1] */
+    *out = bpt__clock.cal;
+}
+
 /* Nanoseconds on CLOCK_MONOTONIC's scale: one counter read and three
    multiplies, once calibrated. */
 BPT__HOT uint64_t bpt__now_ns(void) {
+    uint64_t t = bpt__now_ticks();
 #if defined(BPT__CLOCK_COUNTER)
-    uint64_t d, lo, hi;
-    if (!bpt__load_acquire_u32(&bpt__clock.ready)) bpt__clock_calibrate();   /* [K1] */
-    if (bpt__clock.source == BPT__CLOCK_COUNTER) {
-        d = bpt__clock_ticks() - bpt__clock.tick0;
-        if ((int64_t)d < 0) d = 0;   /* a read a few cycles before the calibration's, on another core */
-        lo = d & 0xffffffffu;
-        hi = d >> 32;
-        return bpt__clock.ns0 + d * bpt__clock.mul_whole + hi * bpt__clock.mul_frac +
-               ((lo * bpt__clock.mul_frac) >> 32);
-    }
+    if (bpt__clock.cal.source == BPT__CLOCK_COUNTER) return bpt__clock_cal_ns(&bpt__clock.cal, t);
 #endif
-    return bpt__clock_monotonic();
+    return t;
 }
 
 int bpt_clock_info(bpt_clock *out) {
     if (!out) return bpt__fail(BPT_EINVAL, "bpt_clock_info: out is NULL");
     (void)bpt__now_ns();   /* calibrated */
-    out->source = bpt__clock.source == BPT__CLOCK_TSC ? "tsc" :
-                  bpt__clock.source == BPT__CLOCK_CNTVCT ? "cntvct" : "clock_gettime";
-    out->hz = bpt__clock.hz;
+    out->source = bpt__clock.cal.source == BPT__CLOCK_TSC ? "tsc" :
+                  bpt__clock.cal.source == BPT__CLOCK_CNTVCT ? "cntvct" : "clock_gettime";
+    out->hz = bpt__clock.cal.hz;
     return 0;
 }

@@ -93,7 +93,7 @@ int bpt_format_dbg(const bpt_msg *m, char *buf, size_t size) {
         else bpt__bprintf(&b, "returning to undefined");
         break;
     case BPT_MSG_DROPPED:
-        bpt__bprintf(&b, "dropped %llu messages (ring full)", (unsigned long long)m->value);
+        bpt__bprintf(&b, "dropped %llu messages (buffer full)", (unsigned long long)m->value);
         break;
     case BPT_MSG_LIMIT:
         bpt__bprintf(&b, "rate limit tripped (%llu messages): the session stopped tracing",

@@ -136,13 +136,10 @@ static void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, uint64_t now) {
     uint32_t i;
     memcpy(fr->sess, h->want, sizeof(bpt__frame_session) * h->nwant);
     fr->nsess = h->nwant;
-    fr->module = h->f->module;
-    fr->name = h->f->name;
-    fr->arity = h->f->arity;
+    fr->fid = h->f->fid;
+    fr->caller_fid = 0;
     fr->f = h->f;
     fr->process = h->rec->process;
-    fr->caller_module = fr->caller_name = NULL;
-    fr->caller_arity = 0;
     fr->ts_ns = now;
     for (i = 0; i < fr->nsess; i++)
         if (fr->sess[i].actions & BPT__FRAME_TIMEM) fr->sess[i].since = now;
@@ -179,9 +176,7 @@ static bpt__frame bpt__frame_pop(bpt__thread *rec, int stack) {
 }
 
 /* Whether a session of fr asked for one of `actions`. A frame that only
-   times its call (call_time, call_memory) builds no message at all: the
-   message, 248 bytes cleared and a clock read, was most of the return
-   path's cost for call_time (callgrind, PERFORMANCE.md). */
+   times its call (call_time, call_memory) builds no record at all. */
 static int bpt__frame_wants(const bpt__frame *fr, unsigned actions) {
     uint32_t i;
     for (i = 0; i < fr->nsess; i++)
@@ -189,60 +184,60 @@ static int bpt__frame_wants(const bpt__frame *fr, unsigned actions) {
     return 0;
 }
 
-/* A frame's message to its session i, if that session asked for `action`
+/* A frame's record to its session i, if that session asked for `action`
    and still lives. Pinned (session lookup). */
-static void bpt__frame_send_one(bpt__thread *rec, const bpt__frame *fr, uint32_t i, unsigned action, bpt_msg *m) {
+static void bpt__frame_send_one(bpt__thread *rec, const bpt__frame *fr, uint32_t i, unsigned action,
+                                const bpt__rec *r) {
     bpt__session *s;
     if (rec->in_tracer) return;   /* a tracer's own calls are not traced */
     if (!(fr->sess[i].actions & action)) return;
     if (!(s = bpt__session_lookup(fr->sess[i].id))) return;   /* ended: frames do nothing */
-    if (!bpt__session_admit(s, rec, m->ts_ns)) return;
-    m->session = s->id;
-    if (m->type == BPT_MSG_RETURN_FROM) m->value_type = fr->sess[i].rettype;
-    bpt__session_send(s, rec, m);
+    if (!bpt__session_admit(s, rec)) return;
+    bpt__session_send(s, rec, r);
 }
 
-/* The message to each of a frame's sessions that asked for `action`. */
-static void bpt__frame_send(bpt__thread *rec, const bpt__frame *fr, unsigned action, bpt_msg *m) {
+/* The record to each of a frame's sessions that asked for `action`. */
+static void bpt__frame_send(bpt__thread *rec, const bpt__frame *fr, unsigned action, const bpt__rec *r) {
     uint32_t i;
-    for (i = 0; i < fr->nsess; i++) bpt__frame_send_one(rec, fr, i, action, m);
+    for (i = 0; i < fr->nsess; i++) bpt__frame_send_one(rec, fr, i, action, r);
 }
 
-static void bpt__frame_msg(bpt_msg *m, bpt__thread *rec, int type, const bpt__frame *fr) {
-    memset(m, 0, sizeof *m);
-    bpt__msg_header(m, (unsigned)type, rec->tid, rec->process, bpt__now_ns(), 0);
-    m->module = fr->module;
-    m->name = fr->name;
-    m->arity = fr->arity;
+/* A record of one word: its header, now. */
+static void bpt__frame_rec(bpt__recbuf *b, int type, uint32_t id, uint16_t info, uint64_t word) {
+    b->h.ticks = bpt__now_ticks();
+    b->h.type = (uint8_t)type;
+    b->h.words = 1;
+    b->h.info = info;
+    b->h.id = id;
+    b->w[0] = word;
 }
 
 /* exception_from for a frame that was unwound. BEAM sends it to sessions
    with exception_trace; return_trace alone sends nothing. */
 static void bpt__frame_unwound(bpt__thread *rec, const bpt__frame *fr, const char *cls, uint64_t value) {
-    bpt_msg m;
+    bpt__recbuf b;
     if (!bpt__frame_wants(fr, BPT_EXCEPTION)) return;
-    bpt__frame_msg(&m, rec, BPT_MSG_EXCEPTION_FROM, fr);
-    m.exception_class = cls;
-    m.value = value;
-    bpt__frame_send(rec, fr, BPT_EXCEPTION, &m);
+    bpt__frame_rec(&b, BPT_MSG_EXCEPTION_FROM, fr->fid, cls[0] == 't', value);   /* "throw" or "unwind" */
+    bpt__frame_send(rec, fr, BPT_EXCEPTION, &b.h);
 }
 
-/* return_from to the frame's session i (with its ret spec's type). */
+/* return_from to the frame's session i, with the value its ret spec asks
+   for; a string is copied now: it may not outlive the return. */
 static void bpt__frame_returned_one(bpt__thread *rec, const bpt__frame *fr, uint32_t i, uint64_t value) {
-    bpt_msg m;
-    bpt__frame_msg(&m, rec, BPT_MSG_RETURN_FROM, fr);
-    m.value = value;
-    if (fr->sess[i].rettype == BPT_ARG_STR) {   /* copied now: the string may not outlive the return */
+    bpt__recbuf b;
+    uint8_t type = fr->sess[i].rettype;
+    bpt__frame_rec(&b, BPT_MSG_RETURN_FROM, fr->fid, type, value);
+    if (type == BPT_ARG_STR) {
         const char *str = (const char *)(uintptr_t)value;
-        size_t len = str ? strnlen(str, sizeof m.str - 1) : 6;
-        memcpy(m.str, str ? str : "(null)", len);
-        m.str[len] = '\0';
-        m.value = 0;
+        size_t len = str ? strnlen(str, BPT_MSG_STR_BYTES - 1) : 6;
+        memset(b.w, 0, BPT_MSG_STR_BYTES);
+        memcpy(b.w, str ? str : "(null)", len);
+        b.h.words = (uint8_t)((len + 1 + 7) / 8);
     }
-    bpt__frame_send_one(rec, fr, i, BPT_RETURN | BPT_EXCEPTION, &m);
+    bpt__frame_send_one(rec, fr, i, BPT_RETURN | BPT_EXCEPTION, &b.h);
 }
 
-/* return_from to each session of a frame, one message each, with the value
+/* return_from to each session of a frame, one record each, with the value
    its ret spec asks for: the integer return register, or the floating-point
    one for f64 (the same value for both on a VM). */
 static void bpt__frame_returned(bpt__thread *rec, const bpt__frame *fr, uint64_t int_value, uint64_t fp_value) {
@@ -252,17 +247,13 @@ static void bpt__frame_returned(bpt__thread *rec, const bpt__frame *fr, uint64_t
             bpt__frame_returned_one(rec, fr, i, fr->sess[i].rettype == BPT_ARG_F64 ? fp_value : int_value);
 }
 
-/* return_to: execution resumes in (module, name, arity), or in code that is
-   not a registered function (module NULL); caller is the native address. */
-static void bpt__frame_return_to(bpt__thread *rec, const bpt__frame *fr, const char *module,
-                                 const char *name, int arity, uintptr_t caller) {
-    bpt_msg m;
-    bpt__frame_msg(&m, rec, BPT_MSG_RETURN_TO, fr);
-    m.module = module;
-    m.name = name;
-    m.arity = arity;
-    m.caller = caller;
-    bpt__frame_send(rec, fr, BPT_RETURN_TO, &m);
+/* return_to: execution resumes in function fid, or in code that is not a
+   registered function (0); caller is the native address. */
+static void bpt__frame_return_to(bpt__thread *rec, const bpt__frame *fr, uint32_t fid, uintptr_t caller) {
+    bpt__recbuf b;
+    if (!bpt__frame_wants(fr, BPT_RETURN_TO)) return;
+    bpt__frame_rec(&b, BPT_MSG_RETURN_TO, fid, 0, caller);
+    bpt__frame_send(rec, fr, BPT_RETURN_TO, &b.h);
 }
 
 #if defined(BPT_NATIVE)
@@ -341,8 +332,7 @@ BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
 __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
     bpt__thread *rec = bpt__thread_self_or_null();
     uint32_t i, d = rec ? rec->shadow_depth[BPT__STACK_NATIVE] : 0, to_sessions = 0;
-    const char *module = NULL, *name = NULL;
-    int arity = 0;
+    const bpt_func *resumed;
     bpt__frame fr, to;
     uintptr_t ret;
     for (i = d; i > 0 && rec->shadow[BPT__STACK_NATIVE][i - 1].sp != sp; i--) {}
@@ -356,7 +346,7 @@ __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr
     }
     /* 2b. Ours, and the frames of the tail calls that replaced it: each
        returns the same value, innermost first; the last holds the address. */
-    to.module = NULL;   /* the fields of `to` that 2c reads are set below */
+    to.fid = 0;   /* the fields of `to` that 2c reads are set below */
     do {
         if (rec->shadow_depth[BPT__STACK_NATIVE] == 0 ||
             rec->shadow[BPT__STACK_NATIVE][rec->shadow_depth[BPT__STACK_NATIVE] - 1].sp != sp)
@@ -371,14 +361,14 @@ __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr
                 if (k == to_sessions && to_sessions < BPT_FRAME_SESSIONS) to.sess[to_sessions++] = fr.sess[i];
             }
         }
-        if (!to.module) { to.module = fr.module; to.name = fr.name; to.arity = fr.arity; }
+        if (!to.fid) to.fid = fr.fid;
     } while (fr.ret == 0);
     ret = fr.ret;
     /* 2c. One return_to ends the chain (Tracing.md: one per chain of tail calls). */
     if (to_sessions) {
         to.nsess = to_sessions;
-        if (!bpt__symbolize(ret, &module, &name, &arity)) module = name = NULL;
-        bpt__frame_return_to(rec, &to, module, name, arity, ret);
+        resumed = bpt__symbolize(ret);
+        bpt__frame_return_to(rec, &to, resumed ? resumed->fid : 0, ret);
     }
     bpt__unpin(rec);
     return ret;
@@ -421,11 +411,7 @@ BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *to
     if (++rec->vm_serial == 0) rec->vm_serial = 1;
     fr->sp = rec->vm_serial;
     fr->ret = 1;
-    if (ops && ops->caller && (caller = ops->caller(h->frame)) != NULL) {
-        fr->caller_module = caller->module;
-        fr->caller_name = caller->name;
-        fr->caller_arity = caller->arity;
-    }
+    if (ops && ops->caller && (caller = ops->caller(h->frame)) != NULL) fr->caller_fid = caller->fid;
     *token = (uint64_t)rec->vm_serial << 32 | (uint64_t)(fr - rec->shadow[BPT__STACK_VM] + 1);
 }
 
@@ -452,7 +438,7 @@ void bpt_vm_return(bpt_vm_token token, uint64_t value) {
     fr = bpt__frame_pop(rec, BPT__STACK_VM);
     bpt__frame_end(rec, BPT__STACK_VM, &fr);
     bpt__frame_returned(rec, &fr, value, value);
-    bpt__frame_return_to(rec, &fr, fr.caller_module, fr.caller_name, fr.caller_arity, 0);
+    bpt__frame_return_to(rec, &fr, fr.caller_fid, 0);
     bpt__unpin(rec);
 }
 

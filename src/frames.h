@@ -33,13 +33,11 @@ struct bpt__frame {
     uintptr_t ret;                /* native: the original return address, stripped of any
                                      signature; 0: a tail call, the frame below holds it */
     uintptr_t sp;                 /* native: stack pointer at entry; VM: the token's check value */
-    const char *module, *name;    /* interned: valid after the function is gone */
-    int arity;
+    uint32_t fid;                 /* the function's name id: valid after it is gone */
+    uint32_t caller_fid;          /* VM: the function the call returns to (0: unknown) */
     bpt_func *f;                  /* for call_time: native records live forever; a VM function
                                      is not unregistered while its calls run (bpt_unregister) */
     uint64_t process;             /* the process the call runs in */
-    const char *caller_module, *caller_name;   /* VM: the function the call returns to */
-    int caller_arity;
     uint64_t ts_ns;               /* entry time */
     uint32_t nsess;
     bpt__frame_session sess[BPT_FRAME_SESSIONS];

@@ -31,14 +31,16 @@ static int bpt__registry_reserve(uint32_t extra) {
 
 /* A new, unregistered function record with interned names and no site yet.
    The caller holds the permission. Returns 0 or BPT_ENOMEM. */
-static int bpt__func_new(const char *module, const char *name, int arity, const char *who, bpt_func **out) {
+static int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
+                         const char *who, bpt_func **out) {
     bpt_func *f = (bpt_func *)BPT_MALLOC(sizeof *f);
     if (!f || bpt__registry_reserve(1) < 0) {
         BPT_FREE(f);
         return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
     }
     memset(f, 0, sizeof *f);
-    if (!(f->module = bpt__intern(module)) || !(f->name = bpt__intern(name))) {
+    if (!(f->module = bpt__intern(module)) || !(f->name = bpt__intern(name)) ||
+        !(f->fid = bpt__names_id(f->module, f->name, arity, format))) {
         BPT_FREE(f);
         return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
     }
@@ -151,7 +153,7 @@ int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word, const 
         bpt__permission_release();
         return rc;
     }
-    if ((rc = bpt__func_new(module, name, arity, "bpt_register_vm", &f)) < 0) {
+    if ((rc = bpt__func_new(module, name, arity, ops ? ops->format : NULL, "bpt_register_vm", &f)) < 0) {
         bpt__permission_release();
         return rc;
     }
@@ -198,7 +200,8 @@ static int bpt__native_new(void *fn, const char *module, const char *name, int a
     int rc;
     if (f) {   /* registered before: the padding already points at this record */
         const char *m = bpt__intern(module), *nm = bpt__intern(name);
-        if (!m || !nm || bpt__registry_reserve(1) < 0) {
+        uint32_t fid = m && nm ? bpt__names_id(m, nm, arity, NULL) : 0;
+        if (!fid || bpt__registry_reserve(1) < 0) {
             f->next_retired = bpt__retired;
             bpt__retired = f;
             return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
@@ -207,7 +210,8 @@ static int bpt__native_new(void *fn, const char *module, const char *name, int a
         f->module = m;
         f->name = nm;
         f->arity = arity;
-    } else if ((rc = bpt__func_new(module, name, arity, who, &f)) < 0) {
+        f->fid = fid;
+    } else if ((rc = bpt__func_new(module, name, arity, NULL, who, &f)) < 0) {
         return rc;
     }
     f->kind = BPT__SITE_NATIVE;

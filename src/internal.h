@@ -25,6 +25,7 @@ typedef struct bpt__frame bpt__frame;                   /* frames.h */
 typedef struct bpt__hit bpt__hit;                       /* frames.h */
 
 #include "clock.h"
+#include "record.h"
 #include "progress.h"
 #include "session.h"
 #include "pattern.h"

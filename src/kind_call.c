@@ -53,85 +53,98 @@ static void bpt__native_args(const bpt__regs *r, const uint8_t *types, int n, ui
 }
 #endif
 
-/* Fill a message's arguments: as the match spec's argument spec says, or
-   the first `arity` as i64. VM sites read them through ops->arg; native
-   sites from the stub's register frame (integer and floating-point
-   registers counted separately, as the ABI assigns them). */
-static void bpt__read_args(const bpt_func *f, const bpt__ms *ms, const void *frame, bpt_msg *m) {
+/* A call record's arguments, as the match spec's argument spec says, or
+   the first `arity` as i64: the types word, the values, then copied
+   strings. VM sites read them through ops->arg; native sites from the
+   stub's register frame (integer and floating-point registers counted
+   separately, as the ABI assigns them). Returns the words used. */
+static uint32_t bpt__call_args(const bpt_func *f, const bpt__ms *ms, const void *frame, uint64_t *w) {
     int i, n = ms && ms->nspec ? ms->nspec : (f->arity < BPT_MAX_ARGS ? f->arity : BPT_MAX_ARGS);
+    uint8_t types[BPT_MAX_ARGS];
+    uint64_t *args = w + 1, typeword = 0;
+    char *str;
     size_t used = 0;
-    if (ms && ms->nspec) memcpy(m->argtype, ms->spec, (size_t)n);
+    if (ms && ms->nspec) memcpy(types, ms->spec, (size_t)n);
+    else memset(types, BPT_ARG_I64, sizeof types);
     if (f->kind == BPT__SITE_VM) {
         if (!f->ops || !f->ops->arg) n = 0;
-        for (i = 0; i < n; i++) m->args[i] = f->ops->arg(frame, i);
+        for (i = 0; i < n; i++) args[i] = f->ops->arg(frame, i);
     }
 #if defined(BPT_NATIVE)
     else {
-        bpt__native_args((const bpt__regs *)frame, m->argtype, n, m->args);
+        bpt__native_args((const bpt__regs *)frame, types, n, args);
     }
 #endif
-    m->nargs = (uint16_t)n;
+    if (n == 0) return 0;
     /* Strings are copied now: the pointer means nothing once the call is
-       over. Each takes its bytes and a NUL from m->str while room lasts;
-       later ones point at the buffer's last byte, always a NUL. */
+       over. Each takes its bytes and a NUL while room lasts; later ones
+       point at the area's last byte, always a NUL. */
+    str = (char *)(args + n);
     for (i = 0; i < n; i++) {
-        const char *str = (const char *)(uintptr_t)m->args[i];
+        const char *p = (const char *)(uintptr_t)args[i];
         size_t len;
-        if (m->argtype[i] != BPT_ARG_STR) continue;
-        if (used >= sizeof m->str) { m->args[i] = sizeof m->str - 1; continue; }
-        if (!str) str = "(null)";
-        len = strnlen(str, sizeof m->str - used - 1);
-        memcpy(m->str + used, str, len);
-        m->str[used + len] = '\0';
-        m->args[i] = used;
+        typeword |= (uint64_t)types[i] << (4 * i);
+        if (types[i] != BPT_ARG_STR) continue;
+        if (used >= BPT_MSG_STR_BYTES - 1) { args[i] = BPT_MSG_STR_BYTES - 1; continue; }
+        if (!p) p = "(null)";
+        len = strnlen(p, BPT_MSG_STR_BYTES - used - 1);
+        memcpy(str + used, p, len);
+        str[used + len] = '\0';
+        args[i] = used;
         used += len + 1;
     }
+    memset(str + used, 0, (8 - used % 8) % 8);   /* whole words: no stack bytes in a file */
+    w[0] = typeword | (uint64_t)n << 32 | (uint64_t)used << 40;
+    return 1 + (uint32_t)n + (uint32_t)(used + 7) / 8;
 }
 
-/* caller: the function the call returns to (native: its return address,
-   symbolized; VM: what ops->caller says). */
-static void bpt__hit_caller(const bpt__hit *h, bpt_msg *m) {
-    const bpt_func *f = h->f;
+/* caller: where the call returns to, and the function that is (native: its
+   return address, symbolized; VM: what ops->caller says). */
+static void bpt__call_caller(const bpt__hit *h, uint64_t *w) {
+    const bpt_func *f = h->f, *c = NULL;
+    w[0] = 0;
     if (f->kind == BPT__SITE_VM) {
-        bpt_func *c = f->ops && f->ops->caller ? f->ops->caller(h->frame) : NULL;
-        if (c) { m->caller_module = c->module; m->caller_name = c->name; m->caller_arity = c->arity; }
+        c = f->ops && f->ops->caller ? f->ops->caller(h->frame) : NULL;
     }
 #if defined(BPT_NATIVE)
     else {
-        m->caller = bpt__native_caller(h);
-        if (!bpt__symbolize((uintptr_t)m->caller, &m->caller_module, &m->caller_name, &m->caller_arity))
-            m->caller_module = m->caller_name = NULL;
+        w[0] = bpt__native_caller(h);
+        c = bpt__symbolize((uintptr_t)w[0]);
     }
 #endif
+    w[1] = c ? c->fid : 0;
 }
 
-/* Local call trace of one session: match spec, rate limit, message, and
+/* Local call trace of one session: match spec, rate limit, record, and
    the wish for a return frame (return_trace, exception_trace, return_to). */
 BPT__HOT void bpt__kind_call_hit(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d) {
     const bpt__ms *ms = (const bpt__ms *)d->data[BPT__KIX_CALL];
     bpt__thread *rec = h->rec;
     const bpt_func *f = h->f;
-    const void *frame = h->frame;
-    bpt_msg m;
-    uint64_t now;
+    bpt__recbuf b;
+    uint32_t words;
     /* A dead session's GenericBp lives until step 12 of its destroy; it must
        send nothing meanwhile. A tracer's own calls are not traced. */
     if (rec->in_tracer || bpt__load_relaxed_u32(&s->dead)) return;   /* [S2] */
-    memset(&m, 0, sizeof m);
-    bpt__read_args(f, ms, frame, &m);
-    if (ms && ms->pred && !ms->pred(m.args, m.nargs, ms->user)) return;
+    words = bpt__call_args(f, ms, h->frame, b.w);
+    b.h.info = (uint16_t)(words ? (b.w[0] >> 32) & 0xff : 0);
+    if (ms && ms->pred && !ms->pred(b.w + 1, (int)b.h.info, ms->user)) return;
     if (ms && (ms->actions & BPT_MS_SILENT)) return;
-    now = bpt__now_ns();
-    if (!bpt__session_admit(s, rec, now)) return;
-    bpt__msg_header(&m, BPT_MSG_CALL, rec->tid, rec->process, now, s->id);
-    m.module = f->module;
-    m.name = f->name;
-    m.arity = f->arity;
-    m.format = f->ops ? f->ops->format : NULL;
-    m.user = ms ? ms->message : NULL;
-    if (ms && (ms->actions & BPT_CALLER)) bpt__hit_caller(h, &m);
-    bpt__session_send(s, rec, &m);
+    if (!bpt__session_admit(s, rec)) return;
+    if (ms && (ms->actions & BPT_CALLER)) {
+        bpt__call_caller(h, b.w + words);
+        words += 2;
+        b.h.info |= BPT__REC_CALL_CALLER;
+    }
+    if (ms && ms->message_id) {
+        b.w[words++] = ms->message_id;
+        b.h.info |= BPT__REC_CALL_USER;
+    }
+    b.h.ticks = bpt__now_ticks();
+    b.h.type = BPT_MSG_CALL;
+    b.h.words = (uint8_t)words;
+    b.h.id = f->fid;
+    bpt__session_send(s, rec, &b.h);
     if (ms && (ms->actions & (BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO)))
         bpt__hit_want_frame(h, s, ms->actions, ms->rettype);
 }
-

@@ -26,6 +26,7 @@ struct bpt__ms {
     void *user;
     unsigned actions;
     const char *message;          /* interned */
+    uint32_t message_id;          /* its name id (names.c), for records; 0: none */
     int nspec;                    /* argument spec: how many, or 0 for none */
     uint8_t spec[BPT_MAX_ARGS];   /* enum bpt_arg_type */
     uint8_t rettype;              /* enum bpt_arg_type of return_from's value */

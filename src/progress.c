@@ -195,6 +195,12 @@ BPT__PRIVATE void bpt__block_end(bpt__thread *rec) {
     }
 }
 
+/* How many thread records exist: every index is below it (acquire: a
+   record's index is published with the record). */
+BPT__PRIVATE uint32_t bpt__threads_count(void) {
+    return bpt__load_acquire_u32(&bpt__progress.nrecords);
+}
+
 void bpt_thread_progress_pin(void) { (void)bpt__pin(); }
 
 void bpt_thread_progress_unpin(void) { bpt__unpin(bpt__thread_self_or_null()); }

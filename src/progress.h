@@ -43,3 +43,4 @@ BPT__PRIVATE void bpt__block_begin(bpt__thread *rec);   /* a managed thread goes
 BPT__PRIVATE void bpt__block_end(bpt__thread *rec);
 BPT__PRIVATE void bpt__progress_atfork_child(bpt__thread *self);   /* locks.c's fork child handler */
 BPT__PRIVATE int bpt__fail(int code, const char *fmt, ...);
+BPT__PRIVATE uint32_t bpt__threads_count(void);   /* thread records made so far: indexes are below it */

@@ -31,7 +31,7 @@ BPT__PRIVATE bpt__op bpt__pattern_op(unsigned flags, bpt__ms *ms);   /* a patter
 #if defined(BPT_NATIVE)
 /* The address index of the native functions (symbols.c). */
 typedef struct bpt__addr_index bpt__addr_index;
-BPT__PRIVATE int bpt__symbolize(uintptr_t addr, const char **module, const char **name, int *arity);
+BPT__PRIVATE const bpt_func *bpt__symbolize(uintptr_t addr);
 BPT__PRIVATE bpt__addr_index *bpt__addr_index_alloc(size_t n, const char *who);
 BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *funcs, uint32_t nfuncs);
 BPT__PRIVATE uint32_t bpt__native_count(void);   /* funcs.c: how many the index must hold */

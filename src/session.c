@@ -1,34 +1,75 @@
-/* session.c: trace sessions, their tracers, message rings and rate limits
-   (OTP 27 trace sessions; recon_trace's rate limits).
+/* session.c: trace sessions' tracers, per-thread buffers and rate limits
+   (OTP 27 trace sessions; LTTng-UST's sub-buffers; recon_trace's limits).
 
-   A session sends each message either to a callback tracer, run in the
-   traced thread, or to a per-thread lane: a single-producer single-consumer
-   ring the traced thread writes and bpt_session_drain reads. A traced thread
-   never waits for a tracer: a full ring drops the message and counts it.
+   A session sends each record either to a callback tracer, run in the
+   traced thread, or into the thread's own buffer in that session (its
+   lane): a ring of chunks that the thread fills and a drainer empties.
 
-   Lanes are per thread slot (bpt__thread.index), created on the slot's first
-   message. Threads beyond BPT_MAX_THREADS share one overflow lane, taken with
-   a try-lock: a thread that finds it busy drops its message, so even a signal
-   handler that interrupts the lock's holder cannot deadlock. */
+   The producer (the traced thread) owns `head`, the chunk it writes, and its
+   write position. It copies a record in with plain stores and publishes it
+   with one release store of the chunk's fill [R2]. A full chunk is sealed by
+   moving to the next one, published by a release store of head_pub [R2];
+   the chunk to move to must have been read (tail, [R3]). When it has not:
+   the record is dropped and counted, and a DROPPED record goes in ahead of
+   the next record that fits, at the place of the loss; a flight recorder
+   instead takes the oldest unread chunk back and overwrites it.
+
+   The consumer (one drainer at a time: drain_lock) owns `tail`, the chunk it
+   reads, and its read position. The tail word has a BUSY bit: whoever sets
+   it with a CAS owns the read position until it stores the word back
+   (release [R3]). The drainer takes it for a read; a flight recorder's
+   producer takes it to take a chunk back, and never waits for it: a busy
+   tail means the drainer is reading the oldest chunk, so the record is
+   dropped instead. A traced thread never waits, in any case.
+
+   Lanes are per thread record (bpt__thread.index), created on a thread's
+   first record in the session, in a directory that grows without a limit
+   on threads. A signal handler that hits a breakpoint while its own thread
+   is inside bpt__session_send must not touch the lane (its record would go
+   to the same position): it is dropped and counted. */
 #include "internal.h"
 
-typedef struct bpt__lane {
-    /* producer side */
-    bpt__atomic_u64 head;         /* next slot to write; release-stored after the write */
-    bpt__atomic_u64 produced;     /* owner-written counters (bpt__owner_inc_u64) */
-    bpt__atomic_u64 dropped;
-    bpt__atomic_u64 delivered;    /* callback tracer deliveries */
-    bpt__atomic_u64 lost;         /* messages dropped by a nested send (a signal handler
-                                     interrupting its own thread's send) or a busy
-                                     overflow lane: atomic, as the owner may be mid-update */
-    uint64_t unreported_drops;    /* drops not yet announced by a DROPPED message */
+enum {
+    BPT__TAIL_BUSY = 1,           /* the tail word's owner bit; the chunk index is tail >> 1 */
+    BPT__LANES_PER_DIR = 256,
+    BPT__LANE_DIRS = 256,         /* 65536 thread records */
+    BPT__CTX_BYTES = (int)sizeof(bpt__rec) + 8,   /* a context or DROPPED record */
+    BPT__CHUNK_HEAD = 16          /* bytes in front of a chunk's records */
+};
+
+/* One chunk: its header, then chunk_bytes of records. */
+typedef struct bpt__chunk {
+    bpt__atomic_u32 fill;         /* bytes of whole records; release-stored after each [R2] */
+    uint32_t nrec;                /* producer: produced records in it (not context or DROPPED) */
+    uint64_t marked;              /* producer: the counts its DROPPED records carry */
+} bpt__chunk;
+
+struct bpt__lane {
+    uint64_t number;              /* the thread record's index: the file's lane number */
+    uint32_t nchunks, chunk_bytes;/* immutable; nchunks 0: a callback session's lane (counters only) */
+    /* Producer side: the owner thread only. */
+    uint64_t head;                /* the chunk being written (a count; slot head % nchunks) */
+    uint32_t pos;                 /* bytes written into it */
+    uint32_t ctx_tid;             /* the context of the records after pos */
+    uint64_t ctx_process;
+    uint64_t unreported;          /* records lost since the last DROPPED record */
+    bpt__atomic_u64 head_pub;     /* head, release-stored when a chunk is sealed [R2] */
+    bpt__atomic_u64 written;      /* owner counters (bpt__owner_inc_u64): records put in chunks, */
+    bpt__atomic_u64 dropped;      /* lost to a full buffer, */
+    bpt__atomic_u64 overwritten;  /* taken back by a flight recorder, */
+    bpt__atomic_u64 delivered;    /* and given to the callback tracer */
+    bpt__atomic_u64 lost;         /* dropped by a nested send (a signal handler interrupting its
+                                     own thread's send): atomic, the owner may be mid-update */
     char pad[BPT__CACHE_LINE];
-    /* consumer side */
-    bpt__atomic_u64 tail;         /* next slot to read; release-stored after the read */
-    bpt__atomic_u64 drained;
-    uint64_t mask;                /* capacity - 1; capacity 0 for a callback session */
-    bpt_msg slots[1];
-} bpt__lane;
+    /* Consumer side: whoever holds the tail's BUSY bit. */
+    bpt__atomic_u64 tail;         /* the chunk being read << 1 | BPT__TAIL_BUSY [R3] */
+    uint32_t rpos;                /* bytes of chunk tail already read */
+    uint32_t rrec;                /* produced records of chunk tail already read */
+    uint64_t unreported_overwritten;   /* records taken back and not yet marked in what was read */
+    uint64_t last_ticks;          /* the last record read: the time of a gap's DROPPED */
+    bpt__stream stream;           /* the drainer's decoding context */
+    bpt__atomic_u64 drained;      /* records read (drained or written to a file) */
+};
 
 BPT__SHARED struct bpt__sessions bpt__sessions;   /* session.h */
 
@@ -52,77 +93,189 @@ BPT__PRIVATE bpt__session *bpt__session_lookup(uint64_t id) {
     return s;
 }
 
-static bpt__lane *bpt__lane_new(const bpt__session *s) {
-    size_t cap = s->tracer ? 0 : s->ring_size;
-    size_t size = sizeof(bpt__lane) + (cap ? cap - 1 : 0) * sizeof(bpt_msg);
+/* >>lanes: finding and making a thread's lane */
+
+static bpt__chunk *bpt__lane_chunk(const bpt__lane *lane, uint64_t i) {
+    return (bpt__chunk *)(void *)((unsigned char *)(uintptr_t)lane + sizeof *lane +
+                                  (size_t)(i % lane->nchunks) * (BPT__CHUNK_HEAD + lane->chunk_bytes));
+}
+
+static unsigned char *bpt__chunk_data(bpt__chunk *c) { return (unsigned char *)c + BPT__CHUNK_HEAD; }
+
+static bpt__lane *bpt__lane_new(const bpt__session *s, uint64_t number) {
+    uint32_t n = s->tracer ? 0 : s->chunks;
+    size_t size = sizeof(bpt__lane) + (size_t)n * (BPT__CHUNK_HEAD + s->chunk_bytes);
     bpt__lane *lane = (bpt__lane *)BPT_MALLOC(size);
+    uint32_t i;
     if (!lane) return NULL;
     memset(lane, 0, sizeof *lane);
-    lane->mask = cap ? cap - 1 : 0;
+    lane->number = number;
+    lane->nchunks = n;
+    lane->chunk_bytes = s->chunk_bytes;
+    for (i = 0; i < n; i++) {
+        bpt__chunk *c = bpt__lane_chunk(lane, i);
+        bpt__store_relaxed_u32(&c->fill, 0);
+        c->nrec = 0;
+        c->marked = 0;
+    }
     return lane;
 }
 
-/* The lane of the calling thread's slot, created on first use. Publication
-   is a release CAS [R1] (a new lane is fully initialised before others see
-   it), paired with the acquire loads in drain, stats and here. */
+/* The directory entry of thread record `index`, its directory made on
+   first use. Publication is a release CAS [R1] (a directory or lane is
+   initialised before others see it), paired with the acquire loads here
+   and in the readers. Only the overflow of a CAS race is freed. */
+static bpt__atomic_ptr *bpt__lane_slot(bpt__session *s, uint32_t index, int make) {
+    bpt__atomic_ptr *dir;
+    if (index >= BPT__LANES_PER_DIR * BPT__LANE_DIRS) return NULL;
+    dir = (bpt__atomic_ptr *)bpt__load_acquire_ptr(&s->lane_dir[index / BPT__LANES_PER_DIR]);   /* [R1] */
+    if (!dir && make) {
+        bpt__atomic_ptr *fresh = (bpt__atomic_ptr *)BPT_MALLOC(BPT__LANES_PER_DIR * sizeof *fresh);
+        int i;
+        if (!fresh) return NULL;
+        for (i = 0; i < BPT__LANES_PER_DIR; i++) bpt__store_relaxed_ptr(&fresh[i], NULL);
+        if (bpt__cas_ptr(&s->lane_dir[index / BPT__LANES_PER_DIR], NULL, (void *)fresh)) {   /* [R1] */
+            dir = fresh;
+        } else {   /* a signal handler on this thread won (its send found no lane) */
+            BPT_FREE((void *)fresh);
+            dir = (bpt__atomic_ptr *)bpt__load_acquire_ptr(&s->lane_dir[index / BPT__LANES_PER_DIR]);
+        }
+    }
+    return dir ? &dir[index % BPT__LANES_PER_DIR] : NULL;
+}
+
+/* The calling thread's lane, made on its first record in the session:
+   the thread's documented first use, which allocates. */
 static bpt__lane *bpt__lane_get(bpt__session *s, const bpt__thread *rec) {
-    uint32_t ix = rec->index < BPT_MAX_THREADS ? rec->index : BPT_MAX_THREADS;
-    bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[ix]);   /* [R1] */
-    if (lane) return lane;
-    lane = bpt__lane_new(s);
-    if (!lane) return NULL;
-    if (!bpt__cas_ptr(&s->lanes[ix], NULL, lane)) {   /* [R1] */
-        BPT_FREE(lane);   /* only the overflow slot has rival producers */
-        lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[ix]);
+    bpt__atomic_ptr *slot = bpt__lane_slot(s, rec->index, 1);
+    bpt__lane *lane;
+    if (!slot) return NULL;
+    if ((lane = (bpt__lane *)bpt__load_acquire_ptr(slot)) != NULL) return lane;   /* [R1] */
+    if (!(lane = bpt__lane_new(s, rec->index))) return NULL;
+    if (!bpt__cas_ptr(slot, NULL, lane)) {   /* [R1] */
+        BPT_FREE(lane);
+        lane = (bpt__lane *)bpt__load_acquire_ptr(slot);
     }
     return lane;
 }
 
-/* The header of every message bptrace makes, in one place: its type, the
-   thread and process it happened in, when (ns), and the session it goes to
-   (0: set per session later). The caller zeroed the message. */
-BPT__PRIVATE void bpt__msg_header(bpt_msg *m, unsigned type, uint64_t thread, uint64_t process,
-                                  uint64_t ts_ns, uint64_t session) {
-    m->type = (uint16_t)type;
-    m->thread = thread;
-    m->process = process;
-    m->ts_ns = ts_ns;
-    m->session = session;
+/* Every lane of s, in thread record order, for the readers. */
+static bpt__lane *bpt__lane_at(bpt__session *s, uint32_t index) {
+    bpt__atomic_ptr *slot = bpt__lane_slot(s, index, 0);
+    return slot ? (bpt__lane *)bpt__load_acquire_ptr(slot) : NULL;   /* [R1] */
 }
 
-/* Write one message into a ring lane, announcing earlier drops first. The
-   single producer owns head; tail is read with acquire [R3], pairing with
-   the consumer's release store after it copied the slot out. */
-static void bpt__lane_push(bpt__lane *lane, const bpt_msg *m) {
-    uint64_t head = bpt__load_relaxed_u64(&lane->head);
-    uint64_t tail = bpt__load_acquire_u64(&lane->tail);   /* [R3] */
-    uint64_t need = lane->unreported_drops ? 2 : 1;
-    bpt__owner_inc_u64(&lane->produced, 1);
-    if (head - tail + need > lane->mask + 1) {
-        lane->unreported_drops++;
-        bpt__owner_inc_u64(&lane->dropped, 1);
-        return;
-    }
-    if (need == 2) {
-        bpt_msg *d = &lane->slots[head++ & lane->mask];
-        memset(d, 0, sizeof *d);
-        bpt__msg_header(d, BPT_MSG_DROPPED, m->thread, m->process, m->ts_ns, m->session);
-        d->value = lane->unreported_drops;
-        lane->unreported_drops = 0;
-    }
-    lane->slots[head & lane->mask] = *m;
-    bpt__store_release_u64(&lane->head, head + 1);   /* [R2] pairs with drain's acquire of head */
+/* >>producer: a traced thread puts a record into its lane */
+
+static unsigned char *bpt__put_small(unsigned char *p, unsigned type, uint32_t id, uint64_t ticks, uint64_t word) {
+    bpt__rec r;
+    r.ticks = ticks;
+    r.type = (uint8_t)type;
+    r.words = 1;
+    r.info = 0;
+    r.id = id;
+    memcpy(p, &r, sizeof r);
+    memcpy(p + sizeof r, &word, 8);
+    return p + BPT__CTX_BYTES;
 }
 
-/* Hand one message to the session's tracer. Called pinned, from the hit path.
-   A signal handler that hits a breakpoint while its own thread is inside
-   this function must not touch the lane (it would write the same ring slot
-   and lose the interrupted message): its message is dropped and counted. */
-BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt_msg *m) {
+/* A flight recorder takes back the oldest unread chunk, unless the drainer
+   is reading it. Taking the tail's BUSY bit makes the read position ours
+   [R3]: what was read of that chunk is not overwritten news, the rest is. */
+static int bpt__lane_take_back(bpt__lane *lane) {
+    uint64_t t = bpt__load_acquire_u64(&lane->tail), lost;   /* [R3] */
+    bpt__chunk *c;
+    if ((t & BPT__TAIL_BUSY) || !bpt__cas_u64(&lane->tail, t, t | BPT__TAIL_BUSY)) return 0;
+    c = bpt__lane_chunk(lane, t >> 1);
+    lost = c->nrec - lane->rrec;
+    lane->unreported_overwritten += lost + c->marked;
+    lane->rpos = lane->rrec = 0;
+    bpt__owner_inc_u64(&lane->overwritten, lost);
+    bpt__store_release_u64(&lane->tail, ((t >> 1) + 1) << 1);   /* [R3] the read position, released */
+    return 1;
+}
+
+/* Seal the current chunk and open the next, if it has been read (or, in a
+   flight recorder, can be taken back). Returns 0 when the buffer is full. */
+static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
+    uint64_t next = lane->head + 1;
+    bpt__chunk *c;
+    /* [R3] acquire: the drainer's reads of the chunk we reuse are over. */
+    if (next - (bpt__load_acquire_u64(&lane->tail) >> 1) >= lane->nchunks &&
+        !(s->flight_recorder && bpt__lane_take_back(lane)))
+        return 0;
+    c = bpt__lane_chunk(lane, next);
+    bpt__store_relaxed_u32(&c->fill, 0);   /* published by the release below */
+    c->nrec = 0;
+    c->marked = 0;
+    lane->head = next;
+    lane->pos = 0;
+    bpt__store_release_u64(&lane->head_pub, next);   /* [R2] the sealed chunk's last fill, and this one */
+    return 1;
+}
+
+/* Copy one record into the lane: a context record first where the chunk is
+   new or the thread's process changed, a DROPPED record first where records
+   were lost since the last one that fit. */
+static void bpt__lane_put(bpt__session *s, bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r) {
+    uint32_t bytes = bpt__rec_bytes(r), need;
+    int ctx = lane->pos == 0 || lane->ctx_tid != rec->tid || lane->ctx_process != rec->process;
+    bpt__chunk *c;
+    unsigned char *p;
+    need = bytes + (ctx ? BPT__CTX_BYTES : 0) + (lane->unreported ? BPT__CTX_BYTES : 0);
+    if (lane->pos + need > lane->chunk_bytes) {
+        if (!bpt__lane_advance(s, lane)) {
+            lane->unreported++;
+            bpt__owner_inc_u64(&lane->dropped, 1);
+            return;
+        }
+        ctx = 1;
+    }
+    c = bpt__lane_chunk(lane, lane->head);
+    p = bpt__chunk_data(c) + lane->pos;
+    if (ctx) {
+        p = bpt__put_small(p, BPT__REC_CONTEXT, rec->tid, r->ticks, rec->process);
+        lane->ctx_tid = rec->tid;
+        lane->ctx_process = rec->process;
+    }
+    if (lane->unreported) {
+        p = bpt__put_small(p, BPT_MSG_DROPPED, 0, r->ticks, lane->unreported);
+        c->marked += lane->unreported;
+        lane->unreported = 0;
+    }
+    memcpy(p, r, bytes);
+    p += bytes;
+    c->nrec++;
+    lane->pos = (uint32_t)(p - bpt__chunk_data(c));
+    bpt__owner_inc_u64(&lane->written, 1);
+    bpt__store_release_u32(&c->fill, lane->pos);   /* [R2] pairs with the drainer's acquire of fill */
+}
+
+/* A callback tracer gets the record as a message, in the traced thread. */
+static void bpt__tracer_call(bpt__session *s, bpt__lane *lane, bpt__thread *rec, const bpt__rec *r) {
+    bpt__decoder d;
+    bpt__stream st;
+    bpt_msg m;
+    d.name = bpt__names_live;
+    d.ctx = NULL;
+    bpt__clock_cal_get(&d.cal);
+    d.session = s->id;
+    st.tid = rec->tid;
+    st.process = rec->process;
+    bpt__owner_inc_u64(&lane->written, 1);
+    if (!bpt__rec_decode(&d, &st, r, &m)) return;
+    rec->in_tracer++;
+    s->tracer(&m, s->tracer_user);
+    rec->in_tracer--;
+    bpt__owner_inc_u64(&lane->delivered, 1);
+}
+
+/* Hand one record to the session's tracer. Called pinned, from the hit path. */
+BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r) {
     bpt__lane *lane;
-    int overflow = rec->index >= BPT_MAX_THREADS;
-    if (rec->sending) {
-        if ((lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[overflow ? BPT_MAX_THREADS : rec->index])) != NULL)   /* [R1] */
+    if (rec->sending) {   /* a signal handler nested on this thread's send */
+        bpt__atomic_ptr *slot = bpt__lane_slot(s, rec->index, 0);
+        if (slot && (lane = (bpt__lane *)bpt__load_acquire_ptr(slot)) != NULL)   /* [R1] */
             bpt__fetch_add_u64(&lane->lost, 1);
         else   /* the interrupted send is making the lane */
             bpt__fetch_add_u64(&s->lost_laneless, 1);
@@ -130,33 +283,19 @@ BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt
     }
     rec->sending = 1;
     bpt__compiler_barrier();   /* [H1] set before the lane is touched, as a signal handler sees it */
-    lane = bpt__lane_get(s, rec);
-    if (!lane) {               /* out of memory: the message is lost (counted), nothing else is */
+    if (!(lane = bpt__lane_get(s, rec)))   /* out of memory: the record is lost (counted), nothing else is */
         bpt__fetch_add_u64(&s->lost_laneless, 1);
-        goto done;
-    }
-    if (overflow && !bpt__cas_u32(&s->overflow_busy, 0, 1)) {   /* [R4] acquire: the last holder's writes */
-        bpt__fetch_add_u64(&lane->lost, 1);
-        goto done;
-    }
-    if (s->tracer) {
-        bpt__owner_inc_u64(&lane->produced, 1);
-        rec->in_tracer++;
-        s->tracer(m, s->tracer_user);
-        rec->in_tracer--;
-        bpt__owner_inc_u64(&lane->delivered, 1);
-    } else {
-        bpt__lane_push(lane, m);
-    }
-    if (overflow) bpt__store_release_u32(&s->overflow_busy, 0);   /* [R4] */
-done:
+    else if (s->tracer)
+        bpt__tracer_call(s, lane, rec, r);
+    else
+        bpt__lane_put(s, lane, rec, r);
     bpt__compiler_barrier();   /* [H1] */
     rec->sending = 0;
 }
 
 /* recon_trace's rule: at most rate_max messages (per window, if one is set);
    past it the session stops tracing and says so once. Returns 1 to send. */
-BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec, uint64_t now) {
+BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec) {
     uint64_t n;
     if (bpt__load_relaxed_u32(&s->limit_tripped)) {
         bpt__fetch_add_u64(&s->limited, 1);
@@ -164,7 +303,7 @@ BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec, uint64_t 
     }
     if (!s->rate_max) return 1;
     if (s->rate_window_ns) {
-        uint64_t start = bpt__load_relaxed_u64(&s->window_start);
+        uint64_t start = bpt__load_relaxed_u64(&s->window_start), now = bpt__now_ns();
         if (now - start >= s->rate_window_ns && bpt__cas_u64(&s->window_start, start, now))
             bpt__store_relaxed_u64(&s->window_count, 0);
     }
@@ -172,30 +311,92 @@ BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec, uint64_t 
     if (n < s->rate_max) return 1;
     bpt__fetch_add_u64(&s->limited, 1);
     if (bpt__cas_u32(&s->limit_tripped, 0, 1)) {
-        bpt_msg m;
-        memset(&m, 0, sizeof m);
-        bpt__msg_header(&m, BPT_MSG_LIMIT, rec->tid, rec->process, now, s->id);
-        m.value = s->rate_max;
-        bpt__session_send(s, rec, &m);
+        bpt__recbuf b;
+        b.h.ticks = bpt__now_ticks();
+        b.h.type = BPT_MSG_LIMIT;
+        b.h.words = 1;
+        b.h.info = 0;
+        b.h.id = 0;
+        b.w[0] = s->rate_max;
+        bpt__session_send(s, rec, &b.h);
     }
     return 0;
 }
 
+/* >>consumer: the drainer reads lanes */
+
+/* Read lane's undrained records: rd->take gets each run of whole records,
+   in order, and says how many bytes of it it used (it may stop short: its
+   room is full); rd->gap gets the records a flight recorder took back
+   before the next run. Holds the tail's BUSY bit throughout; a flight
+   recorder's producer that finds it busy drops rather than waits.
+   Returns 0, or 1 when the reader is full. */
+static int bpt__lane_read(bpt__lane *lane, bpt__lane_reader *rd) {
+    uint64_t t = bpt__load_acquire_u64(&lane->tail), i, drained = 0;   /* [R3] */
+    int full = 0;
+    if ((t & BPT__TAIL_BUSY) || !bpt__cas_u64(&lane->tail, t, t | BPT__TAIL_BUSY))
+        return 0;   /* a flight recorder is taking its oldest chunk back: next time */
+    i = t >> 1;
+    if (lane->unreported_overwritten) {
+        if (!rd->gap(rd, lane, lane->unreported_overwritten, lane->last_ticks)) goto out_full;
+        lane->unreported_overwritten = 0;
+    }
+    for (;;) {
+        uint64_t h = bpt__load_acquire_u64(&lane->head_pub);   /* [R2] first: a sealed chunk's fill is final */
+        bpt__chunk *c = bpt__lane_chunk(lane, i);
+        uint32_t fill = bpt__load_acquire_u32(&c->fill);       /* [R2] pairs with the producer's release */
+        if (lane->rpos < fill) {
+            const unsigned char *p = bpt__chunk_data(c) + lane->rpos, *q;
+            uint32_t used = rd->take(rd, lane, p, fill - lane->rpos);
+            for (q = p; q < p + used; q += bpt__rec_bytes((const bpt__rec *)(const void *)q)) {
+                const bpt__rec *r = (const bpt__rec *)(const void *)q;
+                if (r->type != BPT__REC_CONTEXT && r->type != BPT_MSG_DROPPED) { lane->rrec++; drained++; }
+                lane->last_ticks = r->ticks;
+            }
+            lane->rpos += used;
+            if (lane->rpos < fill) goto out_full;
+        }
+        if (i >= h) break;   /* the chunk being written: read up to its fill */
+        i++;
+        lane->rpos = lane->rrec = 0;
+    }
+    goto out;
+out_full:
+    full = 1;
+out:
+    bpt__owner_inc_u64(&lane->drained, drained);   /* one drainer at a time (drain_lock) */
+    bpt__store_release_u64(&lane->tail, i << 1);   /* [R3] pairs with the producer's acquire of tail */
+    return full;
+}
+
+/* Every lane of s through rd, under the drain lock (the caller holds it). */
+BPT__PRIVATE void bpt__session_read(bpt__session *s, bpt__lane_reader *rd) {
+    uint32_t i, n = bpt__threads_count();
+    if (s->tracer) return;   /* a callback session's lanes hold no records */
+    for (i = 0; i < n; i++) {
+        bpt__lane *lane = bpt__lane_at(s, i);
+        if (lane && bpt__lane_read(lane, rd)) return;
+    }
+}
+
+BPT__PRIVATE uint64_t bpt__lane_number(const bpt__lane *lane) { return lane->number; }
+BPT__PRIVATE bpt__stream *bpt__lane_stream(bpt__lane *lane) { return &lane->stream; }
+
 /* Build a session from its desc (validated by the caller). */
 BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out) {
     bpt__session *s = (bpt__session *)BPT_MALLOC(sizeof *s);
-    uint32_t ring = d->ring_size ? d->ring_size : 1024;
+    int i;
     if (!s) return bpt__fail(BPT_ENOMEM, "bpt_session_create: no memory for the session");
     memset(s, 0, sizeof *s);
     snprintf(s->name, sizeof s->name, "%s", d->name ? d->name : "session");
     s->tracer = d->tracer;
     s->tracer_user = d->tracer_user;
-    /* At least 2: after a drop, the DROPPED notice and the next message
-       need two slots, and a ring of one would drop everything from then on. */
-    s->ring_size = 2;
-    while (s->ring_size < ring) s->ring_size <<= 1;
+    s->chunk_bytes = d->chunk_bytes ? d->chunk_bytes : 16384;
+    s->chunks = d->chunks ? d->chunks : 16;
+    s->flight_recorder = d->flight_recorder != 0;
     s->rate_max = d->rate_max;
     s->rate_window_ns = (uint64_t)d->rate_per_ms * 1000000u;
+    for (i = 0; i < BPT__LANE_DIRS; i++) bpt__store_relaxed_ptr(&s->lane_dir[i], NULL);
     bpt__store_relaxed_u64(&s->window_start, bpt__now_ns());
     pthread_mutex_init(&s->drain_lock, NULL);
     *out = s;
@@ -204,9 +405,13 @@ BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **ou
 
 /* Free a session that no thread can reach any more (after a wait). */
 BPT__PRIVATE void bpt__session_free(bpt__session *s) {
-    int i;
-    for (i = 0; i <= BPT_MAX_THREADS; i++)
-        BPT_FREE(bpt__load_relaxed_ptr(&s->lanes[i]));
+    int i, k;
+    for (i = 0; i < BPT__LANE_DIRS; i++) {
+        bpt__atomic_ptr *dir = (bpt__atomic_ptr *)bpt__load_relaxed_ptr(&s->lane_dir[i]);
+        if (!dir) continue;
+        for (k = 0; k < BPT__LANES_PER_DIR; k++) BPT_FREE(bpt__load_relaxed_ptr(&dir[k]));
+        BPT_FREE((void *)dir);
+    }
     pthread_mutex_destroy(&s->drain_lock);
     BPT_FREE(s);
 }
@@ -215,7 +420,7 @@ BPT__PRIVATE void bpt__session_free(bpt__session *s) {
    after bpt__fail (BPT_ENOMEM: no thread record; BPT_ESESSION), unpinned.
    Pinned, a concurrent destroy frees the session only after the caller
    unpins. */
-static bpt__session *bpt__session_pin(bpt_session handle, const char *who, bpt__thread **rec, int *rc) {
+BPT__PRIVATE bpt__session *bpt__session_pin(bpt_session handle, const char *who, bpt__thread **rec, int *rc) {
     bpt__session *s;
     if (!(*rec = bpt__pin())) {
         *rc = bpt__fail(BPT_ENOMEM, "%s: no memory for the thread record", who);
@@ -228,49 +433,91 @@ static bpt__session *bpt__session_pin(bpt_session handle, const char *who, bpt__
     return s;
 }
 
+/* The drain's reader: decode records into the caller's messages. */
+typedef struct bpt__drain_reader {
+    bpt__lane_reader rd;
+    bpt__decoder dec;
+    bpt_msg *out;
+    int n, max;
+} bpt__drain_reader;
+
+static uint32_t bpt__drain_take(bpt__lane_reader *rd, bpt__lane *lane, const unsigned char *p, uint32_t bytes) {
+    bpt__drain_reader *dr = (bpt__drain_reader *)(void *)rd;
+    uint32_t used = 0;
+    while (used < bytes) {
+        const bpt__rec *r = (const bpt__rec *)(const void *)(p + used);
+        if (r->type != BPT__REC_CONTEXT && dr->n == dr->max) break;
+        dr->n += bpt__rec_decode(&dr->dec, bpt__lane_stream(lane), r, &dr->out[dr->n]);
+        used += bpt__rec_bytes(r);
+    }
+    return used;
+}
+
+static int bpt__drain_gap(bpt__lane_reader *rd, bpt__lane *lane, uint64_t count, uint64_t ticks) {
+    bpt__drain_reader *dr = (bpt__drain_reader *)(void *)rd;
+    const bpt__stream *st = bpt__lane_stream(lane);
+    bpt_msg *m;
+    if (dr->n == dr->max) return 0;
+    m = &dr->out[dr->n++];
+    memset(m, 0, sizeof *m);
+    bpt__msg_header(m, BPT_MSG_DROPPED, st->tid, st->process, bpt__clock_cal_ns(&dr->dec.cal, ticks), dr->dec.session);
+    m->value = count;
+    return 1;
+}
+
 int bpt_session_drain(bpt_session handle, bpt_msg *out, int max) {
+    bpt__drain_reader dr;
     bpt__thread *rec;
     bpt__session *s;
-    int n = 0, i, rc;
+    int rc;
     if (max < 0 || (max > 0 && !out))
         return bpt__fail(BPT_EINVAL, "bpt_session_drain: out is NULL or max (%d) < 0", max);
     if (!(s = bpt__session_pin(handle, "bpt_session_drain", &rec, &rc))) return rc;
+    dr.rd.take = bpt__drain_take;
+    dr.rd.gap = bpt__drain_gap;
+    dr.dec.name = bpt__names_live;
+    dr.dec.ctx = NULL;
+    bpt__clock_cal_get(&dr.dec.cal);
+    dr.dec.session = s->id;
+    dr.out = out;
+    dr.n = 0;
+    dr.max = max;
     pthread_mutex_lock(&s->drain_lock);
-    for (i = 0; i <= BPT_MAX_THREADS && n < max; i++) {
-        bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);   /* [R1] */
-        uint64_t tail, head, drained;
-        if (!lane || s->tracer) continue;   /* a callback session's lanes hold no ring */
-        tail = bpt__load_relaxed_u64(&lane->tail);
-        head = bpt__load_acquire_u64(&lane->head);   /* [R2] pairs with the producer's release of head */
-        drained = bpt__load_relaxed_u64(&lane->drained);
-        while (tail != head && n < max) {
-            out[n] = lane->slots[tail++ & lane->mask];
-            drained += out[n++].type != BPT_MSG_DROPPED;   /* notices are not produced messages */
-        }
-        bpt__store_release_u64(&lane->tail, tail);    /* [R3] pairs with the producer's acquire of tail */
-        bpt__store_relaxed_u64(&lane->drained, drained);
-    }
+    if (max > 0) bpt__session_read(s, &dr.rd);
     pthread_mutex_unlock(&s->drain_lock);
     bpt__unpin(rec);
-    return n;
+    return dr.n;
 }
 
 int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
     bpt__thread *rec;
     bpt__session *s;
-    int i, rc;
+    uint32_t i, n;
+    uint64_t written = 0, overwritten = 0, drained = 0;
+    int rc;
     if (!out) return bpt__fail(BPT_EINVAL, "bpt_session_stats: out is NULL");
     if (!(s = bpt__session_pin(handle, "bpt_session_stats", &rec, &rc))) return rc;
     memset(out, 0, sizeof *out);
-    for (i = 0; i <= BPT_MAX_THREADS; i++) {
-        bpt__lane *lane = (bpt__lane *)bpt__load_acquire_ptr(&s->lanes[i]);   /* [R1] */
+    n = bpt__threads_count();
+    for (i = 0; i < n; i++) {
+        bpt__lane *lane = bpt__lane_at(s, i);
+        uint64_t lost;
         if (!lane) continue;
-        out->produced += bpt__load_relaxed_u64(&lane->produced) + bpt__load_relaxed_u64(&lane->lost);
-        out->dropped += bpt__load_relaxed_u64(&lane->dropped) + bpt__load_relaxed_u64(&lane->lost);
-        out->delivered += bpt__load_relaxed_u64(&lane->delivered) + bpt__load_relaxed_u64(&lane->drained);
+        lost = bpt__load_relaxed_u64(&lane->dropped) + bpt__load_relaxed_u64(&lane->lost);
+        written += bpt__load_relaxed_u64(&lane->written);
+        overwritten += bpt__load_relaxed_u64(&lane->overwritten);
+        drained += bpt__load_relaxed_u64(&lane->drained) + bpt__load_relaxed_u64(&lane->delivered);
+        out->produced += lost;
+        out->dropped += lost;
+        out->threads++;
     }
-    out->produced += bpt__load_relaxed_u64(&s->lost_laneless);
-    out->dropped += bpt__load_relaxed_u64(&s->lost_laneless);
+    out->produced += written + bpt__load_relaxed_u64(&s->lost_laneless);
+    out->dropped += overwritten + bpt__load_relaxed_u64(&s->lost_laneless);
+    out->overwritten = overwritten;
+    out->delivered = drained;
+    /* Read while threads trace, the counters are not one snapshot: pending
+       is what the others leave, never below 0. */
+    out->pending = written > overwritten + drained ? written - overwritten - drained : 0;
     out->limited = bpt__load_relaxed_u64(&s->limited);
     out->frames_skipped = bpt__load_relaxed_u64(&s->frames_skipped);
     out->limit_tripped = (int)bpt__load_relaxed_u32(&s->limit_tripped);

@@ -1,5 +1,8 @@
 /* session.h: what other parts use of trace sessions (session.c): the
-   session itself, the table of live sessions, and sending a message. */
+   session itself, the table of live sessions, sending a record, and
+   reading the per-thread buffers (drain, trace files). */
+
+typedef struct bpt__lane bpt__lane;   /* one thread's buffer in one session (session.c) */
 
 /* One trace session (OTP 27's trace:session_create): its tracer, its rate
    limit, its lanes and the patterns in force. */
@@ -8,7 +11,8 @@ struct bpt__session {
     char name[64];
     bpt_tracer_fn tracer;
     void *tracer_user;
-    uint32_t ring_size;
+    uint32_t chunk_bytes, chunks; /* each lane's chunks */
+    int flight_recorder;          /* 1: a full lane overwrites its oldest unread chunk */
     uint64_t rate_max;
     uint64_t rate_window_ns;
     bpt__atomic_u32 dead;         /* destroy began: send nothing more */
@@ -19,8 +23,7 @@ struct bpt__session {
     bpt__atomic_u64 frames_skipped; /* calls whose return could not be traced (frames.c) */
     bpt__atomic_u64 lost_laneless;  /* messages lost before their thread had a lane: a nested send
                                        while the lane was being made, or no memory for it */
-    bpt__atomic_ptr lanes[BPT_MAX_THREADS + 1];   /* the last is the overflow lane */
-    bpt__atomic_u32 overflow_busy;
+    bpt__atomic_ptr lane_dir[256];/* bpt__atomic_ptr[256]: lanes by thread record index [R1] */
     pthread_mutex_t drain_lock;
     bpt__pattern_entry *patterns; /* set path only: the patterns in force, in order */
 };
@@ -34,11 +37,26 @@ struct bpt__sessions {
 };
 BPT__DATA(struct bpt__sessions, bpt__sessions);   /* session.c */
 
+/* What reads a session's lanes (bpt_session_drain, bpt_session_write):
+   take gets a run of whole records of one lane and returns the bytes it
+   used (fewer when its room is full); gap gets the count of records a
+   flight recorder overwrote before the next run, and returns 0 when it has
+   no room for the notice. */
+typedef struct bpt__lane_reader bpt__lane_reader;
+struct bpt__lane_reader {
+    uint32_t (*take)(bpt__lane_reader *rd, bpt__lane *lane, const unsigned char *p, uint32_t bytes);
+    int (*gap)(bpt__lane_reader *rd, bpt__lane *lane, uint64_t count, uint64_t ticks);
+};
+
 BPT__PRIVATE bpt__session *bpt__session_lookup(uint64_t id);   /* pinned or under the permission */
+BPT__PRIVATE bpt__session *bpt__session_pin(bpt_session handle, const char *who, bpt__thread **rec, int *rc);
 BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out);
 BPT__PRIVATE void bpt__session_free(bpt__session *s);
-BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec, uint64_t now);
+BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec);
 BPT__PRIVATE void bpt__msg_header(bpt_msg *m, unsigned type, uint64_t thread, uint64_t process,
                                   uint64_t ts_ns, uint64_t session);
-BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt_msg *m);
+BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r);
+BPT__PRIVATE void bpt__session_read(bpt__session *s, bpt__lane_reader *rd);   /* under drain_lock */
+BPT__PRIVATE uint64_t bpt__lane_number(const bpt__lane *lane);
+BPT__PRIVATE bpt__stream *bpt__lane_stream(bpt__lane *lane);
 BPT__PRIVATE void bpt__sessions_atfork_child(void);

@@ -12,8 +12,11 @@ int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
     bpt__session *s = NULL;
     int slot, rc;
     if (!out) return bpt__fail(BPT_EINVAL, "bpt_session_create: out is NULL");
-    if (d->ring_size > (1u << 20))
-        return bpt__fail(BPT_EINVAL, "bpt_session_create: ring_size %u is over 1<<20", d->ring_size);
+    if (d->chunk_bytes && (d->chunk_bytes < 4096 || d->chunk_bytes > (1u << 24) || (d->chunk_bytes & (d->chunk_bytes - 1))))
+        return bpt__fail(BPT_EINVAL, "bpt_session_create: chunk_bytes %u is not a power of two in 4096 .. 1<<24",
+                         d->chunk_bytes);
+    if (d->chunks && (d->chunks < 2 || d->chunks > 65536))
+        return bpt__fail(BPT_EINVAL, "bpt_session_create: chunks %u is not in 2 .. 65536", d->chunks);
     if (d->rate_per_ms && !d->rate_max)
         return bpt__fail(BPT_EINVAL, "bpt_session_create: rate_per_ms needs rate_max");
     if (d->name && strlen(d->name) > 63)

@@ -24,21 +24,19 @@ struct bpt__addr_index {
 
 static bpt__atomic_ptr bpt__addr_index_cur;   /* bpt__addr_index *, release-published */
 
-/* Pinned. Returns 1 and the names, or 0 for code bptrace does not know. */
-BPT__PRIVATE int bpt__symbolize(uintptr_t addr, const char **module, const char **name, int *arity) {
+/* Pinned. The registered native function whose code holds addr, or NULL
+   for code bptrace does not know. Native records are never freed. */
+BPT__PRIVATE const bpt_func *bpt__symbolize(uintptr_t addr) {
     const bpt__addr_index *ix = (const bpt__addr_index *)bpt__load_acquire_ptr(&bpt__addr_index_cur);   /* [I1] */
     size_t lo = 0, hi;
-    if (!ix) return 0;
+    if (!ix) return NULL;
     hi = ix->n;
     while (lo < hi) {   /* the first entry starting above addr */
         size_t mid = lo + (hi - lo) / 2;
         if (ix->e[mid].start <= addr) lo = mid + 1; else hi = mid;
     }
-    if (lo == 0 || addr >= ix->e[lo - 1].end) return 0;
-    *module = ix->e[lo - 1].f->module;
-    *name = ix->e[lo - 1].f->name;
-    *arity = ix->e[lo - 1].f->arity;
-    return 1;
+    if (lo == 0 || addr >= ix->e[lo - 1].end) return NULL;
+    return ix->e[lo - 1].f;
 }
 
 /* The address index follows the native functions as they come and go

@@ -350,7 +350,8 @@ static int call_session_create(void) {
     bpt_session_desc d;
     memset(&d, 0, sizeof d);
     d.name = "created";
-    d.ring_size = 64;
+    d.chunk_bytes = 4096;   /* the smallest buffer */
+    d.chunks = 2;
     created.id = 0xdeadull;
     return bpt_session_create(&d, &created);
 }
@@ -578,7 +579,8 @@ static void setup_destroy(void) {
     bpt_match ms;
     memset(&d, 0, sizeof d);
     d.name = "doomed";
-    d.ring_size = 16;
+    d.chunk_bytes = 4096;   /* the smallest buffer */
+    d.chunks = 2;
     CHECK_RC(bpt_session_create(&d, &D), 0);
     memset(&ms, 0, sizeof ms);
     ms.message = "doomed message";
@@ -730,7 +732,8 @@ static void hit_session(int callback) {
     bpt_session_desc d;
     memset(&d, 0, sizeof d);
     d.name = callback ? "hits-callback" : "hits";
-    d.ring_size = 8;
+    d.chunk_bytes = 4096;   /* the smallest buffer */
+    d.chunks = 2;
     d.tracer = callback ? cb_tracer : NULL;
     CHECK_RC(bpt_session_create(&d, &H), 0);
     CHECK_RC(bpt_trace_pattern(H, "vm:c1/1", BPT_COUNT | BPT_CALL, NULL), 1);
@@ -1128,7 +1131,8 @@ int main(void) {
             live0 = t_live();
             memset(&d, 0, sizeof d);
             d.name = "returns";
-            d.ring_size = 16;
+            d.chunk_bytes = 4096;   /* the smallest buffer */
+            d.chunks = 2;
             CHECK_RC(bpt_session_create(&d, &H), 0);
             CHECK_RC(bpt_trace_pattern(H, "vm:c1/1", BPT_CALL | BPT_RETURN, NULL), 1);
             memset(j, 0, sizeof *j);

@@ -103,7 +103,7 @@ int main(void) {
           "a known source: %s", clk.source);
 
     memset(&d, 0, sizeof d);
-    d.ring_size = 1u << 18;
+    d.chunks = 512;
     CHECK_RC(bpt_session_create(&d, &s), 0);
     CHECK_RC(bpt_register_vm(&code[0], BP, "clock", "f", 0, NULL, &f), 0);
     CHECK_RC(bpt_register_vm(&code[1], BP, "clock", "g", 0, NULL, &g), 0);

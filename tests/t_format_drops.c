@@ -6,9 +6,9 @@
    Before, the writers ignored DROPPED and spliced calls from after a loss
    under calls from before it (a game loop gave
    game_frame;physics_step;game_frame;game_frame). Checked on hand-made
-   messages (exact output) and on a real session whose ring of 8 overflows:
+   messages (exact output) and on a real session whose smallest buffer (2 chunks of 4096 bytes) overflows:
    there the assertions are about nesting and possible paths, not about how
-   many messages a ring of 8 drops. */
+   many messages the buffer drops. */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
@@ -150,8 +150,8 @@ static void with_pid(char *out, size_t size, const char *text) {
     out[n] = '\0';
 }
 
-/* >>real: a game loop on VM sites, traced with a ring of 8 drained every
-   few messages, so that some rings overflow and some do not. */
+/* >>real: a game loop on VM sites, traced into the smallest buffer, drained
+   every few hundred messages, so that it overflows at times and not at others. */
 enum { FRAME, PHYSICS, COLLIDE, RENDER, DRAW, NSITES };
 static const char *const site_name[NSITES] = { "frame", "physics", "collide", "render", "draw" };
 static bpt_vm_word words[NSITES];
@@ -174,9 +174,9 @@ static void drain(void) {
 }
 
 /* One traced event happened: drain at the next scheduled step. The gaps
-   cycle through lengths under and over the ring's 8 slots. */
+   cycle through lengths under and over what the buffer holds. */
 static void tick(void) {
-    static const long gaps[] = { 5, 19, 11, 7, 23, 13 };
+    static const long gaps[] = { 200, 760, 440, 280, 920, 520 };
     if (++steps < next_drain) return;
     drain();
     next_drain = steps + gaps[gap++ % (long)(sizeof gaps / sizeof gaps[0])];
@@ -309,13 +309,14 @@ int main(void) {
         bpt_folded_free(f);
     }
 
-    /* >>real: the game loop, 300 frames, traced with call and return trace
-       into a ring of 8, drained at uneven gaps into both writers. */
+    /* >>real: the game loop, 2000 frames, traced with call and return trace
+       into the smallest buffer, drained at uneven gaps into both writers. */
     {
         bpt_session_desc desc;
         bpt_session_counts st;
         memset(&desc, 0, sizeof desc);
-        desc.ring_size = 8;
+        desc.chunk_bytes = 4096;   /* the smallest buffer: 2 chunks of 4096 bytes, */
+        desc.chunks = 2;           /* about 400 of these records */
         for (i = 0; i < NSITES; i++) {
             words[i] = (bpt_vm_word)(0x100 + i);
             CHECK_RC(bpt_register_vm(&words[i], 0xBBBB, "vm", site_name[i], 0, NULL, &fs[i]), 0);
@@ -325,13 +326,13 @@ int main(void) {
         out = tmpfile();
         CHECK_RC(bpt_chrome_open(&chrome, out), 0);
         CHECK_RC(bpt_folded_new(&folded), 0);
-        next_drain = 5;
-        for (i = 0; i < 300; i++) game_frame(i);
+        next_drain = 200;
+        for (i = 0; i < 2000; i++) game_frame(i);
         drain();   /* what is left; drops since the last room are never announced */
         CHECK_RC(bpt_session_stats(sess, &st), 0);
         printf("real: %ld messages drained, %ld DROPPED notices, %llu messages dropped\n", msgs, notices,
                (unsigned long long)st.dropped);
-        CHECK(notices > 0 && st.dropped > 0, "the ring of 8 overflowed: %ld notices", notices);
+        CHECK(notices > 0 && st.dropped > 0, "the buffer of 2 chunks overflowed: %ld notices", notices);
         CHECK(bpt_chrome_close(&chrome) > 0, "Chrome trace written");
         text = slurp(out);
         CHECK(count(text, "\"ph\":\"i\"") == notices, "one instant event per DROPPED: %ld of %ld",

@@ -492,7 +492,7 @@ static void test_native(void) {
         static bpt_msg msgs[256];
         int n;
         memset(&cd, 0, sizeof cd);
-        cd.ring_size = 1u << 16;
+        cd.chunks = 128;
         memset(cnt, 0, sizeof cnt);
         CHECK_RC(bpt_session_create(&cd, &cs), 0);
         CHECK_RC(bpt_trace_pattern(cs, "frames:F/_", BPT_CALL | BPT_RETURN, NULL), 1);

@@ -408,19 +408,27 @@ int main(void) {
 
     /* ---- session settings ---- */
     memset(&desc, 0, sizeof desc);
-    desc.ring_size = 1u << 21;
-    CASE("session_create: ring_size 1<<21", bpt_session_create(&desc, &E), BPT_EINVAL);
-    desc.ring_size = (1u << 20) + 1;
-    CASE("session_create: ring_size (1<<20)+1", bpt_session_create(&desc, &E), BPT_EINVAL);
-    desc.ring_size = 0;
+    desc.chunk_bytes = 1u << 25;
+    CASE("session_create: chunk_bytes 1<<25", bpt_session_create(&desc, &E), BPT_EINVAL);
+    desc.chunk_bytes = 2048;
+    CASE("session_create: chunk_bytes 2048", bpt_session_create(&desc, &E), BPT_EINVAL);
+    desc.chunk_bytes = 4096 + 8;
+    CASE("session_create: chunk_bytes 4104 (not a power of two)", bpt_session_create(&desc, &E), BPT_EINVAL);
+    desc.chunk_bytes = 0;
+    desc.chunks = 1;
+    CASE("session_create: chunks 1", bpt_session_create(&desc, &E), BPT_EINVAL);
+    desc.chunks = 65537;
+    CASE("session_create: chunks 65537", bpt_session_create(&desc, &E), BPT_EINVAL);
+    desc.chunks = 0;
     desc.rate_per_ms = 10;
     CASE("session_create: rate_per_ms without rate_max", bpt_session_create(&desc, &E), BPT_EINVAL);
     desc.rate_per_ms = 0;
     desc.name = long64;
     CASE("session_create: name of 64 bytes", bpt_session_create(&desc, &E), BPT_ELIMIT);
     desc.name = long63;
-    desc.ring_size = 1u << 20;
-    CASE("control: name of 63 bytes, ring_size 1<<20", bpt_session_create(&desc, &E), 0);
+    desc.chunk_bytes = 4096;
+    desc.chunks = 2;
+    CASE("control: name of 63 bytes, the smallest buffer", bpt_session_create(&desc, &E), 0);
     CHECK_RC(bpt_session_stats(E, &st), 0);
     CHECK(strcmp(st.name, long63) == 0, "the 63-byte session name came back as '%s'", st.name);
     CHECK_RC(bpt_session_destroy(E), 0);
@@ -558,7 +566,7 @@ int main(void) {
         CHECK(bpt_strerror(12345) && strcmp(bpt_strerror(12345), "unknown error") == 0,
               "bpt_strerror(12345) is '%s'", bpt_strerror(12345));
         CHECK(strcmp(bpt_strerror(1), "unknown error") == 0, "bpt_strerror(1) is '%s'", bpt_strerror(1));
-        CHECK(strcmp(bpt_strerror(-14), "unknown error") == 0, "bpt_strerror(-14) is '%s'", bpt_strerror(-14));
+        CHECK(strcmp(bpt_strerror(-16), "unknown error") == 0, "bpt_strerror(-16) is '%s'", bpt_strerror(-16));
         CHECK(strcmp(bpt_strerror(INT_MIN), "unknown error") == 0, "bpt_strerror(INT_MIN) is '%s'",
               bpt_strerror(INT_MIN));
         printf("bpt_strerror: %d codes checked against BPT_ERRORS; 12345 -> \"%s\"; BPT_EDEADLK -> \"%s\"\n",

@@ -64,7 +64,7 @@ int main(void) {
     CHECK_RC(bpt_register_native((void *)leaf, "direct", "leaf", 1, &f), 0);
     CHECK_RC(bpt_register_native((void *)leaf_fp, "direct", "leaf_fp", 1, &ffp), 0);
     memset(&d, 0, sizeof d);
-    d.ring_size = 4096;
+    d.chunks = 16;
     CHECK_RC(bpt_session_create(&d, &ring), 0);
     CHECK_RC(bpt_trace_pattern(ring, "direct:leaf/1", BPT_CALL | BPT_COUNT, NULL), 1);
     after = busy_caller(1000);

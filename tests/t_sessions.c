@@ -141,28 +141,47 @@ int main(void) {
           (unsigned long long)st.produced, (unsigned long long)st.delivered, (unsigned long long)st.dropped);
     CHECK_RC(bpt_session_destroy(cb), 0);
 
-    /* A full ring drops, counts, and announces the drops with a DROPPED message. */
-    memset(&d, 0, sizeof d);
-    d.ring_size = 8;
-    CHECK_RC(bpt_session_create(&d, &small), 0);
-    CHECK_RC(bpt_trace_pattern(small, "m:g/1", BPT_CALL, NULL), 1);
-    for (i = 0; i < 20; i++) call(g, 1, 0, 0);
-    CHECK_RC(bpt_session_stats(small, &st), 0);
-    CHECK(st.produced == 20 && st.dropped == 12, "ring of 8: produced %llu dropped %llu",
-          (unsigned long long)st.produced, (unsigned long long)st.dropped);
-    n = bpt_session_drain(small, all, 64);
-    CHECK(n == 8, "drained the 8 that fit: %d", n);
-    call(g, 1, 0, 0);   /* room again: the drop notice comes first */
-    n = bpt_session_drain(small, all, 64);
-    for (i = 0; i < n; i++)
-        if (all[i].type == BPT_MSG_DROPPED) { dropped_notices++; CHECK(all[i].value == 12, "notice says 12"); }
-    CHECK(n == 2 && all[0].type == BPT_MSG_DROPPED && all[1].type == BPT_MSG_CALL, "DROPPED then the call");
-    bpt_format_dbg(&all[0], line, sizeof line);
-    printf("dbg line: %s\n", line);
-    CHECK_RC(bpt_session_stats(small, &st), 0);
-    CHECK(st.delivered + st.dropped == st.produced, "delivered %llu + dropped %llu == produced %llu",
-          (unsigned long long)st.delivered, (unsigned long long)st.dropped, (unsigned long long)st.produced);
-    CHECK_RC(bpt_session_destroy(small), 0);
+    /* A full buffer drops, counts, and announces the drops with a DROPPED
+       record at the place of the loss. The smallest buffer: 2 chunks of
+       4096 bytes. A call with one argument is a 32-byte record (16 of
+       header, the types word, the argument); each chunk opens with a
+       24-byte context record; so a chunk holds (4096 - 24) / 32 calls. */
+    {
+        int per_chunk = (4096 - 24) / 32, fit = 2 * per_chunk, extra = 46;
+        static bpt_msg many[600];
+        memset(&d, 0, sizeof d);
+        d.chunk_bytes = 4096;
+        d.chunks = 2;
+        CHECK_RC(bpt_session_create(&d, &small), 0);
+        CHECK_RC(bpt_trace_pattern(small, "m:g/1", BPT_CALL, NULL), 1);
+        for (i = 0; i < fit + extra; i++) call(g, 1, (uint64_t)i, 0);
+        CHECK_RC(bpt_session_stats(small, &st), 0);
+        CHECK(st.produced == (uint64_t)(fit + extra) && st.dropped == (uint64_t)extra && st.pending == (uint64_t)fit,
+              "2 chunks of 4096: produced %llu dropped %llu pending %llu (expected %d, %d, %d)",
+              (unsigned long long)st.produced, (unsigned long long)st.dropped, (unsigned long long)st.pending,
+              fit + extra, extra, fit);
+        n = bpt_session_drain(small, many, 600);
+        CHECK(n == fit, "drained the %d that fit: %d", fit, n);
+        for (i = 0; i < n; i++)
+            CHECK(many[i].type == BPT_MSG_CALL && many[i].args[0] == (uint64_t)i, "message %d is call %d", i, i);
+        call(g, 1, 999, 0);   /* room again: the drop notice comes first */
+        n = bpt_session_drain(small, all, 64);
+        for (i = 0; i < n; i++)
+            if (all[i].type == BPT_MSG_DROPPED) {
+                dropped_notices++;
+                CHECK(all[i].value == (uint64_t)extra, "notice says %d: %llu", extra, (unsigned long long)all[i].value);
+            }
+        CHECK(n == 2 && all[0].type == BPT_MSG_DROPPED && all[1].type == BPT_MSG_CALL && all[1].args[0] == 999,
+              "DROPPED then the call: %d", n);
+        bpt_format_dbg(&all[0], line, sizeof line);
+        printf("dbg line: %s\n", line);
+        CHECK_RC(bpt_session_stats(small, &st), 0);
+        CHECK(st.delivered + st.dropped + st.pending == st.produced && st.pending == 0,
+              "delivered %llu + dropped %llu + pending %llu == produced %llu",
+              (unsigned long long)st.delivered, (unsigned long long)st.dropped, (unsigned long long)st.pending,
+              (unsigned long long)st.produced);
+        CHECK_RC(bpt_session_destroy(small), 0);
+    }
 
     /* recon_trace's rate limit: 30 messages, then the session stops and says so once. */
     memset(&d, 0, sizeof d);
@@ -200,34 +219,6 @@ int main(void) {
           (unsigned long long)st.limited);
     CHECK_RC(bpt_session_destroy(limited), 0);
     printf("callback, ring overflow, rate limit (total and per window): checked\n");
-
-    /* The smallest ring: ring_size 1 is a ring of 2 (a DROPPED notice and a
-       message must fit after a drop). Before, a ring of one was never
-       drained (its mask, 0, marked callback sessions). */
-    {
-        bpt_session tiny;
-        bpt_session_desc td;
-        bpt_session_counts st;
-        bpt_msg got[8];
-        int k, n, calls = 0, notices = 0;
-        memset(&td, 0, sizeof td);
-        td.ring_size = 1;
-        CHECK_RC(bpt_session_create(&td, &tiny), 0);
-        CHECK_RC(bpt_trace_pattern(tiny, "m:g/_", BPT_CALL, NULL), 1);
-        for (k = 0; k < 3; k++) call(g, 1, (uint64_t)k, 0);
-        n = bpt_session_drain(tiny, got, 8);
-        for (k = 0; k < n; k++) { calls += got[k].type == BPT_MSG_CALL; notices += got[k].type == BPT_MSG_DROPPED; }
-        CHECK(n == 2 && calls == 2 && notices == 0, "ring of 1: drained %d (%d calls)", n, calls);
-        call(g, 1, 9, 0);   /* after the drop: notice + message */
-        n = bpt_session_drain(tiny, got, 8);
-        CHECK(n == 2 && got[0].type == BPT_MSG_DROPPED && got[0].value == 1 && got[1].type == BPT_MSG_CALL,
-              "after a drop: %d messages", n);
-        CHECK_RC(bpt_session_stats(tiny, &st), 0);
-        CHECK(st.produced == 4 && st.dropped == 1 && st.delivered == 3, "ring of 1: produced %llu dropped %llu "
-              "delivered %llu", (unsigned long long)st.produced, (unsigned long long)st.dropped,
-              (unsigned long long)st.delivered);
-        CHECK_RC(bpt_session_destroy(tiny), 0);
-    }
 
     /* A pattern switched on and off again and again is remembered no more
        than once: the list of patterns replayed at registration stays short

@@ -52,7 +52,7 @@ int main(void) {
     bpt_session_desc d;
     frame x0 = { 0, 0 };
     memset(&d, 0, sizeof d);
-    d.ring_size = 1 << 16;
+    d.chunks = 128;
     CHECK_RC(bpt_register_vm(&word, 0x2222, "vm", "f", 2, &ops, &f), 0);
     CHECK_RC(bpt_session_create(&d, &s), 0);
     CHECK_RC(bpt_trace_pattern(s, "vm:f/2", BPT_CALL, NULL), 1);

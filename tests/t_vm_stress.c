@@ -91,7 +91,8 @@ int main(void) {
     /* Session "keep": call trace on `always`, on the whole time, small rings so some drop. */
     memset(&keep_desc, 0, sizeof keep_desc);
     keep_desc.name = "keep";
-    keep_desc.ring_size = 256;
+    keep_desc.chunk_bytes = 4096;   /* small buffers, so some drop */
+    keep_desc.chunks = 2;
     CHECK_RC(bpt_session_create(&keep_desc, &keep), 0);
     CHECK_RC(bpt_trace_pattern(keep, "stress:always/2", BPT_CALL, NULL), 1);
     CHECK_RC(bpt_session_create(NULL, &flip[0]), 0);

@@ -5,7 +5,7 @@
    slots (BPT_MAX_SESSIONS is 4 here, so the limit is reachable; destroyed
    handles stay in their slots, stale), 5 VM sites, 12 pattern texts (3 of
    them malformed). Operations: session create (valid and invalid descs,
-   callback or ring tracer, small rings, rate limits) and destroy (incl.
+   callback or buffer tracer, small buffers, rate limits) and destroy (incl.
    stale handles, double destroy); trace_pattern with random flags (incl.
    unknown bits and conflicting hows); register (also invalid arguments) and
    unregister; hits; trace_info and trace_info_each (incl. unknown 'what'
@@ -16,7 +16,8 @@
    The fuzzer is one thread, so the model is exact: every return code, every
    call_count, which word each site holds (the breakpoint iff some live
    session has a breakpoint there), each session's remembered patterns
-   (replayed on registration), and each ring's contents message by message
+   (replayed on registration), and each thread buffer's contents record by
+   record, chunk by chunk
    (calls, DROPPED notices, LIMIT), produced/delivered/dropped/limited
    counters. Any difference aborts. Every input ends by destroying every
    session and unregistering every site, which must succeed.
@@ -31,7 +32,7 @@
 #include "fuzz_common.h"
 
 #define BP ((bpt_vm_word)0xB9B9B9u)
-enum { NSLOT = 6, NSITE = 5, NPAT = 12, QCAP = 1024 };
+enum { NSLOT = 6, NSITE = 5, NPAT = 12, QCAP = 32768 };
 
 static const char *const pattern_text[NPAT] = {
     "vm:_/_", "vm:f0/_", "vm:f1/1", "vm:f*/_", "vm:f2/2", "_:f3/0", "vm:nomatch/_", "vm:f4/*",
@@ -43,14 +44,16 @@ static const int site_arity[NSITE] = { 0, 1, 2, 0, 1 };
 /* ---- the model ---- */
 typedef struct mbp { int call, count, active; uint64_t value; } mbp;
 typedef struct mentry { int pat; unsigned flags; } mentry;
-typedef struct mmsg { int type; int site; uint64_t value; } mmsg;
+typedef struct mmsg { int type; int site; uint64_t value; uint64_t chunk; } mmsg;
 typedef struct mslot {
     bpt_session h;
     int used;                     /* h was returned by a create (alive or stale) */
     int alive;
     int callback;
     char name[64];
-    uint32_t cap;                 /* ring capacity */
+    uint32_t chunk_bytes, chunks; /* the buffer: chunks of chunk_bytes */
+    uint64_t head, tail;          /* the chunk written, the chunk read (counts) */
+    uint32_t pos;                 /* bytes written into chunk head */
     uint64_t rate_max, window_count, limited;
     int tripped;
     uint64_t produced, delivered, dropped, unreported, callback_msgs;
@@ -152,20 +155,30 @@ static void remember(mslot *s, int p, unsigned flags) {
     s->pats[s->npats++] = (mentry){ p, flags };
 }
 
-/* A message handed to a session (admitted): its ring, exactly as a lane. */
+/* A message handed to a session (admitted): its buffer, exactly as a lane
+   (session.c): records of 16 bytes and their words, a 24-byte context
+   record opening each chunk, a 24-byte DROPPED record before the first
+   record that fits after a loss; a chunk is taken only once the drainer
+   has left the one it replaces. */
 static void model_send(mslot *s, int type, int site, uint64_t value) {
+    uint32_t bytes = type == BPT_MSG_CALL ? 16 + (site_arity[site] ? 8 + 8 * (uint32_t)site_arity[site] : 0) : 24;
+    uint32_t need = bytes + (s->pos == 0 ? 24 : 0) + (s->unreported ? 24 : 0);
     s->lane = 1;
     s->produced++;
     if (s->callback) { s->delivered++; return; }
-    {
-        uint32_t need = s->unreported ? 2 : 1;
-        if (s->qlen + need > s->cap) { s->unreported++; s->dropped++; return; }
-        if (need == 2) {
-            s->q[(s->qhead + s->qlen++) % QCAP] = (mmsg){ BPT_MSG_DROPPED, -1, s->unreported };
-            s->unreported = 0;
-        }
-        s->q[(s->qhead + s->qlen++) % QCAP] = (mmsg){ type, site, value };
+    if (s->pos + need > s->chunk_bytes) {
+        if (s->head + 1 - s->tail >= s->chunks) { s->unreported++; s->dropped++; return; }
+        s->head++;
+        s->pos = 0;
+        need = bytes + 24 + (s->unreported ? 24 : 0);
     }
+    FUZZ_CHECK(s->qlen + 2 <= QCAP, "the model's queue is full");
+    if (s->unreported) {
+        s->q[(s->qhead + s->qlen++) % QCAP] = (mmsg){ BPT_MSG_DROPPED, -1, s->unreported, s->head };
+        s->unreported = 0;
+    }
+    s->q[(s->qhead + s->qlen++) % QCAP] = (mmsg){ type, site, value, s->head };
+    s->pos += need;
 }
 
 static void model_hit(int k) {
@@ -229,7 +242,8 @@ static void tracer(const bpt_msg *m, void *user) {
 
 /* ---- operations ---- */
 static void op_create(void) {
-    static const uint32_t rings[8] = { 0, 1, 2, 3, 8, 16, (1u << 20) + 1, 5 };
+    static const uint32_t sizes[8] = { 0, 4096, 4096, 8192, 2048, 4100, 1u << 25, 0 };
+    static const uint32_t counts[4] = { 0, 2, 2, 3 };
     unsigned a = next_byte(), b = next_byte();
     bpt_session_desc d;
     bpt_session h = { 0xfeedull };
@@ -242,16 +256,19 @@ static void op_create(void) {
     memset(longname, 'n', sizeof longname);
     longname[(b & 0x40) ? 64 : 63] = '\0';
     d.name = (b & 0x80) ? longname : (b & 0x20) ? "fuzz" : NULL;
-    d.ring_size = rings[b & 7];
+    d.chunk_bytes = sizes[b & 7];
+    d.chunks = (a & 0x40) ? ((a & 1) ? 65537 : 1) : counts[(a >> 4) & 3];
     d.tracer = (b & 8) ? tracer : NULL;
     d.tracer_user = s;
     d.rate_max = (b & 0x10) ? (a >> 4) % 4 : 0;
     d.rate_per_ms = (a & 8) ? 0xffffffffu : 0;   /* a window that never ends within a run */
-    einval = d.ring_size > (1u << 20) || (d.rate_per_ms && !d.rate_max);
+    einval = (d.chunk_bytes && (d.chunk_bytes < 4096 || d.chunk_bytes > (1u << 24) ||
+                                (d.chunk_bytes & (d.chunk_bytes - 1)))) ||
+             (d.chunks && (d.chunks < 2 || d.chunks > 65536)) || (d.rate_per_ms && !d.rate_max);
     elimit = (d.name && strlen(d.name) > 63) || alive_sessions == BPT_MAX_SESSIONS;
     rc = bpt_session_create(&d, &h);
-    TRACE("create slot %d ring %u %s rate %llu/%u name %s -> %d\n", (int)(s - slot), d.ring_size,
-          d.tracer ? "callback" : "rings", (unsigned long long)d.rate_max, d.rate_per_ms, d.name ? d.name : "NULL", rc);
+    TRACE("create slot %d chunks %u x %u %s rate %llu/%u name %s -> %d\n", (int)(s - slot), d.chunks,
+          d.chunk_bytes, d.tracer ? "callback" : "buffers", (unsigned long long)d.rate_max, d.rate_per_ms, d.name ? d.name : "NULL", rc);
     if (einval || elimit) {
         FUZZ_CHECK((einval && rc == BPT_EINVAL) || (elimit && rc == BPT_ELIMIT), "session_create returned %d "
                    "(einval %d elimit %d)", rc, einval, elimit);
@@ -264,8 +281,8 @@ static void op_create(void) {
     s->used = s->alive = 1;
     s->callback = d.tracer != NULL;
     snprintf(s->name, sizeof s->name, "%s", d.name ? d.name : "session");
-    s->cap = 2;   /* the library rounds up to a power of two, at least 2 */
-    while (s->cap < (d.ring_size ? d.ring_size : 1024)) s->cap <<= 1;
+    s->chunk_bytes = d.chunk_bytes ? d.chunk_bytes : 16384;
+    s->chunks = d.chunks ? d.chunks : 16;
     s->rate_max = d.rate_max;
     alive_sessions++;
     if (!(a & 0x80)) (void)bpt_session_create(NULL, NULL);   /* EINVAL, changes nothing */
@@ -382,7 +399,10 @@ static void op_unregister(void) {
 }
 
 static void op_hit(void) {
-    int k = (int)(next_byte() % NSITE), times = 1 + (int)(next_byte() % 4), t;
+    unsigned b;
+    int k = (int)(next_byte() % NSITE), times, t;
+    b = next_byte();
+    times = 1 + (int)(b % 4) + ((b & 0x40) ? 120 : 0);   /* bursts fill the smallest buffer */
     for (t = 0; t < times; t++) {
         bpt_vm_word w;
         if (!registered[k]) return;
@@ -455,7 +475,7 @@ static void op_drain(void) {
     bpt_msg out[64];
     if (max > 64) max = 64;
     rc = bpt_session_drain(s->h, null_out ? NULL : out, max);
-    TRACE("drain slot %d max %d -> %d (model ring %u)\n", (int)(s - slot), max, rc, s->qlen);
+    TRACE("drain slot %d max %d -> %d (model buffer %u)\n", (int)(s - slot), max, rc, s->qlen);
     if (max < 0 || (null_out && max > 0) || !s->alive) {
         FUZZ_CHECK(((max < 0 || null_out) && rc == BPT_EINVAL) || (!s->alive && rc == BPT_ESESSION),
                    "drain(max %d, out %s) returned %d", max, null_out ? "NULL" : "buf", rc);
@@ -463,7 +483,7 @@ static void op_drain(void) {
     }
     {
         int want = s->callback ? 0 : (int)(s->qlen < (uint32_t)max ? s->qlen : (uint32_t)max);
-        FUZZ_CHECK(rc == want, "drain(max %d) returned %d, the ring holds %u", max, rc, s->qlen);
+        FUZZ_CHECK(rc == want, "drain(max %d) returned %d, the buffer holds %u", max, rc, s->qlen);
     }
     for (i = 0; i < rc; i++) {
         mmsg e = s->q[s->qhead];
@@ -481,6 +501,9 @@ static void op_drain(void) {
         if (e.type != BPT_MSG_DROPPED) s->delivered++;
         check_format(&out[i], small);
     }
+    /* The drainer is left in the chunk of the first record it did not read,
+       or in the chunk being written. */
+    if (!s->callback) s->tail = s->qlen ? s->q[s->qhead].chunk : s->head;
 }
 
 static void op_stats(void) {

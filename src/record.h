@@ -1,0 +1,63 @@
+/* record.h: what other parts use of trace records (record.c) and of the
+   name table (names.c). A record is what a traced thread writes for one
+   event: 16 bytes of header, then 8-byte words only where the event carries
+   more (the layout is public: >>tracefile in api_session.h). Names and ns
+   are resolved when a record is read, never on the hit path. */
+
+/* The header every record starts with. */
+typedef struct bpt__rec {
+    uint64_t ticks;               /* the clock's counter (bpt__now_ticks) */
+    uint8_t type;                 /* enum bpt_msg_type, or BPT__REC_CONTEXT */
+    uint8_t words;                /* 8-byte words that follow */
+    uint16_t info;                /* per type (>>tracefile) */
+    uint32_t id;                  /* a name id, or the thread id (context) */
+} bpt__rec;
+
+enum {
+    BPT__REC_CONTEXT = 15,        /* the thread and process of the records after it */
+    BPT__REC_CALL_NARGS = 0x0f,   /* CALL info: argument count */
+    BPT__REC_CALL_CALLER = 0x10,  /* CALL info: caller address and id follow */
+    BPT__REC_CALL_USER = 0x20,    /* CALL info: a match spec message id follows */
+    BPT__REC_MAX_WORDS = 1 + BPT_MAX_ARGS + BPT_MSG_STR_BYTES / 8 + 2 + 1,
+    BPT__REC_MAX_BYTES = (int)sizeof(bpt__rec) + 8 * BPT__REC_MAX_WORDS
+};
+
+/* Room for the largest record, built on the stack before it is sent. */
+typedef struct bpt__recbuf {
+    bpt__rec h;
+    uint64_t w[BPT__REC_MAX_WORDS];
+} bpt__recbuf;
+
+/* One entry of the name table: a function's names, or (arity -1) a match
+   spec's message in `name`. Immutable once published. */
+typedef struct bpt__name {
+    const char *module, *name;    /* interned */
+    int arity;
+    bpt_format_fn format;         /* a VM site's argument formatter, or NULL */
+} bpt__name;
+
+/* Names (names.c): ids from 1; 0 names nothing. bpt__names_id runs on the
+   set path (under the code modification permission); bpt__names_get
+   anywhere, for an id a record holds. */
+BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format);
+BPT__PRIVATE const bpt__name *bpt__names_get(uint32_t id);
+BPT__PRIVATE uint32_t bpt__names_count(void);
+BPT__PRIVATE const bpt__name *bpt__names_live(void *ctx, uint32_t id);   /* a decoder's name source */
+
+/* How a reader turns a record into a message: names by id, ticks into ns. */
+typedef struct bpt__decoder {
+    const bpt__name *(*name)(void *ctx, uint32_t id);
+    void *ctx;
+    bpt__clock_cal cal;
+    uint64_t session;
+} bpt__decoder;
+/* One thread's stream, as far as it was read: whom its records are of. */
+typedef struct bpt__stream {
+    uint32_t tid;
+    uint64_t process;
+} bpt__stream;
+
+/* Records (record.c). */
+BPT__PRIVATE uint32_t bpt__rec_bytes(const bpt__rec *r);
+BPT__PRIVATE int bpt__rec_check(const void *p, uint32_t avail);   /* bytes of a sound record, or 0 */
+BPT__PRIVATE int bpt__rec_decode(const bpt__decoder *d, bpt__stream *st, const bpt__rec *r, bpt_msg *m);

@@ -1,0 +1,419 @@
+/* tracefile.c: trace files (.bpt; the format is in api_session.h,
+   >>tracefile). Writing is draining: bpt_session_write takes each thread's
+   undrained records from the session's lanes (session.c) and writes them as
+   they are, one block a run, with the names they use written before them.
+   Reading decodes the blocks with record.c, as a drain does, but with the
+   file's names and clock calibration. Both run off the hot path. */
+#include "internal.h"
+#include <sys/uio.h>
+
+/* The header, as written (144 bytes, no padding). */
+typedef struct bpt__file_header {
+    char magic[8];
+    uint32_t version, header_bytes, machine, pid, clock_source, reserved;
+    uint64_t clock_hz, tick0, ns0, mul_whole, mul_frac, session;
+    char name[64];
+} bpt__file_header;
+typedef char bpt__file_header_size[sizeof(bpt__file_header) == 144 ? 1 : -1];
+
+static const char bpt__file_magic[8] = { 'B', 'P', 'T', 'R', 'A', 'C', 'E', 0 };
+enum {
+    BPT__BLOCK_NAMES = 'N', BPT__BLOCK_RECORDS = 'C',
+    BPT__BLOCK_MAX = 1 << 26,     /* a reader refuses a larger block: corrupt */
+    BPT__FILE_MAX_NAMES = 1 << 22
+};
+
+#if defined(__x86_64__)
+#  define BPT__ELF_MACHINE 62
+#elif defined(__aarch64__)
+#  define BPT__ELF_MACHINE 183
+#else
+#  define BPT__ELF_MACHINE 0
+#endif
+
+/* >>writer */
+
+/* Write all of iov, retrying short writes and EINTR. 0, or -1 with errno. */
+static int bpt__writev_all(int fd, struct iovec *iov, int n) {
+    while (n > 0) {
+        ssize_t w = writev(fd, iov, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        while (n > 0 && (size_t)w >= iov->iov_len) { w -= (ssize_t)iov->iov_len; iov++; n--; }
+        if (n > 0) { iov->iov_base = (char *)iov->iov_base + w; iov->iov_len -= (size_t)w; }
+    }
+    return 0;
+}
+
+/* One block: its tag and length, then the payload's pieces, in one writev. */
+static int bpt__write_block(bpt_file_writer *w, uint32_t tag, struct iovec *parts, int nparts) {
+    struct iovec iov[4];
+    uint32_t head[2];
+    size_t bytes = 0;
+    int i;
+    for (i = 0; i < nparts; i++) { iov[i + 1] = parts[i]; bytes += parts[i].iov_len; }
+    head[0] = tag;
+    head[1] = (uint32_t)bytes;
+    iov[0].iov_base = head;
+    iov[0].iov_len = sizeof head;
+    if (bpt__writev_all(w->fd, iov, nparts + 1) < 0) return -1;
+    w->bytes += sizeof head + bytes;
+    return 0;
+}
+
+static int bpt__write_header(bpt_file_writer *w, const bpt__session *s) {
+    bpt__file_header h;
+    bpt__clock_cal cal;
+    struct iovec iov;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, bpt__file_magic, sizeof h.magic);
+    h.version = BPT_FILE_VERSION;
+    h.header_bytes = sizeof h;
+    h.machine = BPT__ELF_MACHINE;
+    h.pid = (uint32_t)getpid();
+    bpt__clock_cal_get(&cal);
+    h.clock_source = cal.source;
+    h.clock_hz = cal.hz;
+    h.tick0 = cal.tick0;
+    h.ns0 = cal.ns0;
+    h.mul_whole = cal.mul_whole;
+    h.mul_frac = cal.mul_frac;
+    h.session = s->id;
+    memcpy(h.name, s->name, sizeof h.name);
+    iov.iov_base = &h;
+    iov.iov_len = sizeof h;
+    if (bpt__writev_all(w->fd, &iov, 1) < 0) return -1;
+    w->bytes += sizeof h;
+    w->header_written = 1;
+    return 0;
+}
+
+/* The names the file does not have yet, up to every id given so far: a
+   record read after this was made after its ids were given ([N1], [R2]). */
+static int bpt__write_names(bpt_file_writer *w) {
+    uint32_t upto = bpt__names_count(), id;
+    size_t bytes = 0, at = 0;
+    unsigned char *buf;
+    struct iovec iov;
+    int rc;
+    if (upto <= w->names_written) return 0;
+    for (id = w->names_written + 1; id <= upto; id++) {
+        const bpt__name *n = bpt__names_get(id);
+        bytes += 16 + ((n->module ? strlen(n->module) : 0) + strlen(n->name) + 7) / 8 * 8;
+    }
+    if (!(buf = (unsigned char *)BPT_MALLOC(bytes))) return -2;
+    memset(buf, 0, bytes);
+    for (id = w->names_written + 1; id <= upto; id++) {
+        const bpt__name *n = bpt__names_get(id);
+        uint16_t ml = (uint16_t)(n->module ? strlen(n->module) : 0), nl = (uint16_t)strlen(n->name);
+        int32_t arity = n->arity;
+        memcpy(buf + at, &id, 4);
+        memcpy(buf + at + 4, &arity, 4);
+        memcpy(buf + at + 8, &ml, 2);
+        memcpy(buf + at + 10, &nl, 2);
+        if (ml) memcpy(buf + at + 16, n->module, ml);
+        memcpy(buf + at + 16 + ml, n->name, nl);
+        at += 16 + ((size_t)ml + nl + 7) / 8 * 8;
+    }
+    iov.iov_base = buf;
+    iov.iov_len = bytes;
+    rc = bpt__write_block(w, BPT__BLOCK_NAMES, &iov, 1);
+    BPT_FREE(buf);
+    if (rc == 0) w->names_written = upto;
+    return rc;
+}
+
+/* The largest name id a record uses (a context record's id is a thread). */
+static uint32_t bpt__rec_max_id(const bpt__rec *r) {
+    const uint64_t *w = (const uint64_t *)(r + 1) + r->words;
+    uint32_t id = r->type == BPT__REC_CONTEXT ? 0 : r->id;
+    if (r->type == BPT_MSG_CALL && (r->info & BPT__REC_CALL_USER) && w[-1] > id) id = (uint32_t)w[-1];
+    if (r->type == BPT_MSG_CALL && (r->info & BPT__REC_CALL_CALLER)) {
+        uint64_t caller = w[(r->info & BPT__REC_CALL_USER) ? -2 : -1];
+        if (caller > id) id = (uint32_t)caller;
+    }
+    return id;
+}
+
+typedef struct bpt__file_out {
+    bpt__lane_reader rd;
+    bpt_file_writer *w;
+    int err;                      /* 0, BPT_EIO or BPT_ENOMEM */
+    int saved_errno;
+    uint64_t records;
+} bpt__file_out;
+
+static int bpt__file_out_fail(bpt__file_out *fo, int rc) {
+    fo->err = rc == -2 ? BPT_ENOMEM : BPT_EIO;
+    fo->saved_errno = errno;
+    return 0;
+}
+
+static uint32_t bpt__file_take(bpt__lane_reader *rd, bpt__lane *lane, const unsigned char *p, uint32_t bytes) {
+    bpt__file_out *fo = (bpt__file_out *)(void *)rd;
+    uint64_t number = bpt__lane_number(lane), records = 0;
+    uint32_t at, max_id = 0;
+    struct iovec iov[2];
+    int rc;
+    if (fo->err) return 0;
+    for (at = 0; at < bytes; at += bpt__rec_bytes((const bpt__rec *)(const void *)(p + at))) {
+        const bpt__rec *r = (const bpt__rec *)(const void *)(p + at);
+        uint32_t id = bpt__rec_max_id(r);
+        if (id > max_id) max_id = id;
+        records += r->type != BPT__REC_CONTEXT && r->type != BPT_MSG_DROPPED;
+    }
+    if (max_id > fo->w->names_written && (rc = bpt__write_names(fo->w)) < 0) return (uint32_t)bpt__file_out_fail(fo, rc);
+    iov[0].iov_base = &number;
+    iov[0].iov_len = sizeof number;
+    iov[1].iov_base = (void *)(uintptr_t)p;
+    iov[1].iov_len = bytes;
+    if (bpt__write_block(fo->w, BPT__BLOCK_RECORDS, iov, 2) < 0) return (uint32_t)bpt__file_out_fail(fo, -1);
+    fo->records += records;
+    return bytes;
+}
+
+/* Records a flight recorder overwrote: a DROPPED record of its own. */
+static int bpt__file_gap(bpt__lane_reader *rd, bpt__lane *lane, uint64_t count, uint64_t ticks) {
+    uint64_t rec[3];
+    bpt__rec r;
+    r.ticks = ticks;
+    r.type = BPT_MSG_DROPPED;
+    r.words = 1;
+    r.info = 0;
+    r.id = 0;
+    memcpy(rec, &r, sizeof r);
+    rec[2] = count;
+    return bpt__file_take(rd, lane, (const unsigned char *)rec, sizeof rec) == sizeof rec;
+}
+
+int bpt_session_write(bpt_session handle, bpt_file_writer *w) {
+    bpt__file_out fo;
+    bpt__thread *rec;
+    bpt__session *s;
+    int rc;
+    if (!w || w->fd < 0) return bpt__fail(BPT_EINVAL, "bpt_session_write: w is NULL or its fd is < 0");
+    if (!(s = bpt__session_pin(handle, "bpt_session_write", &rec, &rc))) return rc;
+    fo.rd.take = bpt__file_take;
+    fo.rd.gap = bpt__file_gap;
+    fo.w = w;
+    fo.err = 0;
+    fo.saved_errno = 0;
+    fo.records = 0;
+    pthread_mutex_lock(&s->drain_lock);
+    if (!w->header_written && bpt__write_header(w, s) < 0) bpt__file_out_fail(&fo, -1);
+    if (!fo.err) bpt__session_read(s, &fo.rd);
+    pthread_mutex_unlock(&s->drain_lock);
+    bpt__unpin(rec);
+    w->records += fo.records;
+    if (fo.err == BPT_ENOMEM) return bpt__fail(BPT_ENOMEM, "bpt_session_write: no memory for the names block");
+    if (fo.err) return bpt__fail(BPT_EIO, "bpt_session_write: write to fd %d failed: %s (the records not "
+                                 "written stay in the buffers)", w->fd, strerror(fo.saved_errno));
+    return (int)(fo.records > INT_MAX ? INT_MAX : fo.records);
+}
+
+/* >>reader */
+
+struct bpt__file_lane { uint64_t lane; bpt__stream st; };
+
+struct bpt_trace_file {
+    FILE *in;
+    bpt__file_header h;
+    bpt__decoder dec;
+    bpt__name *names;             /* by id; module and name point into `strings` blocks */
+    char **strings;               /* every names block's text, freed at close */
+    uint32_t nnames, nstrings;
+    unsigned char *block;         /* the records block being read */
+    uint32_t block_bytes, block_cap, pos;
+    uint64_t lane;
+    struct bpt__file_lane *streams;   /* each lane's context */
+    uint32_t nstreams;
+    int corrupt;
+};
+
+static const bpt__name *bpt__file_name(void *ctx, uint32_t id) {
+    bpt_trace_file *f = (bpt_trace_file *)ctx;
+    return id < f->nnames && f->names[id].name ? &f->names[id] : NULL;
+}
+
+/* An array of n items of `size` bytes grown to n + 1 (BPT_MALLOC has no
+   realloc), the new item zeroed; NULL: no memory, the old one kept. */
+static void *bpt__grow(void *old, size_t n, size_t size) {
+    unsigned char *p = (unsigned char *)BPT_MALLOC((n + 1) * size);
+    if (!p) return NULL;
+    if (n) memcpy(p, old, n * size);
+    memset(p + n * size, 0, size);
+    BPT_FREE(old);
+    return p;
+}
+
+/* The stream of lane `lane`, added on its first block; NULL: no memory. */
+static bpt__stream *bpt__file_stream(bpt_trace_file *f, uint64_t lane) {
+    uint32_t i;
+    struct bpt__file_lane *grown;
+    for (i = 0; i < f->nstreams; i++)
+        if (f->streams[i].lane == lane) return &f->streams[i].st;
+    if (!(grown = (struct bpt__file_lane *)bpt__grow(f->streams, f->nstreams, sizeof *grown))) return NULL;
+    f->streams = grown;
+    f->streams[f->nstreams].lane = lane;
+    f->streams[f->nstreams].st.tid = 0;
+    f->streams[f->nstreams].st.process = 0;
+    return &f->streams[f->nstreams++].st;
+}
+
+static int bpt__file_corrupt(bpt_trace_file *f, const char *what) {
+    f->corrupt = 1;
+    return bpt__fail(BPT_EFORMAT, "bpt_trace_file_read: %s", what);
+}
+
+/* Take in a names block: each entry checked against the block's end, its
+   strings copied into `text`, NUL-terminated (room: the block's bytes and
+   two NULs for each entry of at least 16 bytes). */
+static int bpt__file_names(bpt_trace_file *f, const unsigned char *block, uint32_t bytes, char *text) {
+    uint32_t at = 0;
+    while (at + 16 <= bytes) {
+        uint32_t id;
+        int32_t arity;
+        uint16_t ml, nl;
+        memcpy(&id, block + at, 4);
+        memcpy(&arity, block + at + 4, 4);
+        memcpy(&ml, block + at + 8, 2);
+        memcpy(&nl, block + at + 10, 2);
+        if (id == 0 || id >= BPT__FILE_MAX_NAMES || at + 16 + (uint32_t)ml + nl > bytes)
+            return bpt__file_corrupt(f, "a name entry is out of bounds");
+        while (id >= f->nnames) {
+            bpt__name *grown = (bpt__name *)bpt__grow(f->names, f->nnames, sizeof *grown);
+            if (!grown) return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for the names");
+            f->names = grown;
+            f->nnames++;
+        }
+        memcpy(text, block + at + 16, ml);
+        text[ml] = '\0';
+        memcpy(text + ml + 1, block + at + 16 + ml, nl);
+        text[ml + 1 + nl] = '\0';
+        f->names[id].module = arity < 0 ? NULL : text;
+        f->names[id].name = text + ml + 1;
+        f->names[id].arity = arity;
+        f->names[id].format = NULL;
+        text += ml + nl + 2;
+        at += 16 + ((uint32_t)ml + nl + 7) / 8 * 8;
+    }
+    return 0;
+}
+
+/* The next block into f; 1: a records block is ready, 0: the end (or a
+   block cut short: the file ends at its last whole block), < 0: an error. */
+static int bpt__file_next_block(bpt_trace_file *f) {
+    for (;;) {
+        uint32_t head[2];
+        unsigned char *buf;
+        if (fread(head, sizeof head, 1, f->in) != 1) return 0;
+        if (head[1] > BPT__BLOCK_MAX || head[1] % 8 ||
+            (head[0] != BPT__BLOCK_NAMES && head[0] != BPT__BLOCK_RECORDS) ||
+            (head[0] == BPT__BLOCK_RECORDS && head[1] < 8))
+            return bpt__file_corrupt(f, "a block's tag or length is not one this reader knows");
+        if (!(buf = (unsigned char *)BPT_MALLOC(head[1] + 8)))
+            return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for a block of %u bytes", head[1]);
+        if (head[1] && fread(buf, head[1], 1, f->in) != 1) { BPT_FREE(buf); return 0; }
+        if (head[0] == BPT__BLOCK_NAMES) {
+            char **grown = (char **)bpt__grow(f->strings, f->nstrings, sizeof *grown);
+            char *text = grown ? (char *)BPT_MALLOC(head[1] + 2 * (head[1] / 16) + 1) : NULL;
+            int rc;
+            if (!text) {
+                if (grown) f->strings = grown;
+                BPT_FREE(buf);
+                return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for a names block");
+            }
+            f->strings = grown;
+            f->strings[f->nstrings++] = text;
+            rc = bpt__file_names(f, buf, head[1], text);
+            BPT_FREE(buf);
+            if (rc < 0) return rc;
+            continue;
+        }
+        BPT_FREE(f->block);
+        f->block = buf;
+        memcpy(&f->lane, buf, 8);
+        f->block_bytes = head[1];
+        f->pos = 8;
+        return 1;
+    }
+}
+
+int bpt_trace_file_open(const char *path, bpt_trace_file **out) {
+    bpt_trace_file *f;
+    FILE *in;
+    if (!path || !out) return bpt__fail(BPT_EINVAL, "bpt_trace_file_open: path or out is NULL");
+    if (!(in = fopen(path, "rb")))
+        return bpt__fail(BPT_ENOENT, "bpt_trace_file_open: %s: %s", path, strerror(errno));
+    if (!(f = (bpt_trace_file *)BPT_MALLOC(sizeof *f))) {
+        fclose(in);
+        return bpt__fail(BPT_ENOMEM, "bpt_trace_file_open: no memory for the reader");
+    }
+    memset(f, 0, sizeof *f);
+    f->in = in;
+    if (fread(&f->h, sizeof f->h, 1, in) != 1 || memcmp(f->h.magic, bpt__file_magic, 8) != 0 ||
+        f->h.version != BPT_FILE_VERSION || f->h.header_bytes != sizeof f->h) {
+        bpt_trace_file_close(f);
+        return bpt__fail(BPT_EFORMAT, "bpt_trace_file_open: %s is not a bptrace trace file of version %d",
+                         path, BPT_FILE_VERSION);
+    }
+    f->h.name[sizeof f->h.name - 1] = '\0';
+    f->dec.name = bpt__file_name;
+    f->dec.ctx = f;
+    f->dec.cal.source = f->h.clock_source;
+    f->dec.cal.hz = f->h.clock_hz;
+    f->dec.cal.tick0 = f->h.tick0;
+    f->dec.cal.ns0 = f->h.ns0;
+    f->dec.cal.mul_whole = f->h.mul_whole;
+    f->dec.cal.mul_frac = f->h.mul_frac;
+    f->dec.session = f->h.session;
+    *out = f;
+    return 0;
+}
+
+int bpt_trace_file_read(bpt_trace_file *f, bpt_msg *out, int max) {
+    int n = 0, rc;
+    if (!f || max < 0 || (max > 0 && !out))
+        return bpt__fail(BPT_EINVAL, "bpt_trace_file_read: f is NULL, or out is NULL, or max (%d) < 0", max);
+    if (f->corrupt) return bpt__fail(BPT_EFORMAT, "bpt_trace_file_read: the file is corrupt");
+    while (n < max) {
+        const bpt__rec *r;
+        bpt__stream *st;
+        int bytes;
+        if (!f->block || f->pos >= f->block_bytes) {
+            if ((rc = bpt__file_next_block(f)) <= 0) return rc < 0 ? rc : n;
+        }
+        r = (const bpt__rec *)(const void *)(f->block + f->pos);
+        if (!(bytes = bpt__rec_check(r, f->block_bytes - f->pos))) return bpt__file_corrupt(f, "a record is corrupt");
+        if (!(st = bpt__file_stream(f, f->lane)))
+            return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for a thread's state");
+        n += bpt__rec_decode(&f->dec, st, r, &out[n]);
+        f->pos += (uint32_t)bytes;
+    }
+    return n;
+}
+
+int bpt_trace_file_info(bpt_trace_file *f, uint32_t *pid, bpt_clock *clock, char name[64]) {
+    if (!f) return bpt__fail(BPT_EINVAL, "bpt_trace_file_info: f is NULL");
+    if (pid) *pid = f->h.pid;
+    if (clock) {
+        clock->source = f->h.clock_source == 1 ? "tsc" : f->h.clock_source == 2 ? "cntvct" : "clock_gettime";
+        clock->hz = f->h.clock_hz;
+    }
+    if (name) memcpy(name, f->h.name, sizeof f->h.name);
+    return 0;
+}
+
+void bpt_trace_file_close(bpt_trace_file *f) {
+    uint32_t i;
+    if (!f) return;
+    if (f->in) fclose(f->in);
+    for (i = 0; i < f->nstrings; i++) BPT_FREE(f->strings[i]);
+    BPT_FREE(f->strings);
+    BPT_FREE(f->names);
+    BPT_FREE(f->streams);
+    BPT_FREE(f->block);
+    BPT_FREE(f);
+}
