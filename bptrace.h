@@ -18,7 +18,8 @@
        >>config      compile-time options, BPT_TRACEABLE, BPT_API
        >>errors      BPT_E* codes, bpt_strerror, bpt_last_error
        >>progress    thread progress: pin/unpin, waits, managed threads
-       >>session     trace sessions, messages, tracers, message rings, rate limits
+       >>session     trace sessions, messages, tracers, per-thread buffers, rate limits
+       >>tracefile   trace files (.bpt): their format, bpt_session_write, the reader
        >>func        function records: VM and native sites, modules; VM return frames
        >>pattern     bpt_trace_pattern, match specs, the protocol's generations and observer
        >>info        bpt_trace_info (call_count, call_time, call_memory), processes, memory
@@ -45,8 +46,9 @@
        BPT_MALLOC(n)      implementation  Allocator (default: malloc). Every allocation on the
        BPT_FREE(p)        implementation  trace_pattern and session paths goes through it; a NULL
                                           return gives BPT_ENOMEM and changes nothing.
-       BPT_MAX_THREADS    implementation  Per-thread slots (message rings, later timing tables).
-                                          Default 64. Threads beyond it share one overflow slot.
+       BPT_MAX_THREADS    implementation  Per-thread slots of the call_time/call_memory tables.
+                                          Default 64. Threads beyond it share one overflow table.
+                                          (Trace buffers have no such limit: every thread has its own.)
        BPT_MAX_SESSIONS   implementation  Trace sessions alive at once. Default 64 (1..65535).
        BPT_NO_NATIVE      everywhere      Leave out native entry patching (BPT_TRACEABLE expands to
                                           nothing; bpt_register_native returns BPT_ENOTSUP).
@@ -91,13 +93,17 @@
          observer, a bpt_trace_info_each visitor) or a signal handler: they
          return BPT_EDEADLK where they can tell.
        - Hit-path calls (bpt_vm_breakpoint, bpt_thread_progress_pin/unpin) never
-         block and never take a lock, except that a thread's first message to a
-         session allocates that thread's ring. They are async-signal-safe once
-         the calling thread has a ring (a signal handler may pin and hit); a
-         hit in a handler that interrupts its own thread's message send drops
-         its message, counted in the session's dropped count.
-       - bpt_session_drain may run concurrently with traced threads; one drainer
-         per session at a time (others wait on the session's drain lock).
+         block and never take a lock, except that a thread's first record in a
+         session allocates that thread's buffer (BPT_MALLOC). A record is a
+         copy into the thread's own chunk and one release store; a full buffer
+         drops it (counted, and marked in the stream by a DROPPED record) or,
+         in flight-recorder mode, takes the oldest unread chunk back. They are
+         async-signal-safe once the calling thread has its buffer (a signal
+         handler may pin and hit); a hit in a handler that interrupts its own
+         thread's record drops its record, counted in the session's dropped count.
+       - bpt_session_drain and bpt_session_write may run concurrently with
+         traced threads; one drainer per session at a time (others wait on the
+         session's drain lock). A traced thread never waits for a drainer.
        - A thread's first bptrace call allocates its thread record (once).
          Where that allocation fails, calls that need the record return
          BPT_ENOMEM and change nothing; each function's Errors says whether it
@@ -109,9 +115,12 @@
        architectures), internal.h and one header per concern. The code
        follows from the bottom up:
          progress.c        thread progress: pins, epochs, waits (erl_thr_progress.c, liburcu)
-         intern.c, locks.c interned names; the lock order and fork()
+         clock.c           timestamps: the CPU's counter, calibrated against CLOCK_MONOTONIC
+         intern.c, names.c interned names; the name table that gives records their ids
+         record.c          reading trace records: names from ids, ticks to ns
+         locks.c           the lock order and fork()
          ptrset.c          a set of pointers (the registry's checks)
-         session.c         trace sessions: lanes, tracers, rate limits
+         session.c         trace sessions: per-thread chunked buffers, tracers, rate limits
          pattern.c         trace patterns and match specs
          site_x86_64.c, site_aarch64.c   native entry layouts, stubs, trampolines
          timem.c           call_time / call_memory tables and their collection
@@ -123,7 +132,8 @@
          module.c          a module's patchable entries and their ELF names
          bp.c              the set path: the 13 steps, one function each
          funcs.c, session_life.c, trace_pattern.c, trace_info.c   the API
-         format.c          text and trace files
+         format.c          text, Chrome JSON and folded stacks
+         tracefile.c       trace files: bpt_session_write and the reader
        The protocol's steps, by function (bp.c): 1 bpt__change_begin,
        2 bpt__allocate, 3 bpt__stage, 4 bpt__wait_staged, 5 bpt__install,
        6 bpt__wait_installed, 7 bpt__commit, 8 bpt__wait_committed,
@@ -3609,8 +3619,9 @@ struct bpt__lane {
     uint32_t nchunks, chunk_bytes;/* immutable; nchunks 0: a callback session's lane (counters only) */
     /* Producer side: the owner thread only. */
     uint64_t head;                /* the chunk being written (a count; slot head % nchunks) */
-    uint32_t pos;                 /* bytes written into it */
-    uint32_t ctx_tid;             /* the context of the records after pos */
+    struct bpt__chunk *cur;       /* that chunk (NULL before the first record) */
+    unsigned char *wp, *wend;     /* where the next record goes in it, and its end */
+    uint32_t ctx_tid;             /* the context of the records after wp */
     uint64_t ctx_process;
     uint64_t unreported;          /* records lost since the last DROPPED record */
     bpt__atomic_u64 head_pub;     /* head, release-stored when a chunk is sealed [R2] */
@@ -3756,9 +3767,10 @@ static int bpt__lane_take_back(bpt__lane *lane) {
 }
 
 /* Seal the current chunk and open the next, if it has been read (or, in a
-   flight recorder, can be taken back). Returns 0 when the buffer is full. */
+   flight recorder, can be taken back). Returns 0 when the buffer is full.
+   The first record opens chunk 0, which needs no reader. */
 static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
-    uint64_t next = lane->head + 1;
+    uint64_t next = lane->cur ? lane->head + 1 : 0;
     bpt__chunk *c;
     /* [R3] acquire: the drainer's reads of the chunk we reuse are over. */
     if (next - (bpt__load_acquire_u64(&lane->tail) >> 1) >= lane->nchunks &&
@@ -3769,46 +3781,63 @@ static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
     c->nrec = 0;
     c->marked = 0;
     lane->head = next;
-    lane->pos = 0;
+    lane->cur = c;
+    lane->wp = bpt__chunk_data(c);
+    lane->wend = lane->wp + lane->chunk_bytes;
     bpt__store_release_u64(&lane->head_pub, next);   /* [R2] the sealed chunk's last fill, and this one */
     return 1;
 }
 
-/* Copy one record into the lane: a context record first where the chunk is
-   new or the thread's process changed, a DROPPED record first where records
-   were lost since the last one that fit. */
-static void bpt__lane_put(bpt__session *s, bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r) {
-    uint32_t bytes = bpt__rec_bytes(r), need;
-    int ctx = lane->pos == 0 || lane->ctx_tid != rec->tid || lane->ctx_process != rec->process;
-    bpt__chunk *c;
-    unsigned char *p;
-    need = bytes + (ctx ? BPT__CTX_BYTES : 0) + (lane->unreported ? BPT__CTX_BYTES : 0);
-    if (lane->pos + need > lane->chunk_bytes) {
+/* The rare cases before a record: a new chunk (the current one is full or
+   there is none), a context record where the chunk is new or the thread's
+   process changed, a DROPPED record where records were lost since the last
+   one that fit. Returns 0 when the record must be dropped: the buffer is full. */
+static int bpt__lane_prepare(bpt__session *s, bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r,
+                             uint32_t bytes) {
+    int ctx = lane->ctx_tid != rec->tid || lane->ctx_process != rec->process;
+    uint32_t need = bytes + (ctx ? BPT__CTX_BYTES : 0) + (lane->unreported ? BPT__CTX_BYTES : 0);
+    if (!lane->cur || lane->wp + need > lane->wend) {
         if (!bpt__lane_advance(s, lane)) {
             lane->unreported++;
             bpt__owner_inc_u64(&lane->dropped, 1);
-            return;
+            return 0;
         }
-        ctx = 1;
+        ctx = 1;   /* every chunk opens with one: it can be read on its own */
     }
-    c = bpt__lane_chunk(lane, lane->head);
-    p = bpt__chunk_data(c) + lane->pos;
     if (ctx) {
-        p = bpt__put_small(p, BPT__REC_CONTEXT, rec->tid, r->ticks, rec->process);
+        lane->wp = bpt__put_small(lane->wp, BPT__REC_CONTEXT, rec->tid, r->ticks, rec->process);
         lane->ctx_tid = rec->tid;
         lane->ctx_process = rec->process;
     }
     if (lane->unreported) {
-        p = bpt__put_small(p, BPT_MSG_DROPPED, 0, r->ticks, lane->unreported);
-        c->marked += lane->unreported;
+        lane->wp = bpt__put_small(lane->wp, BPT_MSG_DROPPED, 0, r->ticks, lane->unreported);
+        lane->cur->marked += lane->unreported;
         lane->unreported = 0;
     }
-    memcpy(p, r, bytes);
-    p += bytes;
+    return 1;
+}
+
+/* Copy one record into the lane. The common case is a copy of 16 to 24
+   bytes and one release store. */
+static void bpt__lane_put(bpt__session *s, bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r) {
+    uint32_t bytes = bpt__rec_bytes(r);
+    unsigned char *p = lane->wp;
+    bpt__chunk *c;
+    if (!lane->cur || p + bytes > lane->wend || lane->unreported || lane->ctx_tid != rec->tid ||
+        lane->ctx_process != rec->process) {
+        if (!bpt__lane_prepare(s, lane, rec, r, bytes)) return;
+        p = lane->wp;
+    }
+    c = lane->cur;
+    /* Fixed-size copies (inlined), not one of variable size (rep movs). */
+    memcpy(p, r, sizeof *r);
+    if (r->words == 1) memcpy(p + sizeof *r, r + 1, 8);
+    else if (r->words) memcpy(p + sizeof *r, r + 1, 8u * r->words);
+    lane->wp = p + bytes;
     c->nrec++;
-    lane->pos = (uint32_t)(p - bpt__chunk_data(c));
     bpt__owner_inc_u64(&lane->written, 1);
-    bpt__store_release_u32(&c->fill, lane->pos);   /* [R2] pairs with the drainer's acquire of fill */
+    /* [R2] pairs with the drainer's acquire of fill. */
+    bpt__store_release_u32(&c->fill, (uint32_t)(lane->wp - bpt__chunk_data(c)));
 }
 
 /* A callback tracer gets the record as a message, in the traced thread. */
@@ -5623,6 +5652,15 @@ static uint32_t bpt__call_args(const bpt_func *f, const bpt__ms *ms, const void 
     uint64_t *args = w + 1, typeword = 0;
     char *str;
     size_t used = 0;
+    if (n == 0) return 0;
+#if defined(BPT_NATIVE)
+    if (!(ms && ms->nspec) && f->kind == BPT__SITE_NATIVE) {   /* the common case: integer registers */
+        const bpt__regs *r = (const bpt__regs *)frame;
+        for (i = 0; i < n; i++) args[i] = i < BPT__INT_ARG_REGS ? r->gpr[i] : 0;
+        w[0] = (uint64_t)n << 32;   /* every type BPT_ARG_I64 (0), no strings */
+        return 1 + (uint32_t)n;
+    }
+#endif
     if (ms && ms->nspec) memcpy(types, ms->spec, (size_t)n);
     else memset(types, BPT_ARG_I64, sizeof types);
     if (f->kind == BPT__SITE_VM) {
@@ -5652,7 +5690,7 @@ static uint32_t bpt__call_args(const bpt_func *f, const bpt__ms *ms, const void 
         args[i] = used;
         used += len + 1;
     }
-    memset(str + used, 0, (8 - used % 8) % 8);   /* whole words: no stack bytes in a file */
+    if (used % 8) memset(str + used, 0, 8 - used % 8);   /* whole words: no stack bytes in a file */
     w[0] = typeword | (uint64_t)n << 32 | (uint64_t)used << 40;
     return 1 + (uint32_t)n + (uint32_t)(used + 7) / 8;
 }

@@ -28,7 +28,7 @@ TOP=$(pwd)
 cd "$B" || exit 1   # the -pg build writes gmon.out where it runs: keep it in $B
 for i in $(seq "$RUNS"); do
     plain="$plain $(ms_of ./bench_vs_uftrace_pg)"
-    bpt="$bpt $(ms_of ./bench_vs_uftrace bench_msgs.bin)"
+    bpt="$bpt $(ms_of ./bench_vs_uftrace bench_trace.bpt)"
     if command -v uftrace >/dev/null; then
         rm -rf bench_uftrace.data
         uft="$uft $(ms_of uftrace record -d bench_uftrace.data ./bench_vs_uftrace_pg)"
@@ -46,9 +46,9 @@ else
     row 2 "bptrace call+return, drained to a file" "$sb" ms ""
     echo "2      skipped uftrace: not installed (apt-get install uftrace)"
 fi
-once=$("$B/bench_vs_uftrace" "$B/bench_msgs.bin" 2>&1 | head -1)
-echo "2      messages: bptrace $(ls -l "$B/bench_msgs.bin" 2>/dev/null | awk '{printf "%.0f MB", $5/1e6}'), uftrace $(du -sm "$B/bench_uftrace.data" 2>/dev/null | cut -f1) MB; $once"
-rm -rf "$B/bench_msgs.bin" "$B/bench_uftrace.data"
+once=$("$B/bench_vs_uftrace" "$B/bench_trace.bpt" 2>&1 | head -1)
+echo "2      messages: bptrace $(ls -l "$B/bench_trace.bpt" 2>/dev/null | awk '{printf "%.0f MB", $5/1e6}'), uftrace $(du -sm "$B/bench_uftrace.data" 2>/dev/null | cut -f1) MB; $once"
+rm -rf "$B/bench_trace.bpt" "$B/bench_uftrace.data"
 
 "$B/bench_vs_urcu"
 for n in 1000 10000 50000; do "$B/bench_pattern_$n"; done

@@ -1,7 +1,9 @@
 /* bench/vs_uftrace.c (section 2): one program, two builds.
    -DUFTRACE_BUILD: no bptrace; built with -pg and run under `uftrace record`.
    default: the same functions BPT_TRACEABLE, traced by bptrace with
-   call+return, a drainer thread writing every message to a file (argv[1]).
+   call+return, a drainer thread writing the records to a trace file
+   (argv[1]) with bpt_session_write, as uftrace record writes its per-thread
+   data files: whole chunks of compact records, names resolved when read.
    Each prints its own wall time; bench/run.sh times the whole process too. */
 #ifndef UFTRACE_BUILD
 #define BPTRACE_IMPLEMENTATION
@@ -11,6 +13,7 @@
 #define TR __attribute__((noinline))
 #endif
 #include "bench.h"
+#include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -29,16 +32,15 @@ enum { FIB_N = 25, MIX_ITERS = 250000 };  /* 121,393 fib entries (gcc loops one 
 #ifndef UFTRACE_BUILD
 static bpt_session sess;
 static _Atomic int draining = 1;
-static FILE *out;
+static bpt_file_writer out;
 static void *drainer(void *arg) {
-    static bpt_msg buf[4096];
     (void)arg;
     for (;;) {
         int stop = !atomic_load(&draining);
-        int n = bpt_session_drain(sess, buf, 4096);
-        if (n > 0) fwrite(buf, sizeof buf[0], (size_t)n, out);
-        else if (stop) break;
-        else usleep(100);
+        int n = bpt_session_write(sess, &out);
+        if (n < 0) { fprintf(stderr, "bpt_session_write: %s\n", bpt_last_error()); break; }
+        if (n == 0 && stop) break;
+        if (n == 0) usleep(100);
     }
     return NULL;
 }
@@ -51,8 +53,10 @@ int main(int argc, char **argv) {
     pthread_t dr;
     bpt_session_desc d = { .name = "file", .chunks = 512 };
     bpt_session_counts c;
-    if (argc < 2 || !(out = fopen(argv[1], "wb"))) { fprintf(stderr, "usage: %s FILE\n", argv[0]); return 1; }
-    setvbuf(out, NULL, _IOFBF, 1 << 20);
+    if (argc < 2 || (out.fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
+        fprintf(stderr, "usage: %s FILE\n", argv[0]);
+        return 1;
+    }
     int nreg = bpt_register_module(NULL);
     if (nreg < 5) fprintf(stderr, "register_module: %d %s\n", nreg, bpt_last_error());
     if (bpt_session_create(&d, &sess) < 0 ||
@@ -69,10 +73,11 @@ int main(int argc, char **argv) {
 #ifndef UFTRACE_BUILD
     atomic_store(&draining, 0);
     pthread_join(dr, NULL);
-    fclose(out);
+    close(out.fd);
     bpt_session_stats(sess, &c);
-    fprintf(stderr, "bptrace: %llu messages, %llu dropped\n", (unsigned long long)c.produced,
-            (unsigned long long)c.dropped);
+    fprintf(stderr, "bptrace: %llu messages, %llu dropped, %llu bytes written (%.1f a record)\n",
+            (unsigned long long)c.produced, (unsigned long long)c.dropped, (unsigned long long)out.bytes,
+            c.produced ? (double)out.bytes / (double)c.produced : 0.0);
 #endif
     fprintf(stderr, "acc %ld, %.1f ms\n", acc, (double)(bench_now() - t0) / 1e6);
     return 0;

@@ -251,7 +251,7 @@ static void drain_session(const char *label, bpt_session s)
     }
     printf("  session %s: drained %ld messages", label, total);
     if (bpt_session_stats(s, &st) == 0 && st.dropped)
-        printf("; %" PRIu64 " dropped so far on full rings (a reader never waits for the tracer)",
+        printf("; %" PRIu64 " dropped so far on full buffers (a reader never waits for the tracer)",
                st.dropped);
     printf("\n");
 }

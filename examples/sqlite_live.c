@@ -1223,6 +1223,26 @@ static int armed_pred(const uint64_t *args, int nargs, void *user)
     return atomic_load_explicit((_Atomic int *)user, memory_order_relaxed);
 }
 
+/* A session's counts must add up, exactly: every message it produced was
+   delivered (here: drained, its DROPPED notices not counted), dropped on a
+   full buffer, or is still pending. A mismatch fails the run. */
+static void check_accounts(struct demo *d, bpt_session s, uint64_t drained, uint64_t notices)
+{
+    bpt_session_counts st;
+    if (bpt_session_stats(s, &st) != 0) {
+        fprintf(stderr, "sqlite_live: bpt_session_stats: %s\n", bpt_last_error());
+        d->failed = 1;
+        return;
+    }
+    printf("  accounts: produced %" PRIu64 " = delivered %" PRIu64 " + dropped %" PRIu64 " + pending %" PRIu64
+           "; drained here %" PRIu64 " (and %" PRIu64 " drop notices)\n",
+           st.produced, st.delivered, st.dropped, st.pending, drained, notices);
+    if (st.produced != st.delivered + st.dropped + st.pending || st.delivered != drained) {
+        fprintf(stderr, "sqlite_live: session %s: the counts do not add up\n", st.name);
+        d->failed = 1;
+    }
+}
+
 static void phase_rate_limited(struct demo *d)
 {
     static _Atomic int armed;
@@ -1232,7 +1252,7 @@ static void phase_rate_limited(struct demo *d)
     bpt_session_counts st;
     bpt_match ms;
     char pat[200], line[512];
-    uint64_t end;
+    uint64_t end, drained = 0, notices = 0;
     long shown = 0;
     int n, i;
 
@@ -1260,6 +1280,7 @@ static void phase_rate_limited(struct demo *d)
         while ((n = bpt_session_drain(s, msgs, 256)) > 0) {
             for (i = 0; i < n; i++) {
                 const char *code = msgs[i].type == BPT_MSG_RETURN_FROM ? sqlite_code(msgs[i].value) : NULL;
+                if (msgs[i].type == BPT_MSG_DROPPED) notices++; else drained++;
                 bpt_format_dbg(&msgs[i], line, sizeof line);
                 if (code)
                     printf("  %s  (%s)\n", line, code);
@@ -1279,6 +1300,7 @@ static void phase_rate_limited(struct demo *d)
         printf("  session %s: %" PRIu64 " messages produced, %" PRIu64 " delivered, %ld lines shown above; "
                "limit %s: %" PRIu64 " calls not traced after it\n",
                st.name, st.produced, st.delivered, shown, st.limit_tripped ? "tripped" : "NOT tripped", st.limited);
+    check_accounts(d, s, drained, notices);
     destroy_session(d, s);     /* the 13 steps remove both patterns */
     phase_report(d, 4, &a, &b);
 }
@@ -1286,8 +1308,10 @@ static void phase_rate_limited(struct demo *d)
 /* Phase 5: a window of Btree call + return trace, as Chrome JSON and folded stacks. */
 enum { MSG_BATCH = 4096 };
 
-/* One drain into both writers. Returns the number of messages or a BPT_E*. */
-static int drain_window(struct demo *d, bpt_session s, bpt_msg *msgs, bpt_chrome *chrome, bpt_folded *folded)
+/* One drain into both writers. Returns the number of messages (DROPPED
+   notices too; *notices counts those) or a BPT_E*. */
+static int drain_window(struct demo *d, bpt_session s, bpt_msg *msgs, bpt_chrome *chrome, bpt_folded *folded,
+                        uint64_t *notices)
 {
     int i, n = bpt_session_drain(s, msgs, MSG_BATCH);
     if (n < 0) {
@@ -1296,6 +1320,7 @@ static int drain_window(struct demo *d, bpt_session s, bpt_msg *msgs, bpt_chrome
         return n;
     }
     for (i = 0; i < n; i++) {
+        *notices += msgs[i].type == BPT_MSG_DROPPED;
         if (bpt_chrome_write(chrome, &msgs[i]) != 0 || bpt_folded_add(folded, &msgs[i]) != 0) {
             fprintf(stderr, "sqlite_live: trace writers: %s\n", bpt_last_error());
             d->failed = 1;
@@ -1315,7 +1340,7 @@ static void phase_window(struct demo *d)
     bpt_folded *folded = NULL;
     FILE *fj = NULL, *ff = NULL, *fr;
     char pat[200], jpath[1100], fpath[1100];
-    uint64_t end, msgs_total = 0;
+    uint64_t end, msgs_total = 0, notices = 0;
     int n, i, events = 0, lines = 0;
 
     phase_header(d, 5, "0.5 s of call + return trace on sqlite3Btree*, as Chrome JSON and folded stacks");
@@ -1345,7 +1370,7 @@ static void phase_window(struct demo *d)
            and counts, a worker never waits. */
         end = now_ns() + 500000000u;
         while (now_ns() < end) {
-            if ((n = drain_window(d, s, msgs, &chrome, folded)) < 0)
+            if ((n = drain_window(d, s, msgs, &chrome, folded, &notices)) < 0)
                 break;
             msgs_total += (uint64_t)n;
             if (n < MSG_BATCH)
@@ -1357,7 +1382,7 @@ static void phase_window(struct demo *d)
            send return_from: give them a moment, then empty the buffers (no
            new call is traced now, so this ends). */
         sleep_ns(10000000u);
-        while ((n = drain_window(d, s, msgs, &chrome, folded)) > 0)
+        while ((n = drain_window(d, s, msgs, &chrome, folded, &notices)) > 0)
             msgs_total += (uint64_t)n;
     }
     events = bpt_chrome_close(&chrome);
@@ -1371,7 +1396,8 @@ static void phase_window(struct demo *d)
     }
     if (bpt_session_stats(s, &st) == 0)
         printf("  %" PRIu64 " messages drained (%" PRIu64 " produced, %" PRIu64 " dropped on full buffers: a worker never waits)\n",
-               msgs_total, st.produced, st.dropped);
+               msgs_total - notices, st.produced, st.dropped);
+    check_accounts(d, s, msgs_total - notices, notices);
     printf("  wrote %s (%d events: open it in chrome://tracing or ui.perfetto.dev)\n", jpath, events);
     printf("  wrote %s (%d stacks, flamegraph.pl input); the heaviest:\n", fpath, lines);
     if (ff && fflush(ff) == 0 && (fr = fopen(fpath, "r")) != NULL) {

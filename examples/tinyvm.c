@@ -1179,9 +1179,9 @@ static int parse_options(int argc, char **argv, struct options *o)
     return 0;
 }
 
-/* Move everything the session's rings hold to stdout: the first max_lines
+/* Move everything the session's buffers hold to stdout: the first max_lines
    messages as dbg-style lines, the rest only counted. bptrace never makes a
-   traced thread wait for us: if we are slow, its ring fills and it drops
+   traced thread wait for us: if we are slow, its buffer fills and it drops
    messages, and a "dropped" message says how many. */
 static void drain(bpt_session s, long max_lines, struct drain_tally *t)
 {
@@ -1450,7 +1450,7 @@ int main(int argc, char **argv)
            " exception_from + %" PRIu64 " return_to + %" PRIu64 " other\n",
            tally.calls + tally.returns + tally.exceptions + tally.return_tos + tally.others, tally.calls,
            tally.returns, tally.exceptions, tally.return_tos, tally.others);
-    printf("drained %" PRIu64 " dropped notices, announcing %" PRIu64 " messages lost on full rings "
+    printf("drained %" PRIu64 " dropped notices, announcing %" PRIu64 " messages lost on full buffers "
            "(a VM thread never waits for the drainer)\n", tally.drop_reports, tally.dropped);
     printf("lines: %ld shown + %ld not shown = %" PRIu64 " trace messages + %" PRIu64 " notices\n", tally.shown,
            tally.not_shown, tally.calls + tally.returns + tally.exceptions + tally.return_tos + tally.others,
@@ -1503,7 +1503,7 @@ int main(int argc, char **argv)
     print_phase("after tracing", t_end - t_off, c2, c3, o.threads);
 
     /* produced = delivered (the trace messages drained above) + dropped + pending: still
-       in the rings, produced after the last drain (with --return, the returns of calls
+       in the buffers, produced after the last drain (with --return, the returns of calls
        traced before the switch-off). A ring announces its drops in front of its next
        message, so the drops after the last message drained are in no notice drained. */
     if (bpt_session_stats(session, &stats) == 0)

@@ -18,7 +18,8 @@
        >>config      compile-time options, BPT_TRACEABLE, BPT_API
        >>errors      BPT_E* codes, bpt_strerror, bpt_last_error
        >>progress    thread progress: pin/unpin, waits, managed threads
-       >>session     trace sessions, messages, tracers, message rings, rate limits
+       >>session     trace sessions, messages, tracers, per-thread buffers, rate limits
+       >>tracefile   trace files (.bpt): their format, bpt_session_write, the reader
        >>func        function records: VM and native sites, modules; VM return frames
        >>pattern     bpt_trace_pattern, match specs, the protocol's generations and observer
        >>info        bpt_trace_info (call_count, call_time, call_memory), processes, memory
@@ -45,8 +46,9 @@
        BPT_MALLOC(n)      implementation  Allocator (default: malloc). Every allocation on the
        BPT_FREE(p)        implementation  trace_pattern and session paths goes through it; a NULL
                                           return gives BPT_ENOMEM and changes nothing.
-       BPT_MAX_THREADS    implementation  Per-thread slots (message rings, later timing tables).
-                                          Default 64. Threads beyond it share one overflow slot.
+       BPT_MAX_THREADS    implementation  Per-thread slots of the call_time/call_memory tables.
+                                          Default 64. Threads beyond it share one overflow table.
+                                          (Trace buffers have no such limit: every thread has its own.)
        BPT_MAX_SESSIONS   implementation  Trace sessions alive at once. Default 64 (1..65535).
        BPT_NO_NATIVE      everywhere      Leave out native entry patching (BPT_TRACEABLE expands to
                                           nothing; bpt_register_native returns BPT_ENOTSUP).
@@ -91,13 +93,17 @@
          observer, a bpt_trace_info_each visitor) or a signal handler: they
          return BPT_EDEADLK where they can tell.
        - Hit-path calls (bpt_vm_breakpoint, bpt_thread_progress_pin/unpin) never
-         block and never take a lock, except that a thread's first message to a
-         session allocates that thread's ring. They are async-signal-safe once
-         the calling thread has a ring (a signal handler may pin and hit); a
-         hit in a handler that interrupts its own thread's message send drops
-         its message, counted in the session's dropped count.
-       - bpt_session_drain may run concurrently with traced threads; one drainer
-         per session at a time (others wait on the session's drain lock).
+         block and never take a lock, except that a thread's first record in a
+         session allocates that thread's buffer (BPT_MALLOC). A record is a
+         copy into the thread's own chunk and one release store; a full buffer
+         drops it (counted, and marked in the stream by a DROPPED record) or,
+         in flight-recorder mode, takes the oldest unread chunk back. They are
+         async-signal-safe once the calling thread has its buffer (a signal
+         handler may pin and hit); a hit in a handler that interrupts its own
+         thread's record drops its record, counted in the session's dropped count.
+       - bpt_session_drain and bpt_session_write may run concurrently with
+         traced threads; one drainer per session at a time (others wait on the
+         session's drain lock). A traced thread never waits for a drainer.
        - A thread's first bptrace call allocates its thread record (once).
          Where that allocation fails, calls that need the record return
          BPT_ENOMEM and change nothing; each function's Errors says whether it
@@ -109,9 +115,12 @@
        architectures), internal.h and one header per concern. The code
        follows from the bottom up:
          progress.c        thread progress: pins, epochs, waits (erl_thr_progress.c, liburcu)
-         intern.c, locks.c interned names; the lock order and fork()
+         clock.c           timestamps: the CPU's counter, calibrated against CLOCK_MONOTONIC
+         intern.c, names.c interned names; the name table that gives records their ids
+         record.c          reading trace records: names from ids, ticks to ns
+         locks.c           the lock order and fork()
          ptrset.c          a set of pointers (the registry's checks)
-         session.c         trace sessions: lanes, tracers, rate limits
+         session.c         trace sessions: per-thread chunked buffers, tracers, rate limits
          pattern.c         trace patterns and match specs
          site_x86_64.c, site_aarch64.c   native entry layouts, stubs, trampolines
          timem.c           call_time / call_memory tables and their collection
@@ -123,7 +132,8 @@
          module.c          a module's patchable entries and their ELF names
          bp.c              the set path: the 13 steps, one function each
          funcs.c, session_life.c, trace_pattern.c, trace_info.c   the API
-         format.c          text and trace files
+         format.c          text, Chrome JSON and folded stacks
+         tracefile.c       trace files: bpt_session_write and the reader
        The protocol's steps, by function (bp.c): 1 bpt__change_begin,
        2 bpt__allocate, 3 bpt__stage, 4 bpt__wait_staged, 5 bpt__install,
        6 bpt__wait_installed, 7 bpt__commit, 8 bpt__wait_committed,

@@ -64,6 +64,15 @@ static uint32_t bpt__call_args(const bpt_func *f, const bpt__ms *ms, const void 
     uint64_t *args = w + 1, typeword = 0;
     char *str;
     size_t used = 0;
+    if (n == 0) return 0;
+#if defined(BPT_NATIVE)
+    if (!(ms && ms->nspec) && f->kind == BPT__SITE_NATIVE) {   /* the common case: integer registers */
+        const bpt__regs *r = (const bpt__regs *)frame;
+        for (i = 0; i < n; i++) args[i] = i < BPT__INT_ARG_REGS ? r->gpr[i] : 0;
+        w[0] = (uint64_t)n << 32;   /* every type BPT_ARG_I64 (0), no strings */
+        return 1 + (uint32_t)n;
+    }
+#endif
     if (ms && ms->nspec) memcpy(types, ms->spec, (size_t)n);
     else memset(types, BPT_ARG_I64, sizeof types);
     if (f->kind == BPT__SITE_VM) {
@@ -93,7 +102,7 @@ static uint32_t bpt__call_args(const bpt_func *f, const bpt__ms *ms, const void 
         args[i] = used;
         used += len + 1;
     }
-    memset(str + used, 0, (8 - used % 8) % 8);   /* whole words: no stack bytes in a file */
+    if (used % 8) memset(str + used, 0, 8 - used % 8);   /* whole words: no stack bytes in a file */
     w[0] = typeword | (uint64_t)n << 32 | (uint64_t)used << 40;
     return 1 + (uint32_t)n + (uint32_t)(used + 7) / 8;
 }

@@ -49,8 +49,9 @@ struct bpt__lane {
     uint32_t nchunks, chunk_bytes;/* immutable; nchunks 0: a callback session's lane (counters only) */
     /* Producer side: the owner thread only. */
     uint64_t head;                /* the chunk being written (a count; slot head % nchunks) */
-    uint32_t pos;                 /* bytes written into it */
-    uint32_t ctx_tid;             /* the context of the records after pos */
+    struct bpt__chunk *cur;       /* that chunk (NULL before the first record) */
+    unsigned char *wp, *wend;     /* where the next record goes in it, and its end */
+    uint32_t ctx_tid;             /* the context of the records after wp */
     uint64_t ctx_process;
     uint64_t unreported;          /* records lost since the last DROPPED record */
     bpt__atomic_u64 head_pub;     /* head, release-stored when a chunk is sealed [R2] */
@@ -196,9 +197,10 @@ static int bpt__lane_take_back(bpt__lane *lane) {
 }
 
 /* Seal the current chunk and open the next, if it has been read (or, in a
-   flight recorder, can be taken back). Returns 0 when the buffer is full. */
+   flight recorder, can be taken back). Returns 0 when the buffer is full.
+   The first record opens chunk 0, which needs no reader. */
 static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
-    uint64_t next = lane->head + 1;
+    uint64_t next = lane->cur ? lane->head + 1 : 0;
     bpt__chunk *c;
     /* [R3] acquire: the drainer's reads of the chunk we reuse are over. */
     if (next - (bpt__load_acquire_u64(&lane->tail) >> 1) >= lane->nchunks &&
@@ -209,46 +211,63 @@ static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
     c->nrec = 0;
     c->marked = 0;
     lane->head = next;
-    lane->pos = 0;
+    lane->cur = c;
+    lane->wp = bpt__chunk_data(c);
+    lane->wend = lane->wp + lane->chunk_bytes;
     bpt__store_release_u64(&lane->head_pub, next);   /* [R2] the sealed chunk's last fill, and this one */
     return 1;
 }
 
-/* Copy one record into the lane: a context record first where the chunk is
-   new or the thread's process changed, a DROPPED record first where records
-   were lost since the last one that fit. */
-static void bpt__lane_put(bpt__session *s, bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r) {
-    uint32_t bytes = bpt__rec_bytes(r), need;
-    int ctx = lane->pos == 0 || lane->ctx_tid != rec->tid || lane->ctx_process != rec->process;
-    bpt__chunk *c;
-    unsigned char *p;
-    need = bytes + (ctx ? BPT__CTX_BYTES : 0) + (lane->unreported ? BPT__CTX_BYTES : 0);
-    if (lane->pos + need > lane->chunk_bytes) {
+/* The rare cases before a record: a new chunk (the current one is full or
+   there is none), a context record where the chunk is new or the thread's
+   process changed, a DROPPED record where records were lost since the last
+   one that fit. Returns 0 when the record must be dropped: the buffer is full. */
+static int bpt__lane_prepare(bpt__session *s, bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r,
+                             uint32_t bytes) {
+    int ctx = lane->ctx_tid != rec->tid || lane->ctx_process != rec->process;
+    uint32_t need = bytes + (ctx ? BPT__CTX_BYTES : 0) + (lane->unreported ? BPT__CTX_BYTES : 0);
+    if (!lane->cur || lane->wp + need > lane->wend) {
         if (!bpt__lane_advance(s, lane)) {
             lane->unreported++;
             bpt__owner_inc_u64(&lane->dropped, 1);
-            return;
+            return 0;
         }
-        ctx = 1;
+        ctx = 1;   /* every chunk opens with one: it can be read on its own */
     }
-    c = bpt__lane_chunk(lane, lane->head);
-    p = bpt__chunk_data(c) + lane->pos;
     if (ctx) {
-        p = bpt__put_small(p, BPT__REC_CONTEXT, rec->tid, r->ticks, rec->process);
+        lane->wp = bpt__put_small(lane->wp, BPT__REC_CONTEXT, rec->tid, r->ticks, rec->process);
         lane->ctx_tid = rec->tid;
         lane->ctx_process = rec->process;
     }
     if (lane->unreported) {
-        p = bpt__put_small(p, BPT_MSG_DROPPED, 0, r->ticks, lane->unreported);
-        c->marked += lane->unreported;
+        lane->wp = bpt__put_small(lane->wp, BPT_MSG_DROPPED, 0, r->ticks, lane->unreported);
+        lane->cur->marked += lane->unreported;
         lane->unreported = 0;
     }
-    memcpy(p, r, bytes);
-    p += bytes;
+    return 1;
+}
+
+/* Copy one record into the lane. The common case is a copy of 16 to 24
+   bytes and one release store. */
+static void bpt__lane_put(bpt__session *s, bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r) {
+    uint32_t bytes = bpt__rec_bytes(r);
+    unsigned char *p = lane->wp;
+    bpt__chunk *c;
+    if (!lane->cur || p + bytes > lane->wend || lane->unreported || lane->ctx_tid != rec->tid ||
+        lane->ctx_process != rec->process) {
+        if (!bpt__lane_prepare(s, lane, rec, r, bytes)) return;
+        p = lane->wp;
+    }
+    c = lane->cur;
+    /* Fixed-size copies (inlined), not one of variable size (rep movs). */
+    memcpy(p, r, sizeof *r);
+    if (r->words == 1) memcpy(p + sizeof *r, r + 1, 8);
+    else if (r->words) memcpy(p + sizeof *r, r + 1, 8u * r->words);
+    lane->wp = p + bytes;
     c->nrec++;
-    lane->pos = (uint32_t)(p - bpt__chunk_data(c));
     bpt__owner_inc_u64(&lane->written, 1);
-    bpt__store_release_u32(&c->fill, lane->pos);   /* [R2] pairs with the drainer's acquire of fill */
+    /* [R2] pairs with the drainer's acquire of fill. */
+    bpt__store_release_u32(&c->fill, (uint32_t)(lane->wp - bpt__chunk_data(c)));
 }
 
 /* A callback tracer gets the record as a message, in the traced thread. */

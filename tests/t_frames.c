@@ -481,7 +481,7 @@ static void test_native(void) {
 
     printf("native: signals\n");
     /* 6. A traced function in a signal handler that interrupted a traced
-          function. Message rings, not a callback: a handler that interrupts a
+          function. Buffers to drain, not a callback: a handler that interrupts a
           callback tracer would be inside it, where nothing is traced. */
     {
         bpt_session cs;
