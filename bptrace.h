@@ -1816,11 +1816,15 @@ BPT__PRIVATE void bpt__owner_inc_u64(bpt__atomic_u64 *p, uint64_t v) {
 
 /* >>tls: thread-locals. tcc has no __thread, so it keeps the one per-thread
    pointer bptrace needs (the thread record) in a pthread key, which it needs
-   anyway for the exit destructor. */
+   anyway for the exit destructor. gcc and clang use the initial-exec model:
+   one load from the thread pointer on every pin, also when bptrace is built
+   into a shared library (the general-dynamic default calls __tls_get_addr
+   there). glibc keeps room in the static TLS block for a library loaded
+   later with a few bytes of it, as this 8-byte pointer. */
 #if defined(__TINYC__)
 #  define BPT__TLS_BY_KEY 1
 #else
-#  define BPT__THREAD_LOCAL __thread
+#  define BPT__THREAD_LOCAL __thread __attribute__((tls_model("initial-exec")))
 #endif
 
 BPT__PRIVATE uint32_t bpt__gettid(void) { return (uint32_t)syscall(SYS_gettid); }
@@ -3789,30 +3793,35 @@ static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
 }
 
 /* The rare cases before a record: a new chunk (the current one is full or
-   there is none), a context record where the chunk is new or the thread's
-   process changed, a DROPPED record where records were lost since the last
-   one that fit. Returns 0 when the record must be dropped: the buffer is full. */
+   there is none), which opens with a context record so that it can be read
+   on its own; a context record where the thread or its process changed (a
+   thread record is reused after its thread exits); a DROPPED record where
+   records were lost since the last one that fit, in the context of the
+   thread that lost them. Returns 0 when the record must be dropped: the
+   buffer is full. */
 static int bpt__lane_prepare(bpt__session *s, bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r,
                              uint32_t bytes) {
-    int ctx = lane->ctx_tid != rec->tid || lane->ctx_process != rec->process;
-    uint32_t need = bytes + (ctx ? BPT__CTX_BYTES : 0) + (lane->unreported ? BPT__CTX_BYTES : 0);
-    if (!lane->cur || lane->wp + need > lane->wend) {
+    int moved = lane->ctx_tid != rec->tid || lane->ctx_process != rec->process, fresh = 0;
+    if (!lane->cur || lane->wp + bytes + 3 * BPT__CTX_BYTES > lane->wend) {
         if (!bpt__lane_advance(s, lane)) {
             lane->unreported++;
             bpt__owner_inc_u64(&lane->dropped, 1);
             return 0;
         }
-        ctx = 1;   /* every chunk opens with one: it can be read on its own */
-    }
-    if (ctx) {
-        lane->wp = bpt__put_small(lane->wp, BPT__REC_CONTEXT, rec->tid, r->ticks, rec->process);
-        lane->ctx_tid = rec->tid;
-        lane->ctx_process = rec->process;
+        fresh = 1;
     }
     if (lane->unreported) {
+        if (fresh)   /* the losing thread's context opens the chunk */
+            lane->wp = bpt__put_small(lane->wp, BPT__REC_CONTEXT, lane->ctx_tid, r->ticks, lane->ctx_process);
         lane->wp = bpt__put_small(lane->wp, BPT_MSG_DROPPED, 0, r->ticks, lane->unreported);
         lane->cur->marked += lane->unreported;
         lane->unreported = 0;
+        fresh = 0;
+    }
+    if (fresh || moved) {
+        lane->wp = bpt__put_small(lane->wp, BPT__REC_CONTEXT, rec->tid, r->ticks, rec->process);
+        lane->ctx_tid = rec->tid;
+        lane->ctx_process = rec->process;
     }
     return 1;
 }

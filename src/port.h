@@ -187,11 +187,15 @@ BPT__PRIVATE void bpt__owner_inc_u64(bpt__atomic_u64 *p, uint64_t v) {
 
 /* >>tls: thread-locals. tcc has no __thread, so it keeps the one per-thread
    pointer bptrace needs (the thread record) in a pthread key, which it needs
-   anyway for the exit destructor. */
+   anyway for the exit destructor. gcc and clang use the initial-exec model:
+   one load from the thread pointer on every pin, also when bptrace is built
+   into a shared library (the general-dynamic default calls __tls_get_addr
+   there). glibc keeps room in the static TLS block for a library loaded
+   later with a few bytes of it, as this 8-byte pointer. */
 #if defined(__TINYC__)
 #  define BPT__TLS_BY_KEY 1
 #else
-#  define BPT__THREAD_LOCAL __thread
+#  define BPT__THREAD_LOCAL __thread __attribute__((tls_model("initial-exec")))
 #endif
 
 BPT__PRIVATE uint32_t bpt__gettid(void) { return (uint32_t)syscall(SYS_gettid); }

@@ -219,30 +219,35 @@ static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
 }
 
 /* The rare cases before a record: a new chunk (the current one is full or
-   there is none), a context record where the chunk is new or the thread's
-   process changed, a DROPPED record where records were lost since the last
-   one that fit. Returns 0 when the record must be dropped: the buffer is full. */
+   there is none), which opens with a context record so that it can be read
+   on its own; a context record where the thread or its process changed (a
+   thread record is reused after its thread exits); a DROPPED record where
+   records were lost since the last one that fit, in the context of the
+   thread that lost them. Returns 0 when the record must be dropped: the
+   buffer is full. */
 static int bpt__lane_prepare(bpt__session *s, bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r,
                              uint32_t bytes) {
-    int ctx = lane->ctx_tid != rec->tid || lane->ctx_process != rec->process;
-    uint32_t need = bytes + (ctx ? BPT__CTX_BYTES : 0) + (lane->unreported ? BPT__CTX_BYTES : 0);
-    if (!lane->cur || lane->wp + need > lane->wend) {
+    int moved = lane->ctx_tid != rec->tid || lane->ctx_process != rec->process, fresh = 0;
+    if (!lane->cur || lane->wp + bytes + 3 * BPT__CTX_BYTES > lane->wend) {
         if (!bpt__lane_advance(s, lane)) {
             lane->unreported++;
             bpt__owner_inc_u64(&lane->dropped, 1);
             return 0;
         }
-        ctx = 1;   /* every chunk opens with one: it can be read on its own */
-    }
-    if (ctx) {
-        lane->wp = bpt__put_small(lane->wp, BPT__REC_CONTEXT, rec->tid, r->ticks, rec->process);
-        lane->ctx_tid = rec->tid;
-        lane->ctx_process = rec->process;
+        fresh = 1;
     }
     if (lane->unreported) {
+        if (fresh)   /* the losing thread's context opens the chunk */
+            lane->wp = bpt__put_small(lane->wp, BPT__REC_CONTEXT, lane->ctx_tid, r->ticks, lane->ctx_process);
         lane->wp = bpt__put_small(lane->wp, BPT_MSG_DROPPED, 0, r->ticks, lane->unreported);
         lane->cur->marked += lane->unreported;
         lane->unreported = 0;
+        fresh = 0;
+    }
+    if (fresh || moved) {
+        lane->wp = bpt__put_small(lane->wp, BPT__REC_CONTEXT, rec->tid, r->ticks, rec->process);
+        lane->ctx_tid = rec->tid;
+        lane->ctx_process = rec->process;
     }
     return 1;
 }

@@ -276,6 +276,51 @@ static void flight_recorder(void) {
     printf("flight recorder: %d calls, the newest %d kept, %d marked overwritten\n", calls, calls - first, first);
 }
 
+/* A thread that lost records and exited: the thread that takes over its
+   thread record (and so its buffer) must not be blamed for the loss. */
+static uint32_t lone_tid;
+static long lone_calls;
+static void *lone(void *p) {
+    long i;
+    (void)p;
+    lone_tid = (uint32_t)syscall(SYS_gettid);
+    for (i = 0; i < lone_calls; i++) vm_call(F_LOOP, (uint64_t)i, 0, 0, 0);
+    return NULL;
+}
+
+static void drops_of_an_exited_thread(void) {
+    static bpt_msg got[1024];
+    bpt_session s;
+    bpt_session_desc d;
+    bpt_session_counts st;
+    pthread_t t;
+    uint32_t first;
+    int n;
+    memset(&d, 0, sizeof d);
+    d.chunk_bytes = 4096;
+    d.chunks = 2;
+    CHECK_RC(bpt_session_create(&d, &s), 0);
+    CHECK_RC(bpt_trace_pattern(s, "tr:loop/1", BPT_CALL, NULL), 1);
+    lone_calls = 1000;   /* about 250 fit */
+    pthread_create(&t, NULL, lone, NULL);
+    pthread_join(t, NULL);
+    first = lone_tid;
+    n = bpt_session_drain(s, got, 1024);
+    CHECK_RC(bpt_session_stats(s, &st), 0);
+    CHECK(n > 0 && st.dropped == (uint64_t)(1000 - n), "the first thread: %d drained, %llu dropped", n,
+          (unsigned long long)st.dropped);
+    lone_calls = 1;   /* a new thread: it reuses the exited one's record, and its buffer */
+    pthread_create(&t, NULL, lone, NULL);
+    pthread_join(t, NULL);
+    n = bpt_session_drain(s, got, 1024);
+    CHECK(n == 2 && got[0].type == BPT_MSG_DROPPED && got[0].value == st.dropped && got[0].thread == first &&
+          got[1].type == BPT_MSG_CALL && got[1].thread == lone_tid && lone_tid != first,
+          "the loss is the first thread's (%u), the call the second's (%u): %d messages, DROPPED of thread %u",
+          first, lone_tid, n, n ? got[0].thread : 0);
+    CHECK_RC(bpt_session_destroy(s), 0);
+    printf("drops of an exited thread: marked as its own, not its successor's\n");
+}
+
 /* >>threads */
 enum { NTHREADS = 200 };
 static bpt_session shared;
@@ -419,6 +464,7 @@ int main(void) {
     }
     file_round_trip();
     flight_recorder();
+    drops_of_an_exited_thread();
     many_threads(0, 0, check_scale(2000), 0, "default buffers");
     many_threads(0, 0, check_scale(2000), 1, "default buffers, to a file");
     many_threads(4096, 2, check_scale(5000), 0, "smallest buffers");
