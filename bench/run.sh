@@ -12,11 +12,17 @@ printf '%-4s %-46s %11s  %-24s %-9s %s\n' sec what median "min..max" unit ratio
 "$B/bench_overhead"
 
 # Section 2: the same program under uftrace record (-pg build) and traced by
-# bptrace (call+return, drained to a file). Wall time of the whole process.
-ms_of() {  # command...: wall ms of one run
+# bptrace (call+return, written to a trace file by a drainer thread). Wall time
+# of the whole process, minus a run of the same command that makes no traced
+# call (last argument 0): start-up and setup cancel out; ns per call.
+CALLS=1121393   # 121,393 fib entries (gcc turns one recursion into a loop) + 4 x 250,000
+ms_of() {  # command...: wall us of one run
     t0=$(date +%s%N); "$@" >/dev/null 2>&1; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000 ))
 }
-stat_of() {  # values...: "median min max" (ms)
+per_call() {  # command...: ns per call of one run, minus a 0-call run
+    a=$(ms_of "$@"); z=$(ms_of "$@" 0); echo $(( (a - z) * 1000000 / CALLS ))
+}
+stat_of() {  # values...: "median min max" (/1000)
     printf '%s\n' "$@" | sort -n | awk '{v[NR]=$1} END {m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "%.2f %.2f %.2f", m/1000, v[1]/1000, v[NR]/1000}'
 }
 row() {  # sec what "med min max" unit ratio
@@ -27,27 +33,28 @@ plain=""; bpt=""; uft=""
 TOP=$(pwd)
 cd "$B" || exit 1   # the -pg build writes gmon.out where it runs: keep it in $B
 for i in $(seq "$RUNS"); do
-    plain="$plain $(ms_of ./bench_vs_uftrace_pg)"
-    bpt="$bpt $(ms_of ./bench_vs_uftrace bench_trace.bpt)"
+    plain="$plain $(per_call ./bench_vs_uftrace_pg)"
+    bpt="$bpt $(per_call ./bench_vs_uftrace bench_trace.bpt)"
     if command -v uftrace >/dev/null; then
         rm -rf bench_uftrace.data
-        uft="$uft $(ms_of uftrace record -d bench_uftrace.data ./bench_vs_uftrace_pg)"
+        uft="$uft $(per_call uftrace record -d bench_uftrace.data ./bench_vs_uftrace_pg)"
     fi
 done
 cd "$TOP" || exit 1
 sp=$(stat_of $plain); sb=$(stat_of $bpt)
-row 2 "1.12M calls, -pg build run without uftrace" "$sp" ms "1.00x"
+row 2 "-pg build run without uftrace, per call" "$sp" ns ""
 if [ -n "$uft" ]; then
     su=$(stat_of $uft)
-    row 2 "uftrace record (-pg), all 5 functions" "$su" ms ""
-    row 2 "bptrace call+return, drained to a file" "$sb" ms \
+    row 2 "uftrace record (-pg), all 5 functions, per call" "$su" ns ""
+    row 2 "bptrace call+return to a .bpt file, per call" "$sb" ns \
         "$(echo "$su $sb" | awk '{printf "uftrace/bptrace %.2fx", $1/$4}')"
 else
-    row 2 "bptrace call+return, drained to a file" "$sb" ms ""
+    row 2 "bptrace call+return to a .bpt file, per call" "$sb" ns ""
     echo "2      skipped uftrace: not installed (apt-get install uftrace)"
 fi
 once=$("$B/bench_vs_uftrace" "$B/bench_trace.bpt" 2>&1 | head -1)
-echo "2      messages: bptrace $(ls -l "$B/bench_trace.bpt" 2>/dev/null | awk '{printf "%.0f MB", $5/1e6}'), uftrace $(du -sm "$B/bench_uftrace.data" 2>/dev/null | cut -f1) MB; $once"
+(cd "$B" && rm -rf bench_uftrace.data && uftrace record -d bench_uftrace.data ./bench_vs_uftrace_pg >/dev/null 2>&1)
+echo "2      bytes per call: bptrace $(ls -l "$B/bench_trace.bpt" 2>/dev/null | awk -v c=$CALLS '{printf "%.1f", $5/c}'), uftrace $(du -sb "$B/bench_uftrace.data" 2>/dev/null | awk -v c=$CALLS '{printf "%.1f", $1/c}'); $once"
 rm -rf "$B/bench_trace.bpt" "$B/bench_uftrace.data"
 
 "$B/bench_vs_urcu"
