@@ -146,11 +146,16 @@ static bpt__atomic_ptr *bpt__lane_slot(bpt__session *s, uint32_t index, int make
 }
 
 /* The calling thread's lane, made on its first record in the session:
-   the thread's documented first use, which allocates. */
+   the thread's documented first use, which allocates. The common case is
+   two dependent loads. */
 static bpt__lane *bpt__lane_get(bpt__session *s, const bpt__thread *rec) {
-    bpt__atomic_ptr *slot = bpt__lane_slot(s, rec->index, 1);
+    bpt__atomic_ptr *slot, *dir;
     bpt__lane *lane;
-    if (!slot) return NULL;
+    if (rec->index < BPT__LANES_PER_DIR * BPT__LANE_DIRS &&
+        (dir = (bpt__atomic_ptr *)bpt__load_acquire_ptr(&s->lane_dir[rec->index / BPT__LANES_PER_DIR])) != NULL &&   /* [R1] */
+        (lane = (bpt__lane *)bpt__load_acquire_ptr(&dir[rec->index % BPT__LANES_PER_DIR])) != NULL)   /* [R1] */
+        return lane;
+    if (!(slot = bpt__lane_slot(s, rec->index, 1))) return NULL;
     if ((lane = (bpt__lane *)bpt__load_acquire_ptr(slot)) != NULL) return lane;   /* [R1] */
     if (!(lane = bpt__lane_new(s, rec->index))) return NULL;
     if (!bpt__cas_ptr(slot, NULL, lane)) {   /* [R1] */
@@ -319,13 +324,12 @@ BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt
 
 /* recon_trace's rule: at most rate_max messages (per window, if one is set);
    past it the session stops tracing and says so once. Returns 1 to send. */
-BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec) {
+static int bpt__session_admit_limited(bpt__session *s, bpt__thread *rec) {
     uint64_t n;
     if (bpt__load_relaxed_u32(&s->limit_tripped)) {
         bpt__fetch_add_u64(&s->limited, 1);
         return 0;
     }
-    if (!s->rate_max) return 1;
     if (s->rate_window_ns) {
         uint64_t start = bpt__load_relaxed_u64(&s->window_start), now = bpt__now_ns();
         if (now - start >= s->rate_window_ns && bpt__cas_u64(&s->window_start, start, now))
@@ -345,6 +349,11 @@ BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec) {
         bpt__session_send(s, rec, &b.h);
     }
     return 0;
+}
+
+/* The common case inline: no limit set. */
+BPT__HOT int bpt__session_admit(bpt__session *s, bpt__thread *rec) {
+    return s->rate_max ? bpt__session_admit_limited(s, rec) : 1;
 }
 
 /* >>consumer: the drainer reads lanes */

@@ -52,7 +52,7 @@ BPT__PRIVATE bpt__session *bpt__session_lookup(uint64_t id);   /* pinned or unde
 BPT__PRIVATE bpt__session *bpt__session_pin(bpt_session handle, const char *who, bpt__thread **rec, int *rc);
 BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out);
 BPT__PRIVATE void bpt__session_free(bpt__session *s);
-BPT__PRIVATE int bpt__session_admit(bpt__session *s, bpt__thread *rec);
+BPT__HOT int bpt__session_admit(bpt__session *s, bpt__thread *rec);
 BPT__PRIVATE void bpt__msg_header(bpt_msg *m, unsigned type, uint64_t thread, uint64_t process,
                                   uint64_t ts_ns, uint64_t session);
 BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r);
