@@ -3376,9 +3376,16 @@ BPT__PRIVATE int bpt__rec_check(const void *p, uint32_t avail) {
 
 static const char bpt__unknown_name[] = "?";
 
+/* A function's entry: the id names a function, not a message (a file's
+   record may say anything). */
+static const bpt__name *bpt__rec_function(const bpt__decoder *d, uint32_t id) {
+    const bpt__name *n = id ? d->name(d->ctx, id) : NULL;
+    return n && n->arity >= 0 && n->module ? n : NULL;
+}
+
 /* Names of an id into a message's fields; an unknown id reads "?". */
 static void bpt__rec_names(const bpt__decoder *d, uint32_t id, const char **module, const char **name, int *arity) {
-    const bpt__name *n = id ? d->name(d->ctx, id) : NULL;
+    const bpt__name *n = bpt__rec_function(d, id);
     *module = n ? n->module : bpt__unknown_name;
     *name = n ? n->name : bpt__unknown_name;
     *arity = n ? n->arity : 0;
@@ -3388,7 +3395,7 @@ static void bpt__rec_names(const bpt__decoder *d, uint32_t id, const char **modu
 static void bpt__rec_decode_call(const bpt__decoder *d, const bpt__rec *r, bpt_msg *m) {
     const uint64_t *w = (const uint64_t *)(r + 1);
     uint32_t n = r->info & BPT__REC_CALL_NARGS, i;
-    const bpt__name *fn = r->id ? d->name(d->ctx, r->id) : NULL;
+    const bpt__name *fn = bpt__rec_function(d, r->id);
     bpt__rec_names(d, r->id, &m->module, &m->name, &m->arity);
     m->format = fn ? fn->format : NULL;
     if (n) {
@@ -3404,12 +3411,13 @@ static void bpt__rec_decode_call(const bpt__decoder *d, const bpt__rec *r, bpt_m
     }
     if (r->info & BPT__REC_CALL_CALLER) {
         m->caller = w[0];
-        if (w[1]) bpt__rec_names(d, (uint32_t)w[1], &m->caller_module, &m->caller_name, &m->caller_arity);
+        if (w[1] && w[1] <= 0xffffffffu)
+            bpt__rec_names(d, (uint32_t)w[1], &m->caller_module, &m->caller_name, &m->caller_arity);
         w += 2;
     }
     if (r->info & BPT__REC_CALL_USER) {
-        const bpt__name *u = d->name(d->ctx, (uint32_t)w[0]);
-        m->user = u ? u->name : NULL;
+        const bpt__name *u = w[0] <= 0xffffffffu ? d->name(d->ctx, (uint32_t)w[0]) : NULL;
+        m->user = u && u->arity < 0 ? u->name : NULL;   /* a message's entry, not a function's */
     }
 }
 
@@ -8125,11 +8133,13 @@ static void bpt__bprintf(bpt__buf *b, const char *fmt, ...) {
 
 /* recon_trace's clock: local wall time, HH:MM:SS.microseconds. */
 static void bpt__format_time(bpt__buf *b, uint64_t mono_ns) {
-    int64_t ns = (int64_t)mono_ns + bpt__realtime_offset_ns;
-    time_t secs = (time_t)(ns / 1000000000);
+    /* Unsigned: a timestamp read from a file may be anything, and wraps
+       rather than overflows. */
+    uint64_t ns = mono_ns + (uint64_t)bpt__realtime_offset_ns;
+    time_t secs = (time_t)(ns / 1000000000u);
     struct tm tm;
-    localtime_r(&secs, &tm);
-    bpt__bprintf(b, "%02d:%02d:%02d.%06ld", tm.tm_hour, tm.tm_min, tm.tm_sec, (long)(ns % 1000000000 / 1000));
+    if (!localtime_r(&secs, &tm)) memset(&tm, 0, sizeof tm);
+    bpt__bprintf(b, "%02d:%02d:%02d.%06ld", tm.tm_hour, tm.tm_min, tm.tm_sec, (long)(ns % 1000000000u / 1000u));
 }
 
 /* One value, as its type says; i64 through the site's formatter if it has
@@ -8830,16 +8840,17 @@ static const bpt__name *bpt__file_name(void *ctx, uint32_t id) {
     return id < f->nnames && f->names[id].name ? &f->names[id] : NULL;
 }
 
-/* An array of n items of `size` bytes grown to n + 1 (BPT_MALLOC has no
-   realloc), the new item zeroed; NULL: no memory, the old one kept. */
-static void *bpt__grow(void *old, size_t n, size_t size) {
-    unsigned char *p = (unsigned char *)BPT_MALLOC((n + 1) * size);
+/* An array of n items of `size` bytes grown to `to` items (BPT_MALLOC has
+   no realloc), the new items zeroed; NULL: no memory, the old one kept. */
+static void *bpt__grow_to(void *old, size_t n, size_t to, size_t size) {
+    unsigned char *p = (unsigned char *)BPT_MALLOC(to * size);
     if (!p) return NULL;
     if (n) memcpy(p, old, n * size);
-    memset(p + n * size, 0, size);
+    memset(p + n * size, 0, (to - n) * size);
     BPT_FREE(old);
     return p;
 }
+static void *bpt__grow(void *old, size_t n, size_t size) { return bpt__grow_to(old, n, n + 1, size); }
 
 /* The stream of lane `lane`, added on its first block; NULL: no memory. */
 static bpt__stream *bpt__file_stream(bpt_trace_file *f, uint64_t lane) {
@@ -8875,11 +8886,14 @@ static int bpt__file_names(bpt_trace_file *f, const unsigned char *block, uint32
         memcpy(&nl, block + at + 10, 2);
         if (id == 0 || id >= BPT__FILE_MAX_NAMES || at + 16 + (uint32_t)ml + nl > bytes)
             return bpt__file_corrupt(f, "a name entry is out of bounds");
-        while (id >= f->nnames) {
-            bpt__name *grown = (bpt__name *)bpt__grow(f->names, f->nnames, sizeof *grown);
-            if (!grown) return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for the names");
+        if (id >= f->nnames) {   /* doubling: ids come in order, but a corrupt file may jump */
+            uint32_t to = f->nnames ? f->nnames : 256;
+            bpt__name *grown;
+            while (to <= id) to *= 2;
+            if (!(grown = (bpt__name *)bpt__grow_to(f->names, f->nnames, to, sizeof *grown)))
+                return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for the names");
             f->names = grown;
-            f->nnames++;
+            f->nnames = to;
         }
         memcpy(text, block + at + 16, ml);
         text[ml] = '\0';

@@ -26,11 +26,13 @@ static void bpt__bprintf(bpt__buf *b, const char *fmt, ...) {
 
 /* recon_trace's clock: local wall time, HH:MM:SS.microseconds. */
 static void bpt__format_time(bpt__buf *b, uint64_t mono_ns) {
-    int64_t ns = (int64_t)mono_ns + bpt__realtime_offset_ns;
-    time_t secs = (time_t)(ns / 1000000000);
+    /* Unsigned: a timestamp read from a file may be anything, and wraps
+       rather than overflows. */
+    uint64_t ns = mono_ns + (uint64_t)bpt__realtime_offset_ns;
+    time_t secs = (time_t)(ns / 1000000000u);
     struct tm tm;
-    localtime_r(&secs, &tm);
-    bpt__bprintf(b, "%02d:%02d:%02d.%06ld", tm.tm_hour, tm.tm_min, tm.tm_sec, (long)(ns % 1000000000 / 1000));
+    if (!localtime_r(&secs, &tm)) memset(&tm, 0, sizeof tm);
+    bpt__bprintf(b, "%02d:%02d:%02d.%06ld", tm.tm_hour, tm.tm_min, tm.tm_sec, (long)(ns % 1000000000u / 1000u));
 }
 
 /* One value, as its type says; i64 through the site's formatter if it has

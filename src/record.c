@@ -58,9 +58,16 @@ BPT__PRIVATE int bpt__rec_check(const void *p, uint32_t avail) {
 
 static const char bpt__unknown_name[] = "?";
 
+/* A function's entry: the id names a function, not a message (a file's
+   record may say anything). */
+static const bpt__name *bpt__rec_function(const bpt__decoder *d, uint32_t id) {
+    const bpt__name *n = id ? d->name(d->ctx, id) : NULL;
+    return n && n->arity >= 0 && n->module ? n : NULL;
+}
+
 /* Names of an id into a message's fields; an unknown id reads "?". */
 static void bpt__rec_names(const bpt__decoder *d, uint32_t id, const char **module, const char **name, int *arity) {
-    const bpt__name *n = id ? d->name(d->ctx, id) : NULL;
+    const bpt__name *n = bpt__rec_function(d, id);
     *module = n ? n->module : bpt__unknown_name;
     *name = n ? n->name : bpt__unknown_name;
     *arity = n ? n->arity : 0;
@@ -70,7 +77,7 @@ static void bpt__rec_names(const bpt__decoder *d, uint32_t id, const char **modu
 static void bpt__rec_decode_call(const bpt__decoder *d, const bpt__rec *r, bpt_msg *m) {
     const uint64_t *w = (const uint64_t *)(r + 1);
     uint32_t n = r->info & BPT__REC_CALL_NARGS, i;
-    const bpt__name *fn = r->id ? d->name(d->ctx, r->id) : NULL;
+    const bpt__name *fn = bpt__rec_function(d, r->id);
     bpt__rec_names(d, r->id, &m->module, &m->name, &m->arity);
     m->format = fn ? fn->format : NULL;
     if (n) {
@@ -86,12 +93,13 @@ static void bpt__rec_decode_call(const bpt__decoder *d, const bpt__rec *r, bpt_m
     }
     if (r->info & BPT__REC_CALL_CALLER) {
         m->caller = w[0];
-        if (w[1]) bpt__rec_names(d, (uint32_t)w[1], &m->caller_module, &m->caller_name, &m->caller_arity);
+        if (w[1] && w[1] <= 0xffffffffu)
+            bpt__rec_names(d, (uint32_t)w[1], &m->caller_module, &m->caller_name, &m->caller_arity);
         w += 2;
     }
     if (r->info & BPT__REC_CALL_USER) {
-        const bpt__name *u = d->name(d->ctx, (uint32_t)w[0]);
-        m->user = u ? u->name : NULL;
+        const bpt__name *u = w[0] <= 0xffffffffu ? d->name(d->ctx, (uint32_t)w[0]) : NULL;
+        m->user = u && u->arity < 0 ? u->name : NULL;   /* a message's entry, not a function's */
     }
 }
 

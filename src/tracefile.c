@@ -237,16 +237,17 @@ static const bpt__name *bpt__file_name(void *ctx, uint32_t id) {
     return id < f->nnames && f->names[id].name ? &f->names[id] : NULL;
 }
 
-/* An array of n items of `size` bytes grown to n + 1 (BPT_MALLOC has no
-   realloc), the new item zeroed; NULL: no memory, the old one kept. */
-static void *bpt__grow(void *old, size_t n, size_t size) {
-    unsigned char *p = (unsigned char *)BPT_MALLOC((n + 1) * size);
+/* An array of n items of `size` bytes grown to `to` items (BPT_MALLOC has
+   no realloc), the new items zeroed; NULL: no memory, the old one kept. */
+static void *bpt__grow_to(void *old, size_t n, size_t to, size_t size) {
+    unsigned char *p = (unsigned char *)BPT_MALLOC(to * size);
     if (!p) return NULL;
     if (n) memcpy(p, old, n * size);
-    memset(p + n * size, 0, size);
+    memset(p + n * size, 0, (to - n) * size);
     BPT_FREE(old);
     return p;
 }
+static void *bpt__grow(void *old, size_t n, size_t size) { return bpt__grow_to(old, n, n + 1, size); }
 
 /* The stream of lane `lane`, added on its first block; NULL: no memory. */
 static bpt__stream *bpt__file_stream(bpt_trace_file *f, uint64_t lane) {
@@ -282,11 +283,14 @@ static int bpt__file_names(bpt_trace_file *f, const unsigned char *block, uint32
         memcpy(&nl, block + at + 10, 2);
         if (id == 0 || id >= BPT__FILE_MAX_NAMES || at + 16 + (uint32_t)ml + nl > bytes)
             return bpt__file_corrupt(f, "a name entry is out of bounds");
-        while (id >= f->nnames) {
-            bpt__name *grown = (bpt__name *)bpt__grow(f->names, f->nnames, sizeof *grown);
-            if (!grown) return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for the names");
+        if (id >= f->nnames) {   /* doubling: ids come in order, but a corrupt file may jump */
+            uint32_t to = f->nnames ? f->nnames : 256;
+            bpt__name *grown;
+            while (to <= id) to *= 2;
+            if (!(grown = (bpt__name *)bpt__grow_to(f->names, f->nnames, to, sizeof *grown)))
+                return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for the names");
             f->names = grown;
-            f->nnames++;
+            f->nnames = to;
         }
         memcpy(text, block + at + 16, ml);
         text[ml] = '\0';
