@@ -44,7 +44,9 @@
        BPT_ASSERT(c)      implementation  Internal assertion (default: assert from <assert.h>).
        BPT_MALLOC(n)      implementation  Allocator (default: malloc). Every allocation on the
        BPT_FREE(p)        implementation  trace_pattern and session paths goes through it; a NULL
-                                          return gives BPT_ENOMEM and changes nothing.
+                                          return gives BPT_ENOMEM and changes nothing. call_count's
+                                          per-thread counters are mapped with mmap instead, by a
+                                          thread's first count (a hit may run in a signal handler).
        BPT_MAX_THREADS    implementation  Per-thread slots (message rings, later timing tables).
                                           Default 64. Threads beyond it share one overflow slot.
        BPT_MAX_SESSIONS   implementation  Trace sessions alive at once. Default 64 (1..65535).
@@ -92,10 +94,12 @@
          return BPT_EDEADLK where they can tell.
        - Hit-path calls (bpt_vm_breakpoint, bpt_thread_progress_pin/unpin) never
          block and never take a lock, except that a thread's first message to a
-         session allocates that thread's ring. They are async-signal-safe once
-         the calling thread has a ring (a signal handler may pin and hit); a
-         hit in a handler that interrupts its own thread's message send drops
-         its message, counted in the session's dropped count.
+         session allocates that thread's ring, and call_count maps a page of
+         the thread's counters (mmap, never malloc) on its first count there.
+         They are async-signal-safe once the calling thread has a ring (a
+         signal handler may pin and hit); a hit in a handler that interrupts
+         its own thread's message send drops its message, counted in the
+         session's dropped count.
        - bpt_session_drain may run concurrently with traced threads; one drainer
          per session at a time (others wait on the session's drain lock).
        - A thread's first bptrace call allocates its thread record (once).
