@@ -45,10 +45,13 @@
        BPT_ASSERT(c)      implementation  Internal assertion (default: assert from <assert.h>).
        BPT_MALLOC(n)      implementation  Allocator (default: malloc). Every allocation on the
        BPT_FREE(p)        implementation  trace_pattern and session paths goes through it; a NULL
-                                          return gives BPT_ENOMEM and changes nothing.
+                                          return gives BPT_ENOMEM and changes nothing. call_count's
+                                          per-thread counters are mapped with mmap instead, by a
+                                          thread's first count (a hit may run in a signal handler).
        BPT_MAX_THREADS    implementation  Per-thread slots of the call_time/call_memory tables.
                                           Default 64. Threads beyond it share one overflow table.
-                                          (Trace buffers have no such limit: every thread has its own.)
+                                          (Trace buffers and call_count counters have no such
+                                          limit: every thread has its own.)
        BPT_MAX_SESSIONS   implementation  Trace sessions alive at once. Default 64 (1..65535).
        BPT_NO_NATIVE      everywhere      Leave out native entry patching (BPT_TRACEABLE expands to
                                           nothing; bpt_register_native returns BPT_ENOTSUP).
@@ -94,13 +97,15 @@
          return BPT_EDEADLK where they can tell.
        - Hit-path calls (bpt_vm_breakpoint, bpt_thread_progress_pin/unpin) never
          block and never take a lock, except that a thread's first record in a
-         session allocates that thread's buffer (BPT_MALLOC). A record is a
-         copy into the thread's own chunk and one release store; a full buffer
-         drops it (counted, and marked in the stream by a DROPPED record) or,
-         in flight-recorder mode, takes the oldest unread chunk back. They are
-         async-signal-safe once the calling thread has its buffer (a signal
-         handler may pin and hit); a hit in a handler that interrupts its own
-         thread's record drops its record, counted in the session's dropped count.
+         session allocates that thread's buffer (BPT_MALLOC), and call_count
+         maps a page of the thread's counters (mmap, never malloc) on its
+         first count there. A record is a copy into the thread's own chunk and
+         one release store; a full buffer drops it (counted, and marked in the
+         stream by a DROPPED record) or, in flight-recorder mode, takes the
+         oldest unread chunk back. They are async-signal-safe once the calling
+         thread has its buffer (a signal handler may pin and hit); a hit in a
+         handler that interrupts its own thread's record drops its record,
+         counted in the session's dropped count.
        - bpt_session_drain and bpt_session_write may run concurrently with
          traced threads; one drainer per session at a time (others wait on the
          session's drain lock). A traced thread never waits for a drainer.
@@ -1660,6 +1665,7 @@ BPT_API void bpt_folded_free(bpt_folded *f);
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <linux/futex.h>
 
@@ -1813,6 +1819,25 @@ BPT__PRIVATE void bpt__cpu_relax(void) {
 BPT__PRIVATE void bpt__owner_inc_u64(bpt__atomic_u64 *p, uint64_t v) {
     bpt__store_relaxed_u64(p, bpt__load_relaxed_u64(p) + v);
 }
+
+/* The same, by one, as one instruction where the machine has a
+   read-modify-write of memory without a lock: x86-64's `addq $1, m`. A
+   signal interrupts a thread between instructions, so a handler on the
+   owner's thread sees the counter before or after the add, never in the
+   middle, and its own add is kept; other CPUs see one aligned 8-byte write
+   (not atomic across CPUs, which an owner-only counter does not need).
+   Linux's this_cpu_inc on x86 is this instruction for the same reason.
+   aarch64 has none (ldr, add, str), so BPT__SIGNAL_ATOMIC_INC stays
+   undefined there and the caller guards the update itself (kind_count.c). */
+#if defined(__x86_64__)
+#  define BPT__SIGNAL_ATOMIC_INC 1
+BPT__PRIVATE void bpt__owner_inc1_u64(bpt__atomic_u64 *p) {
+    uint64_t *q = (uint64_t *)(void *)p;
+    /* "=m" with "m" (read and written) rather than "+m", with which gcc
+       puts the address in a register first instead of indexing. */
+    __asm__ __volatile__("addq $1, %0" : "=m"(*q) : "m"(*q));
+}
+#endif
 
 /* >>tls: thread-locals. tcc has no __thread, so it keeps the one per-thread
    pointer bptrace needs (the thread record) in a pthread key, which it needs
@@ -2001,6 +2026,14 @@ BPT__PRIVATE int bpt__rec_decode(const bpt__decoder *d, bpt__stream *st, const b
    thread record every traced thread owns, pinning, the waits' callers'
    side, and bpt__fail, which keeps a failure's message in the record. */
 
+/* call_count's counters (kind_count.c): a thread record holds up to
+   BPT__COUNT_PAGES pages of BPT__COUNT_PAGE_SLOTS counters each, one per
+   call_count breakpoint slot. A page is 64 KiB of address space, memory only
+   where touched. */
+#define BPT__COUNT_PAGE_SLOTS 8192u
+#define BPT__COUNT_PAGES 64u
+#define BPT__COUNT_SLOTS (BPT__COUNT_PAGES * BPT__COUNT_PAGE_SLOTS)
+
 /* A thread's record: created on its first pin, reused after it exits,
    never freed while walkable (progress.c). */
 struct bpt__thread {
@@ -2029,10 +2062,18 @@ struct bpt__thread {
     volatile uint32_t shadow_depth[2];
     uint32_t vm_serial;             /* owner only: VM frame tokens' check value */
     int in_timem_overflow;          /* owner only: updating a shared overflow time table (timem.c) */
+    /* call_count's counter pages (kind_count.c): mapped by the owner on its
+       first count in a page, published by CAS [P1], read by bpt_trace_info;
+       kept when the record is reused, so an exited thread's counts stay. */
+    bpt__atomic_ptr counts[BPT__COUNT_PAGES];
+#if !defined(BPT__SIGNAL_ATOMIC_INC)
+    volatile int counting;          /* owner only: inside a count update (kind_count.c) [H1] */
+#endif
     char errmsg[320];               /* owner only: bpt_last_error() */
 };
 
 BPT__PRIVATE bpt__thread *bpt__thread_self_or_null(void);
+BPT__PRIVATE bpt__thread *bpt__thread_records(void);   /* every record ever made: walk ->next */
 BPT__PRIVATE bpt__thread *bpt__thread_self(void);   /* creates the record: NULL when out of memory */
 BPT__PRIVATE void bpt__progress_ensure_init(void);
 BPT__HOT bpt__thread *bpt__pin(void);               /* NULL: no record (out of memory), not pinned */
@@ -2580,6 +2621,12 @@ BPT__PRIVATE bpt__thread *bpt__thread_self_or_null(void) {
 #endif
 }
 
+/* The list of records, for readers of every thread's data (kind_count.c):
+   push-only, each record complete before it is published. */
+BPT__PRIVATE bpt__thread *bpt__thread_records(void) {
+    return (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records);
+}
+
 /* The light side of an asymmetric barrier pair [B1] [B2]. */
 BPT__PRIVATE void bpt__light_barrier(void) {
     if (bpt__load_relaxed_u32(&bpt__progress.light_pins))
@@ -2626,6 +2673,9 @@ static bpt__thread *bpt__thread_create(void) {
     rec->managed = rec->managed_online = rec->in_tracer = rec->holds_permission = 0;
     rec->process = rec->tid;
     rec->shadow_depth[0] = rec->shadow_depth[1] = 0;   /* a dead owner's frames mean nothing */
+#if !defined(BPT__SIGNAL_ATOMIC_INC)
+    rec->counting = 0;
+#endif
     rec->errmsg[0] = '\0';
     bpt__store_relaxed_u64(&rec->state, 0);
 #if !defined(BPT__TLS_BY_KEY)
@@ -5775,39 +5825,163 @@ BPT__HOT void bpt__kind_call_hit(bpt__hit *h, bpt__session *s, const bpt__Generi
 
 /*** Begin file kind_count.c ***/
 /* kind_count.c: the call_count breakpoint kind (BPT_COUNT), as BEAM's
-   BpCount in beam_bp.c: one counter per breakpoint, shared by the two
-   generations that count into it, incremented by every hit while active. Its
-   hooks are the ones the kinds table (BPT_KINDS, api_pattern.h) names;
-   breakpoint.h declares them. */
+   BpCount in beam_bp.c, with its counter split by thread (DESIGN.md 10.1):
+   no cache line is written by two threads on the hit path, and the hit has
+   no locked or atomic read-modify-write. Its hooks are the ones the kinds
+   table (BPT_KINDS, api_pattern.h) names; breakpoint.h declares them.
+
+   Slots. Each BpCount owns a slot, a number below BPT__COUNT_SLOTS, taken
+   under the code modification permission (step 2) and given back at its
+   last unref. Every thread record holds pages of uint64 counters
+   (progress.h): slot n is counter n of each record. A hit adds one to its
+   own thread's counter, which no other thread writes; bpt_trace_info adds
+   up every record's counter for the slot with relaxed loads, without
+   stopping anyone. Records are never freed and keep their pages when a new
+   thread reuses them, so an exited thread's counts stay in the sum; a fork
+   child inherits records and pages (private mappings) and counts on from
+   the parent's sums. Past BPT__COUNT_SLOTS (524,288) counted breakpoints
+   at once, step 2 fails with BPT_ENOMEM.
+
+   Storage. A page is mapped on the hit path, by its thread's first count in
+   it: with mmap, not BPT_MALLOC, since a hit may run in a signal handler
+   that interrupted malloc, or inside a traced malloc; not by the set path,
+   which cannot know the threads that will hit (any thread may, at any
+   time, and threads have no bound). The page is published with a CAS
+   [P1], so a signal handler nested on the same thread that maps it first
+   wins, and the interrupted hit unmaps its own and uses the winner's. When
+   mmap fails, the hit adds to the breakpoint's shared `spill` counter with
+   an atomic add instead: slower, still exact.
+
+   The increment [H1]. A signal handler may hit a counted function on the
+   thread whose increment it interrupted. On x86-64 the increment is one
+   instruction (bpt__owner_inc1_u64, port.h), which a signal cannot split.
+   Elsewhere (aarch64: ldr, add, str) the owner marks its record
+   `counting` around the update, and a hit that finds the mark set is a
+   handler nested in an update: it adds to `spill` atomically and touches
+   no page, so neither add is lost.
+
+   Exactness.
+   - A reused slot starts from 0. Its previous BpCount gave it back at its
+     last unref, which runs after a wait for thread progress: step 11 after
+     step 8's wait, step 12 after its own (step 3's unref of a switch-off
+     never is the last: the active generation still holds one). Every hit
+     that could reach the old BpCount ended its pinned section before that
+     wait returned [B3], and the permission orders the wait before the next
+     prepare, which zeroes the slot's counter in every mapped page (below).
+     A hit reaches the new BpCount only through the generation step 3
+     staged, which step 7's commit publishes [G2] after the zeroing: its
+     relaxed load of its counter sees 0 or a later value. A slot never
+     taken before is 0 in every page (mmap zeroes).
+   - BPT_RESTART stores the current sum as `base`, which info subtracts,
+     under the permission (info reads it under the permission too). A
+     counter never goes back while its slot is taken, so the count is the
+     calls since the restart: every call that completed before it happens
+     before the restart's loads, and is in base.
+   - BPT_PAUSE clears ACTIVE: hits stop at the commit, the counters stay.
+   - Off, then on again: the old BpCount gives its slot back; the new one
+     takes a fresh or zeroed slot. */
 
 #define BPT__BPF_COUNT        BPT__BPF_ON(BPT__KIX_COUNT)
 #define BPT__BPF_COUNT_ACTIVE BPT__BPF_ACTIVE(BPT__KIX_COUNT)
+#define BPT__COUNT_PAGE_BYTES (BPT__COUNT_PAGE_SLOTS * sizeof(uint64_t))
 
 /* Shared by the generations that count into it, freed when the last lets
    go (refc changes only under the code modification permission). */
 typedef struct bpt__BpCount {
-    bpt__atomic_u64 value;
+    /* The slot, slot / BPT__COUNT_PAGE_SLOTS and slot % BPT__COUNT_PAGE_SLOTS,
+       as the hit uses them: where a thread record holds the page's pointer
+       (a byte offset: one load on the hit), and the counter's index in it. */
+    uintptr_t dir, off;
+    uint32_t slot;
     uint32_t refc;
+    uint64_t base;                /* set path: the sum at the last BPT_RESTART */
+    bpt__atomic_u64 spill;        /* hits that could not use their own counter (see above) */
 } bpt__BpCount;
 
+/* The slots in use, one bit each, lowest free first, so that the slots in
+   use stay in few pages. Under the code modification permission; a fork
+   child inherits them consistent (the fork handlers hold it, locks.c). */
+static struct {
+    uint64_t used[BPT__COUNT_SLOTS / 64];
+    uint32_t first;               /* no free bit in used[0..first) */
+    uint32_t high;                /* every slot from here up was never taken */
+} bpt__count_slots;
+
+/* Take the lowest free slot: 0, or -1 when every slot is taken. */
+static int bpt__count_slot_take(uint32_t *slot) {
+    uint32_t w = bpt__count_slots.first, b = 0;
+    while (w < BPT__COUNT_SLOTS / 64 && bpt__count_slots.used[w] == ~(uint64_t)0) w++;
+    bpt__count_slots.first = w;
+    if (w == BPT__COUNT_SLOTS / 64) return -1;
+    while (bpt__count_slots.used[w] >> b & 1) b++;
+    bpt__count_slots.used[w] |= (uint64_t)1 << b;
+    *slot = w * 64 + b;
+    return 0;
+}
+
+static void bpt__count_slot_give(uint32_t slot) {
+    bpt__count_slots.used[slot / 64] &= ~((uint64_t)1 << (slot % 64));
+    if (slot / 64 < bpt__count_slots.first) bpt__count_slots.first = slot / 64;
+}
+
+/* Where rec holds the pointer to the page of c's slot. */
+BPT__HOT bpt__atomic_ptr *bpt__count_dir(bpt__thread *rec, const bpt__BpCount *c) {
+    return (bpt__atomic_ptr *)(void *)((char *)rec + c->dir);
+}
+
+/* Every thread's counter of c's slot, plus the spill. Never blocks a hit. */
+static uint64_t bpt__count_sum(bpt__BpCount *c) {
+    uint64_t sum = bpt__load_relaxed_u64(&c->spill);
+    bpt__thread *rec;
+    for (rec = bpt__thread_records(); rec; rec = rec->next) {
+        bpt__atomic_u64 *page = (bpt__atomic_u64 *)bpt__load_acquire_ptr(bpt__count_dir(rec, c));   /* [P1] */
+        if (page) sum += bpt__load_relaxed_u64(&page[c->off]);
+    }
+    return sum;
+}
+
 /* Step 2: a fresh counter when the change switches counting on where the
-   staging generation has none. */
+   staging generation has none. A slot used before is zeroed in every
+   mapped page: no hit can reach it (see the top of this file). */
 BPT__PRIVATE int bpt__kind_count_prepare(const bpt__op *op, const bpt__GenericBpData *staging, void **out) {
     bpt__BpCount *bc;
+    bpt__thread *rec;
+    uint32_t slot;
     *out = NULL;
     if (!bpt__op_enables(op) || (staging && (staging->flags & BPT__BPF_COUNT))) return 0;
     if (!(bc = (bpt__BpCount *)BPT_MALLOC(sizeof *bc))) return BPT_ENOMEM;
-    bpt__store_relaxed_u64(&bc->value, 0);
+    if (bpt__count_slot_take(&slot) < 0) {   /* more than BPT__COUNT_SLOTS counted breakpoints */
+        BPT_FREE(bc);
+        return BPT_ENOMEM;
+    }
+    bc->dir = offsetof(bpt__thread, counts) + slot / BPT__COUNT_PAGE_SLOTS * sizeof(bpt__atomic_ptr);
+    bc->off = slot % BPT__COUNT_PAGE_SLOTS;
+    bc->slot = slot;
     bc->refc = 1;
+    bc->base = 0;
+    bpt__store_relaxed_u64(&bc->spill, 0);
+    if (slot < bpt__count_slots.high) {
+        for (rec = bpt__thread_records(); rec; rec = rec->next) {
+            bpt__atomic_u64 *page = (bpt__atomic_u64 *)bpt__load_acquire_ptr(bpt__count_dir(rec, bc));   /* [P1] */
+            if (page) bpt__store_relaxed_u64(&page[bc->off], 0);
+        }
+    } else {
+        bpt__count_slots.high = slot + 1;
+    }
     *out = bc;
     return 0;
 }
 
 BPT__PRIVATE void bpt__kind_count_ref(void *data) { ((bpt__BpCount *)data)->refc++; }
 
+/* The last unref comes after a wait for thread progress (see the top of
+   this file): no hit still counts into the slot it gives back. */
 BPT__PRIVATE void bpt__kind_count_unref(void *data) {
     bpt__BpCount *c = (bpt__BpCount *)data;
-    if (c && --c->refc == 0) BPT_FREE(c);
+    if (c && --c->refc == 0) {
+        bpt__count_slot_give(c->slot);
+        BPT_FREE(c);
+    }
 }
 
 /* Step 3: on, off, pause or restart. `fresh` is step 2's counter (its one
@@ -5829,17 +6003,58 @@ BPT__PRIVATE void bpt__kind_count_stage(bpt__GenericBpData *d, const bpt__op *op
         } else if (op->how == BPT_RESTART) {
             /* Shared with the active generation, as in BEAM: the reset is
                seen at once, the re-activation at the commit. */
-            bpt__store_relaxed_u64(&((bpt__BpCount *)d->data[BPT__KIX_COUNT])->value, 0);
+            bpt__BpCount *c = (bpt__BpCount *)d->data[BPT__KIX_COUNT];
+            c->base = bpt__count_sum(c);
         }
         d->flags |= BPT__BPF_COUNT_ACTIVE;
     }
 }
 
-/* The hit: one atomic increment of the shared counter (a cache line that
-   every thread calling the function writes). */
+/* A thread's first count in a page: map it and publish it [P1]. NULL when
+   mmap fails. errno is kept: the hit may be a signal handler's. */
+static bpt__atomic_u64 *bpt__count_page_map(bpt__thread *rec, const bpt__BpCount *c) {
+    bpt__atomic_ptr *dir = bpt__count_dir(rec, c);
+    int saved = errno;
+    void *p = mmap(NULL, BPT__COUNT_PAGE_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        p = NULL;
+    } else if (!bpt__cas_ptr(dir, NULL, p)) {   /* [P1] pairs with the readers' acquire loads */
+        munmap(p, BPT__COUNT_PAGE_BYTES);   /* a handler nested on this thread mapped it first */
+        p = bpt__load_relaxed_ptr(dir);
+    }
+    errno = saved;
+    return (bpt__atomic_u64 *)p;
+}
+
+/* The hit: one more call on this thread's own counter. Only this thread
+   (and handlers nested on it) writes the record's pages, so the owner
+   reads its page pointer with a relaxed load. */
 BPT__HOT void bpt__kind_count_hit(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d) {
-    (void)h; (void)s;
-    bpt__fetch_add_u64(&((bpt__BpCount *)d->data[BPT__KIX_COUNT])->value, 1);
+    bpt__BpCount *c = (bpt__BpCount *)d->data[BPT__KIX_COUNT];
+    bpt__thread *rec = h->rec;
+    bpt__atomic_u64 *page;
+    (void)s;
+#if defined(BPT__SIGNAL_ATOMIC_INC)
+    page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(bpt__count_dir(rec, c));
+    if (page || (page = bpt__count_page_map(rec, c)) != NULL)
+        bpt__owner_inc1_u64(&page[c->off]);   /* [H1] one instruction: a handler cannot split it */
+    else
+        bpt__fetch_add_u64(&c->spill, 1);
+#else
+    if (rec->counting) {   /* [H1] a handler nested in this thread's update */
+        bpt__fetch_add_u64(&c->spill, 1);
+        return;
+    }
+    rec->counting = 1;
+    bpt__compiler_barrier();   /* [H1] marked before the load: a handler from here on spills */
+    page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(bpt__count_dir(rec, c));
+    if (page || (page = bpt__count_page_map(rec, c)) != NULL)
+        bpt__owner_inc_u64(&page[c->off], 1);
+    else
+        bpt__fetch_add_u64(&c->spill, 1);
+    bpt__compiler_barrier();   /* [H1] stored before the mark is cleared */
+    rec->counting = 0;
+#endif
 }
 
 BPT__PRIVATE void bpt__kind_count_info(const bpt__GenericBpData *d, unsigned what, bpt_info *out) {
@@ -5847,8 +6062,10 @@ BPT__PRIVATE void bpt__kind_count_info(const bpt__GenericBpData *d, unsigned wha
         out->flags |= BPT_COUNT;
         out->count_paused = !(d->flags & BPT__BPF_COUNT_ACTIVE);
     }
-    if (what & BPT_INFO_COUNT)
-        out->count = bpt__load_relaxed_u64(&((bpt__BpCount *)d->data[BPT__KIX_COUNT])->value);
+    if (what & BPT_INFO_COUNT) {
+        bpt__BpCount *c = (bpt__BpCount *)d->data[BPT__KIX_COUNT];
+        out->count = bpt__count_sum(c) - c->base;
+    }
 }
 /*** End of kind_count.c ***/
 
@@ -6047,7 +6264,6 @@ bpt_vm_word bpt_vm_word_at(const bpt_func *f) {
    protocol uses for every kind of site. */
 
 #if defined(BPT_NATIVE)
-#include <sys/mman.h>
 
 static uintptr_t bpt__page_size(void) {
     static uintptr_t size;

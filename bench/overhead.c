@@ -3,6 +3,9 @@
    attribute), the same code BPT_TRACEABLE but untraced, call_count, call
    trace to a ring drained by a consumer thread, call+return to a ring, and
    call_time. ns per call: median of RUNS runs (min..max), ratio to plain.
+   Then call_count on the leaf mix from 1 thread and from 2 threads at once
+   (the same functions): ns per call of each thread's CPU time, and the
+   ratio of 2 to 1, which a cache line written by both threads would raise.
    `bench_overhead MODE CALLS` runs one mode once, for callgrind (make bench
    prints the instruction counts the same way PERFORMANCE.md does). */
 #define BPTRACE_IMPLEMENTATION
@@ -109,6 +112,63 @@ static int set_mode(unsigned flags, int on) {
     return r;
 }
 
+/* call_count from n threads at once on the same leaves: each thread's CPU
+   time per call (time spent scheduled out does not count; time stalled on
+   a cache line does). *share: each thread's CPU time over the wall time
+   (1: the threads ran at once throughout; on a busy machine less, and a
+   ratio taken then says less). */
+static pthread_barrier_t start;
+static double thread_ns[2];
+static void *count_worker(void *arg) {
+    int k = (int)(intptr_t)arg;
+    struct timespec a, b;
+    long acc;
+    cpu_set_t one;   /* each thread on a CPU of its own, where there are two */
+    CPU_ZERO(&one);
+    CPU_SET(k % (sysconf(_SC_NPROCESSORS_ONLN) > 1 ? 2 : 1), &one);
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    pthread_barrier_wait(&start);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    acc = mixes[2](MIX_ITERS);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    thread_ns[k] = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
+    if (acc == 42) puts("");
+    return NULL;
+}
+
+static double count_threads_once(int n, double *share) {
+    pthread_t t[2];
+    uint64_t t0;
+    double wall, sum = 0;
+    pthread_barrier_init(&start, NULL, (unsigned)n + 1);
+    for (int i = 0; i < n; i++) pthread_create(&t[i], NULL, count_worker, (void *)(intptr_t)i);
+    pthread_barrier_wait(&start);
+    t0 = bench_now();
+    for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+    wall = (double)(bench_now() - t0);
+    pthread_barrier_destroy(&start);
+    for (int i = 0; i < n; i++) sum += thread_ns[i];
+    *share = sum / n / wall;
+    return sum / n / MIX_CALLS;
+}
+
+static void count_threads(void) {
+    double v[2][RUNS], share[RUNS], o;
+    bench_stat s[2], so;
+    char ratio[96];
+    set_mode(BPT_COUNT, 1);
+    for (int n = 1; n <= 2; n++) {
+        count_threads_once(n, &o);   /* warm up */
+        for (int r = 0; r < RUNS; r++) v[n - 1][r] = count_threads_once(n, n == 2 ? &share[r] : &o);
+        s[n - 1] = bench_stats(v[n - 1], RUNS);
+    }
+    set_mode(BPT_COUNT, 0);
+    so = bench_stats(share, RUNS);
+    bench_row("1", "leaf mix: call_count, 1 thread (thread CPU)", s[0], "ns/call", "");
+    snprintf(ratio, sizeof ratio, "%.2fx 1 thread (each on a CPU %.0f%% of the time)", s[1].med / s[0].med, 100 * so.med);
+    bench_row("1", "leaf mix: call_count, 2 threads, same functions", s[1], "ns/call", ratio);
+}
+
 int main(int argc, char **argv) {
     pthread_t dr;
     if (setup() < 0) { fprintf(stderr, "setup: %s\n", bpt_last_error()); return 1; }
@@ -165,6 +225,7 @@ int main(int argc, char **argv) {
             bench_row("1", what, s, "ns/call", ratio);
         }
     }
+    count_threads();
     atomic_store(&draining, 0);
     pthread_join(dr, NULL);
     return 0;

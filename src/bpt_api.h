@@ -45,10 +45,13 @@
        BPT_ASSERT(c)      implementation  Internal assertion (default: assert from <assert.h>).
        BPT_MALLOC(n)      implementation  Allocator (default: malloc). Every allocation on the
        BPT_FREE(p)        implementation  trace_pattern and session paths goes through it; a NULL
-                                          return gives BPT_ENOMEM and changes nothing.
+                                          return gives BPT_ENOMEM and changes nothing. call_count's
+                                          per-thread counters are mapped with mmap instead, by a
+                                          thread's first count (a hit may run in a signal handler).
        BPT_MAX_THREADS    implementation  Per-thread slots of the call_time/call_memory tables.
                                           Default 64. Threads beyond it share one overflow table.
-                                          (Trace buffers have no such limit: every thread has its own.)
+                                          (Trace buffers and call_count counters have no such
+                                          limit: every thread has its own.)
        BPT_MAX_SESSIONS   implementation  Trace sessions alive at once. Default 64 (1..65535).
        BPT_NO_NATIVE      everywhere      Leave out native entry patching (BPT_TRACEABLE expands to
                                           nothing; bpt_register_native returns BPT_ENOTSUP).
@@ -94,13 +97,15 @@
          return BPT_EDEADLK where they can tell.
        - Hit-path calls (bpt_vm_breakpoint, bpt_thread_progress_pin/unpin) never
          block and never take a lock, except that a thread's first record in a
-         session allocates that thread's buffer (BPT_MALLOC). A record is a
-         copy into the thread's own chunk and one release store; a full buffer
-         drops it (counted, and marked in the stream by a DROPPED record) or,
-         in flight-recorder mode, takes the oldest unread chunk back. They are
-         async-signal-safe once the calling thread has its buffer (a signal
-         handler may pin and hit); a hit in a handler that interrupts its own
-         thread's record drops its record, counted in the session's dropped count.
+         session allocates that thread's buffer (BPT_MALLOC), and call_count
+         maps a page of the thread's counters (mmap, never malloc) on its
+         first count there. A record is a copy into the thread's own chunk and
+         one release store; a full buffer drops it (counted, and marked in the
+         stream by a DROPPED record) or, in flight-recorder mode, takes the
+         oldest unread chunk back. They are async-signal-safe once the calling
+         thread has its buffer (a signal handler may pin and hit); a hit in a
+         handler that interrupts its own thread's record drops its record,
+         counted in the session's dropped count.
        - bpt_session_drain and bpt_session_write may run concurrently with
          traced threads; one drainer per session at a time (others wait on the
          session's drain lock). A traced thread never waits for a drainer.

@@ -60,6 +60,12 @@ BPT__PRIVATE bpt__thread *bpt__thread_self_or_null(void) {
 #endif
 }
 
+/* The list of records, for readers of every thread's data (kind_count.c):
+   push-only, each record complete before it is published. */
+BPT__PRIVATE bpt__thread *bpt__thread_records(void) {
+    return (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records);
+}
+
 /* The light side of an asymmetric barrier pair [B1] [B2]. */
 BPT__PRIVATE void bpt__light_barrier(void) {
     if (bpt__load_relaxed_u32(&bpt__progress.light_pins))
@@ -106,6 +112,9 @@ static bpt__thread *bpt__thread_create(void) {
     rec->managed = rec->managed_online = rec->in_tracer = rec->holds_permission = 0;
     rec->process = rec->tid;
     rec->shadow_depth[0] = rec->shadow_depth[1] = 0;   /* a dead owner's frames mean nothing */
+#if !defined(BPT__SIGNAL_ATOMIC_INC)
+    rec->counting = 0;
+#endif
     rec->errmsg[0] = '\0';
     bpt__store_relaxed_u64(&rec->state, 0);
 #if !defined(BPT__TLS_BY_KEY)

@@ -2,6 +2,14 @@
    thread record every traced thread owns, pinning, the waits' callers'
    side, and bpt__fail, which keeps a failure's message in the record. */
 
+/* call_count's counters (kind_count.c): a thread record holds up to
+   BPT__COUNT_PAGES pages of BPT__COUNT_PAGE_SLOTS counters each, one per
+   call_count breakpoint slot. A page is 64 KiB of address space, memory only
+   where touched. */
+#define BPT__COUNT_PAGE_SLOTS 8192u
+#define BPT__COUNT_PAGES 64u
+#define BPT__COUNT_SLOTS (BPT__COUNT_PAGES * BPT__COUNT_PAGE_SLOTS)
+
 /* A thread's record: created on its first pin, reused after it exits,
    never freed while walkable (progress.c). */
 struct bpt__thread {
@@ -30,10 +38,18 @@ struct bpt__thread {
     volatile uint32_t shadow_depth[2];
     uint32_t vm_serial;             /* owner only: VM frame tokens' check value */
     int in_timem_overflow;          /* owner only: updating a shared overflow time table (timem.c) */
+    /* call_count's counter pages (kind_count.c): mapped by the owner on its
+       first count in a page, published by CAS [P1], read by bpt_trace_info;
+       kept when the record is reused, so an exited thread's counts stay. */
+    bpt__atomic_ptr counts[BPT__COUNT_PAGES];
+#if !defined(BPT__SIGNAL_ATOMIC_INC)
+    volatile int counting;          /* owner only: inside a count update (kind_count.c) [H1] */
+#endif
     char errmsg[320];               /* owner only: bpt_last_error() */
 };
 
 BPT__PRIVATE bpt__thread *bpt__thread_self_or_null(void);
+BPT__PRIVATE bpt__thread *bpt__thread_records(void);   /* every record ever made: walk ->next */
 BPT__PRIVATE bpt__thread *bpt__thread_self(void);   /* creates the record: NULL when out of memory */
 BPT__PRIVATE void bpt__progress_ensure_init(void);
 BPT__HOT bpt__thread *bpt__pin(void);               /* NULL: no record (out of memory), not pinned */

@@ -4,7 +4,6 @@
 #include "internal.h"
 
 #if defined(BPT_NATIVE)
-#include <sys/mman.h>
 
 static uintptr_t bpt__page_size(void) {
     static uintptr_t size;
