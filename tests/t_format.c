@@ -5,37 +5,8 @@
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
+#include "format_fixture.h"
 #include <string.h>
-
-static bpt_msg msg(int type, uint32_t tid, const char *name, uint64_t ts_us) {
-    bpt_msg m;
-    memset(&m, 0, sizeof m);
-    m.type = (uint16_t)type;
-    m.thread = tid;
-    m.module = "m";
-    m.name = name;   /* interned in real messages: one pointer per name */
-    m.arity = 1;
-    m.ts_ns = ts_us * 1000;
-    return m;
-}
-
-static long count(const char *text, const char *what) {
-    long n = 0;
-    const char *p = text;
-    while ((p = strstr(p, what)) != NULL) { n++; p += strlen(what); }
-    return n;
-}
-
-static char *slurp(FILE *f) {
-    long n;
-    char *buf;
-    fflush(f);
-    n = ftell(f);
-    rewind(f);
-    buf = (char *)calloc(1, (size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) buf[0] = '\0';
-    return buf;
-}
 
 static bpt_vm_word words[2] = { 0x100, 0x101 };
 static bpt_func *fs[2];

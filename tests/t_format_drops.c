@@ -12,42 +12,13 @@
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
+#include "format_fixture.h"
 #include <string.h>
-
-static bpt_msg msg(int type, uint32_t tid, const char *name, uint64_t ts_us) {
-    bpt_msg m;
-    memset(&m, 0, sizeof m);
-    m.type = (uint16_t)type;
-    m.thread = tid;
-    m.module = type == BPT_MSG_DROPPED ? NULL : "m";
-    m.name = name;
-    m.arity = 1;
-    m.ts_ns = ts_us * 1000;
-    return m;
-}
 
 static bpt_msg dropped(uint32_t tid, uint64_t count, uint64_t ts_us) {
     bpt_msg m = msg(BPT_MSG_DROPPED, tid, NULL, ts_us);
     m.value = count;
     return m;
-}
-
-static long count(const char *text, const char *what) {
-    long n = 0;
-    const char *p = text;
-    while ((p = strstr(p, what)) != NULL) { n++; p += strlen(what); }
-    return n;
-}
-
-static char *slurp(FILE *f) {
-    long n;
-    char *buf;
-    fflush(f);
-    n = ftell(f);
-    rewind(f);
-    buf = (char *)calloc(1, (size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) buf[0] = '\0';
-    return buf;
 }
 
 /* The real program's call graph: the only parent -> child edges it has. A
