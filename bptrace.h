@@ -4168,10 +4168,14 @@ int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
         bpt__lane *lane = bpt__lane_at(s, i);
         uint64_t lost;
         if (!lane) continue;
+        /* What was read first, then what was taken back, then what was
+           written: each record of the first two is in the third, so pending
+           stays whole while threads trace (on x86-64 exactly; elsewhere the
+           loads may pass each other, hence the guard below). */
+        drained += bpt__load_acquire_u64(&lane->drained) + bpt__load_acquire_u64(&lane->delivered);
+        overwritten += bpt__load_acquire_u64(&lane->overwritten);
+        written += bpt__load_acquire_u64(&lane->written);
         lost = bpt__load_relaxed_u64(&lane->dropped) + bpt__load_relaxed_u64(&lane->lost);
-        written += bpt__load_relaxed_u64(&lane->written);
-        overwritten += bpt__load_relaxed_u64(&lane->overwritten);
-        drained += bpt__load_relaxed_u64(&lane->drained) + bpt__load_relaxed_u64(&lane->delivered);
         out->produced += lost;
         out->dropped += lost;
         out->threads++;
