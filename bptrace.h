@@ -3524,12 +3524,13 @@ BPT__PRIVATE int bpt__rec_decode(const bpt__decoder *d, bpt__stream *st, const b
         names (3), and drains no session.
      2. bpt__progress.wait_lock (progress.c): one thread progress waiter at
         a time.
-     3. bpt__intern_lock (intern.c): the table of interned names.
+     3. bpt__intern_lock (intern.c): the table of interned names, and the
+        name table that gives records their ids (names.c).
    Leaves, never held while another is taken: a session's drain_lock
    (session.c), a call_time table's overflow_lock (timem.c). The hit path
-   takes none of them, except the overflow lanes' and tables' of threads
-   beyond BPT_MAX_THREADS, and those only with a try-lock or a lock no hit
-   can nest in (session.c, timem.c).
+   takes none of them, except the overflow table's of threads beyond
+   BPT_MAX_THREADS, and that only with a lock no hit can nest in (timem.c);
+   trace buffers have no overflow lane (every thread has its own).
 
    fork() copies locks as they are: one held by another thread would stay
    held in the child forever. The prepare handler takes the locks of the
