@@ -50,7 +50,8 @@ struct bpt__lane {
     /* Producer side: the owner thread only. */
     uint64_t head;                /* the chunk being written (a count; slot head % nchunks) */
     struct bpt__chunk *cur;       /* that chunk (NULL before the first record) */
-    unsigned char *wp, *wend;     /* where the next record goes in it, and its end */
+    unsigned char *wp, *wend;     /* where the next record goes in it, and where records end:
+                                     the chunk's last BPT__CTX_BYTES are kept for a loss's mark */
     uint32_t ctx_tid;             /* the context of the records after wp */
     uint64_t ctx_process;
     uint64_t unreported;          /* records lost since the last DROPPED record */
@@ -218,9 +219,28 @@ static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
     lane->head = next;
     lane->cur = c;
     lane->wp = bpt__chunk_data(c);
-    lane->wend = lane->wp + lane->chunk_bytes;
+    lane->wend = lane->wp + lane->chunk_bytes - BPT__CTX_BYTES;
     bpt__store_release_u64(&lane->head_pub, next);   /* [R2] the sealed chunk's last fill, and this one */
     return 1;
+}
+
+/* A record is lost: the buffer is full. The first loss since the last
+   record that fit is marked at once, with a DROPPED record of 1 in the
+   space every chunk keeps for it, so that the place of the loss is in the
+   stream even if this thread never records again; the losses after it are
+   counted and marked (with their number) in front of the next record that
+   fits. Every DROPPED record of a stream adds up to the thread's losses,
+   but the ones after its last record that fit. */
+static void bpt__lane_lost(bpt__lane *lane, uint64_t ticks) {
+    bpt__owner_inc_u64(&lane->dropped, 1);
+    if (lane->cur && lane->wp <= lane->wend) {   /* the kept space is free: this is the first */
+        lane->wp = bpt__put_small(lane->wp, BPT_MSG_DROPPED, 0, ticks, 1);
+        lane->cur->marked += 1;
+        /* [R2] pairs with the drainer's acquire of fill. */
+        bpt__store_release_u32(&lane->cur->fill, (uint32_t)(lane->wp - bpt__chunk_data(lane->cur)));
+        return;
+    }
+    lane->unreported++;
 }
 
 /* The rare cases before a record: a new chunk (the current one is full or
@@ -235,8 +255,7 @@ static int bpt__lane_prepare(bpt__session *s, bpt__lane *lane, const bpt__thread
     int moved = lane->ctx_tid != rec->tid || lane->ctx_process != rec->process, fresh = 0;
     if (!lane->cur || lane->wp + bytes + 3 * BPT__CTX_BYTES > lane->wend) {
         if (!bpt__lane_advance(s, lane)) {
-            lane->unreported++;
-            bpt__owner_inc_u64(&lane->dropped, 1);
+            bpt__lane_lost(lane, r->ticks);
             return 0;
         }
         fresh = 1;

@@ -141,13 +141,16 @@ int main(void) {
           (unsigned long long)st.produced, (unsigned long long)st.delivered, (unsigned long long)st.dropped);
     CHECK_RC(bpt_session_destroy(cb), 0);
 
-    /* A full buffer drops, counts, and announces the drops with a DROPPED
-       record at the place of the loss. The smallest buffer: 2 chunks of
-       4096 bytes. A call with one argument is a 32-byte record (16 of
-       header, the types word, the argument); each chunk opens with a
-       24-byte context record; so a chunk holds (4096 - 24) / 32 calls. */
+    /* A full buffer drops, counts, and marks the drops with DROPPED records
+       at the place of the loss. The smallest buffer: 2 chunks of 4096
+       bytes. A call with one argument is a 32-byte record (16 of header,
+       the types word, the argument); each chunk opens with a 24-byte
+       context record and keeps its last 24 bytes for a loss's mark; so a
+       chunk holds (4096 - 48) / 32 calls. The first loss is marked at once
+       (DROPPED 1, at the end of the full chunk), the rest in front of the
+       next record that fits (DROPPED 45). */
     {
-        int per_chunk = (4096 - 24) / 32, fit = 2 * per_chunk, extra = 46;
+        int per_chunk = (4096 - 48) / 32, fit = 2 * per_chunk, extra = 46;
         static bpt_msg many[600];
         memset(&d, 0, sizeof d);
         d.chunk_bytes = 4096;
@@ -161,15 +164,18 @@ int main(void) {
               (unsigned long long)st.produced, (unsigned long long)st.dropped, (unsigned long long)st.pending,
               fit + extra, extra, fit);
         n = bpt_session_drain(small, many, 600);
-        CHECK(n == fit, "drained the %d that fit: %d", fit, n);
-        for (i = 0; i < n; i++)
+        CHECK(n == fit + 1, "drained the %d that fit and the first loss's mark: %d", fit, n);
+        for (i = 0; i < fit && i < n; i++)
             CHECK(many[i].type == BPT_MSG_CALL && many[i].args[0] == (uint64_t)i, "message %d is call %d", i, i);
-        call(g, 1, 999, 0);   /* room again: the drop notice comes first */
+        CHECK(n == fit + 1 && many[fit].type == BPT_MSG_DROPPED && many[fit].value == 1,
+              "the loss is marked where it began: DROPPED 1 after call %d", fit - 1);
+        call(g, 1, 999, 0);   /* room again: the rest of the loss is marked first */
         n = bpt_session_drain(small, all, 64);
         for (i = 0; i < n; i++)
             if (all[i].type == BPT_MSG_DROPPED) {
                 dropped_notices++;
-                CHECK(all[i].value == (uint64_t)extra, "notice says %d: %llu", extra, (unsigned long long)all[i].value);
+                CHECK(all[i].value == (uint64_t)extra - 1, "notice says %d: %llu", extra - 1,
+                      (unsigned long long)all[i].value);
             }
         CHECK(n == 2 && all[0].type == BPT_MSG_DROPPED && all[1].type == BPT_MSG_CALL && all[1].args[0] == 999,
               "DROPPED then the call: %d", n);

@@ -307,13 +307,15 @@ static void drops_of_an_exited_thread(void) {
     first = lone_tid;
     n = bpt_session_drain(s, got, 1024);
     CHECK_RC(bpt_session_stats(s, &st), 0);
-    CHECK(n > 0 && st.dropped == (uint64_t)(1000 - n), "the first thread: %d drained, %llu dropped", n,
+    /* Its calls that fit, then the mark of the loss's start, its own. */
+    CHECK(n > 1 && st.dropped == (uint64_t)(1000 - (n - 1)) && got[n - 1].type == BPT_MSG_DROPPED &&
+          got[n - 1].value == 1 && got[n - 1].thread == first, "the first thread: %d drained, %llu dropped", n,
           (unsigned long long)st.dropped);
     lone_calls = 1;   /* a new thread: it reuses the exited one's record, and its buffer */
     pthread_create(&t, NULL, lone, NULL);
     pthread_join(t, NULL);
     n = bpt_session_drain(s, got, 1024);
-    CHECK(n == 2 && got[0].type == BPT_MSG_DROPPED && got[0].value == st.dropped && got[0].thread == first &&
+    CHECK(n == 2 && got[0].type == BPT_MSG_DROPPED && got[0].value == st.dropped - 1 && got[0].thread == first &&
           got[1].type == BPT_MSG_CALL && got[1].thread == lone_tid && lone_tid != first,
           "the loss is the first thread's (%u), the call the second's (%u): %d messages, DROPPED of thread %u",
           first, lone_tid, n, n ? got[0].thread : 0);
@@ -342,7 +344,7 @@ static long per_thread_calls;
 static uint32_t tids[NTHREADS];
 static long got_calls[NTHREADS];
 static uint64_t next_arg[NTHREADS];
-static long order_errors, drop_notices;
+static long order_errors, drop_notices, thread_notices[NTHREADS];
 static pthread_barrier_t all_alive;   /* every worker exists at once: 200 thread records, 200 buffers */
 
 static void *worker(void *p) {
@@ -359,7 +361,13 @@ static void account(const bpt_msg *m, int n) {
     int i;
     for (i = 0; i < n; i++) {
         int who;
-        if (m[i].type == BPT_MSG_DROPPED) { drop_notices++; continue; }
+        if (m[i].type == BPT_MSG_DROPPED) {
+            int k;
+            drop_notices++;
+            for (k = 0; k < NTHREADS && tids[k] != m[i].thread; k++) {}
+            if (k < NTHREADS) thread_notices[k]++;
+            continue;
+        }
         who = (int)(m[i].args[0] >> 32);
         if (who < 0 || who >= NTHREADS) { order_errors++; continue; }
         /* After a drop a thread's sequence jumps; without one it is dense. */
@@ -423,6 +431,7 @@ static void many_threads(uint32_t chunk_bytes, uint32_t chunks, long calls, int 
     CHECK_RC(bpt_session_create(&d, &shared), 0);
     CHECK_RC(bpt_trace_pattern(shared, "tr:loop/1", BPT_CALL, NULL), 1);
     memset(got_calls, 0, sizeof got_calls);
+    memset(thread_notices, 0, sizeof thread_notices);
     memset(next_arg, 0, sizeof next_arg);
     order_errors = drop_notices = 0;
     per_thread_calls = calls;
@@ -445,6 +454,13 @@ static void many_threads(uint32_t chunk_bytes, uint32_t chunks, long calls, int 
           (unsigned long long)st.delivered, total, (unsigned long long)st.dropped, (unsigned long long)st.pending,
           (unsigned long long)st.produced);
     CHECK(st.threads >= NTHREADS, "%s: %llu threads have buffers", what, (unsigned long long)st.threads);
+    /* Every loss is marked in its thread's stream, even where the thread
+       never recorded again after it. */
+    for (i = 0; i < NTHREADS; i++)
+        if (got_calls[i] < calls && thread_notices[i] == 0) {
+            CHECK(0, "%s: thread %d lost %ld calls and its stream has no DROPPED", what, i, calls - got_calls[i]);
+            break;
+        }
     if (chunk_bytes == 0) {   /* default sizes hold every thread's calls: nothing may be lost */
         CHECK(st.dropped == 0, "%s: %llu dropped", what, (unsigned long long)st.dropped);
         for (i = 0; i < NTHREADS; i++)

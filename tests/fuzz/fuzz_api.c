@@ -54,6 +54,7 @@ typedef struct mslot {
     uint32_t chunk_bytes, chunks; /* the buffer: chunks of chunk_bytes */
     uint64_t head, tail;          /* the chunk written, the chunk read (counts) */
     uint32_t pos;                 /* bytes written into chunk head */
+    int started;                  /* the first chunk is taken */
     uint64_t rate_max, window_count, limited;
     int tripped;
     uint64_t produced, delivered, dropped, unreported, callback_msgs;
@@ -156,29 +157,50 @@ static void remember(mslot *s, int p, unsigned flags) {
 }
 
 /* A message handed to a session (admitted): its buffer, exactly as a lane
-   (session.c): records of 16 bytes and their words, a 24-byte context
-   record opening each chunk, a 24-byte DROPPED record before the first
-   record that fits after a loss; a chunk is taken only once the drainer
-   has left the one it replaces. */
+   (session.c): records of 16 bytes and their words; a 24-byte context
+   record opening each chunk; the last 24 bytes of each chunk kept for the
+   mark of a loss (DROPPED 1, at once); the losses after it marked, with
+   their number, before the next record that fits; a chunk is taken only
+   once the drainer has left the one it replaces. */
+static void model_put(mslot *s, int type, int site, uint64_t value, uint32_t bytes) {
+    FUZZ_CHECK(s->qlen + 1 <= QCAP, "the model's queue is full");
+    s->q[(s->qhead + s->qlen++) % QCAP] = (mmsg){ type, site, value, s->head };
+    s->pos += bytes;
+}
+
+static void model_lost(mslot *s) {
+    s->dropped++;
+    if (s->started && s->pos <= s->chunk_bytes - 24) model_put(s, BPT_MSG_DROPPED, -1, 1, 24);
+    else s->unreported++;
+}
+
+/* The slow path before a record: a new chunk, the marks. 0: lost. */
+static int model_prepare(mslot *s, uint32_t bytes) {
+    int fresh = 0;
+    if (!s->started || s->pos + bytes + 72 > s->chunk_bytes - 24) {
+        if (s->started && s->head + 1 - s->tail >= s->chunks) { model_lost(s); return 0; }
+        if (s->started) s->head++;
+        s->started = 1;
+        s->pos = 0;
+        fresh = 1;
+    }
+    if (s->unreported) {
+        if (fresh) s->pos += 24;   /* the context record */
+        model_put(s, BPT_MSG_DROPPED, -1, s->unreported, 24);
+        s->unreported = 0;
+        fresh = 0;
+    }
+    if (fresh) s->pos += 24;
+    return 1;
+}
+
 static void model_send(mslot *s, int type, int site, uint64_t value) {
     uint32_t bytes = type == BPT_MSG_CALL ? 16 + (site_arity[site] ? 8 + 8 * (uint32_t)site_arity[site] : 0) : 24;
-    uint32_t need = bytes + (s->pos == 0 ? 24 : 0) + (s->unreported ? 24 : 0);
     s->lane = 1;
     s->produced++;
     if (s->callback) { s->delivered++; return; }
-    if (s->pos + need > s->chunk_bytes) {
-        if (s->head + 1 - s->tail >= s->chunks) { s->unreported++; s->dropped++; return; }
-        s->head++;
-        s->pos = 0;
-        need = bytes + 24 + (s->unreported ? 24 : 0);
-    }
-    FUZZ_CHECK(s->qlen + 2 <= QCAP, "the model's queue is full");
-    if (s->unreported) {
-        s->q[(s->qhead + s->qlen++) % QCAP] = (mmsg){ BPT_MSG_DROPPED, -1, s->unreported, s->head };
-        s->unreported = 0;
-    }
-    s->q[(s->qhead + s->qlen++) % QCAP] = (mmsg){ type, site, value, s->head };
-    s->pos += need;
+    if ((!s->started || s->pos + bytes > s->chunk_bytes - 24 || s->unreported) && !model_prepare(s, bytes)) return;
+    model_put(s, type, site, value, bytes);
 }
 
 static void model_hit(int k) {
