@@ -9,10 +9,12 @@
    write position. It copies a record in with plain stores and publishes it
    with one release store of the chunk's fill [R2]. A full chunk is sealed by
    moving to the next one, published by a release store of head_pub [R2];
-   the chunk to move to must have been read (tail, [R3]). When it has not:
-   the record is dropped and counted, and a DROPPED record goes in ahead of
-   the next record that fits, at the place of the loss; a flight recorder
-   instead takes the oldest unread chunk back and overwrites it.
+   the chunk to move to must have been read (tail, [R3]). When it has not,
+   the record is dropped and counted. The place of the loss is marked in
+   the stream at once, by a DROPPED record in the space each chunk keeps at
+   its end, and the losses after it by a DROPPED record ahead of the next
+   record that fits. A flight recorder instead takes the oldest unread chunk
+   back and overwrites it.
 
    The consumer (one drainer at a time: drain_lock) owns `tail`, the chunk it
    reads, and its read position. The tail word has a BUSY bit: whoever sets
