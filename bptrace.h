@@ -8935,6 +8935,13 @@ static int bpt__write_header(bpt_file_writer *w, const bpt__session *s) {
     return 0;
 }
 
+/* A name's length in a names block: at most 65,535 bytes (a longer match
+   spec message is cut there). */
+static uint16_t bpt__name_len(const char *text) {
+    size_t n = text ? strlen(text) : 0;
+    return (uint16_t)(n > 0xffff ? 0xffff : n);
+}
+
 /* The names the file does not have yet, up to every id given so far: a
    record read after this was made after its ids were given ([N1], [R2]). */
 static int bpt__write_names(bpt_file_writer *w) {
@@ -8946,13 +8953,13 @@ static int bpt__write_names(bpt_file_writer *w) {
     if (upto <= w->names_written) return 0;
     for (id = w->names_written + 1; id <= upto; id++) {
         const bpt__name *n = bpt__names_get(id);
-        bytes += 16 + ((n->module ? strlen(n->module) : 0) + strlen(n->name) + 7) / 8 * 8;
+        bytes += 16 + ((size_t)bpt__name_len(n->module) + bpt__name_len(n->name) + 7) / 8 * 8;
     }
     if (!(buf = (unsigned char *)BPT_MALLOC(bytes))) return -2;
     memset(buf, 0, bytes);
     for (id = w->names_written + 1; id <= upto; id++) {
         const bpt__name *n = bpt__names_get(id);
-        uint16_t ml = (uint16_t)(n->module ? strlen(n->module) : 0), nl = (uint16_t)strlen(n->name);
+        uint16_t ml = bpt__name_len(n->module), nl = bpt__name_len(n->name);
         int32_t arity = n->arity;
         memcpy(buf + at, &id, 4);
         memcpy(buf + at + 4, &arity, 4);

@@ -276,6 +276,39 @@ static void flight_recorder(void) {
     printf("flight recorder: %d calls, the newest %d kept, %d marked overwritten\n", calls, calls - first, first);
 }
 
+/* A match spec message longer than a names block entry holds (65,535
+   bytes) is cut there in a file; before, its entry's length wrapped and the
+   file read back as corrupt. */
+static void long_message(void) {
+    static char text[70001];
+    static bpt_msg got[8];
+    char path[] = "/tmp/bpt_transport_long_XXXXXX";
+    bpt_session s;
+    bpt_file_writer w;
+    bpt_trace_file *f;
+    bpt_match m = { 0 };
+    int n;
+    memset(text, 'x', sizeof text - 1);
+    m.message = text;
+    CHECK_RC(bpt_session_create(NULL, &s), 0);
+    CHECK_RC(bpt_trace_pattern(s, "tr:loop/1", BPT_CALL, &m), 1);
+    vm_call(F_LOOP, 1, 0, 0, 0);
+    memset(&w, 0, sizeof w);
+    w.fd = mkstemp(path);
+    CHECK(w.fd >= 0, "mkstemp");
+    CHECK_RC(bpt_session_write(s, &w), 1);
+    close(w.fd);
+    CHECK_RC(bpt_trace_file_open(path, &f), 0);
+    n = bpt_trace_file_read(f, got, 8);
+    CHECK(n == 1 && got[0].user && strlen(got[0].user) == 65535, "the long message read back: %d (%s), %zu bytes",
+          n, n < 0 ? bpt_last_error() : "", n == 1 && got[0].user ? strlen(got[0].user) : 0);
+    bpt_trace_file_close(f);
+    unlink(path);
+    CHECK_RC(bpt_trace_pattern(s, "tr:loop/1", BPT_CALL | BPT_OFF, NULL), 1);
+    CHECK_RC(bpt_session_destroy(s), 0);
+    printf("a 70,000-byte message: cut to 65,535 bytes in the file\n");
+}
+
 /* A thread that lost records and exited: the thread that takes over its
    thread record (and so its buffer) must not be blamed for the loss. */
 static uint32_t lone_tid;
@@ -481,6 +514,7 @@ int main(void) {
     file_round_trip();
     flight_recorder();
     drops_of_an_exited_thread();
+    long_message();
     many_threads(0, 0, check_scale(2000), 0, "default buffers");
     many_threads(0, 0, check_scale(2000), 1, "default buffers, to a file");
     many_threads(4096, 2, check_scale(5000), 0, "smallest buffers");
