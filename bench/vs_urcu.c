@@ -1,7 +1,8 @@
 /* bench/vs_urcu.c (section 3): thread progress against liburcu's memb flavour
    (-lurcu-memb). Read side: bpt_thread_progress_pin/unpin against
-   rcu_read_lock/unlock, both inlined (_LGPL_SOURCE) and through the library
-   call (as bptrace's pin is). Grace periods: bpt_thread_progress_wait against
+   rcu_read_lock/unlock, both inlined (bptrace's internal bpt__pin/bpt__unpin,
+   as the hit path inlines them; liburcu with _LGPL_SOURCE) and through the
+   library call. Grace periods: bpt_thread_progress_wait against
    synchronize_rcu, with 1 and 2 reader threads busy in read-side sections. */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
@@ -23,6 +24,7 @@ static bench_stat read_side(int which) {
             switch (which) {
             case 0: bpt_thread_progress_pin(); __asm__ volatile("" ::: "memory"); bpt_thread_progress_unpin(); break;
             case 1: urcu_memb_read_lock(); __asm__ volatile("" ::: "memory"); urcu_memb_read_unlock(); break;
+            case 3: bpt__unpin(bpt__pin()); break;   /* the pair the hit path inlines */
             default: urcu_memb_read_lock_call(); __asm__ volatile("" ::: "memory"); urcu_memb_read_unlock_call(); break;
             }
         }
@@ -69,7 +71,9 @@ int main(void) {
     bpt_progress_stats ps;
     bpt_thread_progress_stats(&ps);
     urcu_memb_register_thread();
-    bench_stat b = read_side(0), ui = read_side(1), uc = read_side(2);
+    bench_stat b = read_side(0), ui = read_side(1), uc = read_side(2), bi = read_side(3);
+    snprintf(ratio, sizeof ratio, "bpt/urcu inlined %.2fx", bi.med / ui.med);
+    bench_row("3", "bpt pin+unpin (inlined, as the hit path)", bi, "ns/pair", ratio);
     bench_row("3", "bpt pin+unpin (library call)", b, "ns/pair", ps.membarrier ? "membarrier" : "fence pins");
     snprintf(ratio, sizeof ratio, "bpt/urcu %.2fx", b.med / ui.med);
     bench_row("3", "urcu memb read_lock+unlock (inlined)", ui, "ns/pair", ratio);
