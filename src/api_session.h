@@ -268,9 +268,12 @@ typedef struct bpt_file_writer {
 
 /* bpt_session_write: drain the session's buffers into a trace file: the
    header on the first call, then any names not written yet, then every
-   thread's undrained records as whole chunks (one write per chunk). A
-   DROPPED record marks where a flight recorder overwrote records. Records go
-   either to bpt_session_drain or here, never both.
+   thread's undrained records as they are, one write per run of them (a
+   whole chunk when the drainer is behind, the written part of the chunk a
+   thread is filling otherwise). Losses are marked as the thread marked
+   them; a DROPPED record of its own marks where a flight recorder
+   overwrote records. Records go either to bpt_session_drain or here,
+   never both.
 
    Parameters
      s   the session
@@ -280,8 +283,11 @@ typedef struct bpt_file_writer {
      BPT_EINVAL     w is NULL or w->fd < 0
      BPT_ESESSION   s is stale or destroyed
      BPT_EIO        a write failed (errno's text in bpt_last_error); the
-                    records of that chunk are lost and counted as dropped
-     BPT_ENOMEM     the calling thread's record could not be allocated
+                    records not written stay in the buffers (a write cut
+                    short may leave a partial block, which a reader takes
+                    as the file's end)
+     BPT_ENOMEM     the calling thread's record could not be allocated, or
+                    a names block
    Thread safety  as bpt_session_drain (one drainer per session at a time)
    Source         bptrace; uftrace record's per-thread data files, LTTng's sub-buffers
 */
