@@ -76,7 +76,7 @@ bench: bench-build
 	CC="$(CC)" bench/run.sh $(BUILD)
 
 # Build every benchmark without running it (CI checks that they build).
-bench-build: $(BUILD)/bench_entry_overhead bptrace.h
+bench-build: $(BUILD)/bench_entry_overhead bptrace.h bench-sqlite
 	$(MAKE) -f bench/bench.mk CC="$(CC)" BUILD=$(BUILD) all
 
 # The flags that make every function of a file traceable (BPT_TRACEABLE_CFLAGS),

@@ -286,8 +286,8 @@ BPT_API const char *bpt_last_error(void);
    read-side section. While the calling thread is pinned, no wait that began
    after the pin returns before the matching unpin. Pins nest (counted),
    also from a signal handler that interrupts a pinned section. A pin is
-   cheap (no fence where membarrier(2) is available; free for a managed
-   online thread) and never blocks. Unpin wakes a waiter sleeping on this
+   cheap (no fence where membarrier(2) is available; for a managed online
+   thread it only counts the nesting) and never blocks. Unpin wakes a waiter sleeping on this
    thread; an unpin without a pin is ignored. The first pin of a thread
    creates its thread record; if that allocation fails the pin does nothing.
 
@@ -369,8 +369,9 @@ BPT_API void bpt_thread_progress(void);
 /* bpt_thread_progress_offline / bpt_thread_progress_online: a managed
    thread leaves (before blocking, e.g. in a futex, a condition variable or
    I/O) and re-enters the set of threads that waiters wait for. While
-   offline it must not pin nor hit a breakpoint. Offline is ignored inside a
-   pinned section. No-op on unmanaged threads. Never block.
+   offline it must not pin nor hit a breakpoint. Both are ignored inside a
+   pinned section (going online there would hide the section's older
+   epoch from waiters). No-op on unmanaged threads. Never block.
 
    Parameters     none
    Returns        nothing
@@ -1727,8 +1728,10 @@ BPT_API void bpt_folded_free(bpt_folded *f);
    PERFORMANCE.md). Only where the compiler knows the attribute. */
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__) && !defined(BPT__PART_ALONE)
 #  define BPT__HOT __attribute__((unused, always_inline)) static inline
+#  define BPT__NOINLINE __attribute__((unused, noinline)) static
 #else
 #  define BPT__HOT BPT__PRIVATE
+#  define BPT__NOINLINE BPT__PRIVATE
 #endif
 
 #define BPT__CACHE_LINE 64
@@ -2053,9 +2056,6 @@ struct bpt__thread {
     uint32_t tid;                   /* OS thread id of the owner */
     pthread_t self;
     int managed;                    /* owner only: registered as a managed thread */
-    int managed_online;             /* owner only: managed and online (pins are free) */
-    uint32_t managed_nest;          /* owner only: pins of a managed online thread (counted only to
-                                       refuse progress reports made inside them) */
     int in_tracer;                  /* owner only: inside a callback tracer */
     volatile int sending;           /* owner only: inside bpt__session_send (a signal handler may interrupt it) */
     int holds_permission;           /* owner only: holds the code modification permission */
@@ -2240,6 +2240,8 @@ enum {
 };
 #define BPT__BPF_ON(k)     (1u << (2 * (k)))
 #define BPT__BPF_ACTIVE(k) (2u << (2 * (k)))
+#define BPT__KIND_ACTIVE_OR(NAME, name, flag) | BPT__BPF_ACTIVE(BPT__KIX_##NAME)
+#define BPT__BPF_ACTIVE_ALL (0u BPT_KINDS(BPT__KIND_ACTIVE_OR))   /* every kind's ACTIVE bit */
 #define BPT__KIND_OR(NAME, name, flag) | (flag)
 #define BPT__KINDS (0u BPT_KINDS(BPT__KIND_OR))   /* every kind's public flag */
 /* Two flag bits per kind fit a generation's uint32_t flags, and every kind's
@@ -2274,6 +2276,23 @@ typedef struct bpt__GenericBp {
 
 enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
 
+/* >>shortcut: what a hit on a function does in one generation, worked out
+   by the set path when it stages the generation (step 3) rather than by
+   every hit, as Linux ftrace gives each call site the ops it needs (arm64
+   CALL_OPS) and BEAM's call_count-only breakpoints take their own short
+   path. WALK is the general case: every session's GenericBp, every kind
+   (hit.c). COUNT: exactly one session's breakpoint is active and it only
+   counts; `count` is its BpCount. NONE: nothing is active (a breakpoint
+   word not yet removed, or every kind paused). A shortcut is a summary of
+   the GenericBp data of the same generation and follows its rules: step 3
+   writes the staging one, the commit publishes it with the index [G2],
+   step 11 copies it, after the wait that keeps hits off it. */
+enum bpt__shortcut_kind { BPT__SHORTCUT_NONE, BPT__SHORTCUT_COUNT, BPT__SHORTCUT_WALK };
+typedef struct bpt__shortcut {
+    uint32_t kind;                /* enum bpt__shortcut_kind */
+    void *count;                  /* COUNT: the BpCount (kind_count.c) */
+} bpt__shortcut;
+
 struct bpt_func {
     const char *module, *name;    /* interned */
     int arity;
@@ -2288,10 +2307,10 @@ struct bpt_func {
     unsigned word_size;           /* 8, 4 or 2 bytes */
     void *fn;                     /* native: the function's address */
     uint64_t code_size;           /* native: bytes of code from the ELF symbol (0: unknown) */
-    uintptr_t resume;             /* native: where the stub continues (the word after the site) */
     int signs_lr;                 /* native aarch64: the entry signs the return address (paciasp) */
     const bpt_vm_ops *ops;        /* VM: argument access and formatting */
     bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */
+    bpt__shortcut shortcut[2];    /* per generation, as GenericBp's data (>>shortcut above) */
     int installed;                /* set path: the breakpoint word is in place */
     uint32_t registry_ix;         /* set path: position in the registry */
     struct bpt_func *next_retired;/* set path: native records are retired, never freed */
@@ -2317,6 +2336,7 @@ enum { BPT__INT_ARG_REGS = 6, BPT__FP_ARG_REGS = 8 };
 typedef struct bpt__regs {
     uint64_t gpr[10];             /* x0-x7 (arguments), x8 (indirect result), x9 (the caller's LR) */
     uint64_t fp[8][2];            /* q0-q7: floating-point arguments */
+    uint64_t link, pad;           /* x30 at the stub's entry: fn-4, where it returns */
 } bpt__regs;
 /* What the return trampoline saves: the return registers (AAPCS64). */
 typedef struct bpt__retregs {
@@ -2350,6 +2370,8 @@ BPT__DATA(pthread_mutex_t, bpt__code_mod_permission);   /* locks.c */
     BPT__PRIVATE void bpt__kind_##name##_info(const bpt__GenericBpData *d, unsigned what, bpt_info *out);
 BPT_KINDS(BPT__KIND_HOOKS)
 #undef BPT__KIND_HOOKS
+/* The count kind's hit without a GenericBp, for the COUNT shortcut. */
+BPT__HOT void bpt__kind_count_add(bpt__thread *rec, void *count);
 /*** End of breakpoint.h ***/
 
 /*** Begin file timem.h ***/
@@ -2477,11 +2499,11 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
 
 #if defined(BPT_NATIVE)
 #  if defined(__x86_64__)
-#    define BPT__PAD_BYTES 24      /* fn-24: the record, the stub's address, the call */
+#    define BPT__PAD_BYTES 24      /* fn-24: the record, the stub's address, call/jmp/jmp */
 extern __attribute__((visibility("hidden"))) char bpt__x86_64_return_trampoline[];
 #    define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__x86_64_return_trampoline)
 #  else
-#    define BPT__PAD_BYTES 32      /* fn-32: the record, the stub's address, mov/ldr/blr/nop */
+#    define BPT__PAD_BYTES 32      /* fn-32: the record, the stub's address, mov/ldr/blr/b */
 extern __attribute__((visibility("hidden"))) char bpt__aarch64_return_trampoline[];
 #    define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__aarch64_return_trampoline)
 #  endif
@@ -2491,7 +2513,6 @@ typedef struct bpt__entry_layout {
     uint8_t *site;
     uint64_t orig_word, bp_word;
     unsigned word_size;
-    uintptr_t resume;
     int signs_lr;                  /* aarch64: paciasp before the site */
     uint8_t pre[BPT__PAD_BYTES];   /* the padding's new content */
 } bpt__entry_layout;
@@ -2502,13 +2523,15 @@ BPT__PRIVATE uintptr_t bpt__arch_entry_sp(const bpt__regs *r);   /* the stack po
 BPT__PRIVATE uintptr_t bpt__arch_ret_strip(const bpt_func *f, uintptr_t ret);
 BPT__PRIVATE uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t sp);
 BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l);
+BPT__PRIVATE int bpt__arch_put_record(uint8_t *pre, const bpt_func *f);   /* the record into the padding */
+BPT__PRIVATE const bpt_func *bpt__arch_padding_record(const void *fn);     /* and back */
 BPT__PRIVATE void bpt__arch_write_site(uint8_t *site, uint64_t word);
 BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len);
 BPT__PRIVATE int bpt__arch_native_usable(const char *who);
 
 BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who);
 /* Called by the entry stubs' assembly by name: not static. */
-__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func *f, bpt__regs *regs);
+__attribute__((used, visibility("hidden"))) void bpt__native_entry(bpt_func *f, bpt__regs *regs);
 #endif
 /*** End of sites.h ***/
 
@@ -2574,8 +2597,15 @@ BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const ch
    the thread is:
        state == 0                   quiescent: holds no reference
        state == (epoch << 16) | n   pinned n deep since the thread read epoch
-   A managed online thread keeps (acknowledged epoch << 16) | 1 there, and
-   moves it forward at each bpt_thread_progress().
+       state == (epoch << 16) | ONLINE | n
+                                    a managed thread online since it last
+                                    acknowledged epoch, inside n pins
+   (n < 2^15, ONLINE = 1 << 15.) A managed online thread moves the epoch
+   forward at each bpt_thread_progress(); its pins only count n, which
+   refuses a report made inside a section. So pin and unpin treat both kinds
+   of thread alike, with no test of which kind they run on: a managed
+   thread's state is never 0 or 1 in its low 16 bits, and only those two
+   values take the pin's and the unpin's slow branch.
 
    A waiter advances the global epoch to E and waits until every record is
    quiescent or carries an epoch >= E. Such a thread started its current
@@ -2599,6 +2629,8 @@ BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const ch
 
 #define BPT__NEST_BITS 16
 #define BPT__NEST_MASK ((1u << BPT__NEST_BITS) - 1)
+#define BPT__ONLINE (1u << (BPT__NEST_BITS - 1))   /* a managed thread, online */
+#define BPT__PINS (BPT__ONLINE - 1)                /* the pins open */
 #define BPT__WAIT_SPINS 200
 
 static struct {
@@ -2676,7 +2708,7 @@ static bpt__thread *bpt__thread_create(void) {
     }
     rec->tid = bpt__gettid();
     rec->self = pthread_self();
-    rec->managed = rec->managed_online = rec->in_tracer = rec->holds_permission = 0;
+    rec->managed = rec->in_tracer = rec->holds_permission = 0;
     rec->process = rec->tid;
     rec->shadow_depth[0] = rec->shadow_depth[1] = 0;   /* a dead owner's frames mean nothing */
 #if !defined(BPT__SIGNAL_ATOMIC_INC)
@@ -2715,19 +2747,15 @@ BPT__HOT bpt__thread *bpt__pin(void) {
     bpt__thread *rec = bpt__thread_self();
     uint64_t s;
     if (!rec) return NULL;
-    if (rec->managed_online) {   /* its progress reports cover it; the nest only refuses */
-        rec->managed_nest++;     /* reports made inside the section (see bpt_thread_progress) */
-        return rec;
-    }
     s = bpt__load_relaxed_u64(&rec->state);
-    if ((s & BPT__NEST_MASK) == 0) {
+    if ((s & BPT__NEST_MASK) == 0) {   /* quiescent: the section starts here */
         /* The acquire pairs with the waiter's epoch advance: a section that
            reads the new epoch sees the waiter's earlier stores. */
         s = bpt__load_acquire_u64(&bpt__progress.epoch) << BPT__NEST_BITS | 1;
         bpt__store_relaxed_u64(&rec->state, s);
         bpt__light_barrier();                  /* [B1] pairs with the waiter's heavy barrier */
-    } else {
-        BPT_ASSERT((s & BPT__NEST_MASK) != BPT__NEST_MASK);
+    } else {   /* nested, or a managed online thread: its reports cover it */
+        BPT_ASSERT((s & BPT__PINS) != BPT__PINS);
         bpt__store_relaxed_u64(&rec->state, s + 1);
     }
     return rec;
@@ -2736,20 +2764,21 @@ BPT__HOT bpt__thread *bpt__pin(void) {
 BPT__HOT void bpt__unpin(bpt__thread *rec) {
     uint64_t s;
     if (!rec) return;
-    if (rec->managed_online) {
-        if (rec->managed_nest) rec->managed_nest--;
-        return;
-    }
     s = bpt__load_relaxed_u64(&rec->state);
-    if ((s & BPT__NEST_MASK) == 0) return;   /* unbalanced unpin: ignored, never a crash */
-    if ((s & BPT__NEST_MASK) == 1)
+    if ((s & BPT__NEST_MASK) == 1)   /* the end of an unmanaged thread's section */
         bpt__state_store_and_wake(rec, 0);
-    else
+    else if (s & BPT__PINS)
         bpt__store_relaxed_u64(&rec->state, s - 1);
+    /* else no pin is open: an unbalanced unpin, ignored, never a crash */
 }
 
 BPT__PRIVATE int bpt__thread_pinned(const bpt__thread *rec) {
-    return rec && !rec->managed_online && (bpt__load_relaxed_u64((bpt__atomic_u64 *)&rec->state) & BPT__NEST_MASK) != 0;
+    return rec && (bpt__load_relaxed_u64((bpt__atomic_u64 *)&rec->state) & BPT__PINS) != 0;
+}
+
+/* The owner's view: is it a managed thread, online? */
+static int bpt__online(const bpt__thread *rec) {
+    return (bpt__load_relaxed_u64((bpt__atomic_u64 *)&rec->state) & BPT__ONLINE) != 0;
 }
 
 /* A managed online thread about to block inside bptrace (on the
@@ -2758,7 +2787,7 @@ BPT__PRIVATE int bpt__thread_pinned(const bpt__thread *rec) {
    blocks on would wait for its next bpt_thread_progress() forever.
    bpt__block_end brings it back online. */
 BPT__PRIVATE void bpt__block_begin(bpt__thread *rec) {
-    if (rec && rec->managed_online && !rec->offline_to_block) {
+    if (rec && bpt__online(rec) && !rec->offline_to_block) {
         bpt_thread_progress_offline();
         rec->offline_to_block = 1;
     }
@@ -2783,7 +2812,7 @@ void bpt_thread_progress_unpin(void) { bpt__unpin(bpt__thread_self_or_null()); }
 
 static void bpt__thread_exit_destructor(void *arg) {
     bpt__thread *rec = (bpt__thread *)arg;
-    rec->managed = rec->managed_online = 0;
+    rec->managed = 0;
     /* Quiescent from now on, even if it exited pinned: it will never touch
        breakpoint data again. */
     bpt__state_store_and_wake(rec, 0);
@@ -2956,28 +2985,29 @@ void bpt_thread_progress(void) {
     bpt__thread *rec = bpt__thread_self_or_null();
     /* Inside a pinned section (a hit, a tracer callback, a signal handler on
        a hit) the thread still holds breakpoint data: not a quiescent point. */
-    if (!rec || !rec->managed_online || rec->managed_nest) return;
+    if (!rec || (bpt__load_relaxed_u64(&rec->state) & (BPT__ONLINE | BPT__PINS)) != BPT__ONLINE) return;
     /* Quiescent point: every earlier access is released before the new epoch
        is acknowledged [B3]; the acquire of the epoch makes later reads see
        the waiter's stores. */
-    bpt__state_store_and_wake(rec, bpt__load_acquire_u64(&bpt__progress.epoch) << BPT__NEST_BITS | 1);
+    bpt__state_store_and_wake(rec, bpt__load_acquire_u64(&bpt__progress.epoch) << BPT__NEST_BITS | BPT__ONLINE);
 }
 
 void bpt_thread_progress_offline(void) {
     bpt__thread *rec = bpt__thread_self_or_null();
-    if (!rec || !rec->managed_online || rec->managed_nest) return;   /* not inside a section: see above */
-    rec->managed_online = 0;
+    /* Online, and not inside a section: see above. */
+    if (!rec || (bpt__load_relaxed_u64(&rec->state) & (BPT__ONLINE | BPT__PINS)) != BPT__ONLINE) return;
     bpt__state_store_and_wake(rec, 0);
 }
 
 void bpt_thread_progress_online(void) {
     bpt__thread *rec = bpt__thread_self_or_null();
-    if (!rec || !rec->managed || rec->managed_online) return;
+    /* A managed thread, offline and outside any pinned section (a section's
+       older epoch must stay in the state until it ends). */
+    if (!rec || !rec->managed || bpt__load_relaxed_u64(&rec->state) != 0) return;
     /* As a pin [B1]: the state must be visible before the thread reads any
        breakpoint data. A full fence: going online is rare. */
-    bpt__store_relaxed_u64(&rec->state, bpt__load_acquire_u64(&bpt__progress.epoch) << BPT__NEST_BITS | 1);
+    bpt__store_relaxed_u64(&rec->state, bpt__load_acquire_u64(&bpt__progress.epoch) << BPT__NEST_BITS | BPT__ONLINE);
     bpt__fence_seq_cst();
-    rec->managed_online = 1;
 }
 
 int bpt_thread_progress_stats(bpt_progress_stats *out) {
@@ -4380,49 +4410,51 @@ BPT__PRIVATE void bpt__pattern_entry_free(bpt__pattern_entry *e) {
    BPT_TRACEABLE compiles a function with 24 NOP bytes before it and a 2-byte
    NOP at its entry (gcc: 90 90, clang: 66 90), after an endbr64 when
    -fcf-protection is on. Registration fills the padding once, while nothing
-   can execute it; afterwards only the 2-byte entry word ever changes:
+   can execute it; afterwards only the 2-byte entry word ever changes. Both
+   entries share the padding; only the resume jump's displacement differs:
+
+   fn-24  bpt_func *, its low 6 bytes (a user-space address fits in 48 bits)
+   fn-18  &bpt__x86_64_stub (8 bytes)
+   fn-10  FF 15 F2 FF FF FF  call *[fn-18]       the stub returns to fn-4
+   fn-4   EB 04 | EB 08      jmp fn+2 | fn+6     on to the word after the site
+   fn-2   EB F6              jmp fn-10           the bounce the site jumps to
 
    plain entry (site = fn)                  endbr64 entry (site = fn+4)
-   fn-24  bpt_func *                        fn-24  bpt_func *
-   fn-16  &bpt__x86_64_stub_plain           fn-16  &bpt__x86_64_stub_endbr
-   fn-8   66 90              nop            fn-8   FF 15 F2 FF FF FF  call *[fn-16]
-   fn-6   FF 15 F0 FF FF FF  call *[fn-16]  fn-2   EB F8              jmp fn-8
-   fn+0   90 90 <-> EB F8    jmp fn-6       fn+0   F3 0F 1E FA        endbr64
+   fn+0   90 90 <-> EB FC    jmp fn-2        fn+0   F3 0F 1E FA        endbr64
                                             fn+4   90 90 <-> EB F8    jmp fn-2
 
-   Why: a thread may sit between gcc's two single-byte NOPs when the word
-   changes; it then executes the jump's displacement byte F8, which is CLC,
-   harmless at a function entry (flags are dead there). The endbr64 layout
-   keeps that displacement F8 by bouncing through fn-2, because a direct jump
-   from fn+4 to the call would need F4 (HLT). The 2-byte store is atomic as
-   long as it stays within one cache line (Intel SDM vol. 3, 9.1.1), which
-   registration checks. The call reaches the stub from any distance, and the
-   stub finds the record at a fixed offset from its return address, as BEAM
-   finds GenericBp in front of the code. */
+   Why:
+   - A thread may sit between gcc's two single-byte NOPs when the word
+     changes; it then executes the jump's displacement byte alone, so that
+     byte must be a harmless one-byte instruction: FC is CLD (the direction
+     flag is clear at every function entry, SysV ABI 3.2.1), F8 is CLC
+     (flags are dead at an entry). Hence the bounce at fn-2: the call sits
+     further away than such a displacement reaches.
+   - The stub returns where its call came from, fn-4: the CPU's return stack
+     predicts that `ret`, and a jump takes it on to the entry's next
+     instruction. A stub that rewrote its return slot to skip ahead instead
+     mispredicted every hit: 6.5 ns a call more on the AMD EPYC of
+     PERFORMANCE.md (bench/ret_predict.c, `make bench` section 1).
+   - The 2-byte store is atomic as long as it stays within one cache line
+     (Intel SDM vol. 3, 9.1.1), which registration checks. The indirect call
+     reaches the stub from any distance, and the stub finds the record at a
+     fixed offset from its return address, as BEAM finds GenericBp in front
+     of the code. */
 
 #if defined(BPT_NATIVE) && defined(__x86_64__)
 
 /* The entry stub: save the argument registers in a bpt__regs frame, call
-   bpt__native_entry(record, frame), restore, and continue where the handler
-   says by rewriting our own return slot (8(%rbp) once rbp is pushed). The
-   ABI leaves rsp 16-aligned here, but the stub realigns it all the same: a
+   bpt__native_entry(record, frame), restore and return to fn-4. The ABI
+   leaves rsp 16-aligned here, but the stub realigns it all the same: a
    caller compiled with gcc's IPA stack alignment may not have aligned it.
    The frame also holds rbp, so that the handler finds the traced function's
    own return slot at 16(%rbp), which return trace swaps (frames.c). */
 __asm__(
     "    .text\n"
     "    .p2align 4\n"
-    "    .type bpt__x86_64_stub_plain, @function\n"
-    "bpt__x86_64_stub_plain:\n"
-    "    movq (%rsp), %r11\n"              /* return address = fn */
-    "    subq $24, %r11\n"                 /* &record = fn-24 */
-    "    jmp bpt__x86_64_stub_common\n"
-    "    .p2align 4\n"
-    "    .type bpt__x86_64_stub_endbr, @function\n"
-    "bpt__x86_64_stub_endbr:\n"
-    "    movq (%rsp), %r11\n"              /* return address = fn-2 */
-    "    subq $22, %r11\n"                 /* &record = fn-24 */
-    "bpt__x86_64_stub_common:\n"
+    "    .type bpt__x86_64_stub, @function\n"
+    "bpt__x86_64_stub:\n"
+    "    movq (%rsp), %r11\n"              /* return address = fn-4 */
     "    pushq %rbp\n"
     "    movq %rsp, %rbp\n"
     "    andq $-16, %rsp\n"
@@ -4444,10 +4476,11 @@ __asm__(
     "    movaps %xmm5, 160(%rsp)\n"
     "    movaps %xmm6, 176(%rsp)\n"
     "    movaps %xmm7, 192(%rsp)\n"
-    "    movq (%r11), %rdi\n"
+    "    movq -20(%r11), %rdi\n"           /* fn-24: the record's 6 bytes, 2 of the stub's above */
+    "    shlq $16, %rdi\n"
+    "    shrq $16, %rdi\n"
     "    movq %rsp, %rsi\n"
     "    call bpt__native_entry\n"
-    "    movq %rax, 8(%rbp)\n"             /* ret continues at the resume address */
     "    movaps 80(%rsp), %xmm0\n"
     "    movaps 96(%rsp), %xmm1\n"
     "    movaps 112(%rsp), %xmm2\n"
@@ -4467,10 +4500,10 @@ __asm__(
     "    movq %rbp, %rsp\n"
     "    popq %rbp\n"
     "    ret\n"
-    "    .size bpt__x86_64_stub_plain, . - bpt__x86_64_stub_plain\n");
+    "    .size bpt__x86_64_stub, . - bpt__x86_64_stub\n");
 /* Hidden, so that references are PC-relative: a GOT entry for a symbol
    local to this object is not reliable (see site_aarch64.c). */
-extern __attribute__((visibility("hidden"))) char bpt__x86_64_stub_plain[], bpt__x86_64_stub_endbr[];
+extern __attribute__((visibility("hidden"))) char bpt__x86_64_stub[];
 
 /* The return trampoline (return trace, frames.c). A traced function whose
    return slot the entry handler swapped returns here, with rsp one word
@@ -4518,20 +4551,25 @@ BPT__PRIVATE uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uint
 
 static const uint8_t bpt__endbr64[4] = { 0xF3, 0x0F, 0x1E, 0xFA };
 
-/* Is the padding fresh (24 NOPs) or already ours (registered before)? */
+/* The padding's code from fn-10: the call, the resume jump (its
+   displacement set per entry) and the bounce. */
+static const uint8_t bpt__x86_pad_code[10] = { 0xFF, 0x15, 0xF2, 0xFF, 0xFF, 0xFF, 0xEB, 0x00, 0xEB, 0xF6 };
+enum { BPT__X86_RECORD_BYTES = 6, BPT__X86_CODE_AT = 14 };   /* pre[]: record, stub, code */
+
+/* Is the padding fresh (24 NOPs) or already ours (registered before)? The
+   record bytes may differ: a new registration writes its own. */
 static int bpt__x86_pad_ok(const uint8_t *fn, const uint8_t *want) {
     int i, fresh = 1;
     for (i = 0; i < BPT__PAD_BYTES; i++) fresh &= fn[i - BPT__PAD_BYTES] == 0x90;
-    return fresh || memcmp(fn - BPT__PAD_BYTES + 8, want + 8, BPT__PAD_BYTES - 8) == 0;
+    return fresh || memcmp(fn - BPT__PAD_BYTES + BPT__X86_RECORD_BYTES, want + BPT__X86_RECORD_BYTES,
+                           BPT__PAD_BYTES - BPT__X86_RECORD_BYTES) == 0;
 }
 
 BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l) {
     uint8_t *fn = (uint8_t *)fnp;
     int endbr = memcmp(fn, bpt__endbr64, 4) == 0;
     uint8_t *site = fn + (endbr ? 4 : 0);
-    uintptr_t stub = (uintptr_t)(endbr ? bpt__x86_64_stub_endbr : bpt__x86_64_stub_plain);
-    static const uint8_t plain_tail[8] = { 0x66, 0x90, 0xFF, 0x15, 0xF0, 0xFF, 0xFF, 0xFF };
-    static const uint8_t endbr_tail[8] = { 0xFF, 0x15, 0xF2, 0xFF, 0xFF, 0xFF, 0xEB, 0xF8 };
+    uintptr_t stub = (uintptr_t)bpt__x86_64_stub;
     if (!((site[0] == 0x90 && site[1] == 0x90) || (site[0] == 0x66 && site[1] == 0x90)))
         return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: entry bytes %02x %02x %02x %02x %02x %02x are not "
                          "BPT_TRACEABLE's (expected 90 90 or 66 90, optionally after endbr64)",
@@ -4539,8 +4577,9 @@ BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_
     if (((uintptr_t)site & 63) == 63)
         return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: the entry word crosses a cache line, so it "
                          "cannot be written atomically", name, fnp);
-    memcpy(l->pre + 8, &stub, 8);
-    memcpy(l->pre + 16, endbr ? endbr_tail : plain_tail, 8);
+    memcpy(l->pre + BPT__X86_RECORD_BYTES, &stub, 8);
+    memcpy(l->pre + BPT__X86_CODE_AT, bpt__x86_pad_code, sizeof bpt__x86_pad_code);
+    l->pre[BPT__X86_CODE_AT + 7] = (uint8_t)(site + 2 - (fn - 2));   /* jmp fn+2 or fn+6: site+2, from fn-2 */
     if (!bpt__x86_pad_ok(fn, l->pre))
         return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: the %d bytes before the entry are neither NOPs "
                          "nor bptrace's (compiled without patchable_function_entry(26,24)?)",
@@ -4548,9 +4587,26 @@ BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_
     l->site = site;
     l->word_size = 2;
     l->orig_word = (uint64_t)site[0] | (uint64_t)site[1] << 8;
-    l->bp_word = 0xF8EB;   /* EB F8: jmp -8, to the call (plain) or the bounce (endbr64) */
-    l->resume = (uintptr_t)site + 2;
+    l->bp_word = endbr ? 0xF8EB : 0xFCEB;   /* jmp fn-2: EB F8 from fn+6 (CLC alone), EB FC from fn+2 (CLD alone) */
     return 0;
+}
+
+/* Where the record goes in the padding: its low 6 bytes at fn-24. Returns 0,
+   or BPT_ENOTPATCHABLE when it lies above 2^48 (a BPT_MALLOC that maps
+   there, with 5-level paging). */
+BPT__PRIVATE int bpt__arch_put_record(uint8_t *pre, const bpt_func *f) {
+    uintptr_t p = (uintptr_t)f;
+    if (p >> 48)
+        return bpt__fail(BPT_ENOTPATCHABLE, "%s:%s: its record at %p lies above 2^48; the entry padding holds "
+                         "48 bits of it", f->module, f->name, (const void *)f);
+    memcpy(pre, &p, BPT__X86_RECORD_BYTES);   /* little-endian: the low bytes */
+    return 0;
+}
+
+BPT__PRIVATE const bpt_func *bpt__arch_padding_record(const void *fn) {
+    uintptr_t p = 0;
+    memcpy(&p, (const uint8_t *)fn - BPT__PAD_BYTES, BPT__X86_RECORD_BYTES);
+    return (const bpt_func *)p;
 }
 
 /* The one store that switches a site: 2 bytes, atomic within a cache line.
@@ -4565,13 +4621,15 @@ BPT__PRIVATE void bpt__arch_write_site(uint8_t *site, uint64_t word) {
 BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len) { (void)start; (void)len; }   /* coherent on x86 */
 
 /* A CET user shadow stack (arch_prctl ARCH_SHSTK_STATUS, Linux 6.6) would
-   fault on the stub's ret, which continues at the resume address rather than
-   where its call came from. Returns 0, or BPT_ENOTSUP saying so. */
+   fault on return trace's swapped return address. The entry stub returns
+   where its call came from, which a shadow stack accepts, but no machine
+   here runs one, so registration refuses as well until it is tested.
+   Returns 0, or BPT_ENOTSUP saying so. */
 BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
     unsigned long features = 0;
     if (syscall(SYS_arch_prctl, 0x5005 /* ARCH_SHSTK_STATUS */, &features) == 0 && (features & 1))
-        return bpt__fail(BPT_ENOTSUP, "%s: a CET shadow stack is active in this process; bptrace's entry "
-                         "stub redirects its return and would fault", who);
+        return bpt__fail(BPT_ENOTSUP, "%s: a CET shadow stack is active in this process; bptrace's return "
+                         "trace swaps return addresses and would fault", who);
     return 0;
 }
 
@@ -4591,8 +4649,12 @@ BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
    fn-16  AA1E03E9  mov x9, x30       keep the caller's return address
    fn-12  58FFFFB0  ldr x16, fn-24
    fn-8   D63F0200  blr x16           x30 = fn-4: the stub finds the record at x30-28
-   fn-4   D503201F  nop
+   fn-4   B site+4                    the stub returns here: on past the site
    site   D503201F  nop  <->  B fn-16 (the only word patched at run time)
+
+   The stub returns to fn-4, where its blr came from, so the return stack
+   predicts its `ret`; a stub that returned straight to site+4 would be
+   mispredicted on every hit (site_x86_64.c measures the same on x86-64).
 
    NOP and B are on the ARM ARM's list of instructions that may be changed
    while another core executes them (B2.2.5, "concurrent modification and
@@ -4607,18 +4669,17 @@ BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
 #define BPT__A64_NOP 0xD503201Fu
 
 /* The entry stub: `hint #34` is bti c (a landing pad for the blr), written
-   as a hint so that older assemblers accept it. It saves x0-x9 and q0-q7 in
-   a bpt__regs frame, calls bpt__native_entry(record, frame), restores, puts
-   the caller's return address back in x30 and continues at the resume
-   address with `ret x16`: a return, which BTI does not check, where a br
-   would need a landing pad at the target. */
+   as a hint so that older assemblers accept it. It saves x0-x9, q0-q7 and
+   its own return address (fn-4) in a bpt__regs frame, calls
+   bpt__native_entry(record, frame), restores, puts the caller's return
+   address back in x30 and returns to fn-4 with `ret x16`. */
 __asm__(
     "    .text\n"
     "    .p2align 4\n"
     "    .type bpt__aarch64_stub, %function\n"
     "bpt__aarch64_stub:\n"
     "    hint #34\n"
-    "    sub sp, sp, #208\n"
+    "    sub sp, sp, #224\n"
     "    stp x0, x1, [sp, #0]\n"
     "    stp x2, x3, [sp, #16]\n"
     "    stp x4, x5, [sp, #32]\n"
@@ -4628,10 +4689,11 @@ __asm__(
     "    stp q2, q3, [sp, #112]\n"
     "    stp q4, q5, [sp, #144]\n"
     "    stp q6, q7, [sp, #176]\n"
+    "    str x30, [sp, #208]\n"
     "    ldur x0, [x30, #-28]\n"
     "    mov x1, sp\n"
     "    bl bpt__native_entry\n"
-    "    mov x16, x0\n"
+    "    ldr x16, [sp, #208]\n"
     "    ldp q0, q1, [sp, #80]\n"
     "    ldp q2, q3, [sp, #112]\n"
     "    ldp q4, q5, [sp, #144]\n"
@@ -4641,7 +4703,7 @@ __asm__(
     "    ldp x4, x5, [sp, #32]\n"
     "    ldp x6, x7, [sp, #48]\n"
     "    ldp x8, x9, [sp, #64]\n"
-    "    add sp, sp, #208\n"
+    "    add sp, sp, #224\n"
     "    mov x30, x9\n"
     "    ret x16\n"
     "    .size bpt__aarch64_stub, . - bpt__aarch64_stub\n");
@@ -4724,7 +4786,7 @@ static uint32_t bpt__a64_branch(uintptr_t from, uintptr_t to) {
 BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l) {
     uint8_t *fn = (uint8_t *)fnp;
     uint32_t first = bpt__a64_word(fn);
-    static const uint32_t tail[4] = { 0xAA1E03E9u, 0x58FFFFB0u, 0xD63F0200u, BPT__A64_NOP };
+    uint32_t tail[4] = { 0xAA1E03E9u, 0x58FFFFB0u, 0xD63F0200u, 0 };
     uintptr_t stub = (uintptr_t)bpt__aarch64_stub;
     int i, fresh = 1, landing = first == 0xD503245Fu /* bti c */ || first == 0xD503233Fu /* paciasp */;
     uint8_t *site = fn + (landing ? 4 : 0);
@@ -4734,6 +4796,7 @@ BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_
         return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: entry words %08x %08x are not BPT_TRACEABLE's "
                          "(expected NOP, optionally after bti c or paciasp)", name, fnp,
                          (unsigned)first, (unsigned)bpt__a64_word(fn + 4));
+    tail[3] = bpt__a64_branch((uintptr_t)(fn - 4), (uintptr_t)site + 4);
     memcpy(l->pre + 8, &stub, 8);
     memcpy(l->pre + 16, tail, 16);
     for (i = 0; i < 8; i++) fresh &= bpt__a64_word(fn - BPT__PAD_BYTES + 4 * i) == BPT__A64_NOP;
@@ -4744,9 +4807,20 @@ BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_
     l->word_size = 4;
     l->orig_word = BPT__A64_NOP;
     l->bp_word = bpt__a64_branch((uintptr_t)site, (uintptr_t)(fn - 16));
-    l->resume = (uintptr_t)site + 4;
     l->signs_lr = first == 0xD503233Fu;
     return 0;
+}
+
+/* The record pointer at fn-32, all 8 bytes. */
+BPT__PRIVATE int bpt__arch_put_record(uint8_t *pre, const bpt_func *f) {
+    memcpy(pre, &f, sizeof f);
+    return 0;
+}
+
+BPT__PRIVATE const bpt_func *bpt__arch_padding_record(const void *fn) {
+    const bpt_func *f;
+    memcpy(&f, (const uint8_t *)fn - BPT__PAD_BYTES, sizeof f);
+    return f;
 }
 
 /* One aligned 4-byte store: single-copy atomic (ARM ARM B2.2.1). A str in
@@ -4762,13 +4836,15 @@ BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len) {
 }
 
 /* A guarded control stack (prctl PR_GET_SHADOW_STACK_STATUS, Linux 6.13)
-   would fault on the stub's `ret x16`, which does not return to where its
-   blr came from. Returns 0, or BPT_ENOTSUP saying so. */
+   would fault on return trace's swapped return address. The entry stub
+   returns where its blr came from, which a GCS accepts, but no machine here
+   runs one, so registration refuses as well until it is tested. Returns
+   0, or BPT_ENOTSUP saying so. */
 BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
     unsigned long status = 0;
     if (syscall(SYS_prctl, 74 /* PR_GET_SHADOW_STACK_STATUS */, &status, 0, 0, 0) == 0 && (status & 1))
         return bpt__fail(BPT_ENOTSUP, "%s: a guarded control stack (GCS) is active in this process; "
-                         "bptrace's entry stub does not return to its caller and would fault", who);
+                         "bptrace's return trace swaps return addresses and would fault", who);
     return 0;
 }
 
@@ -5493,7 +5569,7 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h) {
 }
 
 /* F1: the entry handler's frame, after every session has been walked. */
-BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
+BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
     bpt__thread *rec = h->rec;
     bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
     uintptr_t *slot = bpt__arch_ret_slot(r), sp = bpt__arch_entry_sp(r);
@@ -5939,13 +6015,26 @@ static struct {
     uint32_t high;                /* every slot from here up was never taken */
 } bpt__count_slots;
 
+/* The index of the lowest 0 bit of a word that has one. A bit scan where
+   the compiler has one: a switch of 10,000 functions takes 10,000 slots,
+   and a loop over the bits was a fifth of its time. */
+static uint32_t bpt__lowest_zero_bit(uint64_t used) {
+#if defined(__GNUC__) && !defined(__TINYC__)
+    return (uint32_t)__builtin_ctzll(~used);
+#else
+    uint32_t b = 0;
+    while (used >> b & 1) b++;
+    return b;
+#endif
+}
+
 /* Take the lowest free slot: 0, or -1 when every slot is taken. */
 static int bpt__count_slot_take(uint32_t *slot) {
-    uint32_t w = bpt__count_slots.first, b = 0;
+    uint32_t w = bpt__count_slots.first, b;
     while (w < BPT__COUNT_SLOTS / 64 && bpt__count_slots.used[w] == ~(uint64_t)0) w++;
     bpt__count_slots.first = w;
     if (w == BPT__COUNT_SLOTS / 64) return -1;
-    while (bpt__count_slots.used[w] >> b & 1) b++;
+    b = bpt__lowest_zero_bit(bpt__count_slots.used[w]);
     bpt__count_slots.used[w] |= (uint64_t)1 << b;
     *slot = w * 64 + b;
     return 0;
@@ -6060,12 +6149,11 @@ static bpt__atomic_u64 *bpt__count_page_map(bpt__thread *rec, const bpt__BpCount
 
 /* The hit: one more call on this thread's own counter. Only this thread
    (and handlers nested on it) writes the record's pages, so the owner
-   reads its page pointer with a relaxed load. */
-BPT__HOT void bpt__kind_count_hit(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d) {
-    bpt__BpCount *c = (bpt__BpCount *)d->data[BPT__KIX_COUNT];
-    bpt__thread *rec = h->rec;
+   reads its page pointer with a relaxed load. The COUNT shortcut calls
+   this directly (hit.c), the general walk through the kind's hook below. */
+BPT__HOT void bpt__kind_count_add(bpt__thread *rec, void *count) {
+    bpt__BpCount *c = (bpt__BpCount *)count;
     bpt__atomic_u64 *page;
-    (void)s;
 #if defined(BPT__SIGNAL_ATOMIC_INC)
     page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(bpt__count_dir(rec, c));
     if (page || (page = bpt__count_page_map(rec, c)) != NULL)
@@ -6087,6 +6175,11 @@ BPT__HOT void bpt__kind_count_hit(bpt__hit *h, bpt__session *s, const bpt__Gener
     bpt__compiler_barrier();   /* [H1] stored before the mark is cleared */
     rec->counting = 0;
 #endif
+}
+
+BPT__HOT void bpt__kind_count_hit(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d) {
+    (void)s;
+    bpt__kind_count_add(h->rec, d->data[BPT__KIX_COUNT]);
 }
 
 BPT__PRIVATE void bpt__kind_count_info(const bpt__GenericBpData *d, unsigned what, bpt_info *out) {
@@ -6208,17 +6301,37 @@ BPT__PRIVATE void bpt__kind_memory_info(const bpt__GenericBpData *d, unsigned wh
 
 /*** Begin file hit.c ***/
 /* hit.c: what a breakpoint does when a thread reaches it.
-   Pin, read the active index once, walk the function's GenericBp list (one
-   per session) and run each active kind of each session's active generation
-   (kind_*.c: count, call trace, call_time, call_memory). Unpin. No lock, no wait: this is
-   op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c. */
+   Pin, read the active index once, and do what the generation's shortcut
+   says (>>shortcut, breakpoint.h): nothing; count for the one session that
+   only counts; or walk the function's GenericBp list (one per session) and
+   run each active kind of each session's active generation (kind_*.c:
+   count, call trace, call_time, call_memory). Unpin. No lock, no wait: this
+   is op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c. */
+
+/* The general case: walk every session's breakpoint on h->f in generation
+   ix and run each active kind. Out of line, so that the shortcuts' path
+   through bpt__breakpoint stays small (no spills of the walk's registers). */
+BPT__NOINLINE void bpt__breakpoint_walk(bpt__hit *h, unsigned ix) {
+    bpt__GenericBp *g;
+    /* [G1] Acquire loads of the list pair with the release stores that
+       link a GenericBp (steps 2 and 5, bp.c) and unlink one (step 11). */
+    for (g = (bpt__GenericBp *)bpt__load_acquire_ptr(&h->f->gen_bp); g;
+         g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next)) {
+        const bpt__GenericBpData *d = &g->data[ix];
+        if (!d->flags) continue;
+        /* Each active kind, in the table's order (kind_*.c). */
+#define BPT__KIND_HIT(NAME, name, flag) \
+        if (d->flags & BPT__BPF_ACTIVE(BPT__KIX_##NAME)) bpt__kind_##name##_hit(h, g->session, d);
+        BPT_KINDS(BPT__KIND_HIT)
+#undef BPT__KIND_HIT
+    }
+}
 
 /* Run every session's breakpoint on h->f; gather in h who wants a return
    frame (the site pushes it). The caller then executes the original
    instruction. Returns 0 when the thread has no record (out of memory):
    untraced, never unsafe. */
 BPT__HOT int bpt__breakpoint(bpt__hit *h) {
-    bpt__GenericBp *g;
     unsigned ix;
     bpt_func *f = h->f;
     bpt__thread *rec = bpt__pin();
@@ -6229,17 +6342,14 @@ BPT__HOT int bpt__breakpoint(bpt__hit *h) {
     if (f->kind == BPT__SITE_NATIVE && rec->shadow_depth[BPT__STACK_NATIVE]) bpt__native_settle(h);
 #endif
     ix = bpt_active_bp_ix();   /* [G2] once per hit: one generation throughout */
-    /* [G1] Acquire loads of the list pair with the release stores that
-       link a GenericBp (steps 2 and 5, bp.c) and unlink one (step 11). */
-    for (g = (bpt__GenericBp *)bpt__load_acquire_ptr(&f->gen_bp); g;
-         g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next)) {
-        const bpt__GenericBpData *d = &g->data[ix];
-        if (!d->flags) continue;
-        /* Each active kind, in the table's order (kind_*.c). */
-#define BPT__KIND_HIT(NAME, name, flag) \
-        if (d->flags & BPT__BPF_ACTIVE(BPT__KIX_##NAME)) bpt__kind_##name##_hit(h, g->session, d);
-        BPT_KINDS(BPT__KIND_HIT)
-#undef BPT__KIND_HIT
+    switch (f->shortcut[ix].kind) {   /* published with ix [G2] */
+    case BPT__SHORTCUT_NONE:
+        break;
+    case BPT__SHORTCUT_COUNT:
+        bpt__kind_count_add(rec, f->shortcut[ix].count);
+        break;
+    default:
+        bpt__breakpoint_walk(h, ix);
     }
     return 1;   /* still pinned: the site pushes its frame, then unpins */
 }
@@ -6383,7 +6493,7 @@ static void bpt__batch_close(bpt__code_batch *b) {
 /* Called by the entry stubs with the function record and the saved
    registers; returns where the stub continues. Not static: the stubs'
    assembly calls it by name. */
-__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func *f, bpt__regs *regs) {
+__attribute__((used, visibility("hidden"))) void bpt__native_entry(bpt_func *f, bpt__regs *regs) {
     bpt__hit h;
     h.f = f;
     h.frame = regs;
@@ -6391,7 +6501,6 @@ __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func
         if (h.nwant) bpt__native_frame_push(&h, bpt__now_ns());
         bpt__unpin(h.rec);
     }
-    return f->resume;   /* immutable while registered */
 }
 #endif /* BPT_NATIVE */
 
@@ -6479,10 +6588,13 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
 /* Fill the pre-entry padding of fs[0..n) (layouts ls) in one batch of code
    writes. Nothing executes the padding before a site is installed, so plain
    stores do; the icache is synced for aarch64. Returns 0 or BPT_EPERM /
-   BPT_ENOMEM with nothing written. */
+   BPT_ENOMEM / BPT_ENOTPATCHABLE (a record the padding cannot hold) with
+   nothing written. */
 BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who) {
     bpt__code_batch batch = { NULL, 0, 0 };
     int i, rc;
+    for (i = 0; i < n; i++)   /* the record pointer, read by the stub */
+        if ((rc = bpt__arch_put_record(ls[i].pre, fs[i])) < 0) return rc;
     for (i = 0; i < n; i++)
         if (bpt__batch_add(&batch, (uint8_t *)fs[i]->fn - BPT__PAD_BYTES, BPT__PAD_BYTES) < 0) {
             BPT_FREE(batch.pages);
@@ -6494,7 +6606,6 @@ BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n
     }
     for (i = 0; i < n; i++) {
         uint8_t *pad = (uint8_t *)fs[i]->fn - BPT__PAD_BYTES;
-        memcpy(ls[i].pre, &fs[i], sizeof fs[i]);   /* the record pointer, read by the stub */
         memcpy(pad, ls[i].pre, BPT__PAD_BYTES);
         bpt__arch_sync_icache(pad, BPT__PAD_BYTES);
     }
@@ -7327,6 +7438,33 @@ enomem:
 
 /* Step 3: stage. Only staging generations change; running code reads the
    active ones. A breakpoint to be removed gets flags 0 here. */
+/* Step 3's summary of generation ix on f for the hit (>>shortcut in
+   breakpoint.h): every session's breakpoint counts, the one a new session
+   parked in the head's to_insert too, since step 5 links it before the
+   commit. A paused kind (ON without ACTIVE) does nothing on a hit, so only
+   the ACTIVE bits matter. */
+static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
+    bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp), *g;
+    const bpt__GenericBpData *only = NULL;
+    int active = 0;
+    bpt__shortcut *sc = &f->shortcut[ix];
+    for (g = head ? (head->to_insert ? head->to_insert : head) : NULL; g;
+         g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&g->next))
+        if (g->data[ix].flags & BPT__BPF_ACTIVE_ALL) {
+            active++;
+            only = &g->data[ix];
+        }
+    sc->count = NULL;
+    if (active == 0) {
+        sc->kind = BPT__SHORTCUT_NONE;
+    } else if (active == 1 && (only->flags & BPT__BPF_ACTIVE_ALL) == BPT__BPF_ACTIVE(BPT__KIX_COUNT)) {
+        sc->kind = BPT__SHORTCUT_COUNT;
+        sc->count = only->data[BPT__KIX_COUNT];
+    } else {
+        sc->kind = BPT__SHORTCUT_WALK;
+    }
+}
+
 static int bpt__stage(bpt__change *c) {
     unsigned staging = bpt_staging_bp_ix();
     int i;
@@ -7337,6 +7475,7 @@ static int bpt__stage(bpt__change *c) {
         memset(it->prepared, 0, sizeof it->prepared);   /* owned by the breakpoint now */
         if (!it->f->installed && it->g->data[staging].flags) c->installs++;
     }
+    for (i = 0; i < c->n; i++) bpt__shortcut_choose(c->items[i].f, staging);
     return 1;
 }
 
@@ -7449,6 +7588,7 @@ static int bpt__consolidate(bpt__change *c) {
     for (i = 0; i < c->n; i++) {
         bpt__atomic_ptr *prev = &c->items[i].f->gen_bp;
         bpt__GenericBp *g;
+        c->items[i].f->shortcut[active ^ 1] = c->items[i].f->shortcut[active];
         for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev); g;
              g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev)) {
             if (g != c->items[i].g) { prev = &g->next; continue; }
@@ -7706,7 +7846,7 @@ BPT__PRIVATE uint32_t bpt__native_count(void) {
    be in that entry's stub and read it. Only a record nothing points at is
    freed. */
 static void bpt__native_discard(bpt_func *f) {
-    if (*(bpt_func *const *)(const void *)((const uint8_t *)f->fn - BPT__PAD_BYTES) == f) {
+    if (bpt__arch_padding_record(f->fn) == f) {
         f->next_retired = bpt__retired;
         bpt__retired = f;
     } else {
@@ -7741,7 +7881,6 @@ static int bpt__native_new(void *fn, const char *module, const char *name, int a
     f->orig_word = l->orig_word;
     f->bp_word = l->bp_word;
     f->word_size = l->word_size;
-    f->resume = l->resume;
     f->signs_lr = l->signs_lr;
     *out = f;
     return 0;

@@ -9,12 +9,10 @@ echo "machine: $(uname -srm); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*:
 echo "compiler: $(${CC:-cc} --version | head -1)"
 echo "load: $(uptime | sed 's/.*load average/load average/')"
 printf '%-4s %-46s %11s  %-24s %-9s %s\n' sec what median "min..max" unit ratio
-"$B/bench_overhead"
+"$B/bench_overhead" | tee "$B/bench_overhead.out"
+"$B/bench_ret_predict"
 
-# Section 2: the same program under uftrace record (-pg build) and traced by
-# bptrace (call+return, written to a trace file by a drainer thread). Wall time
-# of the whole process, minus a run of the same command that makes no traced
-# call (last argument 0): start-up and setup cancel out; ns per call.
+# Helpers: wall time per call of a process (section 2), and table rows.
 CALLS=1121393   # 121,393 fib entries (gcc turns one recursion into a loop) + 4 x 250,000
 ms_of() {  # command...: wall us of one run
     t0=$(date +%s%N); "$@" >/dev/null 2>&1; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000 ))
@@ -29,6 +27,28 @@ row() {  # sec what "med min max" unit ratio
     set -- "$1" "$2" $3 "$4" "$5"
     printf '%-4s %-46s %11.2f  %11.2f..%-11.2f %-9s %s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7"
 }
+# Section 1, the peer: BEAM's call_count on a small function (an escript),
+# per call over the same loop untraced, against bptrace's call_count on the
+# leaf mix over its untraced run (medians of the rows above).
+med_of() { grep -F "$1" "$B/bench_overhead.out" | head -1 | awk '{for (i = 1; i <= NF; i++) if ($i ~ /^[0-9.]+$/ && $(i+1) ~ /\.\./) {print $i; exit}}'; }
+if command -v escript >/dev/null; then
+    beam=$(escript bench/beam_count.escript 10000000 "$RUNS" 2>&1)
+    d=$(echo "$beam" | awk '$1 == "diff" {print $2, $3, $4}')
+    if [ -n "$d" ]; then
+        bc=$(med_of "leaf mix: call_count  "); bu=$(med_of "leaf mix: traceable, untraced")
+        row 1 "BEAM call_count over untraced ($(echo "$beam" | awk '$1 == "otp" {print "OTP " $2 " " $3}'))" "$d" ns/call \
+            "$(echo "$bc $bu $d" | awk '{printf "bptrace %.2f ns over untraced: %.2fx BEAM", $1 - $2, ($1 - $2) / $3}')"
+    else
+        echo "1      BEAM call_count: the escript failed: $beam"
+    fi
+else
+    echo "1      SKIPPED BEAM call_count: erl is not installed (apt-get install erlang-base)"
+fi
+
+# Section 2: the same program under uftrace record (-pg build) and traced by
+# bptrace (call+return, written to a trace file by a drainer thread). Wall time
+# of the whole process, minus a run of the same command that makes no traced
+# call (last argument 0): start-up and setup cancel out; ns per call.
 plain=""; bpt=""; uft=""
 TOP=$(pwd)
 cd "$B" || exit 1   # the -pg build writes gmon.out where it runs: keep it in $B
@@ -60,6 +80,23 @@ rm -rf "$B/bench_trace.bpt" "$B/bench_uftrace.data"
 "$B/bench_vs_urcu"
 for n in 1000 10000 50000; do "$B/bench_pattern_$n"; done
 "$B/bench_pattern_1000" info
+
+# Section 6: SQLite built with the patchable-entry flags (its 1,562 functions
+# registered, nothing traced) against SQLite built without them, the same
+# TPC-B-like transactions on an in-memory database; runs alternate.
+if [ -x "$B/bench_sqlite_flags" ] && [ -x "$B/bench_sqlite_plain" ]; then
+    fl=""; pl=""
+    for i in $(seq "$RUNS"); do
+        pl="$pl $("$B/bench_sqlite_plain" 200000 | awk '{print int($6)}')"
+        fl="$fl $("$B/bench_sqlite_flags" 200000 | awk '{print int($6)}')"
+    done
+    sp=$(stat_of $pl); sf=$(stat_of $fl)
+    row 6 "SQLite without the flags, transactions/s /1000" "$sp" ktps ""
+    row 6 "SQLite with the flags, untraced, tps /1000" "$sf" ktps \
+        "$(echo "$sf $sp" | awk '{printf "%.3fx without", $1 / $4}')"
+else
+    echo "6      SKIPPED SQLite flags: $B/bench_sqlite_flags not built (make bench-build fetches SQLite)"
+fi
 
 # Instruction counts per call (callgrind): the leaf mix, CG_CALLS calls per
 # mode minus a run of 0 calls (setup and pattern changes cancel out),

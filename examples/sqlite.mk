@@ -33,7 +33,7 @@ SQLITE_OPTS := -DSQLITE_THREADSAFE=1 -DSQLITE_OMIT_LOAD_EXTENSION -DSQLITE_DEFAU
 SQLITE_CFLAGS ?= -O2
 SQLITE_LIVE_CFLAGS ?= -std=c11 -O2 -g -Wall -Wextra
 
-.PHONY: sqlite-fetch sqlite-live demo-sqlite sqlite-flags-check
+.PHONY: sqlite-fetch sqlite-live demo-sqlite sqlite-flags-check bench-sqlite
 
 # Always run the script: it checks the hash of the cached copy too, and a changed
 # SQLITE_TARBALL must be noticed. It only rewrites the tarball when it changes.
@@ -68,6 +68,19 @@ $(BUILD)/sqlite_live: examples/sqlite_live.c bptrace.h $(SQLITE_DIR)/sqlite3.o $
 	$(CC) $(SQLITE_LIVE_CFLAGS) -I$(SQLITE_SRC) -o $@ examples/sqlite_live.c $(SQLITE_DIR)/sqlite3.o -pthread -lm
 
 sqlite-live: $(BUILD)/sqlite_live
+
+# bench/sqlite_flags.c (make bench, section 6): the same program linked with the
+# traceable sqlite3.o above and with one compiled without the patchable-entry flags.
+$(SQLITE_DIR)/sqlite3-plain.o: $(SQLITE_SRC)/sqlite3.c $(SQLITE_DIR)/cflags
+	$(CC) $(SQLITE_CFLAGS) $(SQLITE_OPTS) -w -c $(SQLITE_SRC)/sqlite3.c -o $@.tmp && mv $@.tmp $@
+
+$(BUILD)/bench_sqlite_flags: bench/sqlite_flags.c bench/bench.h bptrace.h $(SQLITE_DIR)/sqlite3.o $(SQLITE_SRC)/sqlite3.h
+	$(CC) $(SQLITE_LIVE_CFLAGS) -I$(SQLITE_SRC) -o $@ bench/sqlite_flags.c $(SQLITE_DIR)/sqlite3.o -pthread -lm
+
+$(BUILD)/bench_sqlite_plain: bench/sqlite_flags.c bench/bench.h bptrace.h $(SQLITE_DIR)/sqlite3-plain.o $(SQLITE_SRC)/sqlite3.h
+	$(CC) $(SQLITE_LIVE_CFLAGS) -I$(SQLITE_SRC) -o $@ bench/sqlite_flags.c $(SQLITE_DIR)/sqlite3-plain.o -pthread -lm
+
+bench-sqlite: $(BUILD)/bench_sqlite_flags $(BUILD)/bench_sqlite_plain
 
 demo-sqlite: $(BUILD)/sqlite_live
 	@mkdir -p $(BUILD)/demo

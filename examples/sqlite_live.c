@@ -70,6 +70,11 @@
        --warmup-ms MS   untraced run before the baseline (6000)
        --control 1      the same timeline with phases 2-5 untraced: how far the
                         machine and the database drift on their own
+       --phase N        run only phase N of 2-5 after the baseline (0: all, the
+                        default); with --control 1, its untraced twin. Phase 2
+                        alone, traced and as a control run, 5 times each, gives
+                        call_count's throughput per worker CPU-second against
+                        the untraced baseline (PERFORMANCE.md, issue 16)
 
    WHAT TO LOOK FOR
        - bpt_trace_pattern on all ~1,560 functions takes a few milliseconds,
@@ -158,12 +163,13 @@ struct options {
     const char *db, *out;
     int threads, phase_ms, scale, warmup_ms;
     int control;               /* --control: phases 2-5 run untraced, for comparison */
+    int phase;                 /* --phase: the one phase of 2-5 to run after the baseline; 0: all */
 };
 
 static void usage(const char *argv0)
 {
-    fprintf(stderr, "usage: %s [--db PATH] [--out DIR] [--threads N] [--phase-ms MS] [--scale N] [--warmup-ms MS] [--control 0|1]\n",
-            argv0);
+    fprintf(stderr, "usage: %s [--db PATH] [--out DIR] [--threads N] [--phase-ms MS] [--scale N] [--warmup-ms MS] "
+            "[--control 0|1] [--phase 0|2|3|4|5]\n", argv0);
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out)
@@ -216,6 +222,11 @@ static int parse_options(int argc, char **argv, struct options *o)
         } else if (strcmp(a, "--control") == 0) {
             if (parse_int(v, 0, 1, &o->control) != 0) {
                 fprintf(stderr, "sqlite_live: --control wants 0 or 1\n");
+                return -1;
+            }
+        } else if (strcmp(a, "--phase") == 0) {
+            if (parse_int(v, 0, 5, &o->phase) != 0 || o->phase == 1) {
+                fprintf(stderr, "sqlite_live: --phase wants 0 (all) or one of 2..5\n");
                 return -1;
             }
         } else if (strcmp(a, "--scale") == 0) {
@@ -1605,6 +1616,8 @@ int main(int argc, char **argv)
     if (d.o.control) {
         for (i = 2; i <= 5; i++) {
             struct snap a, b;
+            if (d.o.phase && i != d.o.phase)
+                continue;
             phase_header(&d, i, "control run: untraced, as long as the traced phase takes");
             snap_take(&d, &a);
             sleep_ns(i == 4 ? 2000000000u : i == 5 ? 600000000u : (uint64_t)d.o.phase_ms * 1000000u);
@@ -1612,13 +1625,13 @@ int main(int argc, char **argv)
             phase_report(&d, i, &a, &b);
         }
     } else {
-        if (!workers_failed(&d))
+        if (!workers_failed(&d) && (!d.o.phase || d.o.phase == 2))
             phase_call_count(&d);
-        if (!workers_failed(&d))
+        if (!workers_failed(&d) && (!d.o.phase || d.o.phase == 3))
             phase_call_time(&d);
-        if (!workers_failed(&d))
+        if (!workers_failed(&d) && (!d.o.phase || d.o.phase == 4))
             phase_rate_limited(&d);
-        if (!workers_failed(&d))
+        if (!workers_failed(&d) && (!d.o.phase || d.o.phase == 5))
             phase_window(&d);
     }
     phase_all_off(&d);

@@ -18,8 +18,8 @@
    read-side section. While the calling thread is pinned, no wait that began
    after the pin returns before the matching unpin. Pins nest (counted),
    also from a signal handler that interrupts a pinned section. A pin is
-   cheap (no fence where membarrier(2) is available; free for a managed
-   online thread) and never blocks. Unpin wakes a waiter sleeping on this
+   cheap (no fence where membarrier(2) is available; for a managed online
+   thread it only counts the nesting) and never blocks. Unpin wakes a waiter sleeping on this
    thread; an unpin without a pin is ignored. The first pin of a thread
    creates its thread record; if that allocation fails the pin does nothing.
 
@@ -101,8 +101,9 @@ BPT_API void bpt_thread_progress(void);
 /* bpt_thread_progress_offline / bpt_thread_progress_online: a managed
    thread leaves (before blocking, e.g. in a futex, a condition variable or
    I/O) and re-enters the set of threads that waiters wait for. While
-   offline it must not pin nor hit a breakpoint. Offline is ignored inside a
-   pinned section. No-op on unmanaged threads. Never block.
+   offline it must not pin nor hit a breakpoint. Both are ignored inside a
+   pinned section (going online there would hide the section's older
+   epoch from waiters). No-op on unmanaged threads. Never block.
 
    Parameters     none
    Returns        nothing

@@ -244,6 +244,33 @@ enomem:
 
 /* Step 3: stage. Only staging generations change; running code reads the
    active ones. A breakpoint to be removed gets flags 0 here. */
+/* Step 3's summary of generation ix on f for the hit (>>shortcut in
+   breakpoint.h): every session's breakpoint counts, the one a new session
+   parked in the head's to_insert too, since step 5 links it before the
+   commit. A paused kind (ON without ACTIVE) does nothing on a hit, so only
+   the ACTIVE bits matter. */
+static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
+    bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp), *g;
+    const bpt__GenericBpData *only = NULL;
+    int active = 0;
+    bpt__shortcut *sc = &f->shortcut[ix];
+    for (g = head ? (head->to_insert ? head->to_insert : head) : NULL; g;
+         g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&g->next))
+        if (g->data[ix].flags & BPT__BPF_ACTIVE_ALL) {
+            active++;
+            only = &g->data[ix];
+        }
+    sc->count = NULL;
+    if (active == 0) {
+        sc->kind = BPT__SHORTCUT_NONE;
+    } else if (active == 1 && (only->flags & BPT__BPF_ACTIVE_ALL) == BPT__BPF_ACTIVE(BPT__KIX_COUNT)) {
+        sc->kind = BPT__SHORTCUT_COUNT;
+        sc->count = only->data[BPT__KIX_COUNT];
+    } else {
+        sc->kind = BPT__SHORTCUT_WALK;
+    }
+}
+
 static int bpt__stage(bpt__change *c) {
     unsigned staging = bpt_staging_bp_ix();
     int i;
@@ -254,6 +281,7 @@ static int bpt__stage(bpt__change *c) {
         memset(it->prepared, 0, sizeof it->prepared);   /* owned by the breakpoint now */
         if (!it->f->installed && it->g->data[staging].flags) c->installs++;
     }
+    for (i = 0; i < c->n; i++) bpt__shortcut_choose(c->items[i].f, staging);
     return 1;
 }
 
@@ -366,6 +394,7 @@ static int bpt__consolidate(bpt__change *c) {
     for (i = 0; i < c->n; i++) {
         bpt__atomic_ptr *prev = &c->items[i].f->gen_bp;
         bpt__GenericBp *g;
+        c->items[i].f->shortcut[active ^ 1] = c->items[i].f->shortcut[active];
         for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev); g;
              g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev)) {
             if (g != c->items[i].g) { prev = &g->next; continue; }

@@ -26,6 +26,8 @@ enum {
 };
 #define BPT__BPF_ON(k)     (1u << (2 * (k)))
 #define BPT__BPF_ACTIVE(k) (2u << (2 * (k)))
+#define BPT__KIND_ACTIVE_OR(NAME, name, flag) | BPT__BPF_ACTIVE(BPT__KIX_##NAME)
+#define BPT__BPF_ACTIVE_ALL (0u BPT_KINDS(BPT__KIND_ACTIVE_OR))   /* every kind's ACTIVE bit */
 #define BPT__KIND_OR(NAME, name, flag) | (flag)
 #define BPT__KINDS (0u BPT_KINDS(BPT__KIND_OR))   /* every kind's public flag */
 /* Two flag bits per kind fit a generation's uint32_t flags, and every kind's
@@ -60,6 +62,23 @@ typedef struct bpt__GenericBp {
 
 enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
 
+/* >>shortcut: what a hit on a function does in one generation, worked out
+   by the set path when it stages the generation (step 3) rather than by
+   every hit, as Linux ftrace gives each call site the ops it needs (arm64
+   CALL_OPS) and BEAM's call_count-only breakpoints take their own short
+   path. WALK is the general case: every session's GenericBp, every kind
+   (hit.c). COUNT: exactly one session's breakpoint is active and it only
+   counts; `count` is its BpCount. NONE: nothing is active (a breakpoint
+   word not yet removed, or every kind paused). A shortcut is a summary of
+   the GenericBp data of the same generation and follows its rules: step 3
+   writes the staging one, the commit publishes it with the index [G2],
+   step 11 copies it, after the wait that keeps hits off it. */
+enum bpt__shortcut_kind { BPT__SHORTCUT_NONE, BPT__SHORTCUT_COUNT, BPT__SHORTCUT_WALK };
+typedef struct bpt__shortcut {
+    uint32_t kind;                /* enum bpt__shortcut_kind */
+    void *count;                  /* COUNT: the BpCount (kind_count.c) */
+} bpt__shortcut;
+
 struct bpt_func {
     const char *module, *name;    /* interned */
     int arity;
@@ -74,10 +93,10 @@ struct bpt_func {
     unsigned word_size;           /* 8, 4 or 2 bytes */
     void *fn;                     /* native: the function's address */
     uint64_t code_size;           /* native: bytes of code from the ELF symbol (0: unknown) */
-    uintptr_t resume;             /* native: where the stub continues (the word after the site) */
     int signs_lr;                 /* native aarch64: the entry signs the return address (paciasp) */
     const bpt_vm_ops *ops;        /* VM: argument access and formatting */
     bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */
+    bpt__shortcut shortcut[2];    /* per generation, as GenericBp's data (>>shortcut above) */
     int installed;                /* set path: the breakpoint word is in place */
     uint32_t registry_ix;         /* set path: position in the registry */
     struct bpt_func *next_retired;/* set path: native records are retired, never freed */
@@ -103,6 +122,7 @@ enum { BPT__INT_ARG_REGS = 6, BPT__FP_ARG_REGS = 8 };
 typedef struct bpt__regs {
     uint64_t gpr[10];             /* x0-x7 (arguments), x8 (indirect result), x9 (the caller's LR) */
     uint64_t fp[8][2];            /* q0-q7: floating-point arguments */
+    uint64_t link, pad;           /* x30 at the stub's entry: fn-4, where it returns */
 } bpt__regs;
 /* What the return trampoline saves: the return registers (AAPCS64). */
 typedef struct bpt__retregs {
@@ -136,3 +156,5 @@ BPT__DATA(pthread_mutex_t, bpt__code_mod_permission);   /* locks.c */
     BPT__PRIVATE void bpt__kind_##name##_info(const bpt__GenericBpData *d, unsigned what, bpt_info *out);
 BPT_KINDS(BPT__KIND_HOOKS)
 #undef BPT__KIND_HOOKS
+/* The count kind's hit without a GenericBp, for the COUNT shortcut. */
+BPT__HOT void bpt__kind_count_add(bpt__thread *rec, void *count);

@@ -301,7 +301,7 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h) {
 }
 
 /* F1: the entry handler's frame, after every session has been walked. */
-BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
+BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
     bpt__thread *rec = h->rec;
     bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
     uintptr_t *slot = bpt__arch_ret_slot(r), sp = bpt__arch_entry_sp(r);

@@ -185,7 +185,7 @@ BPT__PRIVATE uint32_t bpt__native_count(void) {
    be in that entry's stub and read it. Only a record nothing points at is
    freed. */
 static void bpt__native_discard(bpt_func *f) {
-    if (*(bpt_func *const *)(const void *)((const uint8_t *)f->fn - BPT__PAD_BYTES) == f) {
+    if (bpt__arch_padding_record(f->fn) == f) {
         f->next_retired = bpt__retired;
         bpt__retired = f;
     } else {
@@ -220,7 +220,6 @@ static int bpt__native_new(void *fn, const char *module, const char *name, int a
     f->orig_word = l->orig_word;
     f->bp_word = l->bp_word;
     f->word_size = l->word_size;
-    f->resume = l->resume;
     f->signs_lr = l->signs_lr;
     *out = f;
     return 0;

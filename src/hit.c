@@ -1,16 +1,36 @@
 /* hit.c: what a breakpoint does when a thread reaches it.
-   Pin, read the active index once, walk the function's GenericBp list (one
-   per session) and run each active kind of each session's active generation
-   (kind_*.c: count, call trace, call_time, call_memory). Unpin. No lock, no wait: this is
-   op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c. */
+   Pin, read the active index once, and do what the generation's shortcut
+   says (>>shortcut, breakpoint.h): nothing; count for the one session that
+   only counts; or walk the function's GenericBp list (one per session) and
+   run each active kind of each session's active generation (kind_*.c:
+   count, call trace, call_time, call_memory). Unpin. No lock, no wait: this
+   is op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c. */
 #include "internal.h"
+
+/* The general case: walk every session's breakpoint on h->f in generation
+   ix and run each active kind. Out of line, so that the shortcuts' path
+   through bpt__breakpoint stays small (no spills of the walk's registers). */
+BPT__NOINLINE void bpt__breakpoint_walk(bpt__hit *h, unsigned ix) {
+    bpt__GenericBp *g;
+    /* [G1] Acquire loads of the list pair with the release stores that
+       link a GenericBp (steps 2 and 5, bp.c) and unlink one (step 11). */
+    for (g = (bpt__GenericBp *)bpt__load_acquire_ptr(&h->f->gen_bp); g;
+         g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next)) {
+        const bpt__GenericBpData *d = &g->data[ix];
+        if (!d->flags) continue;
+        /* Each active kind, in the table's order (kind_*.c). */
+#define BPT__KIND_HIT(NAME, name, flag) \
+        if (d->flags & BPT__BPF_ACTIVE(BPT__KIX_##NAME)) bpt__kind_##name##_hit(h, g->session, d);
+        BPT_KINDS(BPT__KIND_HIT)
+#undef BPT__KIND_HIT
+    }
+}
 
 /* Run every session's breakpoint on h->f; gather in h who wants a return
    frame (the site pushes it). The caller then executes the original
    instruction. Returns 0 when the thread has no record (out of memory):
    untraced, never unsafe. */
 BPT__HOT int bpt__breakpoint(bpt__hit *h) {
-    bpt__GenericBp *g;
     unsigned ix;
     bpt_func *f = h->f;
     bpt__thread *rec = bpt__pin();
@@ -21,17 +41,14 @@ BPT__HOT int bpt__breakpoint(bpt__hit *h) {
     if (f->kind == BPT__SITE_NATIVE && rec->shadow_depth[BPT__STACK_NATIVE]) bpt__native_settle(h);
 #endif
     ix = bpt_active_bp_ix();   /* [G2] once per hit: one generation throughout */
-    /* [G1] Acquire loads of the list pair with the release stores that
-       link a GenericBp (steps 2 and 5, bp.c) and unlink one (step 11). */
-    for (g = (bpt__GenericBp *)bpt__load_acquire_ptr(&f->gen_bp); g;
-         g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next)) {
-        const bpt__GenericBpData *d = &g->data[ix];
-        if (!d->flags) continue;
-        /* Each active kind, in the table's order (kind_*.c). */
-#define BPT__KIND_HIT(NAME, name, flag) \
-        if (d->flags & BPT__BPF_ACTIVE(BPT__KIX_##NAME)) bpt__kind_##name##_hit(h, g->session, d);
-        BPT_KINDS(BPT__KIND_HIT)
-#undef BPT__KIND_HIT
+    switch (f->shortcut[ix].kind) {   /* published with ix [G2] */
+    case BPT__SHORTCUT_NONE:
+        break;
+    case BPT__SHORTCUT_COUNT:
+        bpt__kind_count_add(rec, f->shortcut[ix].count);
+        break;
+    default:
+        bpt__breakpoint_walk(h, ix);
     }
     return 1;   /* still pinned: the site pushes its frame, then unpins */
 }

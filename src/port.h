@@ -87,8 +87,10 @@
    PERFORMANCE.md). Only where the compiler knows the attribute. */
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__) && !defined(BPT__PART_ALONE)
 #  define BPT__HOT __attribute__((unused, always_inline)) static inline
+#  define BPT__NOINLINE __attribute__((unused, noinline)) static
 #else
 #  define BPT__HOT BPT__PRIVATE
+#  define BPT__NOINLINE BPT__PRIVATE
 #endif
 
 #define BPT__CACHE_LINE 64

@@ -6,8 +6,15 @@
    the thread is:
        state == 0                   quiescent: holds no reference
        state == (epoch << 16) | n   pinned n deep since the thread read epoch
-   A managed online thread keeps (acknowledged epoch << 16) | 1 there, and
-   moves it forward at each bpt_thread_progress().
+       state == (epoch << 16) | ONLINE | n
+                                    a managed thread online since it last
+                                    acknowledged epoch, inside n pins
+   (n < 2^15, ONLINE = 1 << 15.) A managed online thread moves the epoch
+   forward at each bpt_thread_progress(); its pins only count n, which
+   refuses a report made inside a section. So pin and unpin treat both kinds
+   of thread alike, with no test of which kind they run on: a managed
+   thread's state is never 0 or 1 in its low 16 bits, and only those two
+   values take the pin's and the unpin's slow branch.
 
    A waiter advances the global epoch to E and waits until every record is
    quiescent or carries an epoch >= E. Such a thread started its current
@@ -32,6 +39,8 @@
 
 #define BPT__NEST_BITS 16
 #define BPT__NEST_MASK ((1u << BPT__NEST_BITS) - 1)
+#define BPT__ONLINE (1u << (BPT__NEST_BITS - 1))   /* a managed thread, online */
+#define BPT__PINS (BPT__ONLINE - 1)                /* the pins open */
 #define BPT__WAIT_SPINS 200
 
 static struct {
@@ -109,7 +118,7 @@ static bpt__thread *bpt__thread_create(void) {
     }
     rec->tid = bpt__gettid();
     rec->self = pthread_self();
-    rec->managed = rec->managed_online = rec->in_tracer = rec->holds_permission = 0;
+    rec->managed = rec->in_tracer = rec->holds_permission = 0;
     rec->process = rec->tid;
     rec->shadow_depth[0] = rec->shadow_depth[1] = 0;   /* a dead owner's frames mean nothing */
 #if !defined(BPT__SIGNAL_ATOMIC_INC)
@@ -148,19 +157,15 @@ BPT__HOT bpt__thread *bpt__pin(void) {
     bpt__thread *rec = bpt__thread_self();
     uint64_t s;
     if (!rec) return NULL;
-    if (rec->managed_online) {   /* its progress reports cover it; the nest only refuses */
-        rec->managed_nest++;     /* reports made inside the section (see bpt_thread_progress) */
-        return rec;
-    }
     s = bpt__load_relaxed_u64(&rec->state);
-    if ((s & BPT__NEST_MASK) == 0) {
+    if ((s & BPT__NEST_MASK) == 0) {   /* quiescent: the section starts here */
         /* The acquire pairs with the waiter's epoch advance: a section that
            reads the new epoch sees the waiter's earlier stores. */
         s = bpt__load_acquire_u64(&bpt__progress.epoch) << BPT__NEST_BITS | 1;
         bpt__store_relaxed_u64(&rec->state, s);
         bpt__light_barrier();                  /* [B1] pairs with the waiter's heavy barrier */
-    } else {
-        BPT_ASSERT((s & BPT__NEST_MASK) != BPT__NEST_MASK);
+    } else {   /* nested, or a managed online thread: its reports cover it */
+        BPT_ASSERT((s & BPT__PINS) != BPT__PINS);
         bpt__store_relaxed_u64(&rec->state, s + 1);
     }
     return rec;
@@ -169,20 +174,21 @@ BPT__HOT bpt__thread *bpt__pin(void) {
 BPT__HOT void bpt__unpin(bpt__thread *rec) {
     uint64_t s;
     if (!rec) return;
-    if (rec->managed_online) {
-        if (rec->managed_nest) rec->managed_nest--;
-        return;
-    }
     s = bpt__load_relaxed_u64(&rec->state);
-    if ((s & BPT__NEST_MASK) == 0) return;   /* unbalanced unpin: ignored, never a crash */
-    if ((s & BPT__NEST_MASK) == 1)
+    if ((s & BPT__NEST_MASK) == 1)   /* the end of an unmanaged thread's section */
         bpt__state_store_and_wake(rec, 0);
-    else
+    else if (s & BPT__PINS)
         bpt__store_relaxed_u64(&rec->state, s - 1);
+    /* else no pin is open: an unbalanced unpin, ignored, never a crash */
 }
 
 BPT__PRIVATE int bpt__thread_pinned(const bpt__thread *rec) {
-    return rec && !rec->managed_online && (bpt__load_relaxed_u64((bpt__atomic_u64 *)&rec->state) & BPT__NEST_MASK) != 0;
+    return rec && (bpt__load_relaxed_u64((bpt__atomic_u64 *)&rec->state) & BPT__PINS) != 0;
+}
+
+/* The owner's view: is it a managed thread, online? */
+static int bpt__online(const bpt__thread *rec) {
+    return (bpt__load_relaxed_u64((bpt__atomic_u64 *)&rec->state) & BPT__ONLINE) != 0;
 }
 
 /* A managed online thread about to block inside bptrace (on the
@@ -191,7 +197,7 @@ BPT__PRIVATE int bpt__thread_pinned(const bpt__thread *rec) {
    blocks on would wait for its next bpt_thread_progress() forever.
    bpt__block_end brings it back online. */
 BPT__PRIVATE void bpt__block_begin(bpt__thread *rec) {
-    if (rec && rec->managed_online && !rec->offline_to_block) {
+    if (rec && bpt__online(rec) && !rec->offline_to_block) {
         bpt_thread_progress_offline();
         rec->offline_to_block = 1;
     }
@@ -216,7 +222,7 @@ void bpt_thread_progress_unpin(void) { bpt__unpin(bpt__thread_self_or_null()); }
 
 static void bpt__thread_exit_destructor(void *arg) {
     bpt__thread *rec = (bpt__thread *)arg;
-    rec->managed = rec->managed_online = 0;
+    rec->managed = 0;
     /* Quiescent from now on, even if it exited pinned: it will never touch
        breakpoint data again. */
     bpt__state_store_and_wake(rec, 0);
@@ -389,28 +395,29 @@ void bpt_thread_progress(void) {
     bpt__thread *rec = bpt__thread_self_or_null();
     /* Inside a pinned section (a hit, a tracer callback, a signal handler on
        a hit) the thread still holds breakpoint data: not a quiescent point. */
-    if (!rec || !rec->managed_online || rec->managed_nest) return;
+    if (!rec || (bpt__load_relaxed_u64(&rec->state) & (BPT__ONLINE | BPT__PINS)) != BPT__ONLINE) return;
     /* Quiescent point: every earlier access is released before the new epoch
        is acknowledged [B3]; the acquire of the epoch makes later reads see
        the waiter's stores. */
-    bpt__state_store_and_wake(rec, bpt__load_acquire_u64(&bpt__progress.epoch) << BPT__NEST_BITS | 1);
+    bpt__state_store_and_wake(rec, bpt__load_acquire_u64(&bpt__progress.epoch) << BPT__NEST_BITS | BPT__ONLINE);
 }
 
 void bpt_thread_progress_offline(void) {
     bpt__thread *rec = bpt__thread_self_or_null();
-    if (!rec || !rec->managed_online || rec->managed_nest) return;   /* not inside a section: see above */
-    rec->managed_online = 0;
+    /* Online, and not inside a section: see above. */
+    if (!rec || (bpt__load_relaxed_u64(&rec->state) & (BPT__ONLINE | BPT__PINS)) != BPT__ONLINE) return;
     bpt__state_store_and_wake(rec, 0);
 }
 
 void bpt_thread_progress_online(void) {
     bpt__thread *rec = bpt__thread_self_or_null();
-    if (!rec || !rec->managed || rec->managed_online) return;
+    /* A managed thread, offline and outside any pinned section (a section's
+       older epoch must stay in the state until it ends). */
+    if (!rec || !rec->managed || bpt__load_relaxed_u64(&rec->state) != 0) return;
     /* As a pin [B1]: the state must be visible before the thread reads any
        breakpoint data. A full fence: going online is rare. */
-    bpt__store_relaxed_u64(&rec->state, bpt__load_acquire_u64(&bpt__progress.epoch) << BPT__NEST_BITS | 1);
+    bpt__store_relaxed_u64(&rec->state, bpt__load_acquire_u64(&bpt__progress.epoch) << BPT__NEST_BITS | BPT__ONLINE);
     bpt__fence_seq_cst();
-    rec->managed_online = 1;
 }
 
 int bpt_thread_progress_stats(bpt_progress_stats *out) {

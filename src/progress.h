@@ -23,9 +23,6 @@ struct bpt__thread {
     uint32_t tid;                   /* OS thread id of the owner */
     pthread_t self;
     int managed;                    /* owner only: registered as a managed thread */
-    int managed_online;             /* owner only: managed and online (pins are free) */
-    uint32_t managed_nest;          /* owner only: pins of a managed online thread (counted only to
-                                       refuse progress reports made inside them) */
     int in_tracer;                  /* owner only: inside a callback tracer */
     volatile int sending;           /* owner only: inside bpt__session_send (a signal handler may interrupt it) */
     int holds_permission;           /* owner only: holds the code modification permission */

@@ -10,8 +10,12 @@
    fn-16  AA1E03E9  mov x9, x30       keep the caller's return address
    fn-12  58FFFFB0  ldr x16, fn-24
    fn-8   D63F0200  blr x16           x30 = fn-4: the stub finds the record at x30-28
-   fn-4   D503201F  nop
+   fn-4   B site+4                    the stub returns here: on past the site
    site   D503201F  nop  <->  B fn-16 (the only word patched at run time)
+
+   The stub returns to fn-4, where its blr came from, so the return stack
+   predicts its `ret`; a stub that returned straight to site+4 would be
+   mispredicted on every hit (site_x86_64.c measures the same on x86-64).
 
    NOP and B are on the ARM ARM's list of instructions that may be changed
    while another core executes them (B2.2.5, "concurrent modification and
@@ -27,18 +31,17 @@
 #define BPT__A64_NOP 0xD503201Fu
 
 /* The entry stub: `hint #34` is bti c (a landing pad for the blr), written
-   as a hint so that older assemblers accept it. It saves x0-x9 and q0-q7 in
-   a bpt__regs frame, calls bpt__native_entry(record, frame), restores, puts
-   the caller's return address back in x30 and continues at the resume
-   address with `ret x16`: a return, which BTI does not check, where a br
-   would need a landing pad at the target. */
+   as a hint so that older assemblers accept it. It saves x0-x9, q0-q7 and
+   its own return address (fn-4) in a bpt__regs frame, calls
+   bpt__native_entry(record, frame), restores, puts the caller's return
+   address back in x30 and returns to fn-4 with `ret x16`. */
 __asm__(
     "    .text\n"
     "    .p2align 4\n"
     "    .type bpt__aarch64_stub, %function\n"
     "bpt__aarch64_stub:\n"
     "    hint #34\n"
-    "    sub sp, sp, #208\n"
+    "    sub sp, sp, #224\n"
     "    stp x0, x1, [sp, #0]\n"
     "    stp x2, x3, [sp, #16]\n"
     "    stp x4, x5, [sp, #32]\n"
@@ -48,10 +51,11 @@ __asm__(
     "    stp q2, q3, [sp, #112]\n"
     "    stp q4, q5, [sp, #144]\n"
     "    stp q6, q7, [sp, #176]\n"
+    "    str x30, [sp, #208]\n"
     "    ldur x0, [x30, #-28]\n"
     "    mov x1, sp\n"
     "    bl bpt__native_entry\n"
-    "    mov x16, x0\n"
+    "    ldr x16, [sp, #208]\n"
     "    ldp q0, q1, [sp, #80]\n"
     "    ldp q2, q3, [sp, #112]\n"
     "    ldp q4, q5, [sp, #144]\n"
@@ -61,7 +65,7 @@ __asm__(
     "    ldp x4, x5, [sp, #32]\n"
     "    ldp x6, x7, [sp, #48]\n"
     "    ldp x8, x9, [sp, #64]\n"
-    "    add sp, sp, #208\n"
+    "    add sp, sp, #224\n"
     "    mov x30, x9\n"
     "    ret x16\n"
     "    .size bpt__aarch64_stub, . - bpt__aarch64_stub\n");
@@ -144,7 +148,7 @@ static uint32_t bpt__a64_branch(uintptr_t from, uintptr_t to) {
 BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l) {
     uint8_t *fn = (uint8_t *)fnp;
     uint32_t first = bpt__a64_word(fn);
-    static const uint32_t tail[4] = { 0xAA1E03E9u, 0x58FFFFB0u, 0xD63F0200u, BPT__A64_NOP };
+    uint32_t tail[4] = { 0xAA1E03E9u, 0x58FFFFB0u, 0xD63F0200u, 0 };
     uintptr_t stub = (uintptr_t)bpt__aarch64_stub;
     int i, fresh = 1, landing = first == 0xD503245Fu /* bti c */ || first == 0xD503233Fu /* paciasp */;
     uint8_t *site = fn + (landing ? 4 : 0);
@@ -154,6 +158,7 @@ BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_
         return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: entry words %08x %08x are not BPT_TRACEABLE's "
                          "(expected NOP, optionally after bti c or paciasp)", name, fnp,
                          (unsigned)first, (unsigned)bpt__a64_word(fn + 4));
+    tail[3] = bpt__a64_branch((uintptr_t)(fn - 4), (uintptr_t)site + 4);
     memcpy(l->pre + 8, &stub, 8);
     memcpy(l->pre + 16, tail, 16);
     for (i = 0; i < 8; i++) fresh &= bpt__a64_word(fn - BPT__PAD_BYTES + 4 * i) == BPT__A64_NOP;
@@ -164,9 +169,20 @@ BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_
     l->word_size = 4;
     l->orig_word = BPT__A64_NOP;
     l->bp_word = bpt__a64_branch((uintptr_t)site, (uintptr_t)(fn - 16));
-    l->resume = (uintptr_t)site + 4;
     l->signs_lr = first == 0xD503233Fu;
     return 0;
+}
+
+/* The record pointer at fn-32, all 8 bytes. */
+BPT__PRIVATE int bpt__arch_put_record(uint8_t *pre, const bpt_func *f) {
+    memcpy(pre, &f, sizeof f);
+    return 0;
+}
+
+BPT__PRIVATE const bpt_func *bpt__arch_padding_record(const void *fn) {
+    const bpt_func *f;
+    memcpy(&f, (const uint8_t *)fn - BPT__PAD_BYTES, sizeof f);
+    return f;
 }
 
 /* One aligned 4-byte store: single-copy atomic (ARM ARM B2.2.1). A str in
@@ -182,13 +198,15 @@ BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len) {
 }
 
 /* A guarded control stack (prctl PR_GET_SHADOW_STACK_STATUS, Linux 6.13)
-   would fault on the stub's `ret x16`, which does not return to where its
-   blr came from. Returns 0, or BPT_ENOTSUP saying so. */
+   would fault on return trace's swapped return address. The entry stub
+   returns where its blr came from, which a GCS accepts, but no machine here
+   runs one, so registration refuses as well until it is tested. Returns
+   0, or BPT_ENOTSUP saying so. */
 BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
     unsigned long status = 0;
     if (syscall(SYS_prctl, 74 /* PR_GET_SHADOW_STACK_STATUS */, &status, 0, 0, 0) == 0 && (status & 1))
         return bpt__fail(BPT_ENOTSUP, "%s: a guarded control stack (GCS) is active in this process; "
-                         "bptrace's entry stub does not return to its caller and would fault", who);
+                         "bptrace's return trace swaps return addresses and would fault", who);
     return 0;
 }
 

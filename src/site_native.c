@@ -91,7 +91,7 @@ static void bpt__batch_close(bpt__code_batch *b) {
 /* Called by the entry stubs with the function record and the saved
    registers; returns where the stub continues. Not static: the stubs'
    assembly calls it by name. */
-__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func *f, bpt__regs *regs) {
+__attribute__((used, visibility("hidden"))) void bpt__native_entry(bpt_func *f, bpt__regs *regs) {
     bpt__hit h;
     h.f = f;
     h.frame = regs;
@@ -99,7 +99,6 @@ __attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func
         if (h.nwant) bpt__native_frame_push(&h, bpt__now_ns());
         bpt__unpin(h.rec);
     }
-    return f->resume;   /* immutable while registered */
 }
 #endif /* BPT_NATIVE */
 
@@ -187,10 +186,13 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
 /* Fill the pre-entry padding of fs[0..n) (layouts ls) in one batch of code
    writes. Nothing executes the padding before a site is installed, so plain
    stores do; the icache is synced for aarch64. Returns 0 or BPT_EPERM /
-   BPT_ENOMEM with nothing written. */
+   BPT_ENOMEM / BPT_ENOTPATCHABLE (a record the padding cannot hold) with
+   nothing written. */
 BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who) {
     bpt__code_batch batch = { NULL, 0, 0 };
     int i, rc;
+    for (i = 0; i < n; i++)   /* the record pointer, read by the stub */
+        if ((rc = bpt__arch_put_record(ls[i].pre, fs[i])) < 0) return rc;
     for (i = 0; i < n; i++)
         if (bpt__batch_add(&batch, (uint8_t *)fs[i]->fn - BPT__PAD_BYTES, BPT__PAD_BYTES) < 0) {
             BPT_FREE(batch.pages);
@@ -202,7 +204,6 @@ BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n
     }
     for (i = 0; i < n; i++) {
         uint8_t *pad = (uint8_t *)fs[i]->fn - BPT__PAD_BYTES;
-        memcpy(ls[i].pre, &fs[i], sizeof fs[i]);   /* the record pointer, read by the stub */
         memcpy(pad, ls[i].pre, BPT__PAD_BYTES);
         bpt__arch_sync_icache(pad, BPT__PAD_BYTES);
     }

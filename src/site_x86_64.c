@@ -3,50 +3,52 @@
    BPT_TRACEABLE compiles a function with 24 NOP bytes before it and a 2-byte
    NOP at its entry (gcc: 90 90, clang: 66 90), after an endbr64 when
    -fcf-protection is on. Registration fills the padding once, while nothing
-   can execute it; afterwards only the 2-byte entry word ever changes:
+   can execute it; afterwards only the 2-byte entry word ever changes. Both
+   entries share the padding; only the resume jump's displacement differs:
+
+   fn-24  bpt_func *, its low 6 bytes (a user-space address fits in 48 bits)
+   fn-18  &bpt__x86_64_stub (8 bytes)
+   fn-10  FF 15 F2 FF FF FF  call *[fn-18]       the stub returns to fn-4
+   fn-4   EB 04 | EB 08      jmp fn+2 | fn+6     on to the word after the site
+   fn-2   EB F6              jmp fn-10           the bounce the site jumps to
 
    plain entry (site = fn)                  endbr64 entry (site = fn+4)
-   fn-24  bpt_func *                        fn-24  bpt_func *
-   fn-16  &bpt__x86_64_stub_plain           fn-16  &bpt__x86_64_stub_endbr
-   fn-8   66 90              nop            fn-8   FF 15 F2 FF FF FF  call *[fn-16]
-   fn-6   FF 15 F0 FF FF FF  call *[fn-16]  fn-2   EB F8              jmp fn-8
-   fn+0   90 90 <-> EB F8    jmp fn-6       fn+0   F3 0F 1E FA        endbr64
+   fn+0   90 90 <-> EB FC    jmp fn-2        fn+0   F3 0F 1E FA        endbr64
                                             fn+4   90 90 <-> EB F8    jmp fn-2
 
-   Why: a thread may sit between gcc's two single-byte NOPs when the word
-   changes; it then executes the jump's displacement byte F8, which is CLC,
-   harmless at a function entry (flags are dead there). The endbr64 layout
-   keeps that displacement F8 by bouncing through fn-2, because a direct jump
-   from fn+4 to the call would need F4 (HLT). The 2-byte store is atomic as
-   long as it stays within one cache line (Intel SDM vol. 3, 9.1.1), which
-   registration checks. The call reaches the stub from any distance, and the
-   stub finds the record at a fixed offset from its return address, as BEAM
-   finds GenericBp in front of the code. */
+   Why:
+   - A thread may sit between gcc's two single-byte NOPs when the word
+     changes; it then executes the jump's displacement byte alone, so that
+     byte must be a harmless one-byte instruction: FC is CLD (the direction
+     flag is clear at every function entry, SysV ABI 3.2.1), F8 is CLC
+     (flags are dead at an entry). Hence the bounce at fn-2: the call sits
+     further away than such a displacement reaches.
+   - The stub returns where its call came from, fn-4: the CPU's return stack
+     predicts that `ret`, and a jump takes it on to the entry's next
+     instruction. A stub that rewrote its return slot to skip ahead instead
+     mispredicted every hit: 6.5 ns a call more on the AMD EPYC of
+     PERFORMANCE.md (bench/ret_predict.c, `make bench` section 1).
+   - The 2-byte store is atomic as long as it stays within one cache line
+     (Intel SDM vol. 3, 9.1.1), which registration checks. The indirect call
+     reaches the stub from any distance, and the stub finds the record at a
+     fixed offset from its return address, as BEAM finds GenericBp in front
+     of the code. */
 #include "internal.h"
 
 #if defined(BPT_NATIVE) && defined(__x86_64__)
 
 /* The entry stub: save the argument registers in a bpt__regs frame, call
-   bpt__native_entry(record, frame), restore, and continue where the handler
-   says by rewriting our own return slot (8(%rbp) once rbp is pushed). The
-   ABI leaves rsp 16-aligned here, but the stub realigns it all the same: a
+   bpt__native_entry(record, frame), restore and return to fn-4. The ABI
+   leaves rsp 16-aligned here, but the stub realigns it all the same: a
    caller compiled with gcc's IPA stack alignment may not have aligned it.
    The frame also holds rbp, so that the handler finds the traced function's
    own return slot at 16(%rbp), which return trace swaps (frames.c). */
 __asm__(
     "    .text\n"
     "    .p2align 4\n"
-    "    .type bpt__x86_64_stub_plain, @function\n"
-    "bpt__x86_64_stub_plain:\n"
-    "    movq (%rsp), %r11\n"              /* return address = fn */
-    "    subq $24, %r11\n"                 /* &record = fn-24 */
-    "    jmp bpt__x86_64_stub_common\n"
-    "    .p2align 4\n"
-    "    .type bpt__x86_64_stub_endbr, @function\n"
-    "bpt__x86_64_stub_endbr:\n"
-    "    movq (%rsp), %r11\n"              /* return address = fn-2 */
-    "    subq $22, %r11\n"                 /* &record = fn-24 */
-    "bpt__x86_64_stub_common:\n"
+    "    .type bpt__x86_64_stub, @function\n"
+    "bpt__x86_64_stub:\n"
+    "    movq (%rsp), %r11\n"              /* return address = fn-4 */
     "    pushq %rbp\n"
     "    movq %rsp, %rbp\n"
     "    andq $-16, %rsp\n"
@@ -68,10 +70,11 @@ __asm__(
     "    movaps %xmm5, 160(%rsp)\n"
     "    movaps %xmm6, 176(%rsp)\n"
     "    movaps %xmm7, 192(%rsp)\n"
-    "    movq (%r11), %rdi\n"
+    "    movq -20(%r11), %rdi\n"           /* fn-24: the record's 6 bytes, 2 of the stub's above */
+    "    shlq $16, %rdi\n"
+    "    shrq $16, %rdi\n"
     "    movq %rsp, %rsi\n"
     "    call bpt__native_entry\n"
-    "    movq %rax, 8(%rbp)\n"             /* ret continues at the resume address */
     "    movaps 80(%rsp), %xmm0\n"
     "    movaps 96(%rsp), %xmm1\n"
     "    movaps 112(%rsp), %xmm2\n"
@@ -91,10 +94,10 @@ __asm__(
     "    movq %rbp, %rsp\n"
     "    popq %rbp\n"
     "    ret\n"
-    "    .size bpt__x86_64_stub_plain, . - bpt__x86_64_stub_plain\n");
+    "    .size bpt__x86_64_stub, . - bpt__x86_64_stub\n");
 /* Hidden, so that references are PC-relative: a GOT entry for a symbol
    local to this object is not reliable (see site_aarch64.c). */
-extern __attribute__((visibility("hidden"))) char bpt__x86_64_stub_plain[], bpt__x86_64_stub_endbr[];
+extern __attribute__((visibility("hidden"))) char bpt__x86_64_stub[];
 
 /* The return trampoline (return trace, frames.c). A traced function whose
    return slot the entry handler swapped returns here, with rsp one word
@@ -142,20 +145,25 @@ BPT__PRIVATE uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uint
 
 static const uint8_t bpt__endbr64[4] = { 0xF3, 0x0F, 0x1E, 0xFA };
 
-/* Is the padding fresh (24 NOPs) or already ours (registered before)? */
+/* The padding's code from fn-10: the call, the resume jump (its
+   displacement set per entry) and the bounce. */
+static const uint8_t bpt__x86_pad_code[10] = { 0xFF, 0x15, 0xF2, 0xFF, 0xFF, 0xFF, 0xEB, 0x00, 0xEB, 0xF6 };
+enum { BPT__X86_RECORD_BYTES = 6, BPT__X86_CODE_AT = 14 };   /* pre[]: record, stub, code */
+
+/* Is the padding fresh (24 NOPs) or already ours (registered before)? The
+   record bytes may differ: a new registration writes its own. */
 static int bpt__x86_pad_ok(const uint8_t *fn, const uint8_t *want) {
     int i, fresh = 1;
     for (i = 0; i < BPT__PAD_BYTES; i++) fresh &= fn[i - BPT__PAD_BYTES] == 0x90;
-    return fresh || memcmp(fn - BPT__PAD_BYTES + 8, want + 8, BPT__PAD_BYTES - 8) == 0;
+    return fresh || memcmp(fn - BPT__PAD_BYTES + BPT__X86_RECORD_BYTES, want + BPT__X86_RECORD_BYTES,
+                           BPT__PAD_BYTES - BPT__X86_RECORD_BYTES) == 0;
 }
 
 BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l) {
     uint8_t *fn = (uint8_t *)fnp;
     int endbr = memcmp(fn, bpt__endbr64, 4) == 0;
     uint8_t *site = fn + (endbr ? 4 : 0);
-    uintptr_t stub = (uintptr_t)(endbr ? bpt__x86_64_stub_endbr : bpt__x86_64_stub_plain);
-    static const uint8_t plain_tail[8] = { 0x66, 0x90, 0xFF, 0x15, 0xF0, 0xFF, 0xFF, 0xFF };
-    static const uint8_t endbr_tail[8] = { 0xFF, 0x15, 0xF2, 0xFF, 0xFF, 0xFF, 0xEB, 0xF8 };
+    uintptr_t stub = (uintptr_t)bpt__x86_64_stub;
     if (!((site[0] == 0x90 && site[1] == 0x90) || (site[0] == 0x66 && site[1] == 0x90)))
         return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: entry bytes %02x %02x %02x %02x %02x %02x are not "
                          "BPT_TRACEABLE's (expected 90 90 or 66 90, optionally after endbr64)",
@@ -163,8 +171,9 @@ BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_
     if (((uintptr_t)site & 63) == 63)
         return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: the entry word crosses a cache line, so it "
                          "cannot be written atomically", name, fnp);
-    memcpy(l->pre + 8, &stub, 8);
-    memcpy(l->pre + 16, endbr ? endbr_tail : plain_tail, 8);
+    memcpy(l->pre + BPT__X86_RECORD_BYTES, &stub, 8);
+    memcpy(l->pre + BPT__X86_CODE_AT, bpt__x86_pad_code, sizeof bpt__x86_pad_code);
+    l->pre[BPT__X86_CODE_AT + 7] = (uint8_t)(site + 2 - (fn - 2));   /* jmp fn+2 or fn+6: site+2, from fn-2 */
     if (!bpt__x86_pad_ok(fn, l->pre))
         return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: the %d bytes before the entry are neither NOPs "
                          "nor bptrace's (compiled without patchable_function_entry(26,24)?)",
@@ -172,9 +181,26 @@ BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_
     l->site = site;
     l->word_size = 2;
     l->orig_word = (uint64_t)site[0] | (uint64_t)site[1] << 8;
-    l->bp_word = 0xF8EB;   /* EB F8: jmp -8, to the call (plain) or the bounce (endbr64) */
-    l->resume = (uintptr_t)site + 2;
+    l->bp_word = endbr ? 0xF8EB : 0xFCEB;   /* jmp fn-2: EB F8 from fn+6 (CLC alone), EB FC from fn+2 (CLD alone) */
     return 0;
+}
+
+/* Where the record goes in the padding: its low 6 bytes at fn-24. Returns 0,
+   or BPT_ENOTPATCHABLE when it lies above 2^48 (a BPT_MALLOC that maps
+   there, with 5-level paging). */
+BPT__PRIVATE int bpt__arch_put_record(uint8_t *pre, const bpt_func *f) {
+    uintptr_t p = (uintptr_t)f;
+    if (p >> 48)
+        return bpt__fail(BPT_ENOTPATCHABLE, "%s:%s: its record at %p lies above 2^48; the entry padding holds "
+                         "48 bits of it", f->module, f->name, (const void *)f);
+    memcpy(pre, &p, BPT__X86_RECORD_BYTES);   /* little-endian: the low bytes */
+    return 0;
+}
+
+BPT__PRIVATE const bpt_func *bpt__arch_padding_record(const void *fn) {
+    uintptr_t p = 0;
+    memcpy(&p, (const uint8_t *)fn - BPT__PAD_BYTES, BPT__X86_RECORD_BYTES);
+    return (const bpt_func *)p;
 }
 
 /* The one store that switches a site: 2 bytes, atomic within a cache line.
@@ -189,13 +215,15 @@ BPT__PRIVATE void bpt__arch_write_site(uint8_t *site, uint64_t word) {
 BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len) { (void)start; (void)len; }   /* coherent on x86 */
 
 /* A CET user shadow stack (arch_prctl ARCH_SHSTK_STATUS, Linux 6.6) would
-   fault on the stub's ret, which continues at the resume address rather than
-   where its call came from. Returns 0, or BPT_ENOTSUP saying so. */
+   fault on return trace's swapped return address. The entry stub returns
+   where its call came from, which a shadow stack accepts, but no machine
+   here runs one, so registration refuses as well until it is tested.
+   Returns 0, or BPT_ENOTSUP saying so. */
 BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
     unsigned long features = 0;
     if (syscall(SYS_arch_prctl, 0x5005 /* ARCH_SHSTK_STATUS */, &features) == 0 && (features & 1))
-        return bpt__fail(BPT_ENOTSUP, "%s: a CET shadow stack is active in this process; bptrace's entry "
-                         "stub redirects its return and would fault", who);
+        return bpt__fail(BPT_ENOTSUP, "%s: a CET shadow stack is active in this process; bptrace's return "
+                         "trace swaps return addresses and would fault", who);
     return 0;
 }
 

@@ -25,11 +25,11 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
 
 #if defined(BPT_NATIVE)
 #  if defined(__x86_64__)
-#    define BPT__PAD_BYTES 24      /* fn-24: the record, the stub's address, the call */
+#    define BPT__PAD_BYTES 24      /* fn-24: the record, the stub's address, call/jmp/jmp */
 extern __attribute__((visibility("hidden"))) char bpt__x86_64_return_trampoline[];
 #    define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__x86_64_return_trampoline)
 #  else
-#    define BPT__PAD_BYTES 32      /* fn-32: the record, the stub's address, mov/ldr/blr/nop */
+#    define BPT__PAD_BYTES 32      /* fn-32: the record, the stub's address, mov/ldr/blr/b */
 extern __attribute__((visibility("hidden"))) char bpt__aarch64_return_trampoline[];
 #    define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__aarch64_return_trampoline)
 #  endif
@@ -39,7 +39,6 @@ typedef struct bpt__entry_layout {
     uint8_t *site;
     uint64_t orig_word, bp_word;
     unsigned word_size;
-    uintptr_t resume;
     int signs_lr;                  /* aarch64: paciasp before the site */
     uint8_t pre[BPT__PAD_BYTES];   /* the padding's new content */
 } bpt__entry_layout;
@@ -50,11 +49,13 @@ BPT__PRIVATE uintptr_t bpt__arch_entry_sp(const bpt__regs *r);   /* the stack po
 BPT__PRIVATE uintptr_t bpt__arch_ret_strip(const bpt_func *f, uintptr_t ret);
 BPT__PRIVATE uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t sp);
 BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l);
+BPT__PRIVATE int bpt__arch_put_record(uint8_t *pre, const bpt_func *f);   /* the record into the padding */
+BPT__PRIVATE const bpt_func *bpt__arch_padding_record(const void *fn);     /* and back */
 BPT__PRIVATE void bpt__arch_write_site(uint8_t *site, uint64_t word);
 BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len);
 BPT__PRIVATE int bpt__arch_native_usable(const char *who);
 
 BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who);
 /* Called by the entry stubs' assembly by name: not static. */
-__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_entry(bpt_func *f, bpt__regs *regs);
+__attribute__((used, visibility("hidden"))) void bpt__native_entry(bpt_func *f, bpt__regs *regs);
 #endif

@@ -273,6 +273,21 @@ static void *tp_thread(void *arg) {
     DEFER("pin after a stray unpin: wait (still pins)", bpt_thread_progress_wait(), BPT_EDEADLK, 0);
     bpt_thread_progress_unpin();
     DEFER("control: wait after its unpin", bpt_thread_progress_wait(), 0, 0);
+    /* A managed online thread's pins count too: a wait or a pattern change
+       from inside one would wait for the section it is in. (Both returned 0
+       before issue 16 moved the managed thread's pins into its state word:
+       such a pin was not seen as one.) Going online or offline inside the
+       section is ignored: the thread stays online, and a wait after the
+       unpin still works. */
+    DEFER("managed: register_managed", bpt_thread_progress_register_managed(), 0, 0);
+    bpt_thread_progress_pin();
+    DEFER("managed, pinned: thread_progress_wait", bpt_thread_progress_wait(), BPT_EDEADLK, 0);
+    DEFER("managed, pinned: trace_pattern", bpt_trace_pattern(S, "vm:f/1", BPT_OFF, NULL), BPT_EDEADLK, 0);
+    bpt_thread_progress_offline();   /* ignored inside the section */
+    bpt_thread_progress();           /* ignored too */
+    bpt_thread_progress_unpin();
+    DEFER("managed, after the unpin: wait", bpt_thread_progress_wait(), 0, 0);
+    bpt_thread_progress_offline();
     return NULL;
 }
 

@@ -211,12 +211,13 @@ static void wx_observer(int step, int did, uint64_t ns, void *user) {
     wx_check(when[step]);
 }
 
-/* Does fn's entry word hold the breakpoint (x86-64: EB F8; aarch64: a B), after
+/* Does fn's entry word hold the breakpoint (x86-64: EB FC, or EB F8 after
+   endbr64; aarch64: a B), after
    an endbr64 / bti c / paciasp if there is one? */
 static int bp_installed(const void *fn) {
 #if defined(__x86_64__)
     int at = code_byte(fn, 0) == 0xF3 && code_byte(fn, 1) == 0x0F && code_byte(fn, 2) == 0x1E ? 4 : 0;
-    return code_byte(fn, at) == 0xEB && code_byte(fn, at + 1) == 0xF8;
+    return code_byte(fn, at) == 0xEB && code_byte(fn, at + 1) == (at ? 0xF8 : 0xFC);
 #else
     uint32_t w = (uint32_t)code_byte(fn, 0) | (uint32_t)code_byte(fn, 1) << 8 | (uint32_t)code_byte(fn, 2) << 16 |
                  (uint32_t)code_byte(fn, 3) << 24;

@@ -1,8 +1,10 @@
 /* t_native_midsled: a thread stopped inside the entry word while it changes.
    gcc compiles BPT_TRACEABLE's entry word as two one-byte NOPs, 90 90, so a
    thread may have executed the first and not yet the second when the word
-   becomes the breakpoint EB F8 (jmp -8). It then executes F8, which is CLC:
-   harmless at a function entry, where the flags are dead. This test makes
+   becomes the breakpoint EB FC (jmp -4, to the bounce at fn-2). It then
+   executes FC, which is CLD: harmless at a function entry, where the
+   direction flag is clear (after an endbr64 the word is EB F8, and F8 is
+   CLC, harmless where the flags are dead). This test makes
    that happen deterministically instead of hoping a race hits it:
    the thread sets the x86 trap flag right before the call; a SIGTRAP handler
    single-steps it until it stands at entry+1 (the second NOP), then holds it
@@ -11,13 +13,14 @@
 
    Which states can a thread stopped at entry+1 meet? It got there by
    executing a single 90 at the entry, so the word was 90 90 when it
-   fetched the entry; a thread that fetches EB F8 takes the whole 2-byte jump
+   fetched the entry; a thread that fetches EB FC takes the whole 2-byte jump
    and never stands at entry+1 (checked below: the step after the entry lands
-   at entry-6, the call into the stub), and the stub resumes at entry+2. So
-   the reachable transitions are the ones that happen while it is held:
-     90 90 -> EB F8                 it executes F8 (CLC) and goes on at entry+2;
-     90 90 -> EB F8 -> 90 90        it executes 90 (NOP), as if nothing happened;
-     90 90 -> EB F8 -> 90 90 -> EB F8   F8 again.
+   at fn-2, the bounce to the call into the stub), and the stub's call
+   returns to a jump to entry+2. So the reachable transitions are the ones
+   that happen while it is held:
+     90 90 -> EB FC                 it executes FC (CLD) and goes on at entry+2;
+     90 90 -> EB FC -> 90 90        it executes 90 (NOP), as if nothing happened;
+     90 90 -> EB FC -> 90 90 -> EB FC   FC again.
    In each case the held call must return the right value and is not counted
    (it entered before the breakpoint), and the next call hits the breakpoint.
    A held thread is not pinned, so the protocol's waits do not wait for it;
@@ -28,7 +31,13 @@
    clang's entry word is the single instruction 66 90, so no thread can stop
    inside it: checked by stepping over it (the next stop is entry+2).
    aarch64's entry is one 4-byte NOP, D503201F: nothing to stand inside,
-   checked as such. tcc has no native support: BPT_ENOTSUP, then a skip. */
+   checked as such. tcc has no native support: BPT_ENOTSUP, then a skip.
+
+   The same stepping checks that the entry stub returns to the address its
+   call pushed, where the CPU's return stack predicts it (issue 16: a stub
+   that returned past it, to entry+2, cost 6.5 ns a hit in mispredictions;
+   this check failed on that layout). On aarch64 the padding's word after
+   the blr must branch on past the site for the same reason. */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
@@ -56,15 +65,19 @@ static long count_of_mid(void) {
 #if defined(__x86_64__)
 #include <ucontext.h>
 
-enum { MODE_HOLD = 1, MODE_OBSERVE = 2, MAX_STEPS = 64 };
+enum { MODE_HOLD = 1, MODE_OBSERVE = 2, MODE_PATH = 3, MAX_STEPS = 64, MAX_PATH_STEPS = 20000 };
+extern __attribute__((visibility("hidden"))) char bpt__x86_64_stub[];
+#define IN_STUB(a) ((a) >= (uintptr_t)bpt__x86_64_stub && (a) < (uintptr_t)bpt__x86_64_stub + 256)
 #define TF 0x100L
 
 static uintptr_t site;            /* the entry word (fn, or fn+4 after endbr64) */
+static unsigned char bp_disp;     /* the breakpoint's second byte: FC (plain), F8 (after endbr64) */
 static int held_pipe[2], release_pipe[2];
 /* Handler state: written by the stepped thread (before it sets TF, and in
    its own SIGTRAP handler), read by main after the handler wrote to the pipe. */
 static volatile int mode, steps;
 static volatile uintptr_t prev_rip, after_site_rip, held_rip;
+static volatile uintptr_t stub_pushed, stub_ret_to;   /* MODE_PATH: its call's return address; where its ret went */
 
 static void say(char c) {
     while (write(held_pipe[1], &c, 1) < 0 && errno == EINTR) {}
@@ -78,6 +91,22 @@ static void on_trap(int sig, siginfo_t *si, void *ucv) {
     char c;
     (void)sig; (void)si;
     if (prev_rip == site) after_site_rip = rip;
+    if (mode == MODE_PATH) {
+        /* The stub's first instruction: its return address is on top of the stack. */
+        if (rip == (uintptr_t)bpt__x86_64_stub) stub_pushed = *(const uintptr_t *)(uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+        /* A ret (C3) in the stub that leaves it: the stub's own return. */
+        if (IN_STUB(prev_rip) && !IN_STUB(rip) && code_byte((const void *)prev_rip, 0) == 0xC3) {
+            stub_ret_to = rip;
+            uc->uc_mcontext.gregs[REG_EFL] &= ~TF;
+            say('P');
+        } else if (++steps > MAX_PATH_STEPS) {
+            uc->uc_mcontext.gregs[REG_EFL] &= ~TF;
+            say('X');
+        }
+        prev_rip = rip;
+        errno = saved_errno;
+        return;
+    }
     if (++steps > MAX_STEPS) {
         uc->uc_mcontext.gregs[REG_EFL] &= ~TF;
         say('X');                                 /* never got where it should */
@@ -103,7 +132,7 @@ static void *stepped_call(void *arg) {
     bpt_thread_progress_pin();    /* a thread record: the NO_MEMBARRIER fallback signals it */
     bpt_thread_progress_unpin();
     steps = 0;
-    prev_rip = after_site_rip = held_rip = 0;
+    prev_rip = after_site_rip = held_rip = stub_pushed = stub_ret_to = 0;
     mode = j->mode;
     __asm__ volatile("lea -128(%%rsp), %%rsp\n\tpushfq\n\torq $0x100, (%%rsp)\n\tpopfq\n\tlea 128(%%rsp), %%rsp"
                      ::: "memory", "cc");
@@ -159,7 +188,7 @@ static void held_scenario(const char *what, const unsigned *changes, long arg) {
         for (i = 0; changes[i]; i++) {
             int on = !(changes[i] & BPT_OFF);
             CHECK_RC(bpt_trace_pattern(sess, "mid:mid/1", changes[i], NULL), 1);
-            check_word(on ? 0xEB : 0x90, on ? 0xF8 : 0x90, on ? "after install (thread held)" : "after removal (thread held)");
+            check_word(on ? 0xEB : 0x90, on ? bp_disp : 0x90, on ? "after install (thread held)" : "after removal (thread held)");
         }
         printf("  releasing: it executes %02x at entry+1\n", code_byte((void *)site, 1));
         release();
@@ -182,6 +211,7 @@ static void x86_tests(void) {
     site = (uintptr_t)mid;
     if (code_byte(mid, 0) == 0xF3 && code_byte(mid, 1) == 0x0F && code_byte(mid, 2) == 0x1E && code_byte(mid, 3) == 0xFA)
         site += 4;   /* endbr64 first (-fcf-protection) */
+    bp_disp = site == (uintptr_t)mid ? 0xFC : 0xF8;   /* jmp fn-2 from site+2 */
     gcc_sled = code_byte((void *)site, 0) == 0x90 && code_byte((void *)site, 1) == 0x90;
     printf("entry word of mid at %p: %02x %02x (%s)\n", (void *)site, code_byte((void *)site, 0),
            code_byte((void *)site, 1), gcc_sled ? "gcc: two one-byte NOPs" : "one two-byte instruction");
@@ -215,7 +245,7 @@ static void x86_tests(void) {
               (long)(after_site_rip - site));
         finish(t, &j, "untraced");
 
-        /* 2. Held at entry+1 while the breakpoint is installed: it executes F8 (CLC). */
+        /* 2. Held at entry+1 while the breakpoint is installed: it executes FC (CLD). */
         held_scenario("held at entry+1 while the breakpoint is installed", install, 2);
         n = count_of_mid();
         CHECK(n == 0, "the held call entered before the breakpoint: count %ld, expected 0", n);
@@ -226,19 +256,35 @@ static void x86_tests(void) {
     }
 
     /* 3. With the breakpoint installed, a thread fetches the whole jump: the
-       step after the entry lands at entry-6, the call into the stub. So no
-       thread can stand at entry+1 of EB F8. */
+       step after the entry lands at fn-2, the bounce to the call into the
+       stub. So no thread can stand at entry+1 of the breakpoint. */
     if (!gcc_sled) CHECK_RC(bpt_trace_pattern(sess, "mid:mid/1", BPT_COUNT, NULL), 1);
     printf("step over the installed breakpoint\n");
-    check_word(0xEB, 0xF8, "installed");
+    check_word(0xEB, bp_disp, "installed");
     n = count_of_mid();
     c = start(&t, &j, MODE_OBSERVE, 4);
     CHECK(c == 'J', "observe: the thread reports '%c'", c);
-    CHECK(after_site_rip == site + 2 - 8, "the step over EB F8 landed at entry%+ld, expected entry-6",
+    CHECK(after_site_rip == (uintptr_t)mid - 2, "the step over the breakpoint landed at entry%+ld, expected fn-2",
           (long)(after_site_rip - site));
     finish(t, &j, "installed");
     CHECK(count_of_mid() == n + 1, "the stepped call through the breakpoint is counted: %ld -> %ld", n,
           count_of_mid());
+
+    /* 3b. The stub returns where its call came from (fn-4), whose jump
+       goes on at entry+2: the return stack predicts every hit. */
+    printf("step through a hit until the stub returns\n");
+    n = count_of_mid();
+    c = start(&t, &j, MODE_PATH, 8);
+    CHECK(c == 'P', "path: the thread reports '%c', expected the stub's return within %d steps", c, MAX_PATH_STEPS);
+    finish(t, &j, "path");
+    printf("  the stub's call pushed fn%+ld; its ret went to fn%+ld\n", (long)(stub_pushed - (uintptr_t)mid),
+           (long)(stub_ret_to - (uintptr_t)mid));
+    CHECK(stub_pushed == (uintptr_t)mid - 4, "the stub's call pushed fn%+ld, expected fn-4",
+          (long)(stub_pushed - (uintptr_t)mid));
+    CHECK(stub_ret_to == stub_pushed, "the stub returned to fn%+ld, not to the address its call pushed (fn%+ld): "
+          "every hit would mispredict its return", (long)(stub_ret_to - (uintptr_t)mid),
+          (long)(stub_pushed - (uintptr_t)mid));
+    CHECK(count_of_mid() == n + 1, "the stepped call is counted: %ld -> %ld", n, count_of_mid());
 
     /* Remove it: back to the compiled word. */
     CHECK_RC(bpt_trace_pattern(sess, "mid:mid/1", BPT_OFF, NULL), 1);
@@ -249,7 +295,7 @@ static void x86_tests(void) {
         held_scenario("held at entry+1 while the breakpoint is installed and removed", install_remove, 5);
         CHECK(count_of_mid() == -1, "no count after the removal");
 
-        /* 5. Installed, removed, installed again: F8 once more. */
+        /* 5. Installed, removed, installed again: FC once more. */
         held_scenario("held at entry+1 while the breakpoint is installed, removed and installed", install_remove_install, 6);
         n = count_of_mid();
         CHECK(n == 0, "the held call is not counted: %ld", n);
@@ -288,6 +334,14 @@ static void aarch64_tests(void) {
     printf("installed: %08x\n", (unsigned)bp);
     CHECK(bp == (0x14000000u | ((uint32_t)(((intptr_t)mid - 16 - (intptr_t)site) >> 2) & 0x03FFFFFFu)),
           "the breakpoint word %08x is not B fn-16", (unsigned)bp);
+    /* The stub returns to fn-4 (its blr's link), which branches on to the
+       word after the site: B imm26 = (site + 4 - (fn - 4)) / 4. */
+    {
+        const void *ret_jump = (const void *)((uintptr_t)mid - 4);   /* an address: not an offset into mid */
+        CHECK(code_word(ret_jump) ==
+                  (0x14000000u | ((uint32_t)(((intptr_t)site + 4 - ((intptr_t)mid - 4)) >> 2) & 0x03FFFFFFu)),
+              "fn-4 holds %08x, expected B to the word after the site", (unsigned)code_word(ret_jump));
+    }
     CHECK(mid_p(3) == 24 && count_of_mid() == 1, "a call through the breakpoint");
     CHECK_RC(bpt_trace_pattern(sess, "mid:mid/1", BPT_OFF, NULL), 1);
     CHECK(code_word(site) == 0xD503201Fu, "removed: %08x", (unsigned)code_word(site));

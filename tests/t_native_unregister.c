@@ -20,13 +20,15 @@ static volatile sig_atomic_t armed = 1, stop;
 static volatile uintptr_t parked_pc;
 
 #if defined(__x86_64__)
-#  define STUB ((uintptr_t)bpt__x86_64_stub_plain)
+#  define STUB ((uintptr_t)bpt__x86_64_stub)
 #  define PC_OF(uc) ((uintptr_t)(uc)->uc_mcontext.gregs[REG_RIP])
 #  define PAD 24
+#  define CODE 10   /* the padding's code: fn-10 .. fn */
 #else
 #  define STUB ((uintptr_t)bpt__aarch64_stub)
 #  define PC_OF(uc) ((uintptr_t)(uc)->uc_mcontext.pc)
 #  define PAD 32
+#  define CODE 16   /* fn-16 .. fn */
 #endif
 
 /* In the padding's call sequence, or in the stub before it pins: taken the
@@ -34,7 +36,7 @@ static volatile uintptr_t parked_pc;
 static void park(int sig, siginfo_t *si, void *ucp) {
     uintptr_t pc = PC_OF((ucontext_t *)ucp), fn = (uintptr_t)target;
     (void)sig; (void)si;
-    if (armed && ((pc >= fn - PAD + 16 && pc < fn) || (pc >= STUB && pc < STUB + 24))) {
+    if (armed && ((pc >= fn - CODE && pc < fn) || (pc >= STUB && pc < STUB + 24))) {
         armed = 0;
         parked_pc = pc;
         sem_post(&caught);

@@ -1,0 +1,108 @@
+/* t_shortcut: the hit's shortcut per generation (>>shortcut in breakpoint.h;
+   issue #16, item 6). Step 3 sums up every session's breakpoint on a
+   function as NONE, COUNT (one session counts, nothing else is active) or
+   WALK; the hit takes the shortcut of the generation it reads. Claims,
+   each on one VM function, with exact counts and messages after each
+   change:
+   - one session counting: COUNT, and the count is exact;
+   - a second session starts counting the same function: its breakpoint is
+     parked in the list head's to_insert at step 3 and linked at step 5,
+     and must be part of the summary (WALK): both sessions count;
+   - the first session pauses: COUNT for the second alone, whose counter
+     the shortcut must name (not the first's);
+   - the second adds call trace: WALK, counts and call messages both;
+   - all of the second switched off, the first restarted: COUNT from 0;
+   - the first paused while installed: NONE, nothing counted, no message;
+   - everything off: no breakpoint word, nothing counted.
+   Each state is also checked against the shortcut itself, so that a change
+   that stopped choosing it would not pass unnoticed. */
+#define BPTRACE_IMPLEMENTATION
+#include "../bptrace.h"
+#include "check.h"
+#include <string.h>
+
+#define BP ((bpt_vm_word)0xC0C0)
+static bpt_vm_word code[1];
+static bpt_func *f;
+static bpt_session s1, s2;
+
+static uint64_t vm_arg(const void *frame, int i) { return ((const uint64_t *)frame)[i]; }
+static const bpt_vm_ops ops = { .arg = vm_arg };
+
+static void calls(int n) {
+    uint64_t frame[1] = { 7 };
+    int i;
+    for (i = 0; i < n; i++)
+        if (BPT_VM_FETCH(&code[0]) == BP) bpt_vm_breakpoint(f, frame, NULL);
+}
+
+static uint64_t count_in(bpt_session s) {
+    bpt_info in;
+    memset(&in, 0, sizeof in);
+    CHECK_RC(bpt_trace_info(s, f, BPT_INFO_COUNT, &in), 0);
+    return in.count;
+}
+
+static int drained(bpt_session s) {
+    bpt_msg m[64];
+    int n, total = 0;
+    while ((n = bpt_session_drain(s, m, 64)) > 0) total += n;
+    return total;
+}
+
+static unsigned shortcut(void) { return f->shortcut[bpt_active_bp_ix()].kind; }
+
+static void expect(const char *what, unsigned kind, uint64_t c1, uint64_t c2, int msgs2) {
+    int m = drained(s2);
+    printf("%-44s shortcut %u, counts %llu %llu, messages %d\n", what, shortcut(),
+           (unsigned long long)count_in(s1), (unsigned long long)count_in(s2), m);
+    CHECK(shortcut() == kind, "%s: shortcut %u, expected %u", what, shortcut(), kind);
+    CHECK(count_in(s1) == c1, "%s: session 1 counted %llu, expected %llu", what,
+          (unsigned long long)count_in(s1), (unsigned long long)c1);
+    CHECK(count_in(s2) == c2, "%s: session 2 counted %llu, expected %llu", what,
+          (unsigned long long)count_in(s2), (unsigned long long)c2);
+    CHECK(m == msgs2, "%s: session 2 sent %d messages, expected %d", what, m, msgs2);
+}
+
+int main(void) {
+    code[0] = 0x1234;
+    CHECK_RC(bpt_register_vm(&code[0], BP, "sc", "f", 1, &ops, &f), 0);
+    CHECK_RC(bpt_session_create(NULL, &s1), 0);
+    CHECK_RC(bpt_session_create(NULL, &s2), 0);
+
+    CHECK_RC(bpt_trace_pattern(s1, "sc:f/1", BPT_COUNT, NULL), 1);
+    calls(10);
+    expect("one session counts", BPT__SHORTCUT_COUNT, 10, 0, 0);
+
+    CHECK_RC(bpt_trace_pattern(s2, "sc:f/1", BPT_COUNT, NULL), 1);
+    calls(5);
+    expect("a second session counts too (to_insert)", BPT__SHORTCUT_WALK, 15, 5, 0);
+
+    CHECK_RC(bpt_trace_pattern(s1, "sc:f/1", BPT_COUNT | BPT_PAUSE, NULL), 1);
+    calls(3);
+    expect("the first paused: the second alone", BPT__SHORTCUT_COUNT, 15, 8, 0);
+
+    CHECK_RC(bpt_trace_pattern(s2, "sc:f/1", BPT_CALL, NULL), 1);
+    calls(2);
+    expect("the second adds call trace", BPT__SHORTCUT_WALK, 15, 10, 2);
+
+    CHECK_RC(bpt_trace_pattern(s2, "sc:f/1", BPT_OFF, NULL), 1);
+    CHECK_RC(bpt_trace_pattern(s1, "sc:f/1", BPT_COUNT | BPT_RESTART, NULL), 1);
+    calls(4);
+    expect("the second off, the first restarted", BPT__SHORTCUT_COUNT, 4, 0, 0);
+
+    CHECK_RC(bpt_trace_pattern(s1, "sc:f/1", BPT_COUNT | BPT_PAUSE, NULL), 1);
+    CHECK(code[0] == BP, "paused: the breakpoint word stays (0x%llx)", (unsigned long long)code[0]);
+    calls(6);
+    expect("the first paused, installed", BPT__SHORTCUT_NONE, 4, 0, 0);
+
+    CHECK_RC(bpt_trace_pattern(s1, "sc:f/1", BPT_OFF, NULL), 1);
+    CHECK(code[0] == 0x1234, "off: the original word is back (0x%llx)", (unsigned long long)code[0]);
+    calls(6);
+    CHECK(shortcut() == BPT__SHORTCUT_NONE, "off: shortcut %u", shortcut());
+
+    CHECK_RC(bpt_session_destroy(s1), 0);
+    CHECK_RC(bpt_session_destroy(s2), 0);
+    CHECK_RC(bpt_unregister(f), 0);
+    return CHECK_DONE();
+}
