@@ -7444,8 +7444,6 @@ enomem:
     return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: out of memory allocating breakpoints; nothing changed");
 }
 
-/* Step 3: stage. Only staging generations change; running code reads the
-   active ones. A breakpoint to be removed gets flags 0 here. */
 /* Step 3's summary of generation ix on f for the hit (>>shortcut in
    breakpoint.h): every session's breakpoint counts, the one a new session
    parked in the head's to_insert too, since step 5 links it before the
@@ -7473,6 +7471,9 @@ static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
     }
 }
 
+/* Step 3: stage. Only staging generations change; running code reads the
+   active ones. A breakpoint to be removed gets flags 0 here. Then each
+   function's shortcut for the staging generation is worked out anew. */
 static int bpt__stage(bpt__change *c) {
     unsigned staging = bpt_staging_bp_ix();
     int i;
