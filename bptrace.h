@@ -82,7 +82,9 @@
    SUPPORTED
        gcc and clang on x86-64 and aarch64 (C11 <stdatomic.h>, __thread);
        tcc 0.9.27 on x86-64 (x86-64 inline asm atomics, pthread keys for
-       thread-locals). Linux only (futex, membarrier). The API half compiles as C++.
+       thread-locals). Linux only (futex, membarrier). The whole header
+       compiles as C++ too (g++, clang++; C++11 to C++20): a C++ exception
+       must not unwind through a call that has a return frame (issue #17).
 
    THREAD-SAFETY RULES
        - Every public function may be called from any thread, unless its
@@ -604,11 +606,12 @@ typedef struct bpt_session_counts {
 BPT_API int bpt_session_stats(bpt_session s, bpt_session_counts *out);
 
 /* What clock the timestamps come from: the CPU's counter where one is usable
-   (its rate calibrated once against CLOCK_MONOTONIC), or CLOCK_MONOTONIC. */
+   (its rate calibrated once against CLOCK_MONOTONIC; each thread's records
+   anchored to CLOCK_MONOTONIC at least every millisecond), or CLOCK_MONOTONIC. */
 typedef struct bpt_clock {
-    const char *source;    /* "tsc" (x86-64 rdtsc, invariant and the kernel's own
-                              clocksource), "cntvct" (aarch64 CNTVCT_EL0), or
-                              "clock_gettime" (neither usable, or BPT_NO_CYCLE_CLOCK) */
+    const char *source;    /* "tsc" (x86-64 rdtsc, where CPUID says it is invariant),
+                              "cntvct" (aarch64 CNTVCT_EL0), or "clock_gettime"
+                              (neither usable, or BPT_NO_CYCLE_CLOCK) */
     uint64_t hz;           /* the source's ticks per second (10^9 for clock_gettime) */
 } bpt_clock;
 
@@ -632,7 +635,7 @@ BPT_API int bpt_clock_info(bpt_clock *out);
 
      header (144 bytes)
        char     magic[8]       "BPTRACE\0"
-       uint32_t version        1 (BPT_FILE_VERSION)
+       uint32_t version        2 (BPT_FILE_VERSION); readers take 1 too
        uint32_t header_bytes   144
        uint32_t machine        the traced process's ELF e_machine (62 x86-64, 183 aarch64)
        uint32_t pid
@@ -641,6 +644,8 @@ BPT_API int bpt_clock_info(bpt_clock *out);
        uint64_t clock_hz
        uint64_t tick0, ns0, mul_whole, mul_frac
                                ns = ns0 + (ticks - tick0) * (mul_whole + mul_frac / 2^32)
+                               until a thread's first anchor (a context record);
+                               after it, ns = anchor_ns + (ticks - anchor_ticks) * the same rate
        uint64_t session        the session's weak id
        char     name[64]       the session's name
      then blocks: uint32_t tag, uint32_t bytes (of payload), payload
@@ -661,9 +666,13 @@ BPT_API int bpt_clock_info(bpt_clock *out);
        EXCEPTION_FROM  id: the function; info: 1 throw, 0 unwind; words: the value
        RETURN_TO       id: the function resumed (0: unknown code); words: the address
        DROPPED, LIMIT  words: the count of records lost, the rate limit
-       15 (context)    id: the OS thread id; words: the process; it opens
-                       every chunk and follows a process switch */
-enum { BPT_FILE_VERSION = 1 };
+       15 (context)    id: the OS thread id; ticks: the anchor's counter
+                       reading; words: the process, the anchor's
+                       CLOCK_MONOTONIC ns (version 1: the process only). It
+                       opens every chunk, follows a thread or process switch,
+                       and renews the anchor after 1 ms of the counter (or
+                       when the counter went back) */
+enum { BPT_FILE_VERSION = 2 };
 
 /* Where bpt_session_write writes, and what it has written. Zero-initialise
    it and set fd; keep it for every write to that file. */
@@ -1734,6 +1743,14 @@ BPT_API void bpt_folded_free(bpt_folded *f);
 #  define BPT__NOINLINE BPT__PRIVATE
 #endif
 
+/* A function the assembly stubs call by name: kept (used), not exported
+   (hidden), and with C linkage in a C++ build, whose names are mangled. */
+#if defined(__cplusplus)
+#  define BPT__ASM_CALLED extern "C" __attribute__((used, visibility("hidden")))
+#else
+#  define BPT__ASM_CALLED __attribute__((used, visibility("hidden")))
+#endif
+
 #define BPT__CACHE_LINE 64
 
 /* >>atomics */
@@ -1790,6 +1807,32 @@ BPT__PRIVATE int bpt__cas_ptr(bpt__atomic_ptr *p, void *expected, void *desired)
 BPT__PRIVATE void bpt__fence_seq_cst(void) { __asm__ __volatile__("mfence" ::: "memory"); }
 BPT__PRIVATE void bpt__cpu_relax(void) { __asm__ __volatile__("pause" ::: "memory"); }
 
+#elif defined(__cplusplus)   /* g++, clang++: the __atomic builtins on plain types */
+/* C++ has no _Atomic before C++23 (and <atomic>'s std::atomic is not a C
+   type): the implementation compiled in a C++ file uses the builtins that
+   gcc and clang build C11's atomics from, with the same orders. A C build
+   keeps the _Atomic types, which make any plain access a compile error. */
+typedef uint32_t bpt__atomic_u32;
+typedef uint64_t bpt__atomic_u64;
+typedef void *bpt__atomic_ptr;
+#  define bpt__compiler_barrier() __atomic_signal_fence(__ATOMIC_SEQ_CST)
+#  define BPT__ATOMIC_OPS(suffix, T, A) \
+    BPT__PRIVATE T bpt__load_relaxed_##suffix(A *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); } \
+    BPT__PRIVATE T bpt__load_acquire_##suffix(A *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); } \
+    BPT__PRIVATE void bpt__store_relaxed_##suffix(A *p, T v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); } \
+    BPT__PRIVATE void bpt__store_release_##suffix(A *p, T v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); } \
+    BPT__PRIVATE int bpt__cas_##suffix(A *p, T expected, T desired) { \
+        return __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE); }
+BPT__ATOMIC_OPS(u32, uint32_t, bpt__atomic_u32)
+BPT__ATOMIC_OPS(u64, uint64_t, bpt__atomic_u64)
+BPT__ATOMIC_OPS(ptr, void *, bpt__atomic_ptr)
+#  undef BPT__ATOMIC_OPS
+BPT__PRIVATE void bpt__store_seq_cst_u32(bpt__atomic_u32 *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
+BPT__PRIVATE uint64_t bpt__fetch_add_u64(bpt__atomic_u64 *p, uint64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
+BPT__PRIVATE uint32_t bpt__fetch_add_u32(bpt__atomic_u32 *p, uint32_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
+BPT__PRIVATE void bpt__fence_seq_cst(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+#  define BPT__CPU_RELAX_ARCH 1
+
 #else /* gcc, clang: C11 atomics */
 #  include <stdatomic.h>
 typedef _Atomic(uint32_t) bpt__atomic_u32;
@@ -1812,6 +1855,10 @@ BPT__PRIVATE void bpt__store_seq_cst_u32(bpt__atomic_u32 *p, uint32_t v) { atomi
 BPT__PRIVATE uint64_t bpt__fetch_add_u64(bpt__atomic_u64 *p, uint64_t v) { return atomic_fetch_add_explicit(p, v, memory_order_acq_rel); }
 BPT__PRIVATE uint32_t bpt__fetch_add_u32(bpt__atomic_u32 *p, uint32_t v) { return atomic_fetch_add_explicit(p, v, memory_order_acq_rel); }
 BPT__PRIVATE void bpt__fence_seq_cst(void) { atomic_thread_fence(memory_order_seq_cst); }
+#  define BPT__CPU_RELAX_ARCH 1
+#endif
+
+#if defined(BPT__CPU_RELAX_ARCH)   /* gcc and clang, C or C++ (tcc's is above) */
 BPT__PRIVATE void bpt__cpu_relax(void) {
 #  if defined(__x86_64__) || defined(__i386__)
     __asm__ __volatile__("pause" ::: "memory");
@@ -1949,7 +1996,7 @@ BPT__DATA(pthread_mutex_t, bpt__intern_lock);       /* intern.c: 3rd in the lock
 /* clock.h: what other parts use of the clock (clock.c): every timestamp
    bptrace takes, in nanoseconds on CLOCK_MONOTONIC's scale, read from the
    CPU's counter where one is usable; and the counter itself, for records,
-   converted to ns only when they are read. */
+   converted to ns only when they are read, from an anchor. */
 
 /* A calibration: ns = ns0 + (ticks - tick0) * (mul_whole + mul_frac / 2^32). */
 typedef struct bpt__clock_cal {
@@ -1962,6 +2009,15 @@ BPT__HOT uint64_t bpt__now_ticks(void);   /* the counter (ns for clock_gettime) 
 BPT__PRIVATE void bpt__clock_calibrate(void);   /* once; thread progress's init calls it */
 BPT__PRIVATE void bpt__clock_cal_get(bpt__clock_cal *out);   /* the live calibration */
 BPT__PRIVATE uint64_t bpt__clock_cal_ns(const bpt__clock_cal *c, uint64_t ticks);
+
+/* Anchors (clock.c's first comment): a record's stamp is its ticks
+   converted from the latest anchor of its thread's stream, a pair of
+   readings of the counter and CLOCK_MONOTONIC at most BPT__ANCHOR_US old. */
+enum { BPT__ANCHOR_US = 1000 };
+BPT__PRIVATE void bpt__clock_anchor(uint64_t *tick, uint64_t *ns);   /* both clocks, now */
+BPT__PRIVATE uint64_t bpt__clock_anchor_span(void);   /* ticks an anchor serves */
+BPT__PRIVATE uint64_t bpt__clock_anchored_ns(const bpt__clock_cal *c, uint64_t anchor_tick, uint64_t anchor_ns,
+                                             uint64_t ticks);
 /*** End of clock.h ***/
 
 /*** Begin file record.h ***/
@@ -1981,7 +2037,7 @@ typedef struct bpt__rec {
 } bpt__rec;
 
 enum {
-    BPT__REC_CONTEXT = 15,        /* the thread and process of the records after it */
+    BPT__REC_CONTEXT = 15,        /* the thread and process of the records after it, and an anchor */
     BPT__REC_CALL_NARGS = 0x0f,   /* CALL info: argument count */
     BPT__REC_CALL_CALLER = 0x10,  /* CALL info: caller address and id follow */
     BPT__REC_CALL_USER = 0x20,    /* CALL info: a match spec message id follows */
@@ -2018,16 +2074,22 @@ typedef struct bpt__decoder {
     bpt__clock_cal cal;
     uint64_t session;
 } bpt__decoder;
-/* One thread's stream, as far as it was read: whom its records are of. */
+/* One thread's stream, as far as it was read: whom its records are of,
+   the anchor its stamps are converted from (clock.h), and the last stamp
+   given (a stream's stamps never go back). */
 typedef struct bpt__stream {
     uint32_t tid;
+    int anchored;                 /* 0: no anchor read yet; the calibration's own pair serves */
     uint64_t process;
+    uint64_t anchor_tick, anchor_ns, last_ns;
 } bpt__stream;
 
 /* Records (record.c). */
 BPT__PRIVATE uint32_t bpt__rec_bytes(const bpt__rec *r);
 BPT__PRIVATE int bpt__rec_check(const void *p, uint32_t avail);   /* bytes of a sound record, or 0 */
 BPT__PRIVATE int bpt__rec_decode(const bpt__decoder *d, bpt__stream *st, const bpt__rec *r, bpt_msg *m);
+BPT__PRIVATE uint64_t bpt__stream_ns(const bpt__decoder *d, bpt__stream *st, uint64_t ticks);
+BPT__PRIVATE void bpt__stream_init(bpt__stream *st);
 /*** End of record.h ***/
 
 /*** Begin file progress.h ***/
@@ -2467,7 +2529,7 @@ BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h);
 BPT__PRIVATE void bpt__native_settle(bpt__hit *h);
 BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h, uint64_t now);
 /* Called by the return trampolines' assembly by name: not static. */
-__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r);
+BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r);
 #endif
 /*** End of frames.h ***/
 
@@ -2531,7 +2593,7 @@ BPT__PRIVATE int bpt__arch_native_usable(const char *who);
 
 BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who);
 /* Called by the entry stubs' assembly by name: not static. */
-__attribute__((used, visibility("hidden"))) void bpt__native_entry(bpt_func *f, bpt__regs *regs);
+BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs);
 #endif
 /*** End of sites.h ***/
 
@@ -2710,7 +2772,8 @@ static bpt__thread *bpt__thread_create(void) {
     rec->self = pthread_self();
     rec->managed = rec->in_tracer = rec->holds_permission = 0;
     rec->process = rec->tid;
-    rec->shadow_depth[0] = rec->shadow_depth[1] = 0;   /* a dead owner's frames mean nothing */
+    rec->shadow_depth[0] = 0;   /* a dead owner's frames mean nothing */
+    rec->shadow_depth[1] = 0;
 #if !defined(BPT__SIGNAL_ATOMIC_INC)
     rec->counting = 0;
 #endif
@@ -3077,28 +3140,43 @@ BPT__PRIVATE int bpt__fail(int code, const char *fmt, ...) {
 /* clock.c: timestamps. Every event's time (call, return, call_time's own
    time) is read on the hit path, so it must be cheap: the CPU's counter,
    not clock_gettime (23-43 ns a read on a virtual machine, 1-3 reads a
-   traced call). The counter is converted to nanoseconds on
-   CLOCK_MONOTONIC's scale with a calibration taken once:
+   traced call). The counter's rate is calibrated once against
+   CLOCK_MONOTONIC; its offset is not trusted for long:
 
-       ns = ns0 + (ticks - tick0) * ns_per_tick
+       ns = anchor_ns + (ticks - anchor_tick) * ns_per_tick
 
+   where (anchor_tick, anchor_ns) is a pair of readings of both clocks taken
+   together, at most BPT__ANCHOR_US old in the thread's own stream: every
+   lane of a session writes a fresh anchor when it opens a chunk and when its
+   last one is older than that (session.c), and the reader converts each
+   record with its stream's latest anchor (record.c). Three things follow:
+     - the stamps stay on CLOCK_MONOTONIC: the calibration's rate error
+       (about 1e-5 from 2 ms of measurement) moves a stamp by at most
+       1e-5 x BPT__ANCHOR_US, not by 1e-5 x the process's age;
+     - a counter that jumps (a virtual machine restored from a snapshot or
+       migrated: the reason a hypervisor's kernel boots with tsc=unstable and
+       keeps time with kvm-clock) gives a thread stamps off by at most one
+       anchor's span, and only while the jump is less than that span: a
+       record more than a span past its anchor, or before it, gets a new one;
+     - the counter is used where the CPU says it is invariant, whichever
+       clocksource the kernel chose (the kernel's kvm-clock is itself this
+       counter, scaled per vCPU): cores whose counters disagree cost a thread
+       that migrates between them the disagreement, until its next anchor.
    ns_per_tick is kept as a whole part and a 32-bit fraction, so that the
    conversion needs only 64-bit multiplies (tcc has no 128-bit integer).
+   Durations (call_time, the protocol's timings) are differences of two
+   readings of one thread, scaled by the rate: no anchor needed.
 
    The counters:
      x86-64    rdtsc, where CPUID says the TSC is invariant (leaf 0x80000007,
-               EDX bit 8: it ticks at one rate in every P- and C-state) and
-               the kernel's own clocksource is "tsc" (the kernel checked that
-               the cores' TSCs agree; it falls back to another clocksource
-               when they do not). Its rate is measured against
-               CLOCK_MONOTONIC over 2 ms, once.
+               EDX bit 8: it ticks at one rate in every P- and C-state). Its
+               rate is measured against CLOCK_MONOTONIC over 2 ms, once.
      aarch64   CNTVCT_EL0, the generic timer's virtual count, the same on
                every core by the architecture, at CNTFRQ_EL0 Hz.
      otherwise clock_gettime(CLOCK_MONOTONIC) itself (tcc on aarch64 does
-               not exist; BPT_NO_CYCLE_CLOCK forces it).
-   bpt_clock_info says which is in use. CLOCK_MONOTONIC may be slewed by NTP
-   after the calibration; the counter is not, so the two drift apart by at
-   most the slew (NTP slews at most 500 ppm). */
+               not exist; BPT_NO_CYCLE_CLOCK forces it); its anchors are the
+               identity.
+   bpt_clock_info says which is in use. */
 
 enum { BPT__CLOCK_GETTIME = 0, BPT__CLOCK_TSC = 1, BPT__CLOCK_CNTVCT = 2 };
 
@@ -3122,42 +3200,19 @@ static inline uint64_t bpt__clock_ticks(void) {
     return (uint64_t)hi << 32 | lo;
 }
 
-/* Is the TSC invariant, and does the kernel keep its clock with it? */
+/* Is the TSC invariant? (Whether the kernel keeps time with it does not
+   matter: the anchors bound what a jump or a disagreement between cores can
+   do; the comment at the top says how.) */
 static int bpt__clock_counter_usable(void) {
     uint32_t a = 0x80000000u, b, c, d;
-    char name[16] = { 0 };
-    int fd;
-    ssize_t n;
     __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d));
     if (a < 0x80000007u) return 0;
     a = 0x80000007u;
     __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d));
-    if (!(d & (1u << 8))) return 0;
-    if ((fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC)) < 0)
-        return 0;
-    n = read(fd, name, sizeof name - 1);
-    close(fd);
-    return n >= 3 && strncmp(name, "tsc", 3) == 0 && (n == 3 || name[3] == '\n');
+    return (d & (1u << 8)) != 0;
 }
 
-/* Ticks per second: the TSC against CLOCK_MONOTONIC over 2 ms. Each end is
-   the reading whose two TSC samples around clock_gettime are closest, so a
-   preempted read does not count. */
-static void bpt__clock_pair(uint64_t *tick, uint64_t *ns) {
-    uint64_t best = ~(uint64_t)0;
-    int i;
-    for (i = 0; i < 5; i++) {
-        uint64_t a = bpt__clock_ticks(), m = bpt__clock_monotonic(), b = bpt__clock_ticks();
-        if (b - a < best) { best = b - a; *tick = a + (b - a) / 2; *ns = m; }
-    }
-}
-
-static uint64_t bpt__clock_rate(void) {
-    uint64_t t0 = 0, n0 = 0, t1 = 0, n1 = 0;
-    bpt__clock_pair(&t0, &n0);
-    do bpt__clock_pair(&t1, &n1); while (n1 - n0 < 2000000u);
-    return (uint64_t)((double)(t1 - t0) * 1e9 / (double)(n1 - n0) + 0.5);
-}
+static uint64_t bpt__clock_nominal_hz(void) { return 0; }   /* measured (bpt__clock_rate) */
 #elif defined(__aarch64__) && !defined(BPT_NO_CYCLE_CLOCK)
 #  define BPT__CLOCK_COUNTER BPT__CLOCK_CNTVCT
 static inline uint64_t bpt__clock_ticks(void) {
@@ -3167,15 +3222,36 @@ static inline uint64_t bpt__clock_ticks(void) {
     return v;
 }
 static int bpt__clock_counter_usable(void) { return 1; }
-static void bpt__clock_pair(uint64_t *tick, uint64_t *ns) {
-    uint64_t a = bpt__clock_ticks(), m = bpt__clock_monotonic(), b = bpt__clock_ticks();
-    *tick = a + (b - a) / 2;
-    *ns = m;
-}
-static uint64_t bpt__clock_rate(void) {
+static uint64_t bpt__clock_nominal_hz(void) {
     uint64_t hz;
     __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(hz));
     return hz;
+}
+#endif
+
+#if defined(BPT__CLOCK_COUNTER)
+/* The two clocks read together: the counter on either side of a
+   CLOCK_MONOTONIC read, its midpoint taken; the best of `tries` pairs (the
+   closest two counter readings), so that a read preempted half-way does
+   not count. */
+static void bpt__clock_pair(int tries, uint64_t *tick, uint64_t *ns) {
+    uint64_t best = ~(uint64_t)0;
+    int i;
+    *tick = *ns = 0;
+    for (i = 0; i < tries; i++) {
+        uint64_t a = bpt__clock_ticks(), m = bpt__clock_monotonic(), b = bpt__clock_ticks();
+        if (b - a < best) { best = b - a; *tick = a + (b - a) / 2; *ns = m; }
+    }
+}
+
+/* Ticks per second: the architecture's stated rate, or the counter against
+   CLOCK_MONOTONIC over 2 ms, each end the best of 5 pairs. */
+static uint64_t bpt__clock_rate(void) {
+    uint64_t t0 = 0, n0 = 0, t1 = 0, n1 = 0, hz = bpt__clock_nominal_hz();
+    if (hz) return hz;
+    bpt__clock_pair(5, &t0, &n0);
+    do bpt__clock_pair(5, &t1, &n1); while (n1 - n0 < 2000000u);
+    return (uint64_t)((double)(t1 - t0) * 1e9 / (double)(n1 - n0) + 0.5);
 }
 #endif
 
@@ -3187,7 +3263,7 @@ static void bpt__clock_init(void) {
         c->hz = hz;
         c->mul_whole = 1000000000u / hz;
         c->mul_frac = (uint64_t)(((double)(1000000000u % hz) / (double)hz) * 4294967296.0);
-        bpt__clock_pair(&c->tick0, &c->ns0);
+        bpt__clock_pair(5, &c->tick0, &c->ns0);
         c->source = BPT__CLOCK_COUNTER;
     } else
 #endif
@@ -3216,15 +3292,52 @@ BPT__HOT uint64_t bpt__now_ticks(void) {
     return bpt__clock_monotonic();
 }
 
-/* Ticks to ns with calibration c: three 64-bit multiplies (no 128-bit
-   integer: tcc has none). A reading a few cycles before the calibration's,
-   on another core, counts as the calibration's instant. */
+/* d ticks in ns with calibration c: three 64-bit multiplies (no 128-bit
+   integer: tcc has none). */
+static uint64_t bpt__clock_scale(const bpt__clock_cal *c, uint64_t d) {
+    uint64_t lo = d & 0xffffffffu, hi = d >> 32;
+    return d * c->mul_whole + hi * c->mul_frac + ((lo * c->mul_frac) >> 32);
+}
+
+/* Ticks to ns from the calibration's own pair: for durations and for
+   stamps that need no anchor. A reading a few cycles before the
+   calibration's, on another core, counts as the calibration's instant. */
 BPT__PRIVATE uint64_t bpt__clock_cal_ns(const bpt__clock_cal *c, uint64_t ticks) {
-    uint64_t d = ticks - c->tick0, lo, hi;
-    if ((int64_t)d < 0) d = 0;
-    lo = d & 0xffffffffu;
-    hi = d >> 32;
-    return c->ns0 + d * c->mul_whole + hi * c->mul_frac + ((lo * c->mul_frac) >> 32);
+    uint64_t d = ticks - c->tick0;
+    return c->ns0 + ((int64_t)d < 0 ? 0 : bpt__clock_scale(c, d));
+}
+
+/* Ticks to ns from an anchor: the pair (anchor_tick, anchor_ns) read
+   together, before or after `ticks` (a lane writes its anchor just ahead
+   of the record that found it stale, so that record's reading is a little
+   earlier than the anchor's). */
+BPT__PRIVATE uint64_t bpt__clock_anchored_ns(const bpt__clock_cal *c, uint64_t anchor_tick, uint64_t anchor_ns,
+                                             uint64_t ticks) {
+    uint64_t d = ticks - anchor_tick, back;
+    if ((int64_t)d >= 0) return anchor_ns + bpt__clock_scale(c, d);
+    back = bpt__clock_scale(c, (uint64_t)0 - d);
+    return back < anchor_ns ? anchor_ns - back : 0;
+}
+
+/* A new anchor: both clocks read now (the best of 2 pairs: about 80 ns,
+   once per BPT__ANCHOR_US of a thread's records at most). With no counter,
+   the ticks are ns already and the anchor is the identity. */
+BPT__PRIVATE void bpt__clock_anchor(uint64_t *tick, uint64_t *ns) {
+#if defined(BPT__CLOCK_COUNTER)
+    if (bpt__clock.cal.source == BPT__CLOCK_COUNTER) {
+        bpt__clock_pair(2, tick, ns);
+        return;
+    }
+#endif
+    *tick = *ns = bpt__clock_monotonic();
+}
+
+/* How many ticks an anchor serves: BPT__ANCHOR_US of the counter; with no
+   counter, for ever (the identity does not age). */
+BPT__PRIVATE uint64_t bpt__clock_anchor_span(void) {
+    if (!bpt__load_acquire_u32(&bpt__clock.ready)) bpt__clock_calibrate();   /* [K1] */
+    if (bpt__clock.cal.source == BPT__CLOCK_GETTIME) return ~(uint64_t)0;
+    return bpt__clock.cal.hz / (1000000u / BPT__ANCHOR_US);
 }
 
 BPT__PRIVATE void bpt__clock_cal_get(bpt__clock_cal *out) {
@@ -3452,9 +3565,10 @@ BPT__PRIVATE int bpt__rec_check(const void *p, uint32_t avail) {
         return bpt__rec_call_words(r, w) == r->words ? (int)bytes : 0;
     case BPT_MSG_RETURN_FROM:
         return r->words >= 1 && r->words <= BPT_MSG_STR_BYTES / 8 ? (int)bytes : 0;
-    case BPT_MSG_EXCEPTION_FROM: case BPT_MSG_RETURN_TO: case BPT_MSG_DROPPED:
-    case BPT_MSG_LIMIT: case BPT__REC_CONTEXT:
+    case BPT_MSG_EXCEPTION_FROM: case BPT_MSG_RETURN_TO: case BPT_MSG_DROPPED: case BPT_MSG_LIMIT:
         return r->words == 1 ? (int)bytes : 0;
+    case BPT__REC_CONTEXT:   /* version 1 files: no anchor */
+        return r->words == 1 || r->words == 2 ? (int)bytes : 0;
     default:
         return 0;
     }
@@ -3507,17 +3621,37 @@ static void bpt__rec_decode_call(const bpt__decoder *d, const bpt__rec *r, bpt_m
     }
 }
 
-/* Decode one sound record of stream st. A context record updates st and
-   gives no message (0); any other fills m (1). */
+BPT__PRIVATE void bpt__stream_init(bpt__stream *st) { memset(st, 0, sizeof *st); }
+
+/* The stamp of a record of stream st that read `ticks`: from the stream's
+   anchor (clock.h), or the calibration's own pair before the first one;
+   never earlier than the stream's last stamp (two anchors' conversions of
+   neighbouring records can differ by the rate's error over one span). */
+BPT__PRIVATE uint64_t bpt__stream_ns(const bpt__decoder *d, bpt__stream *st, uint64_t ticks) {
+    uint64_t ns = st->anchored ? bpt__clock_anchored_ns(&d->cal, st->anchor_tick, st->anchor_ns, ticks)
+                               : bpt__clock_cal_ns(&d->cal, ticks);
+    if (ns < st->last_ns) ns = st->last_ns;
+    st->last_ns = ns;
+    return ns;
+}
+
+/* Decode one sound record of stream st. A context record updates st (its
+   thread, process and anchor) and gives no message (0); any other fills m
+   (1). */
 BPT__PRIVATE int bpt__rec_decode(const bpt__decoder *d, bpt__stream *st, const bpt__rec *r, bpt_msg *m) {
     const uint64_t *w = (const uint64_t *)(r + 1);
     if (r->type == BPT__REC_CONTEXT) {
         st->tid = r->id;
         st->process = w[0];
+        if (r->words >= 2) {
+            st->anchored = 1;
+            st->anchor_tick = r->ticks;
+            st->anchor_ns = w[1];
+        }
         return 0;
     }
     memset(m, 0, sizeof *m);
-    bpt__msg_header(m, r->type, st->tid, st->process, bpt__clock_cal_ns(&d->cal, r->ticks), d->session);
+    bpt__msg_header(m, r->type, st->tid, st->process, bpt__stream_ns(d, st, r->ticks), d->session);
     switch (r->type) {
     case BPT_MSG_CALL:
         bpt__rec_decode_call(d, r, m);
@@ -3704,7 +3838,7 @@ enum {
     BPT__TAIL_BUSY = 1,           /* the tail word's owner bit; the chunk index is tail >> 1 */
     BPT__LANES_PER_DIR = 256,
     BPT__LANE_DIRS = 256,         /* 65536 thread records */
-    BPT__CTX_BYTES = (int)sizeof(bpt__rec) + 8,   /* a context or DROPPED record */
+    BPT__CTX_BYTES = (int)sizeof(bpt__rec) + 16,  /* room for a context record (or a DROPPED one) */
     BPT__CHUNK_HEAD = 16          /* bytes in front of a chunk's records */
 };
 
@@ -3725,6 +3859,9 @@ struct bpt__lane {
                                      the chunk's last BPT__CTX_BYTES are kept for a loss's mark */
     uint32_t ctx_tid;             /* the context of the records after wp */
     uint64_t ctx_process;
+    uint64_t anchor_tick;         /* the counter's reading in the stream's latest anchor (clock.h) */
+    uint64_t anchor_span;         /* ticks an anchor serves (bpt__clock_anchor_span) */
+    uint64_t anchor_ns;           /* a callback session's lane: the anchor's ns */
     uint64_t unreported;          /* records lost since the last DROPPED record */
     bpt__atomic_u64 head_pub;     /* head, release-stored when a chunk is sealed [R2] */
     bpt__atomic_u64 written;      /* owner counters (bpt__owner_inc_u64): records put in chunks, */
@@ -3784,6 +3921,7 @@ static bpt__lane *bpt__lane_new(const bpt__session *s, uint64_t number) {
     memset(lane, 0, sizeof *lane);
     lane->number = number;
     lane->nchunks = n;
+    lane->anchor_span = bpt__clock_anchor_span();
     lane->chunk_bytes = s->chunk_bytes;
     for (i = 0; i < n; i++) {
         bpt__chunk *c = bpt__lane_chunk(lane, i);
@@ -3845,6 +3983,7 @@ static bpt__lane *bpt__lane_at(bpt__session *s, uint32_t index) {
 
 /* >>producer: a traced thread puts a record into its lane */
 
+/* A DROPPED record (or another of one word) at p; returns the end. */
 static unsigned char *bpt__put_small(unsigned char *p, unsigned type, uint32_t id, uint64_t ticks, uint64_t word) {
     bpt__rec r;
     r.ticks = ticks;
@@ -3854,7 +3993,25 @@ static unsigned char *bpt__put_small(unsigned char *p, unsigned type, uint32_t i
     r.id = id;
     memcpy(p, &r, sizeof r);
     memcpy(p + sizeof r, &word, 8);
-    return p + BPT__CTX_BYTES;
+    return p + sizeof r + 8;
+}
+
+/* A context record at p: the thread and process of the records after it,
+   and a new anchor (the counter in its ticks, CLOCK_MONOTONIC in its
+   second word). Returns the end. */
+static unsigned char *bpt__put_context(bpt__lane *lane, unsigned char *p, uint32_t tid, uint64_t process) {
+    bpt__rec r;
+    uint64_t ns;
+    bpt__clock_anchor(&lane->anchor_tick, &ns);
+    r.ticks = lane->anchor_tick;
+    r.type = BPT__REC_CONTEXT;
+    r.words = 2;
+    r.info = 0;
+    r.id = tid;
+    memcpy(p, &r, sizeof r);
+    memcpy(p + sizeof r, &process, 8);
+    memcpy(p + sizeof r + 8, &ns, 8);
+    return p + sizeof r + 16;
 }
 
 /* A flight recorder takes back the oldest unread chunk, unless the drainer
@@ -3914,16 +4071,23 @@ static void bpt__lane_lost(bpt__lane *lane, uint64_t ticks) {
     lane->unreported++;
 }
 
+/* Is the lane's anchor too old for a record read at `ticks` (or younger
+   than it: the counter went back)? Unsigned: both in one compare. */
+static int bpt__lane_anchor_stale(const bpt__lane *lane, uint64_t ticks) {
+    return ticks - lane->anchor_tick > lane->anchor_span;
+}
+
 /* The rare cases before a record: a new chunk (the current one is full or
    there is none), which opens with a context record so that it can be read
    on its own; a context record where the thread or its process changed (a
-   thread record is reused after its thread exits); a DROPPED record where
-   records were lost since the last one that fit, in the context of the
-   thread that lost them. Returns 0 when the record must be dropped: the
-   buffer is full. */
+   thread record is reused after its thread exits), or where the anchor is
+   stale; a DROPPED record where records were lost since the last one that
+   fit, in the context of the thread that lost them. Returns 0 when the
+   record must be dropped: the buffer is full. */
 static int bpt__lane_prepare(bpt__session *s, bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r,
                              uint32_t bytes) {
-    int moved = lane->ctx_tid != rec->tid || lane->ctx_process != rec->process, fresh = 0;
+    int moved = lane->ctx_tid != rec->tid || lane->ctx_process != rec->process ||
+                bpt__lane_anchor_stale(lane, r->ticks), fresh = 0;
     if (!lane->cur || lane->wp + bytes + 3 * BPT__CTX_BYTES > lane->wend) {
         if (!bpt__lane_advance(s, lane)) {
             bpt__lane_lost(lane, r->ticks);
@@ -3933,14 +4097,14 @@ static int bpt__lane_prepare(bpt__session *s, bpt__lane *lane, const bpt__thread
     }
     if (lane->unreported) {
         if (fresh)   /* the losing thread's context opens the chunk */
-            lane->wp = bpt__put_small(lane->wp, BPT__REC_CONTEXT, lane->ctx_tid, r->ticks, lane->ctx_process);
+            lane->wp = bpt__put_context(lane, lane->wp, lane->ctx_tid, lane->ctx_process);
         lane->wp = bpt__put_small(lane->wp, BPT_MSG_DROPPED, 0, r->ticks, lane->unreported);
         lane->cur->marked += lane->unreported;
         lane->unreported = 0;
         fresh = 0;
     }
     if (fresh || moved) {
-        lane->wp = bpt__put_small(lane->wp, BPT__REC_CONTEXT, rec->tid, r->ticks, rec->process);
+        lane->wp = bpt__put_context(lane, lane->wp, rec->tid, rec->process);
         lane->ctx_tid = rec->tid;
         lane->ctx_process = rec->process;
     }
@@ -3954,7 +4118,7 @@ static void bpt__lane_put(bpt__session *s, bpt__lane *lane, const bpt__thread *r
     unsigned char *p = lane->wp;
     bpt__chunk *c;
     if (!lane->cur || p + bytes > lane->wend || lane->unreported || lane->ctx_tid != rec->tid ||
-        lane->ctx_process != rec->process) {
+        lane->ctx_process != rec->process || bpt__lane_anchor_stale(lane, r->ticks)) {
         if (!bpt__lane_prepare(s, lane, rec, r, bytes)) return;
         p = lane->wp;
     }
@@ -3987,8 +4151,13 @@ static void bpt__tracer_call(bpt__session *s, bpt__lane *lane, bpt__thread *rec,
     d.ctx = NULL;
     bpt__clock_cal_get(&d.cal);
     d.session = s->id;
+    if (bpt__lane_anchor_stale(lane, r->ticks)) bpt__clock_anchor(&lane->anchor_tick, &lane->anchor_ns);
+    bpt__stream_init(&st);
     st.tid = rec->tid;
     st.process = rec->process;
+    st.anchored = 1;
+    st.anchor_tick = lane->anchor_tick;
+    st.anchor_ns = lane->anchor_ns;
     bpt__owner_inc_u64(&lane->written, 1);
     if (!bpt__rec_decode(&d, &st, r, &m)) return;
     rec->in_tracer++;
@@ -4186,12 +4355,12 @@ static uint32_t bpt__drain_take(bpt__lane_reader *rd, bpt__lane *lane, const uns
 
 static int bpt__drain_gap(bpt__lane_reader *rd, bpt__lane *lane, uint64_t count, uint64_t ticks) {
     bpt__drain_reader *dr = (bpt__drain_reader *)(void *)rd;
-    const bpt__stream *st = bpt__lane_stream(lane);
+    bpt__stream *st = bpt__lane_stream(lane);
     bpt_msg *m;
     if (dr->n == dr->max) return 0;
     m = &dr->out[dr->n++];
     memset(m, 0, sizeof *m);
-    bpt__msg_header(m, BPT_MSG_DROPPED, st->tid, st->process, bpt__clock_cal_ns(&dr->dec.cal, ticks), dr->dec.session);
+    bpt__msg_header(m, BPT_MSG_DROPPED, st->tid, st->process, bpt__stream_ns(&dr->dec, st, ticks), dr->dec.session);
     m->value = count;
     return 1;
 }
@@ -4368,7 +4537,7 @@ BPT__PRIVATE int bpt__argspec_parse(const char *text, uint8_t *types) {
    Returns 0, BPT_EPATTERN (a bad argument or ret spec), BPT_EFLAGS (unknown
    action bits) or BPT_ENOMEM. */
 BPT__PRIVATE int bpt__ms_new(const bpt_match *m, unsigned extra, bpt__ms **out) {
-    static const bpt_match none;
+    static bpt_match none;   /* all zero, never written (not const: C++ wants a const initialised) */
     uint8_t spec[BPT_MAX_ARGS], ret[BPT_MAX_ARGS];
     int nspec, nret = 0;
     bpt__ms *ms;
@@ -5605,7 +5774,7 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
 /* F2: called by the return trampoline with the stack pointer the
    traced function had at entry and its return registers; returns where to
    continue. Not static: the trampoline's assembly calls it by name. */
-__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
+BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
     bpt__thread *rec = bpt__thread_self_or_null();
     uint32_t i, d = rec ? rec->shadow_depth[BPT__STACK_NATIVE] : 0, to_sessions = 0;
     const bpt_func *resumed;
@@ -6501,7 +6670,7 @@ static void bpt__batch_close(bpt__code_batch *b) {
 /* Called by the entry stubs with the function record and the saved
    registers; returns where the stub continues. Not static: the stubs'
    assembly calls it by name. */
-__attribute__((used, visibility("hidden"))) void bpt__native_entry(bpt_func *f, bpt__regs *regs) {
+BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs) {
     bpt__hit h;
     h.f = f;
     h.frame = regs;
@@ -8181,7 +8350,7 @@ int bpt_func_count(void) {
    thread progress wait. */
 
 int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
-    static const bpt_session_desc defaults;
+    static bpt_session_desc defaults;   /* all zero, never written (not const: C++ wants a const initialised) */
     const bpt_session_desc *d = desc ? desc : &defaults;
     bpt__session *s = NULL;
     int slot, rc;
@@ -9264,8 +9433,7 @@ static bpt__stream *bpt__file_stream(bpt_trace_file *f, uint64_t lane) {
     if (!(grown = (struct bpt__file_lane *)bpt__grow(f->streams, f->nstreams, sizeof *grown))) return NULL;
     f->streams = grown;
     f->streams[f->nstreams].lane = lane;
-    f->streams[f->nstreams].st.tid = 0;
-    f->streams[f->nstreams].st.process = 0;
+    bpt__stream_init(&f->streams[f->nstreams].st);
     return &f->streams[f->nstreams++].st;
 }
 
@@ -9364,9 +9532,9 @@ int bpt_trace_file_open(const char *path, bpt_trace_file **out) {
     memset(f, 0, sizeof *f);
     f->in = in;
     if (fread(&f->h, sizeof f->h, 1, in) != 1 || memcmp(f->h.magic, bpt__file_magic, 8) != 0 ||
-        f->h.version != BPT_FILE_VERSION || f->h.header_bytes != sizeof f->h) {
+        f->h.version < 1 || f->h.version > BPT_FILE_VERSION || f->h.header_bytes != sizeof f->h) {
         bpt_trace_file_close(f);
-        return bpt__fail(BPT_EFORMAT, "bpt_trace_file_open: %s is not a bptrace trace file of version %d",
+        return bpt__fail(BPT_EFORMAT, "bpt_trace_file_open: %s is not a bptrace trace file of version 1 to %d",
                          path, BPT_FILE_VERSION);
     }
     f->h.name[sizeof f->h.name - 1] = '\0';

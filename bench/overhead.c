@@ -169,6 +169,35 @@ static void count_threads(void) {
     bench_row("1", "leaf mix: call_count, 2 threads, same functions", s[1], "ns/call", ratio);
 }
 
+/* The floor under every timed row: one read of the clock records carry
+   (bpt_clock_info's source) and, for comparison, one clock_gettime
+   (CLOCK_MONOTONIC: what uftrace reads per record). ns per read. */
+static double clock_read_once(int which) {
+    enum { N = 1000000 };
+    uint64_t acc = 0, t0 = bench_now();
+    struct timespec ts;
+    for (int i = 0; i < N; i++) {
+        if (which == 0) acc += bpt__now_ticks();
+        else { clock_gettime(CLOCK_MONOTONIC, &ts); acc += (uint64_t)ts.tv_nsec; }
+    }
+    if (acc == 42) puts("");
+    return (double)(bench_now() - t0) / N;
+}
+
+static void clock_reads(void) {
+    double v[RUNS];
+    bpt_clock clk;
+    char what[96];
+    bpt_clock_info(&clk);
+    for (int which = 0; which < 2; which++) {
+        clock_read_once(which);
+        for (int r = 0; r < RUNS; r++) v[r] = clock_read_once(which);
+        if (which == 0) snprintf(what, sizeof what, "floor: one timestamp (%s, bptrace's clock)", clk.source);
+        else snprintf(what, sizeof what, "floor: one clock_gettime(CLOCK_MONOTONIC)");
+        bench_row("1", what, bench_stats(v, RUNS), "ns/read", "");
+    }
+}
+
 int main(int argc, char **argv) {
     pthread_t dr;
     if (setup() < 0) { fprintf(stderr, "setup: %s\n", bpt_last_error()); return 1; }
@@ -199,6 +228,7 @@ int main(int argc, char **argv) {
         return 0;
     }
 
+    clock_reads();
     for (int kind = 0; kind < 2; kind++) {
         const char *kn = kind == 0 ? "fib(25)" : "leaf mix";
         if (kind == 0) printf("1      fib(25): %.0f entries of the traceable build; every fib row is ns per entry\n", FIB_CALLS);

@@ -195,11 +195,12 @@ typedef struct bpt_session_counts {
 BPT_API int bpt_session_stats(bpt_session s, bpt_session_counts *out);
 
 /* What clock the timestamps come from: the CPU's counter where one is usable
-   (its rate calibrated once against CLOCK_MONOTONIC), or CLOCK_MONOTONIC. */
+   (its rate calibrated once against CLOCK_MONOTONIC; each thread's records
+   anchored to CLOCK_MONOTONIC at least every millisecond), or CLOCK_MONOTONIC. */
 typedef struct bpt_clock {
-    const char *source;    /* "tsc" (x86-64 rdtsc, invariant and the kernel's own
-                              clocksource), "cntvct" (aarch64 CNTVCT_EL0), or
-                              "clock_gettime" (neither usable, or BPT_NO_CYCLE_CLOCK) */
+    const char *source;    /* "tsc" (x86-64 rdtsc, where CPUID says it is invariant),
+                              "cntvct" (aarch64 CNTVCT_EL0), or "clock_gettime"
+                              (neither usable, or BPT_NO_CYCLE_CLOCK) */
     uint64_t hz;           /* the source's ticks per second (10^9 for clock_gettime) */
 } bpt_clock;
 
@@ -223,7 +224,7 @@ BPT_API int bpt_clock_info(bpt_clock *out);
 
      header (144 bytes)
        char     magic[8]       "BPTRACE\0"
-       uint32_t version        1 (BPT_FILE_VERSION)
+       uint32_t version        2 (BPT_FILE_VERSION); readers take 1 too
        uint32_t header_bytes   144
        uint32_t machine        the traced process's ELF e_machine (62 x86-64, 183 aarch64)
        uint32_t pid
@@ -232,6 +233,8 @@ BPT_API int bpt_clock_info(bpt_clock *out);
        uint64_t clock_hz
        uint64_t tick0, ns0, mul_whole, mul_frac
                                ns = ns0 + (ticks - tick0) * (mul_whole + mul_frac / 2^32)
+                               until a thread's first anchor (a context record);
+                               after it, ns = anchor_ns + (ticks - anchor_ticks) * the same rate
        uint64_t session        the session's weak id
        char     name[64]       the session's name
      then blocks: uint32_t tag, uint32_t bytes (of payload), payload
@@ -252,9 +255,13 @@ BPT_API int bpt_clock_info(bpt_clock *out);
        EXCEPTION_FROM  id: the function; info: 1 throw, 0 unwind; words: the value
        RETURN_TO       id: the function resumed (0: unknown code); words: the address
        DROPPED, LIMIT  words: the count of records lost, the rate limit
-       15 (context)    id: the OS thread id; words: the process; it opens
-                       every chunk and follows a process switch */
-enum { BPT_FILE_VERSION = 1 };
+       15 (context)    id: the OS thread id; ticks: the anchor's counter
+                       reading; words: the process, the anchor's
+                       CLOCK_MONOTONIC ns (version 1: the process only). It
+                       opens every chunk, follows a thread or process switch,
+                       and renews the anchor after 1 ms of the counter (or
+                       when the counter went back) */
+enum { BPT_FILE_VERSION = 2 };
 
 /* Where bpt_session_write writes, and what it has written. Zero-initialise
    it and set fd; keep it for every write to that file. */

@@ -82,7 +82,9 @@
    SUPPORTED
        gcc and clang on x86-64 and aarch64 (C11 <stdatomic.h>, __thread);
        tcc 0.9.27 on x86-64 (x86-64 inline asm atomics, pthread keys for
-       thread-locals). Linux only (futex, membarrier). The API half compiles as C++.
+       thread-locals). Linux only (futex, membarrier). The whole header
+       compiles as C++ too (g++, clang++; C++11 to C++20): a C++ exception
+       must not unwind through a call that has a return frame (issue #17).
 
    THREAD-SAFETY RULES
        - Every public function may be called from any thread, unless its

@@ -1,28 +1,43 @@
 /* clock.c: timestamps. Every event's time (call, return, call_time's own
    time) is read on the hit path, so it must be cheap: the CPU's counter,
    not clock_gettime (23-43 ns a read on a virtual machine, 1-3 reads a
-   traced call). The counter is converted to nanoseconds on
-   CLOCK_MONOTONIC's scale with a calibration taken once:
+   traced call). The counter's rate is calibrated once against
+   CLOCK_MONOTONIC; its offset is not trusted for long:
 
-       ns = ns0 + (ticks - tick0) * ns_per_tick
+       ns = anchor_ns + (ticks - anchor_tick) * ns_per_tick
 
+   where (anchor_tick, anchor_ns) is a pair of readings of both clocks taken
+   together, at most BPT__ANCHOR_US old in the thread's own stream: every
+   lane of a session writes a fresh anchor when it opens a chunk and when its
+   last one is older than that (session.c), and the reader converts each
+   record with its stream's latest anchor (record.c). Three things follow:
+     - the stamps stay on CLOCK_MONOTONIC: the calibration's rate error
+       (about 1e-5 from 2 ms of measurement) moves a stamp by at most
+       1e-5 x BPT__ANCHOR_US, not by 1e-5 x the process's age;
+     - a counter that jumps (a virtual machine restored from a snapshot or
+       migrated: the reason a hypervisor's kernel boots with tsc=unstable and
+       keeps time with kvm-clock) gives a thread stamps off by at most one
+       anchor's span, and only while the jump is less than that span: a
+       record more than a span past its anchor, or before it, gets a new one;
+     - the counter is used where the CPU says it is invariant, whichever
+       clocksource the kernel chose (the kernel's kvm-clock is itself this
+       counter, scaled per vCPU): cores whose counters disagree cost a thread
+       that migrates between them the disagreement, until its next anchor.
    ns_per_tick is kept as a whole part and a 32-bit fraction, so that the
    conversion needs only 64-bit multiplies (tcc has no 128-bit integer).
+   Durations (call_time, the protocol's timings) are differences of two
+   readings of one thread, scaled by the rate: no anchor needed.
 
    The counters:
      x86-64    rdtsc, where CPUID says the TSC is invariant (leaf 0x80000007,
-               EDX bit 8: it ticks at one rate in every P- and C-state) and
-               the kernel's own clocksource is "tsc" (the kernel checked that
-               the cores' TSCs agree; it falls back to another clocksource
-               when they do not). Its rate is measured against
-               CLOCK_MONOTONIC over 2 ms, once.
+               EDX bit 8: it ticks at one rate in every P- and C-state). Its
+               rate is measured against CLOCK_MONOTONIC over 2 ms, once.
      aarch64   CNTVCT_EL0, the generic timer's virtual count, the same on
                every core by the architecture, at CNTFRQ_EL0 Hz.
      otherwise clock_gettime(CLOCK_MONOTONIC) itself (tcc on aarch64 does
-               not exist; BPT_NO_CYCLE_CLOCK forces it).
-   bpt_clock_info says which is in use. CLOCK_MONOTONIC may be slewed by NTP
-   after the calibration; the counter is not, so the two drift apart by at
-   most the slew (NTP slews at most 500 ppm). */
+               not exist; BPT_NO_CYCLE_CLOCK forces it); its anchors are the
+               identity.
+   bpt_clock_info says which is in use. */
 #include "internal.h"
 
 enum { BPT__CLOCK_GETTIME = 0, BPT__CLOCK_TSC = 1, BPT__CLOCK_CNTVCT = 2 };
@@ -47,42 +62,19 @@ static inline uint64_t bpt__clock_ticks(void) {
     return (uint64_t)hi << 32 | lo;
 }
 
-/* Is the TSC invariant, and does the kernel keep its clock with it? */
+/* Is the TSC invariant? (Whether the kernel keeps time with it does not
+   matter: the anchors bound what a jump or a disagreement between cores can
+   do; the comment at the top says how.) */
 static int bpt__clock_counter_usable(void) {
     uint32_t a = 0x80000000u, b, c, d;
-    char name[16] = { 0 };
-    int fd;
-    ssize_t n;
     __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d));
     if (a < 0x80000007u) return 0;
     a = 0x80000007u;
     __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d));
-    if (!(d & (1u << 8))) return 0;
-    if ((fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC)) < 0)
-        return 0;
-    n = read(fd, name, sizeof name - 1);
-    close(fd);
-    return n >= 3 && strncmp(name, "tsc", 3) == 0 && (n == 3 || name[3] == '\n');
+    return (d & (1u << 8)) != 0;
 }
 
-/* Ticks per second: the TSC against CLOCK_MONOTONIC over 2 ms. Each end is
-   the reading whose two TSC samples around clock_gettime are closest, so a
-   preempted read does not count. */
-static void bpt__clock_pair(uint64_t *tick, uint64_t *ns) {
-    uint64_t best = ~(uint64_t)0;
-    int i;
-    for (i = 0; i < 5; i++) {
-        uint64_t a = bpt__clock_ticks(), m = bpt__clock_monotonic(), b = bpt__clock_ticks();
-        if (b - a < best) { best = b - a; *tick = a + (b - a) / 2; *ns = m; }
-    }
-}
-
-static uint64_t bpt__clock_rate(void) {
-    uint64_t t0 = 0, n0 = 0, t1 = 0, n1 = 0;
-    bpt__clock_pair(&t0, &n0);
-    do bpt__clock_pair(&t1, &n1); while (n1 - n0 < 2000000u);
-    return (uint64_t)((double)(t1 - t0) * 1e9 / (double)(n1 - n0) + 0.5);
-}
+static uint64_t bpt__clock_nominal_hz(void) { return 0; }   /* measured (bpt__clock_rate) */
 #elif defined(__aarch64__) && !defined(BPT_NO_CYCLE_CLOCK)
 #  define BPT__CLOCK_COUNTER BPT__CLOCK_CNTVCT
 static inline uint64_t bpt__clock_ticks(void) {
@@ -92,15 +84,36 @@ static inline uint64_t bpt__clock_ticks(void) {
     return v;
 }
 static int bpt__clock_counter_usable(void) { return 1; }
-static void bpt__clock_pair(uint64_t *tick, uint64_t *ns) {
-    uint64_t a = bpt__clock_ticks(), m = bpt__clock_monotonic(), b = bpt__clock_ticks();
-    *tick = a + (b - a) / 2;
-    *ns = m;
-}
-static uint64_t bpt__clock_rate(void) {
+static uint64_t bpt__clock_nominal_hz(void) {
     uint64_t hz;
     __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(hz));
     return hz;
+}
+#endif
+
+#if defined(BPT__CLOCK_COUNTER)
+/* The two clocks read together: the counter on either side of a
+   CLOCK_MONOTONIC read, its midpoint taken; the best of `tries` pairs (the
+   closest two counter readings), so that a read preempted half-way does
+   not count. */
+static void bpt__clock_pair(int tries, uint64_t *tick, uint64_t *ns) {
+    uint64_t best = ~(uint64_t)0;
+    int i;
+    *tick = *ns = 0;
+    for (i = 0; i < tries; i++) {
+        uint64_t a = bpt__clock_ticks(), m = bpt__clock_monotonic(), b = bpt__clock_ticks();
+        if (b - a < best) { best = b - a; *tick = a + (b - a) / 2; *ns = m; }
+    }
+}
+
+/* Ticks per second: the architecture's stated rate, or the counter against
+   CLOCK_MONOTONIC over 2 ms, each end the best of 5 pairs. */
+static uint64_t bpt__clock_rate(void) {
+    uint64_t t0 = 0, n0 = 0, t1 = 0, n1 = 0, hz = bpt__clock_nominal_hz();
+    if (hz) return hz;
+    bpt__clock_pair(5, &t0, &n0);
+    do bpt__clock_pair(5, &t1, &n1); while (n1 - n0 < 2000000u);
+    return (uint64_t)((double)(t1 - t0) * 1e9 / (double)(n1 - n0) + 0.5);
 }
 #endif
 
@@ -112,7 +125,7 @@ static void bpt__clock_init(void) {
         c->hz = hz;
         c->mul_whole = 1000000000u / hz;
         c->mul_frac = (uint64_t)(((double)(1000000000u % hz) / (double)hz) * 4294967296.0);
-        bpt__clock_pair(&c->tick0, &c->ns0);
+        bpt__clock_pair(5, &c->tick0, &c->ns0);
         c->source = BPT__CLOCK_COUNTER;
     } else
 #endif
@@ -141,15 +154,52 @@ BPT__HOT uint64_t bpt__now_ticks(void) {
     return bpt__clock_monotonic();
 }
 
-/* Ticks to ns with calibration c: three 64-bit multiplies (no 128-bit
-   integer: tcc has none). A reading a few cycles before the calibration's,
-   on another core, counts as the calibration's instant. */
+/* d ticks in ns with calibration c: three 64-bit multiplies (no 128-bit
+   integer: tcc has none). */
+static uint64_t bpt__clock_scale(const bpt__clock_cal *c, uint64_t d) {
+    uint64_t lo = d & 0xffffffffu, hi = d >> 32;
+    return d * c->mul_whole + hi * c->mul_frac + ((lo * c->mul_frac) >> 32);
+}
+
+/* Ticks to ns from the calibration's own pair: for durations and for
+   stamps that need no anchor. A reading a few cycles before the
+   calibration's, on another core, counts as the calibration's instant. */
 BPT__PRIVATE uint64_t bpt__clock_cal_ns(const bpt__clock_cal *c, uint64_t ticks) {
-    uint64_t d = ticks - c->tick0, lo, hi;
-    if ((int64_t)d < 0) d = 0;
-    lo = d & 0xffffffffu;
-    hi = d >> 32;
-    return c->ns0 + d * c->mul_whole + hi * c->mul_frac + ((lo * c->mul_frac) >> 32);
+    uint64_t d = ticks - c->tick0;
+    return c->ns0 + ((int64_t)d < 0 ? 0 : bpt__clock_scale(c, d));
+}
+
+/* Ticks to ns from an anchor: the pair (anchor_tick, anchor_ns) read
+   together, before or after `ticks` (a lane writes its anchor just ahead
+   of the record that found it stale, so that record's reading is a little
+   earlier than the anchor's). */
+BPT__PRIVATE uint64_t bpt__clock_anchored_ns(const bpt__clock_cal *c, uint64_t anchor_tick, uint64_t anchor_ns,
+                                             uint64_t ticks) {
+    uint64_t d = ticks - anchor_tick, back;
+    if ((int64_t)d >= 0) return anchor_ns + bpt__clock_scale(c, d);
+    back = bpt__clock_scale(c, (uint64_t)0 - d);
+    return back < anchor_ns ? anchor_ns - back : 0;
+}
+
+/* A new anchor: both clocks read now (the best of 2 pairs: about 80 ns,
+   once per BPT__ANCHOR_US of a thread's records at most). With no counter,
+   the ticks are ns already and the anchor is the identity. */
+BPT__PRIVATE void bpt__clock_anchor(uint64_t *tick, uint64_t *ns) {
+#if defined(BPT__CLOCK_COUNTER)
+    if (bpt__clock.cal.source == BPT__CLOCK_COUNTER) {
+        bpt__clock_pair(2, tick, ns);
+        return;
+    }
+#endif
+    *tick = *ns = bpt__clock_monotonic();
+}
+
+/* How many ticks an anchor serves: BPT__ANCHOR_US of the counter; with no
+   counter, for ever (the identity does not age). */
+BPT__PRIVATE uint64_t bpt__clock_anchor_span(void) {
+    if (!bpt__load_acquire_u32(&bpt__clock.ready)) bpt__clock_calibrate();   /* [K1] */
+    if (bpt__clock.cal.source == BPT__CLOCK_GETTIME) return ~(uint64_t)0;
+    return bpt__clock.cal.hz / (1000000u / BPT__ANCHOR_US);
 }
 
 BPT__PRIVATE void bpt__clock_cal_get(bpt__clock_cal *out) {

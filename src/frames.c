@@ -329,7 +329,7 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
 /* F2: called by the return trampoline with the stack pointer the
    traced function had at entry and its return registers; returns where to
    continue. Not static: the trampoline's assembly calls it by name. */
-__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
+BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
     bpt__thread *rec = bpt__thread_self_or_null();
     uint32_t i, d = rec ? rec->shadow_depth[BPT__STACK_NATIVE] : 0, to_sessions = 0;
     const bpt_func *resumed;

@@ -61,5 +61,5 @@ BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h);
 BPT__PRIVATE void bpt__native_settle(bpt__hit *h);
 BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h, uint64_t now);
 /* Called by the return trampolines' assembly by name: not static. */
-__attribute__((used, visibility("hidden"))) uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r);
+BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r);
 #endif

@@ -104,7 +104,7 @@ BPT__PRIVATE int bpt__argspec_parse(const char *text, uint8_t *types) {
    Returns 0, BPT_EPATTERN (a bad argument or ret spec), BPT_EFLAGS (unknown
    action bits) or BPT_ENOMEM. */
 BPT__PRIVATE int bpt__ms_new(const bpt_match *m, unsigned extra, bpt__ms **out) {
-    static const bpt_match none;
+    static bpt_match none;   /* all zero, never written (not const: C++ wants a const initialised) */
     uint8_t spec[BPT_MAX_ARGS], ret[BPT_MAX_ARGS];
     int nspec, nret = 0;
     bpt__ms *ms;

@@ -93,6 +93,14 @@
 #  define BPT__NOINLINE BPT__PRIVATE
 #endif
 
+/* A function the assembly stubs call by name: kept (used), not exported
+   (hidden), and with C linkage in a C++ build, whose names are mangled. */
+#if defined(__cplusplus)
+#  define BPT__ASM_CALLED extern "C" __attribute__((used, visibility("hidden")))
+#else
+#  define BPT__ASM_CALLED __attribute__((used, visibility("hidden")))
+#endif
+
 #define BPT__CACHE_LINE 64
 
 /* >>atomics */
@@ -149,6 +157,32 @@ BPT__PRIVATE int bpt__cas_ptr(bpt__atomic_ptr *p, void *expected, void *desired)
 BPT__PRIVATE void bpt__fence_seq_cst(void) { __asm__ __volatile__("mfence" ::: "memory"); }
 BPT__PRIVATE void bpt__cpu_relax(void) { __asm__ __volatile__("pause" ::: "memory"); }
 
+#elif defined(__cplusplus)   /* g++, clang++: the __atomic builtins on plain types */
+/* C++ has no _Atomic before C++23 (and <atomic>'s std::atomic is not a C
+   type): the implementation compiled in a C++ file uses the builtins that
+   gcc and clang build C11's atomics from, with the same orders. A C build
+   keeps the _Atomic types, which make any plain access a compile error. */
+typedef uint32_t bpt__atomic_u32;
+typedef uint64_t bpt__atomic_u64;
+typedef void *bpt__atomic_ptr;
+#  define bpt__compiler_barrier() __atomic_signal_fence(__ATOMIC_SEQ_CST)
+#  define BPT__ATOMIC_OPS(suffix, T, A) \
+    BPT__PRIVATE T bpt__load_relaxed_##suffix(A *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); } \
+    BPT__PRIVATE T bpt__load_acquire_##suffix(A *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); } \
+    BPT__PRIVATE void bpt__store_relaxed_##suffix(A *p, T v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); } \
+    BPT__PRIVATE void bpt__store_release_##suffix(A *p, T v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); } \
+    BPT__PRIVATE int bpt__cas_##suffix(A *p, T expected, T desired) { \
+        return __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE); }
+BPT__ATOMIC_OPS(u32, uint32_t, bpt__atomic_u32)
+BPT__ATOMIC_OPS(u64, uint64_t, bpt__atomic_u64)
+BPT__ATOMIC_OPS(ptr, void *, bpt__atomic_ptr)
+#  undef BPT__ATOMIC_OPS
+BPT__PRIVATE void bpt__store_seq_cst_u32(bpt__atomic_u32 *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
+BPT__PRIVATE uint64_t bpt__fetch_add_u64(bpt__atomic_u64 *p, uint64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
+BPT__PRIVATE uint32_t bpt__fetch_add_u32(bpt__atomic_u32 *p, uint32_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
+BPT__PRIVATE void bpt__fence_seq_cst(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+#  define BPT__CPU_RELAX_ARCH 1
+
 #else /* gcc, clang: C11 atomics */
 #  include <stdatomic.h>
 typedef _Atomic(uint32_t) bpt__atomic_u32;
@@ -171,6 +205,10 @@ BPT__PRIVATE void bpt__store_seq_cst_u32(bpt__atomic_u32 *p, uint32_t v) { atomi
 BPT__PRIVATE uint64_t bpt__fetch_add_u64(bpt__atomic_u64 *p, uint64_t v) { return atomic_fetch_add_explicit(p, v, memory_order_acq_rel); }
 BPT__PRIVATE uint32_t bpt__fetch_add_u32(bpt__atomic_u32 *p, uint32_t v) { return atomic_fetch_add_explicit(p, v, memory_order_acq_rel); }
 BPT__PRIVATE void bpt__fence_seq_cst(void) { atomic_thread_fence(memory_order_seq_cst); }
+#  define BPT__CPU_RELAX_ARCH 1
+#endif
+
+#if defined(BPT__CPU_RELAX_ARCH)   /* gcc and clang, C or C++ (tcc's is above) */
 BPT__PRIVATE void bpt__cpu_relax(void) {
 #  if defined(__x86_64__) || defined(__i386__)
     __asm__ __volatile__("pause" ::: "memory");

@@ -120,7 +120,8 @@ static bpt__thread *bpt__thread_create(void) {
     rec->self = pthread_self();
     rec->managed = rec->in_tracer = rec->holds_permission = 0;
     rec->process = rec->tid;
-    rec->shadow_depth[0] = rec->shadow_depth[1] = 0;   /* a dead owner's frames mean nothing */
+    rec->shadow_depth[0] = 0;   /* a dead owner's frames mean nothing */
+    rec->shadow_depth[1] = 0;
 #if !defined(BPT__SIGNAL_ATOMIC_INC)
     rec->counting = 0;
 #endif

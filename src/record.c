@@ -48,9 +48,10 @@ BPT__PRIVATE int bpt__rec_check(const void *p, uint32_t avail) {
         return bpt__rec_call_words(r, w) == r->words ? (int)bytes : 0;
     case BPT_MSG_RETURN_FROM:
         return r->words >= 1 && r->words <= BPT_MSG_STR_BYTES / 8 ? (int)bytes : 0;
-    case BPT_MSG_EXCEPTION_FROM: case BPT_MSG_RETURN_TO: case BPT_MSG_DROPPED:
-    case BPT_MSG_LIMIT: case BPT__REC_CONTEXT:
+    case BPT_MSG_EXCEPTION_FROM: case BPT_MSG_RETURN_TO: case BPT_MSG_DROPPED: case BPT_MSG_LIMIT:
         return r->words == 1 ? (int)bytes : 0;
+    case BPT__REC_CONTEXT:   /* version 1 files: no anchor */
+        return r->words == 1 || r->words == 2 ? (int)bytes : 0;
     default:
         return 0;
     }
@@ -103,17 +104,37 @@ static void bpt__rec_decode_call(const bpt__decoder *d, const bpt__rec *r, bpt_m
     }
 }
 
-/* Decode one sound record of stream st. A context record updates st and
-   gives no message (0); any other fills m (1). */
+BPT__PRIVATE void bpt__stream_init(bpt__stream *st) { memset(st, 0, sizeof *st); }
+
+/* The stamp of a record of stream st that read `ticks`: from the stream's
+   anchor (clock.h), or the calibration's own pair before the first one;
+   never earlier than the stream's last stamp (two anchors' conversions of
+   neighbouring records can differ by the rate's error over one span). */
+BPT__PRIVATE uint64_t bpt__stream_ns(const bpt__decoder *d, bpt__stream *st, uint64_t ticks) {
+    uint64_t ns = st->anchored ? bpt__clock_anchored_ns(&d->cal, st->anchor_tick, st->anchor_ns, ticks)
+                               : bpt__clock_cal_ns(&d->cal, ticks);
+    if (ns < st->last_ns) ns = st->last_ns;
+    st->last_ns = ns;
+    return ns;
+}
+
+/* Decode one sound record of stream st. A context record updates st (its
+   thread, process and anchor) and gives no message (0); any other fills m
+   (1). */
 BPT__PRIVATE int bpt__rec_decode(const bpt__decoder *d, bpt__stream *st, const bpt__rec *r, bpt_msg *m) {
     const uint64_t *w = (const uint64_t *)(r + 1);
     if (r->type == BPT__REC_CONTEXT) {
         st->tid = r->id;
         st->process = w[0];
+        if (r->words >= 2) {
+            st->anchored = 1;
+            st->anchor_tick = r->ticks;
+            st->anchor_ns = w[1];
+        }
         return 0;
     }
     memset(m, 0, sizeof *m);
-    bpt__msg_header(m, r->type, st->tid, st->process, bpt__clock_cal_ns(&d->cal, r->ticks), d->session);
+    bpt__msg_header(m, r->type, st->tid, st->process, bpt__stream_ns(d, st, r->ticks), d->session);
     switch (r->type) {
     case BPT_MSG_CALL:
         bpt__rec_decode_call(d, r, m);

@@ -14,7 +14,7 @@ typedef struct bpt__rec {
 } bpt__rec;
 
 enum {
-    BPT__REC_CONTEXT = 15,        /* the thread and process of the records after it */
+    BPT__REC_CONTEXT = 15,        /* the thread and process of the records after it, and an anchor */
     BPT__REC_CALL_NARGS = 0x0f,   /* CALL info: argument count */
     BPT__REC_CALL_CALLER = 0x10,  /* CALL info: caller address and id follow */
     BPT__REC_CALL_USER = 0x20,    /* CALL info: a match spec message id follows */
@@ -51,13 +51,19 @@ typedef struct bpt__decoder {
     bpt__clock_cal cal;
     uint64_t session;
 } bpt__decoder;
-/* One thread's stream, as far as it was read: whom its records are of. */
+/* One thread's stream, as far as it was read: whom its records are of,
+   the anchor its stamps are converted from (clock.h), and the last stamp
+   given (a stream's stamps never go back). */
 typedef struct bpt__stream {
     uint32_t tid;
+    int anchored;                 /* 0: no anchor read yet; the calibration's own pair serves */
     uint64_t process;
+    uint64_t anchor_tick, anchor_ns, last_ns;
 } bpt__stream;
 
 /* Records (record.c). */
 BPT__PRIVATE uint32_t bpt__rec_bytes(const bpt__rec *r);
 BPT__PRIVATE int bpt__rec_check(const void *p, uint32_t avail);   /* bytes of a sound record, or 0 */
 BPT__PRIVATE int bpt__rec_decode(const bpt__decoder *d, bpt__stream *st, const bpt__rec *r, bpt_msg *m);
+BPT__PRIVATE uint64_t bpt__stream_ns(const bpt__decoder *d, bpt__stream *st, uint64_t ticks);
+BPT__PRIVATE void bpt__stream_init(bpt__stream *st);

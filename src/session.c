@@ -35,7 +35,7 @@ enum {
     BPT__TAIL_BUSY = 1,           /* the tail word's owner bit; the chunk index is tail >> 1 */
     BPT__LANES_PER_DIR = 256,
     BPT__LANE_DIRS = 256,         /* 65536 thread records */
-    BPT__CTX_BYTES = (int)sizeof(bpt__rec) + 8,   /* a context or DROPPED record */
+    BPT__CTX_BYTES = (int)sizeof(bpt__rec) + 16,  /* room for a context record (or a DROPPED one) */
     BPT__CHUNK_HEAD = 16          /* bytes in front of a chunk's records */
 };
 
@@ -56,6 +56,9 @@ struct bpt__lane {
                                      the chunk's last BPT__CTX_BYTES are kept for a loss's mark */
     uint32_t ctx_tid;             /* the context of the records after wp */
     uint64_t ctx_process;
+    uint64_t anchor_tick;         /* the counter's reading in the stream's latest anchor (clock.h) */
+    uint64_t anchor_span;         /* ticks an anchor serves (bpt__clock_anchor_span) */
+    uint64_t anchor_ns;           /* a callback session's lane: the anchor's ns */
     uint64_t unreported;          /* records lost since the last DROPPED record */
     bpt__atomic_u64 head_pub;     /* head, release-stored when a chunk is sealed [R2] */
     bpt__atomic_u64 written;      /* owner counters (bpt__owner_inc_u64): records put in chunks, */
@@ -115,6 +118,7 @@ static bpt__lane *bpt__lane_new(const bpt__session *s, uint64_t number) {
     memset(lane, 0, sizeof *lane);
     lane->number = number;
     lane->nchunks = n;
+    lane->anchor_span = bpt__clock_anchor_span();
     lane->chunk_bytes = s->chunk_bytes;
     for (i = 0; i < n; i++) {
         bpt__chunk *c = bpt__lane_chunk(lane, i);
@@ -176,6 +180,7 @@ static bpt__lane *bpt__lane_at(bpt__session *s, uint32_t index) {
 
 /* >>producer: a traced thread puts a record into its lane */
 
+/* A DROPPED record (or another of one word) at p; returns the end. */
 static unsigned char *bpt__put_small(unsigned char *p, unsigned type, uint32_t id, uint64_t ticks, uint64_t word) {
     bpt__rec r;
     r.ticks = ticks;
@@ -185,7 +190,25 @@ static unsigned char *bpt__put_small(unsigned char *p, unsigned type, uint32_t i
     r.id = id;
     memcpy(p, &r, sizeof r);
     memcpy(p + sizeof r, &word, 8);
-    return p + BPT__CTX_BYTES;
+    return p + sizeof r + 8;
+}
+
+/* A context record at p: the thread and process of the records after it,
+   and a new anchor (the counter in its ticks, CLOCK_MONOTONIC in its
+   second word). Returns the end. */
+static unsigned char *bpt__put_context(bpt__lane *lane, unsigned char *p, uint32_t tid, uint64_t process) {
+    bpt__rec r;
+    uint64_t ns;
+    bpt__clock_anchor(&lane->anchor_tick, &ns);
+    r.ticks = lane->anchor_tick;
+    r.type = BPT__REC_CONTEXT;
+    r.words = 2;
+    r.info = 0;
+    r.id = tid;
+    memcpy(p, &r, sizeof r);
+    memcpy(p + sizeof r, &process, 8);
+    memcpy(p + sizeof r + 8, &ns, 8);
+    return p + sizeof r + 16;
 }
 
 /* A flight recorder takes back the oldest unread chunk, unless the drainer
@@ -245,16 +268,23 @@ static void bpt__lane_lost(bpt__lane *lane, uint64_t ticks) {
     lane->unreported++;
 }
 
+/* Is the lane's anchor too old for a record read at `ticks` (or younger
+   than it: the counter went back)? Unsigned: both in one compare. */
+static int bpt__lane_anchor_stale(const bpt__lane *lane, uint64_t ticks) {
+    return ticks - lane->anchor_tick > lane->anchor_span;
+}
+
 /* The rare cases before a record: a new chunk (the current one is full or
    there is none), which opens with a context record so that it can be read
    on its own; a context record where the thread or its process changed (a
-   thread record is reused after its thread exits); a DROPPED record where
-   records were lost since the last one that fit, in the context of the
-   thread that lost them. Returns 0 when the record must be dropped: the
-   buffer is full. */
+   thread record is reused after its thread exits), or where the anchor is
+   stale; a DROPPED record where records were lost since the last one that
+   fit, in the context of the thread that lost them. Returns 0 when the
+   record must be dropped: the buffer is full. */
 static int bpt__lane_prepare(bpt__session *s, bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r,
                              uint32_t bytes) {
-    int moved = lane->ctx_tid != rec->tid || lane->ctx_process != rec->process, fresh = 0;
+    int moved = lane->ctx_tid != rec->tid || lane->ctx_process != rec->process ||
+                bpt__lane_anchor_stale(lane, r->ticks), fresh = 0;
     if (!lane->cur || lane->wp + bytes + 3 * BPT__CTX_BYTES > lane->wend) {
         if (!bpt__lane_advance(s, lane)) {
             bpt__lane_lost(lane, r->ticks);
@@ -264,14 +294,14 @@ static int bpt__lane_prepare(bpt__session *s, bpt__lane *lane, const bpt__thread
     }
     if (lane->unreported) {
         if (fresh)   /* the losing thread's context opens the chunk */
-            lane->wp = bpt__put_small(lane->wp, BPT__REC_CONTEXT, lane->ctx_tid, r->ticks, lane->ctx_process);
+            lane->wp = bpt__put_context(lane, lane->wp, lane->ctx_tid, lane->ctx_process);
         lane->wp = bpt__put_small(lane->wp, BPT_MSG_DROPPED, 0, r->ticks, lane->unreported);
         lane->cur->marked += lane->unreported;
         lane->unreported = 0;
         fresh = 0;
     }
     if (fresh || moved) {
-        lane->wp = bpt__put_small(lane->wp, BPT__REC_CONTEXT, rec->tid, r->ticks, rec->process);
+        lane->wp = bpt__put_context(lane, lane->wp, rec->tid, rec->process);
         lane->ctx_tid = rec->tid;
         lane->ctx_process = rec->process;
     }
@@ -285,7 +315,7 @@ static void bpt__lane_put(bpt__session *s, bpt__lane *lane, const bpt__thread *r
     unsigned char *p = lane->wp;
     bpt__chunk *c;
     if (!lane->cur || p + bytes > lane->wend || lane->unreported || lane->ctx_tid != rec->tid ||
-        lane->ctx_process != rec->process) {
+        lane->ctx_process != rec->process || bpt__lane_anchor_stale(lane, r->ticks)) {
         if (!bpt__lane_prepare(s, lane, rec, r, bytes)) return;
         p = lane->wp;
     }
@@ -318,8 +348,13 @@ static void bpt__tracer_call(bpt__session *s, bpt__lane *lane, bpt__thread *rec,
     d.ctx = NULL;
     bpt__clock_cal_get(&d.cal);
     d.session = s->id;
+    if (bpt__lane_anchor_stale(lane, r->ticks)) bpt__clock_anchor(&lane->anchor_tick, &lane->anchor_ns);
+    bpt__stream_init(&st);
     st.tid = rec->tid;
     st.process = rec->process;
+    st.anchored = 1;
+    st.anchor_tick = lane->anchor_tick;
+    st.anchor_ns = lane->anchor_ns;
     bpt__owner_inc_u64(&lane->written, 1);
     if (!bpt__rec_decode(&d, &st, r, &m)) return;
     rec->in_tracer++;
@@ -517,12 +552,12 @@ static uint32_t bpt__drain_take(bpt__lane_reader *rd, bpt__lane *lane, const uns
 
 static int bpt__drain_gap(bpt__lane_reader *rd, bpt__lane *lane, uint64_t count, uint64_t ticks) {
     bpt__drain_reader *dr = (bpt__drain_reader *)(void *)rd;
-    const bpt__stream *st = bpt__lane_stream(lane);
+    bpt__stream *st = bpt__lane_stream(lane);
     bpt_msg *m;
     if (dr->n == dr->max) return 0;
     m = &dr->out[dr->n++];
     memset(m, 0, sizeof *m);
-    bpt__msg_header(m, BPT_MSG_DROPPED, st->tid, st->process, bpt__clock_cal_ns(&dr->dec.cal, ticks), dr->dec.session);
+    bpt__msg_header(m, BPT_MSG_DROPPED, st->tid, st->process, bpt__stream_ns(&dr->dec, st, ticks), dr->dec.session);
     m->value = count;
     return 1;
 }

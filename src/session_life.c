@@ -7,7 +7,7 @@
 #include "internal.h"
 
 int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
-    static const bpt_session_desc defaults;
+    static bpt_session_desc defaults;   /* all zero, never written (not const: C++ wants a const initialised) */
     const bpt_session_desc *d = desc ? desc : &defaults;
     bpt__session *s = NULL;
     int slot, rc;

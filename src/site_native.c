@@ -91,7 +91,7 @@ static void bpt__batch_close(bpt__code_batch *b) {
 /* Called by the entry stubs with the function record and the saved
    registers; returns where the stub continues. Not static: the stubs'
    assembly calls it by name. */
-__attribute__((used, visibility("hidden"))) void bpt__native_entry(bpt_func *f, bpt__regs *regs) {
+BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs) {
     bpt__hit h;
     h.f = f;
     h.frame = regs;

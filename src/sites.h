@@ -57,5 +57,5 @@ BPT__PRIVATE int bpt__arch_native_usable(const char *who);
 
 BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who);
 /* Called by the entry stubs' assembly by name: not static. */
-__attribute__((used, visibility("hidden"))) void bpt__native_entry(bpt_func *f, bpt__regs *regs);
+BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs);
 #endif

@@ -265,8 +265,7 @@ static bpt__stream *bpt__file_stream(bpt_trace_file *f, uint64_t lane) {
     if (!(grown = (struct bpt__file_lane *)bpt__grow(f->streams, f->nstreams, sizeof *grown))) return NULL;
     f->streams = grown;
     f->streams[f->nstreams].lane = lane;
-    f->streams[f->nstreams].st.tid = 0;
-    f->streams[f->nstreams].st.process = 0;
+    bpt__stream_init(&f->streams[f->nstreams].st);
     return &f->streams[f->nstreams++].st;
 }
 
@@ -365,9 +364,9 @@ int bpt_trace_file_open(const char *path, bpt_trace_file **out) {
     memset(f, 0, sizeof *f);
     f->in = in;
     if (fread(&f->h, sizeof f->h, 1, in) != 1 || memcmp(f->h.magic, bpt__file_magic, 8) != 0 ||
-        f->h.version != BPT_FILE_VERSION || f->h.header_bytes != sizeof f->h) {
+        f->h.version < 1 || f->h.version > BPT_FILE_VERSION || f->h.header_bytes != sizeof f->h) {
         bpt_trace_file_close(f);
-        return bpt__fail(BPT_EFORMAT, "bpt_trace_file_open: %s is not a bptrace trace file of version %d",
+        return bpt__fail(BPT_EFORMAT, "bpt_trace_file_open: %s is not a bptrace trace file of version 1 to %d",
                          path, BPT_FILE_VERSION);
     }
     f->h.name[sizeof f->h.name - 1] = '\0';
