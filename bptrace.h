@@ -45,9 +45,13 @@
        BPT_ASSERT(c)      implementation  Internal assertion (default: assert from <assert.h>).
        BPT_MALLOC(n)      implementation  Allocator (default: malloc). Every allocation on the
        BPT_FREE(p)        implementation  trace_pattern and session paths goes through it; a NULL
-                                          return gives BPT_ENOMEM and changes nothing. call_count's
-                                          per-thread counters are mapped with mmap instead, by a
-                                          thread's first count (a hit may run in a signal handler).
+                                          return gives BPT_ENOMEM and changes nothing.
+       BPT_HIT_MAP(n)     implementation  The hit path's memory (default: mmap, zero-filled): a
+       BPT_HIT_UNMAP(p,n) implementation  thread's record, shadow stacks, trace buffers and
+                                          call_count pages, made on a thread's first use. Never
+                                          malloc: a hit may run inside malloc (a program's own
+                                          traced malloc, or a signal handler). NULL: that use is
+                                          untraced or its record dropped, counted.
        BPT_MAX_THREADS    implementation  Per-thread slots of the call_time/call_memory tables.
                                           Default 64. Threads beyond it share one overflow table.
                                           (Trace buffers and call_count counters have no such
@@ -98,10 +102,13 @@
          observer, a bpt_trace_info_each visitor) or a signal handler: they
          return BPT_EDEADLK where they can tell.
        - Hit-path calls (bpt_vm_breakpoint, bpt_thread_progress_pin/unpin) never
-         block and never take a lock, except that a thread's first record in a
-         session allocates that thread's buffer (BPT_MALLOC), and call_count
-         maps a page of the thread's counters (mmap, never malloc) on its
-         first count there. A record is a copy into the thread's own chunk and
+         block, never take a lock and never call malloc. A thread's first
+         use maps what it needs (BPT_HIT_MAP, default mmap): its record on
+         its first pin, its buffer on its first record in a session, its
+         shadow stack on its first return frame, a page of its call_count
+         counters on its first count there. call_time and call_memory
+         tables still grow with BPT_MALLOC on the hit path (issue #17).
+         A record is a copy into the thread's own chunk and
          one release store; a full buffer drops it (counted, and marked in the
          stream by a DROPPED record) or, in flight-recorder mode, takes the
          oldest unread chunk back. They are async-signal-safe once the calling
@@ -571,6 +578,34 @@ BPT_API int bpt_session_destroy(bpt_session s);
    Source         bptrace (the tracer process's mailbox, read in batches)
 */
 BPT_API int bpt_session_drain(bpt_session s, bpt_msg *out, int max);
+
+/* bpt_session_wait: sleep until a traced thread seals a chunk of s (fills
+   it: a whole chunk is ready to drain or write), or for timeout_us. Returns
+   at once when a sealed chunk already waits. The drainer's alternative to
+   polling, as LTTng-UST's consumer is woken at a sub-buffer switch: a
+   thread that traces slowly seals no chunk, so drain on the timeout too
+   (its partly filled chunk is read then). A traced thread never waits for
+   it: a seal costs a locked add, and a futex wake only while a drainer
+   sleeps.
+
+   Parameters
+     s            the session (per-thread buffers: no callback tracer)
+     timeout_us   the longest sleep, in microseconds; 0: only look
+   Returns        1: a sealed chunk waits; 0: none (the time ran out, or a
+                  spurious wake-up); or a BPT_E* code
+   Errors
+     BPT_EINVAL     s has a callback tracer: nothing to drain
+     BPT_ESESSION   s is stale or destroyed, also when its destroy began
+                    during the sleep (the destroy wakes it)
+     BPT_ENOMEM     the calling thread's record could not be allocated
+     BPT_EDEADLK    from a tracer callback or a pinned section: no thread
+                    progress could be made while it sleeps
+   Thread safety  any thread; any number of waiters; not from a signal
+                  handler. A managed thread goes offline while it sleeps.
+   Source         bptrace (LTTng-UST's consumer wake-up; BEAM's tracer
+                  process sleeps in receive until a message arrives)
+*/
+BPT_API int bpt_session_wait(bpt_session s, uint32_t timeout_us);
 
 /* A session's counters (counts of messages or calls). When no thread is
    tracing or draining, produced == delivered + dropped + pending exactly. */
@@ -1696,6 +1731,13 @@ BPT_API void bpt_folded_free(bpt_folded *f);
 #  define BPT_MALLOC(n) malloc(n)
 #  define BPT_FREE(p) free(p)
 #endif
+#if defined(BPT_HIT_MAP) != defined(BPT_HIT_UNMAP)
+#  error "bptrace: define both BPT_HIT_MAP and BPT_HIT_UNMAP, or neither"
+#endif
+#ifndef BPT_HIT_MAP   /* the hit path's memory: see bpt__hit_map below */
+#  define BPT_HIT_MAP(n) bpt__hit_map(n)
+#  define BPT_HIT_UNMAP(p, n) bpt__hit_unmap((p), (n))
+#endif
 #ifndef BPT_MAX_THREADS
 #  define BPT_MAX_THREADS 64
 #endif
@@ -1910,11 +1952,37 @@ BPT__PRIVATE void bpt__owner_inc1_u64(bpt__atomic_u64 *p) {
 
 BPT__PRIVATE uint32_t bpt__gettid(void) { return (uint32_t)syscall(SYS_gettid); }
 
+/* >>hit memory: what a hit allocates (a thread's record, shadow stacks,
+   trace buffers, count pages) comes from mmap, never from malloc: a hit may
+   be inside malloc (a program's own traced malloc, or a signal handler
+   that interrupted it), and mmap runs no user code, takes no user-space
+   lock and is async-signal-safe. Zero-filled. NULL when refused; errno is
+   kept (the hit may be a handler's). BPT_HIT_MAP/BPT_HIT_UNMAP replace the
+   pair (a test's failure injection). */
+BPT__PRIVATE void *bpt__hit_map(size_t n) {
+    int saved = errno;
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    errno = saved;
+    return p == MAP_FAILED ? NULL : p;
+}
+BPT__PRIVATE void bpt__hit_unmap(void *p, size_t n) {
+    int saved = errno;
+    if (p) munmap(p, n);
+    errno = saved;
+}
+
 /* >>futex: sleep while *word == expected; wake up to n sleepers. Private
    futexes: the word is never shared with another process. Spurious returns
    (EINTR, EAGAIN) are fine: every caller re-checks its condition. */
 BPT__PRIVATE void bpt__futex_wait(bpt__atomic_u32 *word, uint32_t expected) {
     syscall(SYS_futex, (void *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+/* The same, for at most timeout_us microseconds. */
+BPT__PRIVATE void bpt__futex_wait_us(bpt__atomic_u32 *word, uint32_t expected, uint32_t timeout_us) {
+    struct timespec rel;
+    rel.tv_sec = (time_t)(timeout_us / 1000000u);
+    rel.tv_nsec = (long)(timeout_us % 1000000u) * 1000;
+    syscall(SYS_futex, (void *)word, FUTEX_WAIT_PRIVATE, expected, &rel, NULL, 0);
 }
 BPT__PRIVATE void bpt__futex_wake(bpt__atomic_u32 *word, int n) {
     syscall(SYS_futex, (void *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
@@ -2128,8 +2196,10 @@ struct bpt__thread {
        owner and by signal handlers nested on it, never by another thread. */
     struct bpt__frame *shadow[2];
     volatile uint32_t shadow_depth[2];
+    volatile uint32_t shadow_filling[2];   /* 1 + the index of the frame being filled, 0: none [H1] */
     uint32_t vm_serial;             /* owner only: VM frame tokens' check value */
     int in_timem_overflow;          /* owner only: updating a shared overflow time table (timem.c) */
+    void *volatile timem_charging;  /* owner only: the call_time tables being charged (timem.c) [H1] */
     /* call_count's counter pages (kind_count.c): mapped by the owner on its
        first count in a page, published by CAS [P1], read by bpt_trace_info;
        kept when the record is reused, so an exited thread's counts stay. */
@@ -2183,6 +2253,10 @@ struct bpt__session {
     bpt__atomic_ptr lane_dir[256];/* bpt__atomic_ptr[256]: lanes by thread record index [R1] */
     pthread_mutex_t drain_lock;
     bpt__pattern_entry *patterns; /* set path only: the patterns in force, in order */
+    /* bpt_session_wait [W1]: producers count the chunks they seal and wake
+       the sleepers; far from the fields every record reads. */
+    bpt__atomic_u32 sealed;       /* chunks sealed (and destroys begun): the futex word */
+    bpt__atomic_u32 sleepers;     /* drainers asleep on it, or about to be */
 };
 
 /* The registry of live sessions. A slot's pointer is published with a
@@ -2217,6 +2291,7 @@ BPT__PRIVATE void bpt__session_read(bpt__session *s, bpt__lane_reader *rd);   /*
 BPT__PRIVATE uint64_t bpt__lane_number(const bpt__lane *lane);
 BPT__PRIVATE bpt__stream *bpt__lane_stream(bpt__lane *lane);
 BPT__PRIVATE void bpt__sessions_atfork_child(void);
+BPT__PRIVATE void bpt__session_wake(bpt__session *s);   /* [W1]: a chunk sealed, or the destroy began */
 /*** End of session.h ***/
 
 /*** Begin file pattern.h ***/
@@ -2758,7 +2833,7 @@ static bpt__thread *bpt__thread_create(void) {
         /* A whole number of cache lines, cache-line aligned: no false sharing
            between one thread's pins and another's. */
         size = (sizeof(bpt__thread) + BPT__CACHE_LINE - 1) & ~(size_t)(BPT__CACHE_LINE - 1);
-        raw = BPT_MALLOC(size + BPT__CACHE_LINE);
+        raw = BPT_HIT_MAP(size + BPT__CACHE_LINE);   /* a first pin may be a hit's: no malloc */
         if (!raw) return NULL;
         rec = (bpt__thread *)(((uintptr_t)raw + BPT__CACHE_LINE) & ~(uintptr_t)(BPT__CACHE_LINE - 1));
         memset(rec, 0, sizeof *rec);
@@ -2774,6 +2849,9 @@ static bpt__thread *bpt__thread_create(void) {
     rec->process = rec->tid;
     rec->shadow_depth[0] = 0;   /* a dead owner's frames mean nothing */
     rec->shadow_depth[1] = 0;
+    rec->shadow_filling[0] = 0;
+    rec->shadow_filling[1] = 0;
+    rec->timem_charging = NULL;
 #if !defined(BPT__SIGNAL_ATOMIC_INC)
     rec->counting = 0;
 #endif
@@ -2894,6 +2972,13 @@ BPT__PRIVATE void bpt__progress_atfork_child(bpt__thread *self) {
         if (rec == self) continue;
         bpt__store_relaxed_u64(&rec->state, 0);
         bpt__store_relaxed_u32(&rec->in_use, 0);
+    }
+    /* The forking thread has a new id in the child, and so has its process
+       unless the host named another (bpt_process_switch). */
+    if (self) {
+        uint32_t parent_tid = self->tid;
+        self->tid = bpt__gettid();
+        if (self->process == parent_tid) self->process = self->tid;
     }
     bpt__store_relaxed_u32(&bpt__progress.futex, 0);
     pthread_mutex_init(&bpt__progress.wait_lock, NULL);
@@ -3883,13 +3968,53 @@ struct bpt__lane {
 
 BPT__SHARED struct bpt__sessions bpt__sessions;   /* session.h */
 
+static bpt__lane *bpt__lane_at(bpt__session *s, uint32_t index);
+static bpt__chunk *bpt__lane_chunk(const bpt__lane *lane, uint64_t i);
+
+/* A fork child's copy of a lane holds the parent's records: they are the
+   parent's to drain, not the child's. Mark everything in it read and start
+   the counts at 0; the next record opens a chunk of its own (with the
+   child's context). Only the forking thread runs, so no producer or drainer
+   is mid-way. */
+static void bpt__lane_forget(bpt__lane *lane) {
+    uint64_t next = lane->cur ? lane->head + 1 : lane->head;
+    if (lane->nchunks) {   /* the next record opens chunk `next`, where the reader now starts */
+        bpt__chunk *c = bpt__lane_chunk(lane, next);
+        bpt__store_relaxed_u32(&c->fill, 0);   /* a lap ago's fill: nothing to read there */
+        c->nrec = 0;
+        c->marked = 0;
+        lane->cur = NULL;
+        lane->head = next;
+        lane->unreported = 0;
+        bpt__store_relaxed_u64(&lane->head_pub, next);
+    }
+    lane->rpos = lane->rrec = 0;
+    lane->unreported_overwritten = 0;
+    bpt__store_relaxed_u64(&lane->tail, next << 1);
+    bpt__store_relaxed_u64(&lane->written, 0);
+    bpt__store_relaxed_u64(&lane->dropped, 0);
+    bpt__store_relaxed_u64(&lane->overwritten, 0);
+    bpt__store_relaxed_u64(&lane->delivered, 0);
+    bpt__store_relaxed_u64(&lane->lost, 0);
+    bpt__store_relaxed_u64(&lane->drained, 0);
+}
+
 /* In a fork child only the forking thread runs: a drain lock another thread
-   held at the fork is free again. */
+   held at the fork is free again, no drainer sleeps in bpt_session_wait,
+   and the buffers start empty (the parent's records stay the parent's). */
 BPT__PRIVATE void bpt__sessions_atfork_child(void) {
     int i;
+    uint32_t k, n = bpt__threads_count();
     for (i = 0; i < BPT_MAX_SESSIONS; i++) {
         bpt__session *s = (bpt__session *)bpt__load_relaxed_ptr(&bpt__sessions.slot[i]);
-        if (s) pthread_mutex_init(&s->drain_lock, NULL);
+        if (!s) continue;
+        pthread_mutex_init(&s->drain_lock, NULL);
+        bpt__store_relaxed_u32(&s->sleepers, 0);
+        bpt__store_relaxed_u64(&s->lost_laneless, 0);
+        for (k = 0; k < n; k++) {
+            bpt__lane *lane = bpt__lane_at(s, k);
+            if (lane) bpt__lane_forget(lane);
+        }
     }
 }
 
@@ -3912,10 +4037,16 @@ static bpt__chunk *bpt__lane_chunk(const bpt__lane *lane, uint64_t i) {
 
 static unsigned char *bpt__chunk_data(bpt__chunk *c) { return (unsigned char *)c + BPT__CHUNK_HEAD; }
 
+/* A lane's bytes: the lane, then its chunks. */
+static size_t bpt__lane_bytes(uint32_t nchunks, uint32_t chunk_bytes) {
+    return sizeof(bpt__lane) + (size_t)nchunks * (BPT__CHUNK_HEAD + chunk_bytes);
+}
+
+/* A thread's lane, made by its first record in the session: a hit, so the
+   memory is mapped (BPT_HIT_MAP), never malloc'd (port.h says why). */
 static bpt__lane *bpt__lane_new(const bpt__session *s, uint64_t number) {
     uint32_t n = s->tracer ? 0 : s->chunks;
-    size_t size = sizeof(bpt__lane) + (size_t)n * (BPT__CHUNK_HEAD + s->chunk_bytes);
-    bpt__lane *lane = (bpt__lane *)BPT_MALLOC(size);
+    bpt__lane *lane = (bpt__lane *)BPT_HIT_MAP(bpt__lane_bytes(n, s->chunk_bytes));
     uint32_t i;
     if (!lane) return NULL;
     memset(lane, 0, sizeof *lane);
@@ -3941,14 +4072,14 @@ static bpt__atomic_ptr *bpt__lane_slot(bpt__session *s, uint32_t index, int make
     if (index >= BPT__LANES_PER_DIR * BPT__LANE_DIRS) return NULL;
     dir = (bpt__atomic_ptr *)bpt__load_acquire_ptr(&s->lane_dir[index / BPT__LANES_PER_DIR]);   /* [R1] */
     if (!dir && make) {
-        bpt__atomic_ptr *fresh = (bpt__atomic_ptr *)BPT_MALLOC(BPT__LANES_PER_DIR * sizeof *fresh);
+        bpt__atomic_ptr *fresh = (bpt__atomic_ptr *)BPT_HIT_MAP(BPT__LANES_PER_DIR * sizeof *fresh);
         int i;
         if (!fresh) return NULL;
         for (i = 0; i < BPT__LANES_PER_DIR; i++) bpt__store_relaxed_ptr(&fresh[i], NULL);
         if (bpt__cas_ptr(&s->lane_dir[index / BPT__LANES_PER_DIR], NULL, (void *)fresh)) {   /* [R1] */
             dir = fresh;
         } else {   /* a signal handler on this thread won (its send found no lane) */
-            BPT_FREE((void *)fresh);
+            BPT_HIT_UNMAP((void *)fresh, BPT__LANES_PER_DIR * sizeof *fresh);
             dir = (bpt__atomic_ptr *)bpt__load_acquire_ptr(&s->lane_dir[index / BPT__LANES_PER_DIR]);
         }
     }
@@ -3969,7 +4100,7 @@ static bpt__lane *bpt__lane_get(bpt__session *s, const bpt__thread *rec) {
     if ((lane = (bpt__lane *)bpt__load_acquire_ptr(slot)) != NULL) return lane;   /* [R1] */
     if (!(lane = bpt__lane_new(s, rec->index))) return NULL;
     if (!bpt__cas_ptr(slot, NULL, lane)) {   /* [R1] */
-        BPT_FREE(lane);
+        BPT_HIT_UNMAP(lane, bpt__lane_bytes(lane->nchunks, lane->chunk_bytes));
         lane = (bpt__lane *)bpt__load_acquire_ptr(slot);
     }
     return lane;
@@ -4032,9 +4163,11 @@ static int bpt__lane_take_back(bpt__lane *lane) {
 
 /* Seal the current chunk and open the next, if it has been read (or, in a
    flight recorder, can be taken back). Returns 0 when the buffer is full.
-   The first record opens chunk 0, which needs no reader. */
+   With no current chunk (the lane's first record, or a fork child's) it
+   opens chunk `head`, which the reader's tail already names. */
 static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
-    uint64_t next = lane->cur ? lane->head + 1 : 0;
+    int sealing = lane->cur != NULL;
+    uint64_t next = sealing ? lane->head + 1 : lane->head;
     bpt__chunk *c;
     /* [R3] acquire: the drainer's reads of the chunk we reuse are over. */
     if (next - (bpt__load_acquire_u64(&lane->tail) >> 1) >= lane->nchunks &&
@@ -4049,6 +4182,7 @@ static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
     lane->wp = bpt__chunk_data(c);
     lane->wend = lane->wp + lane->chunk_bytes - BPT__CTX_BYTES;
     bpt__store_release_u64(&lane->head_pub, next);   /* [R2] the sealed chunk's last fill, and this one */
+    if (sealing) bpt__session_wake(s);   /* a chunk was sealed: a sleeping drainer has work */
     return 1;
 }
 
@@ -4223,6 +4357,67 @@ BPT__HOT int bpt__session_admit(bpt__session *s, bpt__thread *rec) {
     return s->rate_max ? bpt__session_admit_limited(s, rec) : 1;
 }
 
+/* >>wait: a drainer sleeps until a chunk is sealed (bpt_session_wait), as
+   LTTng-UST's consumer wakes at a sub-buffer switch instead of polling.
+
+   [W1] The producer counts the seal, then looks for sleepers; the drainer
+   counts itself a sleeper, then looks for sealed chunks and sleeps only
+   while the count is the one it read. Each side's store comes before its
+   load, with a full fence between (Dekker's pattern): at least one of the
+   two sees the other's store. Either the producer sees the sleeper and
+   wakes it, or the drainer sees the sealed chunk (or futex_wait finds the
+   count changed) and does not sleep. The seal costs a locked add and a
+   fence once per chunk, and a futex wake only when a drainer sleeps. */
+BPT__PRIVATE void bpt__session_wake(bpt__session *s) {
+    bpt__fetch_add_u32(&s->sealed, 1);
+    bpt__fence_seq_cst();   /* [W1] the count before the look for sleepers */
+    if (bpt__load_relaxed_u32(&s->sleepers)) bpt__futex_wake(&s->sealed, INT_MAX);
+}
+
+/* Does a lane of s hold a sealed chunk not yet read? */
+static int bpt__session_sealed_waiting(bpt__session *s) {
+    uint32_t i, n = bpt__threads_count();
+    for (i = 0; i < n; i++) {
+        bpt__lane *lane = bpt__lane_at(s, i);
+        if (lane && lane->nchunks &&
+            bpt__load_acquire_u64(&lane->head_pub) > (bpt__load_acquire_u64(&lane->tail) >> 1))   /* [R2] [R3] */
+            return 1;
+    }
+    return 0;
+}
+
+int bpt_session_wait(bpt_session handle, uint32_t timeout_us) {
+    bpt__thread *self = bpt__thread_self_or_null(), *rec;
+    bpt__session *s;
+    uint32_t seen;
+    int rc, ready;
+    if (self && self->in_tracer) return bpt__fail(BPT_EDEADLK, "bpt_session_wait: called from inside a tracer callback");
+    if (bpt__thread_pinned(self))
+        return bpt__fail(BPT_EDEADLK, "bpt_session_wait: called while pinned: no thread progress while it sleeps");
+    if (!(s = bpt__session_pin(handle, "bpt_session_wait", &rec, &rc))) return rc;
+    if (s->tracer) {
+        bpt__unpin(rec);
+        return bpt__fail(BPT_EINVAL, "bpt_session_wait: session %llu has a callback tracer: nothing to drain",
+                         (unsigned long long)handle.id);
+    }
+    seen = bpt__load_acquire_u32(&s->sealed);
+    bpt__fetch_add_u32(&s->sleepers, 1);
+    bpt__fence_seq_cst();   /* [W1] counted a sleeper before the look for sealed chunks */
+    ready = bpt__session_sealed_waiting(s);
+    bpt__unpin(rec);   /* unpinned while asleep: a destroy may free s meanwhile (and wakes us first) */
+    if (!ready && timeout_us) {
+        bpt__block_begin(rec);
+        bpt__futex_wait_us(&s->sealed, seen, timeout_us);
+        bpt__block_end(rec);
+    }
+    /* s again only if it is still the live session of handle. */
+    if (!(s = bpt__session_pin(handle, "bpt_session_wait", &rec, &rc))) return rc;
+    bpt__fetch_add_u32(&s->sleepers, (uint32_t)-1);
+    ready = ready || bpt__session_sealed_waiting(s);
+    bpt__unpin(rec);
+    return ready;
+}
+
 /* >>consumer: the drainer reads lanes */
 
 /* Read lane's undrained records: rd->take gets each run of whole records,
@@ -4309,8 +4504,11 @@ BPT__PRIVATE void bpt__session_free(bpt__session *s) {
     for (i = 0; i < BPT__LANE_DIRS; i++) {
         bpt__atomic_ptr *dir = (bpt__atomic_ptr *)bpt__load_relaxed_ptr(&s->lane_dir[i]);
         if (!dir) continue;
-        for (k = 0; k < BPT__LANES_PER_DIR; k++) BPT_FREE(bpt__load_relaxed_ptr(&dir[k]));
-        BPT_FREE((void *)dir);
+        for (k = 0; k < BPT__LANES_PER_DIR; k++) {
+            bpt__lane *lane = (bpt__lane *)bpt__load_relaxed_ptr(&dir[k]);
+            if (lane) BPT_HIT_UNMAP(lane, bpt__lane_bytes(lane->nchunks, lane->chunk_bytes));
+        }
+        BPT_HIT_UNMAP((void *)dir, BPT__LANES_PER_DIR * sizeof *dir);
     }
     pthread_mutex_destroy(&s->drain_lock);
     BPT_FREE(s);
@@ -5072,8 +5270,12 @@ typedef struct bpt__timem_cell {
 /* Open addressing, linear probing, a power-of-two capacity, at most half full. */
 typedef struct bpt__timem_table {
     uint32_t cap, used;
+    uint32_t mapped;              /* 1: made on the hit path (BPT_HIT_MAP), 0: BPT_MALLOC */
+    uint32_t pad;
     bpt__timem_cell cell[1];
 } bpt__timem_table;
+
+enum { BPT__TIMEM_HIT_CAP = 64 };   /* a hit's first table: 64 cells fill most of a page */
 
 struct bpt__BpTimem {
     bpt__atomic_ptr table[BPT_MAX_THREADS];   /* bpt__timem_table *, per thread slot */
@@ -5087,12 +5289,28 @@ struct bpt__BpTimem {
     uint32_t refc;                            /* set path: generations that point here */
 };
 
-static bpt__timem_table *bpt__timem_table_new(uint32_t cap) {
-    bpt__timem_table *t = (bpt__timem_table *)BPT_MALLOC(sizeof *t + sizeof(bpt__timem_cell) * (cap - 1));
+static size_t bpt__timem_table_bytes(uint32_t cap) {
+    return sizeof(bpt__timem_table) + sizeof(bpt__timem_cell) * (cap - 1);
+}
+
+/* An empty table of cap cells: on the hit path (hit = 1) mapped, never
+   malloc'd (a charge may come from a signal handler that interrupted
+   malloc: BPT_HIT_MAP, port.h); on the set path (a collection's sums)
+   from BPT_MALLOC. */
+static bpt__timem_table *bpt__timem_table_new(uint32_t cap, int hit) {
+    size_t bytes = bpt__timem_table_bytes(cap);
+    bpt__timem_table *t = (bpt__timem_table *)(hit ? BPT_HIT_MAP(bytes) : BPT_MALLOC(bytes));
     if (!t) return NULL;
-    memset(t, 0, sizeof *t + sizeof(bpt__timem_cell) * (cap - 1));
+    memset(t, 0, bytes);
     t->cap = cap;
+    t->mapped = (uint32_t)hit;
     return t;
+}
+
+static void bpt__timem_table_free(bpt__timem_table *t) {
+    if (!t) return;
+    if (t->mapped) BPT_HIT_UNMAP(t, bpt__timem_table_bytes(t->cap));
+    else BPT_FREE(t);
 }
 
 /* The cell of process in t, or a free one claimed for it; NULL if t is half full. */
@@ -5116,9 +5334,10 @@ static void bpt__timem_cell_add(bpt__timem_table *t, const bpt__timem_cell *c) {
     d->mem += c->mem;
 }
 
-/* t, or a copy twice as large: NULL when out of memory. The caller frees t if it changed. */
+/* A hit's new table: t's cells in one twice as large (or a first one):
+   NULL when out of memory. The caller frees t if it changed. */
 static bpt__timem_table *bpt__timem_table_grow(bpt__timem_table *t) {
-    bpt__timem_table *n = bpt__timem_table_new(t ? t->cap * 2 : 8);
+    bpt__timem_table *n = bpt__timem_table_new(t ? t->cap * 2 : (uint32_t)BPT__TIMEM_HIT_CAP, 1);
     uint32_t i;
     if (!n || !t) return n;
     for (i = 0; i < t->cap; i++)
@@ -5137,9 +5356,9 @@ BPT__PRIVATE bpt__BpTimem *bpt__timem_new(void) {
 
 BPT__PRIVATE void bpt__timem_free(bpt__BpTimem *t) {
     int i;
-    for (i = 0; i < BPT_MAX_THREADS; i++) BPT_FREE(bpt__load_relaxed_ptr(&t->table[i]));
-    BPT_FREE(t->overflow);
-    BPT_FREE(t->carried);
+    for (i = 0; i < BPT_MAX_THREADS; i++) bpt__timem_table_free((bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[i]));
+    bpt__timem_table_free(t->overflow);
+    bpt__timem_table_free(t->carried);
     if (t->prev) bpt__timem_free(t->prev);
     pthread_mutex_destroy(&t->overflow_lock);
     BPT_FREE(t);
@@ -5173,19 +5392,40 @@ BPT__PRIVATE void bpt__timem_point(bpt__GenericBpData *d, bpt__BpTimem *t) {
 /* Charge one thread's calls, time and memory for process (the hit and
    return paths, pinned). Only the owner writes its table; a table that must
    grow is replaced (published with a release store) and the old one freed
-   at once: nobody reads a table its owner may be writing (see above). */
-BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
-                                    uint64_t calls, uint64_t ns, int64_t mem) {
+   at once: nobody reads a table its owner may be writing (see above).
+   A signal handler nested in the owner's update of the same tables would
+   interleave with it (a lost add, a table grown and freed twice): its
+   charge is dropped and counted in `lost` [H1]. One of other tables
+   (another function, or session) goes ahead. */
+static void bpt__timem_charge_own(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
+                                  uint64_t calls, uint64_t ns, int64_t mem) {
     bpt__timem_table *tab, *grown;
     bpt__timem_cell *c;
+    tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index]);
+    while (!tab || !(c = bpt__timem_cell_of(tab, process))) {
+        if (!(grown = bpt__timem_table_grow(tab))) { bpt__fetch_add_u64(&t->lost, 1); return; }
+        bpt__store_release_ptr(&t->table[rec->index], grown);   /* [T1] */
+        bpt__timem_table_free(tab);
+        tab = grown;
+    }
+    c->calls += calls;
+    c->time_ns += ns;
+    c->mem += mem;
+}
+
+BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
+                                    uint64_t calls, uint64_t ns, int64_t mem) {
+    bpt__timem_table *grown;
+    bpt__timem_cell *c;
     if (rec->index < BPT_MAX_THREADS) {
-        tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index]);
-        while (!tab || !(c = bpt__timem_cell_of(tab, process))) {
-            if (!(grown = bpt__timem_table_grow(tab))) { bpt__fetch_add_u64(&t->lost, 1); return; }
-            bpt__store_release_ptr(&t->table[rec->index], grown);   /* [T1] */
-            BPT_FREE(tab);
-            tab = grown;
-        }
+        void *outer = rec->timem_charging;
+        if (outer == (void *)t) { bpt__fetch_add_u64(&t->lost, 1); return; }   /* [H1] nested in this update */
+        rec->timem_charging = t;
+        bpt__compiler_barrier();   /* [H1] marked before the table is touched */
+        bpt__timem_charge_own(t, rec, process, calls, ns, mem);
+        bpt__compiler_barrier();   /* [H1] */
+        rec->timem_charging = outer;
+        return;
     } else {
         if (rec->in_timem_overflow) { bpt__fetch_add_u64(&t->lost, 1); return; }   /* a nested handler */
         rec->in_timem_overflow = 1;
@@ -5197,7 +5437,7 @@ BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t 
                 bpt__fetch_add_u64(&t->lost, 1);
                 return;
             }
-            BPT_FREE(t->overflow);
+            bpt__timem_table_free(t->overflow);
             t->overflow = grown;
         }
         c->calls += calls;
@@ -5205,11 +5445,7 @@ BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t 
         c->mem += mem;
         pthread_mutex_unlock(&t->overflow_lock);
         rec->in_timem_overflow = 0;
-        return;
     }
-    c->calls += calls;
-    c->time_ns += ns;
-    c->mem += mem;
 }
 
 /* call_time / call_memory of one breakpoint, from the sums the last
@@ -5275,7 +5511,7 @@ static bpt__timem_table *bpt__timem_merge(const bpt__BpTimem *real) {
     uint32_t cells = bpt__timem_cells(real), cap = 8, k;
     bpt__timem_table *m;
     while (cap < cells * 2 + 2) cap *= 2;
-    if (!(m = bpt__timem_table_new(cap))) return NULL;
+    if (!(m = bpt__timem_table_new(cap, 0))) return NULL;
     for (; real; real = real->prev) {
         for (k = 0; k < BPT_MAX_THREADS; k++)
             bpt__timem_table_add(m, (const bpt__timem_table *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&real->table[k]));   /* [T1] */
@@ -5453,6 +5689,9 @@ BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *
    Native code has no room on its stack for such a frame, so bptrace keeps it
    on a per-thread shadow stack and makes the call return through it:
 
+   F0. Settle (bpt__native_settle, before a native hit's messages): frames
+      at or below the new call's stack pointer, on the same stack, were
+      left by a longjmp or a throw: exception_from, newest first.
    F1. Entry (bpt__native_frame_push, from the entry handler): save the
       caller's return address in a shadow frame, with the stack pointer at
       entry, which names the frame, and write the return trampoline's
@@ -5470,6 +5709,11 @@ BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *
    A frame is reserved (depth + 1) before it is filled, and copied out
    before it is released (depth - 1), so that a signal handler nested on
    the same thread, which pushes and pops above it, never touches it.
+   While it is filled it is marked (shadow_filling): its stack pointer is
+   a previous frame's until it is set, and a handler that settled or timed
+   by it would end a live frame (whose return then found no frame: an
+   abort) or charge the wrong one. A handler's own push saves the mark and
+   puts it back, so the mark survives any nesting [H1].
    Frames hold session weak ids, never session pointers: a frame that
    outlives its session finds no session and sends nothing.
 
@@ -5502,21 +5746,38 @@ BPT__PRIVATE void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned act
     h->want_s[h->nwant++] = s;
 }
 
-/* Reserve the next frame of a shadow stack (F1's first half), or NULL
-   when it is full or cannot be allocated. */
-static bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack) {
+/* Reserve the next frame of a shadow stack (F1's first half), marked as
+   being filled, or NULL when it is full or cannot be allocated. *mark gets
+   the mark to put back when the frame is filled (bpt__frame_filled). */
+static bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack, uint32_t *mark) {
     uint32_t d = rec->shadow_depth[stack];
     if (!rec->shadow[stack]) {
-        /* First use: one allocation per thread record, kept for its life
-           (records are reused, never freed), so a thread that exits with
-           live frames leaks nothing. */
-        rec->shadow[stack] = (bpt__frame *)BPT_MALLOC(sizeof(bpt__frame) * BPT_SHADOW_FRAMES);
+        /* First use: one mapping per thread record (BPT_HIT_MAP: the call
+           may be a traced malloc's), kept for its life (records are
+           reused, never freed), so a thread that exits with live frames
+           leaks nothing. */
+        rec->shadow[stack] = (bpt__frame *)BPT_HIT_MAP(sizeof(bpt__frame) * BPT_SHADOW_FRAMES);
         if (!rec->shadow[stack]) return NULL;
     }
     if (d >= BPT_SHADOW_FRAMES) return NULL;
+    *mark = rec->shadow_filling[stack];
+    rec->shadow_filling[stack] = d + 1;   /* [H1] marked before it is on the stack */
+    bpt__compiler_barrier();
     rec->shadow_depth[stack] = d + 1;   /* reserve, then fill: a nested handler pushes above */
     bpt__compiler_barrier();   /* [H1] */
     return &rec->shadow[stack][d];
+}
+
+/* The reserved frame is filled: put the mark back as it was. */
+static void bpt__frame_filled(bpt__thread *rec, int stack, uint32_t mark) {
+    bpt__compiler_barrier();   /* [H1] every field stored before the mark goes */
+    rec->shadow_filling[stack] = mark;
+}
+
+/* Is frame d of the stack being filled (by this thread, or the code a
+   handler interrupted)? Its fields are not to be read. */
+static int bpt__frame_filling(const bpt__thread *rec, int stack, uint32_t d) {
+    return rec->shadow_filling[stack] == d + 1;
 }
 
 /* >>timem attribution: BEAM charges time at calls and returns. A call
@@ -5530,7 +5791,7 @@ static bpt__frame_session *bpt__timem_current(bpt__thread *rec, int stack, uint3
     while (d-- > 0) {
         bpt__frame *fr = &rec->shadow[stack][d];
         uint32_t i;
-        if (fr->process != process) continue;
+        if (bpt__frame_filling(rec, stack, d) || fr->process != process) continue;
         for (i = 0; i < fr->nsess; i++)
             if (fr->sess[i].id == id && (fr->sess[i].actions & BPT__FRAME_TIMEM)) return &fr->sess[i];
     }
@@ -5729,20 +5990,54 @@ BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h) {
     return 0;
 }
 
-/* Before a native hit's messages: a frame with this call's very stack
-   pointer that is not the caller of a tail call is dead: its function was
-   unwound, and this call reuses its place. Its exception_from goes first. */
+/* The rare half of bpt__native_settle: the top frame's stack pointer is
+   at or below this call's, so it and maybe more are dead. The stack grows
+   down: a live caller's frame lies above every call it makes, so a frame
+   at or below a new call's stack pointer on the same stack was left by a
+   longjmp or a throw (at the same one, this call reuses its place; unless
+   this call is a tail call that shares it). Frames on a different stack
+   are not compared: a handler on the sigaltstack ends only its own dead
+   frames there, and a call outside it ends every frame still there (the
+   handler is over). Each dead frame gets exception_from, newest first.
+   sigaltstack(2) is async-signal-safe, and this path runs only after an
+   unwind. */
+BPT__NOINLINE void bpt__native_settle_dead(bpt__hit *h, uintptr_t sp, int tail) {
+    bpt__thread *rec = h->rec;
+    uintptr_t lo = 0, hi = 0;
+    int on_alt = 0;
+    uint32_t d;
+    stack_t alt;
+    if (sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE)) {
+        lo = (uintptr_t)alt.ss_sp;
+        hi = lo + alt.ss_size;
+        on_alt = (alt.ss_flags & SS_ONSTACK) != 0;
+    }
+    while ((d = rec->shadow_depth[BPT__STACK_NATIVE]) > 0) {
+        uintptr_t top = rec->shadow[BPT__STACK_NATIVE][d - 1].sp;
+        int in_alt = top >= lo && top < hi;
+        bpt__frame dead;
+        if (bpt__frame_filling(rec, BPT__STACK_NATIVE, d - 1)) break;   /* being pushed: its caller's, alive */
+        if (tail && top == sp) break;   /* the frame this tail call shares: alive */
+        if (on_alt ? !(in_alt && top <= sp) : !(in_alt || top <= sp)) break;
+        dead = bpt__frame_pop(rec, BPT__STACK_NATIVE);
+        bpt__frame_unwound(rec, &dead, "unwind", 0);
+        bpt__frame_end(rec, BPT__STACK_NATIVE, &dead);
+    }
+}
+
+/* Before a native hit's messages (called when the thread has frames):
+   frames the stack has left behind get their exception_from first, so a
+   longjmp over any number of return-traced frames is settled at the next
+   traced entry on the thread, with no bpt_unwind_to, and the shadow stack
+   never fills with dead frames. The common case is one compare: the top
+   frame is a live caller's, above this call. */
 BPT__PRIVATE void bpt__native_settle(bpt__hit *h) {
     bpt__thread *rec = h->rec;
     bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
     uintptr_t sp = bpt__arch_entry_sp(r);
-    uint32_t d;
-    if (bpt__arch_ret_strip(h->f, *bpt__arch_ret_slot(r)) == BPT__RETURN_TRAMPOLINE) return;   /* a tail call */
-    while ((d = rec->shadow_depth[BPT__STACK_NATIVE]) > 0 && rec->shadow[BPT__STACK_NATIVE][d - 1].sp == sp) {
-        bpt__frame dead = bpt__frame_pop(rec, BPT__STACK_NATIVE);
-        bpt__frame_unwound(rec, &dead, "unwind", 0);
-        bpt__frame_end(rec, BPT__STACK_NATIVE, &dead);
-    }
+    uint32_t d = rec->shadow_depth[BPT__STACK_NATIVE];
+    if (rec->shadow[BPT__STACK_NATIVE][d - 1].sp > sp || bpt__frame_filling(rec, BPT__STACK_NATIVE, d - 1)) return;
+    bpt__native_settle_dead(h, sp, bpt__arch_ret_strip(h->f, *bpt__arch_ret_slot(r)) == BPT__RETURN_TRAMPOLINE);
 }
 
 /* F1: the entry handler's frame, after every session has been walked. */
@@ -5753,13 +6048,13 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
     uintptr_t ret = bpt__arch_ret_strip(h->f, *slot);
     int tail = ret == BPT__RETURN_TRAMPOLINE;
     bpt__frame *fr;
-    uint32_t i, d;
+    uint32_t i, d, mark = 0;
     /* A tail call shares the frame of the call it replaces; there must be one. */
     if (tail && !((d = rec->shadow_depth[BPT__STACK_NATIVE]) > 0 &&
                   rec->shadow[BPT__STACK_NATIVE][d - 1].sp == sp))
         fr = NULL;
     else
-        fr = bpt__frame_reserve(rec, BPT__STACK_NATIVE);
+        fr = bpt__frame_reserve(rec, BPT__STACK_NATIVE, &mark);
     if (!fr) {
         for (i = 0; i < h->nwant; i++) bpt__frame_skipped(h->want_s[i]);
         return;
@@ -5768,6 +6063,7 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
     bpt__frame_fill(fr, h, now);
     fr->sp = sp;
     fr->ret = tail ? 0 : ret;
+    bpt__frame_filled(rec, BPT__STACK_NATIVE, mark);
     if (!tail) *slot = bpt__arch_ret_sign(h->f, BPT__RETURN_TRAMPOLINE, sp);
 }
 
@@ -5843,9 +6139,9 @@ int bpt_unwind_to(const void *spp) {
    thread's VM stack. */
 BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *token) {
     bpt__thread *rec = h->rec;
-    bpt__frame *fr = token ? bpt__frame_reserve(rec, BPT__STACK_VM) : NULL;
+    uint32_t i, mark = 0;
+    bpt__frame *fr = token ? bpt__frame_reserve(rec, BPT__STACK_VM, &mark) : NULL;
     const bpt_vm_ops *ops = h->f->ops;
-    uint32_t i;
     bpt_func *caller;
     if (!fr) {
         for (i = 0; i < h->nwant; i++) bpt__frame_skipped(h->want_s[i]);
@@ -5857,6 +6153,7 @@ BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *to
     fr->sp = rec->vm_serial;
     fr->ret = 1;
     if (ops && ops->caller && (caller = ops->caller(h->frame)) != NULL) fr->caller_fid = caller->fid;
+    bpt__frame_filled(rec, BPT__STACK_VM, mark);
     *token = (uint64_t)rec->vm_serial << 32 | (uint64_t)(fr - rec->shadow[BPT__STACK_VM] + 1);
 }
 
@@ -6308,19 +6605,15 @@ BPT__PRIVATE void bpt__kind_count_stage(bpt__GenericBpData *d, const bpt__op *op
     }
 }
 
-/* A thread's first count in a page: map it and publish it [P1]. NULL when
-   mmap fails. errno is kept: the hit may be a signal handler's. */
+/* A thread's first count in a page: map it (BPT_HIT_MAP) and publish it
+   [P1]. NULL when the map is refused. */
 static bpt__atomic_u64 *bpt__count_page_map(bpt__thread *rec, const bpt__BpCount *c) {
     bpt__atomic_ptr *dir = bpt__count_dir(rec, c);
-    int saved = errno;
-    void *p = mmap(NULL, BPT__COUNT_PAGE_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        p = NULL;
-    } else if (!bpt__cas_ptr(dir, NULL, p)) {   /* [P1] pairs with the readers' acquire loads */
-        munmap(p, BPT__COUNT_PAGE_BYTES);   /* a handler nested on this thread mapped it first */
+    void *p = BPT_HIT_MAP(BPT__COUNT_PAGE_BYTES);
+    if (p && !bpt__cas_ptr(dir, NULL, p)) {   /* [P1] pairs with the readers' acquire loads */
+        BPT_HIT_UNMAP(p, BPT__COUNT_PAGE_BYTES);   /* a handler nested on this thread mapped it first */
         p = bpt__load_relaxed_ptr(dir);
     }
-    errno = saved;
     return (bpt__atomic_u64 *)p;
 }
 
@@ -8425,6 +8718,7 @@ int bpt_session_destroy(bpt_session handle) {
        lookups by its weak id fail. */
     bpt__store_release_u32(&s->dead, 1);   /* [S2] */
     bpt__store_release_ptr(&bpt__sessions.slot[s->id & 0xffff], NULL);   /* [S1] */
+    bpt__session_wake(s);   /* [W1] a drainer asleep in bpt_session_wait returns, and finds it gone */
     while ((e = s->patterns) != NULL) {
         s->patterns = e->next;
         bpt__pattern_entry_free(e);

@@ -56,10 +56,17 @@ static _Atomic uint64_t drained;
 static void *drainer(void *arg) {
     static bpt_msg buf[1024];
     (void)arg;
+    /* Sleep until a chunk is sealed (or 1 ms), then read what is there;
+       read on at once only while a read fills the whole buffer (a backlog).
+       A drainer that read again at once after any record would chase the
+       producer through the chunk it is writing, a cache line at a time. */
     while (atomic_load(&draining)) {
-        int n = bpt_session_drain(sess, buf, 1024);
-        if (n > 0) atomic_fetch_add(&drained, (uint64_t)n);
-        else usleep(50);
+        int n;
+        bpt_session_wait(sess, 1000);
+        do {
+            n = bpt_session_drain(sess, buf, 1024);
+            if (n > 0) atomic_fetch_add(&drained, (uint64_t)n);
+        } while (n == 1024);
     }
     return NULL;
 }

@@ -13,7 +13,7 @@ printf '%-4s %-46s %11s  %-24s %-9s %s\n' sec what median "min..max" unit ratio
 "$B/bench_ret_predict"
 
 # Helpers: wall time per call of a process (section 2), and table rows.
-CALLS=1121393   # 121,393 fib entries (gcc turns one recursion into a loop) + 4 x 250,000
+CALLS=1242786   # 2 threads x (121,393 fib entries (gcc turns one recursion into a loop) + 4 x 125,000)
 ms_of() {  # command...: wall us of one run
     t0=$(date +%s%N); "$@" >/dev/null 2>&1; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000 ))
 }
@@ -45,8 +45,9 @@ else
     echo "1      SKIPPED BEAM call_count: erl is not installed (apt-get install erlang-base)"
 fi
 
-# Section 2: the same program under uftrace record (-pg build) and traced by
-# bptrace (call+return, written to a trace file by a drainer thread). Wall time
+# Section 2: the same program (2 threads calling at once) under uftrace record
+# (-pg build) and traced by bptrace (call+return, default sizes, written to a
+# trace file by a drainer thread). Wall time
 # of the whole process, minus a run of the same command that makes no traced
 # call (last argument 0): start-up and setup cancel out; ns per call.
 plain=""; bpt=""; uft=""

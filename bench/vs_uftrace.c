@@ -4,9 +4,12 @@
    call+return, a drainer thread writing the records to a trace file
    (argv[1]) with bpt_session_write, as uftrace record writes its per-thread
    data files: whole chunks of compact records, names resolved when read.
-   Each prints its own wall time; bench/run.sh times the whole process too,
-   and subtracts a run that makes no traced call (a last argument "0"):
-   start-up, registration and the tracer's own setup cancel out. */
+   The session has the default sizes (16 chunks of 16 KiB a thread).
+   In both builds THREADS threads run the same calls at once (issue #16:
+   "2 producing threads, default sizes"). Each prints its own wall time;
+   bench/run.sh times the whole process too, and subtracts a run that makes
+   no traced call (a last argument "0"): start-up, registration and the
+   tracer's own setup cancel out. */
 #ifndef UFTRACE_BUILD
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
@@ -30,7 +33,14 @@ __attribute__((noinline)) static long mix(long iters) {
     for (long i = 0; i < iters; i++) acc = l4(l3(l2(l1(acc, i), i), i), i);
     return acc;
 }
-enum { FIB_N = 25, MIX_ITERS = 250000 };  /* 121,393 fib entries (gcc loops one recursion) + 1,000,000 */
+enum { FIB_N = 25, MIX_ITERS = 125000, THREADS = 2 };
+/* Each thread: 121,393 fib entries (gcc loops one recursion) + 500,000; bench/run.sh's CALLS is both threads'. */
+static int calls;
+static void *work(void *arg) {
+    long acc = calls ? fib(FIB_N) + mix(MIX_ITERS) : 0;
+    *(long *)arg = acc;
+    return NULL;
+}
 
 #ifndef UFTRACE_BUILD
 static bpt_session sess;
@@ -38,12 +48,15 @@ static _Atomic int draining = 1;
 static bpt_file_writer out;
 static void *drainer(void *arg) {
     (void)arg;
+    /* Sleep until a chunk is sealed (or 1 ms), then write what is there,
+       once: not again at once after a few records, which would chase the
+       producers through the chunks they are writing. */
     for (;;) {
-        int stop = !atomic_load(&draining);
-        int n = bpt_session_write(sess, &out);
+        int stop = !atomic_load(&draining), n;
+        if (!stop) bpt_session_wait(sess, 1000);
+        n = bpt_session_write(sess, &out);
         if (n < 0) { fprintf(stderr, "bpt_session_write: %s\n", bpt_last_error()); break; }
         if (n == 0 && stop) break;
-        if (n == 0) usleep(100);
     }
     return NULL;
 }
@@ -54,8 +67,7 @@ int main(int argc, char **argv) {
     long acc;
 #ifndef UFTRACE_BUILD
     pthread_t dr;
-    int calls = !(argc > 2 && strcmp(argv[2], "0") == 0);
-    bpt_session_desc d = { .name = "file", .chunks = 512 };
+    bpt_session_desc d = { .name = "file" };   /* default sizes */
     bpt_session_counts c;
     if (argc < 2 || (out.fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
         fprintf(stderr, "usage: %s FILE [0]\n", argv[0]);
@@ -69,11 +81,18 @@ int main(int argc, char **argv) {
         fprintf(stderr, "setup: %s\n", bpt_last_error());
         return 1;
     }
+    calls = !(argc > 2 && strcmp(argv[2], "0") == 0);
     pthread_create(&dr, NULL, drainer, NULL);
 #else
-    int calls = !(argc > 1 && strcmp(argv[1], "0") == 0);
+    calls = !(argc > 1 && strcmp(argv[1], "0") == 0);
 #endif
-    acc = calls ? fib(FIB_N) + mix(MIX_ITERS) : 0;
+    {
+        pthread_t t[THREADS];
+        long r[THREADS];
+        acc = 0;
+        for (int i = 0; i < THREADS; i++) pthread_create(&t[i], NULL, work, &r[i]);
+        for (int i = 0; i < THREADS; i++) { pthread_join(t[i], NULL); acc += r[i]; }
+    }
 #ifndef UFTRACE_BUILD
     atomic_store(&draining, 0);
     pthread_join(dr, NULL);

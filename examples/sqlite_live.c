@@ -1384,8 +1384,8 @@ static void phase_window(struct demo *d)
             if ((n = drain_window(d, s, msgs, &chrome, folded, &notices)) < 0)
                 break;
             msgs_total += (uint64_t)n;
-            if (n < MSG_BATCH)
-                sleep_ns(1000000u);
+            if (n < MSG_BATCH)   /* until a worker fills a chunk, or 1 ms */
+                bpt_session_wait(s, 1000);
         }
         snap_take(d, &b);
         set_pattern(d, s, pat, BPT_CALL | BPT_OFF, "BPT_CALL | BPT_OFF", NULL);

@@ -161,6 +161,34 @@ BPT_API int bpt_session_destroy(bpt_session s);
 */
 BPT_API int bpt_session_drain(bpt_session s, bpt_msg *out, int max);
 
+/* bpt_session_wait: sleep until a traced thread seals a chunk of s (fills
+   it: a whole chunk is ready to drain or write), or for timeout_us. Returns
+   at once when a sealed chunk already waits. The drainer's alternative to
+   polling, as LTTng-UST's consumer is woken at a sub-buffer switch: a
+   thread that traces slowly seals no chunk, so drain on the timeout too
+   (its partly filled chunk is read then). A traced thread never waits for
+   it: a seal costs a locked add, and a futex wake only while a drainer
+   sleeps.
+
+   Parameters
+     s            the session (per-thread buffers: no callback tracer)
+     timeout_us   the longest sleep, in microseconds; 0: only look
+   Returns        1: a sealed chunk waits; 0: none (the time ran out, or a
+                  spurious wake-up); or a BPT_E* code
+   Errors
+     BPT_EINVAL     s has a callback tracer: nothing to drain
+     BPT_ESESSION   s is stale or destroyed, also when its destroy began
+                    during the sleep (the destroy wakes it)
+     BPT_ENOMEM     the calling thread's record could not be allocated
+     BPT_EDEADLK    from a tracer callback or a pinned section: no thread
+                    progress could be made while it sleeps
+   Thread safety  any thread; any number of waiters; not from a signal
+                  handler. A managed thread goes offline while it sleeps.
+   Source         bptrace (LTTng-UST's consumer wake-up; BEAM's tracer
+                  process sleeps in receive until a message arrives)
+*/
+BPT_API int bpt_session_wait(bpt_session s, uint32_t timeout_us);
+
 /* A session's counters (counts of messages or calls). When no thread is
    tracing or draining, produced == delivered + dropped + pending exactly. */
 typedef struct bpt_session_counts {

@@ -45,9 +45,13 @@
        BPT_ASSERT(c)      implementation  Internal assertion (default: assert from <assert.h>).
        BPT_MALLOC(n)      implementation  Allocator (default: malloc). Every allocation on the
        BPT_FREE(p)        implementation  trace_pattern and session paths goes through it; a NULL
-                                          return gives BPT_ENOMEM and changes nothing. call_count's
-                                          per-thread counters are mapped with mmap instead, by a
-                                          thread's first count (a hit may run in a signal handler).
+                                          return gives BPT_ENOMEM and changes nothing.
+       BPT_HIT_MAP(n)     implementation  The hit path's memory (default: mmap, zero-filled): a
+       BPT_HIT_UNMAP(p,n) implementation  thread's record, shadow stacks, trace buffers and
+                                          call_count pages, made on a thread's first use. Never
+                                          malloc: a hit may run inside malloc (a program's own
+                                          traced malloc, or a signal handler). NULL: that use is
+                                          untraced or its record dropped, counted.
        BPT_MAX_THREADS    implementation  Per-thread slots of the call_time/call_memory tables.
                                           Default 64. Threads beyond it share one overflow table.
                                           (Trace buffers and call_count counters have no such
@@ -98,10 +102,13 @@
          observer, a bpt_trace_info_each visitor) or a signal handler: they
          return BPT_EDEADLK where they can tell.
        - Hit-path calls (bpt_vm_breakpoint, bpt_thread_progress_pin/unpin) never
-         block and never take a lock, except that a thread's first record in a
-         session allocates that thread's buffer (BPT_MALLOC), and call_count
-         maps a page of the thread's counters (mmap, never malloc) on its
-         first count there. A record is a copy into the thread's own chunk and
+         block, never take a lock and never call malloc. A thread's first
+         use maps what it needs (BPT_HIT_MAP, default mmap): its record on
+         its first pin, its buffer on its first record in a session, its
+         shadow stack on its first return frame, a page of its call_count
+         counters on its first count there. call_time and call_memory
+         tables still grow with BPT_MALLOC on the hit path (issue #17).
+         A record is a copy into the thread's own chunk and
          one release store; a full buffer drops it (counted, and marked in the
          stream by a DROPPED record) or, in flight-recorder mode, takes the
          oldest unread chunk back. They are async-signal-safe once the calling

@@ -7,6 +7,9 @@
    Native code has no room on its stack for such a frame, so bptrace keeps it
    on a per-thread shadow stack and makes the call return through it:
 
+   F0. Settle (bpt__native_settle, before a native hit's messages): frames
+      at or below the new call's stack pointer, on the same stack, were
+      left by a longjmp or a throw: exception_from, newest first.
    F1. Entry (bpt__native_frame_push, from the entry handler): save the
       caller's return address in a shadow frame, with the stack pointer at
       entry, which names the frame, and write the return trampoline's
@@ -24,6 +27,11 @@
    A frame is reserved (depth + 1) before it is filled, and copied out
    before it is released (depth - 1), so that a signal handler nested on
    the same thread, which pushes and pops above it, never touches it.
+   While it is filled it is marked (shadow_filling): its stack pointer is
+   a previous frame's until it is set, and a handler that settled or timed
+   by it would end a live frame (whose return then found no frame: an
+   abort) or charge the wrong one. A handler's own push saves the mark and
+   puts it back, so the mark survives any nesting [H1].
    Frames hold session weak ids, never session pointers: a frame that
    outlives its session finds no session and sends nothing.
 
@@ -57,21 +65,38 @@ BPT__PRIVATE void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned act
     h->want_s[h->nwant++] = s;
 }
 
-/* Reserve the next frame of a shadow stack (F1's first half), or NULL
-   when it is full or cannot be allocated. */
-static bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack) {
+/* Reserve the next frame of a shadow stack (F1's first half), marked as
+   being filled, or NULL when it is full or cannot be allocated. *mark gets
+   the mark to put back when the frame is filled (bpt__frame_filled). */
+static bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack, uint32_t *mark) {
     uint32_t d = rec->shadow_depth[stack];
     if (!rec->shadow[stack]) {
-        /* First use: one allocation per thread record, kept for its life
-           (records are reused, never freed), so a thread that exits with
-           live frames leaks nothing. */
-        rec->shadow[stack] = (bpt__frame *)BPT_MALLOC(sizeof(bpt__frame) * BPT_SHADOW_FRAMES);
+        /* First use: one mapping per thread record (BPT_HIT_MAP: the call
+           may be a traced malloc's), kept for its life (records are
+           reused, never freed), so a thread that exits with live frames
+           leaks nothing. */
+        rec->shadow[stack] = (bpt__frame *)BPT_HIT_MAP(sizeof(bpt__frame) * BPT_SHADOW_FRAMES);
         if (!rec->shadow[stack]) return NULL;
     }
     if (d >= BPT_SHADOW_FRAMES) return NULL;
+    *mark = rec->shadow_filling[stack];
+    rec->shadow_filling[stack] = d + 1;   /* [H1] marked before it is on the stack */
+    bpt__compiler_barrier();
     rec->shadow_depth[stack] = d + 1;   /* reserve, then fill: a nested handler pushes above */
     bpt__compiler_barrier();   /* [H1] */
     return &rec->shadow[stack][d];
+}
+
+/* The reserved frame is filled: put the mark back as it was. */
+static void bpt__frame_filled(bpt__thread *rec, int stack, uint32_t mark) {
+    bpt__compiler_barrier();   /* [H1] every field stored before the mark goes */
+    rec->shadow_filling[stack] = mark;
+}
+
+/* Is frame d of the stack being filled (by this thread, or the code a
+   handler interrupted)? Its fields are not to be read. */
+static int bpt__frame_filling(const bpt__thread *rec, int stack, uint32_t d) {
+    return rec->shadow_filling[stack] == d + 1;
 }
 
 /* >>timem attribution: BEAM charges time at calls and returns. A call
@@ -85,7 +110,7 @@ static bpt__frame_session *bpt__timem_current(bpt__thread *rec, int stack, uint3
     while (d-- > 0) {
         bpt__frame *fr = &rec->shadow[stack][d];
         uint32_t i;
-        if (fr->process != process) continue;
+        if (bpt__frame_filling(rec, stack, d) || fr->process != process) continue;
         for (i = 0; i < fr->nsess; i++)
             if (fr->sess[i].id == id && (fr->sess[i].actions & BPT__FRAME_TIMEM)) return &fr->sess[i];
     }
@@ -284,20 +309,54 @@ BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h) {
     return 0;
 }
 
-/* Before a native hit's messages: a frame with this call's very stack
-   pointer that is not the caller of a tail call is dead: its function was
-   unwound, and this call reuses its place. Its exception_from goes first. */
+/* The rare half of bpt__native_settle: the top frame's stack pointer is
+   at or below this call's, so it and maybe more are dead. The stack grows
+   down: a live caller's frame lies above every call it makes, so a frame
+   at or below a new call's stack pointer on the same stack was left by a
+   longjmp or a throw (at the same one, this call reuses its place; unless
+   this call is a tail call that shares it). Frames on a different stack
+   are not compared: a handler on the sigaltstack ends only its own dead
+   frames there, and a call outside it ends every frame still there (the
+   handler is over). Each dead frame gets exception_from, newest first.
+   sigaltstack(2) is async-signal-safe, and this path runs only after an
+   unwind. */
+BPT__NOINLINE void bpt__native_settle_dead(bpt__hit *h, uintptr_t sp, int tail) {
+    bpt__thread *rec = h->rec;
+    uintptr_t lo = 0, hi = 0;
+    int on_alt = 0;
+    uint32_t d;
+    stack_t alt;
+    if (sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE)) {
+        lo = (uintptr_t)alt.ss_sp;
+        hi = lo + alt.ss_size;
+        on_alt = (alt.ss_flags & SS_ONSTACK) != 0;
+    }
+    while ((d = rec->shadow_depth[BPT__STACK_NATIVE]) > 0) {
+        uintptr_t top = rec->shadow[BPT__STACK_NATIVE][d - 1].sp;
+        int in_alt = top >= lo && top < hi;
+        bpt__frame dead;
+        if (bpt__frame_filling(rec, BPT__STACK_NATIVE, d - 1)) break;   /* being pushed: its caller's, alive */
+        if (tail && top == sp) break;   /* the frame this tail call shares: alive */
+        if (on_alt ? !(in_alt && top <= sp) : !(in_alt || top <= sp)) break;
+        dead = bpt__frame_pop(rec, BPT__STACK_NATIVE);
+        bpt__frame_unwound(rec, &dead, "unwind", 0);
+        bpt__frame_end(rec, BPT__STACK_NATIVE, &dead);
+    }
+}
+
+/* Before a native hit's messages (called when the thread has frames):
+   frames the stack has left behind get their exception_from first, so a
+   longjmp over any number of return-traced frames is settled at the next
+   traced entry on the thread, with no bpt_unwind_to, and the shadow stack
+   never fills with dead frames. The common case is one compare: the top
+   frame is a live caller's, above this call. */
 BPT__PRIVATE void bpt__native_settle(bpt__hit *h) {
     bpt__thread *rec = h->rec;
     bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
     uintptr_t sp = bpt__arch_entry_sp(r);
-    uint32_t d;
-    if (bpt__arch_ret_strip(h->f, *bpt__arch_ret_slot(r)) == BPT__RETURN_TRAMPOLINE) return;   /* a tail call */
-    while ((d = rec->shadow_depth[BPT__STACK_NATIVE]) > 0 && rec->shadow[BPT__STACK_NATIVE][d - 1].sp == sp) {
-        bpt__frame dead = bpt__frame_pop(rec, BPT__STACK_NATIVE);
-        bpt__frame_unwound(rec, &dead, "unwind", 0);
-        bpt__frame_end(rec, BPT__STACK_NATIVE, &dead);
-    }
+    uint32_t d = rec->shadow_depth[BPT__STACK_NATIVE];
+    if (rec->shadow[BPT__STACK_NATIVE][d - 1].sp > sp || bpt__frame_filling(rec, BPT__STACK_NATIVE, d - 1)) return;
+    bpt__native_settle_dead(h, sp, bpt__arch_ret_strip(h->f, *bpt__arch_ret_slot(r)) == BPT__RETURN_TRAMPOLINE);
 }
 
 /* F1: the entry handler's frame, after every session has been walked. */
@@ -308,13 +367,13 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
     uintptr_t ret = bpt__arch_ret_strip(h->f, *slot);
     int tail = ret == BPT__RETURN_TRAMPOLINE;
     bpt__frame *fr;
-    uint32_t i, d;
+    uint32_t i, d, mark = 0;
     /* A tail call shares the frame of the call it replaces; there must be one. */
     if (tail && !((d = rec->shadow_depth[BPT__STACK_NATIVE]) > 0 &&
                   rec->shadow[BPT__STACK_NATIVE][d - 1].sp == sp))
         fr = NULL;
     else
-        fr = bpt__frame_reserve(rec, BPT__STACK_NATIVE);
+        fr = bpt__frame_reserve(rec, BPT__STACK_NATIVE, &mark);
     if (!fr) {
         for (i = 0; i < h->nwant; i++) bpt__frame_skipped(h->want_s[i]);
         return;
@@ -323,6 +382,7 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
     bpt__frame_fill(fr, h, now);
     fr->sp = sp;
     fr->ret = tail ? 0 : ret;
+    bpt__frame_filled(rec, BPT__STACK_NATIVE, mark);
     if (!tail) *slot = bpt__arch_ret_sign(h->f, BPT__RETURN_TRAMPOLINE, sp);
 }
 
@@ -398,9 +458,9 @@ int bpt_unwind_to(const void *spp) {
    thread's VM stack. */
 BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *token) {
     bpt__thread *rec = h->rec;
-    bpt__frame *fr = token ? bpt__frame_reserve(rec, BPT__STACK_VM) : NULL;
+    uint32_t i, mark = 0;
+    bpt__frame *fr = token ? bpt__frame_reserve(rec, BPT__STACK_VM, &mark) : NULL;
     const bpt_vm_ops *ops = h->f->ops;
-    uint32_t i;
     bpt_func *caller;
     if (!fr) {
         for (i = 0; i < h->nwant; i++) bpt__frame_skipped(h->want_s[i]);
@@ -412,6 +472,7 @@ BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *to
     fr->sp = rec->vm_serial;
     fr->ret = 1;
     if (ops && ops->caller && (caller = ops->caller(h->frame)) != NULL) fr->caller_fid = caller->fid;
+    bpt__frame_filled(rec, BPT__STACK_VM, mark);
     *token = (uint64_t)rec->vm_serial << 32 | (uint64_t)(fr - rec->shadow[BPT__STACK_VM] + 1);
 }
 

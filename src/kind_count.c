@@ -198,19 +198,15 @@ BPT__PRIVATE void bpt__kind_count_stage(bpt__GenericBpData *d, const bpt__op *op
     }
 }
 
-/* A thread's first count in a page: map it and publish it [P1]. NULL when
-   mmap fails. errno is kept: the hit may be a signal handler's. */
+/* A thread's first count in a page: map it (BPT_HIT_MAP) and publish it
+   [P1]. NULL when the map is refused. */
 static bpt__atomic_u64 *bpt__count_page_map(bpt__thread *rec, const bpt__BpCount *c) {
     bpt__atomic_ptr *dir = bpt__count_dir(rec, c);
-    int saved = errno;
-    void *p = mmap(NULL, BPT__COUNT_PAGE_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        p = NULL;
-    } else if (!bpt__cas_ptr(dir, NULL, p)) {   /* [P1] pairs with the readers' acquire loads */
-        munmap(p, BPT__COUNT_PAGE_BYTES);   /* a handler nested on this thread mapped it first */
+    void *p = BPT_HIT_MAP(BPT__COUNT_PAGE_BYTES);
+    if (p && !bpt__cas_ptr(dir, NULL, p)) {   /* [P1] pairs with the readers' acquire loads */
+        BPT_HIT_UNMAP(p, BPT__COUNT_PAGE_BYTES);   /* a handler nested on this thread mapped it first */
         p = bpt__load_relaxed_ptr(dir);
     }
-    errno = saved;
     return (bpt__atomic_u64 *)p;
 }
 

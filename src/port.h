@@ -46,6 +46,13 @@
 #  define BPT_MALLOC(n) malloc(n)
 #  define BPT_FREE(p) free(p)
 #endif
+#if defined(BPT_HIT_MAP) != defined(BPT_HIT_UNMAP)
+#  error "bptrace: define both BPT_HIT_MAP and BPT_HIT_UNMAP, or neither"
+#endif
+#ifndef BPT_HIT_MAP   /* the hit path's memory: see bpt__hit_map below */
+#  define BPT_HIT_MAP(n) bpt__hit_map(n)
+#  define BPT_HIT_UNMAP(p, n) bpt__hit_unmap((p), (n))
+#endif
 #ifndef BPT_MAX_THREADS
 #  define BPT_MAX_THREADS 64
 #endif
@@ -260,11 +267,37 @@ BPT__PRIVATE void bpt__owner_inc1_u64(bpt__atomic_u64 *p) {
 
 BPT__PRIVATE uint32_t bpt__gettid(void) { return (uint32_t)syscall(SYS_gettid); }
 
+/* >>hit memory: what a hit allocates (a thread's record, shadow stacks,
+   trace buffers, count pages) comes from mmap, never from malloc: a hit may
+   be inside malloc (a program's own traced malloc, or a signal handler
+   that interrupted it), and mmap runs no user code, takes no user-space
+   lock and is async-signal-safe. Zero-filled. NULL when refused; errno is
+   kept (the hit may be a handler's). BPT_HIT_MAP/BPT_HIT_UNMAP replace the
+   pair (a test's failure injection). */
+BPT__PRIVATE void *bpt__hit_map(size_t n) {
+    int saved = errno;
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    errno = saved;
+    return p == MAP_FAILED ? NULL : p;
+}
+BPT__PRIVATE void bpt__hit_unmap(void *p, size_t n) {
+    int saved = errno;
+    if (p) munmap(p, n);
+    errno = saved;
+}
+
 /* >>futex: sleep while *word == expected; wake up to n sleepers. Private
    futexes: the word is never shared with another process. Spurious returns
    (EINTR, EAGAIN) are fine: every caller re-checks its condition. */
 BPT__PRIVATE void bpt__futex_wait(bpt__atomic_u32 *word, uint32_t expected) {
     syscall(SYS_futex, (void *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+/* The same, for at most timeout_us microseconds. */
+BPT__PRIVATE void bpt__futex_wait_us(bpt__atomic_u32 *word, uint32_t expected, uint32_t timeout_us) {
+    struct timespec rel;
+    rel.tv_sec = (time_t)(timeout_us / 1000000u);
+    rel.tv_nsec = (long)(timeout_us % 1000000u) * 1000;
+    syscall(SYS_futex, (void *)word, FUTEX_WAIT_PRIVATE, expected, &rel, NULL, 0);
 }
 BPT__PRIVATE void bpt__futex_wake(bpt__atomic_u32 *word, int n) {
     syscall(SYS_futex, (void *)word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);

@@ -106,7 +106,7 @@ static bpt__thread *bpt__thread_create(void) {
         /* A whole number of cache lines, cache-line aligned: no false sharing
            between one thread's pins and another's. */
         size = (sizeof(bpt__thread) + BPT__CACHE_LINE - 1) & ~(size_t)(BPT__CACHE_LINE - 1);
-        raw = BPT_MALLOC(size + BPT__CACHE_LINE);
+        raw = BPT_HIT_MAP(size + BPT__CACHE_LINE);   /* a first pin may be a hit's: no malloc */
         if (!raw) return NULL;
         rec = (bpt__thread *)(((uintptr_t)raw + BPT__CACHE_LINE) & ~(uintptr_t)(BPT__CACHE_LINE - 1));
         memset(rec, 0, sizeof *rec);
@@ -122,6 +122,9 @@ static bpt__thread *bpt__thread_create(void) {
     rec->process = rec->tid;
     rec->shadow_depth[0] = 0;   /* a dead owner's frames mean nothing */
     rec->shadow_depth[1] = 0;
+    rec->shadow_filling[0] = 0;
+    rec->shadow_filling[1] = 0;
+    rec->timem_charging = NULL;
 #if !defined(BPT__SIGNAL_ATOMIC_INC)
     rec->counting = 0;
 #endif
@@ -242,6 +245,13 @@ BPT__PRIVATE void bpt__progress_atfork_child(bpt__thread *self) {
         if (rec == self) continue;
         bpt__store_relaxed_u64(&rec->state, 0);
         bpt__store_relaxed_u32(&rec->in_use, 0);
+    }
+    /* The forking thread has a new id in the child, and so has its process
+       unless the host named another (bpt_process_switch). */
+    if (self) {
+        uint32_t parent_tid = self->tid;
+        self->tid = bpt__gettid();
+        if (self->process == parent_tid) self->process = self->tid;
     }
     bpt__store_relaxed_u32(&bpt__progress.futex, 0);
     pthread_mutex_init(&bpt__progress.wait_lock, NULL);

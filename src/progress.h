@@ -33,8 +33,10 @@ struct bpt__thread {
        owner and by signal handlers nested on it, never by another thread. */
     struct bpt__frame *shadow[2];
     volatile uint32_t shadow_depth[2];
+    volatile uint32_t shadow_filling[2];   /* 1 + the index of the frame being filled, 0: none [H1] */
     uint32_t vm_serial;             /* owner only: VM frame tokens' check value */
     int in_timem_overflow;          /* owner only: updating a shared overflow time table (timem.c) */
+    void *volatile timem_charging;  /* owner only: the call_time tables being charged (timem.c) [H1] */
     /* call_count's counter pages (kind_count.c): mapped by the owner on its
        first count in a page, published by CAS [P1], read by bpt_trace_info;
        kept when the record is reused, so an exited thread's counts stay. */

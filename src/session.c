@@ -80,13 +80,53 @@ struct bpt__lane {
 
 BPT__SHARED struct bpt__sessions bpt__sessions;   /* session.h */
 
+static bpt__lane *bpt__lane_at(bpt__session *s, uint32_t index);
+static bpt__chunk *bpt__lane_chunk(const bpt__lane *lane, uint64_t i);
+
+/* A fork child's copy of a lane holds the parent's records: they are the
+   parent's to drain, not the child's. Mark everything in it read and start
+   the counts at 0; the next record opens a chunk of its own (with the
+   child's context). Only the forking thread runs, so no producer or drainer
+   is mid-way. */
+static void bpt__lane_forget(bpt__lane *lane) {
+    uint64_t next = lane->cur ? lane->head + 1 : lane->head;
+    if (lane->nchunks) {   /* the next record opens chunk `next`, where the reader now starts */
+        bpt__chunk *c = bpt__lane_chunk(lane, next);
+        bpt__store_relaxed_u32(&c->fill, 0);   /* a lap ago's fill: nothing to read there */
+        c->nrec = 0;
+        c->marked = 0;
+        lane->cur = NULL;
+        lane->head = next;
+        lane->unreported = 0;
+        bpt__store_relaxed_u64(&lane->head_pub, next);
+    }
+    lane->rpos = lane->rrec = 0;
+    lane->unreported_overwritten = 0;
+    bpt__store_relaxed_u64(&lane->tail, next << 1);
+    bpt__store_relaxed_u64(&lane->written, 0);
+    bpt__store_relaxed_u64(&lane->dropped, 0);
+    bpt__store_relaxed_u64(&lane->overwritten, 0);
+    bpt__store_relaxed_u64(&lane->delivered, 0);
+    bpt__store_relaxed_u64(&lane->lost, 0);
+    bpt__store_relaxed_u64(&lane->drained, 0);
+}
+
 /* In a fork child only the forking thread runs: a drain lock another thread
-   held at the fork is free again. */
+   held at the fork is free again, no drainer sleeps in bpt_session_wait,
+   and the buffers start empty (the parent's records stay the parent's). */
 BPT__PRIVATE void bpt__sessions_atfork_child(void) {
     int i;
+    uint32_t k, n = bpt__threads_count();
     for (i = 0; i < BPT_MAX_SESSIONS; i++) {
         bpt__session *s = (bpt__session *)bpt__load_relaxed_ptr(&bpt__sessions.slot[i]);
-        if (s) pthread_mutex_init(&s->drain_lock, NULL);
+        if (!s) continue;
+        pthread_mutex_init(&s->drain_lock, NULL);
+        bpt__store_relaxed_u32(&s->sleepers, 0);
+        bpt__store_relaxed_u64(&s->lost_laneless, 0);
+        for (k = 0; k < n; k++) {
+            bpt__lane *lane = bpt__lane_at(s, k);
+            if (lane) bpt__lane_forget(lane);
+        }
     }
 }
 
@@ -109,10 +149,16 @@ static bpt__chunk *bpt__lane_chunk(const bpt__lane *lane, uint64_t i) {
 
 static unsigned char *bpt__chunk_data(bpt__chunk *c) { return (unsigned char *)c + BPT__CHUNK_HEAD; }
 
+/* A lane's bytes: the lane, then its chunks. */
+static size_t bpt__lane_bytes(uint32_t nchunks, uint32_t chunk_bytes) {
+    return sizeof(bpt__lane) + (size_t)nchunks * (BPT__CHUNK_HEAD + chunk_bytes);
+}
+
+/* A thread's lane, made by its first record in the session: a hit, so the
+   memory is mapped (BPT_HIT_MAP), never malloc'd (port.h says why). */
 static bpt__lane *bpt__lane_new(const bpt__session *s, uint64_t number) {
     uint32_t n = s->tracer ? 0 : s->chunks;
-    size_t size = sizeof(bpt__lane) + (size_t)n * (BPT__CHUNK_HEAD + s->chunk_bytes);
-    bpt__lane *lane = (bpt__lane *)BPT_MALLOC(size);
+    bpt__lane *lane = (bpt__lane *)BPT_HIT_MAP(bpt__lane_bytes(n, s->chunk_bytes));
     uint32_t i;
     if (!lane) return NULL;
     memset(lane, 0, sizeof *lane);
@@ -138,14 +184,14 @@ static bpt__atomic_ptr *bpt__lane_slot(bpt__session *s, uint32_t index, int make
     if (index >= BPT__LANES_PER_DIR * BPT__LANE_DIRS) return NULL;
     dir = (bpt__atomic_ptr *)bpt__load_acquire_ptr(&s->lane_dir[index / BPT__LANES_PER_DIR]);   /* [R1] */
     if (!dir && make) {
-        bpt__atomic_ptr *fresh = (bpt__atomic_ptr *)BPT_MALLOC(BPT__LANES_PER_DIR * sizeof *fresh);
+        bpt__atomic_ptr *fresh = (bpt__atomic_ptr *)BPT_HIT_MAP(BPT__LANES_PER_DIR * sizeof *fresh);
         int i;
         if (!fresh) return NULL;
         for (i = 0; i < BPT__LANES_PER_DIR; i++) bpt__store_relaxed_ptr(&fresh[i], NULL);
         if (bpt__cas_ptr(&s->lane_dir[index / BPT__LANES_PER_DIR], NULL, (void *)fresh)) {   /* [R1] */
             dir = fresh;
         } else {   /* a signal handler on this thread won (its send found no lane) */
-            BPT_FREE((void *)fresh);
+            BPT_HIT_UNMAP((void *)fresh, BPT__LANES_PER_DIR * sizeof *fresh);
             dir = (bpt__atomic_ptr *)bpt__load_acquire_ptr(&s->lane_dir[index / BPT__LANES_PER_DIR]);
         }
     }
@@ -166,7 +212,7 @@ static bpt__lane *bpt__lane_get(bpt__session *s, const bpt__thread *rec) {
     if ((lane = (bpt__lane *)bpt__load_acquire_ptr(slot)) != NULL) return lane;   /* [R1] */
     if (!(lane = bpt__lane_new(s, rec->index))) return NULL;
     if (!bpt__cas_ptr(slot, NULL, lane)) {   /* [R1] */
-        BPT_FREE(lane);
+        BPT_HIT_UNMAP(lane, bpt__lane_bytes(lane->nchunks, lane->chunk_bytes));
         lane = (bpt__lane *)bpt__load_acquire_ptr(slot);
     }
     return lane;
@@ -229,9 +275,11 @@ static int bpt__lane_take_back(bpt__lane *lane) {
 
 /* Seal the current chunk and open the next, if it has been read (or, in a
    flight recorder, can be taken back). Returns 0 when the buffer is full.
-   The first record opens chunk 0, which needs no reader. */
+   With no current chunk (the lane's first record, or a fork child's) it
+   opens chunk `head`, which the reader's tail already names. */
 static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
-    uint64_t next = lane->cur ? lane->head + 1 : 0;
+    int sealing = lane->cur != NULL;
+    uint64_t next = sealing ? lane->head + 1 : lane->head;
     bpt__chunk *c;
     /* [R3] acquire: the drainer's reads of the chunk we reuse are over. */
     if (next - (bpt__load_acquire_u64(&lane->tail) >> 1) >= lane->nchunks &&
@@ -246,6 +294,7 @@ static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
     lane->wp = bpt__chunk_data(c);
     lane->wend = lane->wp + lane->chunk_bytes - BPT__CTX_BYTES;
     bpt__store_release_u64(&lane->head_pub, next);   /* [R2] the sealed chunk's last fill, and this one */
+    if (sealing) bpt__session_wake(s);   /* a chunk was sealed: a sleeping drainer has work */
     return 1;
 }
 
@@ -420,6 +469,67 @@ BPT__HOT int bpt__session_admit(bpt__session *s, bpt__thread *rec) {
     return s->rate_max ? bpt__session_admit_limited(s, rec) : 1;
 }
 
+/* >>wait: a drainer sleeps until a chunk is sealed (bpt_session_wait), as
+   LTTng-UST's consumer wakes at a sub-buffer switch instead of polling.
+
+   [W1] The producer counts the seal, then looks for sleepers; the drainer
+   counts itself a sleeper, then looks for sealed chunks and sleeps only
+   while the count is the one it read. Each side's store comes before its
+   load, with a full fence between (Dekker's pattern): at least one of the
+   two sees the other's store. Either the producer sees the sleeper and
+   wakes it, or the drainer sees the sealed chunk (or futex_wait finds the
+   count changed) and does not sleep. The seal costs a locked add and a
+   fence once per chunk, and a futex wake only when a drainer sleeps. */
+BPT__PRIVATE void bpt__session_wake(bpt__session *s) {
+    bpt__fetch_add_u32(&s->sealed, 1);
+    bpt__fence_seq_cst();   /* [W1] the count before the look for sleepers */
+    if (bpt__load_relaxed_u32(&s->sleepers)) bpt__futex_wake(&s->sealed, INT_MAX);
+}
+
+/* Does a lane of s hold a sealed chunk not yet read? */
+static int bpt__session_sealed_waiting(bpt__session *s) {
+    uint32_t i, n = bpt__threads_count();
+    for (i = 0; i < n; i++) {
+        bpt__lane *lane = bpt__lane_at(s, i);
+        if (lane && lane->nchunks &&
+            bpt__load_acquire_u64(&lane->head_pub) > (bpt__load_acquire_u64(&lane->tail) >> 1))   /* [R2] [R3] */
+            return 1;
+    }
+    return 0;
+}
+
+int bpt_session_wait(bpt_session handle, uint32_t timeout_us) {
+    bpt__thread *self = bpt__thread_self_or_null(), *rec;
+    bpt__session *s;
+    uint32_t seen;
+    int rc, ready;
+    if (self && self->in_tracer) return bpt__fail(BPT_EDEADLK, "bpt_session_wait: called from inside a tracer callback");
+    if (bpt__thread_pinned(self))
+        return bpt__fail(BPT_EDEADLK, "bpt_session_wait: called while pinned: no thread progress while it sleeps");
+    if (!(s = bpt__session_pin(handle, "bpt_session_wait", &rec, &rc))) return rc;
+    if (s->tracer) {
+        bpt__unpin(rec);
+        return bpt__fail(BPT_EINVAL, "bpt_session_wait: session %llu has a callback tracer: nothing to drain",
+                         (unsigned long long)handle.id);
+    }
+    seen = bpt__load_acquire_u32(&s->sealed);
+    bpt__fetch_add_u32(&s->sleepers, 1);
+    bpt__fence_seq_cst();   /* [W1] counted a sleeper before the look for sealed chunks */
+    ready = bpt__session_sealed_waiting(s);
+    bpt__unpin(rec);   /* unpinned while asleep: a destroy may free s meanwhile (and wakes us first) */
+    if (!ready && timeout_us) {
+        bpt__block_begin(rec);
+        bpt__futex_wait_us(&s->sealed, seen, timeout_us);
+        bpt__block_end(rec);
+    }
+    /* s again only if it is still the live session of handle. */
+    if (!(s = bpt__session_pin(handle, "bpt_session_wait", &rec, &rc))) return rc;
+    bpt__fetch_add_u32(&s->sleepers, (uint32_t)-1);
+    ready = ready || bpt__session_sealed_waiting(s);
+    bpt__unpin(rec);
+    return ready;
+}
+
 /* >>consumer: the drainer reads lanes */
 
 /* Read lane's undrained records: rd->take gets each run of whole records,
@@ -506,8 +616,11 @@ BPT__PRIVATE void bpt__session_free(bpt__session *s) {
     for (i = 0; i < BPT__LANE_DIRS; i++) {
         bpt__atomic_ptr *dir = (bpt__atomic_ptr *)bpt__load_relaxed_ptr(&s->lane_dir[i]);
         if (!dir) continue;
-        for (k = 0; k < BPT__LANES_PER_DIR; k++) BPT_FREE(bpt__load_relaxed_ptr(&dir[k]));
-        BPT_FREE((void *)dir);
+        for (k = 0; k < BPT__LANES_PER_DIR; k++) {
+            bpt__lane *lane = (bpt__lane *)bpt__load_relaxed_ptr(&dir[k]);
+            if (lane) BPT_HIT_UNMAP(lane, bpt__lane_bytes(lane->nchunks, lane->chunk_bytes));
+        }
+        BPT_HIT_UNMAP((void *)dir, BPT__LANES_PER_DIR * sizeof *dir);
     }
     pthread_mutex_destroy(&s->drain_lock);
     BPT_FREE(s);

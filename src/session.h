@@ -26,6 +26,10 @@ struct bpt__session {
     bpt__atomic_ptr lane_dir[256];/* bpt__atomic_ptr[256]: lanes by thread record index [R1] */
     pthread_mutex_t drain_lock;
     bpt__pattern_entry *patterns; /* set path only: the patterns in force, in order */
+    /* bpt_session_wait [W1]: producers count the chunks they seal and wake
+       the sleepers; far from the fields every record reads. */
+    bpt__atomic_u32 sealed;       /* chunks sealed (and destroys begun): the futex word */
+    bpt__atomic_u32 sleepers;     /* drainers asleep on it, or about to be */
 };
 
 /* The registry of live sessions. A slot's pointer is published with a
@@ -60,3 +64,4 @@ BPT__PRIVATE void bpt__session_read(bpt__session *s, bpt__lane_reader *rd);   /*
 BPT__PRIVATE uint64_t bpt__lane_number(const bpt__lane *lane);
 BPT__PRIVATE bpt__stream *bpt__lane_stream(bpt__lane *lane);
 BPT__PRIVATE void bpt__sessions_atfork_child(void);
+BPT__PRIVATE void bpt__session_wake(bpt__session *s);   /* [W1]: a chunk sealed, or the destroy began */

@@ -42,8 +42,12 @@ typedef struct bpt__timem_cell {
 /* Open addressing, linear probing, a power-of-two capacity, at most half full. */
 typedef struct bpt__timem_table {
     uint32_t cap, used;
+    uint32_t mapped;              /* 1: made on the hit path (BPT_HIT_MAP), 0: BPT_MALLOC */
+    uint32_t pad;
     bpt__timem_cell cell[1];
 } bpt__timem_table;
+
+enum { BPT__TIMEM_HIT_CAP = 64 };   /* a hit's first table: 64 cells fill most of a page */
 
 struct bpt__BpTimem {
     bpt__atomic_ptr table[BPT_MAX_THREADS];   /* bpt__timem_table *, per thread slot */
@@ -57,12 +61,28 @@ struct bpt__BpTimem {
     uint32_t refc;                            /* set path: generations that point here */
 };
 
-static bpt__timem_table *bpt__timem_table_new(uint32_t cap) {
-    bpt__timem_table *t = (bpt__timem_table *)BPT_MALLOC(sizeof *t + sizeof(bpt__timem_cell) * (cap - 1));
+static size_t bpt__timem_table_bytes(uint32_t cap) {
+    return sizeof(bpt__timem_table) + sizeof(bpt__timem_cell) * (cap - 1);
+}
+
+/* An empty table of cap cells: on the hit path (hit = 1) mapped, never
+   malloc'd (a charge may come from a signal handler that interrupted
+   malloc: BPT_HIT_MAP, port.h); on the set path (a collection's sums)
+   from BPT_MALLOC. */
+static bpt__timem_table *bpt__timem_table_new(uint32_t cap, int hit) {
+    size_t bytes = bpt__timem_table_bytes(cap);
+    bpt__timem_table *t = (bpt__timem_table *)(hit ? BPT_HIT_MAP(bytes) : BPT_MALLOC(bytes));
     if (!t) return NULL;
-    memset(t, 0, sizeof *t + sizeof(bpt__timem_cell) * (cap - 1));
+    memset(t, 0, bytes);
     t->cap = cap;
+    t->mapped = (uint32_t)hit;
     return t;
+}
+
+static void bpt__timem_table_free(bpt__timem_table *t) {
+    if (!t) return;
+    if (t->mapped) BPT_HIT_UNMAP(t, bpt__timem_table_bytes(t->cap));
+    else BPT_FREE(t);
 }
 
 /* The cell of process in t, or a free one claimed for it; NULL if t is half full. */
@@ -86,9 +106,10 @@ static void bpt__timem_cell_add(bpt__timem_table *t, const bpt__timem_cell *c) {
     d->mem += c->mem;
 }
 
-/* t, or a copy twice as large: NULL when out of memory. The caller frees t if it changed. */
+/* A hit's new table: t's cells in one twice as large (or a first one):
+   NULL when out of memory. The caller frees t if it changed. */
 static bpt__timem_table *bpt__timem_table_grow(bpt__timem_table *t) {
-    bpt__timem_table *n = bpt__timem_table_new(t ? t->cap * 2 : 8);
+    bpt__timem_table *n = bpt__timem_table_new(t ? t->cap * 2 : (uint32_t)BPT__TIMEM_HIT_CAP, 1);
     uint32_t i;
     if (!n || !t) return n;
     for (i = 0; i < t->cap; i++)
@@ -107,9 +128,9 @@ BPT__PRIVATE bpt__BpTimem *bpt__timem_new(void) {
 
 BPT__PRIVATE void bpt__timem_free(bpt__BpTimem *t) {
     int i;
-    for (i = 0; i < BPT_MAX_THREADS; i++) BPT_FREE(bpt__load_relaxed_ptr(&t->table[i]));
-    BPT_FREE(t->overflow);
-    BPT_FREE(t->carried);
+    for (i = 0; i < BPT_MAX_THREADS; i++) bpt__timem_table_free((bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[i]));
+    bpt__timem_table_free(t->overflow);
+    bpt__timem_table_free(t->carried);
     if (t->prev) bpt__timem_free(t->prev);
     pthread_mutex_destroy(&t->overflow_lock);
     BPT_FREE(t);
@@ -143,19 +164,40 @@ BPT__PRIVATE void bpt__timem_point(bpt__GenericBpData *d, bpt__BpTimem *t) {
 /* Charge one thread's calls, time and memory for process (the hit and
    return paths, pinned). Only the owner writes its table; a table that must
    grow is replaced (published with a release store) and the old one freed
-   at once: nobody reads a table its owner may be writing (see above). */
-BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
-                                    uint64_t calls, uint64_t ns, int64_t mem) {
+   at once: nobody reads a table its owner may be writing (see above).
+   A signal handler nested in the owner's update of the same tables would
+   interleave with it (a lost add, a table grown and freed twice): its
+   charge is dropped and counted in `lost` [H1]. One of other tables
+   (another function, or session) goes ahead. */
+static void bpt__timem_charge_own(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
+                                  uint64_t calls, uint64_t ns, int64_t mem) {
     bpt__timem_table *tab, *grown;
     bpt__timem_cell *c;
+    tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index]);
+    while (!tab || !(c = bpt__timem_cell_of(tab, process))) {
+        if (!(grown = bpt__timem_table_grow(tab))) { bpt__fetch_add_u64(&t->lost, 1); return; }
+        bpt__store_release_ptr(&t->table[rec->index], grown);   /* [T1] */
+        bpt__timem_table_free(tab);
+        tab = grown;
+    }
+    c->calls += calls;
+    c->time_ns += ns;
+    c->mem += mem;
+}
+
+BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
+                                    uint64_t calls, uint64_t ns, int64_t mem) {
+    bpt__timem_table *grown;
+    bpt__timem_cell *c;
     if (rec->index < BPT_MAX_THREADS) {
-        tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index]);
-        while (!tab || !(c = bpt__timem_cell_of(tab, process))) {
-            if (!(grown = bpt__timem_table_grow(tab))) { bpt__fetch_add_u64(&t->lost, 1); return; }
-            bpt__store_release_ptr(&t->table[rec->index], grown);   /* [T1] */
-            BPT_FREE(tab);
-            tab = grown;
-        }
+        void *outer = rec->timem_charging;
+        if (outer == (void *)t) { bpt__fetch_add_u64(&t->lost, 1); return; }   /* [H1] nested in this update */
+        rec->timem_charging = t;
+        bpt__compiler_barrier();   /* [H1] marked before the table is touched */
+        bpt__timem_charge_own(t, rec, process, calls, ns, mem);
+        bpt__compiler_barrier();   /* [H1] */
+        rec->timem_charging = outer;
+        return;
     } else {
         if (rec->in_timem_overflow) { bpt__fetch_add_u64(&t->lost, 1); return; }   /* a nested handler */
         rec->in_timem_overflow = 1;
@@ -167,7 +209,7 @@ BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t 
                 bpt__fetch_add_u64(&t->lost, 1);
                 return;
             }
-            BPT_FREE(t->overflow);
+            bpt__timem_table_free(t->overflow);
             t->overflow = grown;
         }
         c->calls += calls;
@@ -175,11 +217,7 @@ BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t 
         c->mem += mem;
         pthread_mutex_unlock(&t->overflow_lock);
         rec->in_timem_overflow = 0;
-        return;
     }
-    c->calls += calls;
-    c->time_ns += ns;
-    c->mem += mem;
 }
 
 /* call_time / call_memory of one breakpoint, from the sums the last
@@ -245,7 +283,7 @@ static bpt__timem_table *bpt__timem_merge(const bpt__BpTimem *real) {
     uint32_t cells = bpt__timem_cells(real), cap = 8, k;
     bpt__timem_table *m;
     while (cap < cells * 2 + 2) cap *= 2;
-    if (!(m = bpt__timem_table_new(cap))) return NULL;
+    if (!(m = bpt__timem_table_new(cap, 0))) return NULL;
     for (; real; real = real->prev) {
         for (k = 0; k < BPT_MAX_THREADS; k++)
             bpt__timem_table_add(m, (const bpt__timem_table *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&real->table[k]));   /* [T1] */

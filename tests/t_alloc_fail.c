@@ -30,7 +30,7 @@
    failed ring allocation must be counted (produced and dropped).
 
    Allocations are tagged with the bptrace.h line that made them (__LINE__ in
-   BPT_MALLOC), so the permanent kinds (the intern table, thread records) are
+   BPT_MALLOC and BPT_HIT_MAP), so the permanent kinds (the intern table, thread records) are
    recognised by calibration at start, not by line numbers written here.
    T_ALLOC_VERBOSE=1 prints the line of every refused allocation.
 
@@ -41,6 +41,11 @@ static void *t_malloc(unsigned long n, long tag);
 static void t_free(void *p);
 #define BPT_MALLOC(n) t_malloc((unsigned long)(n), (long)__LINE__)
 #define BPT_FREE(p) t_free(p)
+/* The hit path's memory (a thread's record, buffers, shadow stacks, count
+   pages) goes through the same counting allocator, zero-filled as mmap's. */
+static void *t_map(unsigned long n, long tag);
+#define BPT_HIT_MAP(n) t_map((unsigned long)(n), (long)__LINE__)
+#define BPT_HIT_UNMAP(p, n) t_free(p)
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
@@ -71,7 +76,8 @@ static t_hdr t_head = { &t_head, &t_head, 0, 0, 0, 0 };
 static long t_seq, t_nlive;
 static int t_mode;
 static long t_fail_at, t_calls, t_injected;
-static long t_intern_tag = -1, t_record_tag = -1;
+static long t_refused_tag = -1;   /* the tag of the last refused allocation */
+static long t_intern_tag = -1, t_record_tag = -1, t_count_tag = -1;
 static int t_verbose;             /* T_ALLOC_VERBOSE=1: print each refused allocation's line */
 
 static void *t_malloc(unsigned long n, long tag) {
@@ -81,6 +87,7 @@ static void *t_malloc(unsigned long n, long tag) {
         t_calls++;
         if ((t_mode == T_NTH && t_calls == t_fail_at) || (t_mode == T_FROM && t_calls >= t_fail_at)) {
             t_injected++;
+            t_refused_tag = tag;
             if (t_verbose) fprintf(stderr, "  (refused allocation %ld: bptrace.h:%ld, %lu bytes)\n", t_calls, tag, n);
             pthread_mutex_unlock(&t_lock);
             return NULL;
@@ -100,6 +107,12 @@ static void *t_malloc(unsigned long n, long tag) {
     }
     pthread_mutex_unlock(&t_lock);
     return h ? (void *)(h + 1) : NULL;
+}
+
+static void *t_map(unsigned long n, long tag) {
+    void *p = t_malloc(n, tag);
+    if (p) memset(p, 0, n);
+    return p;
 }
 
 static void t_free(void *p) {
@@ -145,7 +158,8 @@ static long t_live_tag(long tag) {
     long k = 0;
     pthread_mutex_lock(&t_lock);
     for (h = t_head.next; h != &t_head; h = h->next)
-        if (tag == -2 ? h->tag != t_intern_tag && h->tag != t_record_tag : h->tag == tag) k++;
+        if (tag == -2 ? h->tag != t_intern_tag && h->tag != t_record_tag && h->tag != t_count_tag : h->tag == tag)
+            k++;
     pthread_mutex_unlock(&t_lock);
     return k;
 }
@@ -763,7 +777,8 @@ static void check_hit_session(const char *when, int callback, int lost, int coun
     CHECK(count_of(H, fc1, NULL, NULL) == (uint64_t)counted_hits + 1, "%s: the next hit was not counted", when);
 }
 
-/* In a new thread: N = 1 fails the thread record, N = 2 the ring. */
+/* In a new thread: N = 1 fails the thread record, N = 2 its page of
+   counters, N = 3 and on its ring. */
 static int hit_thread_n;
 static int j_hit(void) { hit(fc1, SITE_C1, (uint64_t)hit_thread_n); return 0; }
 
@@ -955,14 +970,26 @@ int main(void) {
     CHECK_RC(bpt_register_vm(&code[SITE_C1], BP, "vm", "c1", 1, &ops, &fc1), 0);
     CHECK_RC(bpt_register_vm(&code[SITE_C2], BP, "vm", "c2", 2, &ops, &fc2), 0);
     expect_funcs = 3;
+    {   /* A thread's first count maps a page of its counters (BPT_HIT_MAP),
+           kept for its record's life: permanent too. */
+        bpt_session cs;
+        CHECK_RC(bpt_session_create(NULL, &cs), 0);
+        CHECK_RC(bpt_trace_pattern(cs, "vm:base/1", BPT_COUNT, NULL), 1);
+        seq = t_now_seq();
+        hit(fbase, SITE_BASE, 1);
+        t_count_tag = t_tag_since(seq, &n);
+        CHECK(n == 1 && t_count_tag >= 0 && t_count_tag != t_record_tag, "calibration: a first count made %ld "
+              "blocks (tag %ld), expected a page of counters", n, t_count_tag);
+        CHECK_RC(bpt_session_destroy(cs), 0);
+    }
     seq = t_now_seq();
     CHECK_RC(bpt_register_vm(&code[SITE_CALIB], BP, "calibration-module", "calibration-name", 0, &ops, &calib), 0);
     CHECK_RC(bpt_unregister(calib), 0);
     t_intern_tag = t_tag_since(seq, &n);
     CHECK(n == 2 && t_intern_tag >= 0 && t_intern_tag != t_record_tag, "calibration: registering and "
           "unregistering new names left %ld blocks (tag %ld), expected the 2 interned names", n, t_intern_tag);
-    printf("calibration: thread records from bptrace.h:%ld, interned strings from bptrace.h:%ld\n",
-           t_record_tag, t_intern_tag);
+    printf("calibration: thread records from bptrace.h:%ld, interned strings from bptrace.h:%ld, "
+           "count pages from bptrace.h:%ld\n", t_record_tag, t_intern_tag, t_count_tag);
     /* The baseline of bptrace's own tables with 3 functions and no session */
     baseline = t_live();
 
@@ -1085,7 +1112,8 @@ int main(void) {
                 }
             }
         }
-        /* From a new thread: its record (N = 1), then its ring (N = 2). */
+        /* From a new thread: its record (N = 1), its page of counters (N = 2),
+           then its ring (N = 3 and on: the lane directory, the lane). */
         for (k = 1; k <= 8; k++) {
             static job jobs[8];
             job *j = &jobs[k - 1];
@@ -1104,15 +1132,15 @@ int main(void) {
                        (unsigned long)c, c ? "counted" : "neither counted nor reported");
                 hit(fc1, SITE_C1, 1);
                 CHECK(count_of(H, fc1, NULL, NULL) == c + 1, "after a failed thread record, counting broke");
-            } else {
-                check_hit_session("hit from a new thread", 0, j->injected > 0, 1);
+            } else {   /* a refused page of counters spills the count: no message is lost */
+                check_hit_session("hit from a new thread", 0, j->injected > 0 && t_refused_tag != t_count_tag, 1);
             }
             CHECK_RC(bpt_session_destroy(H), 0);
             CHECK(t_live() == live0, "hit from a new thread [N=%d]: live allocations %ld before, %ld after", k,
                   live0, t_live());
             verify("hit from a new thread");
             if (!j->injected) {
-                printf("%-58s %2d failing N, then ok\n", "hit from a new thread (record, then ring)", k - 1);
+                printf("%-58s %2d failing N, then ok\n", "hit from a new thread (record, counters, ring)", k - 1);
                 break;
             }
         }

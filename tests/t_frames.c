@@ -5,7 +5,9 @@
    - recursion 100,000 deep, past the shadow stack's bound: correct result,
      skipped frames counted, every frame pushed returned;
    - longjmp across 3 traced frames: 3 exception_from, newest first, found at
-     the next traced return, or by bpt_unwind_to; tracing correct afterwards;
+     the next traced return, at the next traced call (no bpt_unwind_to), or
+     by bpt_unwind_to; tracing correct afterwards; 2,000 such longjmps leave
+     no frame behind and skip none (issue #17, item 1);
    - tail calls share the frame of the call they replace;
    - a traced function in a signal handler that interrupted a traced function;
    - a session destroyed while 4 threads are inside traced calls: no crash,
@@ -26,7 +28,7 @@
 #include <time.h>
 
 /* Every message a callback tracer got, in order (single-threaded parts). */
-enum { LOG_MAX = 4096 };
+enum { LOG_MAX = 16384 };   /* 2,000 longjmps over 3 frames log 12,006 messages */
 static bpt_msg log_msgs[LOG_MAX];
 static int log_n;
 static void log_tracer(const bpt_msg *m, void *user) {
@@ -423,6 +425,28 @@ static void test_native(void) {
         CHECK(n == 3, "bpt_unwind_to dropped %d frames", n);
         CHECK(p_lX(0) == 7, "X(0)");
         expect_log("longjmp + bpt_unwind_to", seq2, (int)(sizeof seq2 / sizeof seq2[0]));
+        /* Caught where nothing is traced, and nobody tells: the next traced
+           call settles the dead frames first. */
+        if (setjmp(jb_here) == 0) p_lX(1);
+        CHECK(p_lX(0) == 7, "X(0) after a longjmp nobody reported");
+        expect_log("longjmp, settled by the next call", seq2, (int)(sizeof seq2 / sizeof seq2[0]));
+        {
+            static bpt_session_counts c0, c1;
+            static volatile int k;
+            static int unwound, i;
+            CHECK_RC(bpt_session_stats(s, &c0), 0);
+            for (k = 0; k < 2000; k++)
+                if (setjmp(jb_here) == 0) p_lX(1);
+            CHECK(p_lX(0) == 7, "X(0) after 2,000 longjmps");
+            CHECK_RC(bpt_session_stats(s, &c1), 0);
+            for (i = 0; i < log_n; i++) unwound += log_msgs[i].type == BPT_MSG_EXCEPTION_FROM;
+            CHECK(unwound == 6000 && c1.frames_skipped == c0.frames_skipped,
+                  "2,000 longjmps over 3 frames: %d exception_from (6,000 expected), %llu frames skipped",
+                  unwound, (unsigned long long)(c1.frames_skipped - c0.frames_skipped));
+            CHECK(log_n >= 3 && log_msgs[log_n - 1].type == BPT_MSG_RETURN_FROM && log_msgs[log_n - 1].value == 7,
+                  "return trace still on: the last message is return_from X 7");
+            log_n = 0;
+        }
         CHECK_RC(bpt_trace_pattern(s, "frames:_/_", BPT_CALL | BPT_OFF, NULL), 20);
     }
 

@@ -8,7 +8,11 @@
         concurrent drainer: exact counts per thread, in order, nothing lost;
      5. small buffers under load with a concurrent drainer: delivered +
         dropped + pending == produced, exactly;
-   4 and 5 again with the drainer writing a trace file, read back after.
+   4 and 5 again with the drainer writing a trace file, read back after;
+   their drainer sleeps in bpt_session_wait between reads;
+     6. bpt_session_wait: 0 with nothing sealed, a sleeper woken by a seal
+        (and not by its 10 s timeout), 0 again once drained, a sleeper woken
+        by the session's destroy (BPT_ESESSION), and its errors.
    BPT_TEST_CONCURRENCY: tests/run runs it under TSAN too. */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
@@ -420,7 +424,7 @@ static void *drainer(void *p) {
         if (to_file.fd >= 0) n = bpt_session_write(shared, &to_file);
         else if ((n = bpt_session_drain(shared, buf, 512)) > 0) account(buf, n);
         CHECK(n >= 0, "drainer: %s", bpt_last_error());
-        if (n <= 0) { struct timespec ts = { 0, 200000 }; nanosleep(&ts, NULL); }
+        if (n <= 0) CHECK(bpt_session_wait(shared, 200) >= 0, "bpt_session_wait: %s", bpt_last_error());
     }
     return NULL;
 }
@@ -504,6 +508,70 @@ static void many_threads(uint32_t chunk_bytes, uint32_t chunks, long calls, int 
            (unsigned long long)st.delivered, (unsigned long long)st.dropped, drop_notices);
 }
 
+/* 6. bpt_session_wait. */
+static bpt_session waited;
+static int wait_rc;
+static double wait_s;
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+static void *waiter(void *p) {
+    double t0 = mono_s();
+    (void)p;
+    wait_rc = bpt_session_wait(waited, 10000000);   /* 10 s: a wake-up comes long before */
+    wait_s = mono_s() - t0;
+    return NULL;
+}
+static void pause_ms(long ms) {
+    struct timespec ts = { 0, ms * 1000000 };
+    nanosleep(&ts, NULL);
+}
+static void nop_tracer(const bpt_msg *m, void *u) { (void)m; (void)u; }
+
+static void session_wait(void) {
+    static bpt_msg buf[512];
+    bpt_session_desc d;
+    bpt_session cb, stale;
+    pthread_t t;
+    int i;
+    memset(&d, 0, sizeof d);
+    d.chunk_bytes = 4096;   /* about 100 call records of F_ADD a chunk */
+    d.chunks = 4;
+    CHECK_RC(bpt_session_create(&d, &waited), 0);
+    CHECK_RC(bpt_trace_pattern(waited, "tr:add/2", BPT_CALL, NULL), 1);
+    CHECK_RC(bpt_session_wait(waited, 0), 0);      /* nothing sealed: look only */
+    vm_call(F_ADD, 1, 2, 0, 0);
+    CHECK_RC(bpt_session_wait(waited, 1000), 0);   /* a partly filled chunk is not sealed: 1 ms, then 0 */
+
+    CHECK_RC(pthread_create(&t, NULL, waiter, NULL), 0);
+    pause_ms(50);   /* asleep by now, most likely; if not, it finds the sealed chunk at once */
+    for (i = 0; i < 300; i++) vm_call(F_ADD, (uint64_t)i, 2, 0, 0);
+    pthread_join(t, NULL);
+    CHECK(wait_rc == 1 && wait_s < 5.0, "woken by the seal: returned %d after %.3f s", wait_rc, wait_s);
+    CHECK_RC(bpt_session_wait(waited, 0), 1);   /* still there: not drained */
+    while (bpt_session_drain(waited, buf, 512) > 0) {}
+    CHECK_RC(bpt_session_wait(waited, 0), 0);
+
+    CHECK_RC(pthread_create(&t, NULL, waiter, NULL), 0);
+    pause_ms(50);
+    stale = waited;
+    CHECK_RC(bpt_session_destroy(waited), 0);
+    pthread_join(t, NULL);
+    CHECK(wait_rc == BPT_ESESSION && wait_s < 5.0, "woken by the destroy: returned %d after %.3f s", wait_rc, wait_s);
+    CHECK_RC(bpt_session_wait(stale, 0), BPT_ESESSION);
+
+    memset(&d, 0, sizeof d);
+    d.tracer = nop_tracer;
+    CHECK_RC(bpt_session_create(&d, &cb), 0);
+    CHECK_RC(bpt_session_wait(cb, 0), BPT_EINVAL);
+    bpt_thread_progress_pin();
+    CHECK_RC(bpt_session_wait(cb, 1000), BPT_EDEADLK);
+    bpt_thread_progress_unpin();
+    CHECK_RC(bpt_session_destroy(cb), 0);
+}
+
 int main(void) {
     static const char *names[NSITES] = { "add", "name", "fail", "loop" };
     int i;
@@ -519,5 +587,6 @@ int main(void) {
     many_threads(0, 0, check_scale(2000), 1, "default buffers, to a file");
     many_threads(4096, 2, check_scale(5000), 0, "smallest buffers");
     many_threads(4096, 2, check_scale(5000), 1, "smallest buffers, to a file");
+    session_wait();
     return CHECK_DONE();
 }
