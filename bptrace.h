@@ -101,20 +101,32 @@
          a pinned section, a callback that runs under the permission (an
          observer, a bpt_trace_info_each visitor) or a signal handler: they
          return BPT_EDEADLK where they can tell.
-       - Hit-path calls (bpt_vm_breakpoint, bpt_thread_progress_pin/unpin) never
-         block, never take a lock and never call malloc. A thread's first
-         use maps what it needs (BPT_HIT_MAP, default mmap): its record on
-         its first pin, its buffer on its first record in a session, its
-         shadow stack on its first return frame, a page of its call_count
-         counters on its first count there. call_time and call_memory
-         tables still grow with BPT_MALLOC on the hit path (issue #17).
-         A record is a copy into the thread's own chunk and
-         one release store; a full buffer drops it (counted, and marked in the
-         stream by a DROPPED record) or, in flight-recorder mode, takes the
-         oldest unread chunk back. They are async-signal-safe once the calling
-         thread has its buffer (a signal handler may pin and hit); a hit in a
-         handler that interrupts its own thread's record drops its record,
-         counted in the session's dropped count.
+       - Hit-path calls (bpt_vm_breakpoint, bpt_thread_progress_pin/unpin, and
+         a native entry or return) never block and never call malloc. What
+         a thread needs is mapped on its first use of it (BPT_HIT_MAP,
+         default mmap): its record on its first pin, its buffer on its first
+         record in a session, its shadow stack on its first return frame, a
+         page of its call_count counters on its first count there, a
+         call_time/call_memory table on its first charge of a function. The
+         one lock: call_time/call_memory of threads past BPT_MAX_THREADS
+         share a table under a mutex (no hit waits for its own thread).
+         A record is a copy into the thread's own chunk and one release
+         store; a full buffer drops it (counted, and marked in the stream by
+         a DROPPED record) or, in flight-recorder mode, takes the oldest
+         unread chunk back. Every kind is async-signal-safe: a signal
+         handler may pin and hit, and a traced function may be called from
+         one, on any stack. What a handler's hit finds half done on its own
+         thread is left alone, and the handler's part dropped and counted:
+         a record being copied (the session's dropped count), a call_time
+         table being updated (lost), a frame being pushed (kept, never
+         settled by it). Frames that a longjmp or a throw left behind are
+         settled at the thread's next traced call or return.
+       - Not supported: a C++ exception unwinding through a call with a return
+         frame (return trace, exception trace, return_to, call_time,
+         call_memory) calls std::terminate; fibers that switch stacks
+         (makecontext/swapcontext, coroutines) must not use return frames
+         (issue #17). call_time is wall time unless the session asks for the
+         thread's CPU time (bpt_session_desc.time_cpu).
        - bpt_session_drain and bpt_session_write may run concurrently with
          traced threads; one drainer per session at a time (others wait on the
          session's drain lock). A traced thread never waits for a drainer.
@@ -511,6 +523,12 @@ typedef struct bpt_session_desc {
                                       full, instead of dropping the newest records */
     uint64_t      rate_max;    /* recon_trace limit: at most rate_max messages ... */
     uint32_t      rate_per_ms; /* ... in every window of this many ms (0: in all) */
+    int           time_cpu;    /* call_time's clock. 0 (default): wall time, the time a
+                                  thread is scheduled out (sleeping, preempted) included.
+                                  1: the thread's CPU time (CLOCK_THREAD_CPUTIME_ID), none
+                                  of it, as BEAM charges no time while a process is
+                                  scheduled out; a system call per timed call and return
+                                  (PERFORMANCE.md gives its cost) */
 } bpt_session_desc;
 
 /* bpt_session_create: create a trace session with no trace patterns. Its
@@ -586,7 +604,20 @@ BPT_API int bpt_session_drain(bpt_session s, bpt_msg *out, int max);
    thread that traces slowly seals no chunk, so drain on the timeout too
    (its partly filled chunk is read then). A traced thread never waits for
    it: a seal costs a locked add, and a futex wake only while a drainer
-   sleeps.
+   sleeps. The drainer's loop:
+
+       for (;;) {
+           bpt_session_wait(s, 1000);
+           while ((n = bpt_session_drain(s, buf, max)) > 0) {
+               use(buf, n);
+               if (n < max) break;   (a short read: back to waiting)
+           }
+       }
+
+   (or, writing a file, one bpt_session_write after each wait).
+   Reading again at once after a short read would chase the traced threads
+   through the chunks they are writing, a cache line at a time (call trace
+   to a ring: 36 against 90 ns a call, PERFORMANCE.md).
 
    Parameters
      s            the session (per-thread buffers: no callback tracer)
@@ -2075,6 +2106,7 @@ typedef struct bpt__clock_cal {
 BPT__HOT uint64_t bpt__now_ns(void);
 BPT__HOT uint64_t bpt__now_ticks(void);   /* the counter (ns for clock_gettime) */
 BPT__PRIVATE void bpt__clock_calibrate(void);   /* once; thread progress's init calls it */
+BPT__PRIVATE uint64_t bpt__thread_cpu_ns(void);   /* the thread's CPU time (call_time with time_cpu) */
 BPT__PRIVATE void bpt__clock_cal_get(bpt__clock_cal *out);   /* the live calibration */
 BPT__PRIVATE uint64_t bpt__clock_cal_ns(const bpt__clock_cal *c, uint64_t ticks);
 
@@ -2240,6 +2272,7 @@ struct bpt__session {
     void *tracer_user;
     uint32_t chunk_bytes, chunks; /* each lane's chunks */
     int flight_recorder;          /* 1: a full lane overwrites its oldest unread chunk */
+    int time_cpu;                 /* 1: call_time by thread CPU time (frames: BPT__FRAME_CPU) */
     uint64_t rate_max;
     uint64_t rate_window_ns;
     bpt__atomic_u32 dead;         /* destroy began: send nothing more */
@@ -2565,12 +2598,14 @@ typedef struct bpt__frame_session {
     uint8_t rettype;              /* enum bpt_arg_type of the return value */
     /* call_time / call_memory (timem.c), as BEAM's process_breakpoint_trace:
        the function runs for this session from `since` (0: paused, while a
-       callee the session times runs, or while its process is switched out). */
+       callee the session times runs, or while its process is switched out),
+       in the session's clock: wall ns, or the thread's CPU ns (BPT__FRAME_CPU). */
     uint64_t since, own_ns;
     int64_t mem;
 } bpt__frame_session;
 
 #define BPT__FRAME_TIMEM (BPT_TIME | BPT_MEMORY)
+#define BPT__FRAME_CPU (1u << 24)   /* the session times by thread CPU time (bpt_session_desc.time_cpu) */
 
 struct bpt__frame {
     uintptr_t ret;                /* native: the original return address, stripped of any
@@ -3438,6 +3473,20 @@ BPT__HOT uint64_t bpt__now_ns(void) {
     if (bpt__clock.cal.source == BPT__CLOCK_COUNTER) return bpt__clock_cal_ns(&bpt__clock.cal, t);
 #endif
     return t;
+}
+
+/* The calling thread's CPU time, ns (CLOCK_THREAD_CPUTIME_ID: a system
+   call, async-signal-safe): call_time's clock for sessions created with
+   time_cpu, which charge no time while a thread is scheduled out, as BEAM
+   charges none while a process is. */
+BPT__PRIVATE uint64_t bpt__thread_cpu_ns(void) {
+    struct timespec ts;
+    int saved = errno;
+    uint64_t ns = 0;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+        ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    errno = saved;
+    return ns ? ns : 1;   /* 0 means "paused" to a frame (frames.h) */
 }
 
 int bpt_clock_info(bpt_clock *out) {
@@ -4489,6 +4538,7 @@ BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **ou
     s->chunk_bytes = d->chunk_bytes ? d->chunk_bytes : 16384;
     s->chunks = d->chunks ? d->chunks : 16;
     s->flight_recorder = d->flight_recorder != 0;
+    s->time_cpu = d->time_cpu != 0;
     s->rate_max = d->rate_max;
     s->rate_window_ns = (uint64_t)d->rate_per_ms * 1000000u;
     for (i = 0; i < BPT__LANE_DIRS; i++) bpt__store_relaxed_ptr(&s->lane_dir[i], NULL);
@@ -5731,7 +5781,7 @@ static void bpt__frame_skipped(bpt__session *s) { bpt__fetch_add_u64(&s->frames_
 
 BPT__PRIVATE void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype) {
     uint32_t i;
-    actions &= BPT__FRAME_ACTIONS | BPT__KINDS;   /* a kind that wants a frame keeps its bit */
+    actions &= BPT__FRAME_ACTIONS | BPT__KINDS | BPT__FRAME_CPU;   /* a kind that wants a frame keeps its bit */
     for (i = 0; i < h->nwant; i++)   /* call trace and call_time of one session: one entry */
         if (h->want[i].id == s->id) {
             h->want[i].actions |= actions;
@@ -5798,14 +5848,38 @@ static bpt__frame_session *bpt__timem_current(bpt__thread *rec, int stack, uint3
     return NULL;
 }
 
-static void bpt__timem_pause(bpt__frame_session *fs, uint64_t now) {
-    if (fs && fs->since) { fs->own_ns += now - fs->since; fs->since = 0; }
+/* "Now" in both clocks a frame's sessions may time by: wall ns, read by
+   the caller, and the thread's CPU ns, read on the first need (a syscall:
+   only sessions created with time_cpu pay it). */
+typedef struct bpt__now2 {
+    uint64_t wall, cpu;
+} bpt__now2;
+
+static bpt__now2 bpt__now2_at(uint64_t wall) {
+    bpt__now2 n;
+    n.wall = wall;
+    n.cpu = 0;
+    return n;
+}
+
+static uint64_t bpt__now_for(const bpt__frame_session *fs, bpt__now2 *now) {
+    if (!(fs->actions & BPT__FRAME_CPU)) return now->wall;
+    if (!now->cpu) now->cpu = bpt__thread_cpu_ns();
+    return now->cpu;
+}
+
+static void bpt__timem_pause(bpt__frame_session *fs, bpt__now2 *now) {
+    if (fs && fs->since) { fs->own_ns += bpt__now_for(fs, now) - fs->since; fs->since = 0; }
+}
+
+static void bpt__timem_resume(bpt__frame_session *fs, bpt__now2 *now) {
+    if (fs && !fs->since) fs->since = bpt__now_for(fs, now);
 }
 
 /* Charge a popped frame's own time and memory to its function's tables in
    each session that times it (pinned: the GenericBp list and the active
    generation are read as the hit path reads them). */
-static void bpt__timem_charge_frame(bpt__thread *rec, bpt__frame *fr, uint64_t now) {
+static void bpt__timem_charge_frame(bpt__thread *rec, bpt__frame *fr, bpt__now2 *now) {
     uint32_t i;
     unsigned ix = bpt_active_bp_ix();   /* [G2] once per return, as once per hit */
     bpt__GenericBp *g;
@@ -5828,17 +5902,15 @@ static void bpt__timem_charge_frame(bpt__thread *rec, bpt__frame *fr, uint64_t n
 
 /* A frame was popped: resume, for each session it timed, the caller that
    session was timing in the same process. */
-static void bpt__timem_resume_callers(bpt__thread *rec, int stack, const bpt__frame *fr, uint64_t now) {
+static void bpt__timem_resume_callers(bpt__thread *rec, int stack, const bpt__frame *fr, bpt__now2 *now) {
     uint32_t i;
     for (i = 0; i < fr->nsess; i++) {
-        bpt__frame_session *up;
         if (!(fr->sess[i].actions & BPT__FRAME_TIMEM)) continue;
-        up = bpt__timem_current(rec, stack, rec->shadow_depth[stack], fr->sess[i].id, fr->process);
-        if (up && !up->since) up->since = now;
+        bpt__timem_resume(bpt__timem_current(rec, stack, rec->shadow_depth[stack], fr->sess[i].id, fr->process), now);
     }
 }
 
-static void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, uint64_t now) {
+static void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, bpt__now2 *now) {
     uint32_t i;
     memcpy(fr->sess, h->want, sizeof(bpt__frame_session) * h->nwant);
     fr->nsess = h->nwant;
@@ -5846,14 +5918,14 @@ static void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, uint64_t now) {
     fr->caller_fid = 0;
     fr->f = h->f;
     fr->process = h->rec->process;
-    fr->ts_ns = now;
+    fr->ts_ns = now->wall;
     for (i = 0; i < fr->nsess; i++)
-        if (fr->sess[i].actions & BPT__FRAME_TIMEM) fr->sess[i].since = now;
+        if (fr->sess[i].actions & BPT__FRAME_TIMEM) fr->sess[i].since = bpt__now_for(&fr->sess[i], now);
 }
 
 /* A frame was reserved at index d: pause the callers below it that its
    sessions were timing. */
-static void bpt__timem_pause_callers(const bpt__hit *h, int stack, uint32_t d, uint64_t now) {
+static void bpt__timem_pause_callers(const bpt__hit *h, int stack, uint32_t d, bpt__now2 *now) {
     uint32_t i;
     for (i = 0; i < h->nwant; i++)
         if (h->want[i].actions & BPT__FRAME_TIMEM)
@@ -5863,13 +5935,13 @@ static void bpt__timem_pause_callers(const bpt__hit *h, int stack, uint32_t d, u
 /* A popped frame's end: charge it (unwound frames too, as BEAM charges a
    call that ends by an exception), resume its callers. Pinned. */
 static void bpt__frame_end(bpt__thread *rec, int stack, bpt__frame *fr) {
-    uint64_t now;
+    bpt__now2 now;
     uint32_t i;
     for (i = 0; i < fr->nsess && !(fr->sess[i].actions & BPT__FRAME_TIMEM); i++) {}
     if (i == fr->nsess) return;
-    now = bpt__now_ns();
-    bpt__timem_charge_frame(rec, fr, now);
-    bpt__timem_resume_callers(rec, stack, fr, now);
+    now = bpt__now2_at(bpt__now_ns());
+    bpt__timem_charge_frame(rec, fr, &now);
+    bpt__timem_resume_callers(rec, stack, fr, &now);
 }
 
 /* Copy out the top frame, then release it. */
@@ -6041,7 +6113,7 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h) {
 }
 
 /* F1: the entry handler's frame, after every session has been walked. */
-BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
+BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t wall) {
     bpt__thread *rec = h->rec;
     bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
     uintptr_t *slot = bpt__arch_ret_slot(r), sp = bpt__arch_entry_sp(r);
@@ -6049,6 +6121,7 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
     int tail = ret == BPT__RETURN_TRAMPOLINE;
     bpt__frame *fr;
     uint32_t i, d, mark = 0;
+    bpt__now2 now = bpt__now2_at(wall);
     /* A tail call shares the frame of the call it replaces; there must be one. */
     if (tail && !((d = rec->shadow_depth[BPT__STACK_NATIVE]) > 0 &&
                   rec->shadow[BPT__STACK_NATIVE][d - 1].sp == sp))
@@ -6059,8 +6132,8 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
         for (i = 0; i < h->nwant; i++) bpt__frame_skipped(h->want_s[i]);
         return;
     }
-    bpt__timem_pause_callers(h, BPT__STACK_NATIVE, (uint32_t)(fr - rec->shadow[BPT__STACK_NATIVE]), now);
-    bpt__frame_fill(fr, h, now);
+    bpt__timem_pause_callers(h, BPT__STACK_NATIVE, (uint32_t)(fr - rec->shadow[BPT__STACK_NATIVE]), &now);
+    bpt__frame_fill(fr, h, &now);
     fr->sp = sp;
     fr->ret = tail ? 0 : ret;
     bpt__frame_filled(rec, BPT__STACK_NATIVE, mark);
@@ -6137,9 +6210,10 @@ int bpt_unwind_to(const void *spp) {
 
 /* >>vm frames: the token is (check value << 32) | (index + 1) on the
    thread's VM stack. */
-BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *token) {
+BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t wall, bpt_vm_token *token) {
     bpt__thread *rec = h->rec;
     uint32_t i, mark = 0;
+    bpt__now2 now = bpt__now2_at(wall);
     bpt__frame *fr = token ? bpt__frame_reserve(rec, BPT__STACK_VM, &mark) : NULL;
     const bpt_vm_ops *ops = h->f->ops;
     bpt_func *caller;
@@ -6147,8 +6221,8 @@ BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *to
         for (i = 0; i < h->nwant; i++) bpt__frame_skipped(h->want_s[i]);
         return;
     }
-    bpt__timem_pause_callers(h, BPT__STACK_VM, (uint32_t)(fr - rec->shadow[BPT__STACK_VM]), now);
-    bpt__frame_fill(fr, h, now);
+    bpt__timem_pause_callers(h, BPT__STACK_VM, (uint32_t)(fr - rec->shadow[BPT__STACK_VM]), &now);
+    bpt__frame_fill(fr, h, &now);
     if (++rec->vm_serial == 0) rec->vm_serial = 1;
     fr->sp = rec->vm_serial;
     fr->ret = 1;
@@ -6202,14 +6276,14 @@ void bpt_vm_unwind(bpt_vm_token token, uint64_t exception) {
 /* For each session, the topmost frame of process on each stack: pause it
    (switching out), resume it (switching in) or charge it bytes. */
 enum { BPT__TIMEM_PAUSE, BPT__TIMEM_RESUME, BPT__TIMEM_MEMORY };
-static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what, uint64_t now, int64_t bytes) {
+static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what, bpt__now2 *now, int64_t bytes) {
     int stack;
     for (stack = 0; stack < 2; stack++) {
         uint64_t seen[BPT_FRAME_SESSIONS * 4];
         uint32_t nseen = 0, d = rec->shadow_depth[stack], i, k;
         while (d-- > 0 && nseen < sizeof seen / sizeof seen[0]) {
             bpt__frame *fr = &rec->shadow[stack][d];
-            if (fr->process != process) continue;
+            if (bpt__frame_filling(rec, stack, d) || fr->process != process) continue;
             for (i = 0; i < fr->nsess; i++) {
                 bpt__frame_session *fs = &fr->sess[i];
                 unsigned need = what == BPT__TIMEM_MEMORY ? BPT_MEMORY : BPT__FRAME_TIMEM;
@@ -6218,7 +6292,7 @@ static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what
                 if (k < nseen || nseen == sizeof seen / sizeof seen[0]) continue;
                 seen[nseen++] = fs->id;
                 if (what == BPT__TIMEM_PAUSE) bpt__timem_pause(fs, now);
-                else if (what == BPT__TIMEM_RESUME) { if (!fs->since) fs->since = now; }
+                else if (what == BPT__TIMEM_RESUME) bpt__timem_resume(fs, now);
                 else fs->mem += bytes;
             }
         }
@@ -6227,20 +6301,20 @@ static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what
 
 void bpt_process_switch(uint64_t process) {
     bpt__thread *rec = bpt__thread_self();
-    uint64_t now;
+    bpt__now2 now;
     if (!rec) return;
     if (process == 0) process = rec->tid;
     if (process == rec->process) return;
-    now = bpt__now_ns();
-    bpt__timem_current_each(rec, rec->process, BPT__TIMEM_PAUSE, now, 0);
+    now = bpt__now2_at(bpt__now_ns());
+    bpt__timem_current_each(rec, rec->process, BPT__TIMEM_PAUSE, &now, 0);
     rec->process = process;
-    bpt__timem_current_each(rec, process, BPT__TIMEM_RESUME, now, 0);
+    bpt__timem_current_each(rec, process, BPT__TIMEM_RESUME, &now, 0);
 }
 
 void bpt_account_memory(int64_t bytes) {
     bpt__thread *rec = bpt__thread_self_or_null();
     if (!rec || !bytes) return;
-    bpt__timem_current_each(rec, rec->process, BPT__TIMEM_MEMORY, 0, bytes);
+    bpt__timem_current_each(rec, rec->process, BPT__TIMEM_MEMORY, NULL, bytes);
 }
 /*** End of frames.c ***/
 
@@ -6742,13 +6816,13 @@ BPT__PRIVATE void bpt__kind_memory_stage(bpt__GenericBpData *d, const bpt__op *o
    charges the time and memory when the call ends (frames.c). */
 BPT__HOT void bpt__kind_time_hit(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d) {
     bpt__timem_charge((bpt__BpTimem *)d->data[BPT__KIX_TIME], h->rec, h->rec->process, 1, 0, 0);
-    bpt__hit_want_frame(h, s, BPT_TIME, BPT_ARG_I64);
+    bpt__hit_want_frame(h, s, BPT_TIME | (s->time_cpu ? BPT__FRAME_CPU : 0u), BPT_ARG_I64);
 }
 
 BPT__HOT void bpt__kind_memory_hit(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d) {
     if (!(d->flags & BPT__BPF_TIME_ACTIVE))   /* else the call_time row counted the call */
         bpt__timem_charge((bpt__BpTimem *)d->data[BPT__KIX_MEMORY], h->rec, h->rec->process, 1, 0, 0);
-    bpt__hit_want_frame(h, s, BPT_MEMORY, BPT_ARG_I64);
+    bpt__hit_want_frame(h, s, BPT_MEMORY | (s->time_cpu ? BPT__FRAME_CPU : 0u), BPT_ARG_I64);
 }
 
 static void bpt__kind_timem_info(const bpt__GenericBpData *d, unsigned what, unsigned flag, bpt_info *out) {
@@ -8582,14 +8656,19 @@ int bpt_unregister(bpt_func *f) {
     }
     if (bpt__load_relaxed_ptr(&f->gen_bp)) {
         bpt__GenericBp *g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp);
+        /* The message is made under the permission: once it is released, a
+           bpt_session_destroy may free that session and its name. */
+        rc = bpt__fail(BPT_EBUSY, "bpt_unregister: %s:%s/%d is traced by session '%s'",
+                       f->module, f->name, f->arity, g->session->name);
         bpt__permission_release();
-        return bpt__fail(BPT_EBUSY, "bpt_unregister: %s:%s/%d is traced by session '%s'",
-                         f->module, f->name, f->arity, g->session->name);
+        return rc;
     }
     if (f->installed) {   /* an uninstall whose mprotect was refused left the word in place */
+        rc = bpt__fail(BPT_EBUSY, "bpt_unregister: %s:%s/%d still has its breakpoint word (restoring it was "
+                       "refused); once the cause is gone, switch a pattern that names it off again",
+                       f->module, f->name, f->arity);   /* under the permission: f is still registered */
         bpt__permission_release();
-        return bpt__fail(BPT_EBUSY, "bpt_unregister: %s:%s/%d still has its breakpoint word "
-                         "(restoring it was refused); once the cause is gone, switch a pattern that names it off again", f->module, f->name, f->arity);
+        return rc;
     }
 #if defined(BPT_NATIVE)
     if (f->kind == BPT__SITE_NATIVE && !(ix = bpt__addr_index_alloc(bpt__native_count(), "bpt_unregister"))) {

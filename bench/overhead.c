@@ -50,7 +50,7 @@ enum { RUNS = 9, FIB_N = 25, MIX_ITERS = 60000 };
 static double FIB_CALLS = 242785.0;   /* entries of t_fib per fib(25): counted at start-up */
 static const double MIX_CALLS = 4.0 * MIX_ITERS;
 
-static bpt_session sess;
+static bpt_session sess, sess_cpu;
 static _Atomic int draining;
 static _Atomic uint64_t drained;
 static void *drainer(void *arg) {
@@ -89,12 +89,14 @@ static bench_stat measure(int which, int kind) {
     return bench_stats(v, RUNS);
 }
 
+enum { CPU_SESSION = 1u << 30 };   /* the mode runs in the session created with time_cpu */
 static const struct { const char *name; unsigned flags; } modes[] = {
     { "traceable, untraced", 0 },
     { "call_count", BPT_COUNT },
     { "call trace -> ring", BPT_CALL },
     { "call+return -> ring", BPT_CALL | BPT_RETURN },
     { "call_time", BPT_TIME },
+    { "call_time (thread CPU time)", BPT_TIME | CPU_SESSION },
 };
 
 static int setup(void) {
@@ -102,19 +104,21 @@ static int setup(void) {
         { (void *)t_fib, "fib", 1 }, { (void *)t_l1, "l1", 2 }, { (void *)t_l2, "l2", 2 },
         { (void *)t_l3, "l3", 2 },   { (void *)t_l4, "l4", 2 },
     };
-    bpt_session_desc d = { .name = "bench", .chunks = 128 };
+    bpt_session_desc d = { .name = "bench", .chunks = 128 }, dc = { .name = "bench-cpu", .time_cpu = 1 };
     bpt_progress_stats ps;
     bpt_thread_progress_stats(&ps);   /* membarrier registration while single-threaded */
     for (unsigned i = 0; i < sizeof fs / sizeof fs[0]; i++) {
         bpt_func *f;
         if (bpt_register_native(fs[i].fn, "b", fs[i].name, fs[i].arity, &f) < 0) return -1;
     }
+    if (bpt_session_create(&dc, &sess_cpu) < 0) return -1;
     return bpt_session_create(&d, &sess);
 }
 
 static int set_mode(unsigned flags, int on) {
     if (!flags) return 0;
-    int r = bpt_trace_pattern(sess, "b:_/_", on ? flags : BPT_OFF, NULL);
+    bpt_session s = (flags & CPU_SESSION) ? sess_cpu : sess;
+    int r = bpt_trace_pattern(s, "b:_/_", on ? flags & ~(unsigned)CPU_SESSION : BPT_OFF, NULL);
     if (r < 0) fprintf(stderr, "trace_pattern: %s\n", bpt_last_error());
     return r;
 }
@@ -178,14 +182,15 @@ static void count_threads(void) {
 
 /* The floor under every timed row: one read of the clock records carry
    (bpt_clock_info's source) and, for comparison, one clock_gettime
-   (CLOCK_MONOTONIC: what uftrace reads per record). ns per read. */
+   (CLOCK_MONOTONIC: what uftrace reads per record), and the thread CPU
+   time call_time reads in a time_cpu session. ns per read. */
 static double clock_read_once(int which) {
     enum { N = 1000000 };
     uint64_t acc = 0, t0 = bench_now();
     struct timespec ts;
     for (int i = 0; i < N; i++) {
         if (which == 0) acc += bpt__now_ticks();
-        else { clock_gettime(CLOCK_MONOTONIC, &ts); acc += (uint64_t)ts.tv_nsec; }
+        else { clock_gettime(which == 1 ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID, &ts); acc += (uint64_t)ts.tv_nsec; }
     }
     if (acc == 42) puts("");
     return (double)(bench_now() - t0) / N;
@@ -196,11 +201,12 @@ static void clock_reads(void) {
     bpt_clock clk;
     char what[96];
     bpt_clock_info(&clk);
-    for (int which = 0; which < 2; which++) {
+    for (int which = 0; which < 3; which++) {
         clock_read_once(which);
         for (int r = 0; r < RUNS; r++) v[r] = clock_read_once(which);
         if (which == 0) snprintf(what, sizeof what, "floor: one timestamp (%s, bptrace's clock)", clk.source);
-        else snprintf(what, sizeof what, "floor: one clock_gettime(CLOCK_MONOTONIC)");
+        else if (which == 1) snprintf(what, sizeof what, "floor: one clock_gettime(CLOCK_MONOTONIC)");
+        else snprintf(what, sizeof what, "floor: one thread CPU time read (time_cpu)");
         bench_row("1", what, bench_stats(v, RUNS), "ns/read", "");
     }
 }

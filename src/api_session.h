@@ -93,6 +93,12 @@ typedef struct bpt_session_desc {
                                       full, instead of dropping the newest records */
     uint64_t      rate_max;    /* recon_trace limit: at most rate_max messages ... */
     uint32_t      rate_per_ms; /* ... in every window of this many ms (0: in all) */
+    int           time_cpu;    /* call_time's clock. 0 (default): wall time, the time a
+                                  thread is scheduled out (sleeping, preempted) included.
+                                  1: the thread's CPU time (CLOCK_THREAD_CPUTIME_ID), none
+                                  of it, as BEAM charges no time while a process is
+                                  scheduled out; a system call per timed call and return
+                                  (PERFORMANCE.md gives its cost) */
 } bpt_session_desc;
 
 /* bpt_session_create: create a trace session with no trace patterns. Its
@@ -168,7 +174,20 @@ BPT_API int bpt_session_drain(bpt_session s, bpt_msg *out, int max);
    thread that traces slowly seals no chunk, so drain on the timeout too
    (its partly filled chunk is read then). A traced thread never waits for
    it: a seal costs a locked add, and a futex wake only while a drainer
-   sleeps.
+   sleeps. The drainer's loop:
+
+       for (;;) {
+           bpt_session_wait(s, 1000);
+           while ((n = bpt_session_drain(s, buf, max)) > 0) {
+               use(buf, n);
+               if (n < max) break;   (a short read: back to waiting)
+           }
+       }
+
+   (or, writing a file, one bpt_session_write after each wait).
+   Reading again at once after a short read would chase the traced threads
+   through the chunks they are writing, a cache line at a time (call trace
+   to a ring: 36 against 90 ns a call, PERFORMANCE.md).
 
    Parameters
      s            the session (per-thread buffers: no callback tracer)

@@ -101,20 +101,32 @@
          a pinned section, a callback that runs under the permission (an
          observer, a bpt_trace_info_each visitor) or a signal handler: they
          return BPT_EDEADLK where they can tell.
-       - Hit-path calls (bpt_vm_breakpoint, bpt_thread_progress_pin/unpin) never
-         block, never take a lock and never call malloc. A thread's first
-         use maps what it needs (BPT_HIT_MAP, default mmap): its record on
-         its first pin, its buffer on its first record in a session, its
-         shadow stack on its first return frame, a page of its call_count
-         counters on its first count there. call_time and call_memory
-         tables still grow with BPT_MALLOC on the hit path (issue #17).
-         A record is a copy into the thread's own chunk and
-         one release store; a full buffer drops it (counted, and marked in the
-         stream by a DROPPED record) or, in flight-recorder mode, takes the
-         oldest unread chunk back. They are async-signal-safe once the calling
-         thread has its buffer (a signal handler may pin and hit); a hit in a
-         handler that interrupts its own thread's record drops its record,
-         counted in the session's dropped count.
+       - Hit-path calls (bpt_vm_breakpoint, bpt_thread_progress_pin/unpin, and
+         a native entry or return) never block and never call malloc. What
+         a thread needs is mapped on its first use of it (BPT_HIT_MAP,
+         default mmap): its record on its first pin, its buffer on its first
+         record in a session, its shadow stack on its first return frame, a
+         page of its call_count counters on its first count there, a
+         call_time/call_memory table on its first charge of a function. The
+         one lock: call_time/call_memory of threads past BPT_MAX_THREADS
+         share a table under a mutex (no hit waits for its own thread).
+         A record is a copy into the thread's own chunk and one release
+         store; a full buffer drops it (counted, and marked in the stream by
+         a DROPPED record) or, in flight-recorder mode, takes the oldest
+         unread chunk back. Every kind is async-signal-safe: a signal
+         handler may pin and hit, and a traced function may be called from
+         one, on any stack. What a handler's hit finds half done on its own
+         thread is left alone, and the handler's part dropped and counted:
+         a record being copied (the session's dropped count), a call_time
+         table being updated (lost), a frame being pushed (kept, never
+         settled by it). Frames that a longjmp or a throw left behind are
+         settled at the thread's next traced call or return.
+       - Not supported: a C++ exception unwinding through a call with a return
+         frame (return trace, exception trace, return_to, call_time,
+         call_memory) calls std::terminate; fibers that switch stacks
+         (makecontext/swapcontext, coroutines) must not use return frames
+         (issue #17). call_time is wall time unless the session asks for the
+         thread's CPU time (bpt_session_desc.time_cpu).
        - bpt_session_drain and bpt_session_write may run concurrently with
          traced threads; one drainer per session at a time (others wait on the
          session's drain lock). A traced thread never waits for a drainer.

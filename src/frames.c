@@ -50,7 +50,7 @@ static void bpt__frame_skipped(bpt__session *s) { bpt__fetch_add_u64(&s->frames_
 
 BPT__PRIVATE void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype) {
     uint32_t i;
-    actions &= BPT__FRAME_ACTIONS | BPT__KINDS;   /* a kind that wants a frame keeps its bit */
+    actions &= BPT__FRAME_ACTIONS | BPT__KINDS | BPT__FRAME_CPU;   /* a kind that wants a frame keeps its bit */
     for (i = 0; i < h->nwant; i++)   /* call trace and call_time of one session: one entry */
         if (h->want[i].id == s->id) {
             h->want[i].actions |= actions;
@@ -117,14 +117,38 @@ static bpt__frame_session *bpt__timem_current(bpt__thread *rec, int stack, uint3
     return NULL;
 }
 
-static void bpt__timem_pause(bpt__frame_session *fs, uint64_t now) {
-    if (fs && fs->since) { fs->own_ns += now - fs->since; fs->since = 0; }
+/* "Now" in both clocks a frame's sessions may time by: wall ns, read by
+   the caller, and the thread's CPU ns, read on the first need (a syscall:
+   only sessions created with time_cpu pay it). */
+typedef struct bpt__now2 {
+    uint64_t wall, cpu;
+} bpt__now2;
+
+static bpt__now2 bpt__now2_at(uint64_t wall) {
+    bpt__now2 n;
+    n.wall = wall;
+    n.cpu = 0;
+    return n;
+}
+
+static uint64_t bpt__now_for(const bpt__frame_session *fs, bpt__now2 *now) {
+    if (!(fs->actions & BPT__FRAME_CPU)) return now->wall;
+    if (!now->cpu) now->cpu = bpt__thread_cpu_ns();
+    return now->cpu;
+}
+
+static void bpt__timem_pause(bpt__frame_session *fs, bpt__now2 *now) {
+    if (fs && fs->since) { fs->own_ns += bpt__now_for(fs, now) - fs->since; fs->since = 0; }
+}
+
+static void bpt__timem_resume(bpt__frame_session *fs, bpt__now2 *now) {
+    if (fs && !fs->since) fs->since = bpt__now_for(fs, now);
 }
 
 /* Charge a popped frame's own time and memory to its function's tables in
    each session that times it (pinned: the GenericBp list and the active
    generation are read as the hit path reads them). */
-static void bpt__timem_charge_frame(bpt__thread *rec, bpt__frame *fr, uint64_t now) {
+static void bpt__timem_charge_frame(bpt__thread *rec, bpt__frame *fr, bpt__now2 *now) {
     uint32_t i;
     unsigned ix = bpt_active_bp_ix();   /* [G2] once per return, as once per hit */
     bpt__GenericBp *g;
@@ -147,17 +171,15 @@ static void bpt__timem_charge_frame(bpt__thread *rec, bpt__frame *fr, uint64_t n
 
 /* A frame was popped: resume, for each session it timed, the caller that
    session was timing in the same process. */
-static void bpt__timem_resume_callers(bpt__thread *rec, int stack, const bpt__frame *fr, uint64_t now) {
+static void bpt__timem_resume_callers(bpt__thread *rec, int stack, const bpt__frame *fr, bpt__now2 *now) {
     uint32_t i;
     for (i = 0; i < fr->nsess; i++) {
-        bpt__frame_session *up;
         if (!(fr->sess[i].actions & BPT__FRAME_TIMEM)) continue;
-        up = bpt__timem_current(rec, stack, rec->shadow_depth[stack], fr->sess[i].id, fr->process);
-        if (up && !up->since) up->since = now;
+        bpt__timem_resume(bpt__timem_current(rec, stack, rec->shadow_depth[stack], fr->sess[i].id, fr->process), now);
     }
 }
 
-static void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, uint64_t now) {
+static void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, bpt__now2 *now) {
     uint32_t i;
     memcpy(fr->sess, h->want, sizeof(bpt__frame_session) * h->nwant);
     fr->nsess = h->nwant;
@@ -165,14 +187,14 @@ static void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, uint64_t now) {
     fr->caller_fid = 0;
     fr->f = h->f;
     fr->process = h->rec->process;
-    fr->ts_ns = now;
+    fr->ts_ns = now->wall;
     for (i = 0; i < fr->nsess; i++)
-        if (fr->sess[i].actions & BPT__FRAME_TIMEM) fr->sess[i].since = now;
+        if (fr->sess[i].actions & BPT__FRAME_TIMEM) fr->sess[i].since = bpt__now_for(&fr->sess[i], now);
 }
 
 /* A frame was reserved at index d: pause the callers below it that its
    sessions were timing. */
-static void bpt__timem_pause_callers(const bpt__hit *h, int stack, uint32_t d, uint64_t now) {
+static void bpt__timem_pause_callers(const bpt__hit *h, int stack, uint32_t d, bpt__now2 *now) {
     uint32_t i;
     for (i = 0; i < h->nwant; i++)
         if (h->want[i].actions & BPT__FRAME_TIMEM)
@@ -182,13 +204,13 @@ static void bpt__timem_pause_callers(const bpt__hit *h, int stack, uint32_t d, u
 /* A popped frame's end: charge it (unwound frames too, as BEAM charges a
    call that ends by an exception), resume its callers. Pinned. */
 static void bpt__frame_end(bpt__thread *rec, int stack, bpt__frame *fr) {
-    uint64_t now;
+    bpt__now2 now;
     uint32_t i;
     for (i = 0; i < fr->nsess && !(fr->sess[i].actions & BPT__FRAME_TIMEM); i++) {}
     if (i == fr->nsess) return;
-    now = bpt__now_ns();
-    bpt__timem_charge_frame(rec, fr, now);
-    bpt__timem_resume_callers(rec, stack, fr, now);
+    now = bpt__now2_at(bpt__now_ns());
+    bpt__timem_charge_frame(rec, fr, &now);
+    bpt__timem_resume_callers(rec, stack, fr, &now);
 }
 
 /* Copy out the top frame, then release it. */
@@ -360,7 +382,7 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h) {
 }
 
 /* F1: the entry handler's frame, after every session has been walked. */
-BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
+BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t wall) {
     bpt__thread *rec = h->rec;
     bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
     uintptr_t *slot = bpt__arch_ret_slot(r), sp = bpt__arch_entry_sp(r);
@@ -368,6 +390,7 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
     int tail = ret == BPT__RETURN_TRAMPOLINE;
     bpt__frame *fr;
     uint32_t i, d, mark = 0;
+    bpt__now2 now = bpt__now2_at(wall);
     /* A tail call shares the frame of the call it replaces; there must be one. */
     if (tail && !((d = rec->shadow_depth[BPT__STACK_NATIVE]) > 0 &&
                   rec->shadow[BPT__STACK_NATIVE][d - 1].sp == sp))
@@ -378,8 +401,8 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t now) {
         for (i = 0; i < h->nwant; i++) bpt__frame_skipped(h->want_s[i]);
         return;
     }
-    bpt__timem_pause_callers(h, BPT__STACK_NATIVE, (uint32_t)(fr - rec->shadow[BPT__STACK_NATIVE]), now);
-    bpt__frame_fill(fr, h, now);
+    bpt__timem_pause_callers(h, BPT__STACK_NATIVE, (uint32_t)(fr - rec->shadow[BPT__STACK_NATIVE]), &now);
+    bpt__frame_fill(fr, h, &now);
     fr->sp = sp;
     fr->ret = tail ? 0 : ret;
     bpt__frame_filled(rec, BPT__STACK_NATIVE, mark);
@@ -456,9 +479,10 @@ int bpt_unwind_to(const void *spp) {
 
 /* >>vm frames: the token is (check value << 32) | (index + 1) on the
    thread's VM stack. */
-BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *token) {
+BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t wall, bpt_vm_token *token) {
     bpt__thread *rec = h->rec;
     uint32_t i, mark = 0;
+    bpt__now2 now = bpt__now2_at(wall);
     bpt__frame *fr = token ? bpt__frame_reserve(rec, BPT__STACK_VM, &mark) : NULL;
     const bpt_vm_ops *ops = h->f->ops;
     bpt_func *caller;
@@ -466,8 +490,8 @@ BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *to
         for (i = 0; i < h->nwant; i++) bpt__frame_skipped(h->want_s[i]);
         return;
     }
-    bpt__timem_pause_callers(h, BPT__STACK_VM, (uint32_t)(fr - rec->shadow[BPT__STACK_VM]), now);
-    bpt__frame_fill(fr, h, now);
+    bpt__timem_pause_callers(h, BPT__STACK_VM, (uint32_t)(fr - rec->shadow[BPT__STACK_VM]), &now);
+    bpt__frame_fill(fr, h, &now);
     if (++rec->vm_serial == 0) rec->vm_serial = 1;
     fr->sp = rec->vm_serial;
     fr->ret = 1;
@@ -521,14 +545,14 @@ void bpt_vm_unwind(bpt_vm_token token, uint64_t exception) {
 /* For each session, the topmost frame of process on each stack: pause it
    (switching out), resume it (switching in) or charge it bytes. */
 enum { BPT__TIMEM_PAUSE, BPT__TIMEM_RESUME, BPT__TIMEM_MEMORY };
-static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what, uint64_t now, int64_t bytes) {
+static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what, bpt__now2 *now, int64_t bytes) {
     int stack;
     for (stack = 0; stack < 2; stack++) {
         uint64_t seen[BPT_FRAME_SESSIONS * 4];
         uint32_t nseen = 0, d = rec->shadow_depth[stack], i, k;
         while (d-- > 0 && nseen < sizeof seen / sizeof seen[0]) {
             bpt__frame *fr = &rec->shadow[stack][d];
-            if (fr->process != process) continue;
+            if (bpt__frame_filling(rec, stack, d) || fr->process != process) continue;
             for (i = 0; i < fr->nsess; i++) {
                 bpt__frame_session *fs = &fr->sess[i];
                 unsigned need = what == BPT__TIMEM_MEMORY ? BPT_MEMORY : BPT__FRAME_TIMEM;
@@ -537,7 +561,7 @@ static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what
                 if (k < nseen || nseen == sizeof seen / sizeof seen[0]) continue;
                 seen[nseen++] = fs->id;
                 if (what == BPT__TIMEM_PAUSE) bpt__timem_pause(fs, now);
-                else if (what == BPT__TIMEM_RESUME) { if (!fs->since) fs->since = now; }
+                else if (what == BPT__TIMEM_RESUME) bpt__timem_resume(fs, now);
                 else fs->mem += bytes;
             }
         }
@@ -546,18 +570,18 @@ static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what
 
 void bpt_process_switch(uint64_t process) {
     bpt__thread *rec = bpt__thread_self();
-    uint64_t now;
+    bpt__now2 now;
     if (!rec) return;
     if (process == 0) process = rec->tid;
     if (process == rec->process) return;
-    now = bpt__now_ns();
-    bpt__timem_current_each(rec, rec->process, BPT__TIMEM_PAUSE, now, 0);
+    now = bpt__now2_at(bpt__now_ns());
+    bpt__timem_current_each(rec, rec->process, BPT__TIMEM_PAUSE, &now, 0);
     rec->process = process;
-    bpt__timem_current_each(rec, process, BPT__TIMEM_RESUME, now, 0);
+    bpt__timem_current_each(rec, process, BPT__TIMEM_RESUME, &now, 0);
 }
 
 void bpt_account_memory(int64_t bytes) {
     bpt__thread *rec = bpt__thread_self_or_null();
     if (!rec || !bytes) return;
-    bpt__timem_current_each(rec, rec->process, BPT__TIMEM_MEMORY, 0, bytes);
+    bpt__timem_current_each(rec, rec->process, BPT__TIMEM_MEMORY, NULL, bytes);
 }

@@ -22,12 +22,14 @@ typedef struct bpt__frame_session {
     uint8_t rettype;              /* enum bpt_arg_type of the return value */
     /* call_time / call_memory (timem.c), as BEAM's process_breakpoint_trace:
        the function runs for this session from `since` (0: paused, while a
-       callee the session times runs, or while its process is switched out). */
+       callee the session times runs, or while its process is switched out),
+       in the session's clock: wall ns, or the thread's CPU ns (BPT__FRAME_CPU). */
     uint64_t since, own_ns;
     int64_t mem;
 } bpt__frame_session;
 
 #define BPT__FRAME_TIMEM (BPT_TIME | BPT_MEMORY)
+#define BPT__FRAME_CPU (1u << 24)   /* the session times by thread CPU time (bpt_session_desc.time_cpu) */
 
 struct bpt__frame {
     uintptr_t ret;                /* native: the original return address, stripped of any

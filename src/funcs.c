@@ -450,14 +450,19 @@ int bpt_unregister(bpt_func *f) {
     }
     if (bpt__load_relaxed_ptr(&f->gen_bp)) {
         bpt__GenericBp *g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp);
+        /* The message is made under the permission: once it is released, a
+           bpt_session_destroy may free that session and its name. */
+        rc = bpt__fail(BPT_EBUSY, "bpt_unregister: %s:%s/%d is traced by session '%s'",
+                       f->module, f->name, f->arity, g->session->name);
         bpt__permission_release();
-        return bpt__fail(BPT_EBUSY, "bpt_unregister: %s:%s/%d is traced by session '%s'",
-                         f->module, f->name, f->arity, g->session->name);
+        return rc;
     }
     if (f->installed) {   /* an uninstall whose mprotect was refused left the word in place */
+        rc = bpt__fail(BPT_EBUSY, "bpt_unregister: %s:%s/%d still has its breakpoint word (restoring it was "
+                       "refused); once the cause is gone, switch a pattern that names it off again",
+                       f->module, f->name, f->arity);   /* under the permission: f is still registered */
         bpt__permission_release();
-        return bpt__fail(BPT_EBUSY, "bpt_unregister: %s:%s/%d still has its breakpoint word "
-                         "(restoring it was refused); once the cause is gone, switch a pattern that names it off again", f->module, f->name, f->arity);
+        return rc;
     }
 #if defined(BPT_NATIVE)
     if (f->kind == BPT__SITE_NATIVE && !(ix = bpt__addr_index_alloc(bpt__native_count(), "bpt_unregister"))) {

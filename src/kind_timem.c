@@ -76,13 +76,13 @@ BPT__PRIVATE void bpt__kind_memory_stage(bpt__GenericBpData *d, const bpt__op *o
    charges the time and memory when the call ends (frames.c). */
 BPT__HOT void bpt__kind_time_hit(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d) {
     bpt__timem_charge((bpt__BpTimem *)d->data[BPT__KIX_TIME], h->rec, h->rec->process, 1, 0, 0);
-    bpt__hit_want_frame(h, s, BPT_TIME, BPT_ARG_I64);
+    bpt__hit_want_frame(h, s, BPT_TIME | (s->time_cpu ? BPT__FRAME_CPU : 0u), BPT_ARG_I64);
 }
 
 BPT__HOT void bpt__kind_memory_hit(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d) {
     if (!(d->flags & BPT__BPF_TIME_ACTIVE))   /* else the call_time row counted the call */
         bpt__timem_charge((bpt__BpTimem *)d->data[BPT__KIX_MEMORY], h->rec, h->rec->process, 1, 0, 0);
-    bpt__hit_want_frame(h, s, BPT_MEMORY, BPT_ARG_I64);
+    bpt__hit_want_frame(h, s, BPT_MEMORY | (s->time_cpu ? BPT__FRAME_CPU : 0u), BPT_ARG_I64);
 }
 
 static void bpt__kind_timem_info(const bpt__GenericBpData *d, unsigned what, unsigned flag, bpt_info *out) {

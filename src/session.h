@@ -13,6 +13,7 @@ struct bpt__session {
     void *tracer_user;
     uint32_t chunk_bytes, chunks; /* each lane's chunks */
     int flight_recorder;          /* 1: a full lane overwrites its oldest unread chunk */
+    int time_cpu;                 /* 1: call_time by thread CPU time (frames: BPT__FRAME_CPU) */
     uint64_t rate_max;
     uint64_t rate_window_ns;
     bpt__atomic_u32 dead;         /* destroy began: send nothing more */

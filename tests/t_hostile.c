@@ -24,11 +24,11 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
-#if defined(BPT_NATIVE)
+#if defined(BPT_NATIVE)   /* gcc and clang: <stdatomic.h> (tcc has none, and no native sites) */
+#include <stdatomic.h>
 enum { WORKERS = 4 };
 /* Each worker's counts of its own calls; the handler adds to the worker it
    interrupted (the same thread: no race). */
