@@ -2232,6 +2232,8 @@ struct bpt__thread {
     uint32_t vm_serial;             /* owner only: VM frame tokens' check value */
     int in_timem_overflow;          /* owner only: updating a shared overflow time table (timem.c) */
     void *volatile timem_charging;  /* owner only: the call_time tables being charged (timem.c) [H1] */
+    bpt__atomic_ptr timem_free;     /* idle call_time tables this thread mapped, to reuse (timem.c) [T2];
+                                       kept when the record is reused */
     /* call_count's counter pages (kind_count.c): mapped by the owner on its
        first count in a page, published by CAS [P1], read by bpt_trace_info;
        kept when the record is reused, so an exited thread's counts stay. */
@@ -5320,8 +5322,9 @@ typedef struct bpt__timem_cell {
 /* Open addressing, linear probing, a power-of-two capacity, at most half full. */
 typedef struct bpt__timem_table {
     uint32_t cap, used;
-    uint32_t mapped;              /* 1: made on the hit path (BPT_HIT_MAP), 0: BPT_MALLOC */
-    uint32_t pad;
+    bpt__thread *owner;           /* the thread whose hit mapped it (BPT_HIT_MAP); NULL: the
+                                     set path's (BPT_MALLOC) */
+    struct bpt__timem_table *next_free;   /* on its owner's list of idle tables [T2] */
     bpt__timem_cell cell[1];
 } bpt__timem_table;
 
@@ -5343,23 +5346,60 @@ static size_t bpt__timem_table_bytes(uint32_t cap) {
     return sizeof(bpt__timem_table) + sizeof(bpt__timem_cell) * (cap - 1);
 }
 
-/* An empty table of cap cells: on the hit path (hit = 1) mapped, never
-   malloc'd (a charge may come from a signal handler that interrupted
-   malloc: BPT_HIT_MAP, port.h); on the set path (a collection's sums)
-   from BPT_MALLOC. */
-static bpt__timem_table *bpt__timem_table_new(uint32_t cap, int hit) {
-    size_t bytes = bpt__timem_table_bytes(cap);
-    bpt__timem_table *t = (bpt__timem_table *)(hit ? BPT_HIT_MAP(bytes) : BPT_MALLOC(bytes));
-    if (!t) return NULL;
-    memset(t, 0, bytes);
-    t->cap = cap;
-    t->mapped = (uint32_t)hit;
+/* [T2] Idle first-size tables are kept on their owner thread's list
+   (bpt__thread.timem_free) for its next first charge, rather than unmapped:
+   every collection gives every thread fresh tables, and a map (a page
+   fault on first touch) and an unmap (a TLB shootdown of every CPU the
+   process runs on) per table and collection cost milliseconds and stalled
+   the traced threads (PERFORMANCE.md). The list is a lock-free stack:
+   pushes by the set path only (a collection freeing idle tables, under the
+   permission; a table a hit grows out of is unmapped), pops by the owner
+   and its nested signal handlers. A pop reads the head's next and CASes;
+   the head cannot come back between the two (ABA), because a table is
+   pushed only once idle, after two thread progress waits (C2, C4) that a
+   pinned pop holds back. */
+static bpt__timem_table *bpt__timem_table_pop(bpt__thread *rec) {
+    bpt__timem_table *t;
+    do {
+        t = (bpt__timem_table *)bpt__load_acquire_ptr(&rec->timem_free);   /* [T2] */
+        if (!t) return NULL;
+    } while (!bpt__cas_ptr(&rec->timem_free, t, t->next_free));
     return t;
 }
 
-static void bpt__timem_table_free(bpt__timem_table *t) {
+static void bpt__timem_table_push(bpt__timem_table *t) {
+    bpt__thread *rec = t->owner;
+    void *head;
+    do {
+        head = bpt__load_relaxed_ptr(&rec->timem_free);
+        t->next_free = (bpt__timem_table *)head;
+    } while (!bpt__cas_ptr(&rec->timem_free, head, t));   /* [T2] release: next_free before the head */
+}
+
+/* An empty table of cap cells. On the hit path (rec: the charging thread)
+   it is mapped, never malloc'd (a charge may come from a signal handler
+   that interrupted malloc: BPT_HIT_MAP, port.h), or taken from the
+   thread's idle tables; on the set path (rec NULL: a collection's sums)
+   it comes from BPT_MALLOC. */
+static bpt__timem_table *bpt__timem_table_new(uint32_t cap, bpt__thread *rec) {
+    size_t bytes = bpt__timem_table_bytes(cap);
+    bpt__timem_table *t = NULL;
+    if (rec && cap == BPT__TIMEM_HIT_CAP) t = bpt__timem_table_pop(rec);
+    if (!t) t = (bpt__timem_table *)(rec ? BPT_HIT_MAP(bytes) : BPT_MALLOC(bytes));
+    if (!t) return NULL;
+    memset(t, 0, bytes);
+    t->cap = cap;
+    t->owner = rec;
+    return t;
+}
+
+/* Free a table: from the set path (hit = 0) a first-size table goes back
+   to its owner's idle list [T2]; from the hit path (a table grown out of)
+   or at another size, a mapped table is unmapped. */
+static void bpt__timem_table_free(bpt__timem_table *t, int hit) {
     if (!t) return;
-    if (t->mapped) BPT_HIT_UNMAP(t, bpt__timem_table_bytes(t->cap));
+    if (t->owner && t->cap == BPT__TIMEM_HIT_CAP && !hit) bpt__timem_table_push(t);
+    else if (t->owner) BPT_HIT_UNMAP(t, bpt__timem_table_bytes(t->cap));
     else BPT_FREE(t);
 }
 
@@ -5386,8 +5426,8 @@ static void bpt__timem_cell_add(bpt__timem_table *t, const bpt__timem_cell *c) {
 
 /* A hit's new table: t's cells in one twice as large (or a first one):
    NULL when out of memory. The caller frees t if it changed. */
-static bpt__timem_table *bpt__timem_table_grow(bpt__timem_table *t) {
-    bpt__timem_table *n = bpt__timem_table_new(t ? t->cap * 2 : (uint32_t)BPT__TIMEM_HIT_CAP, 1);
+static bpt__timem_table *bpt__timem_table_grow(bpt__timem_table *t, bpt__thread *rec) {
+    bpt__timem_table *n = bpt__timem_table_new(t ? t->cap * 2 : (uint32_t)BPT__TIMEM_HIT_CAP, rec);
     uint32_t i;
     if (!n || !t) return n;
     for (i = 0; i < t->cap; i++)
@@ -5406,9 +5446,9 @@ BPT__PRIVATE bpt__BpTimem *bpt__timem_new(void) {
 
 BPT__PRIVATE void bpt__timem_free(bpt__BpTimem *t) {
     int i;
-    for (i = 0; i < BPT_MAX_THREADS; i++) bpt__timem_table_free((bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[i]));
-    bpt__timem_table_free(t->overflow);
-    bpt__timem_table_free(t->carried);
+    for (i = 0; i < BPT_MAX_THREADS; i++) bpt__timem_table_free((bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[i]), 0);
+    bpt__timem_table_free(t->overflow, 0);
+    bpt__timem_table_free(t->carried, 0);
     if (t->prev) bpt__timem_free(t->prev);
     pthread_mutex_destroy(&t->overflow_lock);
     BPT_FREE(t);
@@ -5453,9 +5493,9 @@ static void bpt__timem_charge_own(bpt__BpTimem *t, bpt__thread *rec, uint64_t pr
     bpt__timem_cell *c;
     tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index]);
     while (!tab || !(c = bpt__timem_cell_of(tab, process))) {
-        if (!(grown = bpt__timem_table_grow(tab))) { bpt__fetch_add_u64(&t->lost, 1); return; }
+        if (!(grown = bpt__timem_table_grow(tab, rec))) { bpt__fetch_add_u64(&t->lost, 1); return; }
         bpt__store_release_ptr(&t->table[rec->index], grown);   /* [T1] */
-        bpt__timem_table_free(tab);
+        bpt__timem_table_free(tab, 1);
         tab = grown;
     }
     c->calls += calls;
@@ -5481,13 +5521,13 @@ BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t 
         rec->in_timem_overflow = 1;
         pthread_mutex_lock(&t->overflow_lock);
         while (!t->overflow || !(c = bpt__timem_cell_of(t->overflow, process))) {
-            if (!(grown = bpt__timem_table_grow(t->overflow))) {
+            if (!(grown = bpt__timem_table_grow(t->overflow, rec))) {
                 pthread_mutex_unlock(&t->overflow_lock);
                 rec->in_timem_overflow = 0;
                 bpt__fetch_add_u64(&t->lost, 1);
                 return;
             }
-            bpt__timem_table_free(t->overflow);
+            bpt__timem_table_free(t->overflow, 1);
             t->overflow = grown;
         }
         c->calls += calls;
@@ -5561,7 +5601,7 @@ static bpt__timem_table *bpt__timem_merge(const bpt__BpTimem *real) {
     uint32_t cells = bpt__timem_cells(real), cap = 8, k;
     bpt__timem_table *m;
     while (cap < cells * 2 + 2) cap *= 2;
-    if (!(m = bpt__timem_table_new(cap, 0))) return NULL;
+    if (!(m = bpt__timem_table_new(cap, NULL))) return NULL;
     for (; real; real = real->prev) {
         for (k = 0; k < BPT_MAX_THREADS; k++)
             bpt__timem_table_add(m, (const bpt__timem_table *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&real->table[k]));   /* [T1] */

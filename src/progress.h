@@ -37,6 +37,8 @@ struct bpt__thread {
     uint32_t vm_serial;             /* owner only: VM frame tokens' check value */
     int in_timem_overflow;          /* owner only: updating a shared overflow time table (timem.c) */
     void *volatile timem_charging;  /* owner only: the call_time tables being charged (timem.c) [H1] */
+    bpt__atomic_ptr timem_free;     /* idle call_time tables this thread mapped, to reuse (timem.c) [T2];
+                                       kept when the record is reused */
     /* call_count's counter pages (kind_count.c): mapped by the owner on its
        first count in a page, published by CAS [P1], read by bpt_trace_info;
        kept when the record is reused, so an exited thread's counts stay. */
