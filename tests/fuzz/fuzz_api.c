@@ -27,6 +27,11 @@
    inputs of bugs this target found (a ring of size 1 never drained; a
    remembered BPT_OFF of every kind deleted by a later partial BPT_OFF). */
 #define BPT_MAX_SESSIONS 4
+/* The model counts each buffer's bytes exactly. With the CPU's counter a
+   thread renews its clock anchor (a 32-byte context record) after 1 ms of
+   its records, at times the model cannot know: clock_gettime's anchors
+   never age (clock.c). */
+#define BPT_NO_CYCLE_CLOCK 1
 #define BPTRACE_IMPLEMENTATION
 #include "../../bptrace.h"
 #include "fuzz_common.h"
@@ -157,11 +162,12 @@ static void remember(mslot *s, int p, unsigned flags) {
 }
 
 /* A message handed to a session (admitted): its buffer, exactly as a lane
-   (session.c): records of 16 bytes and their words; a 24-byte context
-   record opening each chunk; the last 24 bytes of each chunk kept for the
-   mark of a loss (DROPPED 1, at once); the losses after it marked, with
-   their number, before the next record that fits; a chunk is taken only
-   once the drainer has left the one it replaces. */
+   (session.c): records of 16 bytes and their words; a 32-byte context
+   record (thread, process, clock anchor) opening each chunk; the last 32
+   bytes of each chunk kept for the mark of a loss (a 24-byte DROPPED 1, at
+   once); the losses after it marked, with their number, before the next
+   record that fits; a chunk is taken only once the drainer has left the
+   one it replaces. */
 static void model_put(mslot *s, int type, int site, uint64_t value, uint32_t bytes) {
     FUZZ_CHECK(s->qlen + 1 <= QCAP, "the model's queue is full");
     s->q[(s->qhead + s->qlen++) % QCAP] = (mmsg){ type, site, value, s->head };
@@ -170,14 +176,14 @@ static void model_put(mslot *s, int type, int site, uint64_t value, uint32_t byt
 
 static void model_lost(mslot *s) {
     s->dropped++;
-    if (s->started && s->pos <= s->chunk_bytes - 24) model_put(s, BPT_MSG_DROPPED, -1, 1, 24);
+    if (s->started && s->pos <= s->chunk_bytes - 32) model_put(s, BPT_MSG_DROPPED, -1, 1, 24);
     else s->unreported++;
 }
 
 /* The slow path before a record: a new chunk, the marks. 0: lost. */
 static int model_prepare(mslot *s, uint32_t bytes) {
     int fresh = 0;
-    if (!s->started || s->pos + bytes + 72 > s->chunk_bytes - 24) {
+    if (!s->started || s->pos + bytes + 96 > s->chunk_bytes - 32) {
         if (s->started && s->head + 1 - s->tail >= s->chunks) { model_lost(s); return 0; }
         if (s->started) s->head++;
         s->started = 1;
@@ -185,12 +191,12 @@ static int model_prepare(mslot *s, uint32_t bytes) {
         fresh = 1;
     }
     if (s->unreported) {
-        if (fresh) s->pos += 24;   /* the context record */
+        if (fresh) s->pos += 32;   /* the context record */
         model_put(s, BPT_MSG_DROPPED, -1, s->unreported, 24);
         s->unreported = 0;
         fresh = 0;
     }
-    if (fresh) s->pos += 24;
+    if (fresh) s->pos += 32;
     return 1;
 }
 
@@ -199,7 +205,7 @@ static void model_send(mslot *s, int type, int site, uint64_t value) {
     s->lane = 1;
     s->produced++;
     if (s->callback) { s->delivered++; return; }
-    if ((!s->started || s->pos + bytes > s->chunk_bytes - 24 || s->unreported) && !model_prepare(s, bytes)) return;
+    if ((!s->started || s->pos + bytes > s->chunk_bytes - 32 || s->unreported) && !model_prepare(s, bytes)) return;
     model_put(s, type, site, value, bytes);
 }
 
