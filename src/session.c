@@ -332,7 +332,7 @@ static int bpt__lane_anchor_stale(const bpt__lane *lane, uint64_t ticks) {
    record must be dropped: the buffer is full. */
 static int bpt__lane_prepare(bpt__session *s, bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r,
                              uint32_t bytes) {
-    int moved = lane->ctx_tid != rec->tid || lane->ctx_process != rec->process ||
+    int renew = lane->ctx_tid != rec->tid || lane->ctx_process != rec->process ||   /* a new context */
                 bpt__lane_anchor_stale(lane, r->ticks), fresh = 0;
     if (!lane->cur || lane->wp + bytes + 3 * BPT__CTX_BYTES > lane->wend) {
         if (!bpt__lane_advance(s, lane)) {
@@ -349,7 +349,7 @@ static int bpt__lane_prepare(bpt__session *s, bpt__lane *lane, const bpt__thread
         lane->unreported = 0;
         fresh = 0;
     }
-    if (fresh || moved) {
+    if (fresh || renew) {
         lane->wp = bpt__put_context(lane, lane->wp, rec->tid, rec->process);
         lane->ctx_tid = rec->tid;
         lane->ctx_process = rec->process;
