@@ -61,6 +61,11 @@
                                           nothing; bpt_register_native returns BPT_ENOTSUP).
        BPT_NO_MEMBARRIER  implementation  Never use membarrier(2): readers pay a full fence on pin.
                                           For kernels without it, and for tests of the fallback.
+       BPT_NO_UNWIND_HOOKS implementation Leave out unwind.c's definitions of _Unwind_RaiseException,
+                                          _Unwind_Resume_or_Rethrow and __cxa_begin_catch (which put
+                                          return addresses back for a C++ throw). For a static link
+                                          with libgcc_eh, where they collide; a throw through a
+                                          return frame then calls std::terminate.
        BPT_NO_CYCLE_CLOCK implementation  Timestamps from clock_gettime, not the CPU's counter
                                           (rdtsc, CNTVCT_EL0); bpt_clock_info says which is used.
        BPT_SYNC_CORE_SIGNAL implementation The signal that serializes threads' instruction streams
@@ -87,8 +92,9 @@
        gcc and clang on x86-64 and aarch64 (C11 <stdatomic.h>, __thread);
        tcc 0.9.27 on x86-64 (x86-64 inline asm atomics, pthread keys for
        thread-locals). Linux only (futex, membarrier). The whole header
-       compiles as C++ too (g++, clang++; C++11 to C++20): a C++ exception
-       must not unwind through a call that has a return frame (issue #17).
+       compiles as C++ too (g++, clang++; C++11 to C++20). A C++ exception
+       may unwind through traced calls, return frames included (unwind.c);
+       C++ names from bpt_register_module are demangled.
 
    THREAD-SAFETY RULES
        - Every public function may be called from any thread, unless its
@@ -121,12 +127,16 @@
          table being updated (lost), a frame being pushed (kept, never
          settled by it). Frames that a longjmp or a throw left behind are
          settled at the thread's next traced call or return.
-       - Not supported: a C++ exception unwinding through a call with a return
-         frame (return trace, exception trace, return_to, call_time,
-         call_memory) calls std::terminate; fibers that switch stacks
-         (makecontext/swapcontext, coroutines) must not use return frames
-         (issue #17). call_time is wall time unless the session asks for the
-         thread's CPU time (bpt_session_desc.time_cpu).
+       - A C++ throw through return frames (return trace, exception trace,
+         return_to, call_time, call_memory): the frames it unwinds get
+         exception_from "throw" when the catch begins, and the frames left
+         keep their return trace (unwind.c, U1 and U2: bptrace defines the
+         ABI's _Unwind_RaiseException, _Unwind_Resume_or_Rethrow and
+         __cxa_begin_catch and forwards each to the next definition).
+       - Not supported: fibers that switch stacks (makecontext/swapcontext,
+         coroutines) must not use return frames (issue #17). call_time is
+         wall time unless the session asks for the thread's CPU time
+         (bpt_session_desc.time_cpu).
        - bpt_session_drain and bpt_session_write may run concurrently with
          traced threads; one drainer per session at a time (others wait on the
          session's drain lock). A traced thread never waits for a drainer.
@@ -152,6 +162,7 @@
          timem.c           call_time / call_memory tables and their collection
          symbols.c         which native function holds a code address
          frames.c          return_from, exception_from, return_to: shadow stacks
+         unwind.c          C++ exceptions through return frames: the unwinder's hooks
          kind_count.c, kind_call.c, kind_timem.c   the breakpoint kinds (BPT_KINDS)
          hit.c             the hit path: what a breakpoint does when reached
          site_vm.c, site_native.c   writing site words: VM words, checked code batches
@@ -487,7 +498,9 @@ typedef struct bpt_msg {
     uint64_t value;        /* DROPPED: count; LIMIT: rate_max; RETURN_FROM: the return value;
                               EXCEPTION_FROM: the exception */
     uint8_t  value_type;   /* RETURN_FROM: enum bpt_arg_type of value (F64: the double's bits) */
-    const char *exception_class; /* EXCEPTION_FROM: "throw" (bpt_vm_unwind) or "unwind" (native) */
+    const char *exception_class; /* EXCEPTION_FROM: "throw" (bpt_vm_unwind; native: a C++ throw,
+                                    at its catch) or "unwind" (native: longjmp, or a frame
+                                    found dead later) */
     const char *caller_module;   /* CALL with BPT_CALLER: the function the call returns to, */
     const char *caller_name;     /* NULL if unknown (not a registered function) */
     int caller_arity;
@@ -1272,7 +1285,9 @@ typedef struct bpt_match {
      pattern   "module:function/arity"; module and function each a glob of
                1..127 bytes where '*' matches any run of characters and '_'
                alone matches anything; arity 0..255, or '_' or '*' for any
-               ("_:_/_" is every function); not NULL
+               ("_:_/_" is every function); not NULL. The module ends at the
+               first ':' and the function at the one '/': a function may hold
+               ':' (C++ names, demangled: "prog:game::step(long)/_")
      flags     kinds (BPT_CALL, BPT_COUNT, BPT_TIME, BPT_MEMORY) plus at most
                one of BPT_OFF, BPT_PAUSE, BPT_RESTART (PAUSE and RESTART: the
                counting kinds only; RESTART of BPT_TIME or BPT_MEMORY zeroes
@@ -2620,6 +2635,8 @@ struct bpt__frame {
     uint64_t process;             /* the process the call runs in */
     uint64_t ts_ns;               /* entry time */
     uint32_t nsess;
+    uint32_t unhooked;            /* native: 1 while an unwind has the original address back in
+                                     the frame's slot (unwind.c U1..U2); owner only */
     bpt__frame_session sess[BPT_FRAME_SESSIONS];
 };
 
@@ -2635,10 +2652,15 @@ struct bpt__hit {
 
 BPT__PRIVATE void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype);
 BPT__HOT int bpt__breakpoint(bpt__hit *h);   /* hit.c: the hit path; 1: pinned, push h's frame, then unpin */
+BPT__PRIVATE int bpt__frame_filling(const bpt__thread *rec, int stack, uint32_t d);   /* being pushed [H1] */
 BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *token);
 #if defined(BPT_NATIVE)
 BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h);
 BPT__PRIVATE void bpt__native_settle(bpt__hit *h);
+/* Frames at or below sp (on the same stack) get exception_from cls
+   ("unwind" or "throw") and are popped; tail: sp's own frame is shared by
+   a tail call, alive. Pinned. */
+BPT__PRIVATE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int tail, const char *cls);
 BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h, uint64_t now);
 /* Called by the return trampolines' assembly by name: not static. */
 BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r);
@@ -2696,6 +2718,10 @@ BPT__PRIVATE uintptr_t *bpt__arch_ret_slot(bpt__regs *r);   /* the traced functi
 BPT__PRIVATE uintptr_t bpt__arch_entry_sp(const bpt__regs *r);   /* the stack pointer at its entry */
 BPT__PRIVATE uintptr_t bpt__arch_ret_strip(const bpt_func *f, uintptr_t ret);
 BPT__PRIVATE uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t sp);
+/* Where a return-traced function keeps the trampoline's address once its
+   body runs: [*lo, *hi), given its entry sp and the lowest address its own
+   frame can reach (a deeper frame's entry sp, or the current sp). */
+BPT__PRIVATE void bpt__arch_saved_ret_range(uintptr_t entry_sp, uintptr_t below, uintptr_t *lo, uintptr_t *hi);
 BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l);
 BPT__PRIVATE int bpt__arch_put_record(uint8_t *pre, const bpt_func *f);   /* the record into the padding */
 BPT__PRIVATE const bpt_func *bpt__arch_padding_record(const void *fn);     /* and back */
@@ -4708,8 +4734,8 @@ BPT__PRIVATE int bpt__pattern_parse(const char *text, bpt__mfa *out) {
     if (!colon) return bpt__fail(BPT_EPATTERN, "'%s' has no ':' (expected module:function/arity)", text);
     slash = strchr(colon + 1, '/');
     if (!slash) return bpt__fail(BPT_EPATTERN, "'%s' has no '/arity'", text);
-    if (strchr(slash + 1, '/') || strchr(colon + 1, ':'))
-        return bpt__fail(BPT_EPATTERN, "'%s' has more than one ':' or '/'", text);
+    if (strchr(slash + 1, '/'))   /* a ':' after the first is the function's: "game::step(long)" */
+        return bpt__fail(BPT_EPATTERN, "'%s' has more than one '/'", text);
     if ((rc = bpt__pattern_part(out->module, text, (size_t)(colon - text), "module", text)) < 0) return rc;
     if ((rc = bpt__pattern_part(out->function, colon + 1, (size_t)(slash - colon - 1), "function", text)) < 0) return rc;
     a = slash + 1;
@@ -4975,6 +5001,12 @@ BPT__PRIVATE uintptr_t bpt__arch_entry_sp(const bpt__regs *r) { return (uintptr_
 /* Return addresses are stored as they are (no pointer authentication). */
 BPT__PRIVATE uintptr_t bpt__arch_ret_strip(const bpt_func *f, uintptr_t ret) { (void)f; return ret; }
 BPT__PRIVATE uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uintptr_t sp) { (void)f; (void)sp; return ret; }
+/* The call pushed the return address at the entry sp, and there it stays. */
+BPT__PRIVATE void bpt__arch_saved_ret_range(uintptr_t entry_sp, uintptr_t below, uintptr_t *lo, uintptr_t *hi) {
+    (void)below;
+    *lo = entry_sp;
+    *hi = entry_sp + sizeof(uintptr_t);
+}
 
 static const uint8_t bpt__endbr64[4] = { 0xF3, 0x0F, 0x1E, 0xFA };
 
@@ -5201,6 +5233,16 @@ BPT__PRIVATE uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uint
     if (!f->signs_lr) return ret;
     __asm__("hint #8" : "+r"(x17) : "r"(x16));   /* pacia1716 */
     return x17;
+}
+
+/* x30 came into the function's body holding the trampoline; the prologue
+   stored it in the function's own frame, which lies below its entry sp
+   and above anything it called. Where exactly is the compiler's choice
+   (gcc puts the frame record at the bottom or, with stack-clash
+   protection, at the top), so the range is the whole frame. */
+BPT__PRIVATE void bpt__arch_saved_ret_range(uintptr_t entry_sp, uintptr_t below, uintptr_t *lo, uintptr_t *hi) {
+    *lo = below < entry_sp ? below : entry_sp;
+    *hi = entry_sp;
 }
 
 static uint32_t bpt__a64_word(const uint8_t *p) { uint32_t w; memcpy(&w, p, 4); return w; }
@@ -5807,12 +5849,13 @@ BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *
    Frames hold session weak ids, never session pointers: a frame that
    outlives its session finds no session and sends nothing.
 
-   What the swap costs: a C++ exception thrown through a return-traced
-   native frame reaches the unwinder, which finds the trampoline where a
-   return address should be, has no unwind information for it, and calls
-   std::terminate (longjmp needs no unwind information and is fine: F2
-   turns the frames it skipped into exception_from). VM frames use
-   the same frames on a second stack, named by a token the VM keeps. */
+   What the swap costs: an unwinder (a C++ throw) that met the trampoline
+   where a return address should be would find no unwind information for
+   it and call std::terminate. unwind.c stands between the C++ runtime and
+   the unwinder and puts the original addresses back for the unwind (U1,
+   U2); longjmp needs no unwind information (F0, F2 end the frames it
+   skipped). VM frames use the same frames on a second stack, named by a
+   token the VM keeps. */
 
 /* A session that could not get a frame (the hit already serves
    BPT_FRAME_SESSIONS sessions, the shadow stack is full, or the VM keeps no
@@ -5866,7 +5909,7 @@ static void bpt__frame_filled(bpt__thread *rec, int stack, uint32_t mark) {
 
 /* Is frame d of the stack being filled (by this thread, or the code a
    handler interrupted)? Its fields are not to be read. */
-static int bpt__frame_filling(const bpt__thread *rec, int stack, uint32_t d) {
+BPT__PRIVATE int bpt__frame_filling(const bpt__thread *rec, int stack, uint32_t d) {
     return rec->shadow_filling[stack] == d + 1;
 }
 
@@ -5959,6 +6002,7 @@ static void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, bpt__now2 *now) {
     fr->f = h->f;
     fr->process = h->rec->process;
     fr->ts_ns = now->wall;
+    fr->unhooked = 0;
     for (i = 0; i < fr->nsess; i++)
         if (fr->sess[i].actions & BPT__FRAME_TIMEM) fr->sess[i].since = bpt__now_for(&fr->sess[i], now);
 }
@@ -6113,8 +6157,7 @@ BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h) {
    handler is over). Each dead frame gets exception_from, newest first.
    sigaltstack(2) is async-signal-safe, and this path runs only after an
    unwind. */
-BPT__NOINLINE void bpt__native_settle_dead(bpt__hit *h, uintptr_t sp, int tail) {
-    bpt__thread *rec = h->rec;
+BPT__NOINLINE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int tail, const char *cls) {
     uintptr_t lo = 0, hi = 0;
     int on_alt = 0;
     uint32_t d;
@@ -6132,7 +6175,7 @@ BPT__NOINLINE void bpt__native_settle_dead(bpt__hit *h, uintptr_t sp, int tail) 
         if (tail && top == sp) break;   /* the frame this tail call shares: alive */
         if (on_alt ? !(in_alt && top <= sp) : !(in_alt || top <= sp)) break;
         dead = bpt__frame_pop(rec, BPT__STACK_NATIVE);
-        bpt__frame_unwound(rec, &dead, "unwind", 0);
+        bpt__frame_unwound(rec, &dead, cls, 0);
         bpt__frame_end(rec, BPT__STACK_NATIVE, &dead);
     }
 }
@@ -6149,7 +6192,8 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h) {
     uintptr_t sp = bpt__arch_entry_sp(r);
     uint32_t d = rec->shadow_depth[BPT__STACK_NATIVE];
     if (rec->shadow[BPT__STACK_NATIVE][d - 1].sp > sp || bpt__frame_filling(rec, BPT__STACK_NATIVE, d - 1)) return;
-    bpt__native_settle_dead(h, sp, bpt__arch_ret_strip(h->f, *bpt__arch_ret_slot(r)) == BPT__RETURN_TRAMPOLINE);
+    bpt__native_settle_dead(rec, sp, bpt__arch_ret_strip(h->f, *bpt__arch_ret_slot(r)) == BPT__RETURN_TRAMPOLINE,
+                            "unwind");
 }
 
 /* F1: the entry handler's frame, after every session has been walked. */
@@ -6357,6 +6401,183 @@ void bpt_account_memory(int64_t bytes) {
     bpt__timem_current_each(rec, rec->process, BPT__TIMEM_MEMORY, NULL, bytes);
 }
 /*** End of frames.c ***/
+
+/*** Begin file unwind.c ***/
+/* unwind.c: C++ exceptions through return-traced native frames.
+
+   A return-traced frame's slot holds the return trampoline instead of its
+   return address (frames.c F1). longjmp never reads that slot, but an
+   unwinder does: it looks up each return address's unwind information,
+   finds none for the trampoline, and the throw ends in std::terminate. So
+   bptrace stands between the C++ runtime and the unwinder, as uftrace does
+   around __cxa_throw and __cxa_begin_catch: it defines (interposes) three
+   functions of the Itanium C++ ABI and forwards each to the definition
+   after it (dlsym RTLD_NEXT: libgcc_s, libstdc++ or libc++abi).
+
+   U1. Unhook (_Unwind_RaiseException, _Unwind_Resume_or_Rethrow: a throw
+       or a rethrow begins): each return-traced frame of the thread gets
+       its original return address back in its slot and is marked
+       unhooked. The unwinder then walks a plain stack, in its search phase
+       and in its cleanup phase. If the call returns (no handler was found:
+       std::terminate follows), the frames are hooked again.
+   U2. Catch (__cxa_begin_catch, which a catch clause's landing pad calls
+       first): the frames at or below the catcher's stack pointer were
+       unwound: exception_from "throw", newest first (F0's rule, with the
+       catcher's sp). The frames left are alive: their slots get the
+       trampoline back, so their return_from still comes.
+   Cleanups on the way (destructors, then _Unwind_Resume) need nothing of
+   their own: their traced calls push and pop above the unhooked frames,
+   and F0 ends the dead frames it meets.
+
+   Where a frame's slot is (bpt__arch_saved_ret_range):
+     x86-64: exactly at its entry stack pointer;
+     aarch64: somewhere in the function's own frame, where its prologue
+       stored x30. U1 rewrites each word of that frame that holds the
+       trampoline (stripped of a pointer signature), U2 each word that holds
+       the original. An unwritten local that holds a stale copy is
+       rewritten too; nothing reads it.
+
+   What is not covered, and what happens then:
+   - a catch whose __cxa_begin_catch call does not reach this definition (a
+     library that binds it to its own copy): the live frames stay unhooked,
+     their returns are not traced, and F0 later ends them as "unwind";
+   - aarch64: a function that moved x30 into a callee-saved register, which
+     a deeper frame then saved: the slot is not found and std::terminate
+     follows, as before;
+   - a static link with libgcc_eh: its _Unwind_RaiseException and this one
+     collide at link time. Define BPT_NO_UNWIND_HOOKS there (and a throw
+     through a return-traced frame terminates);
+   - tcc, which has no native sites, compiles none of this.
+   The thread's shadow stack is its own: U1 and U2 run on the throwing
+   thread and touch no other thread's frames. */
+
+#if defined(BPT_NATIVE) && !defined(BPT_NO_UNWIND_HOOKS)
+#include <dlfcn.h>
+
+/* The interposed definitions: their assembler names are the ABI's (an asm
+   label, so that no C++ declaration of the same name in the user's file
+   conflicts with these), exported even under -fvisibility=hidden. */
+#if defined(__cplusplus)
+#  define BPT__INTERPOSED extern "C" __attribute__((used, visibility("default")))
+#else
+#  define BPT__INTERPOSED __attribute__((used, visibility("default")))
+#endif
+BPT__INTERPOSED int bpt__hook_raise(void *exc) __asm__("_Unwind_RaiseException");
+BPT__INTERPOSED int bpt__hook_rethrow(void *exc) __asm__("_Unwind_Resume_or_Rethrow");
+BPT__INTERPOSED void *bpt__hook_begin_catch(void *exc) __asm__("__cxa_begin_catch");
+
+/* The definition after ours, found once; racing threads store the same
+   pointer. Its absence (a static binary without one) is fatal: there is
+   nothing else to unwind with. */
+static void *bpt__unwind_next(bpt__atomic_ptr *cache, const char *name) {
+    void *fn = bpt__load_acquire_ptr(cache);
+    if (!fn) {
+        fn = dlsym(RTLD_NEXT, name);
+        if (!fn) {
+            char msg[160];
+            int n = snprintf(msg, sizeof msg, "bptrace: unwind.c: no %s after bptrace's (static link? "
+                             "build with -DBPT_NO_UNWIND_HOOKS); aborting\n", name);
+            if (n > 0) { ssize_t w = write(2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1); (void)w; }
+            abort();
+        }
+        bpt__store_release_ptr(cache, fn);
+    }
+    return fn;
+}
+
+/* Rewrite, in frame fr's slot range, each word that holds `from` (once
+   stripped) with `to` (signed as the function signs its return address).
+   below: the lowest address the frame can reach. Returns the words
+   rewritten. */
+static int bpt__unwind_swap(const bpt__frame *fr, uintptr_t below, uintptr_t from, uintptr_t to) {
+    uintptr_t a, b;
+    int n = 0;
+    bpt__arch_saved_ret_range(fr->sp, below, &a, &b);
+    for (a = (a + sizeof(uintptr_t) - 1) & ~(uintptr_t)(sizeof(uintptr_t) - 1); a + sizeof(uintptr_t) <= b;
+         a += sizeof(uintptr_t)) {
+        uintptr_t *w = (uintptr_t *)a;
+        if (bpt__arch_ret_strip(fr->f, *w) != from) continue;
+        *w = bpt__arch_ret_sign(fr->f, to, fr->sp);
+        n++;
+    }
+    return n;
+}
+
+/* U1 (hook = 0) and U2's second half (hook = 1): walk the thread's native
+   frames from the newest, each one's range bounded below by the previous
+   (newer) frame's entry sp, starting at `below`, the current sp. A frame
+   under construction or below the walk (another stack) is left alone; a
+   tail call's frame has no slot of its own (the frame it replaced has it). */
+static void bpt__unwind_rewrite(bpt__thread *rec, uintptr_t below, int hook) {
+    uint32_t i = rec->shadow_depth[BPT__STACK_NATIVE];
+    while (i-- > 0) {
+        bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][i];
+        if (bpt__frame_filling(rec, BPT__STACK_NATIVE, i) || fr->sp < below) continue;
+        if (fr->ret == 0) continue;
+        if (!hook && !fr->unhooked)
+            fr->unhooked = bpt__unwind_swap(fr, below, BPT__RETURN_TRAMPOLINE, fr->ret) > 0;
+        else if (hook && fr->unhooked) {
+            bpt__unwind_swap(fr, below, fr->ret, BPT__RETURN_TRAMPOLINE);
+            fr->unhooked = 0;   /* rewritten, or its slot is gone: F0 or F2 will end it */
+        }
+        below = fr->sp;
+    }
+}
+
+/* The thread's record if it has native frames, else NULL. */
+static bpt__thread *bpt__unwind_frames(void) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    return rec && rec->shadow_depth[BPT__STACK_NATIVE] ? rec : NULL;
+}
+
+/* U1 around a call that starts an unwind. */
+static int bpt__unwind_begin(bpt__atomic_ptr *cache, const char *name, void *exc, uintptr_t sp) {
+    int (*next)(void *) = (int (*)(void *))bpt__unwind_next(cache, name);
+    bpt__thread *rec = bpt__unwind_frames();
+    int rc;
+    if (rec) bpt__unwind_rewrite(rec, sp, 0);
+    rc = next(exc);
+    if ((rec = bpt__unwind_frames())) bpt__unwind_rewrite(rec, sp, 1);   /* no handler: hooked again */
+    return rc;
+}
+
+/* The stack pointer at this function's entry, which names its place as a
+   callee (frames.c's entry sp): the frame address the caller had before
+   its call (CFA), less what the call pushed. */
+#if defined(__x86_64__)
+#  define BPT__HOOK_ENTRY_SP() ((uintptr_t)__builtin_dwarf_cfa() - sizeof(uintptr_t))
+#else
+#  define BPT__HOOK_ENTRY_SP() ((uintptr_t)__builtin_dwarf_cfa())
+#endif
+
+/* U1: a throw (__cxa_throw, std::rethrow_exception). Forwards to the
+   unwinder; returns only if it does (_URC_END_OF_STACK: no handler). */
+int bpt__hook_raise(void *exc) {
+    static bpt__atomic_ptr next;
+    return bpt__unwind_begin(&next, "_Unwind_RaiseException", exc, BPT__HOOK_ENTRY_SP());
+}
+
+/* U1: a rethrow (`throw;`, __cxa_rethrow). */
+int bpt__hook_rethrow(void *exc) {
+    static bpt__atomic_ptr next;
+    return bpt__unwind_begin(&next, "_Unwind_Resume_or_Rethrow", exc, BPT__HOOK_ENTRY_SP());
+}
+
+/* U2: a catch clause begins, in the function that called us. */
+void *bpt__hook_begin_catch(void *exc) {
+    static bpt__atomic_ptr next;
+    void *(*begin)(void *) = (void *(*)(void *))bpt__unwind_next(&next, "__cxa_begin_catch");
+    uintptr_t sp = BPT__HOOK_ENTRY_SP();
+    bpt__thread *rec = bpt__unwind_frames();
+    if (rec && bpt__pin()) {
+        bpt__native_settle_dead(rec, sp, 0, "throw");
+        bpt__unwind_rewrite(rec, sp, 1);
+        bpt__unpin(rec);
+    }
+    return begin(exc);
+}
+#endif /* BPT_NATIVE && !BPT_NO_UNWIND_HOOKS */
+/*** End of unwind.c ***/
 
 /*** Begin file kind_call.c ***/
 /* kind_call.c: the local call trace breakpoint kind (BPT_CALL), as
@@ -8535,13 +8756,25 @@ static void bpt__module_entries_free(bpt__module_entries *e) {
     BPT_FREE(e->size);
 }
 
-static int bpt__module_collect(void *fn, const char *name, uint64_t size, void *user) {
+/* C++ names are shown demangled ("game::step(long)") where the program
+   has a C++ runtime: a weak reference to the Itanium ABI's __cxa_demangle
+   (libstdc++, libc++abi), 0 in a program without one, which keeps the
+   symbol's name. An asm label, so that <cxxabi.h>'s declaration of the same
+   function in the user's file does not conflict. Its result is malloc'd by
+   the runtime: free(), not BPT_FREE. */
+extern char *bpt__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status)
+    __asm__("__cxa_demangle") __attribute__((weak));
+
+static int bpt__module_collect(void *fn, const char *symbol, uint64_t size, void *user) {
     bpt__module_entries *e = (bpt__module_entries *)user;
-    size_t len = strlen(name);
+    char *demangled = NULL;
+    const char *name = symbol;
+    size_t len;
+    int status = -1;
     if (bpt__ptrset_has(&bpt__registry.sites, fn)) return 0;   /* registered already */
     /* bptrace's own functions, when the whole program is built with the
        patchable-entry flags: tracing the hit path would recurse into itself. */
-    if (strncmp(name, "bpt_", 4) == 0) return 0;
+    if (strncmp(symbol, "bpt_", 4) == 0) return 0;
     if (e->n == e->cap) {
         int cap = e->cap ? e->cap * 2 : 256;
         void **fns = (void **)BPT_MALLOC(sizeof *fns * (size_t)cap);
@@ -8559,11 +8792,19 @@ static int bpt__module_collect(void *fn, const char *name, uint64_t size, void *
         BPT_FREE(e->fn); BPT_FREE(e->name); BPT_FREE(e->size);
         e->fn = fns; e->name = names; e->size = sizes; e->cap = cap;
     }
+    if (strncmp(symbol, "_Z", 2) == 0 && bpt__cxa_demangle &&
+        (demangled = bpt__cxa_demangle(symbol, NULL, NULL, &status)) && status == 0 &&
+        strlen(demangled) <= BPT__NAME_MAX)
+        name = demangled;   /* longer than a pattern can name: the symbol's prefix instead */
+    len = strlen(name);
     if (len > BPT__NAME_MAX) len = BPT__NAME_MAX;   /* C++ symbols can be long: keep a prefix */
-    if (!(e->name[e->n] = (char *)BPT_MALLOC(len + 1)))
+    if (!(e->name[e->n] = (char *)BPT_MALLOC(len + 1))) {
+        free(demangled);
         return bpt__fail(BPT_ENOMEM, "bpt_register_module: no memory for a name; nothing registered");
+    }
     memcpy(e->name[e->n], name, len);
     e->name[e->n][len] = '\0';
+    free(demangled);
     e->size[e->n] = size;
     e->fn[e->n++] = fn;
     return 0;

@@ -90,7 +90,9 @@ typedef struct bpt_match {
      pattern   "module:function/arity"; module and function each a glob of
                1..127 bytes where '*' matches any run of characters and '_'
                alone matches anything; arity 0..255, or '_' or '*' for any
-               ("_:_/_" is every function); not NULL
+               ("_:_/_" is every function); not NULL. The module ends at the
+               first ':' and the function at the one '/': a function may hold
+               ':' (C++ names, demangled: "prog:game::step(long)/_")
      flags     kinds (BPT_CALL, BPT_COUNT, BPT_TIME, BPT_MEMORY) plus at most
                one of BPT_OFF, BPT_PAUSE, BPT_RESTART (PAUSE and RESTART: the
                counting kinds only; RESTART of BPT_TIME or BPT_MEMORY zeroes

@@ -57,7 +57,9 @@ typedef struct bpt_msg {
     uint64_t value;        /* DROPPED: count; LIMIT: rate_max; RETURN_FROM: the return value;
                               EXCEPTION_FROM: the exception */
     uint8_t  value_type;   /* RETURN_FROM: enum bpt_arg_type of value (F64: the double's bits) */
-    const char *exception_class; /* EXCEPTION_FROM: "throw" (bpt_vm_unwind) or "unwind" (native) */
+    const char *exception_class; /* EXCEPTION_FROM: "throw" (bpt_vm_unwind; native: a C++ throw,
+                                    at its catch) or "unwind" (native: longjmp, or a frame
+                                    found dead later) */
     const char *caller_module;   /* CALL with BPT_CALLER: the function the call returns to, */
     const char *caller_name;     /* NULL if unknown (not a registered function) */
     int caller_arity;

@@ -61,6 +61,11 @@
                                           nothing; bpt_register_native returns BPT_ENOTSUP).
        BPT_NO_MEMBARRIER  implementation  Never use membarrier(2): readers pay a full fence on pin.
                                           For kernels without it, and for tests of the fallback.
+       BPT_NO_UNWIND_HOOKS implementation Leave out unwind.c's definitions of _Unwind_RaiseException,
+                                          _Unwind_Resume_or_Rethrow and __cxa_begin_catch (which put
+                                          return addresses back for a C++ throw). For a static link
+                                          with libgcc_eh, where they collide; a throw through a
+                                          return frame then calls std::terminate.
        BPT_NO_CYCLE_CLOCK implementation  Timestamps from clock_gettime, not the CPU's counter
                                           (rdtsc, CNTVCT_EL0); bpt_clock_info says which is used.
        BPT_SYNC_CORE_SIGNAL implementation The signal that serializes threads' instruction streams
@@ -87,8 +92,9 @@
        gcc and clang on x86-64 and aarch64 (C11 <stdatomic.h>, __thread);
        tcc 0.9.27 on x86-64 (x86-64 inline asm atomics, pthread keys for
        thread-locals). Linux only (futex, membarrier). The whole header
-       compiles as C++ too (g++, clang++; C++11 to C++20): a C++ exception
-       must not unwind through a call that has a return frame (issue #17).
+       compiles as C++ too (g++, clang++; C++11 to C++20). A C++ exception
+       may unwind through traced calls, return frames included (unwind.c);
+       C++ names from bpt_register_module are demangled.
 
    THREAD-SAFETY RULES
        - Every public function may be called from any thread, unless its
@@ -121,12 +127,16 @@
          table being updated (lost), a frame being pushed (kept, never
          settled by it). Frames that a longjmp or a throw left behind are
          settled at the thread's next traced call or return.
-       - Not supported: a C++ exception unwinding through a call with a return
-         frame (return trace, exception trace, return_to, call_time,
-         call_memory) calls std::terminate; fibers that switch stacks
-         (makecontext/swapcontext, coroutines) must not use return frames
-         (issue #17). call_time is wall time unless the session asks for the
-         thread's CPU time (bpt_session_desc.time_cpu).
+       - A C++ throw through return frames (return trace, exception trace,
+         return_to, call_time, call_memory): the frames it unwinds get
+         exception_from "throw" when the catch begins, and the frames left
+         keep their return trace (unwind.c, U1 and U2: bptrace defines the
+         ABI's _Unwind_RaiseException, _Unwind_Resume_or_Rethrow and
+         __cxa_begin_catch and forwards each to the next definition).
+       - Not supported: fibers that switch stacks (makecontext/swapcontext,
+         coroutines) must not use return frames (issue #17). call_time is
+         wall time unless the session asks for the thread's CPU time
+         (bpt_session_desc.time_cpu).
        - bpt_session_drain and bpt_session_write may run concurrently with
          traced threads; one drainer per session at a time (others wait on the
          session's drain lock). A traced thread never waits for a drainer.
@@ -152,6 +162,7 @@
          timem.c           call_time / call_memory tables and their collection
          symbols.c         which native function holds a code address
          frames.c          return_from, exception_from, return_to: shadow stacks
+         unwind.c          C++ exceptions through return frames: the unwinder's hooks
          kind_count.c, kind_call.c, kind_timem.c   the breakpoint kinds (BPT_KINDS)
          hit.c             the hit path: what a breakpoint does when reached
          site_vm.c, site_native.c   writing site words: VM words, checked code batches

@@ -35,12 +35,13 @@
    Frames hold session weak ids, never session pointers: a frame that
    outlives its session finds no session and sends nothing.
 
-   What the swap costs: a C++ exception thrown through a return-traced
-   native frame reaches the unwinder, which finds the trampoline where a
-   return address should be, has no unwind information for it, and calls
-   std::terminate (longjmp needs no unwind information and is fine: F2
-   turns the frames it skipped into exception_from). VM frames use
-   the same frames on a second stack, named by a token the VM keeps. */
+   What the swap costs: an unwinder (a C++ throw) that met the trampoline
+   where a return address should be would find no unwind information for
+   it and call std::terminate. unwind.c stands between the C++ runtime and
+   the unwinder and puts the original addresses back for the unwind (U1,
+   U2); longjmp needs no unwind information (F0, F2 end the frames it
+   skipped). VM frames use the same frames on a second stack, named by a
+   token the VM keeps. */
 #include "internal.h"
 
 /* A session that could not get a frame (the hit already serves
@@ -95,7 +96,7 @@ static void bpt__frame_filled(bpt__thread *rec, int stack, uint32_t mark) {
 
 /* Is frame d of the stack being filled (by this thread, or the code a
    handler interrupted)? Its fields are not to be read. */
-static int bpt__frame_filling(const bpt__thread *rec, int stack, uint32_t d) {
+BPT__PRIVATE int bpt__frame_filling(const bpt__thread *rec, int stack, uint32_t d) {
     return rec->shadow_filling[stack] == d + 1;
 }
 
@@ -188,6 +189,7 @@ static void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, bpt__now2 *now) {
     fr->f = h->f;
     fr->process = h->rec->process;
     fr->ts_ns = now->wall;
+    fr->unhooked = 0;
     for (i = 0; i < fr->nsess; i++)
         if (fr->sess[i].actions & BPT__FRAME_TIMEM) fr->sess[i].since = bpt__now_for(&fr->sess[i], now);
 }
@@ -342,8 +344,7 @@ BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h) {
    handler is over). Each dead frame gets exception_from, newest first.
    sigaltstack(2) is async-signal-safe, and this path runs only after an
    unwind. */
-BPT__NOINLINE void bpt__native_settle_dead(bpt__hit *h, uintptr_t sp, int tail) {
-    bpt__thread *rec = h->rec;
+BPT__NOINLINE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int tail, const char *cls) {
     uintptr_t lo = 0, hi = 0;
     int on_alt = 0;
     uint32_t d;
@@ -361,7 +362,7 @@ BPT__NOINLINE void bpt__native_settle_dead(bpt__hit *h, uintptr_t sp, int tail) 
         if (tail && top == sp) break;   /* the frame this tail call shares: alive */
         if (on_alt ? !(in_alt && top <= sp) : !(in_alt || top <= sp)) break;
         dead = bpt__frame_pop(rec, BPT__STACK_NATIVE);
-        bpt__frame_unwound(rec, &dead, "unwind", 0);
+        bpt__frame_unwound(rec, &dead, cls, 0);
         bpt__frame_end(rec, BPT__STACK_NATIVE, &dead);
     }
 }
@@ -378,7 +379,8 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h) {
     uintptr_t sp = bpt__arch_entry_sp(r);
     uint32_t d = rec->shadow_depth[BPT__STACK_NATIVE];
     if (rec->shadow[BPT__STACK_NATIVE][d - 1].sp > sp || bpt__frame_filling(rec, BPT__STACK_NATIVE, d - 1)) return;
-    bpt__native_settle_dead(h, sp, bpt__arch_ret_strip(h->f, *bpt__arch_ret_slot(r)) == BPT__RETURN_TRAMPOLINE);
+    bpt__native_settle_dead(rec, sp, bpt__arch_ret_strip(h->f, *bpt__arch_ret_slot(r)) == BPT__RETURN_TRAMPOLINE,
+                            "unwind");
 }
 
 /* F1: the entry handler's frame, after every session has been walked. */

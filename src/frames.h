@@ -42,6 +42,8 @@ struct bpt__frame {
     uint64_t process;             /* the process the call runs in */
     uint64_t ts_ns;               /* entry time */
     uint32_t nsess;
+    uint32_t unhooked;            /* native: 1 while an unwind has the original address back in
+                                     the frame's slot (unwind.c U1..U2); owner only */
     bpt__frame_session sess[BPT_FRAME_SESSIONS];
 };
 
@@ -57,10 +59,15 @@ struct bpt__hit {
 
 BPT__PRIVATE void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype);
 BPT__HOT int bpt__breakpoint(bpt__hit *h);   /* hit.c: the hit path; 1: pinned, push h's frame, then unpin */
+BPT__PRIVATE int bpt__frame_filling(const bpt__thread *rec, int stack, uint32_t d);   /* being pushed [H1] */
 BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *token);
 #if defined(BPT_NATIVE)
 BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h);
 BPT__PRIVATE void bpt__native_settle(bpt__hit *h);
+/* Frames at or below sp (on the same stack) get exception_from cls
+   ("unwind" or "throw") and are popped; tail: sp's own frame is shared by
+   a tail call, alive. Pinned. */
+BPT__PRIVATE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int tail, const char *cls);
 BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h, uint64_t now);
 /* Called by the return trampolines' assembly by name: not static. */
 BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r);

@@ -289,13 +289,25 @@ static void bpt__module_entries_free(bpt__module_entries *e) {
     BPT_FREE(e->size);
 }
 
-static int bpt__module_collect(void *fn, const char *name, uint64_t size, void *user) {
+/* C++ names are shown demangled ("game::step(long)") where the program
+   has a C++ runtime: a weak reference to the Itanium ABI's __cxa_demangle
+   (libstdc++, libc++abi), 0 in a program without one, which keeps the
+   symbol's name. An asm label, so that <cxxabi.h>'s declaration of the same
+   function in the user's file does not conflict. Its result is malloc'd by
+   the runtime: free(), not BPT_FREE. */
+extern char *bpt__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status)
+    __asm__("__cxa_demangle") __attribute__((weak));
+
+static int bpt__module_collect(void *fn, const char *symbol, uint64_t size, void *user) {
     bpt__module_entries *e = (bpt__module_entries *)user;
-    size_t len = strlen(name);
+    char *demangled = NULL;
+    const char *name = symbol;
+    size_t len;
+    int status = -1;
     if (bpt__ptrset_has(&bpt__registry.sites, fn)) return 0;   /* registered already */
     /* bptrace's own functions, when the whole program is built with the
        patchable-entry flags: tracing the hit path would recurse into itself. */
-    if (strncmp(name, "bpt_", 4) == 0) return 0;
+    if (strncmp(symbol, "bpt_", 4) == 0) return 0;
     if (e->n == e->cap) {
         int cap = e->cap ? e->cap * 2 : 256;
         void **fns = (void **)BPT_MALLOC(sizeof *fns * (size_t)cap);
@@ -313,11 +325,19 @@ static int bpt__module_collect(void *fn, const char *name, uint64_t size, void *
         BPT_FREE(e->fn); BPT_FREE(e->name); BPT_FREE(e->size);
         e->fn = fns; e->name = names; e->size = sizes; e->cap = cap;
     }
+    if (strncmp(symbol, "_Z", 2) == 0 && bpt__cxa_demangle &&
+        (demangled = bpt__cxa_demangle(symbol, NULL, NULL, &status)) && status == 0 &&
+        strlen(demangled) <= BPT__NAME_MAX)
+        name = demangled;   /* longer than a pattern can name: the symbol's prefix instead */
+    len = strlen(name);
     if (len > BPT__NAME_MAX) len = BPT__NAME_MAX;   /* C++ symbols can be long: keep a prefix */
-    if (!(e->name[e->n] = (char *)BPT_MALLOC(len + 1)))
+    if (!(e->name[e->n] = (char *)BPT_MALLOC(len + 1))) {
+        free(demangled);
         return bpt__fail(BPT_ENOMEM, "bpt_register_module: no memory for a name; nothing registered");
+    }
     memcpy(e->name[e->n], name, len);
     e->name[e->n][len] = '\0';
+    free(demangled);
     e->size[e->n] = size;
     e->fn[e->n++] = fn;
     return 0;

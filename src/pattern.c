@@ -25,8 +25,8 @@ BPT__PRIVATE int bpt__pattern_parse(const char *text, bpt__mfa *out) {
     if (!colon) return bpt__fail(BPT_EPATTERN, "'%s' has no ':' (expected module:function/arity)", text);
     slash = strchr(colon + 1, '/');
     if (!slash) return bpt__fail(BPT_EPATTERN, "'%s' has no '/arity'", text);
-    if (strchr(slash + 1, '/') || strchr(colon + 1, ':'))
-        return bpt__fail(BPT_EPATTERN, "'%s' has more than one ':' or '/'", text);
+    if (strchr(slash + 1, '/'))   /* a ':' after the first is the function's: "game::step(long)" */
+        return bpt__fail(BPT_EPATTERN, "'%s' has more than one '/'", text);
     if ((rc = bpt__pattern_part(out->module, text, (size_t)(colon - text), "module", text)) < 0) return rc;
     if ((rc = bpt__pattern_part(out->function, colon + 1, (size_t)(slash - colon - 1), "function", text)) < 0) return rc;
     a = slash + 1;

@@ -138,6 +138,16 @@ BPT__PRIVATE uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uint
     return x17;
 }
 
+/* x30 came into the function's body holding the trampoline; the prologue
+   stored it in the function's own frame, which lies below its entry sp
+   and above anything it called. Where exactly is the compiler's choice
+   (gcc puts the frame record at the bottom or, with stack-clash
+   protection, at the top), so the range is the whole frame. */
+BPT__PRIVATE void bpt__arch_saved_ret_range(uintptr_t entry_sp, uintptr_t below, uintptr_t *lo, uintptr_t *hi) {
+    *lo = below < entry_sp ? below : entry_sp;
+    *hi = entry_sp;
+}
+
 static uint32_t bpt__a64_word(const uint8_t *p) { uint32_t w; memcpy(&w, p, 4); return w; }
 
 /* B from `from` to `to`: imm26 counts words. */

@@ -7,9 +7,11 @@
    - a C++ exception thrown through a call-traced function (no return
      frame: call trace only) reaches its catch, and the call was traced;
    - a match spec's predicate written as a C++ lambda (no capture) filters
-     calls.
-   Not checked: an exception thrown through a return-traced frame, which
-   still calls std::terminate (issue #17, item 6). */
+     calls;
+   - bpt_register_module names C++ functions demangled (the program has a
+     C++ runtime: __cxa_demangle), a pattern with '::' in the function part
+     matches them, bpt_func_lookup finds them by that name, and messages
+     carry it. (Exceptions through return-traced frames: t_cxx_throw.cc.) */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
@@ -24,7 +26,10 @@ BPT_TRACEABLE long guarded(long x) {
     if (x > 2) throw std::runtime_error("too big");
     return x;
 }
+template <typename T> BPT_TRACEABLE T twice(T x) { return x + x; }
+template long twice<long>(long);
 }   // namespace game
+static long (*volatile twice_p)(long) = game::twice<long>;
 
 static long (*volatile step_p)(long) = game::step;
 static long (*volatile guarded_p)(long) = game::guarded;
@@ -96,6 +101,29 @@ int main() {
     n = drain(s, m, 64);
     CHECK(n == 5, "5 odd calls of 10, got %d", n);
     CHECK_RC(bpt_trace_pattern(s, "game:step/1", BPT_OFF, nullptr), 1);
+
+    /* Demangled names from the module scan. */
+    {
+        static char mod[128], name[128];
+        bpt_func *tw = nullptr;
+        CHECK(bpt_register_module(nullptr) >= 1, "bpt_register_module: %s", bpt_last_error());
+        CHECK_RC(bpt_trace_pattern(s, "*:*game::twice<*/_", BPT_CALL, nullptr), 1);
+        CHECK_RC(bpt_trace_info_each(s, "*:*game::twice<*/_", BPT_INFO_FLAGS,
+                                     [](const bpt_func *, const char *mo, const char *na, int, const bpt_info *,
+                                        void *) {
+                                         snprintf(mod, sizeof mod, "%s", mo);
+                                         snprintf(name, sizeof name, "%s", na);
+                                     },
+                                     nullptr),
+                 1);
+        CHECK(strcmp(name, "long game::twice<long>(long)") == 0, "registered as '%s'", name);
+        CHECK_RC(bpt_func_lookup(mod, "long game::twice<long>(long)", 0, &tw), 0);
+        CHECK(twice_p(21) == 42, "the traced template's result");
+        n = drain(s, m, 64);
+        CHECK(n == 1 && strcmp(m[0].name, "long game::twice<long>(long)") == 0, "the message names %s",
+              n >= 1 ? m[0].name : "nothing");
+        CHECK_RC(bpt_trace_pattern(s, "*:*game::twice<*/_", BPT_OFF, nullptr), 1);
+    }
 
     CHECK_RC(bpt_session_destroy(s), 0);
     return CHECK_DONE();

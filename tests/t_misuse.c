@@ -377,6 +377,7 @@ int main(void) {
     CASE("pattern \"vm:f/999\"", bpt_trace_pattern(S, "vm:f/999", BPT_OFF, NULL), BPT_EPATTERN);
     CASE("pattern \"vm:f/1/2\"", bpt_trace_pattern(S, "vm:f/1/2", BPT_OFF, NULL), BPT_EPATTERN);
     CASE("pattern \"vm:f/-1\"", bpt_trace_pattern(S, "vm:f/-1", BPT_OFF, NULL), BPT_EPATTERN);
+    CASE("pattern \"vm:ns::f/1\" (a C++ name: parses, matches nothing)", bpt_trace_pattern(S, "vm:ns::f/1", BPT_OFF, NULL), 0);
     CASE("trace_info_each: pattern \"vm:f\"", bpt_trace_info_each(S, "vm:f", BPT_INFO_COUNT, info_fn, NULL), BPT_EPATTERN);
 
     /* ---- flags (each would reset or stop the count if it were applied) ---- */

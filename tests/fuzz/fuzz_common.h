@@ -7,7 +7,7 @@
    against what the docs promise:
      pattern   "module:function/arity": module is everything before the
                first ':', function everything between it and the one '/'
-               after it; no second ':' or '/' after the first ':'. Each of
+               after it (it may hold ':'); no second '/'. Each of
                module and function is 1..127 bytes, a glob where '*' matches
                any run of characters and '_' alone matches anything. arity is
                '_' or '*' (any) or a decimal 0..255.
@@ -82,7 +82,7 @@ static inline int fuzz_parse_pattern(const char *text, fuzz_mfa *out) {
     int arity = 0, digits = 0;
     if (!colon) return 0;
     slash = strchr(colon + 1, '/');
-    if (!slash || strchr(slash + 1, '/') || strchr(colon + 1, ':')) return 0;
+    if (!slash || strchr(slash + 1, '/')) return 0;
     ml = (size_t)(colon - text);
     fl = (size_t)(slash - colon - 1);
     if (ml == 0 || fl == 0 || ml > FUZZ_NAME_MAX || fl > FUZZ_NAME_MAX) return 0;
