@@ -61,11 +61,12 @@
                                           nothing; bpt_register_native returns BPT_ENOTSUP).
        BPT_NO_MEMBARRIER  implementation  Never use membarrier(2): readers pay a full fence on pin.
                                           For kernels without it, and for tests of the fallback.
-       BPT_NO_UNWIND_HOOKS implementation Leave out unwind.c's definitions of _Unwind_RaiseException,
-                                          _Unwind_Resume_or_Rethrow and __cxa_begin_catch (which put
-                                          return addresses back for a C++ throw). For a static link
-                                          with libgcc_eh, where they collide; a throw through a
-                                          return frame then calls std::terminate.
+       BPT_NO_INTERPOSE   implementation  Leave out bptrace's definitions of _Unwind_RaiseException,
+                                          _Unwind_Resume_or_Rethrow, __cxa_begin_catch (unwind.c)
+                                          and swapcontext, setcontext (fibers.c), which forward to
+                                          the runtime's. For a static link, where they collide; then
+                                          a C++ throw through a return frame calls std::terminate,
+                                          and fibers must not use return frames.
        BPT_NO_CYCLE_CLOCK implementation  Timestamps from clock_gettime, not the CPU's counter
                                           (rdtsc, CNTVCT_EL0); bpt_clock_info says which is used.
        BPT_SYNC_CORE_SIGNAL implementation The signal that serializes threads' instruction streams
@@ -133,10 +134,16 @@
          keep their return trace (unwind.c, U1 and U2: bptrace defines the
          ABI's _Unwind_RaiseException, _Unwind_Resume_or_Rethrow and
          __cxa_begin_catch and forwards each to the next definition).
-       - Not supported: fibers that switch stacks (makecontext/swapcontext,
-         coroutines) must not use return frames (issue #17). call_time is
-         wall time unless the session asks for the thread's CPU time
-         (bpt_session_desc.time_cpu).
+       - Fibers that switch stacks with swapcontext/setcontext: each stack's
+         frames carry a tag (fibers.c, S1 and S2), so a suspended fiber's
+         frames are neither ended nor mistaken for the running stack's, and
+         its calls' call_time is paused while it is suspended.
+         A coroutine library with its own switch code (boost.context)
+         announces each switch: bpt_fiber_switch_begin and _end.
+       - Not supported: a fiber resumed on another thread, and an
+         unannounced switch of a coroutine library's own: return frames
+         there may abort at a return. call_time is wall time unless the
+         session asks for the thread's CPU time (bpt_session_desc.time_cpu).
        - bpt_session_drain and bpt_session_write may run concurrently with
          traced threads; one drainer per session at a time (others wait on the
          session's drain lock). A traced thread never waits for a drainer.
@@ -162,7 +169,9 @@
          timem.c           call_time / call_memory tables and their collection
          symbols.c         which native function holds a code address
          frames.c          return_from, exception_from, return_to: shadow stacks
+         interpose.c       bptrace's stand-ins for runtime functions, and the runtime's own
          unwind.c          C++ exceptions through return frames: the unwinder's hooks
+         fibers.c          threads that switch stacks: a tag per stack on their frames
          kind_count.c, kind_call.c, kind_timem.c   the breakpoint kinds (BPT_KINDS)
          hit.c             the hit path: what a breakpoint does when reached
          site_vm.c, site_native.c   writing site words: VM words, checked code batches
@@ -1167,8 +1176,8 @@ BPT_API void bpt_vm_unwind(bpt_vm_token token, uint64_t exception);
    reported as exception_from (class "unwind", value 0), newest first, and
    dropped. Without this call, bptrace notices such frames at the next
    traced return above them, or when a traced call reuses their place.
-   Return trace assumes one stack per thread: a thread that switches stacks
-   (ucontext fibers, coroutines) must not enable it. Never blocks.
+   Only frames of the stack the thread runs on now are looked at (a fiber
+   switched away from with swapcontext keeps its frames). Never blocks.
 
    Parameters
      sp   the calling function's stack pointer or __builtin_frame_address(0)
@@ -1180,6 +1189,31 @@ BPT_API void bpt_vm_unwind(bpt_vm_token token, uint64_t exception);
    Source         bptrace
 */
 BPT_API int bpt_unwind_to(const void *sp);
+
+/* bpt_fiber_switch_begin, bpt_fiber_switch_end: a coroutine library's own
+   stack switch (hand-written assembly, boost.context: a switch bptrace does
+   not see, unlike swapcontext and setcontext), announced as sanitizers are
+   told of one (__sanitizer_start_switch_fiber, _finish_switch_fiber).
+   Call begin right before the switch: the calls this stack times are
+   paused, and the thread takes a new stack tag, which a fresh coroutine
+   keeps. Call end(tag) right after the switch returns to this stack, with
+   the tag that begin returned before it: the thread takes this stack's tag
+   back and its timed calls resume. Return-trace frames are compared only
+   with frames of the same tag, so a suspended coroutine's frames are never
+   ended by another stack's calls, nor a return's frame sought among them.
+   A coroutine's first code needs no call (it runs with begin's new tag).
+
+   Parameters     tag (end)   what this stack's begin returned
+   Returns        begin: the tag of the stack being left; end: nothing
+   Errors         none (a thread whose record cannot be made: begin
+                  returns 0 and nothing is tagged)
+   Thread safety  acts on the calling thread only; async-signal-safe;
+                  never blocks. A coroutine resumed on another thread is
+                  not supported (its frames stay on the first thread's)
+   Source         fibers.c, S1 and S2 (what bptrace's swapcontext does)
+*/
+BPT_API uint32_t bpt_fiber_switch_begin(void);
+BPT_API void bpt_fiber_switch_end(uint32_t tag);
 
 /* bpt_vm_word_at: the word currently stored at a registered VM site: the
    breakpoint word while installed, the original otherwise. For tests.
@@ -1274,11 +1308,12 @@ typedef struct bpt_match {
    above them, or by bpt_unwind_to / bpt_vm_unwind, and give exception_from.
    Tail calls: a traced function entered by a tail call from one whose
    return is traced shares its frame; both get return_from, innermost first,
-   and one return_to ends the chain. Limits of native return trace: a C++
-   exception must not unwind through a return-traced native call (it calls
-   std::terminate; longjmp is fine); on x86-64 a function returning long
-   double (x87) or a 256/512-bit vector must not be return-traced; threads
-   that switch stacks must not use return trace.
+   and one return_to ends the chain. Limits of native return trace: on
+   x86-64 a function returning long double (x87) or a 256/512-bit vector
+   must not be return-traced; a C++ throw through it and a swapcontext
+   fiber are fine (bpt_api.h, thread-safety rules), a coroutine library
+   with its own stack switch code, or a fiber resumed on another thread,
+   is not.
 
    Parameters
      s         the session
@@ -2245,6 +2280,8 @@ struct bpt__thread {
     volatile uint32_t shadow_depth[2];
     volatile uint32_t shadow_filling[2];   /* 1 + the index of the frame being filled, 0: none [H1] */
     uint32_t vm_serial;             /* owner only: VM frame tokens' check value */
+    uint32_t fiber, fibers;         /* owner only: the stack the thread runs on now, and the last
+                                       tag given (fibers.c); native frames carry their stack's tag */
     int in_timem_overflow;          /* owner only: updating a shared overflow time table (timem.c) */
     void *volatile timem_charging;  /* owner only: the call_time tables being charged (timem.c) [H1] */
     bpt__atomic_ptr timem_free;     /* idle call_time tables this thread mapped, to reuse (timem.c) [T2];
@@ -2634,9 +2671,12 @@ struct bpt__frame {
                                      is not unregistered while its calls run (bpt_unregister) */
     uint64_t process;             /* the process the call runs in */
     uint64_t ts_ns;               /* entry time */
-    uint32_t nsess;
-    uint32_t unhooked;            /* native: 1 while an unwind has the original address back in
-                                     the frame's slot (unwind.c U1..U2); owner only */
+    uint32_t fiber;               /* native: the tag of the stack it was pushed on (fibers.c) */
+    uint16_t nsess;
+    uint8_t unhooked;             /* native: 1 while an unwind has the original address back in
+                                     the frame's slot (unwind.c U1..U2) */
+    uint8_t gone;                 /* native: ended under a frame of another stack, which is still
+                                     alive: a tombstone, dropped once it is on top */
     bpt__frame_session sess[BPT_FRAME_SESSIONS];
 };
 
@@ -2653,6 +2693,12 @@ struct bpt__hit {
 BPT__PRIVATE void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype);
 BPT__HOT int bpt__breakpoint(bpt__hit *h);   /* hit.c: the hit path; 1: pinned, push h's frame, then unpin */
 BPT__PRIVATE int bpt__frame_filling(const bpt__thread *rec, int stack, uint32_t d);   /* being pushed [H1] */
+/* A frame of the stack the thread runs on now, not ended (native frames of
+   other fibers, and tombstones, are not; every VM frame is). */
+BPT__PRIVATE int bpt__frame_mine(const bpt__thread *rec, int stack, const bpt__frame *fr);
+/* Pause (0) or resume (1) the call_time of the frames the thread times now:
+   a fiber switch (fibers.c), as a process switch. */
+BPT__PRIVATE void bpt__frames_fiber_timem(bpt__thread *rec, int resume);
 BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *token);
 #if defined(BPT_NATIVE)
 BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h);
@@ -2734,6 +2780,37 @@ BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n
 BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs);
 #endif
 /*** End of sites.h ***/
+
+/*** Begin file interpose.h ***/
+/* interpose.h: functions of the C and C++ runtimes that bptrace defines in
+   the program in place of theirs (interposition), to see a control-flow
+   switch that moves return addresses or stacks under the shadow frames: a
+   throw (unwind.c) and a ucontext switch (fibers.c). Each definition does
+   its part, then calls the runtime's, found after bptrace's in the
+   dynamic linker's search order (interpose.c).
+   With BPT_NO_INTERPOSE (for a static link, where the runtime's own
+   definitions collide with these, and dlsym has nothing to find) none is
+   defined: a throw through a return frame then calls std::terminate, and
+   fibers that switch stacks must not use return frames. tcc has no native
+   sites, so nothing to keep right: none either. */
+
+#if defined(BPT_NATIVE) && !defined(BPT_NO_INTERPOSE)
+#  define BPT__INTERPOSE 1
+/* A definition that stands in for the runtime's: its assembler name is
+   the runtime's (an asm label on the declaration, so that the runtime's
+   own declaration, which the user's file may include, does not conflict),
+   exported even under -fvisibility=hidden, with C linkage. */
+#  if defined(__cplusplus)
+#    define BPT__INTERPOSED extern "C" __attribute__((used, visibility("default")))
+#  else
+#    define BPT__INTERPOSED __attribute__((used, visibility("default")))
+#  endif
+/* The runtime's definition of name (the next after bptrace's), found once
+   and kept in *cache. Never NULL: without one (a static binary) there is
+   nothing to forward to, and it aborts with a message saying so. */
+BPT__PRIVATE void *bpt__interposed_next(bpt__atomic_ptr *cache, const char *name);
+#endif
+/*** End of interpose.h ***/
 
 /*** Begin file registry.h ***/
 /* registry.h: what other parts use of the registered functions: the
@@ -5837,6 +5914,10 @@ BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *
       calls sharing that stack pointer ends. Continue at the original
       address.
    F3. Unwind (bpt_unwind_to): the host says how far it unwound.
+   Every step looks only at the frames of the stack the thread runs on now:
+   a thread that switches stacks (fibers.c) tags each frame with its
+   stack's tag, and a frame that ends under another stack's live frames is
+   left as a tombstone (gone), dropped when it reaches the top.
 
    A frame is reserved (depth + 1) before it is filled, and copied out
    before it is released (depth - 1), so that a signal handler nested on
@@ -5893,6 +5974,8 @@ static bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack, uint32_t *mar
         if (!rec->shadow[stack]) return NULL;
     }
     if (d >= BPT_SHADOW_FRAMES) return NULL;
+    rec->shadow[stack][d].gone = 0;   /* whose it is holds from the start (bpt__frame_mine) */
+    rec->shadow[stack][d].fiber = rec->fiber;
     *mark = rec->shadow_filling[stack];
     rec->shadow_filling[stack] = d + 1;   /* [H1] marked before it is on the stack */
     bpt__compiler_barrier();
@@ -5913,6 +5996,10 @@ BPT__PRIVATE int bpt__frame_filling(const bpt__thread *rec, int stack, uint32_t 
     return rec->shadow_filling[stack] == d + 1;
 }
 
+BPT__PRIVATE int bpt__frame_mine(const bpt__thread *rec, int stack, const bpt__frame *fr) {
+    return stack == BPT__STACK_VM || (!fr->gone && fr->fiber == rec->fiber);
+}
+
 /* >>timem attribution: BEAM charges time at calls and returns. A call
    pauses the function its session was timing in this process (the topmost
    frame of that session and process) and starts its own; a return charges
@@ -5924,7 +6011,7 @@ static bpt__frame_session *bpt__timem_current(bpt__thread *rec, int stack, uint3
     while (d-- > 0) {
         bpt__frame *fr = &rec->shadow[stack][d];
         uint32_t i;
-        if (bpt__frame_filling(rec, stack, d) || fr->process != process) continue;
+        if (bpt__frame_filling(rec, stack, d) || fr->process != process || !bpt__frame_mine(rec, stack, fr)) continue;
         for (i = 0; i < fr->nsess; i++)
             if (fr->sess[i].id == id && (fr->sess[i].actions & BPT__FRAME_TIMEM)) return &fr->sess[i];
     }
@@ -6028,13 +6115,42 @@ static void bpt__frame_end(bpt__thread *rec, int stack, bpt__frame *fr) {
     bpt__timem_resume_callers(rec, stack, fr, &now);
 }
 
-/* Copy out the top frame, then release it. */
+/* Copy out the top frame, then release it, and the tombstones it covered
+   (never a frame being filled: the code a handler interrupted owns it). */
 static bpt__frame bpt__frame_pop(bpt__thread *rec, int stack) {
     uint32_t d = rec->shadow_depth[stack] - 1;
     bpt__frame fr = rec->shadow[stack][d];
     bpt__compiler_barrier();   /* [H1] */
     rec->shadow_depth[stack] = d;
+    while (d > 0 && rec->shadow[stack][d - 1].gone && !bpt__frame_filling(rec, stack, d - 1)) {
+        bpt__compiler_barrier();
+        rec->shadow_depth[stack] = --d;
+    }
     return fr;
+}
+
+/* Copy out frame k and end it: popped if on top, else left as a tombstone
+   under the live frames of other fibers above it. */
+static bpt__frame bpt__frame_take(bpt__thread *rec, int stack, uint32_t k) {
+    bpt__frame fr;
+    if (k + 1 == rec->shadow_depth[stack]) return bpt__frame_pop(rec, stack);
+    fr = rec->shadow[stack][k];
+    bpt__compiler_barrier();   /* [H1] copied before it is gone */
+    rec->shadow[stack][k].gone = 1;
+    return fr;
+}
+
+/* The newest frame of this thread's current stack below depth d whose
+   entry sp is sp (any sp: sp == 0), or -1. A frame marked as being filled
+   is not skipped: the mark may be the interrupted code's, for the index a
+   handler then reserved too (it was marked before it was on the stack,
+   [H1]), and that frame is the handler's own, complete. */
+static long bpt__frame_find(const bpt__thread *rec, uint32_t d, uintptr_t sp) {
+    while (d-- > 0) {
+        const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][d];
+        if (bpt__frame_mine(rec, BPT__STACK_NATIVE, fr) && (sp == 0 || fr->sp == sp)) return (long)d;
+    }
+    return -1;
 }
 
 /* Whether a session of fr asked for one of `actions`. A frame that only
@@ -6137,12 +6253,10 @@ static void bpt__frames_lost(uintptr_t sp) {
 BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h) {
     bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
     uintptr_t ret = bpt__arch_ret_strip(h->f, *bpt__arch_ret_slot(r)), sp = bpt__arch_entry_sp(r);
-    uint32_t d = h->rec->shadow_depth[BPT__STACK_NATIVE];
+    long k = (long)h->rec->shadow_depth[BPT__STACK_NATIVE];
     if (ret != BPT__RETURN_TRAMPOLINE) return ret;
-    while (d-- > 0) {
-        const bpt__frame *fr = &h->rec->shadow[BPT__STACK_NATIVE][d];
-        if (fr->sp == sp && fr->ret) return fr->ret;
-    }
+    while ((k = bpt__frame_find(h->rec, (uint32_t)k, sp)) >= 0)
+        if (h->rec->shadow[BPT__STACK_NATIVE][k].ret) return h->rec->shadow[BPT__STACK_NATIVE][k].ret;
     return 0;
 }
 
@@ -6167,14 +6281,16 @@ BPT__NOINLINE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int t
         hi = lo + alt.ss_size;
         on_alt = (alt.ss_flags & SS_ONSTACK) != 0;
     }
-    while ((d = rec->shadow_depth[BPT__STACK_NATIVE]) > 0) {
-        uintptr_t top = rec->shadow[BPT__STACK_NATIVE][d - 1].sp;
+    for (d = rec->shadow_depth[BPT__STACK_NATIVE]; d-- > 0;) {
+        const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][d];
+        uintptr_t top = fr->sp;
         int in_alt = top >= lo && top < hi;
         bpt__frame dead;
-        if (bpt__frame_filling(rec, BPT__STACK_NATIVE, d - 1)) break;   /* being pushed: its caller's, alive */
+        if (bpt__frame_filling(rec, BPT__STACK_NATIVE, d)) break;   /* being pushed: its caller's, alive */
+        if (!bpt__frame_mine(rec, BPT__STACK_NATIVE, fr)) continue;   /* another fiber's stack: not compared */
         if (tail && top == sp) break;   /* the frame this tail call shares: alive */
         if (on_alt ? !(in_alt && top <= sp) : !(in_alt || top <= sp)) break;
-        dead = bpt__frame_pop(rec, BPT__STACK_NATIVE);
+        dead = bpt__frame_take(rec, BPT__STACK_NATIVE, d);
         bpt__frame_unwound(rec, &dead, cls, 0);
         bpt__frame_end(rec, BPT__STACK_NATIVE, &dead);
     }
@@ -6204,11 +6320,12 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t wall) {
     uintptr_t ret = bpt__arch_ret_strip(h->f, *slot);
     int tail = ret == BPT__RETURN_TRAMPOLINE;
     bpt__frame *fr;
-    uint32_t i, d, mark = 0;
+    uint32_t i, mark = 0;
+    long k;
     bpt__now2 now = bpt__now2_at(wall);
     /* A tail call shares the frame of the call it replaces; there must be one. */
-    if (tail && !((d = rec->shadow_depth[BPT__STACK_NATIVE]) > 0 &&
-                  rec->shadow[BPT__STACK_NATIVE][d - 1].sp == sp))
+    if (tail && !((k = bpt__frame_find(rec, rec->shadow_depth[BPT__STACK_NATIVE], 0)) >= 0 &&
+                  rec->shadow[BPT__STACK_NATIVE][k].sp == sp))
         fr = NULL;
     else
         fr = bpt__frame_reserve(rec, BPT__STACK_NATIVE, &mark);
@@ -6229,42 +6346,48 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t wall) {
    continue. Not static: the trampoline's assembly calls it by name. */
 BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
     bpt__thread *rec = bpt__thread_self_or_null();
-    uint32_t i, d = rec ? rec->shadow_depth[BPT__STACK_NATIVE] : 0, to_sessions = 0;
+    uint32_t i, to_sessions = 0;
+    long k = rec ? bpt__frame_find(rec, rec->shadow_depth[BPT__STACK_NATIVE], sp) : -1;
     const bpt_func *resumed;
     bpt__frame fr, to;
     uintptr_t ret;
-    for (i = d; i > 0 && rec->shadow[BPT__STACK_NATIVE][i - 1].sp != sp; i--) {}
-    if (i == 0) bpt__frames_lost(sp);
+    if (k < 0) bpt__frames_lost(sp);
     bpt__pin();
-    /* 2a. Frames above ours were unwound without returning. */
-    while (rec->shadow_depth[BPT__STACK_NATIVE] > i) {
-        fr = bpt__frame_pop(rec, BPT__STACK_NATIVE);
+    /* 2a. Frames of this stack above ours were unwound without returning
+       (frames of other fibers' stacks above it stay: they are suspended). */
+    for (i = rec->shadow_depth[BPT__STACK_NATIVE]; i-- > (uint32_t)k + 1;) {
+        if (i >= rec->shadow_depth[BPT__STACK_NATIVE] ||
+            !bpt__frame_mine(rec, BPT__STACK_NATIVE, &rec->shadow[BPT__STACK_NATIVE][i]))
+            continue;
+        fr = bpt__frame_take(rec, BPT__STACK_NATIVE, i);
         bpt__frame_unwound(rec, &fr, "unwind", 0);
         bpt__frame_end(rec, BPT__STACK_NATIVE, &fr);
     }
     /* 2b. Ours, and the frames of the tail calls that replaced it: each
        returns the same value, innermost first; the last holds the address. */
     to.fid = 0;   /* the fields of `to` that 2c reads are set below */
-    do {
-        if (rec->shadow_depth[BPT__STACK_NATIVE] == 0 ||
-            rec->shadow[BPT__STACK_NATIVE][rec->shadow_depth[BPT__STACK_NATIVE] - 1].sp != sp)
-            bpt__frames_lost(sp);
-        fr = bpt__frame_pop(rec, BPT__STACK_NATIVE);
+    for (;;) {
+        if (k < 0) bpt__frames_lost(sp);
+        fr = bpt__frame_take(rec, BPT__STACK_NATIVE, (uint32_t)k);
         bpt__frame_end(rec, BPT__STACK_NATIVE, &fr);
         bpt__frame_returned(rec, &fr, r->gpr[0], r->fp[0][0]);
         for (i = 0; i < fr.nsess; i++) {
             if (fr.sess[i].actions & BPT_RETURN_TO) {   /* each session once per chain */
-                uint32_t k;
-                for (k = 0; k < to_sessions && to.sess[k].id != fr.sess[i].id; k++) {}
-                if (k == to_sessions && to_sessions < BPT_FRAME_SESSIONS) to.sess[to_sessions++] = fr.sess[i];
+                uint32_t s;
+                for (s = 0; s < to_sessions && to.sess[s].id != fr.sess[i].id; s++) {}
+                if (s == to_sessions && to_sessions < BPT_FRAME_SESSIONS) to.sess[to_sessions++] = fr.sess[i];
             }
         }
         if (!to.fid) to.fid = fr.fid;
-    } while (fr.ret == 0);
+        if (fr.ret) break;
+        /* the frame it replaced: the next of this stack, with the same sp */
+        k = bpt__frame_find(rec, (uint32_t)k, 0);
+        if (k >= 0 && rec->shadow[BPT__STACK_NATIVE][k].sp != sp) k = -1;
+    }
     ret = fr.ret;
     /* 2c. One return_to ends the chain (Tracing.md: one per chain of tail calls). */
     if (to_sessions) {
-        to.nsess = to_sessions;
+        to.nsess = (uint16_t)to_sessions;
         resumed = bpt__symbolize(ret);
         bpt__frame_return_to(rec, &to, resumed ? resumed->fid : 0, ret);
     }
@@ -6277,13 +6400,14 @@ BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
 int bpt_unwind_to(const void *spp) {
     bpt__thread *rec = bpt__thread_self_or_null();
     uintptr_t sp = (uintptr_t)spp;
+    long k;
     int n = 0;
     if (!spp) return bpt__fail(BPT_EINVAL, "bpt_unwind_to: sp is NULL");
     if (!rec || !rec->shadow_depth[BPT__STACK_NATIVE]) return 0;
     bpt__pin();
-    while (rec->shadow_depth[BPT__STACK_NATIVE] > 0 &&
-           rec->shadow[BPT__STACK_NATIVE][rec->shadow_depth[BPT__STACK_NATIVE] - 1].sp <= sp) {
-        bpt__frame fr = bpt__frame_pop(rec, BPT__STACK_NATIVE);
+    for (k = (long)rec->shadow_depth[BPT__STACK_NATIVE];
+         (k = bpt__frame_find(rec, (uint32_t)k, 0)) >= 0 && rec->shadow[BPT__STACK_NATIVE][k].sp <= sp;) {
+        bpt__frame fr = bpt__frame_take(rec, BPT__STACK_NATIVE, (uint32_t)k);
         bpt__frame_unwound(rec, &fr, "unwind", 0);
         bpt__frame_end(rec, BPT__STACK_NATIVE, &fr);
         n++;
@@ -6367,7 +6491,8 @@ static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what
         uint32_t nseen = 0, d = rec->shadow_depth[stack], i, k;
         while (d-- > 0 && nseen < sizeof seen / sizeof seen[0]) {
             bpt__frame *fr = &rec->shadow[stack][d];
-            if (bpt__frame_filling(rec, stack, d) || fr->process != process) continue;
+            if (bpt__frame_filling(rec, stack, d) || fr->process != process || !bpt__frame_mine(rec, stack, fr))
+                continue;
             for (i = 0; i < fr->nsess; i++) {
                 bpt__frame_session *fs = &fr->sess[i];
                 unsigned need = what == BPT__TIMEM_MEMORY ? BPT_MEMORY : BPT__FRAME_TIMEM;
@@ -6381,6 +6506,11 @@ static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what
             }
         }
     }
+}
+
+BPT__PRIVATE void bpt__frames_fiber_timem(bpt__thread *rec, int resume) {
+    bpt__now2 now = bpt__now2_at(bpt__now_ns());
+    bpt__timem_current_each(rec, rec->process, resume ? BPT__TIMEM_RESUME : BPT__TIMEM_PAUSE, &now, 0);
 }
 
 void bpt_process_switch(uint64_t process) {
@@ -6402,6 +6532,32 @@ void bpt_account_memory(int64_t bytes) {
 }
 /*** End of frames.c ***/
 
+/*** Begin file interpose.c ***/
+/* interpose.c: how bptrace's stand-ins for runtime functions (interpose.h)
+   reach the runtime's own: dlsym(RTLD_NEXT), once per function. dlsym is
+   in glibc's libc from 2.34 (before, link with -ldl). */
+
+#if defined(BPT__INTERPOSE)
+#include <dlfcn.h>
+
+BPT__PRIVATE void *bpt__interposed_next(bpt__atomic_ptr *cache, const char *name) {
+    void *fn = bpt__load_acquire_ptr(cache);   /* racing threads store the same pointer */
+    if (!fn) {
+        fn = dlsym(RTLD_NEXT, name);
+        if (!fn) {
+            char msg[192];
+            int n = snprintf(msg, sizeof msg, "bptrace: no %s to forward to after bptrace's (a static link? "
+                             "build with -DBPT_NO_INTERPOSE); aborting\n", name);
+            if (n > 0) { ssize_t w = write(2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1); (void)w; }
+            abort();
+        }
+        bpt__store_release_ptr(cache, fn);
+    }
+    return fn;
+}
+#endif
+/*** End of interpose.c ***/
+
 /*** Begin file unwind.c ***/
 /* unwind.c: C++ exceptions through return-traced native frames.
 
@@ -6410,12 +6566,12 @@ void bpt_account_memory(int64_t bytes) {
    unwinder does: it looks up each return address's unwind information,
    finds none for the trampoline, and the throw ends in std::terminate. So
    bptrace stands between the C++ runtime and the unwinder, as uftrace does
-   around __cxa_throw and __cxa_begin_catch: it defines (interposes) three
+   around __cxa_throw and __cxa_begin_catch: it defines (interposes) four
    functions of the Itanium C++ ABI and forwards each to the definition
-   after it (dlsym RTLD_NEXT: libgcc_s, libstdc++ or libc++abi).
+   after it (interpose.h: libgcc_s, libstdc++ or libc++abi).
 
    U1. Unhook (_Unwind_RaiseException, _Unwind_Resume_or_Rethrow: a throw
-       or a rethrow begins): each return-traced frame of the thread gets
+       or a rethrow begins; _Unwind_Resume, below): each return-traced frame of the thread gets
        its original return address back in its slot and is marked
        unhooked. The unwinder then walks a plain stack, in its search phase
        and in its cleanup phase. If the call returns (no handler was found:
@@ -6425,9 +6581,11 @@ void bpt_account_memory(int64_t bytes) {
        unwound: exception_from "throw", newest first (F0's rule, with the
        catcher's sp). The frames left are alive: their slots get the
        trampoline back, so their return_from still comes.
-   Cleanups on the way (destructors, then _Unwind_Resume) need nothing of
-   their own: their traced calls push and pop above the unhooked frames,
-   and F0 ends the dead frames it meets.
+   U1 again at _Unwind_Resume, which a cleanup (destructors) calls to go on
+   unwinding: a throw caught inside a destructor has hooked the frames
+   above it again (U2), and the outer unwind goes on through them. A
+   cleanup's traced calls push and pop above the unhooked frames, and F0
+   ends the dead frames it meets.
 
    Where a frame's slot is (bpt__arch_saved_ret_range):
      x86-64: exactly at its entry stack pointer;
@@ -6444,46 +6602,22 @@ void bpt_account_memory(int64_t bytes) {
    - aarch64: a function that moved x30 into a callee-saved register, which
      a deeper frame then saved: the slot is not found and std::terminate
      follows, as before;
+   - a C program that loads C++ code with dlopen: a program exports these
+     definitions to the libraries it loads only when it is linked with the
+     C++ runtime (or with -rdynamic); otherwise the library's throw reaches
+     the unwinder directly, as without bptrace;
    - a static link with libgcc_eh: its _Unwind_RaiseException and this one
-     collide at link time. Define BPT_NO_UNWIND_HOOKS there (and a throw
+     collide at link time. Define BPT_NO_INTERPOSE there (and a throw
      through a return-traced frame terminates);
    - tcc, which has no native sites, compiles none of this.
    The thread's shadow stack is its own: U1 and U2 run on the throwing
    thread and touch no other thread's frames. */
 
-#if defined(BPT_NATIVE) && !defined(BPT_NO_UNWIND_HOOKS)
-#include <dlfcn.h>
-
-/* The interposed definitions: their assembler names are the ABI's (an asm
-   label, so that no C++ declaration of the same name in the user's file
-   conflicts with these), exported even under -fvisibility=hidden. */
-#if defined(__cplusplus)
-#  define BPT__INTERPOSED extern "C" __attribute__((used, visibility("default")))
-#else
-#  define BPT__INTERPOSED __attribute__((used, visibility("default")))
-#endif
+#if defined(BPT__INTERPOSE)
 BPT__INTERPOSED int bpt__hook_raise(void *exc) __asm__("_Unwind_RaiseException");
 BPT__INTERPOSED int bpt__hook_rethrow(void *exc) __asm__("_Unwind_Resume_or_Rethrow");
+BPT__INTERPOSED void bpt__hook_resume(void *exc) __asm__("_Unwind_Resume");
 BPT__INTERPOSED void *bpt__hook_begin_catch(void *exc) __asm__("__cxa_begin_catch");
-
-/* The definition after ours, found once; racing threads store the same
-   pointer. Its absence (a static binary without one) is fatal: there is
-   nothing else to unwind with. */
-static void *bpt__unwind_next(bpt__atomic_ptr *cache, const char *name) {
-    void *fn = bpt__load_acquire_ptr(cache);
-    if (!fn) {
-        fn = dlsym(RTLD_NEXT, name);
-        if (!fn) {
-            char msg[160];
-            int n = snprintf(msg, sizeof msg, "bptrace: unwind.c: no %s after bptrace's (static link? "
-                             "build with -DBPT_NO_UNWIND_HOOKS); aborting\n", name);
-            if (n > 0) { ssize_t w = write(2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1); (void)w; }
-            abort();
-        }
-        bpt__store_release_ptr(cache, fn);
-    }
-    return fn;
-}
 
 /* Rewrite, in frame fr's slot range, each word that holds `from` (once
    stripped) with `to` (signed as the function signs its return address).
@@ -6512,7 +6646,9 @@ static void bpt__unwind_rewrite(bpt__thread *rec, uintptr_t below, int hook) {
     uint32_t i = rec->shadow_depth[BPT__STACK_NATIVE];
     while (i-- > 0) {
         bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][i];
-        if (bpt__frame_filling(rec, BPT__STACK_NATIVE, i) || fr->sp < below) continue;
+        if (bpt__frame_filling(rec, BPT__STACK_NATIVE, i) || !bpt__frame_mine(rec, BPT__STACK_NATIVE, fr) ||
+            fr->sp < below)
+            continue;   /* being pushed, another fiber's, ended, or not on this stack */
         if (fr->ret == 0) continue;
         if (!hook && !fr->unhooked)
             fr->unhooked = bpt__unwind_swap(fr, below, BPT__RETURN_TRAMPOLINE, fr->ret) > 0;
@@ -6532,7 +6668,7 @@ static bpt__thread *bpt__unwind_frames(void) {
 
 /* U1 around a call that starts an unwind. */
 static int bpt__unwind_begin(bpt__atomic_ptr *cache, const char *name, void *exc, uintptr_t sp) {
-    int (*next)(void *) = (int (*)(void *))bpt__unwind_next(cache, name);
+    int (*next)(void *) = (int (*)(void *))bpt__interposed_next(cache, name);
     bpt__thread *rec = bpt__unwind_frames();
     int rc;
     if (rec) bpt__unwind_rewrite(rec, sp, 0);
@@ -6563,10 +6699,19 @@ int bpt__hook_rethrow(void *exc) {
     return bpt__unwind_begin(&next, "_Unwind_Resume_or_Rethrow", exc, BPT__HOOK_ENTRY_SP());
 }
 
+/* U1: a cleanup is done and the unwind goes on. Never returns. */
+void bpt__hook_resume(void *exc) {
+    static bpt__atomic_ptr next;
+    void (*resume)(void *) = (void (*)(void *))bpt__interposed_next(&next, "_Unwind_Resume");
+    bpt__thread *rec = bpt__unwind_frames();
+    if (rec) bpt__unwind_rewrite(rec, BPT__HOOK_ENTRY_SP(), 0);
+    resume(exc);
+}
+
 /* U2: a catch clause begins, in the function that called us. */
 void *bpt__hook_begin_catch(void *exc) {
     static bpt__atomic_ptr next;
-    void *(*begin)(void *) = (void *(*)(void *))bpt__unwind_next(&next, "__cxa_begin_catch");
+    void *(*begin)(void *) = (void *(*)(void *))bpt__interposed_next(&next, "__cxa_begin_catch");
     uintptr_t sp = BPT__HOOK_ENTRY_SP();
     bpt__thread *rec = bpt__unwind_frames();
     if (rec && bpt__pin()) {
@@ -6576,8 +6721,101 @@ void *bpt__hook_begin_catch(void *exc) {
     }
     return begin(exc);
 }
-#endif /* BPT_NATIVE && !BPT_NO_UNWIND_HOOKS */
+#endif /* BPT__INTERPOSE */
 /*** End of unwind.c ***/
+
+/*** Begin file fibers.c ***/
+/* fibers.c: threads that switch stacks (makecontext/swapcontext): each
+   stack's frames are told apart by a tag.
+
+   A thread has one shadow stack, but a thread that runs fibers runs on
+   several native stacks in turn, and a suspended fiber's frames stay in the
+   shadow stack, between and under the frames of the others. Compared by
+   stack pointer alone, a suspended fiber's live frames look like frames a
+   longjmp left behind (they lie at or below the new call's sp, or above
+   it: wherever its stack was placed). F0 would end them, and their return
+   would then find no frame: an abort. So:
+
+   S1. Leave (swapcontext, setcontext, before the switch): the calls the
+       thread times now are paused, as a process switch pauses them, and
+       the thread takes a new tag. A fresh context (makecontext) runs with
+       it: its frames will carry it.
+   S2. Back (swapcontext returns: this stack runs again, whoever switched
+       to it, uc_link's return included): the thread takes this stack's tag
+       back, and the calls it times resume.
+   A native frame carries the tag of the stack it was pushed on (F1). F0,
+   F2, U1 and bpt_unwind_to look only at frames with the thread's current
+   tag (bpt__frame_mine). F2 ends a frame that other tags' frames cover by
+   marking it gone: a tombstone, dropped once it is on top.
+
+   A coroutine library with its own switch code (boost.context,
+   hand-written assembly), which bptrace does not see, calls S1 and S2
+   itself: bpt_fiber_switch_begin and _end.
+
+   Not covered:
+   - a fiber resumed on another thread: its frames are on the first
+     thread's shadow stack, and its return aborts (no frame);
+   - a coroutine library's own switch that is not announced;
+   - setcontext to a getcontext on the same stack, used as a longjmp, and a
+     fiber never resumed: the frames left behind keep their tag and are
+     never ended; they take shadow stack room until the thread ends (past
+     BPT_SHADOW_FRAMES, returns go untraced, counted). */
+
+/* S1: returns the tag of the stack being left. */
+static uint32_t bpt__fiber_leave(bpt__thread *rec) {
+    uint32_t mine = rec->fiber;
+    bpt__frames_fiber_timem(rec, 0);
+    if (++rec->fibers == 0) rec->fibers = 1;   /* 0: the thread's own stack */
+    rec->fiber = rec->fibers;
+    return mine;
+}
+
+/* S2. */
+static void bpt__fiber_back(bpt__thread *rec, uint32_t mine) {
+    rec->fiber = mine;
+    bpt__frames_fiber_timem(rec, 1);
+}
+
+uint32_t bpt_fiber_switch_begin(void) {
+    bpt__thread *rec = bpt__thread_self();
+    return rec ? bpt__fiber_leave(rec) : 0;
+}
+
+void bpt_fiber_switch_end(uint32_t tag) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    if (rec) bpt__fiber_back(rec, tag);
+}
+
+#if defined(BPT__INTERPOSE)
+/* ucontext_t * as void *: the same call, without <ucontext.h>. */
+BPT__INTERPOSED int bpt__hook_swapcontext(void *oucp, const void *ucp) __asm__("swapcontext");
+BPT__INTERPOSED int bpt__hook_setcontext(const void *ucp) __asm__("setcontext");
+
+/* Returns when another context switches back to this one (S2), or at once
+   with -1 on an error. The record is made here if the thread has none, so
+   that the stack it leaves keeps tag 0 and the fiber gets its own. */
+int bpt__hook_swapcontext(void *oucp, const void *ucp) {
+    static bpt__atomic_ptr next;
+    int (*swap)(void *, const void *) = (int (*)(void *, const void *))bpt__interposed_next(&next, "swapcontext");
+    bpt__thread *rec = bpt__thread_self();
+    uint32_t mine = rec ? bpt__fiber_leave(rec) : 0;
+    int rc = swap(oucp, ucp);
+    if ((rec = bpt__thread_self_or_null())) bpt__fiber_back(rec, mine);
+    return rc;
+}
+
+/* Returns only on an error (-1): then the thread is back on its stack. */
+int bpt__hook_setcontext(const void *ucp) {
+    static bpt__atomic_ptr next;
+    int (*set)(const void *) = (int (*)(const void *))bpt__interposed_next(&next, "setcontext");
+    bpt__thread *rec = bpt__thread_self();
+    uint32_t mine = rec ? bpt__fiber_leave(rec) : 0;
+    int rc = set(ucp);
+    if (rec) bpt__fiber_back(rec, mine);
+    return rc;
+}
+#endif
+/*** End of fibers.c ***/
 
 /*** Begin file kind_call.c ***/
 /* kind_call.c: the local call trace breakpoint kind (BPT_CALL), as

@@ -307,8 +307,8 @@ BPT_API void bpt_vm_unwind(bpt_vm_token token, uint64_t exception);
    reported as exception_from (class "unwind", value 0), newest first, and
    dropped. Without this call, bptrace notices such frames at the next
    traced return above them, or when a traced call reuses their place.
-   Return trace assumes one stack per thread: a thread that switches stacks
-   (ucontext fibers, coroutines) must not enable it. Never blocks.
+   Only frames of the stack the thread runs on now are looked at (a fiber
+   switched away from with swapcontext keeps its frames). Never blocks.
 
    Parameters
      sp   the calling function's stack pointer or __builtin_frame_address(0)
@@ -320,6 +320,31 @@ BPT_API void bpt_vm_unwind(bpt_vm_token token, uint64_t exception);
    Source         bptrace
 */
 BPT_API int bpt_unwind_to(const void *sp);
+
+/* bpt_fiber_switch_begin, bpt_fiber_switch_end: a coroutine library's own
+   stack switch (hand-written assembly, boost.context: a switch bptrace does
+   not see, unlike swapcontext and setcontext), announced as sanitizers are
+   told of one (__sanitizer_start_switch_fiber, _finish_switch_fiber).
+   Call begin right before the switch: the calls this stack times are
+   paused, and the thread takes a new stack tag, which a fresh coroutine
+   keeps. Call end(tag) right after the switch returns to this stack, with
+   the tag that begin returned before it: the thread takes this stack's tag
+   back and its timed calls resume. Return-trace frames are compared only
+   with frames of the same tag, so a suspended coroutine's frames are never
+   ended by another stack's calls, nor a return's frame sought among them.
+   A coroutine's first code needs no call (it runs with begin's new tag).
+
+   Parameters     tag (end)   what this stack's begin returned
+   Returns        begin: the tag of the stack being left; end: nothing
+   Errors         none (a thread whose record cannot be made: begin
+                  returns 0 and nothing is tagged)
+   Thread safety  acts on the calling thread only; async-signal-safe;
+                  never blocks. A coroutine resumed on another thread is
+                  not supported (its frames stay on the first thread's)
+   Source         fibers.c, S1 and S2 (what bptrace's swapcontext does)
+*/
+BPT_API uint32_t bpt_fiber_switch_begin(void);
+BPT_API void bpt_fiber_switch_end(uint32_t tag);
 
 /* bpt_vm_word_at: the word currently stored at a registered VM site: the
    breakpoint word while installed, the original otherwise. For tests.

@@ -79,11 +79,12 @@ typedef struct bpt_match {
    above them, or by bpt_unwind_to / bpt_vm_unwind, and give exception_from.
    Tail calls: a traced function entered by a tail call from one whose
    return is traced shares its frame; both get return_from, innermost first,
-   and one return_to ends the chain. Limits of native return trace: a C++
-   exception must not unwind through a return-traced native call (it calls
-   std::terminate; longjmp is fine); on x86-64 a function returning long
-   double (x87) or a 256/512-bit vector must not be return-traced; threads
-   that switch stacks must not use return trace.
+   and one return_to ends the chain. Limits of native return trace: on
+   x86-64 a function returning long double (x87) or a 256/512-bit vector
+   must not be return-traced; a C++ throw through it and a swapcontext
+   fiber are fine (bpt_api.h, thread-safety rules), a coroutine library
+   with its own stack switch code, or a fiber resumed on another thread,
+   is not.
 
    Parameters
      s         the session

@@ -61,11 +61,12 @@
                                           nothing; bpt_register_native returns BPT_ENOTSUP).
        BPT_NO_MEMBARRIER  implementation  Never use membarrier(2): readers pay a full fence on pin.
                                           For kernels without it, and for tests of the fallback.
-       BPT_NO_UNWIND_HOOKS implementation Leave out unwind.c's definitions of _Unwind_RaiseException,
-                                          _Unwind_Resume_or_Rethrow and __cxa_begin_catch (which put
-                                          return addresses back for a C++ throw). For a static link
-                                          with libgcc_eh, where they collide; a throw through a
-                                          return frame then calls std::terminate.
+       BPT_NO_INTERPOSE   implementation  Leave out bptrace's definitions of _Unwind_RaiseException,
+                                          _Unwind_Resume_or_Rethrow, __cxa_begin_catch (unwind.c)
+                                          and swapcontext, setcontext (fibers.c), which forward to
+                                          the runtime's. For a static link, where they collide; then
+                                          a C++ throw through a return frame calls std::terminate,
+                                          and fibers must not use return frames.
        BPT_NO_CYCLE_CLOCK implementation  Timestamps from clock_gettime, not the CPU's counter
                                           (rdtsc, CNTVCT_EL0); bpt_clock_info says which is used.
        BPT_SYNC_CORE_SIGNAL implementation The signal that serializes threads' instruction streams
@@ -133,10 +134,16 @@
          keep their return trace (unwind.c, U1 and U2: bptrace defines the
          ABI's _Unwind_RaiseException, _Unwind_Resume_or_Rethrow and
          __cxa_begin_catch and forwards each to the next definition).
-       - Not supported: fibers that switch stacks (makecontext/swapcontext,
-         coroutines) must not use return frames (issue #17). call_time is
-         wall time unless the session asks for the thread's CPU time
-         (bpt_session_desc.time_cpu).
+       - Fibers that switch stacks with swapcontext/setcontext: each stack's
+         frames carry a tag (fibers.c, S1 and S2), so a suspended fiber's
+         frames are neither ended nor mistaken for the running stack's, and
+         its calls' call_time is paused while it is suspended.
+         A coroutine library with its own switch code (boost.context)
+         announces each switch: bpt_fiber_switch_begin and _end.
+       - Not supported: a fiber resumed on another thread, and an
+         unannounced switch of a coroutine library's own: return frames
+         there may abort at a return. call_time is wall time unless the
+         session asks for the thread's CPU time (bpt_session_desc.time_cpu).
        - bpt_session_drain and bpt_session_write may run concurrently with
          traced threads; one drainer per session at a time (others wait on the
          session's drain lock). A traced thread never waits for a drainer.
@@ -162,7 +169,9 @@
          timem.c           call_time / call_memory tables and their collection
          symbols.c         which native function holds a code address
          frames.c          return_from, exception_from, return_to: shadow stacks
+         interpose.c       bptrace's stand-ins for runtime functions, and the runtime's own
          unwind.c          C++ exceptions through return frames: the unwinder's hooks
+         fibers.c          threads that switch stacks: a tag per stack on their frames
          kind_count.c, kind_call.c, kind_timem.c   the breakpoint kinds (BPT_KINDS)
          hit.c             the hit path: what a breakpoint does when reached
          site_vm.c, site_native.c   writing site words: VM words, checked code batches

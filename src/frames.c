@@ -23,6 +23,10 @@
       calls sharing that stack pointer ends. Continue at the original
       address.
    F3. Unwind (bpt_unwind_to): the host says how far it unwound.
+   Every step looks only at the frames of the stack the thread runs on now:
+   a thread that switches stacks (fibers.c) tags each frame with its
+   stack's tag, and a frame that ends under another stack's live frames is
+   left as a tombstone (gone), dropped when it reaches the top.
 
    A frame is reserved (depth + 1) before it is filled, and copied out
    before it is released (depth - 1), so that a signal handler nested on
@@ -80,6 +84,8 @@ static bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack, uint32_t *mar
         if (!rec->shadow[stack]) return NULL;
     }
     if (d >= BPT_SHADOW_FRAMES) return NULL;
+    rec->shadow[stack][d].gone = 0;   /* whose it is holds from the start (bpt__frame_mine) */
+    rec->shadow[stack][d].fiber = rec->fiber;
     *mark = rec->shadow_filling[stack];
     rec->shadow_filling[stack] = d + 1;   /* [H1] marked before it is on the stack */
     bpt__compiler_barrier();
@@ -100,6 +106,10 @@ BPT__PRIVATE int bpt__frame_filling(const bpt__thread *rec, int stack, uint32_t 
     return rec->shadow_filling[stack] == d + 1;
 }
 
+BPT__PRIVATE int bpt__frame_mine(const bpt__thread *rec, int stack, const bpt__frame *fr) {
+    return stack == BPT__STACK_VM || (!fr->gone && fr->fiber == rec->fiber);
+}
+
 /* >>timem attribution: BEAM charges time at calls and returns. A call
    pauses the function its session was timing in this process (the topmost
    frame of that session and process) and starts its own; a return charges
@@ -111,7 +121,7 @@ static bpt__frame_session *bpt__timem_current(bpt__thread *rec, int stack, uint3
     while (d-- > 0) {
         bpt__frame *fr = &rec->shadow[stack][d];
         uint32_t i;
-        if (bpt__frame_filling(rec, stack, d) || fr->process != process) continue;
+        if (bpt__frame_filling(rec, stack, d) || fr->process != process || !bpt__frame_mine(rec, stack, fr)) continue;
         for (i = 0; i < fr->nsess; i++)
             if (fr->sess[i].id == id && (fr->sess[i].actions & BPT__FRAME_TIMEM)) return &fr->sess[i];
     }
@@ -215,13 +225,42 @@ static void bpt__frame_end(bpt__thread *rec, int stack, bpt__frame *fr) {
     bpt__timem_resume_callers(rec, stack, fr, &now);
 }
 
-/* Copy out the top frame, then release it. */
+/* Copy out the top frame, then release it, and the tombstones it covered
+   (never a frame being filled: the code a handler interrupted owns it). */
 static bpt__frame bpt__frame_pop(bpt__thread *rec, int stack) {
     uint32_t d = rec->shadow_depth[stack] - 1;
     bpt__frame fr = rec->shadow[stack][d];
     bpt__compiler_barrier();   /* [H1] */
     rec->shadow_depth[stack] = d;
+    while (d > 0 && rec->shadow[stack][d - 1].gone && !bpt__frame_filling(rec, stack, d - 1)) {
+        bpt__compiler_barrier();
+        rec->shadow_depth[stack] = --d;
+    }
     return fr;
+}
+
+/* Copy out frame k and end it: popped if on top, else left as a tombstone
+   under the live frames of other fibers above it. */
+static bpt__frame bpt__frame_take(bpt__thread *rec, int stack, uint32_t k) {
+    bpt__frame fr;
+    if (k + 1 == rec->shadow_depth[stack]) return bpt__frame_pop(rec, stack);
+    fr = rec->shadow[stack][k];
+    bpt__compiler_barrier();   /* [H1] copied before it is gone */
+    rec->shadow[stack][k].gone = 1;
+    return fr;
+}
+
+/* The newest frame of this thread's current stack below depth d whose
+   entry sp is sp (any sp: sp == 0), or -1. A frame marked as being filled
+   is not skipped: the mark may be the interrupted code's, for the index a
+   handler then reserved too (it was marked before it was on the stack,
+   [H1]), and that frame is the handler's own, complete. */
+static long bpt__frame_find(const bpt__thread *rec, uint32_t d, uintptr_t sp) {
+    while (d-- > 0) {
+        const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][d];
+        if (bpt__frame_mine(rec, BPT__STACK_NATIVE, fr) && (sp == 0 || fr->sp == sp)) return (long)d;
+    }
+    return -1;
 }
 
 /* Whether a session of fr asked for one of `actions`. A frame that only
@@ -324,12 +363,10 @@ static void bpt__frames_lost(uintptr_t sp) {
 BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h) {
     bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
     uintptr_t ret = bpt__arch_ret_strip(h->f, *bpt__arch_ret_slot(r)), sp = bpt__arch_entry_sp(r);
-    uint32_t d = h->rec->shadow_depth[BPT__STACK_NATIVE];
+    long k = (long)h->rec->shadow_depth[BPT__STACK_NATIVE];
     if (ret != BPT__RETURN_TRAMPOLINE) return ret;
-    while (d-- > 0) {
-        const bpt__frame *fr = &h->rec->shadow[BPT__STACK_NATIVE][d];
-        if (fr->sp == sp && fr->ret) return fr->ret;
-    }
+    while ((k = bpt__frame_find(h->rec, (uint32_t)k, sp)) >= 0)
+        if (h->rec->shadow[BPT__STACK_NATIVE][k].ret) return h->rec->shadow[BPT__STACK_NATIVE][k].ret;
     return 0;
 }
 
@@ -354,14 +391,16 @@ BPT__NOINLINE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int t
         hi = lo + alt.ss_size;
         on_alt = (alt.ss_flags & SS_ONSTACK) != 0;
     }
-    while ((d = rec->shadow_depth[BPT__STACK_NATIVE]) > 0) {
-        uintptr_t top = rec->shadow[BPT__STACK_NATIVE][d - 1].sp;
+    for (d = rec->shadow_depth[BPT__STACK_NATIVE]; d-- > 0;) {
+        const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][d];
+        uintptr_t top = fr->sp;
         int in_alt = top >= lo && top < hi;
         bpt__frame dead;
-        if (bpt__frame_filling(rec, BPT__STACK_NATIVE, d - 1)) break;   /* being pushed: its caller's, alive */
+        if (bpt__frame_filling(rec, BPT__STACK_NATIVE, d)) break;   /* being pushed: its caller's, alive */
+        if (!bpt__frame_mine(rec, BPT__STACK_NATIVE, fr)) continue;   /* another fiber's stack: not compared */
         if (tail && top == sp) break;   /* the frame this tail call shares: alive */
         if (on_alt ? !(in_alt && top <= sp) : !(in_alt || top <= sp)) break;
-        dead = bpt__frame_pop(rec, BPT__STACK_NATIVE);
+        dead = bpt__frame_take(rec, BPT__STACK_NATIVE, d);
         bpt__frame_unwound(rec, &dead, cls, 0);
         bpt__frame_end(rec, BPT__STACK_NATIVE, &dead);
     }
@@ -391,11 +430,12 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t wall) {
     uintptr_t ret = bpt__arch_ret_strip(h->f, *slot);
     int tail = ret == BPT__RETURN_TRAMPOLINE;
     bpt__frame *fr;
-    uint32_t i, d, mark = 0;
+    uint32_t i, mark = 0;
+    long k;
     bpt__now2 now = bpt__now2_at(wall);
     /* A tail call shares the frame of the call it replaces; there must be one. */
-    if (tail && !((d = rec->shadow_depth[BPT__STACK_NATIVE]) > 0 &&
-                  rec->shadow[BPT__STACK_NATIVE][d - 1].sp == sp))
+    if (tail && !((k = bpt__frame_find(rec, rec->shadow_depth[BPT__STACK_NATIVE], 0)) >= 0 &&
+                  rec->shadow[BPT__STACK_NATIVE][k].sp == sp))
         fr = NULL;
     else
         fr = bpt__frame_reserve(rec, BPT__STACK_NATIVE, &mark);
@@ -416,42 +456,48 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t wall) {
    continue. Not static: the trampoline's assembly calls it by name. */
 BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
     bpt__thread *rec = bpt__thread_self_or_null();
-    uint32_t i, d = rec ? rec->shadow_depth[BPT__STACK_NATIVE] : 0, to_sessions = 0;
+    uint32_t i, to_sessions = 0;
+    long k = rec ? bpt__frame_find(rec, rec->shadow_depth[BPT__STACK_NATIVE], sp) : -1;
     const bpt_func *resumed;
     bpt__frame fr, to;
     uintptr_t ret;
-    for (i = d; i > 0 && rec->shadow[BPT__STACK_NATIVE][i - 1].sp != sp; i--) {}
-    if (i == 0) bpt__frames_lost(sp);
+    if (k < 0) bpt__frames_lost(sp);
     bpt__pin();
-    /* 2a. Frames above ours were unwound without returning. */
-    while (rec->shadow_depth[BPT__STACK_NATIVE] > i) {
-        fr = bpt__frame_pop(rec, BPT__STACK_NATIVE);
+    /* 2a. Frames of this stack above ours were unwound without returning
+       (frames of other fibers' stacks above it stay: they are suspended). */
+    for (i = rec->shadow_depth[BPT__STACK_NATIVE]; i-- > (uint32_t)k + 1;) {
+        if (i >= rec->shadow_depth[BPT__STACK_NATIVE] ||
+            !bpt__frame_mine(rec, BPT__STACK_NATIVE, &rec->shadow[BPT__STACK_NATIVE][i]))
+            continue;
+        fr = bpt__frame_take(rec, BPT__STACK_NATIVE, i);
         bpt__frame_unwound(rec, &fr, "unwind", 0);
         bpt__frame_end(rec, BPT__STACK_NATIVE, &fr);
     }
     /* 2b. Ours, and the frames of the tail calls that replaced it: each
        returns the same value, innermost first; the last holds the address. */
     to.fid = 0;   /* the fields of `to` that 2c reads are set below */
-    do {
-        if (rec->shadow_depth[BPT__STACK_NATIVE] == 0 ||
-            rec->shadow[BPT__STACK_NATIVE][rec->shadow_depth[BPT__STACK_NATIVE] - 1].sp != sp)
-            bpt__frames_lost(sp);
-        fr = bpt__frame_pop(rec, BPT__STACK_NATIVE);
+    for (;;) {
+        if (k < 0) bpt__frames_lost(sp);
+        fr = bpt__frame_take(rec, BPT__STACK_NATIVE, (uint32_t)k);
         bpt__frame_end(rec, BPT__STACK_NATIVE, &fr);
         bpt__frame_returned(rec, &fr, r->gpr[0], r->fp[0][0]);
         for (i = 0; i < fr.nsess; i++) {
             if (fr.sess[i].actions & BPT_RETURN_TO) {   /* each session once per chain */
-                uint32_t k;
-                for (k = 0; k < to_sessions && to.sess[k].id != fr.sess[i].id; k++) {}
-                if (k == to_sessions && to_sessions < BPT_FRAME_SESSIONS) to.sess[to_sessions++] = fr.sess[i];
+                uint32_t s;
+                for (s = 0; s < to_sessions && to.sess[s].id != fr.sess[i].id; s++) {}
+                if (s == to_sessions && to_sessions < BPT_FRAME_SESSIONS) to.sess[to_sessions++] = fr.sess[i];
             }
         }
         if (!to.fid) to.fid = fr.fid;
-    } while (fr.ret == 0);
+        if (fr.ret) break;
+        /* the frame it replaced: the next of this stack, with the same sp */
+        k = bpt__frame_find(rec, (uint32_t)k, 0);
+        if (k >= 0 && rec->shadow[BPT__STACK_NATIVE][k].sp != sp) k = -1;
+    }
     ret = fr.ret;
     /* 2c. One return_to ends the chain (Tracing.md: one per chain of tail calls). */
     if (to_sessions) {
-        to.nsess = to_sessions;
+        to.nsess = (uint16_t)to_sessions;
         resumed = bpt__symbolize(ret);
         bpt__frame_return_to(rec, &to, resumed ? resumed->fid : 0, ret);
     }
@@ -464,13 +510,14 @@ BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
 int bpt_unwind_to(const void *spp) {
     bpt__thread *rec = bpt__thread_self_or_null();
     uintptr_t sp = (uintptr_t)spp;
+    long k;
     int n = 0;
     if (!spp) return bpt__fail(BPT_EINVAL, "bpt_unwind_to: sp is NULL");
     if (!rec || !rec->shadow_depth[BPT__STACK_NATIVE]) return 0;
     bpt__pin();
-    while (rec->shadow_depth[BPT__STACK_NATIVE] > 0 &&
-           rec->shadow[BPT__STACK_NATIVE][rec->shadow_depth[BPT__STACK_NATIVE] - 1].sp <= sp) {
-        bpt__frame fr = bpt__frame_pop(rec, BPT__STACK_NATIVE);
+    for (k = (long)rec->shadow_depth[BPT__STACK_NATIVE];
+         (k = bpt__frame_find(rec, (uint32_t)k, 0)) >= 0 && rec->shadow[BPT__STACK_NATIVE][k].sp <= sp;) {
+        bpt__frame fr = bpt__frame_take(rec, BPT__STACK_NATIVE, (uint32_t)k);
         bpt__frame_unwound(rec, &fr, "unwind", 0);
         bpt__frame_end(rec, BPT__STACK_NATIVE, &fr);
         n++;
@@ -554,7 +601,8 @@ static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what
         uint32_t nseen = 0, d = rec->shadow_depth[stack], i, k;
         while (d-- > 0 && nseen < sizeof seen / sizeof seen[0]) {
             bpt__frame *fr = &rec->shadow[stack][d];
-            if (bpt__frame_filling(rec, stack, d) || fr->process != process) continue;
+            if (bpt__frame_filling(rec, stack, d) || fr->process != process || !bpt__frame_mine(rec, stack, fr))
+                continue;
             for (i = 0; i < fr->nsess; i++) {
                 bpt__frame_session *fs = &fr->sess[i];
                 unsigned need = what == BPT__TIMEM_MEMORY ? BPT_MEMORY : BPT__FRAME_TIMEM;
@@ -568,6 +616,11 @@ static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what
             }
         }
     }
+}
+
+BPT__PRIVATE void bpt__frames_fiber_timem(bpt__thread *rec, int resume) {
+    bpt__now2 now = bpt__now2_at(bpt__now_ns());
+    bpt__timem_current_each(rec, rec->process, resume ? BPT__TIMEM_RESUME : BPT__TIMEM_PAUSE, &now, 0);
 }
 
 void bpt_process_switch(uint64_t process) {

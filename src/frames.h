@@ -41,9 +41,12 @@ struct bpt__frame {
                                      is not unregistered while its calls run (bpt_unregister) */
     uint64_t process;             /* the process the call runs in */
     uint64_t ts_ns;               /* entry time */
-    uint32_t nsess;
-    uint32_t unhooked;            /* native: 1 while an unwind has the original address back in
-                                     the frame's slot (unwind.c U1..U2); owner only */
+    uint32_t fiber;               /* native: the tag of the stack it was pushed on (fibers.c) */
+    uint16_t nsess;
+    uint8_t unhooked;             /* native: 1 while an unwind has the original address back in
+                                     the frame's slot (unwind.c U1..U2) */
+    uint8_t gone;                 /* native: ended under a frame of another stack, which is still
+                                     alive: a tombstone, dropped once it is on top */
     bpt__frame_session sess[BPT_FRAME_SESSIONS];
 };
 
@@ -60,6 +63,12 @@ struct bpt__hit {
 BPT__PRIVATE void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype);
 BPT__HOT int bpt__breakpoint(bpt__hit *h);   /* hit.c: the hit path; 1: pinned, push h's frame, then unpin */
 BPT__PRIVATE int bpt__frame_filling(const bpt__thread *rec, int stack, uint32_t d);   /* being pushed [H1] */
+/* A frame of the stack the thread runs on now, not ended (native frames of
+   other fibers, and tombstones, are not; every VM frame is). */
+BPT__PRIVATE int bpt__frame_mine(const bpt__thread *rec, int stack, const bpt__frame *fr);
+/* Pause (0) or resume (1) the call_time of the frames the thread times now:
+   a fiber switch (fibers.c), as a process switch. */
+BPT__PRIVATE void bpt__frames_fiber_timem(bpt__thread *rec, int resume);
 BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *token);
 #if defined(BPT_NATIVE)
 BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h);

@@ -33,6 +33,7 @@ typedef struct bpt__hit bpt__hit;                       /* frames.h */
 #include "timem.h"
 #include "frames.h"
 #include "sites.h"
+#include "interpose.h"
 #include "registry.h"
 
 /* The lock order and fork (locks.c). */

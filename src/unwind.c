@@ -5,12 +5,12 @@
    unwinder does: it looks up each return address's unwind information,
    finds none for the trampoline, and the throw ends in std::terminate. So
    bptrace stands between the C++ runtime and the unwinder, as uftrace does
-   around __cxa_throw and __cxa_begin_catch: it defines (interposes) three
+   around __cxa_throw and __cxa_begin_catch: it defines (interposes) four
    functions of the Itanium C++ ABI and forwards each to the definition
-   after it (dlsym RTLD_NEXT: libgcc_s, libstdc++ or libc++abi).
+   after it (interpose.h: libgcc_s, libstdc++ or libc++abi).
 
    U1. Unhook (_Unwind_RaiseException, _Unwind_Resume_or_Rethrow: a throw
-       or a rethrow begins): each return-traced frame of the thread gets
+       or a rethrow begins; _Unwind_Resume, below): each return-traced frame of the thread gets
        its original return address back in its slot and is marked
        unhooked. The unwinder then walks a plain stack, in its search phase
        and in its cleanup phase. If the call returns (no handler was found:
@@ -20,9 +20,11 @@
        unwound: exception_from "throw", newest first (F0's rule, with the
        catcher's sp). The frames left are alive: their slots get the
        trampoline back, so their return_from still comes.
-   Cleanups on the way (destructors, then _Unwind_Resume) need nothing of
-   their own: their traced calls push and pop above the unhooked frames,
-   and F0 ends the dead frames it meets.
+   U1 again at _Unwind_Resume, which a cleanup (destructors) calls to go on
+   unwinding: a throw caught inside a destructor has hooked the frames
+   above it again (U2), and the outer unwind goes on through them. A
+   cleanup's traced calls push and pop above the unhooked frames, and F0
+   ends the dead frames it meets.
 
    Where a frame's slot is (bpt__arch_saved_ret_range):
      x86-64: exactly at its entry stack pointer;
@@ -39,47 +41,23 @@
    - aarch64: a function that moved x30 into a callee-saved register, which
      a deeper frame then saved: the slot is not found and std::terminate
      follows, as before;
+   - a C program that loads C++ code with dlopen: a program exports these
+     definitions to the libraries it loads only when it is linked with the
+     C++ runtime (or with -rdynamic); otherwise the library's throw reaches
+     the unwinder directly, as without bptrace;
    - a static link with libgcc_eh: its _Unwind_RaiseException and this one
-     collide at link time. Define BPT_NO_UNWIND_HOOKS there (and a throw
+     collide at link time. Define BPT_NO_INTERPOSE there (and a throw
      through a return-traced frame terminates);
    - tcc, which has no native sites, compiles none of this.
    The thread's shadow stack is its own: U1 and U2 run on the throwing
    thread and touch no other thread's frames. */
 #include "internal.h"
 
-#if defined(BPT_NATIVE) && !defined(BPT_NO_UNWIND_HOOKS)
-#include <dlfcn.h>
-
-/* The interposed definitions: their assembler names are the ABI's (an asm
-   label, so that no C++ declaration of the same name in the user's file
-   conflicts with these), exported even under -fvisibility=hidden. */
-#if defined(__cplusplus)
-#  define BPT__INTERPOSED extern "C" __attribute__((used, visibility("default")))
-#else
-#  define BPT__INTERPOSED __attribute__((used, visibility("default")))
-#endif
+#if defined(BPT__INTERPOSE)
 BPT__INTERPOSED int bpt__hook_raise(void *exc) __asm__("_Unwind_RaiseException");
 BPT__INTERPOSED int bpt__hook_rethrow(void *exc) __asm__("_Unwind_Resume_or_Rethrow");
+BPT__INTERPOSED void bpt__hook_resume(void *exc) __asm__("_Unwind_Resume");
 BPT__INTERPOSED void *bpt__hook_begin_catch(void *exc) __asm__("__cxa_begin_catch");
-
-/* The definition after ours, found once; racing threads store the same
-   pointer. Its absence (a static binary without one) is fatal: there is
-   nothing else to unwind with. */
-static void *bpt__unwind_next(bpt__atomic_ptr *cache, const char *name) {
-    void *fn = bpt__load_acquire_ptr(cache);
-    if (!fn) {
-        fn = dlsym(RTLD_NEXT, name);
-        if (!fn) {
-            char msg[160];
-            int n = snprintf(msg, sizeof msg, "bptrace: unwind.c: no %s after bptrace's (static link? "
-                             "build with -DBPT_NO_UNWIND_HOOKS); aborting\n", name);
-            if (n > 0) { ssize_t w = write(2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1); (void)w; }
-            abort();
-        }
-        bpt__store_release_ptr(cache, fn);
-    }
-    return fn;
-}
 
 /* Rewrite, in frame fr's slot range, each word that holds `from` (once
    stripped) with `to` (signed as the function signs its return address).
@@ -108,7 +86,9 @@ static void bpt__unwind_rewrite(bpt__thread *rec, uintptr_t below, int hook) {
     uint32_t i = rec->shadow_depth[BPT__STACK_NATIVE];
     while (i-- > 0) {
         bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][i];
-        if (bpt__frame_filling(rec, BPT__STACK_NATIVE, i) || fr->sp < below) continue;
+        if (bpt__frame_filling(rec, BPT__STACK_NATIVE, i) || !bpt__frame_mine(rec, BPT__STACK_NATIVE, fr) ||
+            fr->sp < below)
+            continue;   /* being pushed, another fiber's, ended, or not on this stack */
         if (fr->ret == 0) continue;
         if (!hook && !fr->unhooked)
             fr->unhooked = bpt__unwind_swap(fr, below, BPT__RETURN_TRAMPOLINE, fr->ret) > 0;
@@ -128,7 +108,7 @@ static bpt__thread *bpt__unwind_frames(void) {
 
 /* U1 around a call that starts an unwind. */
 static int bpt__unwind_begin(bpt__atomic_ptr *cache, const char *name, void *exc, uintptr_t sp) {
-    int (*next)(void *) = (int (*)(void *))bpt__unwind_next(cache, name);
+    int (*next)(void *) = (int (*)(void *))bpt__interposed_next(cache, name);
     bpt__thread *rec = bpt__unwind_frames();
     int rc;
     if (rec) bpt__unwind_rewrite(rec, sp, 0);
@@ -159,10 +139,19 @@ int bpt__hook_rethrow(void *exc) {
     return bpt__unwind_begin(&next, "_Unwind_Resume_or_Rethrow", exc, BPT__HOOK_ENTRY_SP());
 }
 
+/* U1: a cleanup is done and the unwind goes on. Never returns. */
+void bpt__hook_resume(void *exc) {
+    static bpt__atomic_ptr next;
+    void (*resume)(void *) = (void (*)(void *))bpt__interposed_next(&next, "_Unwind_Resume");
+    bpt__thread *rec = bpt__unwind_frames();
+    if (rec) bpt__unwind_rewrite(rec, BPT__HOOK_ENTRY_SP(), 0);
+    resume(exc);
+}
+
 /* U2: a catch clause begins, in the function that called us. */
 void *bpt__hook_begin_catch(void *exc) {
     static bpt__atomic_ptr next;
-    void *(*begin)(void *) = (void *(*)(void *))bpt__unwind_next(&next, "__cxa_begin_catch");
+    void *(*begin)(void *) = (void *(*)(void *))bpt__interposed_next(&next, "__cxa_begin_catch");
     uintptr_t sp = BPT__HOOK_ENTRY_SP();
     bpt__thread *rec = bpt__unwind_frames();
     if (rec && bpt__pin()) {
@@ -172,4 +161,4 @@ void *bpt__hook_begin_catch(void *exc) {
     }
     return begin(exc);
 }
-#endif /* BPT_NATIVE && !BPT_NO_UNWIND_HOOKS */
+#endif /* BPT__INTERPOSE */

@@ -12,10 +12,13 @@
      C++ runtime: __cxa_demangle), a pattern with '::' in the function part
      matches them, bpt_func_lookup finds them by that name, and messages
      carry it. (Exceptions through return-traced frames: t_cxx_throw.cc.) */
-#define BPTRACE_IMPLEMENTATION
+#ifndef T_IMPLEMENTATION_ELSEWHERE   /* tests/run's g++-c-impl: compiled as C, linked in */
+#  define BPTRACE_IMPLEMENTATION
+#endif
 #include "../bptrace.h"
 #include "check.h"
 #include "native_fixture.h"
+#include <cstring>
 #include <stdexcept>
 #include <thread>
 
