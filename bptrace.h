@@ -61,16 +61,21 @@
                                           nothing; bpt_register_native returns BPT_ENOTSUP).
        BPT_NO_MEMBARRIER  implementation  Never use membarrier(2): readers pay a full fence on pin.
                                           For kernels without it, and for tests of the fallback.
-       BPT_NO_INTERPOSE   implementation  Leave out bptrace's definitions of _Unwind_RaiseException,
-                                          _Unwind_Resume_or_Rethrow, __cxa_begin_catch (unwind.c)
-                                          and swapcontext, setcontext (fibers.c), which forward to
-                                          the runtime's. For a static link, where they collide; then
-                                          a C++ throw through a return frame calls std::terminate,
-                                          and fibers must not use return frames.
+       BPT_NO_INTERPOSE   implementation  Leave out bptrace's (weak) definitions of the unwinder's
+                                          _Unwind_RaiseException, _Unwind_Resume_or_Rethrow,
+                                          _Unwind_Resume, __cxa_begin_catch and pthread_exit
+                                          (unwind.c), and swapcontext, setcontext (fibers.c), which
+                                          forward to the runtime's. For a fully static program, where
+                                          there is no runtime's to forward to; then a C++ throw
+                                          through a return frame calls std::terminate, and fibers
+                                          must not use return frames.
        BPT_NO_CYCLE_CLOCK implementation  Timestamps from clock_gettime, not the CPU's counter
                                           (rdtsc, CNTVCT_EL0); bpt_clock_info says which is used.
        BPT_SYNC_CORE_SIGNAL implementation The signal that serializes threads' instruction streams
                                           where membarrier SYNC_CORE is missing. Default SIGRTMIN+7.
+       BPT_TEST_POINT(w)  implementation  For tests: called at named points of the frame code where
+                                          a nested signal handler matters (w: a string). Default
+                                          nothing.
        BPT_SHADOW_FRAMES  implementation  Return-trace frames per thread (native and VM stacks each).
                                           Default 512. Past it a call's return is not traced (counted).
        BPT_FRAME_SESSIONS implementation  Sessions one call's return frame serves. Default 4.
@@ -132,8 +137,11 @@
          return_to, call_time, call_memory): the frames it unwinds get
          exception_from "throw" when the catch begins, and the frames left
          keep their return trace (unwind.c, U1 and U2: bptrace defines the
-         ABI's _Unwind_RaiseException, _Unwind_Resume_or_Rethrow and
-         __cxa_begin_catch and forwards each to the next definition).
+         ABI's _Unwind_RaiseException, _Unwind_Resume_or_Rethrow,
+         _Unwind_Resume and __cxa_begin_catch, and pthread_exit, as
+         assembly stubs that jump on to the next definition). Not covered:
+         pthread_cancel's unwind (it starts inside the C library): it stops
+         at the first return frame.
        - Fibers that switch stacks with swapcontext/setcontext: each stack's
          frames carry a tag (fibers.c, S1 and S2), so a suspended fiber's
          frames are neither ended nor mistaken for the running stack's, and
@@ -1212,8 +1220,8 @@ BPT_API int bpt_unwind_to(const void *sp);
                   not supported (its frames stay on the first thread's)
    Source         fibers.c, S1 and S2 (what bptrace's swapcontext does)
 */
-BPT_API uint32_t bpt_fiber_switch_begin(void);
-BPT_API void bpt_fiber_switch_end(uint32_t tag);
+BPT_API uint64_t bpt_fiber_switch_begin(void);
+BPT_API void bpt_fiber_switch_end(uint64_t tag);
 
 /* bpt_vm_word_at: the word currently stored at a registered VM site: the
    breakpoint word while installed, the original otherwise. For tests.
@@ -1874,6 +1882,12 @@ BPT_API void bpt_folded_free(bpt_folded *f);
 #  define BPT__ASM_CALLED __attribute__((used, visibility("hidden")))
 #endif
 
+/* Tests name points of the frame code where a signal handler's nested run
+   is to be checked (t_fibers); nothing by default. */
+#ifndef BPT_TEST_POINT
+#  define BPT_TEST_POINT(where) ((void)0)
+#endif
+
 #define BPT__CACHE_LINE 64
 
 /* >>atomics */
@@ -2280,8 +2294,10 @@ struct bpt__thread {
     volatile uint32_t shadow_depth[2];
     volatile uint32_t shadow_filling[2];   /* 1 + the index of the frame being filled, 0: none [H1] */
     uint32_t vm_serial;             /* owner only: VM frame tokens' check value */
-    uint32_t fiber, fibers;         /* owner only: the stack the thread runs on now, and the last
-                                       tag given (fibers.c); native frames carry their stack's tag */
+    uint64_t fiber, fibers;         /* owner only: the stack the thread runs on now, and the last
+                                       tag given (fibers.c); native frames carry their stack's tag.
+                                       64 bits: a tag is made at every switch, and one reused
+                                       while its stack still has frames would mix two stacks */
     int in_timem_overflow;          /* owner only: updating a shared overflow time table (timem.c) */
     void *volatile timem_charging;  /* owner only: the call_time tables being charged (timem.c) [H1] */
     bpt__atomic_ptr timem_free;     /* idle call_time tables this thread mapped, to reuse (timem.c) [T2];
@@ -2671,7 +2687,7 @@ struct bpt__frame {
                                      is not unregistered while its calls run (bpt_unregister) */
     uint64_t process;             /* the process the call runs in */
     uint64_t ts_ns;               /* entry time */
-    uint32_t fiber;               /* native: the tag of the stack it was pushed on (fibers.c) */
+    uint64_t fiber;               /* native: the tag of the stack it was pushed on (fibers.c) */
     uint16_t nsess;
     uint8_t unhooked;             /* native: 1 while an unwind has the original address back in
                                      the frame's slot (unwind.c U1..U2) */
@@ -2788,22 +2804,28 @@ BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs);
    throw (unwind.c) and a ucontext switch (fibers.c). Each definition does
    its part, then calls the runtime's, found after bptrace's in the
    dynamic linker's search order (interpose.c).
-   With BPT_NO_INTERPOSE (for a static link, where the runtime's own
-   definitions collide with these, and dlsym has nothing to find) none is
-   defined: a throw through a return frame then calls std::terminate, and
+   With BPT_NO_INTERPOSE (for a fully static program, where dlsym has
+   nothing to find) none is defined: a throw through a return frame then calls std::terminate, and
    fibers that switch stacks must not use return frames. tcc has no native
    sites, so nothing to keep right: none either. */
 
 #if defined(BPT_NATIVE) && !defined(BPT_NO_INTERPOSE)
 #  define BPT__INTERPOSE 1
-/* A definition that stands in for the runtime's: its assembler name is
-   the runtime's (an asm label on the declaration, so that the runtime's
+/* A definition in C that stands in for the runtime's: its assembler name
+   is the runtime's (an asm label on the declaration, so that the runtime's
    own declaration, which the user's file may include, does not conflict),
-   exported even under -fvisibility=hidden, with C linkage. */
+   exported even under -fvisibility=hidden, with C linkage, and without a
+   patchable entry even in a program built whole with the flags (module
+   registration would name it as the runtime's function: tracing it would
+   trace bptrace). Strong: a sanitizer runtime linked into the program
+   (clang's ASAN) defines its interceptors weak, and this one must win
+   over them, as over the C library's. The unwinder's are weak assembly
+   stubs instead (unwind.c). */
+#  define BPT__INTERPOSED_ATTRS __attribute__((used, visibility("default"), patchable_function_entry(0, 0)))
 #  if defined(__cplusplus)
-#    define BPT__INTERPOSED extern "C" __attribute__((used, visibility("default")))
+#    define BPT__INTERPOSED extern "C" BPT__INTERPOSED_ATTRS
 #  else
-#    define BPT__INTERPOSED __attribute__((used, visibility("default")))
+#    define BPT__INTERPOSED BPT__INTERPOSED_ATTRS
 #  endif
 /* The runtime's definition of name (the next after bptrace's), found once
    and kept in *cache. Never NULL: without one (a static binary) there is
@@ -5316,9 +5338,13 @@ BPT__PRIVATE uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uint
    stored it in the function's own frame, which lies below its entry sp
    and above anything it called. Where exactly is the compiler's choice
    (gcc puts the frame record at the bottom or, with stack-clash
-   protection, at the top), so the range is the whole frame. */
+   protection, at the top), so the range is the whole frame, and at most
+   the 1 MiB under the entry sp: a bound, should `below` be on another
+   stack after all, never a walk into unmapped memory. */
 BPT__PRIVATE void bpt__arch_saved_ret_range(uintptr_t entry_sp, uintptr_t below, uintptr_t *lo, uintptr_t *hi) {
+    uintptr_t floor = entry_sp > ((uintptr_t)1 << 20) ? entry_sp - ((uintptr_t)1 << 20) : 0;
     *lo = below < entry_sp ? below : entry_sp;
+    if (*lo < floor) *lo = floor;
     *hi = entry_sp;
 }
 
@@ -6115,6 +6141,23 @@ static void bpt__frame_end(bpt__thread *rec, int stack, bpt__frame *fr) {
     bpt__timem_resume_callers(rec, stack, fr, &now);
 }
 
+/* Lower a shadow stack's depth from d to d - 1, unless a signal handler on
+   this thread changed it since it was read [H1]: a handler that ran between
+   the look at a tombstone and the store may have dropped it and more, and
+   pushed again; a plain store of d - 1 would bring frames it ended back to
+   life. A compare-and-swap is atomic against a handler on the same thread
+   (one instruction, or an exclusive pair that the exception return
+   breaks). Tombstones are native frames only: without native sites (tcc)
+   there are none. */
+static int bpt__frame_lower(bpt__thread *rec, int stack, uint32_t d) {
+#if defined(BPT_NATIVE)
+    return __atomic_compare_exchange_n(&rec->shadow_depth[stack], &d, d - 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+#else
+    rec->shadow_depth[stack] = d - 1;
+    return 1;
+#endif
+}
+
 /* Copy out the top frame, then release it, and the tombstones it covered
    (never a frame being filled: the code a handler interrupted owns it). */
 static bpt__frame bpt__frame_pop(bpt__thread *rec, int stack) {
@@ -6123,8 +6166,9 @@ static bpt__frame bpt__frame_pop(bpt__thread *rec, int stack) {
     bpt__compiler_barrier();   /* [H1] */
     rec->shadow_depth[stack] = d;
     while (d > 0 && rec->shadow[stack][d - 1].gone && !bpt__frame_filling(rec, stack, d - 1)) {
-        bpt__compiler_barrier();
-        rec->shadow_depth[stack] = --d;
+        BPT_TEST_POINT("frame_pop: a tombstone under the top");   /* t_fibers puts a signal here */
+        if (!bpt__frame_lower(rec, stack, d)) break;
+        d--;
     }
     return fr;
 }
@@ -6149,6 +6193,22 @@ static long bpt__frame_find(const bpt__thread *rec, uint32_t d, uintptr_t sp) {
     while (d-- > 0) {
         const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][d];
         if (bpt__frame_mine(rec, BPT__STACK_NATIVE, fr) && (sp == 0 || fr->sp == sp)) return (long)d;
+    }
+    return -1;
+}
+
+/* F2's frame when no frame of the thread's current stack has sp: one of
+   another stack's does, so the thread runs on that stack and its tag was
+   lost, by a switch bptrace did not see end (a uc_link return to a
+   getcontext, a setcontext to one): the thread takes that frame's tag. */
+BPT__PRIVATE long bpt__frame_adopt(bpt__thread *rec, uintptr_t sp) {
+    uint32_t d = rec->shadow_depth[BPT__STACK_NATIVE];
+    while (d-- > 0) {
+        const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][d];
+        if (!fr->gone && fr->sp == sp) {
+            rec->fiber = fr->fiber;
+            return (long)d;
+        }
     }
     return -1;
 }
@@ -6307,7 +6367,14 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h) {
     bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
     uintptr_t sp = bpt__arch_entry_sp(r);
     uint32_t d = rec->shadow_depth[BPT__STACK_NATIVE];
-    if (rec->shadow[BPT__STACK_NATIVE][d - 1].sp > sp || bpt__frame_filling(rec, BPT__STACK_NATIVE, d - 1)) return;
+    const bpt__frame *top = &rec->shadow[BPT__STACK_NATIVE][d - 1];
+    long k;
+    if (bpt__frame_filling(rec, BPT__STACK_NATIVE, d - 1)) return;
+    if (!bpt__frame_mine(rec, BPT__STACK_NATIVE, top)) {   /* a suspended fiber's on top: compare ours */
+        if ((k = bpt__frame_find(rec, d - 1, 0)) < 0) return;
+        top = &rec->shadow[BPT__STACK_NATIVE][k];
+    }
+    if (top->sp > sp) return;
     bpt__native_settle_dead(rec, sp, bpt__arch_ret_strip(h->f, *bpt__arch_ret_slot(r)) == BPT__RETURN_TRAMPOLINE,
                             "unwind");
 }
@@ -6351,6 +6418,7 @@ BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
     const bpt_func *resumed;
     bpt__frame fr, to;
     uintptr_t ret;
+    if (k < 0 && rec) k = bpt__frame_adopt(rec, sp);
     if (k < 0) bpt__frames_lost(sp);
     bpt__pin();
     /* 2a. Frames of this stack above ours were unwound without returning
@@ -6567,15 +6635,16 @@ BPT__PRIVATE void *bpt__interposed_next(bpt__atomic_ptr *cache, const char *name
    finds none for the trampoline, and the throw ends in std::terminate. So
    bptrace stands between the C++ runtime and the unwinder, as uftrace does
    around __cxa_throw and __cxa_begin_catch: it defines (interposes) four
-   functions of the Itanium C++ ABI and forwards each to the definition
-   after it (interpose.h: libgcc_s, libstdc++ or libc++abi).
+   functions of the Itanium C++ ABI, and pthread_exit, and forwards each to
+   the definition after it (interpose.h: libgcc_s, libstdc++, libc).
 
    U1. Unhook (_Unwind_RaiseException, _Unwind_Resume_or_Rethrow: a throw
-       or a rethrow begins; _Unwind_Resume, below): each return-traced frame of the thread gets
-       its original return address back in its slot and is marked
-       unhooked. The unwinder then walks a plain stack, in its search phase
-       and in its cleanup phase. If the call returns (no handler was found:
-       std::terminate follows), the frames are hooked again.
+       or a rethrow begins; _Unwind_Resume, below; pthread_exit's forced
+       unwind): each return-traced frame of the thread gets its original
+       return address back in its slot and is marked unhooked. The
+       unwinder then walks a plain stack, in its search phase and in its
+       cleanup phase. If no handler is found, std::terminate sees that
+       plain stack too (its frames are ended later, if ever, by F0).
    U2. Catch (__cxa_begin_catch, which a catch clause's landing pad calls
        first): the frames at or below the catcher's stack pointer were
        unwound: exception_from "throw", newest first (F0's rule, with the
@@ -6606,19 +6675,17 @@ BPT__PRIVATE void *bpt__interposed_next(bpt__atomic_ptr *cache, const char *name
      definitions to the libraries it loads only when it is linked with the
      C++ runtime (or with -rdynamic); otherwise the library's throw reaches
      the unwinder directly, as without bptrace;
-   - a static link with libgcc_eh: its _Unwind_RaiseException and this one
-     collide at link time. Define BPT_NO_INTERPOSE there (and a throw
-     through a return-traced frame terminates);
+   - a static link: the runtime's own definitions win over these weak
+     ones where they are linked in (-static-libstdc++: no U2), and where
+     they are not, there is nothing to forward to and the first throw
+     aborts with a message. A fully static program defines
+     BPT_NO_INTERPOSE (and a throw through a return frame terminates);
+   - pthread_cancel: the unwind starts inside the C library, unseen;
    - tcc, which has no native sites, compiles none of this.
    The thread's shadow stack is its own: U1 and U2 run on the throwing
    thread and touch no other thread's frames. */
 
 #if defined(BPT__INTERPOSE)
-BPT__INTERPOSED int bpt__hook_raise(void *exc) __asm__("_Unwind_RaiseException");
-BPT__INTERPOSED int bpt__hook_rethrow(void *exc) __asm__("_Unwind_Resume_or_Rethrow");
-BPT__INTERPOSED void bpt__hook_resume(void *exc) __asm__("_Unwind_Resume");
-BPT__INTERPOSED void *bpt__hook_begin_catch(void *exc) __asm__("__cxa_begin_catch");
-
 /* Rewrite, in frame fr's slot range, each word that holds `from` (once
    stripped) with `to` (signed as the function signs its return address).
    below: the lowest address the frame can reach. Returns the words
@@ -6644,11 +6711,19 @@ static int bpt__unwind_swap(const bpt__frame *fr, uintptr_t below, uintptr_t fro
    tail call's frame has no slot of its own (the frame it replaced has it). */
 static void bpt__unwind_rewrite(bpt__thread *rec, uintptr_t below, int hook) {
     uint32_t i = rec->shadow_depth[BPT__STACK_NATIVE];
+    uintptr_t alt_lo = 0, alt_hi = 0;
+    stack_t alt;
+    if (sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE)) {
+        alt_lo = (uintptr_t)alt.ss_sp;
+        alt_hi = alt_lo + alt.ss_size;
+    }
     while (i-- > 0) {
         bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][i];
+        int fr_alt = fr->sp >= alt_lo && fr->sp < alt_hi, below_alt = below >= alt_lo && below < alt_hi;
         if (bpt__frame_filling(rec, BPT__STACK_NATIVE, i) || !bpt__frame_mine(rec, BPT__STACK_NATIVE, fr) ||
-            fr->sp < below)
-            continue;   /* being pushed, another fiber's, ended, or not on this stack */
+            fr->sp < below || fr_alt != below_alt)
+            continue;   /* being pushed, another fiber's, ended, or not on this stack (a handler's
+                           throw on the sigaltstack unwinds only the sigaltstack) */
         if (fr->ret == 0) continue;
         if (!hook && !fr->unhooked)
             fr->unhooked = bpt__unwind_swap(fr, below, BPT__RETURN_TRAMPOLINE, fr->ret) > 0;
@@ -6666,60 +6741,92 @@ static bpt__thread *bpt__unwind_frames(void) {
     return rec && rec->shadow_depth[BPT__STACK_NATIVE] ? rec : NULL;
 }
 
-/* U1 around a call that starts an unwind. */
-static int bpt__unwind_begin(bpt__atomic_ptr *cache, const char *name, void *exc, uintptr_t sp) {
-    int (*next)(void *) = (int (*)(void *))bpt__interposed_next(cache, name);
+/* The entry stubs. Each interposed function is a few instructions of
+   assembly: save its one argument, call its C half with the stack pointer
+   it was entered with (exact: the entry sp that names a callee's place, as
+   frames.c's), restore the argument and jump to the runtime's definition,
+   which the C half returns. So no frame of bptrace's is on the stack while
+   the unwinder runs (the unwinder needs no unwind information of ours, and
+   a failed search returns straight to __cxa_throw, whose std::terminate
+   then sees the original return addresses), and the runtime's function
+   returns to the original caller. The definitions are weak: where the
+   runtime's own is linked in statically (-static-libstdc++), the link
+   keeps the runtime's and this step does not happen (a throw through a
+   return frame then calls std::terminate; a catch ends its frames later,
+   as "unwind"). */
+#if defined(__x86_64__)
+#  define BPT__UNWIND_STUB(name, half)                                        \
+    "    .text\n    .p2align 4\n    .weak " name "\n"                          \
+    "    .type " name ", @function\n" name ":\n"                              \
+    "    push %rdi\n"                  /* the argument; the stack aligned */  \
+    "    lea 8(%rsp), %rdi\n"          /* the entry sp: the return address */ \
+    "    call " half "\n"                                                    \
+    "    pop %rdi\n"                                                         \
+    "    jmp *%rax\n"                  /* the runtime's, to our caller */     \
+    "    .size " name ", . - " name "\n"
+#else
+#  define BPT__UNWIND_STUB(name, half)                                        \
+    "    .text\n    .p2align 4\n    .weak " name "\n"                          \
+    "    .type " name ", %function\n" name ":\n"                              \
+    "    hint #34\n"                   /* bti c: a NOP without BTI */         \
+    "    stp x0, x30, [sp, #-16]!\n"                                         \
+    "    add x0, sp, #16\n"            /* the entry sp */                     \
+    "    bl " half "\n"                                                      \
+    "    mov x16, x0\n"                                                      \
+    "    ldp x0, x30, [sp], #16\n"                                           \
+    "    br x16\n"                     /* the runtime's, to our caller */     \
+    "    .size " name ", . - " name "\n"
+#endif
+__asm__(BPT__UNWIND_STUB("_Unwind_RaiseException", "bpt__unwind_raise")
+        BPT__UNWIND_STUB("_Unwind_Resume_or_Rethrow", "bpt__unwind_rethrow")
+        BPT__UNWIND_STUB("_Unwind_Resume", "bpt__unwind_resume")
+        BPT__UNWIND_STUB("pthread_exit", "bpt__unwind_exit")
+        BPT__UNWIND_STUB("__cxa_begin_catch", "bpt__unwind_catch"));
+
+/* U1, then the runtime's definition of name. */
+static uintptr_t bpt__unwind_leave(bpt__atomic_ptr *next, const char *name, uintptr_t sp) {
     bpt__thread *rec = bpt__unwind_frames();
-    int rc;
     if (rec) bpt__unwind_rewrite(rec, sp, 0);
-    rc = next(exc);
-    if ((rec = bpt__unwind_frames())) bpt__unwind_rewrite(rec, sp, 1);   /* no handler: hooked again */
-    return rc;
+    return (uintptr_t)bpt__interposed_next(next, name);
 }
 
-/* The stack pointer at this function's entry, which names its place as a
-   callee (frames.c's entry sp): the frame address the caller had before
-   its call (CFA), less what the call pushed. */
-#if defined(__x86_64__)
-#  define BPT__HOOK_ENTRY_SP() ((uintptr_t)__builtin_dwarf_cfa() - sizeof(uintptr_t))
-#else
-#  define BPT__HOOK_ENTRY_SP() ((uintptr_t)__builtin_dwarf_cfa())
-#endif
-
-/* U1: a throw (__cxa_throw, std::rethrow_exception). Forwards to the
-   unwinder; returns only if it does (_URC_END_OF_STACK: no handler). */
-int bpt__hook_raise(void *exc) {
+/* U1: a throw (__cxa_throw, std::rethrow_exception). */
+BPT__ASM_CALLED uintptr_t bpt__unwind_raise(uintptr_t sp) {
     static bpt__atomic_ptr next;
-    return bpt__unwind_begin(&next, "_Unwind_RaiseException", exc, BPT__HOOK_ENTRY_SP());
+    return bpt__unwind_leave(&next, "_Unwind_RaiseException", sp);
 }
 
 /* U1: a rethrow (`throw;`, __cxa_rethrow). */
-int bpt__hook_rethrow(void *exc) {
+BPT__ASM_CALLED uintptr_t bpt__unwind_rethrow(uintptr_t sp) {
     static bpt__atomic_ptr next;
-    return bpt__unwind_begin(&next, "_Unwind_Resume_or_Rethrow", exc, BPT__HOOK_ENTRY_SP());
+    return bpt__unwind_leave(&next, "_Unwind_Resume_or_Rethrow", sp);
 }
 
-/* U1: a cleanup is done and the unwind goes on. Never returns. */
-void bpt__hook_resume(void *exc) {
+/* U1: a cleanup is done and the unwind goes on. */
+BPT__ASM_CALLED uintptr_t bpt__unwind_resume(uintptr_t sp) {
     static bpt__atomic_ptr next;
-    void (*resume)(void *) = (void (*)(void *))bpt__interposed_next(&next, "_Unwind_Resume");
-    bpt__thread *rec = bpt__unwind_frames();
-    if (rec) bpt__unwind_rewrite(rec, BPT__HOOK_ENTRY_SP(), 0);
-    resume(exc);
+    return bpt__unwind_leave(&next, "_Unwind_Resume", sp);
+}
+
+/* U1: pthread_exit's forced unwind, which runs the C++ destructors (and
+   pthread_cleanup handlers) of every frame on the way. A cancellation
+   (pthread_cancel) unwinds from inside the C library, unseen: a return
+   frame stops its unwind, and the destructors above it do not run. */
+BPT__ASM_CALLED uintptr_t bpt__unwind_exit(uintptr_t sp) {
+    static bpt__atomic_ptr next;
+    return bpt__unwind_leave(&next, "pthread_exit", sp);
 }
 
 /* U2: a catch clause begins, in the function that called us. */
-void *bpt__hook_begin_catch(void *exc) {
+BPT__ASM_CALLED uintptr_t bpt__unwind_catch(uintptr_t sp) {
     static bpt__atomic_ptr next;
-    void *(*begin)(void *) = (void *(*)(void *))bpt__interposed_next(&next, "__cxa_begin_catch");
-    uintptr_t sp = BPT__HOOK_ENTRY_SP();
     bpt__thread *rec = bpt__unwind_frames();
     if (rec && bpt__pin()) {
         bpt__native_settle_dead(rec, sp, 0, "throw");
         bpt__unwind_rewrite(rec, sp, 1);
         bpt__unpin(rec);
     }
-    return begin(exc);
+    return (uintptr_t)bpt__interposed_next(&next, "__cxa_begin_catch");
 }
 #endif /* BPT__INTERPOSE */
 /*** End of unwind.c ***/
@@ -6762,8 +6869,8 @@ void *bpt__hook_begin_catch(void *exc) {
      BPT_SHADOW_FRAMES, returns go untraced, counted). */
 
 /* S1: returns the tag of the stack being left. */
-static uint32_t bpt__fiber_leave(bpt__thread *rec) {
-    uint32_t mine = rec->fiber;
+static uint64_t bpt__fiber_leave(bpt__thread *rec) {
+    uint64_t mine = rec->fiber;
     bpt__frames_fiber_timem(rec, 0);
     if (++rec->fibers == 0) rec->fibers = 1;   /* 0: the thread's own stack */
     rec->fiber = rec->fibers;
@@ -6771,17 +6878,17 @@ static uint32_t bpt__fiber_leave(bpt__thread *rec) {
 }
 
 /* S2. */
-static void bpt__fiber_back(bpt__thread *rec, uint32_t mine) {
+static void bpt__fiber_back(bpt__thread *rec, uint64_t mine) {
     rec->fiber = mine;
     bpt__frames_fiber_timem(rec, 1);
 }
 
-uint32_t bpt_fiber_switch_begin(void) {
+uint64_t bpt_fiber_switch_begin(void) {
     bpt__thread *rec = bpt__thread_self();
     return rec ? bpt__fiber_leave(rec) : 0;
 }
 
-void bpt_fiber_switch_end(uint32_t tag) {
+void bpt_fiber_switch_end(uint64_t tag) {
     bpt__thread *rec = bpt__thread_self_or_null();
     if (rec) bpt__fiber_back(rec, tag);
 }
@@ -6798,7 +6905,7 @@ int bpt__hook_swapcontext(void *oucp, const void *ucp) {
     static bpt__atomic_ptr next;
     int (*swap)(void *, const void *) = (int (*)(void *, const void *))bpt__interposed_next(&next, "swapcontext");
     bpt__thread *rec = bpt__thread_self();
-    uint32_t mine = rec ? bpt__fiber_leave(rec) : 0;
+    uint64_t mine = rec ? bpt__fiber_leave(rec) : 0;
     int rc = swap(oucp, ucp);
     if ((rec = bpt__thread_self_or_null())) bpt__fiber_back(rec, mine);
     return rc;
@@ -6809,7 +6916,7 @@ int bpt__hook_setcontext(const void *ucp) {
     static bpt__atomic_ptr next;
     int (*set)(const void *) = (int (*)(const void *))bpt__interposed_next(&next, "setcontext");
     bpt__thread *rec = bpt__thread_self();
-    uint32_t mine = rec ? bpt__fiber_leave(rec) : 0;
+    uint64_t mine = rec ? bpt__fiber_leave(rec) : 0;
     int rc = set(ucp);
     if (rec) bpt__fiber_back(rec, mine);
     return rc;

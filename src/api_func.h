@@ -343,8 +343,8 @@ BPT_API int bpt_unwind_to(const void *sp);
                   not supported (its frames stay on the first thread's)
    Source         fibers.c, S1 and S2 (what bptrace's swapcontext does)
 */
-BPT_API uint32_t bpt_fiber_switch_begin(void);
-BPT_API void bpt_fiber_switch_end(uint32_t tag);
+BPT_API uint64_t bpt_fiber_switch_begin(void);
+BPT_API void bpt_fiber_switch_end(uint64_t tag);
 
 /* bpt_vm_word_at: the word currently stored at a registered VM site: the
    breakpoint word while installed, the original otherwise. For tests.

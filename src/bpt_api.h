@@ -61,16 +61,21 @@
                                           nothing; bpt_register_native returns BPT_ENOTSUP).
        BPT_NO_MEMBARRIER  implementation  Never use membarrier(2): readers pay a full fence on pin.
                                           For kernels without it, and for tests of the fallback.
-       BPT_NO_INTERPOSE   implementation  Leave out bptrace's definitions of _Unwind_RaiseException,
-                                          _Unwind_Resume_or_Rethrow, __cxa_begin_catch (unwind.c)
-                                          and swapcontext, setcontext (fibers.c), which forward to
-                                          the runtime's. For a static link, where they collide; then
-                                          a C++ throw through a return frame calls std::terminate,
-                                          and fibers must not use return frames.
+       BPT_NO_INTERPOSE   implementation  Leave out bptrace's (weak) definitions of the unwinder's
+                                          _Unwind_RaiseException, _Unwind_Resume_or_Rethrow,
+                                          _Unwind_Resume, __cxa_begin_catch and pthread_exit
+                                          (unwind.c), and swapcontext, setcontext (fibers.c), which
+                                          forward to the runtime's. For a fully static program, where
+                                          there is no runtime's to forward to; then a C++ throw
+                                          through a return frame calls std::terminate, and fibers
+                                          must not use return frames.
        BPT_NO_CYCLE_CLOCK implementation  Timestamps from clock_gettime, not the CPU's counter
                                           (rdtsc, CNTVCT_EL0); bpt_clock_info says which is used.
        BPT_SYNC_CORE_SIGNAL implementation The signal that serializes threads' instruction streams
                                           where membarrier SYNC_CORE is missing. Default SIGRTMIN+7.
+       BPT_TEST_POINT(w)  implementation  For tests: called at named points of the frame code where
+                                          a nested signal handler matters (w: a string). Default
+                                          nothing.
        BPT_SHADOW_FRAMES  implementation  Return-trace frames per thread (native and VM stacks each).
                                           Default 512. Past it a call's return is not traced (counted).
        BPT_FRAME_SESSIONS implementation  Sessions one call's return frame serves. Default 4.
@@ -132,8 +137,11 @@
          return_to, call_time, call_memory): the frames it unwinds get
          exception_from "throw" when the catch begins, and the frames left
          keep their return trace (unwind.c, U1 and U2: bptrace defines the
-         ABI's _Unwind_RaiseException, _Unwind_Resume_or_Rethrow and
-         __cxa_begin_catch and forwards each to the next definition).
+         ABI's _Unwind_RaiseException, _Unwind_Resume_or_Rethrow,
+         _Unwind_Resume and __cxa_begin_catch, and pthread_exit, as
+         assembly stubs that jump on to the next definition). Not covered:
+         pthread_cancel's unwind (it starts inside the C library): it stops
+         at the first return frame.
        - Fibers that switch stacks with swapcontext/setcontext: each stack's
          frames carry a tag (fibers.c, S1 and S2), so a suspended fiber's
          frames are neither ended nor mistaken for the running stack's, and

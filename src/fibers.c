@@ -36,8 +36,8 @@
 #include "internal.h"
 
 /* S1: returns the tag of the stack being left. */
-static uint32_t bpt__fiber_leave(bpt__thread *rec) {
-    uint32_t mine = rec->fiber;
+static uint64_t bpt__fiber_leave(bpt__thread *rec) {
+    uint64_t mine = rec->fiber;
     bpt__frames_fiber_timem(rec, 0);
     if (++rec->fibers == 0) rec->fibers = 1;   /* 0: the thread's own stack */
     rec->fiber = rec->fibers;
@@ -45,17 +45,17 @@ static uint32_t bpt__fiber_leave(bpt__thread *rec) {
 }
 
 /* S2. */
-static void bpt__fiber_back(bpt__thread *rec, uint32_t mine) {
+static void bpt__fiber_back(bpt__thread *rec, uint64_t mine) {
     rec->fiber = mine;
     bpt__frames_fiber_timem(rec, 1);
 }
 
-uint32_t bpt_fiber_switch_begin(void) {
+uint64_t bpt_fiber_switch_begin(void) {
     bpt__thread *rec = bpt__thread_self();
     return rec ? bpt__fiber_leave(rec) : 0;
 }
 
-void bpt_fiber_switch_end(uint32_t tag) {
+void bpt_fiber_switch_end(uint64_t tag) {
     bpt__thread *rec = bpt__thread_self_or_null();
     if (rec) bpt__fiber_back(rec, tag);
 }
@@ -72,7 +72,7 @@ int bpt__hook_swapcontext(void *oucp, const void *ucp) {
     static bpt__atomic_ptr next;
     int (*swap)(void *, const void *) = (int (*)(void *, const void *))bpt__interposed_next(&next, "swapcontext");
     bpt__thread *rec = bpt__thread_self();
-    uint32_t mine = rec ? bpt__fiber_leave(rec) : 0;
+    uint64_t mine = rec ? bpt__fiber_leave(rec) : 0;
     int rc = swap(oucp, ucp);
     if ((rec = bpt__thread_self_or_null())) bpt__fiber_back(rec, mine);
     return rc;
@@ -83,7 +83,7 @@ int bpt__hook_setcontext(const void *ucp) {
     static bpt__atomic_ptr next;
     int (*set)(const void *) = (int (*)(const void *))bpt__interposed_next(&next, "setcontext");
     bpt__thread *rec = bpt__thread_self();
-    uint32_t mine = rec ? bpt__fiber_leave(rec) : 0;
+    uint64_t mine = rec ? bpt__fiber_leave(rec) : 0;
     int rc = set(ucp);
     if (rec) bpt__fiber_back(rec, mine);
     return rc;

@@ -225,6 +225,23 @@ static void bpt__frame_end(bpt__thread *rec, int stack, bpt__frame *fr) {
     bpt__timem_resume_callers(rec, stack, fr, &now);
 }
 
+/* Lower a shadow stack's depth from d to d - 1, unless a signal handler on
+   this thread changed it since it was read [H1]: a handler that ran between
+   the look at a tombstone and the store may have dropped it and more, and
+   pushed again; a plain store of d - 1 would bring frames it ended back to
+   life. A compare-and-swap is atomic against a handler on the same thread
+   (one instruction, or an exclusive pair that the exception return
+   breaks). Tombstones are native frames only: without native sites (tcc)
+   there are none. */
+static int bpt__frame_lower(bpt__thread *rec, int stack, uint32_t d) {
+#if defined(BPT_NATIVE)
+    return __atomic_compare_exchange_n(&rec->shadow_depth[stack], &d, d - 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+#else
+    rec->shadow_depth[stack] = d - 1;
+    return 1;
+#endif
+}
+
 /* Copy out the top frame, then release it, and the tombstones it covered
    (never a frame being filled: the code a handler interrupted owns it). */
 static bpt__frame bpt__frame_pop(bpt__thread *rec, int stack) {
@@ -233,8 +250,9 @@ static bpt__frame bpt__frame_pop(bpt__thread *rec, int stack) {
     bpt__compiler_barrier();   /* [H1] */
     rec->shadow_depth[stack] = d;
     while (d > 0 && rec->shadow[stack][d - 1].gone && !bpt__frame_filling(rec, stack, d - 1)) {
-        bpt__compiler_barrier();
-        rec->shadow_depth[stack] = --d;
+        BPT_TEST_POINT("frame_pop: a tombstone under the top");   /* t_fibers puts a signal here */
+        if (!bpt__frame_lower(rec, stack, d)) break;
+        d--;
     }
     return fr;
 }
@@ -259,6 +277,22 @@ static long bpt__frame_find(const bpt__thread *rec, uint32_t d, uintptr_t sp) {
     while (d-- > 0) {
         const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][d];
         if (bpt__frame_mine(rec, BPT__STACK_NATIVE, fr) && (sp == 0 || fr->sp == sp)) return (long)d;
+    }
+    return -1;
+}
+
+/* F2's frame when no frame of the thread's current stack has sp: one of
+   another stack's does, so the thread runs on that stack and its tag was
+   lost, by a switch bptrace did not see end (a uc_link return to a
+   getcontext, a setcontext to one): the thread takes that frame's tag. */
+BPT__PRIVATE long bpt__frame_adopt(bpt__thread *rec, uintptr_t sp) {
+    uint32_t d = rec->shadow_depth[BPT__STACK_NATIVE];
+    while (d-- > 0) {
+        const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][d];
+        if (!fr->gone && fr->sp == sp) {
+            rec->fiber = fr->fiber;
+            return (long)d;
+        }
     }
     return -1;
 }
@@ -417,7 +451,14 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h) {
     bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
     uintptr_t sp = bpt__arch_entry_sp(r);
     uint32_t d = rec->shadow_depth[BPT__STACK_NATIVE];
-    if (rec->shadow[BPT__STACK_NATIVE][d - 1].sp > sp || bpt__frame_filling(rec, BPT__STACK_NATIVE, d - 1)) return;
+    const bpt__frame *top = &rec->shadow[BPT__STACK_NATIVE][d - 1];
+    long k;
+    if (bpt__frame_filling(rec, BPT__STACK_NATIVE, d - 1)) return;
+    if (!bpt__frame_mine(rec, BPT__STACK_NATIVE, top)) {   /* a suspended fiber's on top: compare ours */
+        if ((k = bpt__frame_find(rec, d - 1, 0)) < 0) return;
+        top = &rec->shadow[BPT__STACK_NATIVE][k];
+    }
+    if (top->sp > sp) return;
     bpt__native_settle_dead(rec, sp, bpt__arch_ret_strip(h->f, *bpt__arch_ret_slot(r)) == BPT__RETURN_TRAMPOLINE,
                             "unwind");
 }
@@ -461,6 +502,7 @@ BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
     const bpt_func *resumed;
     bpt__frame fr, to;
     uintptr_t ret;
+    if (k < 0 && rec) k = bpt__frame_adopt(rec, sp);
     if (k < 0) bpt__frames_lost(sp);
     bpt__pin();
     /* 2a. Frames of this stack above ours were unwound without returning

@@ -41,7 +41,7 @@ struct bpt__frame {
                                      is not unregistered while its calls run (bpt_unregister) */
     uint64_t process;             /* the process the call runs in */
     uint64_t ts_ns;               /* entry time */
-    uint32_t fiber;               /* native: the tag of the stack it was pushed on (fibers.c) */
+    uint64_t fiber;               /* native: the tag of the stack it was pushed on (fibers.c) */
     uint16_t nsess;
     uint8_t unhooked;             /* native: 1 while an unwind has the original address back in
                                      the frame's slot (unwind.c U1..U2) */

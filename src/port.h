@@ -108,6 +108,12 @@
 #  define BPT__ASM_CALLED __attribute__((used, visibility("hidden")))
 #endif
 
+/* Tests name points of the frame code where a signal handler's nested run
+   is to be checked (t_fibers); nothing by default. */
+#ifndef BPT_TEST_POINT
+#  define BPT_TEST_POINT(where) ((void)0)
+#endif
+
 #define BPT__CACHE_LINE 64
 
 /* >>atomics */

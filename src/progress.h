@@ -35,8 +35,10 @@ struct bpt__thread {
     volatile uint32_t shadow_depth[2];
     volatile uint32_t shadow_filling[2];   /* 1 + the index of the frame being filled, 0: none [H1] */
     uint32_t vm_serial;             /* owner only: VM frame tokens' check value */
-    uint32_t fiber, fibers;         /* owner only: the stack the thread runs on now, and the last
-                                       tag given (fibers.c); native frames carry their stack's tag */
+    uint64_t fiber, fibers;         /* owner only: the stack the thread runs on now, and the last
+                                       tag given (fibers.c); native frames carry their stack's tag.
+                                       64 bits: a tag is made at every switch, and one reused
+                                       while its stack still has frames would mix two stacks */
     int in_timem_overflow;          /* owner only: updating a shared overflow time table (timem.c) */
     void *volatile timem_charging;  /* owner only: the call_time tables being charged (timem.c) [H1] */
     bpt__atomic_ptr timem_free;     /* idle call_time tables this thread mapped, to reuse (timem.c) [T2];

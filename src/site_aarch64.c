@@ -142,9 +142,13 @@ BPT__PRIVATE uintptr_t bpt__arch_ret_sign(const bpt_func *f, uintptr_t ret, uint
    stored it in the function's own frame, which lies below its entry sp
    and above anything it called. Where exactly is the compiler's choice
    (gcc puts the frame record at the bottom or, with stack-clash
-   protection, at the top), so the range is the whole frame. */
+   protection, at the top), so the range is the whole frame, and at most
+   the 1 MiB under the entry sp: a bound, should `below` be on another
+   stack after all, never a walk into unmapped memory. */
 BPT__PRIVATE void bpt__arch_saved_ret_range(uintptr_t entry_sp, uintptr_t below, uintptr_t *lo, uintptr_t *hi) {
+    uintptr_t floor = entry_sp > ((uintptr_t)1 << 20) ? entry_sp - ((uintptr_t)1 << 20) : 0;
     *lo = below < entry_sp ? below : entry_sp;
+    if (*lo < floor) *lo = floor;
     *hi = entry_sp;
 }
 

@@ -6,15 +6,16 @@
    finds none for the trampoline, and the throw ends in std::terminate. So
    bptrace stands between the C++ runtime and the unwinder, as uftrace does
    around __cxa_throw and __cxa_begin_catch: it defines (interposes) four
-   functions of the Itanium C++ ABI and forwards each to the definition
-   after it (interpose.h: libgcc_s, libstdc++ or libc++abi).
+   functions of the Itanium C++ ABI, and pthread_exit, and forwards each to
+   the definition after it (interpose.h: libgcc_s, libstdc++, libc).
 
    U1. Unhook (_Unwind_RaiseException, _Unwind_Resume_or_Rethrow: a throw
-       or a rethrow begins; _Unwind_Resume, below): each return-traced frame of the thread gets
-       its original return address back in its slot and is marked
-       unhooked. The unwinder then walks a plain stack, in its search phase
-       and in its cleanup phase. If the call returns (no handler was found:
-       std::terminate follows), the frames are hooked again.
+       or a rethrow begins; _Unwind_Resume, below; pthread_exit's forced
+       unwind): each return-traced frame of the thread gets its original
+       return address back in its slot and is marked unhooked. The
+       unwinder then walks a plain stack, in its search phase and in its
+       cleanup phase. If no handler is found, std::terminate sees that
+       plain stack too (its frames are ended later, if ever, by F0).
    U2. Catch (__cxa_begin_catch, which a catch clause's landing pad calls
        first): the frames at or below the catcher's stack pointer were
        unwound: exception_from "throw", newest first (F0's rule, with the
@@ -45,20 +46,18 @@
      definitions to the libraries it loads only when it is linked with the
      C++ runtime (or with -rdynamic); otherwise the library's throw reaches
      the unwinder directly, as without bptrace;
-   - a static link with libgcc_eh: its _Unwind_RaiseException and this one
-     collide at link time. Define BPT_NO_INTERPOSE there (and a throw
-     through a return-traced frame terminates);
+   - a static link: the runtime's own definitions win over these weak
+     ones where they are linked in (-static-libstdc++: no U2), and where
+     they are not, there is nothing to forward to and the first throw
+     aborts with a message. A fully static program defines
+     BPT_NO_INTERPOSE (and a throw through a return frame terminates);
+   - pthread_cancel: the unwind starts inside the C library, unseen;
    - tcc, which has no native sites, compiles none of this.
    The thread's shadow stack is its own: U1 and U2 run on the throwing
    thread and touch no other thread's frames. */
 #include "internal.h"
 
 #if defined(BPT__INTERPOSE)
-BPT__INTERPOSED int bpt__hook_raise(void *exc) __asm__("_Unwind_RaiseException");
-BPT__INTERPOSED int bpt__hook_rethrow(void *exc) __asm__("_Unwind_Resume_or_Rethrow");
-BPT__INTERPOSED void bpt__hook_resume(void *exc) __asm__("_Unwind_Resume");
-BPT__INTERPOSED void *bpt__hook_begin_catch(void *exc) __asm__("__cxa_begin_catch");
-
 /* Rewrite, in frame fr's slot range, each word that holds `from` (once
    stripped) with `to` (signed as the function signs its return address).
    below: the lowest address the frame can reach. Returns the words
@@ -84,11 +83,19 @@ static int bpt__unwind_swap(const bpt__frame *fr, uintptr_t below, uintptr_t fro
    tail call's frame has no slot of its own (the frame it replaced has it). */
 static void bpt__unwind_rewrite(bpt__thread *rec, uintptr_t below, int hook) {
     uint32_t i = rec->shadow_depth[BPT__STACK_NATIVE];
+    uintptr_t alt_lo = 0, alt_hi = 0;
+    stack_t alt;
+    if (sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE)) {
+        alt_lo = (uintptr_t)alt.ss_sp;
+        alt_hi = alt_lo + alt.ss_size;
+    }
     while (i-- > 0) {
         bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][i];
+        int fr_alt = fr->sp >= alt_lo && fr->sp < alt_hi, below_alt = below >= alt_lo && below < alt_hi;
         if (bpt__frame_filling(rec, BPT__STACK_NATIVE, i) || !bpt__frame_mine(rec, BPT__STACK_NATIVE, fr) ||
-            fr->sp < below)
-            continue;   /* being pushed, another fiber's, ended, or not on this stack */
+            fr->sp < below || fr_alt != below_alt)
+            continue;   /* being pushed, another fiber's, ended, or not on this stack (a handler's
+                           throw on the sigaltstack unwinds only the sigaltstack) */
         if (fr->ret == 0) continue;
         if (!hook && !fr->unhooked)
             fr->unhooked = bpt__unwind_swap(fr, below, BPT__RETURN_TRAMPOLINE, fr->ret) > 0;
@@ -106,59 +113,91 @@ static bpt__thread *bpt__unwind_frames(void) {
     return rec && rec->shadow_depth[BPT__STACK_NATIVE] ? rec : NULL;
 }
 
-/* U1 around a call that starts an unwind. */
-static int bpt__unwind_begin(bpt__atomic_ptr *cache, const char *name, void *exc, uintptr_t sp) {
-    int (*next)(void *) = (int (*)(void *))bpt__interposed_next(cache, name);
+/* The entry stubs. Each interposed function is a few instructions of
+   assembly: save its one argument, call its C half with the stack pointer
+   it was entered with (exact: the entry sp that names a callee's place, as
+   frames.c's), restore the argument and jump to the runtime's definition,
+   which the C half returns. So no frame of bptrace's is on the stack while
+   the unwinder runs (the unwinder needs no unwind information of ours, and
+   a failed search returns straight to __cxa_throw, whose std::terminate
+   then sees the original return addresses), and the runtime's function
+   returns to the original caller. The definitions are weak: where the
+   runtime's own is linked in statically (-static-libstdc++), the link
+   keeps the runtime's and this step does not happen (a throw through a
+   return frame then calls std::terminate; a catch ends its frames later,
+   as "unwind"). */
+#if defined(__x86_64__)
+#  define BPT__UNWIND_STUB(name, half)                                        \
+    "    .text\n    .p2align 4\n    .weak " name "\n"                          \
+    "    .type " name ", @function\n" name ":\n"                              \
+    "    push %rdi\n"                  /* the argument; the stack aligned */  \
+    "    lea 8(%rsp), %rdi\n"          /* the entry sp: the return address */ \
+    "    call " half "\n"                                                    \
+    "    pop %rdi\n"                                                         \
+    "    jmp *%rax\n"                  /* the runtime's, to our caller */     \
+    "    .size " name ", . - " name "\n"
+#else
+#  define BPT__UNWIND_STUB(name, half)                                        \
+    "    .text\n    .p2align 4\n    .weak " name "\n"                          \
+    "    .type " name ", %function\n" name ":\n"                              \
+    "    hint #34\n"                   /* bti c: a NOP without BTI */         \
+    "    stp x0, x30, [sp, #-16]!\n"                                         \
+    "    add x0, sp, #16\n"            /* the entry sp */                     \
+    "    bl " half "\n"                                                      \
+    "    mov x16, x0\n"                                                      \
+    "    ldp x0, x30, [sp], #16\n"                                           \
+    "    br x16\n"                     /* the runtime's, to our caller */     \
+    "    .size " name ", . - " name "\n"
+#endif
+__asm__(BPT__UNWIND_STUB("_Unwind_RaiseException", "bpt__unwind_raise")
+        BPT__UNWIND_STUB("_Unwind_Resume_or_Rethrow", "bpt__unwind_rethrow")
+        BPT__UNWIND_STUB("_Unwind_Resume", "bpt__unwind_resume")
+        BPT__UNWIND_STUB("pthread_exit", "bpt__unwind_exit")
+        BPT__UNWIND_STUB("__cxa_begin_catch", "bpt__unwind_catch"));
+
+/* U1, then the runtime's definition of name. */
+static uintptr_t bpt__unwind_leave(bpt__atomic_ptr *next, const char *name, uintptr_t sp) {
     bpt__thread *rec = bpt__unwind_frames();
-    int rc;
     if (rec) bpt__unwind_rewrite(rec, sp, 0);
-    rc = next(exc);
-    if ((rec = bpt__unwind_frames())) bpt__unwind_rewrite(rec, sp, 1);   /* no handler: hooked again */
-    return rc;
+    return (uintptr_t)bpt__interposed_next(next, name);
 }
 
-/* The stack pointer at this function's entry, which names its place as a
-   callee (frames.c's entry sp): the frame address the caller had before
-   its call (CFA), less what the call pushed. */
-#if defined(__x86_64__)
-#  define BPT__HOOK_ENTRY_SP() ((uintptr_t)__builtin_dwarf_cfa() - sizeof(uintptr_t))
-#else
-#  define BPT__HOOK_ENTRY_SP() ((uintptr_t)__builtin_dwarf_cfa())
-#endif
-
-/* U1: a throw (__cxa_throw, std::rethrow_exception). Forwards to the
-   unwinder; returns only if it does (_URC_END_OF_STACK: no handler). */
-int bpt__hook_raise(void *exc) {
+/* U1: a throw (__cxa_throw, std::rethrow_exception). */
+BPT__ASM_CALLED uintptr_t bpt__unwind_raise(uintptr_t sp) {
     static bpt__atomic_ptr next;
-    return bpt__unwind_begin(&next, "_Unwind_RaiseException", exc, BPT__HOOK_ENTRY_SP());
+    return bpt__unwind_leave(&next, "_Unwind_RaiseException", sp);
 }
 
 /* U1: a rethrow (`throw;`, __cxa_rethrow). */
-int bpt__hook_rethrow(void *exc) {
+BPT__ASM_CALLED uintptr_t bpt__unwind_rethrow(uintptr_t sp) {
     static bpt__atomic_ptr next;
-    return bpt__unwind_begin(&next, "_Unwind_Resume_or_Rethrow", exc, BPT__HOOK_ENTRY_SP());
+    return bpt__unwind_leave(&next, "_Unwind_Resume_or_Rethrow", sp);
 }
 
-/* U1: a cleanup is done and the unwind goes on. Never returns. */
-void bpt__hook_resume(void *exc) {
+/* U1: a cleanup is done and the unwind goes on. */
+BPT__ASM_CALLED uintptr_t bpt__unwind_resume(uintptr_t sp) {
     static bpt__atomic_ptr next;
-    void (*resume)(void *) = (void (*)(void *))bpt__interposed_next(&next, "_Unwind_Resume");
-    bpt__thread *rec = bpt__unwind_frames();
-    if (rec) bpt__unwind_rewrite(rec, BPT__HOOK_ENTRY_SP(), 0);
-    resume(exc);
+    return bpt__unwind_leave(&next, "_Unwind_Resume", sp);
+}
+
+/* U1: pthread_exit's forced unwind, which runs the C++ destructors (and
+   pthread_cleanup handlers) of every frame on the way. A cancellation
+   (pthread_cancel) unwinds from inside the C library, unseen: a return
+   frame stops its unwind, and the destructors above it do not run. */
+BPT__ASM_CALLED uintptr_t bpt__unwind_exit(uintptr_t sp) {
+    static bpt__atomic_ptr next;
+    return bpt__unwind_leave(&next, "pthread_exit", sp);
 }
 
 /* U2: a catch clause begins, in the function that called us. */
-void *bpt__hook_begin_catch(void *exc) {
+BPT__ASM_CALLED uintptr_t bpt__unwind_catch(uintptr_t sp) {
     static bpt__atomic_ptr next;
-    void *(*begin)(void *) = (void *(*)(void *))bpt__interposed_next(&next, "__cxa_begin_catch");
-    uintptr_t sp = BPT__HOOK_ENTRY_SP();
     bpt__thread *rec = bpt__unwind_frames();
     if (rec && bpt__pin()) {
         bpt__native_settle_dead(rec, sp, 0, "throw");
         bpt__unwind_rewrite(rec, sp, 1);
         bpt__unpin(rec);
     }
-    return begin(exc);
+    return (uintptr_t)bpt__interposed_next(&next, "__cxa_begin_catch");
 }
 #endif /* BPT__INTERPOSE */

@@ -20,13 +20,24 @@
       exception escapes a std::thread's function into the catch around it
       inside that thread;
    8. a destructor run by the unwind catches a throw of its own, then the
-      first unwind goes on (_Unwind_Resume) through return-traced frames. */
+      first unwind goes on (_Unwind_Resume) through return-traced frames;
+   9. a signal handler on a sigaltstack (heap) throws and catches while a
+      return-traced call lives on the interrupted stack: that frame is left
+      alone (on aarch64 the slot search ran from the sigaltstack up to the
+      other stack, through unmapped memory: SIGSEGV), and returns;
+   10. pthread_exit from a return-traced function: its forced unwind runs
+      the destructor of an object in the thread's function, above the
+      traced frame (the unwind stopped at the trampoline, and the
+      destructor never ran). */
 #ifndef T_IMPLEMENTATION_ELSEWHERE   /* tests/run's g++-c-impl: compiled as C, linked in */
 #  define BPTRACE_IMPLEMENTATION
 #endif
 #include "../bptrace.h"
 #include "check.h"
 #include "native_fixture.h"
+#include <csignal>
+#include <pthread.h>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
@@ -103,6 +114,37 @@ BPT_TRACEABLE __attribute__((noinline)) long nested(long x) {
 }
 static long (*volatile nested_p)(long) = nested;
 
+/* 9. */
+static long alt_caught;
+static void alt_handler(int) {
+    try {
+        throw oops(42);
+    } catch (const oops &e) {
+        alt_caught = e.v;
+    }
+}
+BPT_TRACEABLE __attribute__((noinline)) long signalled(long x) {
+    raise(SIGUSR1);
+    return x + alt_caught;
+}
+static long (*volatile signalled_p)(long) = signalled;
+
+/* 10. */
+static int exit_guard_ran;
+struct exit_guard {
+    ~exit_guard() { exit_guard_ran = 1; }
+};
+BPT_TRACEABLE __attribute__((noinline)) long exiter(long x) {
+    if (x) pthread_exit(nullptr);
+    return x;
+}
+static long (*volatile exiter_p)(long) = exiter;
+static void *exiting_thread(void *) {
+    exit_guard g;
+    exiter_p(1);
+    return nullptr;
+}
+
 /* 5: n traced frames, then a throw. */
 BPT_TRACEABLE __attribute__((noinline)) long deep(long n);
 static long (*volatile deep_p)(long) = deep;
@@ -127,7 +169,7 @@ static int drain(bpt_session s, bpt_msg *m, int max) {
 }
 
 static bpt_func *F_leaf, *F_thrower, *F_mid, *F_outer, *F_catcher, *F_rethrower, *F_guarded, *F_deep, *F_self,
-    *F_nested;
+    *F_nested, *F_signalled, *F_exiter;
 
 /* The messages as one line: "call outer, call mid, ..., exc thrower, ret outer=5". */
 static void describe(const bpt_msg *m, int n, char *out, size_t cap) {
@@ -178,13 +220,15 @@ int main() {
     F_deep = native_reg((void *)game::deep, "game", "deep", 1);
     F_self = native_reg((void *)game::self_catch, "game", "self_catch", 1);
     F_nested = native_reg((void *)game::nested, "game", "nested", 1);
+    F_signalled = native_reg((void *)game::signalled, "game", "signalled", 1);
+    F_exiter = native_reg((void *)game::exiter, "game", "exiter", 1);
     if (!F_leaf || !F_thrower || !F_mid || !F_outer || !F_catcher || !F_rethrower || !F_guarded || !F_deep ||
-        !F_self || !F_nested)
+        !F_self || !F_nested || !F_signalled || !F_exiter)
         return CHECK_DONE();
     d.name = "cxx-throw";
     d.chunks = 64;
     CHECK_RC(bpt_session_create(&d, &s), 0);
-    CHECK_RC(bpt_trace_pattern(s, "game:*/_", kinds, nullptr), 10);
+    CHECK_RC(bpt_trace_pattern(s, "game:*/_", kinds, nullptr), 12);
 
     /* 1. Through three traced frames to main's catch. */
     try {
@@ -252,6 +296,34 @@ int main() {
             "call leaf, ret leaf=1",
             "8. a destructor's own catch during an unwind");
 
+    /* 9. A throw and its catch in a handler on a sigaltstack. */
+    {
+        stack_t ss = {}, old = {};
+        struct sigaction sa = {}, old_sa = {};
+        ss.ss_sp = malloc(1 << 16);
+        ss.ss_size = 1 << 16;
+        CHECK(ss.ss_sp && sigaltstack(&ss, &old) == 0, "sigaltstack");
+        sa.sa_handler = game::alt_handler;
+        sa.sa_flags = SA_ONSTACK;
+        sigaction(SIGUSR1, &sa, &old_sa);
+        r = game::signalled_p(1);
+        CHECK(r == 43, "signalled returned %ld, want 43", r);
+        expect(s, "call signalled, ret signalled=43", "9. a throw caught in a handler on a sigaltstack");
+        sigaction(SIGUSR1, &old_sa, nullptr);
+        ss.ss_flags = SS_DISABLE;
+        sigaltstack(&ss, nullptr);
+        free(ss.ss_sp);
+    }
+
+    /* 10. pthread_exit through a return-traced frame. */
+    {
+        pthread_t t;
+        CHECK_RC(pthread_create(&t, nullptr, game::exiting_thread, nullptr), 0);
+        pthread_join(t, nullptr);
+        CHECK(game::exit_guard_ran == 1, "the destructor above the traced frame ran");
+        expect(s, "call exiter", "10. pthread_exit's forced unwind (the frame ends with its thread)");
+    }
+
     /* 7b. A throw escapes a std::thread's traced function into a catch in that thread. */
     {
         long got = 0;
@@ -268,7 +340,7 @@ int main() {
         expect(s, "call outer, call mid, call thrower, exc thrower, exc mid, exc outer, call leaf, ret leaf=-5",
                "7b. in a std::thread");
     }
-    CHECK_RC(bpt_trace_pattern(s, "game:*/_", BPT_OFF, nullptr), 10);
+    CHECK_RC(bpt_trace_pattern(s, "game:*/_", BPT_OFF, nullptr), 12);
 
     /* 5. 2,000 throws through 20 traced frames, with exception trace and
        call_time: nothing skipped, every frame ended, every call counted. */
@@ -304,7 +376,7 @@ int main() {
     CHECK_RC(bpt_trace_pattern(s, "game:deep/1", BPT_OFF, nullptr), 1);
 
     /* 6. 4 threads throw at once through return-traced frames. */
-    CHECK_RC(bpt_trace_pattern(counts, "game:*/_", BPT_OFF, nullptr), 10);
+    CHECK_RC(bpt_trace_pattern(counts, "game:*/_", BPT_OFF, nullptr), 12);
     CHECK_RC(bpt_trace_pattern(counts, "game:catcher/1", BPT_COUNT, nullptr), 1);
     CHECK_RC(bpt_trace_pattern(counts, "game:mid/1", BPT_CALL | BPT_RETURN | BPT_EXCEPTION, nullptr), 1);
     CHECK_RC(bpt_trace_pattern(counts, "game:thrower/1", BPT_CALL | BPT_RETURN | BPT_EXCEPTION | BPT_TIME, nullptr), 1);

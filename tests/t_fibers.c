@@ -21,20 +21,41 @@
    4. longjmp inside a fiber, over a traced call, still ends that call
       (exception_from) at the fiber's next traced call, and not the
       thread's own frames;
+   6. a fiber started by setcontext whose uc_link is a getcontext in a
+      traced function: the return to it goes through the C library's own
+      setcontext, unseen, and the traced function still returns through
+      its frame (its tag is taken back from the frame, F2);
+   7. a signal whose handler makes two traced calls lands while a pop drops
+      a tombstone (BPT_TEST_POINT raises it there): the handler drops the
+      tombstones and reuses their place, and the interrupted pop must not
+      store its older depth back (it brought an ended frame back to life:
+      a spurious exception_from for a call that had returned);
    5. 1-4 again with every switch made by a coroutine library's own code,
       which bptrace does not see (here: libc's swapcontext, reached past
       bptrace's through dlsym RTLD_NEXT), announced with
       bpt_fiber_switch_begin and bpt_fiber_switch_end. */
+static void t_test_point(const char *where);   /* 7: raises a signal there */
+#define BPT_TEST_POINT(where) t_test_point(where)
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
 #include "native_fixture.h"
 #include <dlfcn.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <ucontext.h>
+
+static volatile int raise_at_point;
+static void t_test_point(const char *where) {
+    (void)where;
+    if (raise_at_point) {
+        raise_at_point = 0;
+        raise(SIGUSR1);
+    }
+}
 
 #if defined(BPT_NATIVE)
 enum { STACK = 1 << 16, LOG_MAX = 64 };
@@ -51,7 +72,7 @@ static ucontext_t back, co;
 static int (*volatile switch_p)(ucontext_t *, const ucontext_t *) = swapcontext;
 static int (*raw_swapcontext)(ucontext_t *, const ucontext_t *);
 static int announced_switch(ucontext_t *from, const ucontext_t *to) {
-    uint32_t tag = bpt_fiber_switch_begin();
+    uint64_t tag = bpt_fiber_switch_begin();
     int rc = raw_swapcontext(from, to);
     bpt_fiber_switch_end(tag);
     return rc;
@@ -92,6 +113,38 @@ static void co_start(void (*entry)(void)) {
     co.uc_link = &back;
     makecontext(&co, entry, 0);
     CHECK(switch_p(&back, &co) == 0, "swapcontext to the fiber");
+}
+
+/* 6. */
+static ucontext_t resume_here;
+static void co_plain_entry(void) { co_result = p_leaf(70); }
+BPT_TRACEABLE int64_t get_and_set(int64_t x) {
+    volatile int started = 0;
+    CHECK(getcontext(&resume_here) == 0, "getcontext");
+    if (!started) {
+        started = 1;
+        CHECK(getcontext(&co) == 0, "getcontext");
+        co.uc_stack.ss_sp = co_stack;
+        co.uc_stack.ss_size = STACK;
+        co.uc_link = &resume_here;   /* back through the C library's own setcontext */
+        makecontext(&co, co_plain_entry, 0);
+        setcontext(&co);
+        CHECK(0, "setcontext returned");
+    }
+    return x + co_result;
+}
+static int64_t (*volatile p_get_and_set)(int64_t) = get_and_set;
+
+/* 7. */
+static void two_calls(int sig) { (void)sig; p_leaf(100); p_leaf(200); }
+BPT_TRACEABLE int64_t yield_in(int64_t x) { switch_p(&co, &back); return x; }
+static int64_t (*volatile p_yield_in)(int64_t) = yield_in;
+BPT_TRACEABLE int64_t resume_in(int64_t x) { switch_p(&back, &co); return x; }
+static int64_t (*volatile p_resume_in)(int64_t) = resume_in;
+static void co_tombstones(void) {
+    p_yield_in(1);   /* suspended inside it; main's resume_in resumes the fiber */
+    p_yield_in(2);   /* the first ended under resume_in: a tombstone; suspended again */
+    p_leaf(3);
 }
 
 /* 1. */
@@ -161,6 +214,22 @@ static void run(const char *where, bpt_session timing, bpt_func *f_inner, bpt_fu
     co_start(co_jump_entry);
     CHECK(co_result == 51, "the jumping fiber's result %lld", (long long)co_result);
     expect("call jumper, exc jumper, call leaf, ret leaf=51", "4. longjmp inside a fiber", where);
+
+    /* 7. */
+    co_start(co_tombstones);          /* yield_in(1) suspends */
+    p_resume_in(5);                   /* yield_in(1) returns under resume_in; yield_in(2) suspends;
+                                         resume_in returns under it: a tombstone */
+    raise_at_point = 1;
+    CHECK(switch_p(&back, &co) == 0, "resume the fiber");   /* yield_in(2)'s pop drops the tombstones */
+    CHECK(raise_at_point == 0, "the test point was reached");
+    expect("call yield_in, call resume_in, ret yield_in=1, call yield_in, ret resume_in=5, call leaf, ret leaf=101, "
+           "call leaf, ret leaf=201, ret yield_in=2, call leaf, ret leaf=4",
+           "7. a handler inside a pop's tombstone drop", where);
+
+    if (switch_p == swapcontext) {   /* 6: setcontext, bptrace's */
+        CHECK(p_get_and_set(1) == 72, "get_and_set's result");
+        expect("call get_and_set, call leaf, ret leaf=71, ret get_and_set=72", "6. uc_link to a getcontext", where);
+    }
 }
 
 int main(void) {
@@ -176,6 +245,10 @@ int main(void) {
     native_reg((void *)jumper, "t", "jumper", 1);
     native_reg((void *)driver, "t", "driver", 1);
     native_reg((void *)starter, "t", "starter", 1);
+    native_reg((void *)get_and_set, "t", "get_and_set", 1);
+    native_reg((void *)yield_in, "t", "yield_in", 1);
+    native_reg((void *)resume_in, "t", "resume_in", 1);
+    signal(SIGUSR1, two_calls);
     if (check_failures) return CHECK_DONE();
     memset(&d, 0, sizeof d);
     d.name = "fibers";
@@ -185,7 +258,7 @@ int main(void) {
     d.name = "fibers-cpu";
     d.time_cpu = 1;
     CHECK_RC(bpt_session_create(&d, &timing), 0);
-    CHECK_RC(bpt_trace_pattern(s, "t:_/_", BPT_CALL | BPT_RETURN | BPT_EXCEPTION, NULL), 6);
+    CHECK_RC(bpt_trace_pattern(s, "t:_/_", BPT_CALL | BPT_RETURN | BPT_EXCEPTION, NULL), 9);
     CHECK_RC(bpt_trace_pattern(timing, "t:co_*/_", BPT_TIME, NULL), 2);
 
     co_stack = local;
