@@ -6848,12 +6848,15 @@ BPT__ASM_CALLED uintptr_t bpt__unwind_catch(uintptr_t sp) {
        the thread takes a new tag. A fresh context (makecontext) runs with
        it: its frames will carry it.
    S2. Back (swapcontext returns: this stack runs again, whoever switched
-       to it, uc_link's return included): the thread takes this stack's tag
-       back, and the calls it times resume.
+       to it, a uc_link return to it included): the thread takes this
+       stack's tag back, and the calls it times resume.
    A native frame carries the tag of the stack it was pushed on (F1). F0,
    F2, U1 and bpt_unwind_to look only at frames with the thread's current
    tag (bpt__frame_mine). F2 ends a frame that other tags' frames cover by
-   marking it gone: a tombstone, dropped once it is on top.
+   marking it gone: a tombstone, dropped once it is on top. A return whose
+   frame carries another tag shows a switch back that bptrace did not see
+   (the C library's own setcontext, for a uc_link to a getcontext): F2
+   gives the thread that frame's tag (bpt__frame_adopt).
 
    A coroutine library with its own switch code (boost.context,
    hand-written assembly), which bptrace does not see, calls S1 and S2
