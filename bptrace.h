@@ -1882,6 +1882,44 @@ BPT_API void bpt_folded_free(bpt_folded *f);
 #  define BPT__ASM_CALLED __attribute__((used, visibility("hidden")))
 #endif
 
+/* >>intregs: functions compiled to use the integer registers only. The
+   native entry stubs call the count path (site_native.c) with only the
+   integer argument registers saved: a function that counts and nothing
+   else need not pay for saving eight vector registers on every call, as
+   Linux keeps kernel C code off the FP/SIMD registers with
+   -mgeneral-regs-only. The compiler then guarantees that the count path,
+   and everything it inlines, leaves the vector registers alone; it cannot
+   inline a function without the attribute there, so every helper on that
+   path carries it too (atomics, pin, unpin, the count's add). Those are
+   always_inline (BPT__HOT) as well: gcc inlines a function built for other
+   target options only when told to, and would otherwise call each atomic
+   load and store out of line everywhere. tests/count_path_check.sh checks the
+   compiled path: no vector register, no call.
+   Where the attribute is missing (clang for aarch64, tcc) or a sanitizer
+   calls its runtime from every access (ASAN, TSAN: compiled normally, it
+   may use vector registers), BPT__COUNT_SAVES_FP says so and the stubs
+   save the vector registers for the count path as well. */
+#if defined(__has_feature)
+#  if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#    define BPT__SANITIZED 1
+#  endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#  define BPT__SANITIZED 1
+#endif
+#if !defined(__TINYC__) && !defined(BPT__SANITIZED) && defined(__x86_64__) && \
+    (defined(__GNUC__) || defined(__clang__))
+#  define BPT__INTREGS __attribute__((target("general-regs-only")))
+#elif !defined(__TINYC__) && !defined(BPT__SANITIZED) && defined(__aarch64__) && \
+    defined(__GNUC__) && !defined(__clang__)
+/* gcc for aarch64 would also call libgcc's out-of-line atomics (a call,
+   though to code that uses x0-x3, x16, x17 alone): inline instead. */
+#  define BPT__INTREGS __attribute__((target("general-regs-only,no-outline-atomics")))
+#else
+#  define BPT__INTREGS
+#  define BPT__COUNT_SAVES_FP 1
+#endif
+
 /* Tests name points of the frame code where a signal handler's nested run
    is to be checked (t_fibers); nothing by default. */
 #ifndef BPT_TEST_POINT
@@ -1919,7 +1957,7 @@ BPT__PRIVATE void bpt__store_release_ptr(bpt__atomic_ptr *p, void *v) { bpt__com
 BPT__PRIVATE void bpt__store_seq_cst_u32(bpt__atomic_u32 *p, uint32_t v) {
     __asm__ __volatile__("xchgl %0, %1" : "+r"(v), "+m"(*p) : : "memory");
 }
-BPT__PRIVATE uint64_t bpt__fetch_add_u64(bpt__atomic_u64 *p, uint64_t v) {
+BPT__HOT BPT__INTREGS uint64_t bpt__fetch_add_u64(bpt__atomic_u64 *p, uint64_t v) {
     __asm__ __volatile__("lock; xaddq %0, %1" : "+r"(v), "+m"(*p) : : "memory");
     return v;
 }
@@ -1954,10 +1992,10 @@ typedef uint64_t bpt__atomic_u64;
 typedef void *bpt__atomic_ptr;
 #  define bpt__compiler_barrier() __atomic_signal_fence(__ATOMIC_SEQ_CST)
 #  define BPT__ATOMIC_OPS(suffix, T, A) \
-    BPT__PRIVATE T bpt__load_relaxed_##suffix(A *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); } \
-    BPT__PRIVATE T bpt__load_acquire_##suffix(A *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); } \
-    BPT__PRIVATE void bpt__store_relaxed_##suffix(A *p, T v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); } \
-    BPT__PRIVATE void bpt__store_release_##suffix(A *p, T v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); } \
+    BPT__HOT BPT__INTREGS T bpt__load_relaxed_##suffix(A *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); } \
+    BPT__HOT BPT__INTREGS T bpt__load_acquire_##suffix(A *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); } \
+    BPT__HOT BPT__INTREGS void bpt__store_relaxed_##suffix(A *p, T v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); } \
+    BPT__HOT BPT__INTREGS void bpt__store_release_##suffix(A *p, T v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); } \
     BPT__PRIVATE int bpt__cas_##suffix(A *p, T expected, T desired) { \
         return __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE); }
 BPT__ATOMIC_OPS(u32, uint32_t, bpt__atomic_u32)
@@ -1965,9 +2003,9 @@ BPT__ATOMIC_OPS(u64, uint64_t, bpt__atomic_u64)
 BPT__ATOMIC_OPS(ptr, void *, bpt__atomic_ptr)
 #  undef BPT__ATOMIC_OPS
 BPT__PRIVATE void bpt__store_seq_cst_u32(bpt__atomic_u32 *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
-BPT__PRIVATE uint64_t bpt__fetch_add_u64(bpt__atomic_u64 *p, uint64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
+BPT__HOT BPT__INTREGS uint64_t bpt__fetch_add_u64(bpt__atomic_u64 *p, uint64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
 BPT__PRIVATE uint32_t bpt__fetch_add_u32(bpt__atomic_u32 *p, uint32_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
-BPT__PRIVATE void bpt__fence_seq_cst(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+BPT__HOT BPT__INTREGS void bpt__fence_seq_cst(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 #  define BPT__CPU_RELAX_ARCH 1
 
 #else /* gcc, clang: C11 atomics */
@@ -1977,10 +2015,10 @@ typedef _Atomic(uint64_t) bpt__atomic_u64;
 typedef _Atomic(void *)   bpt__atomic_ptr;
 #  define bpt__compiler_barrier() atomic_signal_fence(memory_order_seq_cst)
 #  define BPT__ATOMIC_OPS(suffix, T, A) \
-    BPT__PRIVATE T bpt__load_relaxed_##suffix(A *p) { return atomic_load_explicit(p, memory_order_relaxed); } \
-    BPT__PRIVATE T bpt__load_acquire_##suffix(A *p) { return atomic_load_explicit(p, memory_order_acquire); } \
-    BPT__PRIVATE void bpt__store_relaxed_##suffix(A *p, T v) { atomic_store_explicit(p, v, memory_order_relaxed); } \
-    BPT__PRIVATE void bpt__store_release_##suffix(A *p, T v) { atomic_store_explicit(p, v, memory_order_release); } \
+    BPT__HOT BPT__INTREGS T bpt__load_relaxed_##suffix(A *p) { return atomic_load_explicit(p, memory_order_relaxed); } \
+    BPT__HOT BPT__INTREGS T bpt__load_acquire_##suffix(A *p) { return atomic_load_explicit(p, memory_order_acquire); } \
+    BPT__HOT BPT__INTREGS void bpt__store_relaxed_##suffix(A *p, T v) { atomic_store_explicit(p, v, memory_order_relaxed); } \
+    BPT__HOT BPT__INTREGS void bpt__store_release_##suffix(A *p, T v) { atomic_store_explicit(p, v, memory_order_release); } \
     BPT__PRIVATE int bpt__cas_##suffix(A *p, T expected, T desired) { \
         return atomic_compare_exchange_strong_explicit(p, &expected, desired, \
                    memory_order_acq_rel, memory_order_acquire); }
@@ -1989,9 +2027,9 @@ BPT__ATOMIC_OPS(u64, uint64_t, bpt__atomic_u64)
 BPT__ATOMIC_OPS(ptr, void *, bpt__atomic_ptr)
 #  undef BPT__ATOMIC_OPS
 BPT__PRIVATE void bpt__store_seq_cst_u32(bpt__atomic_u32 *p, uint32_t v) { atomic_store_explicit(p, v, memory_order_seq_cst); }
-BPT__PRIVATE uint64_t bpt__fetch_add_u64(bpt__atomic_u64 *p, uint64_t v) { return atomic_fetch_add_explicit(p, v, memory_order_acq_rel); }
+BPT__HOT BPT__INTREGS uint64_t bpt__fetch_add_u64(bpt__atomic_u64 *p, uint64_t v) { return atomic_fetch_add_explicit(p, v, memory_order_acq_rel); }
 BPT__PRIVATE uint32_t bpt__fetch_add_u32(bpt__atomic_u32 *p, uint32_t v) { return atomic_fetch_add_explicit(p, v, memory_order_acq_rel); }
-BPT__PRIVATE void bpt__fence_seq_cst(void) { atomic_thread_fence(memory_order_seq_cst); }
+BPT__HOT BPT__INTREGS void bpt__fence_seq_cst(void) { atomic_thread_fence(memory_order_seq_cst); }
 #  define BPT__CPU_RELAX_ARCH 1
 #endif
 
@@ -2009,7 +2047,7 @@ BPT__PRIVATE void bpt__cpu_relax(void) {
 
 /* A counter that only its owner thread writes: a relaxed load and store, no
    locked instruction, read by others with a relaxed load. */
-BPT__PRIVATE void bpt__owner_inc_u64(bpt__atomic_u64 *p, uint64_t v) {
+BPT__HOT BPT__INTREGS void bpt__owner_inc_u64(bpt__atomic_u64 *p, uint64_t v) {
     bpt__store_relaxed_u64(p, bpt__load_relaxed_u64(p) + v);
 }
 
@@ -2024,7 +2062,7 @@ BPT__PRIVATE void bpt__owner_inc_u64(bpt__atomic_u64 *p, uint64_t v) {
    undefined there and the caller guards the update itself (kind_count.c). */
 #if defined(__x86_64__)
 #  define BPT__SIGNAL_ATOMIC_INC 1
-BPT__PRIVATE void bpt__owner_inc1_u64(bpt__atomic_u64 *p) {
+BPT__HOT BPT__INTREGS void bpt__owner_inc1_u64(bpt__atomic_u64 *p) {
     uint64_t *q = (uint64_t *)(void *)p;
     /* "=m" with "m" (read and written) rather than "+m", with which gcc
        puts the address in a register first instead of indexing. */
@@ -2312,12 +2350,17 @@ struct bpt__thread {
     char errmsg[320];               /* owner only: bpt_last_error() */
 };
 
-BPT__PRIVATE bpt__thread *bpt__thread_self_or_null(void);
+BPT__HOT BPT__INTREGS bpt__thread *bpt__thread_self_or_null(void);
 BPT__PRIVATE bpt__thread *bpt__thread_records(void);   /* every record ever made: walk ->next */
 BPT__PRIVATE bpt__thread *bpt__thread_self(void);   /* creates the record: NULL when out of memory */
 BPT__PRIVATE void bpt__progress_ensure_init(void);
 BPT__HOT bpt__thread *bpt__pin(void);               /* NULL: no record (out of memory), not pinned */
 BPT__HOT void bpt__unpin(bpt__thread *rec);
+/* The pin and unpin of the count path (>>intregs in port.h): the thread's
+   record exists; the unpin leaves the wake to its caller. */
+BPT__HOT BPT__INTREGS void bpt__pin_rec(bpt__thread *rec);
+BPT__HOT BPT__INTREGS int bpt__unpin_quiet(bpt__thread *rec);   /* nonzero: call bpt__progress_wake */
+BPT__NOINLINE void bpt__progress_wake(void);
 BPT__PRIVATE int bpt__thread_pinned(const bpt__thread *rec);
 BPT__PRIVATE void bpt__block_begin(bpt__thread *rec);   /* a managed thread goes offline to block */
 BPT__PRIVATE void bpt__block_end(bpt__thread *rec);
@@ -2534,6 +2577,13 @@ typedef struct bpt__shortcut {
 } bpt__shortcut;
 
 struct bpt_func {
+    /* First, at offset 0, where the entry stubs read it: whether the count
+       path (site_native.c) may finish a hit, that is, whether either
+       generation's shortcut is COUNT or NONE. A hint, written by the set
+       path with the shortcuts; the count path decides under its pin. A
+       function that also calls, times or traces returns skips the count
+       path's call. */
+    uint32_t count_hint;
     const char *module, *name;    /* interned */
     int arity;
     uint32_t fid;                 /* its name id (names.c): what its records carry */
@@ -2597,6 +2647,8 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
 BPT__PRIVATE void bpt__commit(void);                                 /* step 7 */
 BPT__PRIVATE void bpt__change_end(uint64_t *t);                      /* step 13 */
 BPT__DATA(pthread_mutex_t, bpt__code_mod_permission);   /* locks.c */
+BPT__DATA(bpt__atomic_u32, bpt__active_ix);                /* hit.c: the active generation [G2] */
+BPT__HOT BPT__INTREGS unsigned bpt__active_ix_load(void);
 
 /* >>kinds: every kind's hooks, declared from the table (what each does:
    the comment at the top of this file; who calls them: bp.c, hit.c,
@@ -2612,6 +2664,7 @@ BPT_KINDS(BPT__KIND_HOOKS)
 #undef BPT__KIND_HOOKS
 /* The count kind's hit without a GenericBp, for the COUNT shortcut. */
 BPT__HOT void bpt__kind_count_add(bpt__thread *rec, void *count);
+BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, void *count);   /* 0: page not mapped */
 /*** End of breakpoint.h ***/
 
 /*** Begin file timem.h ***/
@@ -2739,10 +2792,6 @@ BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r);
    otherwise). Text pages are made read+write+execute for the writes (not
    read+write: other threads keep executing on them) and read+execute again
    afterwards, each page once per batch however many sites it holds. */
-/* The pages one batch of code writes touches (native sites only; empty
-   otherwise). Text pages are made read+write+execute for the writes (not
-   read+write: other threads keep executing on them) and read+execute again
-   afterwards, each page once per batch however many sites it holds. */
 typedef struct bpt__code_batch {
     uintptr_t *pages;
     int n, cap;
@@ -2792,8 +2841,15 @@ BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len);
 BPT__PRIVATE int bpt__arch_native_usable(const char *who);
 
 BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who);
-/* Called by the entry stubs' assembly by name: not static. */
-BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs);
+/* Called by the entry stubs' assembly by name: not static. The count
+   path's result is a number, which the stubs compare: */
+#define BPT__COUNT_FULL 0      /* nothing done: the full path must run */
+#define BPT__COUNTED 1         /* done */
+#define BPT__COUNTED_WAKE 2    /* done; a thread-progress waiter sleeps: wake it, every register saved */
+#define BPT__STR_(x) #x
+#define BPT__STR(x) BPT__STR_(x)
+BPT__ASM_CALLED BPT__INTREGS int bpt__native_count_path(bpt_func *f);
+BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted);
 #endif
 /*** End of sites.h ***/
 
@@ -2950,7 +3006,7 @@ static pthread_once_t bpt__progress_once = PTHREAD_ONCE_INIT;
 static BPT__THREAD_LOCAL bpt__thread *bpt__tls_thread;
 #endif
 
-BPT__PRIVATE bpt__thread *bpt__thread_self_or_null(void) {
+BPT__HOT BPT__INTREGS bpt__thread *bpt__thread_self_or_null(void) {
 #if defined(BPT__TLS_BY_KEY)
     return (bpt__thread *)pthread_getspecific(bpt__progress.key);
 #else
@@ -2965,7 +3021,7 @@ BPT__PRIVATE bpt__thread *bpt__thread_records(void) {
 }
 
 /* The light side of an asymmetric barrier pair [B1] [B2]. */
-BPT__PRIVATE void bpt__light_barrier(void) {
+BPT__HOT BPT__INTREGS void bpt__light_barrier(void) {
     if (bpt__load_relaxed_u32(&bpt__progress.light_pins))
         bpt__compiler_barrier();
     else
@@ -3032,25 +3088,33 @@ BPT__PRIVATE bpt__thread *bpt__thread_self(void) {
     return rec ? rec : bpt__thread_create();
 }
 
-/* End a section: publish the new state [B3], then wake a sleeping waiter [B2]. */
-BPT__HOT void bpt__state_store_and_wake(bpt__thread *rec, uint64_t state) {
+/* End a section: publish the new state [B3]. Returns nonzero when a waiter
+   sleeps on the futex: the caller then wakes it (bpt__progress_wake). The
+   wake, a system call, is left to the caller so that the count path can
+   end its section with the integer registers alone (>>intregs in port.h). */
+BPT__HOT BPT__INTREGS int bpt__state_store(bpt__thread *rec, uint64_t state) {
     bpt__store_release_u64(&rec->state, state);          /* [B3] pairs with the waiter's acquire load */
     bpt__light_barrier();                                /* [B2] pairs with the waiter's heavy barrier */
-    if (bpt__load_relaxed_u32(&bpt__progress.futex)) {
-        bpt__store_relaxed_u32(&bpt__progress.futex, 0);
-        bpt__fetch_add_u64(&bpt__progress.futex_wakes, 1);
-        bpt__futex_wake(&bpt__progress.futex, INT_MAX);
-    }
+    return bpt__load_relaxed_u32(&bpt__progress.futex) != 0;
 }
 
-/* The read side. One load of the thread's own state and one store: a signal
-   handler that pins in between restores the state before the interrupted
-   code resumes, so the store never loses a nesting level. */
-BPT__HOT bpt__thread *bpt__pin(void) {
-    bpt__thread *rec = bpt__thread_self();
-    uint64_t s;
-    if (!rec) return NULL;
-    s = bpt__load_relaxed_u64(&rec->state);
+/* Wake the waiters that sleep until some section ends [B2]. */
+BPT__NOINLINE void bpt__progress_wake(void) {
+    bpt__store_relaxed_u32(&bpt__progress.futex, 0);
+    bpt__fetch_add_u64(&bpt__progress.futex_wakes, 1);
+    bpt__futex_wake(&bpt__progress.futex, INT_MAX);
+}
+
+BPT__PRIVATE void bpt__state_store_and_wake(bpt__thread *rec, uint64_t state) {
+    if (bpt__state_store(rec, state)) bpt__progress_wake();
+}
+
+/* The read side, on a thread that has its record. One load of the thread's
+   own state and one store: a signal handler that pins in between restores
+   the state before the interrupted code resumes, so the store never loses
+   a nesting level. */
+BPT__HOT BPT__INTREGS void bpt__pin_rec(bpt__thread *rec) {
+    uint64_t s = bpt__load_relaxed_u64(&rec->state);
     if ((s & BPT__NEST_MASK) == 0) {   /* quiescent: the section starts here */
         /* The acquire pairs with the waiter's epoch advance: a section that
            reads the new epoch sees the waiter's earlier stores. */
@@ -3061,18 +3125,29 @@ BPT__HOT bpt__thread *bpt__pin(void) {
         BPT_ASSERT((s & BPT__PINS) != BPT__PINS);
         bpt__store_relaxed_u64(&rec->state, s + 1);
     }
+}
+
+/* The same, making the thread's record on its first pin. */
+BPT__HOT bpt__thread *bpt__pin(void) {
+    bpt__thread *rec = bpt__thread_self();
+    if (rec) bpt__pin_rec(rec);
     return rec;
 }
 
-BPT__HOT void bpt__unpin(bpt__thread *rec) {
-    uint64_t s;
-    if (!rec) return;
-    s = bpt__load_relaxed_u64(&rec->state);
+/* Unpin without the wake: nonzero when the caller must call
+   bpt__progress_wake (see bpt__state_store). */
+BPT__HOT BPT__INTREGS int bpt__unpin_quiet(bpt__thread *rec) {
+    uint64_t s = bpt__load_relaxed_u64(&rec->state);
     if ((s & BPT__NEST_MASK) == 1)   /* the end of an unmanaged thread's section */
-        bpt__state_store_and_wake(rec, 0);
-    else if (s & BPT__PINS)
+        return bpt__state_store(rec, 0);
+    if (s & BPT__PINS)
         bpt__store_relaxed_u64(&rec->state, s - 1);
     /* else no pin is open: an unbalanced unpin, ignored, never a crash */
+    return 0;
+}
+
+BPT__HOT void bpt__unpin(bpt__thread *rec) {
+    if (rec && bpt__unpin_quiet(rec)) bpt__progress_wake();
 }
 
 BPT__PRIVATE int bpt__thread_pinned(const bpt__thread *rec) {
@@ -4995,12 +5070,50 @@ BPT__PRIVATE void bpt__pattern_entry_free(bpt__pattern_entry *e) {
 
 #if defined(BPT_NATIVE) && defined(__x86_64__)
 
-/* The entry stub: save the argument registers in a bpt__regs frame, call
-   bpt__native_entry(record, frame), restore and return to fn-4. The ABI
-   leaves rsp 16-aligned here, but the stub realigns it all the same: a
-   caller compiled with gcc's IPA stack alignment may not have aligned it.
-   The frame also holds rbp, so that the handler finds the traced function's
-   own return slot at 16(%rbp), which return trace swaps (frames.c). */
+/* The entry stub: save the integer argument registers in a bpt__regs
+   frame and, when the record's count_hint allows, call the count path,
+   bpt__native_count_path(record), which handles a function that only
+   counts with the integer registers alone (>>count path, site_native.c). Otherwise save the vector argument registers too
+   and call bpt__native_entry(record, frame, what the count path said).
+   Restore and return to fn-4. The ABI leaves rsp 16-aligned here, but the
+   stub realigns it all the same: a caller compiled with gcc's IPA stack
+   alignment may not have aligned it. The frame also holds rbp, so that
+   the handler finds the traced function's own return slot at 16(%rbp),
+   which return trace swaps (frames.c). Where the count path may use vector
+   registers (BPT__COUNT_SAVES_FP, >>intregs in port.h) they are saved
+   before it instead. */
+#define BPT__X86_SAVE_XMM \
+    "    movaps %xmm0, 80(%rsp)\n" \
+    "    movaps %xmm1, 96(%rsp)\n" \
+    "    movaps %xmm2, 112(%rsp)\n" \
+    "    movaps %xmm3, 128(%rsp)\n" \
+    "    movaps %xmm4, 144(%rsp)\n" \
+    "    movaps %xmm5, 160(%rsp)\n" \
+    "    movaps %xmm6, 176(%rsp)\n" \
+    "    movaps %xmm7, 192(%rsp)\n"
+#define BPT__X86_LOAD_XMM \
+    "    movaps 80(%rsp), %xmm0\n" \
+    "    movaps 96(%rsp), %xmm1\n" \
+    "    movaps 112(%rsp), %xmm2\n" \
+    "    movaps 128(%rsp), %xmm3\n" \
+    "    movaps 144(%rsp), %xmm4\n" \
+    "    movaps 160(%rsp), %xmm5\n" \
+    "    movaps 176(%rsp), %xmm6\n" \
+    "    movaps 192(%rsp), %xmm7\n"
+typedef char bpt__count_hint_at_0[offsetof(struct bpt_func, count_hint) == 0 ? 1 : -1];   /* the stub reads it there */
+#if defined(BPT__COUNT_SAVES_FP)
+#  define BPT__X86_XMM_BEFORE_COUNT BPT__X86_SAVE_XMM
+#  define BPT__X86_XMM_AFTER_COUNT BPT__X86_LOAD_XMM
+#  define BPT__X86_XMM_FOR_ENTRY ""
+#else
+#  define BPT__X86_XMM_BEFORE_COUNT ""
+#  define BPT__X86_XMM_AFTER_COUNT ""
+#  define BPT__X86_XMM_FOR_ENTRY BPT__X86_SAVE_XMM
+#endif
+#define BPT__X86_RECORD_TO_RDI   /* fn-24: the record's 6 bytes, 2 of the stub's above */ \
+    "    movq -20(%r11), %rdi\n" \
+    "    shlq $16, %rdi\n" \
+    "    shrq $16, %rdi\n"
 __asm__(
     "    .text\n"
     "    .p2align 4\n"
@@ -5019,28 +5132,27 @@ __asm__(
     "    movq %r9, 40(%rsp)\n"
     "    movq %rax, 48(%rsp)\n"
     "    movq %r10, 56(%rsp)\n"
+    BPT__X86_XMM_BEFORE_COUNT
+    BPT__X86_RECORD_TO_RDI
+    "    xorl %edx, %edx\n"               /* BPT__COUNT_FULL, for the full path */
+    "    cmpl $0, (%rdi)\n"               /* the record's count_hint, at its offset 0 */
+    "    je 3f\n"                         /* 0: the count path cannot finish this function */
+    "    call bpt__native_count_path\n"
+    "    cmpl $" BPT__STR(BPT__COUNTED) ", %eax\n"
+    "    jne 1f\n"
+    BPT__X86_XMM_AFTER_COUNT
+    "    jmp 2f\n"
+    "1:\n"                                /* the count path said FULL or WAKE */
+    "    movl %eax, %edx\n"
+    "    movq 8(%rbp), %r11\n"             /* fn-4 again: the count path used r11 */
+    BPT__X86_RECORD_TO_RDI
+    "3:\n"                                /* the full path, every argument register saved */
+    BPT__X86_XMM_FOR_ENTRY
     "    movq %rbp, 64(%rsp)\n"
-    "    movaps %xmm0, 80(%rsp)\n"
-    "    movaps %xmm1, 96(%rsp)\n"
-    "    movaps %xmm2, 112(%rsp)\n"
-    "    movaps %xmm3, 128(%rsp)\n"
-    "    movaps %xmm4, 144(%rsp)\n"
-    "    movaps %xmm5, 160(%rsp)\n"
-    "    movaps %xmm6, 176(%rsp)\n"
-    "    movaps %xmm7, 192(%rsp)\n"
-    "    movq -20(%r11), %rdi\n"           /* fn-24: the record's 6 bytes, 2 of the stub's above */
-    "    shlq $16, %rdi\n"
-    "    shrq $16, %rdi\n"
     "    movq %rsp, %rsi\n"
     "    call bpt__native_entry\n"
-    "    movaps 80(%rsp), %xmm0\n"
-    "    movaps 96(%rsp), %xmm1\n"
-    "    movaps 112(%rsp), %xmm2\n"
-    "    movaps 128(%rsp), %xmm3\n"
-    "    movaps 144(%rsp), %xmm4\n"
-    "    movaps 160(%rsp), %xmm5\n"
-    "    movaps 176(%rsp), %xmm6\n"
-    "    movaps 192(%rsp), %xmm7\n"
+    BPT__X86_LOAD_XMM
+    "2:\n"
     "    movq 0(%rsp), %rdi\n"
     "    movq 8(%rsp), %rsi\n"
     "    movq 16(%rsp), %rdx\n"
@@ -5226,11 +5338,37 @@ BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
 
 #define BPT__A64_NOP 0xD503201Fu
 
-/* The entry stub: `hint #34` is bti c (a landing pad for the blr), written
-   as a hint so that older assemblers accept it. It saves x0-x9, q0-q7 and
-   its own return address (fn-4) in a bpt__regs frame, calls
-   bpt__native_entry(record, frame), restores, puts the caller's return
-   address back in x30 and returns to fn-4 with `ret x16`. */
+/* The entry stub: `hint #34` is bti c (a landing pad for the blr). It
+   saves x0-x9 and its own return address (fn-4) in a bpt__regs frame and,
+   when the record's count_hint allows, calls the count path,
+   bpt__native_count_path(record), which handles a
+   function that only counts with the integer registers alone (>>count
+   path, site_native.c). Otherwise it saves q0-q7 too and calls
+   bpt__native_entry(record, frame, what the count path said). Then it
+   restores, puts the caller's return address back in x30 and returns to
+   fn-4 with `ret x16`. Where the count path may use the vector registers
+   (BPT__COUNT_SAVES_FP, >>intregs in port.h: clang has no
+   general-regs-only for aarch64) they are saved before it instead. */
+#define BPT__A64_SAVE_Q \
+    "    stp q0, q1, [sp, #80]\n" \
+    "    stp q2, q3, [sp, #112]\n" \
+    "    stp q4, q5, [sp, #144]\n" \
+    "    stp q6, q7, [sp, #176]\n"
+#define BPT__A64_LOAD_Q \
+    "    ldp q0, q1, [sp, #80]\n" \
+    "    ldp q2, q3, [sp, #112]\n" \
+    "    ldp q4, q5, [sp, #144]\n" \
+    "    ldp q6, q7, [sp, #176]\n"
+typedef char bpt__count_hint_at_0[offsetof(struct bpt_func, count_hint) == 0 ? 1 : -1];   /* the stub reads it there */
+#if defined(BPT__COUNT_SAVES_FP)
+#  define BPT__A64_Q_BEFORE_COUNT BPT__A64_SAVE_Q
+#  define BPT__A64_Q_AFTER_COUNT BPT__A64_LOAD_Q
+#  define BPT__A64_Q_FOR_ENTRY ""
+#else
+#  define BPT__A64_Q_BEFORE_COUNT ""
+#  define BPT__A64_Q_AFTER_COUNT ""
+#  define BPT__A64_Q_FOR_ENTRY BPT__A64_SAVE_Q
+#endif
 __asm__(
     "    .text\n"
     "    .p2align 4\n"
@@ -5243,19 +5381,28 @@ __asm__(
     "    stp x4, x5, [sp, #32]\n"
     "    stp x6, x7, [sp, #48]\n"
     "    stp x8, x9, [sp, #64]\n"
-    "    stp q0, q1, [sp, #80]\n"
-    "    stp q2, q3, [sp, #112]\n"
-    "    stp q4, q5, [sp, #144]\n"
-    "    stp q6, q7, [sp, #176]\n"
     "    str x30, [sp, #208]\n"
+    BPT__A64_Q_BEFORE_COUNT
     "    ldur x0, [x30, #-28]\n"
+    "    ldr w16, [x0]\n"                 /* the record's count_hint, at its offset 0 */
+    "    mov w2, #" BPT__STR(BPT__COUNT_FULL) "\n"   /* for the full path */
+    "    cbz w16, 3f\n"                   /* 0: the count path cannot finish this function */
+    "    bl bpt__native_count_path\n"
+    "    cmp w0, #" BPT__STR(BPT__COUNTED) "\n"
+    "    b.ne 1f\n"
+    BPT__A64_Q_AFTER_COUNT
+    "    b 2f\n"
+    "1:\n"                                /* the count path said FULL or WAKE */
+    "    mov w2, w0\n"
+    "    ldr x16, [sp, #208]\n"            /* fn-4 again: the call took x30 */
+    "    ldur x0, [x16, #-28]\n"
+    "3:\n"                                /* the full path, every argument register saved */
+    BPT__A64_Q_FOR_ENTRY
     "    mov x1, sp\n"
     "    bl bpt__native_entry\n"
+    BPT__A64_LOAD_Q
+    "2:\n"
     "    ldr x16, [sp, #208]\n"
-    "    ldp q0, q1, [sp, #80]\n"
-    "    ldp q2, q3, [sp, #112]\n"
-    "    ldp q4, q5, [sp, #144]\n"
-    "    ldp q6, q7, [sp, #176]\n"
     "    ldp x0, x1, [sp, #0]\n"
     "    ldp x2, x3, [sp, #16]\n"
     "    ldp x4, x5, [sp, #32]\n"
@@ -7203,7 +7350,7 @@ static void bpt__count_slot_give(uint32_t slot) {
 }
 
 /* Where rec holds the pointer to the page of c's slot. */
-BPT__HOT bpt__atomic_ptr *bpt__count_dir(bpt__thread *rec, const bpt__BpCount *c) {
+BPT__HOT BPT__INTREGS bpt__atomic_ptr *bpt__count_dir(bpt__thread *rec, const bpt__BpCount *c) {
     return (bpt__atomic_ptr *)(void *)((char *)rec + c->dir);
 }
 
@@ -7300,34 +7447,44 @@ static bpt__atomic_u64 *bpt__count_page_map(bpt__thread *rec, const bpt__BpCount
     return (bpt__atomic_u64 *)p;
 }
 
-/* The hit: one more call on this thread's own counter. Only this thread
-   (and handlers nested on it) writes the record's pages, so the owner
-   reads its page pointer with a relaxed load. The COUNT shortcut calls
-   this directly (hit.c), the general walk through the kind's hook below. */
-BPT__HOT void bpt__kind_count_add(bpt__thread *rec, void *count) {
+/* The hit: one more call on this thread's own counter, if the thread has
+   mapped the counter's page. Only this thread (and handlers nested on it)
+   writes the record's pages, so the owner reads its page pointer with a
+   relaxed load. Returns 0, having counted nothing, when the page is not
+   mapped yet. The count path of native entries (site_native.c) calls this
+   alone, with the integer registers only (>>intregs in port.h); the
+   others call bpt__kind_count_add. */
+BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, void *count) {
     bpt__BpCount *c = (bpt__BpCount *)count;
     bpt__atomic_u64 *page;
 #if defined(BPT__SIGNAL_ATOMIC_INC)
-    page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(bpt__count_dir(rec, c));
-    if (page || (page = bpt__count_page_map(rec, c)) != NULL)
-        bpt__owner_inc1_u64(&page[c->off]);   /* [H1] one instruction: a handler cannot split it */
-    else
-        bpt__fetch_add_u64(&c->spill, 1);
+    if (!(page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(bpt__count_dir(rec, c)))) return 0;
+    bpt__owner_inc1_u64(&page[c->off]);   /* [H1] one instruction: a handler cannot split it */
 #else
     if (rec->counting) {   /* [H1] a handler nested in this thread's update */
         bpt__fetch_add_u64(&c->spill, 1);
-        return;
+        return 1;
     }
     rec->counting = 1;
     bpt__compiler_barrier();   /* [H1] marked before the load: a handler from here on spills */
     page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(bpt__count_dir(rec, c));
-    if (page || (page = bpt__count_page_map(rec, c)) != NULL)
-        bpt__owner_inc_u64(&page[c->off], 1);
-    else
-        bpt__fetch_add_u64(&c->spill, 1);
+    if (page) bpt__owner_inc_u64(&page[c->off], 1);
     bpt__compiler_barrier();   /* [H1] stored before the mark is cleared */
     rec->counting = 0;
+    if (!page) return 0;
 #endif
+    return 1;
+}
+
+/* The same, mapping the page on the thread's first count in it; a count
+   that finds no page (the map refused) goes to the spill. The COUNT
+   shortcut calls this directly (hit.c), the general walk through the
+   kind's hook below. */
+BPT__HOT void bpt__kind_count_add(bpt__thread *rec, void *count) {
+    bpt__BpCount *c = (bpt__BpCount *)count;
+    if (bpt__kind_count_try_add(rec, count)) return;
+    if (bpt__count_page_map(rec, c) == NULL || !bpt__kind_count_try_add(rec, count))
+        bpt__fetch_add_u64(&c->spill, 1);
 }
 
 BPT__HOT void bpt__kind_count_hit(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d) {
@@ -7459,7 +7616,17 @@ BPT__PRIVATE void bpt__kind_memory_info(const bpt__GenericBpData *d, unsigned wh
    only counts; or walk the function's GenericBp list (one per session) and
    run each active kind of each session's active generation (kind_*.c:
    count, call trace, call_time, call_memory). Unpin. No lock, no wait: this
-   is op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c. */
+   is op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c.
+   A native entry whose generation only counts never gets here: the stub's
+   count path (site_native.c) does the COUNT and NONE shortcuts' work first,
+   with the integer registers alone, and leaves its rare cases to this. */
+
+/* The active generation index: 0 or 1. The commit (step 7, bp.c) flips it
+   with a release store; a hit reads it once, with an acquire load [G2].
+   Defined with the hit, ahead of the count path (site_native.c), which
+   inlines its load. */
+BPT__SHARED bpt__atomic_u32 bpt__active_ix;
+BPT__HOT BPT__INTREGS unsigned bpt__active_ix_load(void) { return bpt__load_acquire_u32(&bpt__active_ix); }
 
 /* The general case: walk every session's breakpoint on h->f in generation
    ix and run each active kind. Out of line, so that the shortcuts' path
@@ -7494,7 +7661,7 @@ BPT__HOT int bpt__breakpoint(bpt__hit *h) {
 #if defined(BPT_NATIVE)
     if (f->kind == BPT__SITE_NATIVE && rec->shadow_depth[BPT__STACK_NATIVE]) bpt__native_settle(h);
 #endif
-    ix = bpt_active_bp_ix();   /* [G2] once per hit: one generation throughout */
+    ix = bpt__active_ix_load();   /* [G2] once per hit: one generation throughout */
     switch (f->shortcut[ix].kind) {   /* published with ix [G2] */
     case BPT__SHORTCUT_NONE:
         break;
@@ -7643,11 +7810,53 @@ static void bpt__batch_close(bpt__code_batch *b) {
     b->cap = 0;
 }
 
-/* Called by the entry stubs with the function record and the saved
-   registers; returns where the stub continues. Not static: the stubs'
-   assembly calls it by name. */
-BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs) {
+/* >>count path: the hit of a native entry whose active generation only
+   counts (the COUNT shortcut, breakpoint.h), or does nothing (NONE), run
+   by the entry stubs before they save the vector registers: this function
+   and everything it inlines use the integer registers only (>>intregs in
+   port.h; tests/count_path_check.sh checks the compiled code). It makes
+   no call. Anything it cannot finish that way it leaves untouched to the
+   full path, bpt__native_entry, which the stub then calls with every
+   argument register saved:
+   The stub calls it only when the function's count_hint says that one
+   generation counts or does nothing (breakpoint.h): a function that
+   calls, times or traces returns goes to the full path at once.
+   CP1. The thread has its record (the full path makes it on a first hit).
+   CP2. Pin, and read the active index once [G2], as bpt__breakpoint does.
+   CP3. The generation's shortcut is COUNT or NONE, and no return-traced
+       frame is open on the thread (F0's settle, frames.c, needs the full
+       path: it may send exception_from).
+   CP4. Add one to the thread's own counter, if its page is mapped (the
+       full path maps it).
+   CP5. Unpin; a waiter sleeping on the futex is woken by the stub's second
+       call, a system call being no place for the integer registers alone.
+   Returns BPT__COUNTED, BPT__COUNTED_WAKE, or BPT__COUNT_FULL having
+   changed nothing but a pin it took back. */
+BPT__ASM_CALLED BPT__INTREGS int bpt__native_count_path(bpt_func *f) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    const bpt__shortcut *sc;
+    int done = 0;
+    if (!rec) return BPT__COUNT_FULL;                                     /* CP1 */
+    bpt__pin_rec(rec);                                                    /* CP2 */
+    sc = &f->shortcut[bpt__active_ix_load()];
+    if (rec->shadow_depth[BPT__STACK_NATIVE] == 0) {                      /* CP3 */
+        if (sc->kind == BPT__SHORTCUT_COUNT) done = bpt__kind_count_try_add(rec, sc->count);   /* CP4 */
+        else done = sc->kind == BPT__SHORTCUT_NONE;
+    }
+    if (bpt__unpin_quiet(rec))                                            /* CP5 */
+        return done ? BPT__COUNTED_WAKE : BPT__COUNT_FULL;   /* the full path's unpin wakes */
+    return done ? BPT__COUNTED : BPT__COUNT_FULL;
+}
+
+/* The full path, with every argument register saved in regs: the general
+   hit (hit.c), then the return frame; or only the wake the count path
+   left to it (counted: BPT__COUNTED_WAKE). */
+BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted) {
     bpt__hit h;
+    if (counted == BPT__COUNTED_WAKE) {
+        bpt__progress_wake();
+        return;
+    }
     h.f = f;
     h.frame = regs;
     if (bpt__breakpoint(&h)) {
@@ -8355,11 +8564,8 @@ BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const ch
    writes staging halves (step 3), flips the global index (step 7), and
    waits for thread progress wherever a reader could still see the past. */
 
-/* The active generation index: 0 or 1. The commit flips it with a release
-   store; a hit reads it once, with an acquire load [G2]. */
-static bpt__atomic_u32 bpt__active_ix;
-
-unsigned bpt_active_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix); }   /* [G2] */
+/* The active generation index (bpt__active_ix, hit.c) and its twin. */
+unsigned bpt_active_bp_ix(void) { return bpt__active_ix_load(); }   /* [G2] */
 unsigned bpt_staging_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix) ^ 1u; }
 
 BPT__PRIVATE int bpt__op_enables(const bpt__op *op) { return op->how == 0 || op->how == BPT_RESTART; }
@@ -8589,6 +8795,12 @@ enomem:
     return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: out of memory allocating breakpoints; nothing changed");
 }
 
+/* The entry stubs' hint (bpt_func.count_hint): may the count path finish
+   a hit on f in either generation? */
+static void bpt__count_hint_update(bpt_func *f) {
+    f->count_hint = f->shortcut[0].kind != BPT__SHORTCUT_WALK || f->shortcut[1].kind != BPT__SHORTCUT_WALK;
+}
+
 /* Step 3's summary of generation ix on f for the hit (>>shortcut in
    breakpoint.h): every session's breakpoint counts, the one a new session
    parked in the head's to_insert too, since step 5 links it before the
@@ -8614,6 +8826,7 @@ static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
     } else {
         sc->kind = BPT__SHORTCUT_WALK;
     }
+    bpt__count_hint_update(f);
 }
 
 /* Step 3: stage. Only staging generations change; running code reads the
@@ -8743,6 +8956,7 @@ static int bpt__consolidate(bpt__change *c) {
         bpt__atomic_ptr *prev = &c->items[i].f->gen_bp;
         bpt__GenericBp *g;
         c->items[i].f->shortcut[active ^ 1] = c->items[i].f->shortcut[active];
+        bpt__count_hint_update(c->items[i].f);
         for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev); g;
              g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev)) {
             if (g != c->items[i].g) { prev = &g->next; continue; }

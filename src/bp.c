@@ -8,11 +8,8 @@
    waits for thread progress wherever a reader could still see the past. */
 #include "internal.h"
 
-/* The active generation index: 0 or 1. The commit flips it with a release
-   store; a hit reads it once, with an acquire load [G2]. */
-static bpt__atomic_u32 bpt__active_ix;
-
-unsigned bpt_active_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix); }   /* [G2] */
+/* The active generation index (bpt__active_ix, hit.c) and its twin. */
+unsigned bpt_active_bp_ix(void) { return bpt__active_ix_load(); }   /* [G2] */
 unsigned bpt_staging_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix) ^ 1u; }
 
 BPT__PRIVATE int bpt__op_enables(const bpt__op *op) { return op->how == 0 || op->how == BPT_RESTART; }
@@ -242,6 +239,12 @@ enomem:
     return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: out of memory allocating breakpoints; nothing changed");
 }
 
+/* The entry stubs' hint (bpt_func.count_hint): may the count path finish
+   a hit on f in either generation? */
+static void bpt__count_hint_update(bpt_func *f) {
+    f->count_hint = f->shortcut[0].kind != BPT__SHORTCUT_WALK || f->shortcut[1].kind != BPT__SHORTCUT_WALK;
+}
+
 /* Step 3's summary of generation ix on f for the hit (>>shortcut in
    breakpoint.h): every session's breakpoint counts, the one a new session
    parked in the head's to_insert too, since step 5 links it before the
@@ -267,6 +270,7 @@ static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
     } else {
         sc->kind = BPT__SHORTCUT_WALK;
     }
+    bpt__count_hint_update(f);
 }
 
 /* Step 3: stage. Only staging generations change; running code reads the
@@ -396,6 +400,7 @@ static int bpt__consolidate(bpt__change *c) {
         bpt__atomic_ptr *prev = &c->items[i].f->gen_bp;
         bpt__GenericBp *g;
         c->items[i].f->shortcut[active ^ 1] = c->items[i].f->shortcut[active];
+        bpt__count_hint_update(c->items[i].f);
         for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev); g;
              g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev)) {
             if (g != c->items[i].g) { prev = &g->next; continue; }

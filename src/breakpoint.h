@@ -80,6 +80,13 @@ typedef struct bpt__shortcut {
 } bpt__shortcut;
 
 struct bpt_func {
+    /* First, at offset 0, where the entry stubs read it: whether the count
+       path (site_native.c) may finish a hit, that is, whether either
+       generation's shortcut is COUNT or NONE. A hint, written by the set
+       path with the shortcuts; the count path decides under its pin. A
+       function that also calls, times or traces returns skips the count
+       path's call. */
+    uint32_t count_hint;
     const char *module, *name;    /* interned */
     int arity;
     uint32_t fid;                 /* its name id (names.c): what its records carry */
@@ -143,6 +150,8 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
 BPT__PRIVATE void bpt__commit(void);                                 /* step 7 */
 BPT__PRIVATE void bpt__change_end(uint64_t *t);                      /* step 13 */
 BPT__DATA(pthread_mutex_t, bpt__code_mod_permission);   /* locks.c */
+BPT__DATA(bpt__atomic_u32, bpt__active_ix);                /* hit.c: the active generation [G2] */
+BPT__HOT BPT__INTREGS unsigned bpt__active_ix_load(void);
 
 /* >>kinds: every kind's hooks, declared from the table (what each does:
    the comment at the top of this file; who calls them: bp.c, hit.c,
@@ -158,3 +167,4 @@ BPT_KINDS(BPT__KIND_HOOKS)
 #undef BPT__KIND_HOOKS
 /* The count kind's hit without a GenericBp, for the COUNT shortcut. */
 BPT__HOT void bpt__kind_count_add(bpt__thread *rec, void *count);
+BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, void *count);   /* 0: page not mapped */

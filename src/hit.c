@@ -4,8 +4,18 @@
    only counts; or walk the function's GenericBp list (one per session) and
    run each active kind of each session's active generation (kind_*.c:
    count, call trace, call_time, call_memory). Unpin. No lock, no wait: this
-   is op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c. */
+   is op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c.
+   A native entry whose generation only counts never gets here: the stub's
+   count path (site_native.c) does the COUNT and NONE shortcuts' work first,
+   with the integer registers alone, and leaves its rare cases to this. */
 #include "internal.h"
+
+/* The active generation index: 0 or 1. The commit (step 7, bp.c) flips it
+   with a release store; a hit reads it once, with an acquire load [G2].
+   Defined with the hit, ahead of the count path (site_native.c), which
+   inlines its load. */
+BPT__SHARED bpt__atomic_u32 bpt__active_ix;
+BPT__HOT BPT__INTREGS unsigned bpt__active_ix_load(void) { return bpt__load_acquire_u32(&bpt__active_ix); }
 
 /* The general case: walk every session's breakpoint on h->f in generation
    ix and run each active kind. Out of line, so that the shortcuts' path
@@ -40,7 +50,7 @@ BPT__HOT int bpt__breakpoint(bpt__hit *h) {
 #if defined(BPT_NATIVE)
     if (f->kind == BPT__SITE_NATIVE && rec->shadow_depth[BPT__STACK_NATIVE]) bpt__native_settle(h);
 #endif
-    ix = bpt_active_bp_ix();   /* [G2] once per hit: one generation throughout */
+    ix = bpt__active_ix_load();   /* [G2] once per hit: one generation throughout */
     switch (f->shortcut[ix].kind) {   /* published with ix [G2] */
     case BPT__SHORTCUT_NONE:
         break;

@@ -113,7 +113,7 @@ static void bpt__count_slot_give(uint32_t slot) {
 }
 
 /* Where rec holds the pointer to the page of c's slot. */
-BPT__HOT bpt__atomic_ptr *bpt__count_dir(bpt__thread *rec, const bpt__BpCount *c) {
+BPT__HOT BPT__INTREGS bpt__atomic_ptr *bpt__count_dir(bpt__thread *rec, const bpt__BpCount *c) {
     return (bpt__atomic_ptr *)(void *)((char *)rec + c->dir);
 }
 
@@ -210,34 +210,44 @@ static bpt__atomic_u64 *bpt__count_page_map(bpt__thread *rec, const bpt__BpCount
     return (bpt__atomic_u64 *)p;
 }
 
-/* The hit: one more call on this thread's own counter. Only this thread
-   (and handlers nested on it) writes the record's pages, so the owner
-   reads its page pointer with a relaxed load. The COUNT shortcut calls
-   this directly (hit.c), the general walk through the kind's hook below. */
-BPT__HOT void bpt__kind_count_add(bpt__thread *rec, void *count) {
+/* The hit: one more call on this thread's own counter, if the thread has
+   mapped the counter's page. Only this thread (and handlers nested on it)
+   writes the record's pages, so the owner reads its page pointer with a
+   relaxed load. Returns 0, having counted nothing, when the page is not
+   mapped yet. The count path of native entries (site_native.c) calls this
+   alone, with the integer registers only (>>intregs in port.h); the
+   others call bpt__kind_count_add. */
+BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, void *count) {
     bpt__BpCount *c = (bpt__BpCount *)count;
     bpt__atomic_u64 *page;
 #if defined(BPT__SIGNAL_ATOMIC_INC)
-    page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(bpt__count_dir(rec, c));
-    if (page || (page = bpt__count_page_map(rec, c)) != NULL)
-        bpt__owner_inc1_u64(&page[c->off]);   /* [H1] one instruction: a handler cannot split it */
-    else
-        bpt__fetch_add_u64(&c->spill, 1);
+    if (!(page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(bpt__count_dir(rec, c)))) return 0;
+    bpt__owner_inc1_u64(&page[c->off]);   /* [H1] one instruction: a handler cannot split it */
 #else
     if (rec->counting) {   /* [H1] a handler nested in this thread's update */
         bpt__fetch_add_u64(&c->spill, 1);
-        return;
+        return 1;
     }
     rec->counting = 1;
     bpt__compiler_barrier();   /* [H1] marked before the load: a handler from here on spills */
     page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(bpt__count_dir(rec, c));
-    if (page || (page = bpt__count_page_map(rec, c)) != NULL)
-        bpt__owner_inc_u64(&page[c->off], 1);
-    else
-        bpt__fetch_add_u64(&c->spill, 1);
+    if (page) bpt__owner_inc_u64(&page[c->off], 1);
     bpt__compiler_barrier();   /* [H1] stored before the mark is cleared */
     rec->counting = 0;
+    if (!page) return 0;
 #endif
+    return 1;
+}
+
+/* The same, mapping the page on the thread's first count in it; a count
+   that finds no page (the map refused) goes to the spill. The COUNT
+   shortcut calls this directly (hit.c), the general walk through the
+   kind's hook below. */
+BPT__HOT void bpt__kind_count_add(bpt__thread *rec, void *count) {
+    bpt__BpCount *c = (bpt__BpCount *)count;
+    if (bpt__kind_count_try_add(rec, count)) return;
+    if (bpt__count_page_map(rec, c) == NULL || !bpt__kind_count_try_add(rec, count))
+        bpt__fetch_add_u64(&c->spill, 1);
 }
 
 BPT__HOT void bpt__kind_count_hit(bpt__hit *h, bpt__session *s, const bpt__GenericBpData *d) {

@@ -108,6 +108,44 @@
 #  define BPT__ASM_CALLED __attribute__((used, visibility("hidden")))
 #endif
 
+/* >>intregs: functions compiled to use the integer registers only. The
+   native entry stubs call the count path (site_native.c) with only the
+   integer argument registers saved: a function that counts and nothing
+   else need not pay for saving eight vector registers on every call, as
+   Linux keeps kernel C code off the FP/SIMD registers with
+   -mgeneral-regs-only. The compiler then guarantees that the count path,
+   and everything it inlines, leaves the vector registers alone; it cannot
+   inline a function without the attribute there, so every helper on that
+   path carries it too (atomics, pin, unpin, the count's add). Those are
+   always_inline (BPT__HOT) as well: gcc inlines a function built for other
+   target options only when told to, and would otherwise call each atomic
+   load and store out of line everywhere. tests/count_path_check.sh checks the
+   compiled path: no vector register, no call.
+   Where the attribute is missing (clang for aarch64, tcc) or a sanitizer
+   calls its runtime from every access (ASAN, TSAN: compiled normally, it
+   may use vector registers), BPT__COUNT_SAVES_FP says so and the stubs
+   save the vector registers for the count path as well. */
+#if defined(__has_feature)
+#  if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#    define BPT__SANITIZED 1
+#  endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#  define BPT__SANITIZED 1
+#endif
+#if !defined(__TINYC__) && !defined(BPT__SANITIZED) && defined(__x86_64__) && \
+    (defined(__GNUC__) || defined(__clang__))
+#  define BPT__INTREGS __attribute__((target("general-regs-only")))
+#elif !defined(__TINYC__) && !defined(BPT__SANITIZED) && defined(__aarch64__) && \
+    defined(__GNUC__) && !defined(__clang__)
+/* gcc for aarch64 would also call libgcc's out-of-line atomics (a call,
+   though to code that uses x0-x3, x16, x17 alone): inline instead. */
+#  define BPT__INTREGS __attribute__((target("general-regs-only,no-outline-atomics")))
+#else
+#  define BPT__INTREGS
+#  define BPT__COUNT_SAVES_FP 1
+#endif
+
 /* Tests name points of the frame code where a signal handler's nested run
    is to be checked (t_fibers); nothing by default. */
 #ifndef BPT_TEST_POINT
@@ -145,7 +183,7 @@ BPT__PRIVATE void bpt__store_release_ptr(bpt__atomic_ptr *p, void *v) { bpt__com
 BPT__PRIVATE void bpt__store_seq_cst_u32(bpt__atomic_u32 *p, uint32_t v) {
     __asm__ __volatile__("xchgl %0, %1" : "+r"(v), "+m"(*p) : : "memory");
 }
-BPT__PRIVATE uint64_t bpt__fetch_add_u64(bpt__atomic_u64 *p, uint64_t v) {
+BPT__HOT BPT__INTREGS uint64_t bpt__fetch_add_u64(bpt__atomic_u64 *p, uint64_t v) {
     __asm__ __volatile__("lock; xaddq %0, %1" : "+r"(v), "+m"(*p) : : "memory");
     return v;
 }
@@ -180,10 +218,10 @@ typedef uint64_t bpt__atomic_u64;
 typedef void *bpt__atomic_ptr;
 #  define bpt__compiler_barrier() __atomic_signal_fence(__ATOMIC_SEQ_CST)
 #  define BPT__ATOMIC_OPS(suffix, T, A) \
-    BPT__PRIVATE T bpt__load_relaxed_##suffix(A *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); } \
-    BPT__PRIVATE T bpt__load_acquire_##suffix(A *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); } \
-    BPT__PRIVATE void bpt__store_relaxed_##suffix(A *p, T v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); } \
-    BPT__PRIVATE void bpt__store_release_##suffix(A *p, T v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); } \
+    BPT__HOT BPT__INTREGS T bpt__load_relaxed_##suffix(A *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); } \
+    BPT__HOT BPT__INTREGS T bpt__load_acquire_##suffix(A *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); } \
+    BPT__HOT BPT__INTREGS void bpt__store_relaxed_##suffix(A *p, T v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); } \
+    BPT__HOT BPT__INTREGS void bpt__store_release_##suffix(A *p, T v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); } \
     BPT__PRIVATE int bpt__cas_##suffix(A *p, T expected, T desired) { \
         return __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE); }
 BPT__ATOMIC_OPS(u32, uint32_t, bpt__atomic_u32)
@@ -191,9 +229,9 @@ BPT__ATOMIC_OPS(u64, uint64_t, bpt__atomic_u64)
 BPT__ATOMIC_OPS(ptr, void *, bpt__atomic_ptr)
 #  undef BPT__ATOMIC_OPS
 BPT__PRIVATE void bpt__store_seq_cst_u32(bpt__atomic_u32 *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
-BPT__PRIVATE uint64_t bpt__fetch_add_u64(bpt__atomic_u64 *p, uint64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
+BPT__HOT BPT__INTREGS uint64_t bpt__fetch_add_u64(bpt__atomic_u64 *p, uint64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
 BPT__PRIVATE uint32_t bpt__fetch_add_u32(bpt__atomic_u32 *p, uint32_t v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
-BPT__PRIVATE void bpt__fence_seq_cst(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+BPT__HOT BPT__INTREGS void bpt__fence_seq_cst(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 #  define BPT__CPU_RELAX_ARCH 1
 
 #else /* gcc, clang: C11 atomics */
@@ -203,10 +241,10 @@ typedef _Atomic(uint64_t) bpt__atomic_u64;
 typedef _Atomic(void *)   bpt__atomic_ptr;
 #  define bpt__compiler_barrier() atomic_signal_fence(memory_order_seq_cst)
 #  define BPT__ATOMIC_OPS(suffix, T, A) \
-    BPT__PRIVATE T bpt__load_relaxed_##suffix(A *p) { return atomic_load_explicit(p, memory_order_relaxed); } \
-    BPT__PRIVATE T bpt__load_acquire_##suffix(A *p) { return atomic_load_explicit(p, memory_order_acquire); } \
-    BPT__PRIVATE void bpt__store_relaxed_##suffix(A *p, T v) { atomic_store_explicit(p, v, memory_order_relaxed); } \
-    BPT__PRIVATE void bpt__store_release_##suffix(A *p, T v) { atomic_store_explicit(p, v, memory_order_release); } \
+    BPT__HOT BPT__INTREGS T bpt__load_relaxed_##suffix(A *p) { return atomic_load_explicit(p, memory_order_relaxed); } \
+    BPT__HOT BPT__INTREGS T bpt__load_acquire_##suffix(A *p) { return atomic_load_explicit(p, memory_order_acquire); } \
+    BPT__HOT BPT__INTREGS void bpt__store_relaxed_##suffix(A *p, T v) { atomic_store_explicit(p, v, memory_order_relaxed); } \
+    BPT__HOT BPT__INTREGS void bpt__store_release_##suffix(A *p, T v) { atomic_store_explicit(p, v, memory_order_release); } \
     BPT__PRIVATE int bpt__cas_##suffix(A *p, T expected, T desired) { \
         return atomic_compare_exchange_strong_explicit(p, &expected, desired, \
                    memory_order_acq_rel, memory_order_acquire); }
@@ -215,9 +253,9 @@ BPT__ATOMIC_OPS(u64, uint64_t, bpt__atomic_u64)
 BPT__ATOMIC_OPS(ptr, void *, bpt__atomic_ptr)
 #  undef BPT__ATOMIC_OPS
 BPT__PRIVATE void bpt__store_seq_cst_u32(bpt__atomic_u32 *p, uint32_t v) { atomic_store_explicit(p, v, memory_order_seq_cst); }
-BPT__PRIVATE uint64_t bpt__fetch_add_u64(bpt__atomic_u64 *p, uint64_t v) { return atomic_fetch_add_explicit(p, v, memory_order_acq_rel); }
+BPT__HOT BPT__INTREGS uint64_t bpt__fetch_add_u64(bpt__atomic_u64 *p, uint64_t v) { return atomic_fetch_add_explicit(p, v, memory_order_acq_rel); }
 BPT__PRIVATE uint32_t bpt__fetch_add_u32(bpt__atomic_u32 *p, uint32_t v) { return atomic_fetch_add_explicit(p, v, memory_order_acq_rel); }
-BPT__PRIVATE void bpt__fence_seq_cst(void) { atomic_thread_fence(memory_order_seq_cst); }
+BPT__HOT BPT__INTREGS void bpt__fence_seq_cst(void) { atomic_thread_fence(memory_order_seq_cst); }
 #  define BPT__CPU_RELAX_ARCH 1
 #endif
 
@@ -235,7 +273,7 @@ BPT__PRIVATE void bpt__cpu_relax(void) {
 
 /* A counter that only its owner thread writes: a relaxed load and store, no
    locked instruction, read by others with a relaxed load. */
-BPT__PRIVATE void bpt__owner_inc_u64(bpt__atomic_u64 *p, uint64_t v) {
+BPT__HOT BPT__INTREGS void bpt__owner_inc_u64(bpt__atomic_u64 *p, uint64_t v) {
     bpt__store_relaxed_u64(p, bpt__load_relaxed_u64(p) + v);
 }
 
@@ -250,7 +288,7 @@ BPT__PRIVATE void bpt__owner_inc_u64(bpt__atomic_u64 *p, uint64_t v) {
    undefined there and the caller guards the update itself (kind_count.c). */
 #if defined(__x86_64__)
 #  define BPT__SIGNAL_ATOMIC_INC 1
-BPT__PRIVATE void bpt__owner_inc1_u64(bpt__atomic_u64 *p) {
+BPT__HOT BPT__INTREGS void bpt__owner_inc1_u64(bpt__atomic_u64 *p) {
     uint64_t *q = (uint64_t *)(void *)p;
     /* "=m" with "m" (read and written) rather than "+m", with which gcc
        puts the address in a register first instead of indexing. */

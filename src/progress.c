@@ -61,7 +61,7 @@ static pthread_once_t bpt__progress_once = PTHREAD_ONCE_INIT;
 static BPT__THREAD_LOCAL bpt__thread *bpt__tls_thread;
 #endif
 
-BPT__PRIVATE bpt__thread *bpt__thread_self_or_null(void) {
+BPT__HOT BPT__INTREGS bpt__thread *bpt__thread_self_or_null(void) {
 #if defined(BPT__TLS_BY_KEY)
     return (bpt__thread *)pthread_getspecific(bpt__progress.key);
 #else
@@ -76,7 +76,7 @@ BPT__PRIVATE bpt__thread *bpt__thread_records(void) {
 }
 
 /* The light side of an asymmetric barrier pair [B1] [B2]. */
-BPT__PRIVATE void bpt__light_barrier(void) {
+BPT__HOT BPT__INTREGS void bpt__light_barrier(void) {
     if (bpt__load_relaxed_u32(&bpt__progress.light_pins))
         bpt__compiler_barrier();
     else
@@ -143,25 +143,33 @@ BPT__PRIVATE bpt__thread *bpt__thread_self(void) {
     return rec ? rec : bpt__thread_create();
 }
 
-/* End a section: publish the new state [B3], then wake a sleeping waiter [B2]. */
-BPT__HOT void bpt__state_store_and_wake(bpt__thread *rec, uint64_t state) {
+/* End a section: publish the new state [B3]. Returns nonzero when a waiter
+   sleeps on the futex: the caller then wakes it (bpt__progress_wake). The
+   wake, a system call, is left to the caller so that the count path can
+   end its section with the integer registers alone (>>intregs in port.h). */
+BPT__HOT BPT__INTREGS int bpt__state_store(bpt__thread *rec, uint64_t state) {
     bpt__store_release_u64(&rec->state, state);          /* [B3] pairs with the waiter's acquire load */
     bpt__light_barrier();                                /* [B2] pairs with the waiter's heavy barrier */
-    if (bpt__load_relaxed_u32(&bpt__progress.futex)) {
-        bpt__store_relaxed_u32(&bpt__progress.futex, 0);
-        bpt__fetch_add_u64(&bpt__progress.futex_wakes, 1);
-        bpt__futex_wake(&bpt__progress.futex, INT_MAX);
-    }
+    return bpt__load_relaxed_u32(&bpt__progress.futex) != 0;
 }
 
-/* The read side. One load of the thread's own state and one store: a signal
-   handler that pins in between restores the state before the interrupted
-   code resumes, so the store never loses a nesting level. */
-BPT__HOT bpt__thread *bpt__pin(void) {
-    bpt__thread *rec = bpt__thread_self();
-    uint64_t s;
-    if (!rec) return NULL;
-    s = bpt__load_relaxed_u64(&rec->state);
+/* Wake the waiters that sleep until some section ends [B2]. */
+BPT__NOINLINE void bpt__progress_wake(void) {
+    bpt__store_relaxed_u32(&bpt__progress.futex, 0);
+    bpt__fetch_add_u64(&bpt__progress.futex_wakes, 1);
+    bpt__futex_wake(&bpt__progress.futex, INT_MAX);
+}
+
+BPT__PRIVATE void bpt__state_store_and_wake(bpt__thread *rec, uint64_t state) {
+    if (bpt__state_store(rec, state)) bpt__progress_wake();
+}
+
+/* The read side, on a thread that has its record. One load of the thread's
+   own state and one store: a signal handler that pins in between restores
+   the state before the interrupted code resumes, so the store never loses
+   a nesting level. */
+BPT__HOT BPT__INTREGS void bpt__pin_rec(bpt__thread *rec) {
+    uint64_t s = bpt__load_relaxed_u64(&rec->state);
     if ((s & BPT__NEST_MASK) == 0) {   /* quiescent: the section starts here */
         /* The acquire pairs with the waiter's epoch advance: a section that
            reads the new epoch sees the waiter's earlier stores. */
@@ -172,18 +180,29 @@ BPT__HOT bpt__thread *bpt__pin(void) {
         BPT_ASSERT((s & BPT__PINS) != BPT__PINS);
         bpt__store_relaxed_u64(&rec->state, s + 1);
     }
+}
+
+/* The same, making the thread's record on its first pin. */
+BPT__HOT bpt__thread *bpt__pin(void) {
+    bpt__thread *rec = bpt__thread_self();
+    if (rec) bpt__pin_rec(rec);
     return rec;
 }
 
-BPT__HOT void bpt__unpin(bpt__thread *rec) {
-    uint64_t s;
-    if (!rec) return;
-    s = bpt__load_relaxed_u64(&rec->state);
+/* Unpin without the wake: nonzero when the caller must call
+   bpt__progress_wake (see bpt__state_store). */
+BPT__HOT BPT__INTREGS int bpt__unpin_quiet(bpt__thread *rec) {
+    uint64_t s = bpt__load_relaxed_u64(&rec->state);
     if ((s & BPT__NEST_MASK) == 1)   /* the end of an unmanaged thread's section */
-        bpt__state_store_and_wake(rec, 0);
-    else if (s & BPT__PINS)
+        return bpt__state_store(rec, 0);
+    if (s & BPT__PINS)
         bpt__store_relaxed_u64(&rec->state, s - 1);
     /* else no pin is open: an unbalanced unpin, ignored, never a crash */
+    return 0;
+}
+
+BPT__HOT void bpt__unpin(bpt__thread *rec) {
+    if (rec && bpt__unpin_quiet(rec)) bpt__progress_wake();
 }
 
 BPT__PRIVATE int bpt__thread_pinned(const bpt__thread *rec) {

@@ -53,12 +53,17 @@ struct bpt__thread {
     char errmsg[320];               /* owner only: bpt_last_error() */
 };
 
-BPT__PRIVATE bpt__thread *bpt__thread_self_or_null(void);
+BPT__HOT BPT__INTREGS bpt__thread *bpt__thread_self_or_null(void);
 BPT__PRIVATE bpt__thread *bpt__thread_records(void);   /* every record ever made: walk ->next */
 BPT__PRIVATE bpt__thread *bpt__thread_self(void);   /* creates the record: NULL when out of memory */
 BPT__PRIVATE void bpt__progress_ensure_init(void);
 BPT__HOT bpt__thread *bpt__pin(void);               /* NULL: no record (out of memory), not pinned */
 BPT__HOT void bpt__unpin(bpt__thread *rec);
+/* The pin and unpin of the count path (>>intregs in port.h): the thread's
+   record exists; the unpin leaves the wake to its caller. */
+BPT__HOT BPT__INTREGS void bpt__pin_rec(bpt__thread *rec);
+BPT__HOT BPT__INTREGS int bpt__unpin_quiet(bpt__thread *rec);   /* nonzero: call bpt__progress_wake */
+BPT__NOINLINE void bpt__progress_wake(void);
 BPT__PRIVATE int bpt__thread_pinned(const bpt__thread *rec);
 BPT__PRIVATE void bpt__block_begin(bpt__thread *rec);   /* a managed thread goes offline to block */
 BPT__PRIVATE void bpt__block_end(bpt__thread *rec);

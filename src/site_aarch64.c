@@ -30,11 +30,37 @@
 
 #define BPT__A64_NOP 0xD503201Fu
 
-/* The entry stub: `hint #34` is bti c (a landing pad for the blr), written
-   as a hint so that older assemblers accept it. It saves x0-x9, q0-q7 and
-   its own return address (fn-4) in a bpt__regs frame, calls
-   bpt__native_entry(record, frame), restores, puts the caller's return
-   address back in x30 and returns to fn-4 with `ret x16`. */
+/* The entry stub: `hint #34` is bti c (a landing pad for the blr). It
+   saves x0-x9 and its own return address (fn-4) in a bpt__regs frame and,
+   when the record's count_hint allows, calls the count path,
+   bpt__native_count_path(record), which handles a
+   function that only counts with the integer registers alone (>>count
+   path, site_native.c). Otherwise it saves q0-q7 too and calls
+   bpt__native_entry(record, frame, what the count path said). Then it
+   restores, puts the caller's return address back in x30 and returns to
+   fn-4 with `ret x16`. Where the count path may use the vector registers
+   (BPT__COUNT_SAVES_FP, >>intregs in port.h: clang has no
+   general-regs-only for aarch64) they are saved before it instead. */
+#define BPT__A64_SAVE_Q \
+    "    stp q0, q1, [sp, #80]\n" \
+    "    stp q2, q3, [sp, #112]\n" \
+    "    stp q4, q5, [sp, #144]\n" \
+    "    stp q6, q7, [sp, #176]\n"
+#define BPT__A64_LOAD_Q \
+    "    ldp q0, q1, [sp, #80]\n" \
+    "    ldp q2, q3, [sp, #112]\n" \
+    "    ldp q4, q5, [sp, #144]\n" \
+    "    ldp q6, q7, [sp, #176]\n"
+typedef char bpt__count_hint_at_0[offsetof(struct bpt_func, count_hint) == 0 ? 1 : -1];   /* the stub reads it there */
+#if defined(BPT__COUNT_SAVES_FP)
+#  define BPT__A64_Q_BEFORE_COUNT BPT__A64_SAVE_Q
+#  define BPT__A64_Q_AFTER_COUNT BPT__A64_LOAD_Q
+#  define BPT__A64_Q_FOR_ENTRY ""
+#else
+#  define BPT__A64_Q_BEFORE_COUNT ""
+#  define BPT__A64_Q_AFTER_COUNT ""
+#  define BPT__A64_Q_FOR_ENTRY BPT__A64_SAVE_Q
+#endif
 __asm__(
     "    .text\n"
     "    .p2align 4\n"
@@ -47,19 +73,28 @@ __asm__(
     "    stp x4, x5, [sp, #32]\n"
     "    stp x6, x7, [sp, #48]\n"
     "    stp x8, x9, [sp, #64]\n"
-    "    stp q0, q1, [sp, #80]\n"
-    "    stp q2, q3, [sp, #112]\n"
-    "    stp q4, q5, [sp, #144]\n"
-    "    stp q6, q7, [sp, #176]\n"
     "    str x30, [sp, #208]\n"
+    BPT__A64_Q_BEFORE_COUNT
     "    ldur x0, [x30, #-28]\n"
+    "    ldr w16, [x0]\n"                 /* the record's count_hint, at its offset 0 */
+    "    mov w2, #" BPT__STR(BPT__COUNT_FULL) "\n"   /* for the full path */
+    "    cbz w16, 3f\n"                   /* 0: the count path cannot finish this function */
+    "    bl bpt__native_count_path\n"
+    "    cmp w0, #" BPT__STR(BPT__COUNTED) "\n"
+    "    b.ne 1f\n"
+    BPT__A64_Q_AFTER_COUNT
+    "    b 2f\n"
+    "1:\n"                                /* the count path said FULL or WAKE */
+    "    mov w2, w0\n"
+    "    ldr x16, [sp, #208]\n"            /* fn-4 again: the call took x30 */
+    "    ldur x0, [x16, #-28]\n"
+    "3:\n"                                /* the full path, every argument register saved */
+    BPT__A64_Q_FOR_ENTRY
     "    mov x1, sp\n"
     "    bl bpt__native_entry\n"
+    BPT__A64_LOAD_Q
+    "2:\n"
     "    ldr x16, [sp, #208]\n"
-    "    ldp q0, q1, [sp, #80]\n"
-    "    ldp q2, q3, [sp, #112]\n"
-    "    ldp q4, q5, [sp, #144]\n"
-    "    ldp q6, q7, [sp, #176]\n"
     "    ldp x0, x1, [sp, #0]\n"
     "    ldp x2, x3, [sp, #16]\n"
     "    ldp x4, x5, [sp, #32]\n"

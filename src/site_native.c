@@ -88,11 +88,53 @@ static void bpt__batch_close(bpt__code_batch *b) {
     b->cap = 0;
 }
 
-/* Called by the entry stubs with the function record and the saved
-   registers; returns where the stub continues. Not static: the stubs'
-   assembly calls it by name. */
-BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs) {
+/* >>count path: the hit of a native entry whose active generation only
+   counts (the COUNT shortcut, breakpoint.h), or does nothing (NONE), run
+   by the entry stubs before they save the vector registers: this function
+   and everything it inlines use the integer registers only (>>intregs in
+   port.h; tests/count_path_check.sh checks the compiled code). It makes
+   no call. Anything it cannot finish that way it leaves untouched to the
+   full path, bpt__native_entry, which the stub then calls with every
+   argument register saved:
+   The stub calls it only when the function's count_hint says that one
+   generation counts or does nothing (breakpoint.h): a function that
+   calls, times or traces returns goes to the full path at once.
+   CP1. The thread has its record (the full path makes it on a first hit).
+   CP2. Pin, and read the active index once [G2], as bpt__breakpoint does.
+   CP3. The generation's shortcut is COUNT or NONE, and no return-traced
+       frame is open on the thread (F0's settle, frames.c, needs the full
+       path: it may send exception_from).
+   CP4. Add one to the thread's own counter, if its page is mapped (the
+       full path maps it).
+   CP5. Unpin; a waiter sleeping on the futex is woken by the stub's second
+       call, a system call being no place for the integer registers alone.
+   Returns BPT__COUNTED, BPT__COUNTED_WAKE, or BPT__COUNT_FULL having
+   changed nothing but a pin it took back. */
+BPT__ASM_CALLED BPT__INTREGS int bpt__native_count_path(bpt_func *f) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    const bpt__shortcut *sc;
+    int done = 0;
+    if (!rec) return BPT__COUNT_FULL;                                     /* CP1 */
+    bpt__pin_rec(rec);                                                    /* CP2 */
+    sc = &f->shortcut[bpt__active_ix_load()];
+    if (rec->shadow_depth[BPT__STACK_NATIVE] == 0) {                      /* CP3 */
+        if (sc->kind == BPT__SHORTCUT_COUNT) done = bpt__kind_count_try_add(rec, sc->count);   /* CP4 */
+        else done = sc->kind == BPT__SHORTCUT_NONE;
+    }
+    if (bpt__unpin_quiet(rec))                                            /* CP5 */
+        return done ? BPT__COUNTED_WAKE : BPT__COUNT_FULL;   /* the full path's unpin wakes */
+    return done ? BPT__COUNTED : BPT__COUNT_FULL;
+}
+
+/* The full path, with every argument register saved in regs: the general
+   hit (hit.c), then the return frame; or only the wake the count path
+   left to it (counted: BPT__COUNTED_WAKE). */
+BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted) {
     bpt__hit h;
+    if (counted == BPT__COUNTED_WAKE) {
+        bpt__progress_wake();
+        return;
+    }
     h.f = f;
     h.frame = regs;
     if (bpt__breakpoint(&h)) {

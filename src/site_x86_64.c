@@ -37,12 +37,50 @@
 
 #if defined(BPT_NATIVE) && defined(__x86_64__)
 
-/* The entry stub: save the argument registers in a bpt__regs frame, call
-   bpt__native_entry(record, frame), restore and return to fn-4. The ABI
-   leaves rsp 16-aligned here, but the stub realigns it all the same: a
-   caller compiled with gcc's IPA stack alignment may not have aligned it.
-   The frame also holds rbp, so that the handler finds the traced function's
-   own return slot at 16(%rbp), which return trace swaps (frames.c). */
+/* The entry stub: save the integer argument registers in a bpt__regs
+   frame and, when the record's count_hint allows, call the count path,
+   bpt__native_count_path(record), which handles a function that only
+   counts with the integer registers alone (>>count path, site_native.c). Otherwise save the vector argument registers too
+   and call bpt__native_entry(record, frame, what the count path said).
+   Restore and return to fn-4. The ABI leaves rsp 16-aligned here, but the
+   stub realigns it all the same: a caller compiled with gcc's IPA stack
+   alignment may not have aligned it. The frame also holds rbp, so that
+   the handler finds the traced function's own return slot at 16(%rbp),
+   which return trace swaps (frames.c). Where the count path may use vector
+   registers (BPT__COUNT_SAVES_FP, >>intregs in port.h) they are saved
+   before it instead. */
+#define BPT__X86_SAVE_XMM \
+    "    movaps %xmm0, 80(%rsp)\n" \
+    "    movaps %xmm1, 96(%rsp)\n" \
+    "    movaps %xmm2, 112(%rsp)\n" \
+    "    movaps %xmm3, 128(%rsp)\n" \
+    "    movaps %xmm4, 144(%rsp)\n" \
+    "    movaps %xmm5, 160(%rsp)\n" \
+    "    movaps %xmm6, 176(%rsp)\n" \
+    "    movaps %xmm7, 192(%rsp)\n"
+#define BPT__X86_LOAD_XMM \
+    "    movaps 80(%rsp), %xmm0\n" \
+    "    movaps 96(%rsp), %xmm1\n" \
+    "    movaps 112(%rsp), %xmm2\n" \
+    "    movaps 128(%rsp), %xmm3\n" \
+    "    movaps 144(%rsp), %xmm4\n" \
+    "    movaps 160(%rsp), %xmm5\n" \
+    "    movaps 176(%rsp), %xmm6\n" \
+    "    movaps 192(%rsp), %xmm7\n"
+typedef char bpt__count_hint_at_0[offsetof(struct bpt_func, count_hint) == 0 ? 1 : -1];   /* the stub reads it there */
+#if defined(BPT__COUNT_SAVES_FP)
+#  define BPT__X86_XMM_BEFORE_COUNT BPT__X86_SAVE_XMM
+#  define BPT__X86_XMM_AFTER_COUNT BPT__X86_LOAD_XMM
+#  define BPT__X86_XMM_FOR_ENTRY ""
+#else
+#  define BPT__X86_XMM_BEFORE_COUNT ""
+#  define BPT__X86_XMM_AFTER_COUNT ""
+#  define BPT__X86_XMM_FOR_ENTRY BPT__X86_SAVE_XMM
+#endif
+#define BPT__X86_RECORD_TO_RDI   /* fn-24: the record's 6 bytes, 2 of the stub's above */ \
+    "    movq -20(%r11), %rdi\n" \
+    "    shlq $16, %rdi\n" \
+    "    shrq $16, %rdi\n"
 __asm__(
     "    .text\n"
     "    .p2align 4\n"
@@ -61,28 +99,27 @@ __asm__(
     "    movq %r9, 40(%rsp)\n"
     "    movq %rax, 48(%rsp)\n"
     "    movq %r10, 56(%rsp)\n"
+    BPT__X86_XMM_BEFORE_COUNT
+    BPT__X86_RECORD_TO_RDI
+    "    xorl %edx, %edx\n"               /* BPT__COUNT_FULL, for the full path */
+    "    cmpl $0, (%rdi)\n"               /* the record's count_hint, at its offset 0 */
+    "    je 3f\n"                         /* 0: the count path cannot finish this function */
+    "    call bpt__native_count_path\n"
+    "    cmpl $" BPT__STR(BPT__COUNTED) ", %eax\n"
+    "    jne 1f\n"
+    BPT__X86_XMM_AFTER_COUNT
+    "    jmp 2f\n"
+    "1:\n"                                /* the count path said FULL or WAKE */
+    "    movl %eax, %edx\n"
+    "    movq 8(%rbp), %r11\n"             /* fn-4 again: the count path used r11 */
+    BPT__X86_RECORD_TO_RDI
+    "3:\n"                                /* the full path, every argument register saved */
+    BPT__X86_XMM_FOR_ENTRY
     "    movq %rbp, 64(%rsp)\n"
-    "    movaps %xmm0, 80(%rsp)\n"
-    "    movaps %xmm1, 96(%rsp)\n"
-    "    movaps %xmm2, 112(%rsp)\n"
-    "    movaps %xmm3, 128(%rsp)\n"
-    "    movaps %xmm4, 144(%rsp)\n"
-    "    movaps %xmm5, 160(%rsp)\n"
-    "    movaps %xmm6, 176(%rsp)\n"
-    "    movaps %xmm7, 192(%rsp)\n"
-    "    movq -20(%r11), %rdi\n"           /* fn-24: the record's 6 bytes, 2 of the stub's above */
-    "    shlq $16, %rdi\n"
-    "    shrq $16, %rdi\n"
     "    movq %rsp, %rsi\n"
     "    call bpt__native_entry\n"
-    "    movaps 80(%rsp), %xmm0\n"
-    "    movaps 96(%rsp), %xmm1\n"
-    "    movaps 112(%rsp), %xmm2\n"
-    "    movaps 128(%rsp), %xmm3\n"
-    "    movaps 144(%rsp), %xmm4\n"
-    "    movaps 160(%rsp), %xmm5\n"
-    "    movaps 176(%rsp), %xmm6\n"
-    "    movaps 192(%rsp), %xmm7\n"
+    BPT__X86_LOAD_XMM
+    "2:\n"
     "    movq 0(%rsp), %rdi\n"
     "    movq 8(%rsp), %rsi\n"
     "    movq 16(%rsp), %rdx\n"

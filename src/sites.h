@@ -7,10 +7,6 @@
    otherwise). Text pages are made read+write+execute for the writes (not
    read+write: other threads keep executing on them) and read+execute again
    afterwards, each page once per batch however many sites it holds. */
-/* The pages one batch of code writes touches (native sites only; empty
-   otherwise). Text pages are made read+write+execute for the writes (not
-   read+write: other threads keep executing on them) and read+execute again
-   afterwards, each page once per batch however many sites it holds. */
 typedef struct bpt__code_batch {
     uintptr_t *pages;
     int n, cap;
@@ -60,6 +56,13 @@ BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len);
 BPT__PRIVATE int bpt__arch_native_usable(const char *who);
 
 BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who);
-/* Called by the entry stubs' assembly by name: not static. */
-BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs);
+/* Called by the entry stubs' assembly by name: not static. The count
+   path's result is a number, which the stubs compare: */
+#define BPT__COUNT_FULL 0      /* nothing done: the full path must run */
+#define BPT__COUNTED 1         /* done */
+#define BPT__COUNTED_WAKE 2    /* done; a thread-progress waiter sleeps: wake it, every register saved */
+#define BPT__STR_(x) #x
+#define BPT__STR(x) BPT__STR_(x)
+BPT__ASM_CALLED BPT__INTREGS int bpt__native_count_path(bpt_func *f);
+BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted);
 #endif

@@ -67,7 +67,7 @@ static long count_of_mid(void) {
 
 enum { MODE_HOLD = 1, MODE_OBSERVE = 2, MODE_PATH = 3, MAX_STEPS = 64, MAX_PATH_STEPS = 20000 };
 extern __attribute__((visibility("hidden"))) char bpt__x86_64_stub[];
-#define IN_STUB(a) ((a) >= (uintptr_t)bpt__x86_64_stub && (a) < (uintptr_t)bpt__x86_64_stub + 256)
+#define IN_STUB(a) ((a) >= (uintptr_t)bpt__x86_64_stub && (a) < (uintptr_t)bpt__x86_64_stub + 512)
 #define TF 0x100L
 
 static uintptr_t site;            /* the entry word (fn, or fn+4 after endbr64) */

@@ -1,0 +1,224 @@
+/* t_count_path: BPT_TEST_CONCURRENCY
+   The count path of native entries (>>count path in site_native.c; issue
+   #16, item 6): the entry stub first calls bpt__native_count_path with the
+   integer registers alone saved. It must finish a hit of a function that
+   only counts, and leave everything else untouched to the full path.
+   Claims:
+   1. Its results, called directly on a registered function:
+      - BPT__COUNTED, one more count, once the thread has its record and
+        counter page (CP1, CP4);
+      - BPT__COUNT_FULL and no count when the generation does more than
+        count (call trace) or a return-traced frame is open (CP3);
+      - BPT__COUNTED and no count when the function is paused (NONE);
+      - BPT__COUNTED_WAKE when a thread-progress waiter sleeps (CP5).
+   2. Through the stub, a counted function's arguments arrive whole: eight
+      doubles (xmm0-7, v0-v7) and six integers, and its result is right,
+      while the stub skipped the vector registers' save.
+   3. Fresh threads (no record, no page yet: CP1 and CP4 send the first hit to
+      the full path) count exactly: nothing counted twice, nothing lost.
+   4. A counted function called inside a return-traced one (CP3 declines
+      while its frame is open) counts exactly, and the outer function's
+      return_from still arrives with its value.
+   5. Counting threads keep the protocol's waits short: switches while 2
+      threads call counted functions complete, the counts within bounds.
+   tests/count_path_check.sh checks the compiled path itself. */
+#define BPTRACE_IMPLEMENTATION
+#include "../bptrace.h"
+#include "check.h"
+#include "native_fixture.h"
+#include <string.h>
+
+#if defined(BPT_NATIVE)   /* gcc and clang: stdatomic.h too */
+#include <stdatomic.h>
+
+BPT_TRACEABLE double fp8(double a, double b, double c, double d, double e, double f, double g, double h) {
+    return a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h;
+}
+BPT_TRACEABLE long int6(long a, long b, long c, long d, long e, long f) { return a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f; }
+BPT_TRACEABLE long leaf(long x) { return x + 1; }
+BPT_TRACEABLE long outer(long x) { return leaf(x) * 2; }
+
+static bpt_func *ffp8, *fint6, *fleaf, *fouter;
+static bpt_session s;
+
+static uint64_t count_of(bpt_func *f) {
+    bpt_info in;
+    memset(&in, 0, sizeof in);
+    CHECK_RC(bpt_trace_info(s, f, BPT_INFO_COUNT, &in), 0);
+    return in.count;
+}
+
+/* 1. The path's results, called as the stub calls it. */
+static void direct(void) {
+    uint64_t c;
+    int r;
+    printf("1. bpt__native_count_path called directly%s\n",
+#if defined(BPT__COUNT_SAVES_FP)
+           " (BPT__COUNT_SAVES_FP: this build's stub saves the vector registers first)"
+#else
+           " (integer registers only)"
+#endif
+    );
+    CHECK_RC(bpt_trace_pattern(s, "cp:leaf/1", BPT_COUNT, NULL), 1);
+    CHECK(leaf(1) == 2, "leaf(1)");   /* record and page made by the full path */
+    c = count_of(fleaf);
+    r = bpt__native_count_path(fleaf);
+    printf("   counted only: %d, count %llu -> %llu\n", r, (unsigned long long)c, (unsigned long long)count_of(fleaf));
+    CHECK(r == BPT__COUNTED, "counted only: %d, expected BPT__COUNTED", r);
+    CHECK(count_of(fleaf) == c + 1, "one more count");
+
+    CHECK_RC(bpt_trace_pattern(s, "cp:leaf/1", BPT_CALL, NULL), 1);
+    c = count_of(fleaf);
+    r = bpt__native_count_path(fleaf);
+    printf("   count and call trace: %d\n", r);
+    CHECK(r == BPT__COUNT_FULL, "count and call trace: %d, expected BPT__COUNT_FULL", r);
+    CHECK(count_of(fleaf) == c, "nothing counted by the declined path");
+    CHECK_RC(bpt_trace_pattern(s, "cp:leaf/1", BPT_CALL | BPT_OFF, NULL), 1);
+    {
+        bpt_msg m[16];
+        while (bpt_session_drain(s, m, 16) > 0) {}
+    }
+
+    CHECK_RC(bpt_trace_pattern(s, "cp:leaf/1", BPT_COUNT | BPT_PAUSE, NULL), 1);
+    c = count_of(fleaf);
+    r = bpt__native_count_path(fleaf);
+    printf("   paused: %d\n", r);
+    CHECK(r == BPT__COUNTED, "paused (NONE): %d, expected BPT__COUNTED", r);
+    CHECK(count_of(fleaf) == c, "nothing counted while paused");
+    CHECK_RC(bpt_trace_pattern(s, "cp:leaf/1", BPT_COUNT | BPT_RESTART, NULL), 1);
+
+    /* A waiter sleeps on the futex: the path says so, and does not wake
+       it itself (a system call); bpt__progress_wake is what the stub's
+       second call runs. */
+    bpt__store_relaxed_u32(&bpt__progress.futex, 1);
+    r = bpt__native_count_path(fleaf);
+    printf("   a waiter sleeps: %d\n", r);
+    CHECK(r == BPT__COUNTED_WAKE, "a sleeping waiter: %d, expected BPT__COUNTED_WAKE", r);
+    CHECK(bpt__load_relaxed_u32(&bpt__progress.futex) == 1, "the path itself woke nobody");
+    bpt__progress_wake();
+    CHECK(bpt__load_relaxed_u32(&bpt__progress.futex) == 0, "the wake clears the flag");
+    CHECK(count_of(fleaf) == 1, "counted from the restart: %llu", (unsigned long long)count_of(fleaf));
+}
+
+/* 2. Arguments through the stub's count path. */
+static void arguments(void) {
+    double (*volatile p8)(double, double, double, double, double, double, double, double) = fp8;
+    long (*volatile p6)(long, long, long, long, long, long) = int6;
+    double want = fp8(1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5, 8.5);
+    long wanti = int6(1, 2, 3, 4, 5, 6);
+    int i, bad = 0;
+    CHECK_RC(bpt_trace_pattern(s, "cp:fp8/8", BPT_COUNT, NULL), 1);
+    CHECK_RC(bpt_trace_pattern(s, "cp:int6/6", BPT_COUNT, NULL), 1);
+    for (i = 0; i < 1000; i++) {
+        bad += p8(1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5, 8.5) != want;
+        bad += p6(1, 2, 3, 4, 5, 6) != wanti;
+    }
+    printf("2. 1000 counted calls of fp8 (8 doubles) and int6 (6 longs): %d wrong results; counts %llu %llu\n",
+           bad, (unsigned long long)count_of(ffp8), (unsigned long long)count_of(fint6));
+    CHECK(bad == 0, "every argument arrived whole");
+    CHECK(count_of(ffp8) == 1000 && count_of(fint6) == 1000, "every call counted");
+}
+
+/* 3. Fresh threads. */
+enum { THREADS = 8 };
+static long per_thread;
+static void *caller(void *arg) {
+    long i, sum = 0;
+    long (*volatile p)(long) = leaf;
+    (void)arg;
+    for (i = 0; i < per_thread; i++) sum += p(i);
+    return (void *)(intptr_t)(sum == per_thread * (per_thread + 1) / 2);
+}
+
+static void fresh_threads(void) {
+    pthread_t t[THREADS];
+    void *ok;
+    int i, good = 0;
+    per_thread = check_scale(200000);
+    CHECK_RC(bpt_trace_pattern(s, "cp:leaf/1", BPT_COUNT | BPT_RESTART, NULL), 1);
+    for (i = 0; i < THREADS; i++) CHECK_RC(pthread_create(&t[i], NULL, caller, NULL), 0);
+    for (i = 0; i < THREADS; i++) {
+        pthread_join(t[i], &ok);
+        good += ok != NULL;
+    }
+    printf("3. %d fresh threads x %ld calls: count %llu\n", THREADS, per_thread,
+           (unsigned long long)count_of(fleaf));
+    CHECK(good == THREADS, "results right on %d of %d threads", good, THREADS);
+    CHECK(count_of(fleaf) == (uint64_t)THREADS * (uint64_t)per_thread, "exact: %llu, expected %llu",
+          (unsigned long long)count_of(fleaf), (unsigned long long)THREADS * (unsigned long long)per_thread);
+}
+
+/* 4. Inside a return-traced function. */
+static void inside_return_trace(void) {
+    bpt_msg m[64];
+    long (*volatile p)(long) = outer;
+    int n, i, returns = 0, right = 0;
+    CHECK_RC(bpt_trace_pattern(s, "cp:leaf/1", BPT_COUNT | BPT_RESTART, NULL), 1);
+    CHECK_RC(bpt_trace_pattern(s, "cp:outer/1", BPT_CALL | BPT_RETURN, NULL), 1);
+    for (i = 0; i < 10; i++) CHECK(p(i) == (i + 1) * 2, "outer(%d)", i);
+    while ((n = bpt_session_drain(s, m, 64)) > 0)
+        for (i = 0; i < n; i++)
+            if (m[i].type == BPT_MSG_RETURN_FROM) {
+                returns++;
+                right += strcmp(m[i].name, "outer") == 0 && m[i].value == (uint64_t)(2 * (returns));
+            }
+    printf("4. 10 calls of return-traced outer, each calling counted leaf: leaf count %llu, %d return_from\n",
+           (unsigned long long)count_of(fleaf), returns);
+    CHECK(count_of(fleaf) == 10, "leaf counted exactly under an open frame: %llu", (unsigned long long)count_of(fleaf));
+    CHECK(returns == 10 && right == 10, "outer's return_from: %d (%d of outer)", returns, right);
+    CHECK_RC(bpt_trace_pattern(s, "cp:outer/1", BPT_OFF, NULL), 1);
+}
+
+/* 5. Switches while threads count. */
+static _Atomic int stop;
+static void *hammer(void *arg) {
+    long (*volatile p)(long) = leaf;
+    unsigned long n = 0;
+    (void)arg;
+    while (!atomic_load_explicit(&stop, memory_order_relaxed)) n += p(1) == 2;
+    return (void *)(uintptr_t)n;
+}
+
+static void switches(void) {
+    pthread_t t[2];
+    void *calls[2];
+    int i, rounds = (int)check_scale(2000), rc = 0;
+    uint64_t c;
+    atomic_store(&stop, 0);
+    CHECK_RC(bpt_trace_pattern(s, "cp:leaf/1", BPT_COUNT | BPT_RESTART, NULL), 1);
+    for (i = 0; i < 2; i++) CHECK_RC(pthread_create(&t[i], NULL, hammer, NULL), 0);
+    for (i = 0; i < rounds && rc >= 0; i++) {
+        rc = bpt_trace_pattern(s, "cp:leaf/1", i % 2 ? BPT_COUNT : BPT_COUNT | BPT_PAUSE, NULL);
+        if (rc >= 0) rc = bpt_trace_pattern(s, "cp:int6/6", i % 2 ? BPT_OFF : BPT_COUNT, NULL);
+    }
+    CHECK(rc >= 0, "a switch failed: %d (%s)", rc, bpt_last_error());
+    CHECK_RC(bpt_trace_pattern(s, "cp:leaf/1", BPT_COUNT | BPT_PAUSE, NULL), 1);
+    c = count_of(fleaf);
+    atomic_store(&stop, 1);
+    for (i = 0; i < 2; i++) pthread_join(t[i], &calls[i]);
+    printf("5. %d switches while 2 threads called leaf %lu times: %llu counted while on\n", 2 * rounds,
+           (unsigned long)((uintptr_t)calls[0] + (uintptr_t)calls[1]), (unsigned long long)c);
+    CHECK(c <= (uint64_t)((uintptr_t)calls[0] + (uintptr_t)calls[1]), "no more counts than calls");
+    CHECK(count_of(fleaf) == c, "nothing counted while paused");
+}
+
+int main(void) {
+    bpt_session_desc d;
+    ffp8 = native_reg((void *)fp8, "cp", "fp8", 8);
+    fint6 = native_reg((void *)int6, "cp", "int6", 6);
+    fleaf = native_reg((void *)leaf, "cp", "leaf", 1);
+    fouter = native_reg((void *)outer, "cp", "outer", 1);
+    if (!ffp8 || !fint6 || !fleaf || !fouter) return CHECK_DONE();
+    memset(&d, 0, sizeof d);
+    CHECK_RC(bpt_session_create(&d, &s), 0);
+    direct();
+    arguments();
+    fresh_threads();
+    inside_return_trace();
+    switches();
+    CHECK_RC(bpt_session_destroy(s), 0);
+    return CHECK_DONE();
+}
+#else
+NATIVE_UNSUPPORTED_MAIN("no native entry, so no count path")
+#endif
