@@ -40,9 +40,10 @@
 /* The entry stub: save the integer argument registers in a bpt__regs
    frame and, when the record's count_hint allows, call the count path,
    bpt__native_count_path(record), which handles a function that only
-   counts with the integer registers alone (>>count path, site_native.c). Otherwise save the vector argument registers too
-   and call bpt__native_entry(record, frame, what the count path said).
-   Restore and return to fn-4. The ABI leaves rsp 16-aligned here, but the
+   counts with the integer registers alone (>>count path, site_native.c).
+   Otherwise save the vector argument registers too and call
+   bpt__native_entry(record, frame, what the count path said). Restore and
+   return to fn-4. The ABI leaves rsp 16-aligned here, but the
    stub realigns it all the same: a caller compiled with gcc's IPA stack
    alignment may not have aligned it. The frame also holds rbp, so that
    the handler finds the traced function's own return slot at 16(%rbp),
