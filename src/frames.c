@@ -404,6 +404,18 @@ BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h) {
     return 0;
 }
 
+/* The calling thread's sigaltstack as [*lo, *hi), empty when it has none
+   (or it is disabled). Returns 1 when the thread runs on it now.
+   sigaltstack(2) is async-signal-safe. */
+BPT__PRIVATE int bpt__altstack_bounds(uintptr_t *lo, uintptr_t *hi) {
+    stack_t alt;
+    *lo = *hi = 0;
+    if (sigaltstack(NULL, &alt) != 0 || (alt.ss_flags & SS_DISABLE)) return 0;
+    *lo = (uintptr_t)alt.ss_sp;
+    *hi = *lo + alt.ss_size;
+    return (alt.ss_flags & SS_ONSTACK) != 0;
+}
+
 /* The rare half of bpt__native_settle: the top frame's stack pointer is
    at or below this call's, so it and maybe more are dead. The stack grows
    down: a live caller's frame lies above every call it makes, so a frame
@@ -416,15 +428,9 @@ BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h) {
    sigaltstack(2) is async-signal-safe, and this path runs only after an
    unwind. */
 BPT__NOINLINE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int tail, const char *cls) {
-    uintptr_t lo = 0, hi = 0;
-    int on_alt = 0;
+    uintptr_t lo, hi;
+    int on_alt = bpt__altstack_bounds(&lo, &hi);
     uint32_t d;
-    stack_t alt;
-    if (sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE)) {
-        lo = (uintptr_t)alt.ss_sp;
-        hi = lo + alt.ss_size;
-        on_alt = (alt.ss_flags & SS_ONSTACK) != 0;
-    }
     for (d = rec->shadow_depth[BPT__STACK_NATIVE]; d-- > 0;) {
         const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][d];
         uintptr_t top = fr->sp;

@@ -78,6 +78,8 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h);
    a tail call, alive. Pinned. */
 BPT__PRIVATE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int tail, const char *cls);
 BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h, uint64_t now);
+/* The thread's sigaltstack [*lo, *hi) (empty: none); 1 when it runs on it now. */
+BPT__PRIVATE int bpt__altstack_bounds(uintptr_t *lo, uintptr_t *hi);
 /* Called by the return trampolines' assembly by name: not static. */
 BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r);
 #endif

@@ -83,12 +83,8 @@ static int bpt__unwind_swap(const bpt__frame *fr, uintptr_t below, uintptr_t fro
    tail call's frame has no slot of its own (the frame it replaced has it). */
 static void bpt__unwind_rewrite(bpt__thread *rec, uintptr_t below, int hook) {
     uint32_t i = rec->shadow_depth[BPT__STACK_NATIVE];
-    uintptr_t alt_lo = 0, alt_hi = 0;
-    stack_t alt;
-    if (sigaltstack(NULL, &alt) == 0 && !(alt.ss_flags & SS_DISABLE)) {
-        alt_lo = (uintptr_t)alt.ss_sp;
-        alt_hi = alt_lo + alt.ss_size;
-    }
+    uintptr_t alt_lo, alt_hi;
+    (void)bpt__altstack_bounds(&alt_lo, &alt_hi);
     while (i-- > 0) {
         bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][i];
         int fr_alt = fr->sp >= alt_lo && fr->sp < alt_hi, below_alt = below >= alt_lo && below < alt_hi;
