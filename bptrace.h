@@ -123,9 +123,10 @@
          one lock: call_time/call_memory of threads past BPT_MAX_THREADS
          share a table under a mutex (no hit waits for its own thread).
          A record is a copy into the thread's own chunk and one release
-         store; a full buffer drops it (counted, and marked in the stream by
-         a DROPPED record) or, in flight-recorder mode, takes the oldest
-         unread chunk back. Every kind is async-signal-safe: a signal
+         store; a full buffer grows by a chunk (mapped, a batch at a time)
+         up to max_chunks, then drops it (counted, and marked in the
+         stream by a DROPPED record) or, in flight-recorder mode, takes the
+         oldest unread chunk back. Every kind is async-signal-safe: a signal
          handler may pin and hit, and a traced function may be called from
          one, on any stack. What a handler's hit finds half done on its own
          thread is left alone, and the handler's part dropped and counted:
@@ -537,18 +538,27 @@ typedef void (*bpt_tracer_fn)(const bpt_msg *msg, void *user);
    Each traced thread writes its records into a buffer of its own per
    session: `chunks` chunks of `chunk_bytes` (sub-buffers, as LTTng-UST and
    uftrace's shared buffers). A thread fills its current chunk with plain
-   stores and never waits; when every chunk is full and undrained, the new
-   record is dropped and counted (a DROPPED message marks the place), or,
-   with flight_recorder, the oldest undrained chunk is taken back and
-   overwritten (LTTng's snapshot mode). A call record is 16 bytes; arguments,
-   a caller, a message and strings add 8-byte words (see >>tracefile). */
+   stores and never waits. When every chunk is full and undrained, the
+   buffer grows by a chunk, up to `max_chunks` (as uftrace record maps a
+   thread a new buffer when its own are full): a drainer that falls behind
+   for a while, descheduled or slow to write, loses nothing. At the cap the
+   new record is dropped and counted (a DROPPED message marks the place),
+   or, with flight_recorder, the oldest undrained chunk is taken back and
+   overwritten (LTTng's snapshot mode; its buffer never grows). A grown
+   buffer keeps its size until the session is destroyed. A call record is
+   16 bytes; arguments, a caller, a message and strings add 8-byte words
+   (see >>tracefile). */
 typedef struct bpt_session_desc {
     const char   *name;        /* copied; default "session" (at most 63 bytes) */
     bpt_tracer_fn tracer;      /* callback tracer; NULL: per-thread buffers to drain */
     void         *tracer_user;
     uint32_t      chunk_bytes; /* bytes of one chunk: a power of two, 4096 ..
                                   1<<24; default 16384 */
-    uint32_t      chunks;      /* chunks in each thread's buffer, 2 .. 65536; default 16 */
+    uint32_t      chunks;      /* chunks in each thread's buffer at first, 2 .. 65536; default 16 */
+    uint32_t      max_chunks;  /* the most a thread's buffer grows to, chunks .. 65536;
+                                  default 64 MiB of chunks (4096 of 16 KiB; never fewer
+                                  than chunks); set it to chunks for a fixed size.
+                                  A flight recorder's is chunks */
     int           flight_recorder; /* 1: overwrite the oldest undrained chunk when
                                       full, instead of dropping the newest records */
     uint64_t      rate_max;    /* recon_trace limit: at most rate_max messages ... */
@@ -570,7 +580,9 @@ typedef struct bpt_session_desc {
    Returns        0, or a BPT_E* code (then *out is untouched)
    Errors
      BPT_EINVAL    out is NULL; chunk_bytes not a power of two in 4096 .. 1<<24;
-                   chunks not in 2 .. 65536; rate_per_ms without rate_max
+                   chunks not in 2 .. 65536; max_chunks not in chunks .. 65536,
+                   or not chunks in a flight recorder; rate_per_ms without
+                   rate_max
      BPT_ELIMIT    name over 63 bytes; BPT_MAX_SESSIONS sessions alive
      BPT_ENOMEM    no memory for the session (or for the thread's record)
      BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
@@ -681,6 +693,9 @@ typedef struct bpt_session_counts {
     uint64_t frames_skipped; /* calls whose return was not traced: the thread's shadow stack
                                 was full (BPT_SHADOW_FRAMES), or it served BPT_FRAME_SESSIONS */
     uint64_t threads;    /* threads that have a buffer in this session */
+    uint64_t chunks;     /* chunks in their buffers now: desc.chunks a thread, and
+                            those added while a drainer fell behind (max_chunks) */
+    uint64_t buffer_bytes; /* their bytes (chunks * chunk_bytes) */
     int      limit_tripped;  /* 1: the rate limit tripped */
     char     name[64];       /* the session's name, NUL terminated */
 } bpt_session_counts;
@@ -2383,7 +2398,8 @@ struct bpt__session {
     char name[64];
     bpt_tracer_fn tracer;
     void *tracer_user;
-    uint32_t chunk_bytes, chunks; /* each lane's chunks */
+    uint32_t chunk_bytes, chunks; /* each lane's chunks, at its start */
+    uint32_t max_chunks;          /* the most chunks a lane grows to (session.c >>growth) */
     int flight_recorder;          /* 1: a full lane overwrites its oldest unread chunk */
     int time_cpu;                 /* 1: call_time by thread CPU time (frames: BPT__FRAME_CPU) */
     uint64_t rate_max;
@@ -2418,11 +2434,13 @@ BPT__DATA(struct bpt__sessions, bpt__sessions);   /* session.c */
    take gets a run of whole records of one lane and returns the bytes it
    used (fewer when its room is full); gap gets the count of records a
    flight recorder overwrote before the next run, and returns 0 when it has
-   no room for the notice. */
+   no room for the notice. The read counts in `records` the records taken
+   (not context or DROPPED records). */
 typedef struct bpt__lane_reader bpt__lane_reader;
 struct bpt__lane_reader {
     uint32_t (*take)(bpt__lane_reader *rd, bpt__lane *lane, const unsigned char *p, uint32_t bytes);
     int (*gap)(bpt__lane_reader *rd, bpt__lane *lane, uint64_t count, uint64_t ticks);
+    uint64_t records;
 };
 
 BPT__PRIVATE bpt__session *bpt__session_lookup(uint64_t id);   /* pinned or under the permission */
@@ -4150,13 +4168,15 @@ BPT__PRIVATE void bpt__ptrset_remove(bpt__ptrset *set, const void *p) {
    The producer (the traced thread) owns `head`, the chunk it writes, and its
    write position. It copies a record in with plain stores and publishes it
    with one release store of the chunk's fill [R2]. A full chunk is sealed by
-   moving to the next one, published by a release store of head_pub [R2];
-   the chunk to move to must have been read (tail, [R3]). When it has not,
-   the record is dropped and counted. The place of the loss is marked in
-   the stream at once, by a DROPPED record in the space each chunk keeps at
-   its end, and the losses after it by a DROPPED record ahead of the next
-   record that fits. A flight recorder instead takes the oldest unread chunk
-   back and overwrites it.
+   moving to the next one, published by a release store of `opened` [R2].
+   The chunk it moves to is the oldest of the lane's, once it has been read
+   (tail, [R3]). When it has not, the lane grows by a chunk, up to
+   max_chunks (>>growth), as uftrace's record hands a thread a new buffer
+   when its own are full. At the cap the record is dropped and counted. The
+   place of the loss is marked in the stream at once, by a DROPPED record in
+   the space each chunk keeps at its end, and the losses after it by a
+   DROPPED record ahead of the next record that fits. A flight recorder
+   never grows: it takes the oldest unread chunk back and overwrites it.
 
    The consumer (one drainer at a time: drain_lock) owns `tail`, the chunk it
    reads, and its read position. The tail word has a BUSY bit: whoever sets
@@ -4177,7 +4197,8 @@ enum {
     BPT__LANES_PER_DIR = 256,
     BPT__LANE_DIRS = 256,         /* 65536 thread records */
     BPT__CTX_BYTES = (int)sizeof(bpt__rec) + 16,  /* room for a context record (or a DROPPED one) */
-    BPT__CHUNK_HEAD = 16          /* bytes in front of a chunk's records */
+    BPT__CHUNK_HEAD = 16,         /* bytes in front of a chunk's records */
+    BPT__GROW_BATCHES = 20        /* batches double: 2 << 19 chunks is past any cap */
 };
 
 /* One chunk: its header, then chunk_bytes of records. */
@@ -4187,11 +4208,21 @@ typedef struct bpt__chunk {
     uint64_t marked;              /* producer: the counts its DROPPED records carry */
 } bpt__chunk;
 
+/* The ring. Chunk number i (a count from 0) is in slot[i % cap]. The lane
+   holds `budget` chunks: while a chunk is open (cur), those of numbers
+   head+1-budget .. head, before its first one those of head-budget ..
+   head-1. Opening chunk `next` reuses the chunk of next - budget, read by
+   then [R3], and moves its pointer to slot next % cap; a grown lane adds a
+   chunk there instead (budget + 1). The drainer reads only the slots of
+   numbers tail .. opened-1, none of which the producer moves. */
 struct bpt__lane {
     uint64_t number;              /* the thread record's index: the file's lane number */
-    uint32_t nchunks, chunk_bytes;/* immutable; nchunks 0: a callback session's lane (counters only) */
+    uint32_t chunks, chunk_bytes; /* immutable: the chunks it starts with (0: a callback
+                                     session's lane, counters only), and their size */
+    uint32_t cap;                 /* immutable: slots in the ring, the most chunks it may hold */
+    bpt__atomic_ptr *slot;        /* immutable: the ring's cap slots, after the lane */
     /* Producer side: the owner thread only. */
-    uint64_t head;                /* the chunk being written (a count; slot head % nchunks) */
+    uint64_t head;                /* the chunk being written (a count; in slot[head % cap]) */
     struct bpt__chunk *cur;       /* that chunk (NULL before the first record) */
     unsigned char *wp, *wend;     /* where the next record goes in it, and where records end:
                                      the chunk's last BPT__CTX_BYTES are kept for a loss's mark */
@@ -4201,7 +4232,12 @@ struct bpt__lane {
     uint64_t anchor_span;         /* ticks an anchor serves (bpt__clock_anchor_span) */
     uint64_t anchor_ns;           /* a callback session's lane: the anchor's ns */
     uint64_t unreported;          /* records lost since the last DROPPED record */
-    bpt__atomic_u64 head_pub;     /* head, release-stored when a chunk is sealed [R2] */
+    bpt__atomic_u32 budget;       /* chunks the lane holds (written by the owner; read by stats) */
+    uint32_t spare_left;          /* chunks of the last batch not yet used */
+    unsigned char *spare;         /* the next of them */
+    void *batch[BPT__GROW_BATCHES]; /* the batches mapped while growing (freed with the lane) */
+    uint32_t batch_chunks[BPT__GROW_BATCHES], nbatch;
+    bpt__atomic_u64 opened;       /* head + 1 once chunk head is open: release-stored [R2] */
     bpt__atomic_u64 written;      /* owner counters (bpt__owner_inc_u64): records put in chunks, */
     bpt__atomic_u64 dropped;      /* lost to a full buffer, */
     bpt__atomic_u64 overwritten;  /* taken back by a flight recorder, */
@@ -4231,15 +4267,11 @@ static bpt__chunk *bpt__lane_chunk(const bpt__lane *lane, uint64_t i);
    is mid-way. */
 static void bpt__lane_forget(bpt__lane *lane) {
     uint64_t next = lane->cur ? lane->head + 1 : lane->head;
-    if (lane->nchunks) {   /* the next record opens chunk `next`, where the reader now starts */
-        bpt__chunk *c = bpt__lane_chunk(lane, next);
-        bpt__store_relaxed_u32(&c->fill, 0);   /* a lap ago's fill: nothing to read there */
-        c->nrec = 0;
-        c->marked = 0;
+    if (lane->chunks) {   /* the next record opens chunk `next`, where the reader now starts */
         lane->cur = NULL;
         lane->head = next;
         lane->unreported = 0;
-        bpt__store_relaxed_u64(&lane->head_pub, next);
+        bpt__store_relaxed_u64(&lane->opened, next);   /* nothing open: nothing to read */
     }
     lane->rpos = lane->rrec = 0;
     lane->unreported_overwritten = 0;
@@ -4283,37 +4315,56 @@ BPT__PRIVATE bpt__session *bpt__session_lookup(uint64_t id) {
 
 /* >>lanes: finding and making a thread's lane */
 
+/* The chunk of number i. The producer's own, or (the drainer) one of
+   tail .. opened-1, whose slots stay put while it reads them. */
 static bpt__chunk *bpt__lane_chunk(const bpt__lane *lane, uint64_t i) {
-    return (bpt__chunk *)(void *)((unsigned char *)(uintptr_t)lane + sizeof *lane +
-                                  (size_t)(i % lane->nchunks) * (BPT__CHUNK_HEAD + lane->chunk_bytes));
+    return (bpt__chunk *)bpt__load_relaxed_ptr(&lane->slot[i % lane->cap]);
 }
 
 static unsigned char *bpt__chunk_data(bpt__chunk *c) { return (unsigned char *)c + BPT__CHUNK_HEAD; }
 
-/* A lane's bytes: the lane, then its chunks. */
-static size_t bpt__lane_bytes(uint32_t nchunks, uint32_t chunk_bytes) {
-    return sizeof(bpt__lane) + (size_t)nchunks * (BPT__CHUNK_HEAD + chunk_bytes);
+static size_t bpt__chunk_stride(uint32_t chunk_bytes) { return BPT__CHUNK_HEAD + (size_t)chunk_bytes; }
+
+/* The bytes in front of a lane's first chunk: the lane, then its slots. */
+static size_t bpt__lane_head_bytes(uint32_t cap) {
+    return (sizeof(bpt__lane) + (size_t)cap * sizeof(bpt__atomic_ptr) + 15) & ~(size_t)15;
+}
+
+/* A lane's own mapping: the lane, its slots, then its first chunks. */
+static size_t bpt__lane_bytes(uint32_t chunks, uint32_t cap, uint32_t chunk_bytes) {
+    return bpt__lane_head_bytes(cap) + chunks * bpt__chunk_stride(chunk_bytes);
 }
 
 /* A thread's lane, made by its first record in the session: a hit, so the
-   memory is mapped (BPT_HIT_MAP), never malloc'd (port.h says why). */
+   memory is mapped (BPT_HIT_MAP), never malloc'd (port.h says why). Its
+   first chunks sit in the slots of numbers -chunks .. -1, so that the
+   first record's chunk 0 is reached by the same rule as every other. */
 static bpt__lane *bpt__lane_new(const bpt__session *s, uint64_t number) {
-    uint32_t n = s->tracer ? 0 : s->chunks;
-    bpt__lane *lane = (bpt__lane *)BPT_HIT_MAP(bpt__lane_bytes(n, s->chunk_bytes));
-    uint32_t i;
+    uint32_t n = s->tracer ? 0 : s->chunks, cap = s->tracer ? 0 : s->max_chunks, i;
+    bpt__lane *lane = (bpt__lane *)BPT_HIT_MAP(bpt__lane_bytes(n, cap, s->chunk_bytes));
+    unsigned char *first;
     if (!lane) return NULL;
     memset(lane, 0, sizeof *lane);
     lane->number = number;
-    lane->nchunks = n;
-    lane->anchor_span = bpt__clock_anchor_span();
+    lane->chunks = n;
+    lane->cap = cap;
     lane->chunk_bytes = s->chunk_bytes;
-    for (i = 0; i < n; i++) {
-        bpt__chunk *c = bpt__lane_chunk(lane, i);
-        bpt__store_relaxed_u32(&c->fill, 0);
-        c->nrec = 0;
-        c->marked = 0;
-    }
+    lane->slot = (bpt__atomic_ptr *)(void *)(lane + 1);
+    lane->anchor_span = bpt__clock_anchor_span();
+    bpt__store_relaxed_u32(&lane->budget, n);
+    first = (unsigned char *)lane + bpt__lane_head_bytes(cap);
+    for (i = 0; i < cap; i++) bpt__store_relaxed_ptr(&lane->slot[i], NULL);
+    for (i = 0; i < n; i++)
+        bpt__store_relaxed_ptr(&lane->slot[cap - n + i], first + i * bpt__chunk_stride(s->chunk_bytes));
     return lane;
+}
+
+/* Unmap a lane and the chunks it grew. */
+static void bpt__lane_free(bpt__lane *lane) {
+    uint32_t i;
+    for (i = 0; i < lane->nbatch; i++)
+        BPT_HIT_UNMAP(lane->batch[i], lane->batch_chunks[i] * bpt__chunk_stride(lane->chunk_bytes));
+    BPT_HIT_UNMAP(lane, bpt__lane_bytes(lane->chunks, lane->cap, lane->chunk_bytes));
 }
 
 /* The directory entry of thread record `index`, its directory made on
@@ -4353,7 +4404,7 @@ static bpt__lane *bpt__lane_get(bpt__session *s, const bpt__thread *rec) {
     if ((lane = (bpt__lane *)bpt__load_acquire_ptr(slot)) != NULL) return lane;   /* [R1] */
     if (!(lane = bpt__lane_new(s, rec->index))) return NULL;
     if (!bpt__cas_ptr(slot, NULL, lane)) {   /* [R1] */
-        BPT_HIT_UNMAP(lane, bpt__lane_bytes(lane->nchunks, lane->chunk_bytes));
+        bpt__lane_free(lane);
         lane = (bpt__lane *)bpt__load_acquire_ptr(slot);
     }
     return lane;
@@ -4414,27 +4465,60 @@ static int bpt__lane_take_back(bpt__lane *lane) {
     return 1;
 }
 
-/* Seal the current chunk and open the next, if it has been read (or, in a
-   flight recorder, can be taken back). Returns 0 when the buffer is full.
-   With no current chunk (the lane's first record, or a fork child's) it
-   opens chunk `head`, which the reader's tail already names. */
+/* >>growth: a lane whose drainer falls behind takes one more chunk, up to
+   its cap, instead of dropping. Chunks come in batches that double (the
+   first as many as the lane starts with), so a lane grown to n chunks made
+   about log2(n / chunks) mappings, and a lane whose drainer keeps up never
+   grows. A flight recorder's cap is its size. Returns the new chunk, or
+   NULL at the cap or when no memory can be mapped (the record is dropped). */
+static bpt__chunk *bpt__lane_grow(bpt__lane *lane) {
+    uint32_t budget = bpt__load_relaxed_u32(&lane->budget);
+    unsigned char *c;
+    if (budget >= lane->cap) return NULL;
+    if (!lane->spare_left) {
+        uint32_t n = budget < lane->cap - budget ? budget : lane->cap - budget;
+        void *b;
+        if (lane->nbatch == BPT__GROW_BATCHES ||
+            !(b = BPT_HIT_MAP(n * bpt__chunk_stride(lane->chunk_bytes))))
+            return NULL;
+        lane->batch[lane->nbatch] = b;
+        lane->batch_chunks[lane->nbatch++] = n;
+        lane->spare = (unsigned char *)b;
+        lane->spare_left = n;
+    }
+    c = lane->spare;
+    lane->spare += bpt__chunk_stride(lane->chunk_bytes);
+    lane->spare_left--;
+    bpt__store_relaxed_u32(&lane->budget, budget + 1);
+    return (bpt__chunk *)(void *)c;
+}
+
+/* Seal the current chunk and open the next (>>lanes' ring rule): the oldest
+   chunk if it has been read, else a new one (growth), else, in a flight
+   recorder, the oldest taken back. Returns 0 when the buffer is full. With
+   no current chunk (the lane's first record, or a fork child's) it opens
+   chunk `head`, where the reader's tail already is. */
 static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
     int sealing = lane->cur != NULL;
     uint64_t next = sealing ? lane->head + 1 : lane->head;
+    uint32_t budget = bpt__load_relaxed_u32(&lane->budget);
     bpt__chunk *c;
-    /* [R3] acquire: the drainer's reads of the chunk we reuse are over. */
-    if (next - (bpt__load_acquire_u64(&lane->tail) >> 1) >= lane->nchunks &&
-        !(s->flight_recorder && bpt__lane_take_back(lane)))
-        return 0;
-    c = bpt__lane_chunk(lane, next);
+    /* [R3] acquire: the drainer's reads of chunks before tail are over. */
+    if (next - (bpt__load_acquire_u64(&lane->tail) >> 1) < budget) {
+        c = bpt__lane_chunk(lane, next + lane->cap - budget);   /* number next - budget, read */
+    } else if (!(c = bpt__lane_grow(lane))) {   /* full, and at the cap */
+        if (!(s->flight_recorder && bpt__lane_take_back(lane))) return 0;
+        c = bpt__lane_chunk(lane, next + lane->cap - budget);   /* the one taken back */
+    }
     bpt__store_relaxed_u32(&c->fill, 0);   /* published by the release below */
     c->nrec = 0;
     c->marked = 0;
+    bpt__store_relaxed_ptr(&lane->slot[next % lane->cap], c);   /* and this */
     lane->head = next;
     lane->cur = c;
     lane->wp = bpt__chunk_data(c);
     lane->wend = lane->wp + lane->chunk_bytes - BPT__CTX_BYTES;
-    bpt__store_release_u64(&lane->head_pub, next);   /* [R2] the sealed chunk's last fill, and this one */
+    bpt__store_release_u64(&lane->opened, next + 1);   /* [R2] the sealed chunk's last fill, and this one */
     if (sealing) bpt__session_wake(s);   /* a chunk was sealed: a sleeping drainer has work */
     return 1;
 }
@@ -4632,8 +4716,8 @@ static int bpt__session_sealed_waiting(bpt__session *s) {
     uint32_t i, n = bpt__threads_count();
     for (i = 0; i < n; i++) {
         bpt__lane *lane = bpt__lane_at(s, i);
-        if (lane && lane->nchunks &&
-            bpt__load_acquire_u64(&lane->head_pub) > (bpt__load_acquire_u64(&lane->tail) >> 1))   /* [R2] [R3] */
+        if (lane && lane->chunks &&   /* a chunk before the open one is unread */
+            bpt__load_acquire_u64(&lane->opened) > (bpt__load_acquire_u64(&lane->tail) >> 1) + 1)   /* [R2] [R3] */
             return 1;
     }
     return 0;
@@ -4690,9 +4774,12 @@ static int bpt__lane_read(bpt__lane *lane, bpt__lane_reader *rd) {
         lane->unreported_overwritten = 0;
     }
     for (;;) {
-        uint64_t h = bpt__load_acquire_u64(&lane->head_pub);   /* [R2] first: a sealed chunk's fill is final */
-        bpt__chunk *c = bpt__lane_chunk(lane, i);
-        uint32_t fill = bpt__load_acquire_u32(&c->fill);       /* [R2] pairs with the producer's release */
+        uint64_t opened = bpt__load_acquire_u64(&lane->opened);   /* [R2] first: a sealed chunk's fill is final */
+        bpt__chunk *c;
+        uint32_t fill;
+        if (i >= opened) break;   /* no chunk opened since the last read (or none yet) */
+        c = bpt__lane_chunk(lane, i);
+        fill = bpt__load_acquire_u32(&c->fill);   /* [R2] pairs with the producer's release */
         if (lane->rpos < fill) {
             const unsigned char *p = bpt__chunk_data(c) + lane->rpos, *q;
             uint32_t used = rd->take(rd, lane, p, fill - lane->rpos);
@@ -4704,7 +4791,7 @@ static int bpt__lane_read(bpt__lane *lane, bpt__lane_reader *rd) {
             lane->rpos += used;
             if (lane->rpos < fill) goto out_full;
         }
-        if (i >= h) break;   /* the chunk being written: read up to its fill */
+        if (i + 1 >= opened) break;   /* the chunk being written: read up to its fill */
         i++;
         lane->rpos = lane->rrec = 0;
     }
@@ -4713,6 +4800,7 @@ out_full:
     full = 1;
 out:
     bpt__owner_inc_u64(&lane->drained, drained);   /* one drainer at a time (drain_lock) */
+    rd->records += drained;
     bpt__store_release_u64(&lane->tail, i << 1);   /* [R3] pairs with the producer's acquire of tail */
     return full;
 }
@@ -4730,6 +4818,16 @@ BPT__PRIVATE void bpt__session_read(bpt__session *s, bpt__lane_reader *rd) {
 BPT__PRIVATE uint64_t bpt__lane_number(const bpt__lane *lane) { return lane->number; }
 BPT__PRIVATE bpt__stream *bpt__lane_stream(bpt__lane *lane) { return &lane->stream; }
 
+/* A lane's cap: desc's max_chunks, or by default what 64 MiB holds
+   (never fewer than it starts with, never more than 65536); a flight
+   recorder's buffer does not grow. */
+static uint32_t bpt__session_max_chunks(const bpt_session_desc *d, uint32_t chunks, uint32_t chunk_bytes) {
+    uint32_t grown = (64u << 20) / chunk_bytes;
+    if (d->flight_recorder) return chunks;
+    if (d->max_chunks) return d->max_chunks;
+    return grown < chunks ? chunks : grown > 65536 ? 65536 : grown;
+}
+
 /* Build a session from its desc (validated by the caller). */
 BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out) {
     bpt__session *s = (bpt__session *)BPT_MALLOC(sizeof *s);
@@ -4742,6 +4840,7 @@ BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **ou
     s->chunk_bytes = d->chunk_bytes ? d->chunk_bytes : 16384;
     s->chunks = d->chunks ? d->chunks : 16;
     s->flight_recorder = d->flight_recorder != 0;
+    s->max_chunks = bpt__session_max_chunks(d, s->chunks, s->chunk_bytes);
     s->time_cpu = d->time_cpu != 0;
     s->rate_max = d->rate_max;
     s->rate_window_ns = (uint64_t)d->rate_per_ms * 1000000u;
@@ -4760,7 +4859,7 @@ BPT__PRIVATE void bpt__session_free(bpt__session *s) {
         if (!dir) continue;
         for (k = 0; k < BPT__LANES_PER_DIR; k++) {
             bpt__lane *lane = (bpt__lane *)bpt__load_relaxed_ptr(&dir[k]);
-            if (lane) BPT_HIT_UNMAP(lane, bpt__lane_bytes(lane->nchunks, lane->chunk_bytes));
+            if (lane) bpt__lane_free(lane);
         }
         BPT_HIT_UNMAP((void *)dir, BPT__LANES_PER_DIR * sizeof *dir);
     }
@@ -4827,6 +4926,7 @@ int bpt_session_drain(bpt_session handle, bpt_msg *out, int max) {
     if (!(s = bpt__session_pin(handle, "bpt_session_drain", &rec, &rc))) return rc;
     dr.rd.take = bpt__drain_take;
     dr.rd.gap = bpt__drain_gap;
+    dr.rd.records = 0;
     dr.dec.name = bpt__names_live;
     dr.dec.ctx = NULL;
     bpt__clock_cal_get(&dr.dec.cal);
@@ -4845,7 +4945,7 @@ int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
     bpt__thread *rec;
     bpt__session *s;
     uint32_t i, n;
-    uint64_t written = 0, overwritten = 0, drained = 0;
+    uint64_t written = 0, overwritten = 0, drained = 0, chunks = 0;
     int rc;
     if (!out) return bpt__fail(BPT_EINVAL, "bpt_session_stats: out is NULL");
     if (!(s = bpt__session_pin(handle, "bpt_session_stats", &rec, &rc))) return rc;
@@ -4863,6 +4963,7 @@ int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
         overwritten += bpt__load_acquire_u64(&lane->overwritten);
         written += bpt__load_acquire_u64(&lane->written);
         lost = bpt__load_relaxed_u64(&lane->dropped) + bpt__load_relaxed_u64(&lane->lost);
+        chunks += bpt__load_relaxed_u32(&lane->budget);
         out->produced += lost;
         out->dropped += lost;
         out->threads++;
@@ -4870,6 +4971,8 @@ int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
     out->produced += written + bpt__load_relaxed_u64(&s->lost_laneless);
     out->dropped += overwritten + bpt__load_relaxed_u64(&s->lost_laneless);
     out->overwritten = overwritten;
+    out->chunks = chunks;
+    out->buffer_bytes = chunks * s->chunk_bytes;
     out->delivered = drained;
     /* Read while threads trace, the counters are not one snapshot: pending
        is what the others leave, never below 0. */
@@ -9580,6 +9683,12 @@ int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
                          d->chunk_bytes);
     if (d->chunks && (d->chunks < 2 || d->chunks > 65536))
         return bpt__fail(BPT_EINVAL, "bpt_session_create: chunks %u is not in 2 .. 65536", d->chunks);
+    if (d->max_chunks && (d->max_chunks < (d->chunks ? d->chunks : 16) || d->max_chunks > 65536))
+        return bpt__fail(BPT_EINVAL, "bpt_session_create: max_chunks %u is not in chunks (%u) .. 65536",
+                         d->max_chunks, d->chunks ? d->chunks : 16);
+    if (d->flight_recorder && d->max_chunks && d->max_chunks != (d->chunks ? d->chunks : 16))
+        return bpt__fail(BPT_EINVAL, "bpt_session_create: a flight recorder does not grow: max_chunks %u is not "
+                         "chunks (%u)", d->max_chunks, d->chunks ? d->chunks : 16);
     if (d->rate_per_ms && !d->rate_max)
         return bpt__fail(BPT_EINVAL, "bpt_session_create: rate_per_ms needs rate_max");
     if (d->name && strlen(d->name) > 63)
@@ -10521,24 +10630,11 @@ static int bpt__write_names(bpt_file_writer *w) {
     return rc;
 }
 
-/* The largest name id a record uses (a context record's id is a thread). */
-static uint32_t bpt__rec_max_id(const bpt__rec *r) {
-    const uint64_t *w = (const uint64_t *)(r + 1) + r->words;
-    uint32_t id = r->type == BPT__REC_CONTEXT ? 0 : r->id;
-    if (r->type == BPT_MSG_CALL && (r->info & BPT__REC_CALL_USER) && w[-1] > id) id = (uint32_t)w[-1];
-    if (r->type == BPT_MSG_CALL && (r->info & BPT__REC_CALL_CALLER)) {
-        uint64_t caller = w[(r->info & BPT__REC_CALL_USER) ? -2 : -1];
-        if (caller > id) id = (uint32_t)caller;
-    }
-    return id;
-}
-
 typedef struct bpt__file_out {
     bpt__lane_reader rd;
     bpt_file_writer *w;
     int err;                      /* 0, BPT_EIO or BPT_ENOMEM */
     int saved_errno;
-    uint64_t records;
 } bpt__file_out;
 
 static int bpt__file_out_fail(bpt__file_out *fo, int rc) {
@@ -10547,26 +10643,21 @@ static int bpt__file_out_fail(bpt__file_out *fo, int rc) {
     return 0;
 }
 
+/* A run of records goes out whole, after the names it may use: every
+   name given before it was read (bpt__write_names writes up to the
+   latest). Nothing here looks at the records one by one. */
 static uint32_t bpt__file_take(bpt__lane_reader *rd, bpt__lane *lane, const unsigned char *p, uint32_t bytes) {
     bpt__file_out *fo = (bpt__file_out *)(void *)rd;
-    uint64_t number = bpt__lane_number(lane), records = 0;
-    uint32_t at, max_id = 0;
+    uint64_t number = bpt__lane_number(lane);
     struct iovec iov[2];
     int rc;
     if (fo->err) return 0;
-    for (at = 0; at < bytes; at += bpt__rec_bytes((const bpt__rec *)(const void *)(p + at))) {
-        const bpt__rec *r = (const bpt__rec *)(const void *)(p + at);
-        uint32_t id = bpt__rec_max_id(r);
-        if (id > max_id) max_id = id;
-        records += r->type != BPT__REC_CONTEXT && r->type != BPT_MSG_DROPPED;
-    }
-    if (max_id > fo->w->names_written && (rc = bpt__write_names(fo->w)) < 0) return (uint32_t)bpt__file_out_fail(fo, rc);
+    if ((rc = bpt__write_names(fo->w)) < 0) return (uint32_t)bpt__file_out_fail(fo, rc);
     iov[0].iov_base = &number;
     iov[0].iov_len = sizeof number;
     iov[1].iov_base = (void *)(uintptr_t)p;
     iov[1].iov_len = bytes;
     if (bpt__write_block(fo->w, BPT__BLOCK_RECORDS, iov, 2) < 0) return (uint32_t)bpt__file_out_fail(fo, -1);
-    fo->records += records;
     return bytes;
 }
 
@@ -10596,17 +10687,17 @@ int bpt_session_write(bpt_session handle, bpt_file_writer *w) {
     fo.w = w;
     fo.err = 0;
     fo.saved_errno = 0;
-    fo.records = 0;
+    fo.rd.records = 0;
     pthread_mutex_lock(&s->drain_lock);
     if (!w->header_written && bpt__write_header(w, s) < 0) bpt__file_out_fail(&fo, -1);
     if (!fo.err) bpt__session_read(s, &fo.rd);
     pthread_mutex_unlock(&s->drain_lock);
     bpt__unpin(rec);
-    w->records += fo.records;
+    w->records += fo.rd.records;
     if (fo.err == BPT_ENOMEM) return bpt__fail(BPT_ENOMEM, "bpt_session_write: no memory for the names block");
     if (fo.err) return bpt__fail(BPT_EIO, "bpt_session_write: write to fd %d failed: %s (the records not "
                                  "written stay in the buffers)", w->fd, strerror(fo.saved_errno));
-    return (int)(fo.records > INT_MAX ? INT_MAX : fo.records);
+    return (int)(fo.rd.records > INT_MAX ? INT_MAX : fo.rd.records);
 }
 
 /* >>reader */

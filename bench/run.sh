@@ -14,8 +14,8 @@ printf '%-4s %-46s %11s  %-24s %-9s %s\n' sec what median "min..max" unit ratio
 
 # Helpers: wall time per call of a process (section 2), and table rows.
 CALLS=1242786   # 2 threads x (121,393 fib entries (gcc turns one recursion into a loop) + 4 x 125,000)
-ms_of() {  # command...: wall us of one run
-    t0=$(date +%s%N); "$@" >/dev/null 2>&1; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000 ))
+ms_of() {  # command...: wall us of one run (its stderr kept in ms_of.err, where the run is)
+    t0=$(date +%s%N); "$@" >/dev/null 2>ms_of.err; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000 ))
 }
 per_call() {  # command...: ns per call of one run, minus a 0-call run
     a=$(ms_of "$@"); z=$(ms_of "$@" 0); echo $(( (a - z) * 1000000 / CALLS ))
@@ -50,12 +50,18 @@ fi
 # trace file by a drainer thread). Wall time
 # of the whole process, minus a run of the same command that makes no traced
 # call (last argument 0): start-up and setup cancel out; ns per call.
-plain=""; bpt=""; uft=""
+plain=""; bpt=""; uft=""; bpt_msgs=0; bpt_dropped=0
 TOP=$(pwd)
 cd "$B" || exit 1   # the -pg build writes gmon.out where it runs: keep it in $B
 for i in $(seq "$RUNS"); do
     plain="$plain $(per_call ./bench_vs_uftrace_pg)"
-    bpt="$bpt $(per_call ./bench_vs_uftrace bench_trace.bpt)"
+    a=$(ms_of ./bench_vs_uftrace bench_trace.bpt)
+    # "bptrace: N messages, D dropped, ...": every run's losses are counted
+    m=$(sed -n 's/^bptrace: \([0-9]*\) messages.*/\1/p' ms_of.err)
+    lost=$(sed -n 's/^bptrace: [0-9]* messages, \([0-9]*\) dropped.*/\1/p' ms_of.err)
+    bpt_msgs=$((bpt_msgs + ${m:-0})); bpt_dropped=$((bpt_dropped + ${lost:-0}))
+    z=$(ms_of ./bench_vs_uftrace bench_trace.bpt 0)
+    bpt="$bpt $(( (a - z) * 1000000 / CALLS ))"
     if command -v uftrace >/dev/null; then
         rm -rf bench_uftrace.data
         uft="$uft $(per_call uftrace record -d bench_uftrace.data ./bench_vs_uftrace_pg)"
@@ -68,15 +74,15 @@ if [ -n "$uft" ]; then
     su=$(stat_of $uft)
     row 2 "uftrace record (-pg), all 5 functions, per call" "$su" ns ""
     row 2 "bptrace call+return to a .bpt file, per call" "$sb" ns \
-        "$(echo "$su $sb" | awk '{printf "uftrace/bptrace %.2fx", $1/$4}')"
+        "$(echo "$su $sb" | awk '{printf "uftrace/bptrace %.2fx", $1/$4}') ($bpt_dropped of $bpt_msgs dropped in $RUNS runs)"
 else
-    row 2 "bptrace call+return to a .bpt file, per call" "$sb" ns ""
+    row 2 "bptrace call+return to a .bpt file, per call" "$sb" ns "($bpt_dropped of $bpt_msgs dropped in $RUNS runs)"
     echo "2      skipped uftrace: not installed (apt-get install uftrace)"
 fi
 once=$("$B/bench_vs_uftrace" "$B/bench_trace.bpt" 2>&1 | head -1)
 (cd "$B" && rm -rf bench_uftrace.data && uftrace record -d bench_uftrace.data ./bench_vs_uftrace_pg >/dev/null 2>&1)
 echo "2      bytes per call: bptrace $(ls -l "$B/bench_trace.bpt" 2>/dev/null | awk -v c=$CALLS '{printf "%.1f", $5/c}'), uftrace $(du -sb "$B/bench_uftrace.data" 2>/dev/null | awk -v c=$CALLS '{printf "%.1f", $1/c}'); $once"
-rm -rf "$B/bench_trace.bpt" "$B/bench_uftrace.data"
+rm -rf "$B/bench_trace.bpt" "$B/bench_uftrace.data" "$B/ms_of.err"
 
 "$B/bench_vs_urcu"
 for n in 1000 10000 50000; do "$B/bench_pattern_$n"; done

@@ -79,18 +79,27 @@ typedef void (*bpt_tracer_fn)(const bpt_msg *msg, void *user);
    Each traced thread writes its records into a buffer of its own per
    session: `chunks` chunks of `chunk_bytes` (sub-buffers, as LTTng-UST and
    uftrace's shared buffers). A thread fills its current chunk with plain
-   stores and never waits; when every chunk is full and undrained, the new
-   record is dropped and counted (a DROPPED message marks the place), or,
-   with flight_recorder, the oldest undrained chunk is taken back and
-   overwritten (LTTng's snapshot mode). A call record is 16 bytes; arguments,
-   a caller, a message and strings add 8-byte words (see >>tracefile). */
+   stores and never waits. When every chunk is full and undrained, the
+   buffer grows by a chunk, up to `max_chunks` (as uftrace record maps a
+   thread a new buffer when its own are full): a drainer that falls behind
+   for a while, descheduled or slow to write, loses nothing. At the cap the
+   new record is dropped and counted (a DROPPED message marks the place),
+   or, with flight_recorder, the oldest undrained chunk is taken back and
+   overwritten (LTTng's snapshot mode; its buffer never grows). A grown
+   buffer keeps its size until the session is destroyed. A call record is
+   16 bytes; arguments, a caller, a message and strings add 8-byte words
+   (see >>tracefile). */
 typedef struct bpt_session_desc {
     const char   *name;        /* copied; default "session" (at most 63 bytes) */
     bpt_tracer_fn tracer;      /* callback tracer; NULL: per-thread buffers to drain */
     void         *tracer_user;
     uint32_t      chunk_bytes; /* bytes of one chunk: a power of two, 4096 ..
                                   1<<24; default 16384 */
-    uint32_t      chunks;      /* chunks in each thread's buffer, 2 .. 65536; default 16 */
+    uint32_t      chunks;      /* chunks in each thread's buffer at first, 2 .. 65536; default 16 */
+    uint32_t      max_chunks;  /* the most a thread's buffer grows to, chunks .. 65536;
+                                  default 64 MiB of chunks (4096 of 16 KiB; never fewer
+                                  than chunks); set it to chunks for a fixed size.
+                                  A flight recorder's is chunks */
     int           flight_recorder; /* 1: overwrite the oldest undrained chunk when
                                       full, instead of dropping the newest records */
     uint64_t      rate_max;    /* recon_trace limit: at most rate_max messages ... */
@@ -112,7 +121,9 @@ typedef struct bpt_session_desc {
    Returns        0, or a BPT_E* code (then *out is untouched)
    Errors
      BPT_EINVAL    out is NULL; chunk_bytes not a power of two in 4096 .. 1<<24;
-                   chunks not in 2 .. 65536; rate_per_ms without rate_max
+                   chunks not in 2 .. 65536; max_chunks not in chunks .. 65536,
+                   or not chunks in a flight recorder; rate_per_ms without
+                   rate_max
      BPT_ELIMIT    name over 63 bytes; BPT_MAX_SESSIONS sessions alive
      BPT_ENOMEM    no memory for the session (or for the thread's record)
      BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
@@ -223,6 +234,9 @@ typedef struct bpt_session_counts {
     uint64_t frames_skipped; /* calls whose return was not traced: the thread's shadow stack
                                 was full (BPT_SHADOW_FRAMES), or it served BPT_FRAME_SESSIONS */
     uint64_t threads;    /* threads that have a buffer in this session */
+    uint64_t chunks;     /* chunks in their buffers now: desc.chunks a thread, and
+                            those added while a drainer fell behind (max_chunks) */
+    uint64_t buffer_bytes; /* their bytes (chunks * chunk_bytes) */
     int      limit_tripped;  /* 1: the rate limit tripped */
     char     name[64];       /* the session's name, NUL terminated */
 } bpt_session_counts;

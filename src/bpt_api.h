@@ -123,9 +123,10 @@
          one lock: call_time/call_memory of threads past BPT_MAX_THREADS
          share a table under a mutex (no hit waits for its own thread).
          A record is a copy into the thread's own chunk and one release
-         store; a full buffer drops it (counted, and marked in the stream by
-         a DROPPED record) or, in flight-recorder mode, takes the oldest
-         unread chunk back. Every kind is async-signal-safe: a signal
+         store; a full buffer grows by a chunk (mapped, a batch at a time)
+         up to max_chunks, then drops it (counted, and marked in the
+         stream by a DROPPED record) or, in flight-recorder mode, takes the
+         oldest unread chunk back. Every kind is async-signal-safe: a signal
          handler may pin and hit, and a traced function may be called from
          one, on any stack. What a handler's hit finds half done on its own
          thread is left alone, and the handler's part dropped and counted:

@@ -11,7 +11,8 @@ struct bpt__session {
     char name[64];
     bpt_tracer_fn tracer;
     void *tracer_user;
-    uint32_t chunk_bytes, chunks; /* each lane's chunks */
+    uint32_t chunk_bytes, chunks; /* each lane's chunks, at its start */
+    uint32_t max_chunks;          /* the most chunks a lane grows to (session.c >>growth) */
     int flight_recorder;          /* 1: a full lane overwrites its oldest unread chunk */
     int time_cpu;                 /* 1: call_time by thread CPU time (frames: BPT__FRAME_CPU) */
     uint64_t rate_max;
@@ -46,11 +47,13 @@ BPT__DATA(struct bpt__sessions, bpt__sessions);   /* session.c */
    take gets a run of whole records of one lane and returns the bytes it
    used (fewer when its room is full); gap gets the count of records a
    flight recorder overwrote before the next run, and returns 0 when it has
-   no room for the notice. */
+   no room for the notice. The read counts in `records` the records taken
+   (not context or DROPPED records). */
 typedef struct bpt__lane_reader bpt__lane_reader;
 struct bpt__lane_reader {
     uint32_t (*take)(bpt__lane_reader *rd, bpt__lane *lane, const unsigned char *p, uint32_t bytes);
     int (*gap)(bpt__lane_reader *rd, bpt__lane *lane, uint64_t count, uint64_t ticks);
+    uint64_t records;
 };
 
 BPT__PRIVATE bpt__session *bpt__session_lookup(uint64_t id);   /* pinned or under the permission */

@@ -132,24 +132,11 @@ static int bpt__write_names(bpt_file_writer *w) {
     return rc;
 }
 
-/* The largest name id a record uses (a context record's id is a thread). */
-static uint32_t bpt__rec_max_id(const bpt__rec *r) {
-    const uint64_t *w = (const uint64_t *)(r + 1) + r->words;
-    uint32_t id = r->type == BPT__REC_CONTEXT ? 0 : r->id;
-    if (r->type == BPT_MSG_CALL && (r->info & BPT__REC_CALL_USER) && w[-1] > id) id = (uint32_t)w[-1];
-    if (r->type == BPT_MSG_CALL && (r->info & BPT__REC_CALL_CALLER)) {
-        uint64_t caller = w[(r->info & BPT__REC_CALL_USER) ? -2 : -1];
-        if (caller > id) id = (uint32_t)caller;
-    }
-    return id;
-}
-
 typedef struct bpt__file_out {
     bpt__lane_reader rd;
     bpt_file_writer *w;
     int err;                      /* 0, BPT_EIO or BPT_ENOMEM */
     int saved_errno;
-    uint64_t records;
 } bpt__file_out;
 
 static int bpt__file_out_fail(bpt__file_out *fo, int rc) {
@@ -158,26 +145,21 @@ static int bpt__file_out_fail(bpt__file_out *fo, int rc) {
     return 0;
 }
 
+/* A run of records goes out whole, after the names it may use: every
+   name given before it was read (bpt__write_names writes up to the
+   latest). Nothing here looks at the records one by one. */
 static uint32_t bpt__file_take(bpt__lane_reader *rd, bpt__lane *lane, const unsigned char *p, uint32_t bytes) {
     bpt__file_out *fo = (bpt__file_out *)(void *)rd;
-    uint64_t number = bpt__lane_number(lane), records = 0;
-    uint32_t at, max_id = 0;
+    uint64_t number = bpt__lane_number(lane);
     struct iovec iov[2];
     int rc;
     if (fo->err) return 0;
-    for (at = 0; at < bytes; at += bpt__rec_bytes((const bpt__rec *)(const void *)(p + at))) {
-        const bpt__rec *r = (const bpt__rec *)(const void *)(p + at);
-        uint32_t id = bpt__rec_max_id(r);
-        if (id > max_id) max_id = id;
-        records += r->type != BPT__REC_CONTEXT && r->type != BPT_MSG_DROPPED;
-    }
-    if (max_id > fo->w->names_written && (rc = bpt__write_names(fo->w)) < 0) return (uint32_t)bpt__file_out_fail(fo, rc);
+    if ((rc = bpt__write_names(fo->w)) < 0) return (uint32_t)bpt__file_out_fail(fo, rc);
     iov[0].iov_base = &number;
     iov[0].iov_len = sizeof number;
     iov[1].iov_base = (void *)(uintptr_t)p;
     iov[1].iov_len = bytes;
     if (bpt__write_block(fo->w, BPT__BLOCK_RECORDS, iov, 2) < 0) return (uint32_t)bpt__file_out_fail(fo, -1);
-    fo->records += records;
     return bytes;
 }
 
@@ -207,17 +189,17 @@ int bpt_session_write(bpt_session handle, bpt_file_writer *w) {
     fo.w = w;
     fo.err = 0;
     fo.saved_errno = 0;
-    fo.records = 0;
+    fo.rd.records = 0;
     pthread_mutex_lock(&s->drain_lock);
     if (!w->header_written && bpt__write_header(w, s) < 0) bpt__file_out_fail(&fo, -1);
     if (!fo.err) bpt__session_read(s, &fo.rd);
     pthread_mutex_unlock(&s->drain_lock);
     bpt__unpin(rec);
-    w->records += fo.records;
+    w->records += fo.rd.records;
     if (fo.err == BPT_ENOMEM) return bpt__fail(BPT_ENOMEM, "bpt_session_write: no memory for the names block");
     if (fo.err) return bpt__fail(BPT_EIO, "bpt_session_write: write to fd %d failed: %s (the records not "
                                  "written stay in the buffers)", w->fd, strerror(fo.saved_errno));
-    return (int)(fo.records > INT_MAX ? INT_MAX : fo.records);
+    return (int)(fo.rd.records > INT_MAX ? INT_MAX : fo.rd.records);
 }
 
 /* >>reader */

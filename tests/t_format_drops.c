@@ -287,7 +287,8 @@ int main(void) {
         bpt_session_counts st;
         memset(&desc, 0, sizeof desc);
         desc.chunk_bytes = 4096;   /* the smallest buffer: 2 chunks of 4096 bytes, */
-        desc.chunks = 2;           /* about 400 of these records */
+        desc.chunks = 2;           /* about 400 of these records, */
+        desc.max_chunks = 2;       /* and no growth */
         for (i = 0; i < NSITES; i++) {
             words[i] = (bpt_vm_word)(0x100 + i);
             CHECK_RC(bpt_register_vm(&words[i], 0xBBBB, "vm", site_name[i], 0, NULL, &fs[i]), 0);

@@ -436,6 +436,15 @@ int main(void) {
     desc.chunks = 65537;
     CASE("session_create: chunks 65537", bpt_session_create(&desc, &E), BPT_EINVAL);
     desc.chunks = 0;
+    desc.max_chunks = 15;
+    CASE("session_create: max_chunks 15, below the default 16 chunks", bpt_session_create(&desc, &E), BPT_EINVAL);
+    desc.max_chunks = 65537;
+    CASE("session_create: max_chunks 65537", bpt_session_create(&desc, &E), BPT_EINVAL);
+    desc.max_chunks = 32;
+    desc.flight_recorder = 1;
+    CASE("session_create: a flight recorder with max_chunks 32", bpt_session_create(&desc, &E), BPT_EINVAL);
+    desc.max_chunks = 0;
+    desc.flight_recorder = 0;
     desc.rate_per_ms = 10;
     CASE("session_create: rate_per_ms without rate_max", bpt_session_create(&desc, &E), BPT_EINVAL);
     desc.rate_per_ms = 0;

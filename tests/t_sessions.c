@@ -155,6 +155,7 @@ int main(void) {
         memset(&d, 0, sizeof d);
         d.chunk_bytes = 4096;
         d.chunks = 2;
+        d.max_chunks = 2;   /* a fixed size: no growth */
         CHECK_RC(bpt_session_create(&d, &small), 0);
         CHECK_RC(bpt_trace_pattern(small, "m:g/1", BPT_CALL, NULL), 1);
         for (i = 0; i < fit + extra; i++) call(g, 1, (uint64_t)i, 0);

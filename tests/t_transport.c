@@ -4,6 +4,7 @@
         same events (every field; timestamps within the two clock reads);
      2. files that are not trace files, cut short, or corrupt;
      3. a flight recorder keeps the newest records and marks what it overwrote;
+        a buffer grows while undrained, up to max_chunks, and keeps its size;
      4. 200 threads (past BPT_MAX_THREADS), each with its own buffer, and a
         concurrent drainer: exact counts per thread, in order, nothing lost;
      5. small buffers under load with a concurrent drainer: delivered +
@@ -280,6 +281,116 @@ static void flight_recorder(void) {
     printf("flight recorder: %d calls, the newest %d kept, %d marked overwritten\n", calls, calls - first, first);
 }
 
+/* Drain everything, checking that it is tr:loop's calls from *want on,
+   in order, but for those that DROPPED notices say were lost (added to
+   *dropped). Returns the calls seen; *want is the next call expected. */
+static long drain_calls(bpt_session s, long *want, uint64_t *dropped) {
+    static bpt_msg got[512];
+    long seen = 0;
+    int n, i;
+    while ((n = bpt_session_drain(s, got, 512)) > 0)
+        for (i = 0; i < n; i++) {
+            if (got[i].type == BPT_MSG_DROPPED) {
+                *dropped += got[i].value;
+                *want += (long)got[i].value;
+                continue;
+            }
+            if (got[i].type != BPT_MSG_CALL || got[i].args[0] != (uint64_t)*want) {
+                CHECK(0, "message: type %d arg %llu, expected call %ld", got[i].type,
+                      (unsigned long long)got[i].args[0], *want);
+                return seen;
+            }
+            ++*want;
+            seen++;
+        }
+    return seen;
+}
+
+/* drain_calls over the calls from .. to-1: the calls seen, *dropped the losses marked. */
+static long drain_sequence(bpt_session s, long from, long to, uint64_t *dropped) {
+    long want = from, seen;
+    *dropped = 0;
+    seen = drain_calls(s, &want, dropped);
+    CHECK(want == to, "drained up to call %ld, expected %ld", want, to);
+    return seen;
+}
+
+/* A buffer grows while its drainer falls behind (session.c >>growth): 2
+   chunks of 4096 bytes hold about 330 calls. Written 1,000 calls
+   undrained, it grows and loses nothing; drained, it keeps its size, and
+   100 laps of 300 calls run through the ring's slots with fewer chunks than
+   slots (the moved-chunk rule: each lap's calls exact and in order); past
+   max_chunks it drops, marked; a flight recorder never grows. */
+static void growth(void) {
+    bpt_session s;
+    bpt_session_desc d;
+    bpt_session_counts st;
+    uint64_t dropped;
+    uint64_t grown;
+    long i, lap, next = 0;
+    memset(&d, 0, sizeof d);
+    d.chunk_bytes = 4096;
+    d.chunks = 2;
+    d.max_chunks = 16;
+    CHECK_RC(bpt_session_create(&d, &s), 0);
+    CHECK_RC(bpt_trace_pattern(s, "tr:loop/1", BPT_CALL, NULL), 1);
+    CHECK_RC(bpt_session_stats(s, &st), 0);
+    CHECK(st.chunks == 0 && st.buffer_bytes == 0, "no buffer before the first record: %llu chunks",
+          (unsigned long long)st.chunks);
+    for (i = 0; i < 1000; i++) vm_call(F_LOOP, (uint64_t)next++, 0, 0, 0);
+    CHECK_RC(bpt_session_stats(s, &st), 0);
+    grown = st.chunks;
+    CHECK(st.dropped == 0 && st.chunks > 2 && st.chunks < 16 && st.buffer_bytes == st.chunks * 4096,
+          "1000 calls undrained: dropped %llu, grown to %llu chunks (%llu bytes)", (unsigned long long)st.dropped,
+          (unsigned long long)st.chunks, (unsigned long long)st.buffer_bytes);
+    CHECK(drain_sequence(s, 0, next, &dropped) == next && dropped == 0, "all 1000 drained in order");
+    for (lap = 0; lap < 100; lap++) {
+        long from = next;
+        for (i = 0; i < 300; i++) vm_call(F_LOOP, (uint64_t)next++, 0, 0, 0);
+        if (drain_sequence(s, from, next, &dropped) != 300 || dropped) {
+            CHECK(0, "lap %ld: calls lost or out of order", lap);
+            break;
+        }
+    }
+    CHECK_RC(bpt_session_stats(s, &st), 0);
+    CHECK(st.chunks == grown && st.dropped == 0 && st.produced == (uint64_t)next && st.delivered == (uint64_t)next,
+          "after 100 laps: %llu chunks (grown to %llu), dropped %llu, delivered %llu of %ld",
+          (unsigned long long)st.chunks, (unsigned long long)grown, (unsigned long long)st.dropped,
+          (unsigned long long)st.delivered, next);
+    {   /* past the cap: 16 chunks hold about 2,700 calls */
+        long from = next;
+        for (i = 0; i < 5000; i++) vm_call(F_LOOP, (uint64_t)next++, 0, 0, 0);
+        CHECK_RC(bpt_session_stats(s, &st), 0);
+        CHECK(st.chunks == 16 && st.dropped > 0, "5000 calls undrained: %llu chunks, dropped %llu",
+              (unsigned long long)st.chunks, (unsigned long long)st.dropped);
+        dropped = 0;
+        drain_calls(s, &from, &dropped);   /* the first loss is marked where it began */
+        vm_call(F_LOOP, (uint64_t)next++, 0, 0, 0);   /* the others in front of the next call that fits */
+        drain_calls(s, &from, &dropped);
+        CHECK(from == next, "drained up to call %ld, expected %ld", from, next);
+        CHECK(dropped == st.dropped, "DROPPED notices say %llu, the counters %llu", (unsigned long long)dropped,
+              (unsigned long long)st.dropped);
+        CHECK_RC(bpt_session_stats(s, &st), 0);
+        CHECK(st.produced == st.delivered + st.dropped && st.pending == 0, "accounts: produced %llu delivered "
+              "%llu dropped %llu", (unsigned long long)st.produced, (unsigned long long)st.delivered,
+              (unsigned long long)st.dropped);
+    }
+    CHECK_RC(bpt_session_destroy(s), 0);
+
+    d.flight_recorder = 1;   /* does not grow: max_chunks must be chunks */
+    CHECK_RC(bpt_session_create(&d, &s), BPT_EINVAL);
+    d.max_chunks = 0;
+    CHECK_RC(bpt_session_create(&d, &s), 0);
+    CHECK_RC(bpt_trace_pattern(s, "tr:loop/1", BPT_CALL, NULL), 1);
+    for (i = 0; i < 1000; i++) vm_call(F_LOOP, (uint64_t)i, 0, 0, 0);
+    CHECK_RC(bpt_session_stats(s, &st), 0);
+    CHECK(st.chunks == 2 && st.overwritten > 0, "a flight recorder: %llu chunks, %llu overwritten",
+          (unsigned long long)st.chunks, (unsigned long long)st.overwritten);
+    CHECK_RC(bpt_session_destroy(s), 0);
+    printf("growth: 2 chunks grew to %llu for 1,000 undrained calls, kept that size over 100 laps, "
+           "stopped at 16\n", (unsigned long long)grown);
+}
+
 /* A match spec message longer than a names block entry holds (65,535
    bytes) is cut there in a file; before, its entry's length wrapped and the
    file read back as corrupt. */
@@ -336,6 +447,7 @@ static void drops_of_an_exited_thread(void) {
     memset(&d, 0, sizeof d);
     d.chunk_bytes = 4096;
     d.chunks = 2;
+    d.max_chunks = 2;   /* a fixed size: no growth */
     CHECK_RC(bpt_session_create(&d, &s), 0);
     CHECK_RC(bpt_trace_pattern(s, "tr:loop/1", BPT_CALL, NULL), 1);
     lone_calls = 1000;   /* about 250 fit */
@@ -448,7 +560,8 @@ static void drain_rest(void) {
     close(to_file.fd);
 }
 
-static void many_threads(uint32_t chunk_bytes, uint32_t chunks, long calls, int file, const char *what) {
+static void many_threads(uint32_t chunk_bytes, uint32_t chunks, uint32_t max_chunks, long calls, int file,
+                         const char *what) {
     pthread_t th[NTHREADS], dr;
     bpt_session_desc d;
     bpt_session_counts st;
@@ -465,6 +578,7 @@ static void many_threads(uint32_t chunk_bytes, uint32_t chunks, long calls, int 
     memset(&d, 0, sizeof d);
     d.chunk_bytes = chunk_bytes;
     d.chunks = chunks;
+    d.max_chunks = max_chunks;
     CHECK_RC(bpt_session_create(&d, &shared), 0);
     CHECK_RC(bpt_trace_pattern(shared, "tr:loop/1", BPT_CALL, NULL), 1);
     memset(got_calls, 0, sizeof got_calls);
@@ -583,10 +697,11 @@ int main(void) {
     flight_recorder();
     drops_of_an_exited_thread();
     long_message();
-    many_threads(0, 0, check_scale(2000), 0, "default buffers");
-    many_threads(0, 0, check_scale(2000), 1, "default buffers, to a file");
-    many_threads(4096, 2, check_scale(5000), 0, "smallest buffers");
-    many_threads(4096, 2, check_scale(5000), 1, "smallest buffers, to a file");
+    growth();
+    many_threads(0, 0, 0, check_scale(2000), 0, "default buffers");
+    many_threads(0, 0, 0, check_scale(2000), 1, "default buffers, to a file");
+    many_threads(4096, 2, 2, check_scale(5000), 0, "smallest buffers");
+    many_threads(4096, 2, 2, check_scale(5000), 1, "smallest buffers, to a file");
     session_wait();
     return CHECK_DONE();
 }

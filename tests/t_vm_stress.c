@@ -93,6 +93,7 @@ int main(void) {
     keep_desc.name = "keep";
     keep_desc.chunk_bytes = 4096;   /* small buffers, so some drop */
     keep_desc.chunks = 2;
+    keep_desc.max_chunks = 2;       /* and no growth */
     CHECK_RC(bpt_session_create(&keep_desc, &keep), 0);
     CHECK_RC(bpt_trace_pattern(keep, "stress:always/2", BPT_CALL, NULL), 1);
     CHECK_RC(bpt_session_create(NULL, &flip[0]), 0);

@@ -56,7 +56,8 @@ typedef struct mslot {
     int alive;
     int callback;
     char name[64];
-    uint32_t chunk_bytes, chunks; /* the buffer: chunks of chunk_bytes */
+    uint32_t chunk_bytes, chunks; /* the buffer: chunks of chunk_bytes at first, */
+    uint32_t budget, max_chunks;  /* chunks now, and the most it grows to */
     uint64_t head, tail;          /* the chunk written, the chunk read (counts) */
     uint32_t pos;                 /* bytes written into chunk head */
     int started;                  /* the first chunk is taken */
@@ -167,7 +168,7 @@ static void remember(mslot *s, int p, unsigned flags) {
    bytes of each chunk kept for the mark of a loss (a 24-byte DROPPED 1, at
    once); the losses after it marked, with their number, before the next
    record that fits; a chunk is taken only once the drainer has left the
-   one it replaces. */
+   one it replaces, else the buffer grows by one up to max_chunks. */
 static void model_put(mslot *s, int type, int site, uint64_t value, uint32_t bytes) {
     FUZZ_CHECK(s->qlen + 1 <= QCAP, "the model's queue is full");
     s->q[(s->qhead + s->qlen++) % QCAP] = (mmsg){ type, site, value, s->head };
@@ -184,7 +185,10 @@ static void model_lost(mslot *s) {
 static int model_prepare(mslot *s, uint32_t bytes) {
     int fresh = 0;
     if (!s->started || s->pos + bytes + 96 > s->chunk_bytes - 32) {
-        if (s->started && s->head + 1 - s->tail >= s->chunks) { model_lost(s); return 0; }
+        if (s->started && s->head + 1 - s->tail >= s->budget) {   /* full: grow, or lose it at the cap */
+            if (s->budget == s->max_chunks) { model_lost(s); return 0; }
+            s->budget++;
+        }
         if (s->started) s->head++;
         s->started = 1;
         s->pos = 0;
@@ -290,9 +294,16 @@ static void op_create(void) {
     d.tracer_user = s;
     d.rate_max = (b & 0x10) ? (a >> 4) % 4 : 0;
     d.rate_per_ms = (a & 8) ? 0xffffffffu : 0;   /* a window that never ends within a run */
+    switch ((a >> 1) & 3) {   /* 0: the default (64 MiB of chunks); fixed; a little growth; too few */
+    case 0: d.max_chunks = 0; break;
+    case 1: d.max_chunks = d.chunks ? d.chunks : 16; break;
+    case 2: d.max_chunks = (d.chunks ? d.chunks : 16) + 2; break;
+    default: d.max_chunks = (d.chunks ? d.chunks : 16) - 1; break;
+    }
     einval = (d.chunk_bytes && (d.chunk_bytes < 4096 || d.chunk_bytes > (1u << 24) ||
                                 (d.chunk_bytes & (d.chunk_bytes - 1)))) ||
-             (d.chunks && (d.chunks < 2 || d.chunks > 65536)) || (d.rate_per_ms && !d.rate_max);
+             (d.chunks && (d.chunks < 2 || d.chunks > 65536)) || (d.rate_per_ms && !d.rate_max) ||
+             (d.max_chunks && (d.max_chunks < (d.chunks ? d.chunks : 16) || d.max_chunks > 65536));
     elimit = (d.name && strlen(d.name) > 63) || alive_sessions == BPT_MAX_SESSIONS;
     rc = bpt_session_create(&d, &h);
     TRACE("create slot %d chunks %u x %u %s rate %llu/%u name %s -> %d\n", (int)(s - slot), d.chunks,
@@ -311,6 +322,13 @@ static void op_create(void) {
     snprintf(s->name, sizeof s->name, "%s", d.name ? d.name : "session");
     s->chunk_bytes = d.chunk_bytes ? d.chunk_bytes : 16384;
     s->chunks = d.chunks ? d.chunks : 16;
+    s->budget = s->chunks;
+    s->max_chunks = d.max_chunks;
+    if (!s->max_chunks) {   /* session.c's default: 64 MiB of chunks, chunks .. 65536 */
+        s->max_chunks = (64u << 20) / s->chunk_bytes;
+        if (s->max_chunks < s->chunks) s->max_chunks = s->chunks;
+        if (s->max_chunks > 65536) s->max_chunks = 65536;
+    }
     s->rate_max = d.rate_max;
     alive_sessions++;
     if (!(a & 0x80)) (void)bpt_session_create(NULL, NULL);   /* EINVAL, changes nothing */
@@ -552,6 +570,10 @@ static void op_stats(void) {
                (unsigned long long)s->produced, (unsigned long long)s->delivered, (unsigned long long)s->dropped,
                (unsigned long long)s->limited, s->tripped, s->name);
     FUZZ_CHECK(st.delivered + st.dropped <= st.produced, "delivered + dropped > produced");
+    FUZZ_CHECK(st.chunks == (s->lane && !s->callback ? s->budget : 0) &&
+               st.buffer_bytes == st.chunks * s->chunk_bytes, "stats: %llu chunks (%llu bytes), model %u",
+               (unsigned long long)st.chunks, (unsigned long long)st.buffer_bytes,
+               s->lane && !s->callback ? s->budget : 0);
     if (s->callback)
         FUZZ_CHECK(s->callback_msgs == s->delivered && st.produced == st.delivered + st.dropped,
                    "callback: %llu calls, %llu delivered", (unsigned long long)s->callback_msgs,
