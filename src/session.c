@@ -194,7 +194,9 @@ static bpt__lane *bpt__lane_new(const bpt__session *s, uint64_t number) {
     lane->anchor_span = bpt__clock_anchor_span();
     bpt__store_relaxed_u32(&lane->budget, n);
     first = (unsigned char *)lane + bpt__lane_head_bytes(cap);
-    for (i = 0; i < cap; i++) bpt__store_relaxed_ptr(&lane->slot[i], NULL);
+    /* The other slots are read only after a chunk is put there (zero
+       from the mapping until then): not touched, so a large cap costs
+       address space alone. */
     for (i = 0; i < n; i++)
         bpt__store_relaxed_ptr(&lane->slot[cap - n + i], first + i * bpt__chunk_stride(s->chunk_bytes));
     return lane;

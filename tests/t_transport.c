@@ -6,7 +6,8 @@
      3. a flight recorder keeps the newest records and marks what it overwrote;
         a buffer grows while undrained, up to max_chunks, and keeps its size;
      4. 200 threads (past BPT_MAX_THREADS), each with its own buffer, and a
-        concurrent drainer: exact counts per thread, in order, nothing lost;
+        concurrent drainer: exact counts per thread, in order, nothing lost
+        (with the default sizes, and with the smallest buffer growing);
      5. small buffers under load with a concurrent drainer: delivered +
         dropped + pending == produced, exactly;
    4 and 5 again with the drainer writing a trace file, read back after;
@@ -612,7 +613,7 @@ static void many_threads(uint32_t chunk_bytes, uint32_t chunks, uint32_t max_chu
             CHECK(0, "%s: thread %d lost %ld calls and its stream has no DROPPED", what, i, calls - got_calls[i]);
             break;
         }
-    if (chunk_bytes == 0) {   /* default sizes hold every thread's calls: nothing may be lost */
+    if (max_chunks == 0) {   /* a default cap holds every thread's calls: nothing may be lost */
         CHECK(st.dropped == 0, "%s: %llu dropped", what, (unsigned long long)st.dropped);
         for (i = 0; i < NTHREADS; i++)
             if (got_calls[i] != calls) { CHECK(0, "%s: thread %d delivered %ld of %ld", what, i, got_calls[i], calls); break; }
@@ -700,6 +701,7 @@ int main(void) {
     growth();
     many_threads(0, 0, 0, check_scale(2000), 0, "default buffers");
     many_threads(0, 0, 0, check_scale(2000), 1, "default buffers, to a file");
+    many_threads(4096, 2, 0, check_scale(5000), 0, "smallest buffers, growing");
     many_threads(4096, 2, 2, check_scale(5000), 0, "smallest buffers");
     many_threads(4096, 2, 2, check_scale(5000), 1, "smallest buffers, to a file");
     session_wait();
