@@ -3084,6 +3084,7 @@ static bpt__thread *bpt__thread_create(void) {
     rec->tid = bpt__gettid();
     rec->self = pthread_self();
     rec->managed = rec->in_tracer = rec->holds_permission = 0;
+    rec->sending = 0;   /* its owner may have died inside a send: a fork child's other threads */
     rec->process = rec->tid;
     rec->shadow_depth[0] = 0;   /* a dead owner's frames mean nothing */
     rec->shadow_depth[1] = 0;
@@ -4235,8 +4236,9 @@ struct bpt__lane {
     bpt__atomic_u32 budget;       /* chunks the lane holds (written by the owner; read by stats) */
     uint32_t spare_left;          /* chunks of the last batch not yet used */
     unsigned char *spare;         /* the next of them */
-    void *batch[BPT__GROW_BATCHES]; /* the batches mapped while growing (freed with the lane) */
-    uint32_t batch_chunks[BPT__GROW_BATCHES], nbatch;
+    void *batch[BPT__GROW_BATCHES]; /* the batches mapped while growing (freed with the lane), */
+    uint32_t batch_chunks[BPT__GROW_BATCHES];   /* their chunks, */
+    bpt__atomic_u32 nbatch;       /* and how many: release-stored after the two [R4] */
     bpt__atomic_u64 opened;       /* head + 1 once chunk head is open: release-stored [R2] */
     bpt__atomic_u64 written;      /* owner counters (bpt__owner_inc_u64): records put in chunks, */
     bpt__atomic_u64 dropped;      /* lost to a full buffer, */
@@ -4259,6 +4261,7 @@ BPT__SHARED struct bpt__sessions bpt__sessions;   /* session.h */
 
 static bpt__lane *bpt__lane_at(bpt__session *s, uint32_t index);
 static bpt__chunk *bpt__lane_chunk(const bpt__lane *lane, uint64_t i);
+static void bpt__lane_rebuild(bpt__lane *lane, uint64_t next);
 
 /* A fork child's copy of a lane holds the parent's records: they are the
    parent's to drain, not the child's. Mark everything in it read and start
@@ -4268,6 +4271,7 @@ static bpt__chunk *bpt__lane_chunk(const bpt__lane *lane, uint64_t i);
 static void bpt__lane_forget(bpt__lane *lane) {
     uint64_t next = lane->cur ? lane->head + 1 : lane->head;
     if (lane->chunks) {   /* the next record opens chunk `next`, where the reader now starts */
+        bpt__lane_rebuild(lane, next);
         lane->cur = NULL;
         lane->head = next;
         lane->unreported = 0;
@@ -4363,8 +4367,8 @@ static bpt__lane *bpt__lane_new(const bpt__session *s, uint64_t number) {
 
 /* Unmap a lane and the chunks it grew. */
 static void bpt__lane_free(bpt__lane *lane) {
-    uint32_t i;
-    for (i = 0; i < lane->nbatch; i++)
+    uint32_t i, nbatch = bpt__load_relaxed_u32(&lane->nbatch);
+    for (i = 0; i < nbatch; i++)
         BPT_HIT_UNMAP(lane->batch[i], lane->batch_chunks[i] * bpt__chunk_stride(lane->chunk_bytes));
     BPT_HIT_UNMAP(lane, bpt__lane_bytes(lane->chunks, lane->cap, lane->chunk_bytes));
 }
@@ -4480,11 +4484,12 @@ static bpt__chunk *bpt__lane_grow(bpt__lane *lane) {
     if (!lane->spare_left) {
         uint32_t n = budget < lane->cap - budget ? budget : lane->cap - budget;
         void *b;
-        if (lane->nbatch == BPT__GROW_BATCHES ||
-            !(b = BPT_HIT_MAP(n * bpt__chunk_stride(lane->chunk_bytes))))
+        uint32_t nbatch = bpt__load_relaxed_u32(&lane->nbatch);
+        if (nbatch == BPT__GROW_BATCHES || !(b = BPT_HIT_MAP(n * bpt__chunk_stride(lane->chunk_bytes))))
             return NULL;
-        lane->batch[lane->nbatch] = b;
-        lane->batch_chunks[lane->nbatch++] = n;
+        lane->batch[nbatch] = b;
+        lane->batch_chunks[nbatch] = n;
+        bpt__store_release_u32(&lane->nbatch, nbatch + 1);   /* [R4] the batch, then its count */
         lane->spare = (unsigned char *)b;
         lane->spare_left = n;
     }
@@ -4492,7 +4497,30 @@ static bpt__chunk *bpt__lane_grow(bpt__lane *lane) {
     lane->spare += bpt__chunk_stride(lane->chunk_bytes);
     lane->spare_left--;
     bpt__store_relaxed_u32(&lane->budget, budget + 1);
+    BPT_TEST_POINT("lane_grow: a chunk counted, not yet in its slot");   /* t_fork forks here */
     return (bpt__chunk *)(void *)c;
+}
+
+/* A fork child's lane, whose thread did not survive the fork and may have
+   been anywhere in bpt__lane_advance (a chunk taken and not yet counted,
+   or counted and not yet in its slot). Nothing in it is read again: put
+   every chunk the lane has mapped, the first ones and every batch's, used
+   or not, in the slots of numbers next - n .. next - 1, and let it hold
+   all n. A batch counted in nbatch is complete there [R4]: a batch whose
+   count the fork missed stays mapped, unused, until the session ends. */
+static void bpt__lane_rebuild(bpt__lane *lane, uint64_t next) {
+    uint32_t nbatch = bpt__load_acquire_u32(&lane->nbatch), n = lane->chunks, i, k;   /* [R4] */
+    size_t stride = bpt__chunk_stride(lane->chunk_bytes);
+    unsigned char *first = (unsigned char *)lane + bpt__lane_head_bytes(lane->cap);
+    uint64_t at;
+    for (i = 0; i < nbatch; i++) n += lane->batch_chunks[i];   /* never past cap: >>growth */
+    at = next + lane->cap - n;   /* number next - n, kept positive for the % */
+    for (k = 0; k < lane->chunks; k++) bpt__store_relaxed_ptr(&lane->slot[at++ % lane->cap], first + k * stride);
+    for (i = 0; i < nbatch; i++)
+        for (k = 0; k < lane->batch_chunks[i]; k++)
+            bpt__store_relaxed_ptr(&lane->slot[at++ % lane->cap], (unsigned char *)lane->batch[i] + k * stride);
+    bpt__store_relaxed_u32(&lane->budget, n);
+    lane->spare_left = 0;
 }
 
 /* Seal the current chunk and open the next (>>lanes' ring rule): the oldest

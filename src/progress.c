@@ -119,6 +119,7 @@ static bpt__thread *bpt__thread_create(void) {
     rec->tid = bpt__gettid();
     rec->self = pthread_self();
     rec->managed = rec->in_tracer = rec->holds_permission = 0;
+    rec->sending = 0;   /* its owner may have died inside a send: a fork child's other threads */
     rec->process = rec->tid;
     rec->shadow_depth[0] = 0;   /* a dead owner's frames mean nothing */
     rec->shadow_depth[1] = 0;
