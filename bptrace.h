@@ -4457,11 +4457,20 @@ static unsigned char *bpt__put_context(bpt__lane *lane, unsigned char *p, uint32
 
 /* A flight recorder takes back the oldest unread chunk, unless the drainer
    is reading it. Taking the tail's BUSY bit makes the read position ours
-   [R3]: what was read of that chunk is not overwritten news, the rest is. */
-static int bpt__lane_take_back(bpt__lane *lane) {
+   [R3]: what was read of that chunk is not overwritten news, the rest is.
+   The drainer may have read past a chunk since the caller found the lane
+   full: then nothing is taken back. Returns 1 when chunk next - budget
+   may be reused (read, or taken back), 0 when the drainer holds the tail. */
+static int bpt__lane_take_back(bpt__lane *lane, uint64_t next) {
     uint64_t t = bpt__load_acquire_u64(&lane->tail), lost;   /* [R3] */
     bpt__chunk *c;
     if ((t & BPT__TAIL_BUSY) || !bpt__cas_u64(&lane->tail, t, t | BPT__TAIL_BUSY)) return 0;
+    if (next - (t >> 1) < bpt__load_relaxed_u32(&lane->budget)) {
+        /* The drainer read a chunk since the caller found none free: take
+           nothing back (the rest of the one it stopped in is unread news). */
+        bpt__store_release_u64(&lane->tail, t);   /* [R3] */
+        return 1;
+    }
     c = bpt__lane_chunk(lane, t >> 1);
     lost = c->nrec - lane->rrec;
     lane->unreported_overwritten += lost + c->marked;
@@ -4537,8 +4546,9 @@ static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
     if (next - (bpt__load_acquire_u64(&lane->tail) >> 1) < budget) {
         c = bpt__lane_chunk(lane, next + lane->cap - budget);   /* number next - budget, read */
     } else if (!(c = bpt__lane_grow(lane))) {   /* full, and at the cap */
-        if (!(s->flight_recorder && bpt__lane_take_back(lane))) return 0;
-        c = bpt__lane_chunk(lane, next + lane->cap - budget);   /* the one taken back */
+        BPT_TEST_POINT("lane_advance: full, a flight recorder takes a chunk back");
+        if (!(s->flight_recorder && bpt__lane_take_back(lane, next))) return 0;
+        c = bpt__lane_chunk(lane, next + lane->cap - budget);   /* the one taken back, or one read since */
     }
     bpt__store_relaxed_u32(&c->fill, 0);   /* published by the release below */
     c->nrec = 0;
