@@ -4506,7 +4506,7 @@ static bpt__chunk *bpt__lane_grow(bpt__lane *lane) {
     lane->spare += bpt__chunk_stride(lane->chunk_bytes);
     lane->spare_left--;
     bpt__store_relaxed_u32(&lane->budget, budget + 1);
-    BPT_TEST_POINT("lane_grow: a chunk counted, not yet in its slot");   /* t_fork forks here */
+    BPT_TEST_POINT("lane_grow: a chunk counted, not yet in its slot");   /* t_fork_growth forks here */
     return (bpt__chunk *)(void *)c;
 }
 
