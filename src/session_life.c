@@ -10,6 +10,7 @@ int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
     static bpt_session_desc defaults;   /* all zero, never written (not const: C++ wants a const initialised) */
     const bpt_session_desc *d = desc ? desc : &defaults;
     bpt__session *s = NULL;
+    uint32_t chunks = d->chunks ? d->chunks : 16;   /* bpt__session_alloc's default */
     int slot, rc;
     if (!out) return bpt__fail(BPT_EINVAL, "bpt_session_create: out is NULL");
     if (d->chunk_bytes && (d->chunk_bytes < 4096 || d->chunk_bytes > (1u << 24) || (d->chunk_bytes & (d->chunk_bytes - 1))))
@@ -17,12 +18,12 @@ int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
                          d->chunk_bytes);
     if (d->chunks && (d->chunks < 2 || d->chunks > 65536))
         return bpt__fail(BPT_EINVAL, "bpt_session_create: chunks %u is not in 2 .. 65536", d->chunks);
-    if (d->max_chunks && (d->max_chunks < (d->chunks ? d->chunks : 16) || d->max_chunks > 65536))
+    if (d->max_chunks && (d->max_chunks < chunks || d->max_chunks > 65536))
         return bpt__fail(BPT_EINVAL, "bpt_session_create: max_chunks %u is not in chunks (%u) .. 65536",
-                         d->max_chunks, d->chunks ? d->chunks : 16);
-    if (d->flight_recorder && d->max_chunks && d->max_chunks != (d->chunks ? d->chunks : 16))
+                         d->max_chunks, chunks);
+    if (d->flight_recorder && d->max_chunks && d->max_chunks != chunks)
         return bpt__fail(BPT_EINVAL, "bpt_session_create: a flight recorder does not grow: max_chunks %u is not "
-                         "chunks (%u)", d->max_chunks, d->chunks ? d->chunks : 16);
+                         "chunks (%u)", d->max_chunks, chunks);
     if (d->rate_per_ms && !d->rate_max)
         return bpt__fail(BPT_EINVAL, "bpt_session_create: rate_per_ms needs rate_max");
     if (d->name && strlen(d->name) > 63)
