@@ -98,9 +98,11 @@ int main(int argc, char **argv) {
     pthread_join(dr, NULL);
     close(out.fd);
     bpt_session_stats(sess, &c);
-    fprintf(stderr, "bptrace: %llu messages, %llu dropped, %llu bytes written (%.1f a record)\n",
+    fprintf(stderr, "bptrace: %llu messages, %llu dropped, %llu bytes written (%.1f a record); "
+            "buffers grew to %.1f MiB for %llu threads\n",
             (unsigned long long)c.produced, (unsigned long long)c.dropped, (unsigned long long)out.bytes,
-            c.produced ? (double)out.bytes / (double)c.produced : 0.0);
+            c.produced ? (double)out.bytes / (double)c.produced : 0.0, (double)c.buffer_bytes / 1048576.0,
+            (unsigned long long)c.threads);
 #endif
     fprintf(stderr, "acc %ld, %.1f ms\n", acc, (double)(bench_now() - t0) / 1e6);
     return 0;
