@@ -879,12 +879,14 @@ static int set_pattern(struct demo *d, bpt_session s, const char *pat, unsigned 
     return rc;
 }
 
-static int make_session(struct demo *d, const char *name, uint32_t chunks, uint64_t rate_max, bpt_session *s)
+static int make_session(struct demo *d, const char *name, uint32_t chunks, uint32_t max_chunks, uint64_t rate_max,
+                        bpt_session *s)
 {
     bpt_session_desc desc;
     memset(&desc, 0, sizeof desc);
     desc.name = name;
     desc.chunks = chunks;   /* of 16 KiB in each thread's buffer; 0: the default, 16 */
+    desc.max_chunks = max_chunks;   /* what it may grow to while the drainer falls behind; 0: 64 MiB */
     desc.rate_max = rate_max;
     if (bpt_session_create(&desc, s) != 0) {
         fprintf(stderr, "sqlite_live: bpt_session_create(%s): %s\n", name, bpt_last_error());
@@ -1032,7 +1034,7 @@ static void phase_call_count(struct demo *d)
     int n, called = 0;
 
     phase_header(d, 2, "call_count on every SQLite function");
-    if (make_session(d, "call_count", 0, 0, &s) != 0)
+    if (make_session(d, "call_count", 0, 0, 0, &s) != 0)
         return;
     snprintf(pat, sizeof pat, "%s:_/_", d->module);
     n = set_pattern(d, s, pat, BPT_COUNT, "BPT_COUNT", NULL);
@@ -1146,7 +1148,7 @@ static void phase_call_time(struct demo *d)
     int i, k, secs = d->o.phase_ms / 1000;
 
     phase_header(d, 3, "call_time (BPT_TIME) on sqlite3Btree*, sqlite3Pager*, sqlite3Vdbe*");
-    if (make_session(d, "call_time", 0, 0, &s) != 0)
+    if (make_session(d, "call_time", 0, 0, 0, &s) != 0)
         return;
     for (i = 0; i < 3; i++) {
         snprintf(pat, sizeof pat, "%s:%s/_", d->module, time_pats[i]);
@@ -1268,7 +1270,7 @@ static void phase_rate_limited(struct demo *d)
     int n, i;
 
     phase_header(d, 4, "call + return trace of sqlite3_step and sqlite3VdbeExec, rate limit 30 messages");
-    if (make_session(d, "dbg", 0, 30, &s) != 0)
+    if (make_session(d, "dbg", 0, 0, 30, &s) != 0)
         return;
     memset(&ms, 0, sizeof ms);
     atomic_store(&armed, 0);
@@ -1367,10 +1369,12 @@ static void phase_window(struct demo *d)
         d->failed = 1;
         goto out;
     }
-    /* Buffers of 512 chunks of 16 KiB (8 MiB per worker, about 500,000
-       call or return records): the drainer, busy writing JSON, falls behind
-       the workers by hundreds of thousands of messages. */
-    if (make_session(d, "window", 512, 0, &s) != 0)
+    /* Buffers of 512 chunks of 16 KiB, fixed (8 MiB per worker, about
+       500,000 call or return records): the drainer, busy writing JSON,
+       falls behind the workers by hundreds of thousands of messages, and
+       what no buffer holds is dropped, counted and marked, so the JSON of
+       the window stays bounded. */
+    if (make_session(d, "window", 512, 512, 0, &s) != 0)
         goto out;
     snprintf(pat, sizeof pat, "%s:sqlite3Btree*/_", d->module);
     snap_take(d, &a);
