@@ -219,7 +219,13 @@ int main(void) {
 
     CHECK_RC(bpt_session_create(NULL, &count_s), 0);
     CHECK_RC(bpt_trace_pattern(count_s, "keep:always/2", BPT_COUNT, NULL), 1);
-    CHECK_RC(bpt_session_create(NULL, &flip_s), 0);
+    {   /* the default 16 chunks a thread, fixed: the flips outrun the drainer on purpose (drops are
+           counted and checked below); grown to 64 MiB a worker, the buffers would outlast the drains */
+        bpt_session_desc fd;
+        memset(&fd, 0, sizeof fd);
+        fd.max_chunks = 16;
+        CHECK_RC(bpt_session_create(&fd, &flip_s), 0);
+    }
     memset(&ret_desc, 0, sizeof ret_desc);
     ret_desc.tracer = ret_tracer;
     CHECK_RC(bpt_session_create(&ret_desc, &ret_s), 0);

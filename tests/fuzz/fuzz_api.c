@@ -306,8 +306,8 @@ static void op_create(void) {
              (d.max_chunks && (d.max_chunks < (d.chunks ? d.chunks : 16) || d.max_chunks > 65536));
     elimit = (d.name && strlen(d.name) > 63) || alive_sessions == BPT_MAX_SESSIONS;
     rc = bpt_session_create(&d, &h);
-    TRACE("create slot %d chunks %u x %u %s rate %llu/%u name %s -> %d\n", (int)(s - slot), d.chunks,
-          d.chunk_bytes, d.tracer ? "callback" : "buffers", (unsigned long long)d.rate_max, d.rate_per_ms, d.name ? d.name : "NULL", rc);
+    TRACE("create slot %d chunks %u (max %u) x %u %s rate %llu/%u name %s -> %d\n", (int)(s - slot), d.chunks,
+          d.max_chunks, d.chunk_bytes, d.tracer ? "callback" : "buffers", (unsigned long long)d.rate_max, d.rate_per_ms, d.name ? d.name : "NULL", rc);
     if (einval || elimit) {
         FUZZ_CHECK((einval && rc == BPT_EINVAL) || (elimit && rc == BPT_ELIMIT), "session_create returned %d "
                    "(einval %d elimit %d)", rc, einval, elimit);
@@ -548,8 +548,10 @@ static void op_drain(void) {
         check_format(&out[i], small);
     }
     /* The drainer is left in the chunk of the first record it did not read,
-       or in the chunk being written. */
-    if (!s->callback) s->tail = s->qlen ? s->q[s->qhead].chunk : s->head;
+       or in the chunk being written. A drain of max 0 reads nothing and
+       leaves it where it was (the model moved it, and so missed a full
+       buffer's growth: found when the fuzz compared chunk counts). */
+    if (!s->callback && max > 0) s->tail = s->qlen ? s->q[s->qhead].chunk : s->head;
 }
 
 static void op_stats(void) {
