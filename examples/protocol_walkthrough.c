@@ -353,6 +353,7 @@ int main(void)
         bpt_session_desc desc;
         memset(&desc, 0, sizeof desc);
         desc.name = i ? "B" : "A";
+        desc.max_chunks = 16;   /* the default 16 chunks a thread, fixed: workers outrun the drains */
         if (bpt_session_create(&desc, &sess[i]) != 0) {
             fprintf(stderr, "bpt_session_create(%s): %s\n", desc.name, bpt_last_error());
             failed = 1;

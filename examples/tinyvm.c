@@ -1352,6 +1352,8 @@ int main(int argc, char **argv)
     }
     memset(&desc, 0, sizeof desc);
     desc.name = "tinyvm";
+    desc.max_chunks = 16;   /* the default 16 chunks a thread, fixed: the VM threads outrun the
+                               drainer, which prints; what no buffer holds is dropped and counted */
     if (bpt_session_create(&desc, &session) != 0) {
         fprintf(stderr, "tinyvm: bpt_session_create: %s\n", bpt_last_error());
         failed = 2;
