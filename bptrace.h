@@ -24,6 +24,7 @@
        >>pattern     bpt_trace_pattern, match specs, the protocol's generations and observer
        >>info        bpt_trace_info (call_count, call_time, call_memory), processes, memory
        >>format      dbg-style text, tprof-style profiles, Chrome trace JSON, folded stacks
+       >>probes      USDT probes for bpftrace, perf, gdb, SystemTap; BPT_PROBE, bpt_user_trace
        The implementation parts follow, each between "Begin file X" and "End of X" banners.
 
    HOW EACH FUNCTION IS DOCUMENTED
@@ -69,6 +70,9 @@
                                           there is no runtime's to forward to; then a C++ throw
                                           through a return frame calls std::terminate, and fibers
                                           must not use return frames.
+       BPT_NO_PROBES      per file        Leave out the USDT probes (BPT_PROBE expands to nothing;
+                                          in the implementation's file: bptrace's own probes too,
+                                          and a USDT session gives BPT_ENOTSUP). See >>probes.
        BPT_NO_CYCLE_CLOCK implementation  Timestamps from clock_gettime, not the CPU's counter
                                           (rdtsc, CNTVCT_EL0); bpt_clock_info says which is used.
        BPT_SYNC_CORE_SIGNAL implementation The signal that serializes threads' instruction streams
@@ -552,6 +556,10 @@ typedef struct bpt_session_desc {
     const char   *name;        /* copied; default "session" (at most 63 bytes) */
     bpt_tracer_fn tracer;      /* callback tracer; NULL: per-thread buffers to drain */
     void         *tracer_user;
+    int           usdt;        /* 1: no buffers and no callback: call, return_from,
+                                  exception_from and return_to fire the USDT probes
+                                  bptrace:call, :return, :exception, :return_to, while
+                                  a tool is attached (OTP's dyntrace; >>probes) */
     uint32_t      chunk_bytes; /* bytes of one chunk: a power of two, 4096 ..
                                   1<<24; default 16384 */
     uint32_t      chunks;      /* chunks in each thread's buffer at first, 2 .. 65536; default 16 */
@@ -579,18 +587,19 @@ typedef struct bpt_session_desc {
      out    where to write the new handle; not NULL
    Returns        0, or a BPT_E* code (then *out is untouched)
    Errors
-     BPT_EINVAL    out is NULL; chunk_bytes not a power of two in 4096 .. 1<<24;
+     BPT_EINVAL    out is NULL; usdt with a tracer; chunk_bytes not a power of two in 4096 .. 1<<24;
                    chunks not in 2 .. 65536; max_chunks not in chunks .. 65536,
                    or not chunks in a flight recorder; rate_per_ms without
                    rate_max
      BPT_ELIMIT    name over 63 bytes; BPT_MAX_SESSIONS sessions alive
      BPT_ENOMEM    no memory for the session (or for the thread's record)
+     BPT_ENOTSUP   usdt where the probes are compiled out (tcc, BPT_NO_PROBES)
      BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
                    under the code modification permission
    Thread safety
      any thread (set path: serialized with the other set-path calls); not
      from a signal handler
-   Source         trace:session_create/3 (OTP 27)
+   Source         trace:session_create/3 (OTP 27); usdt: OTP's dyntrace tracer module
 */
 BPT_API int bpt_session_create(const bpt_session_desc *desc, bpt_session *out);
 
@@ -620,7 +629,7 @@ BPT_API int bpt_session_destroy(bpt_session s);
    decoded from their records (names resolved, timestamps converted to ns).
    Where a thread lost records (full buffer, or overwritten in flight-recorder
    mode), a DROPPED message stands at the place of the loss. A session with a
-   callback tracer has nothing to drain. Never blocks a traced thread.
+   callback tracer, or a USDT session, has nothing to drain. Never blocks a traced thread.
 
    Parameters
      s     the session
@@ -667,7 +676,7 @@ BPT_API int bpt_session_drain(bpt_session s, bpt_msg *out, int max);
    Returns        1: a sealed chunk waits; 0: none (the time ran out, or a
                   spurious wake-up); or a BPT_E* code
    Errors
-     BPT_EINVAL     s has a callback tracer: nothing to drain
+     BPT_EINVAL     s has a callback tracer or is a USDT session: nothing to drain
      BPT_ESESSION   s is stale or destroyed, also when its destroy began
                     during the sleep (the destroy wakes it)
      BPT_ENOMEM     the calling thread's record could not be allocated
@@ -684,7 +693,8 @@ BPT_API int bpt_session_wait(bpt_session s, uint32_t timeout_us);
    tracing or draining, produced == delivered + dropped + pending exactly. */
 typedef struct bpt_session_counts {
     uint64_t produced;   /* messages the session generated (delivered + dropped + pending) */
-    uint64_t delivered;  /* handed to the callback tracer, drained, or written to a file */
+    uint64_t delivered;  /* handed to the callback tracer or the USDT probes, drained, or written
+                            to a file */
     uint64_t dropped;    /* lost: a full buffer (a traced thread never waits), or
                             overwritten (flight recorder), or no buffer (no memory) */
     uint64_t overwritten;/* of dropped: taken back by a flight recorder */
@@ -1777,6 +1787,179 @@ BPT_API int bpt_folded_write(bpt_folded *f, FILE *out);
 */
 BPT_API void bpt_folded_free(bpt_folded *f);
 /*** End of api_format.h ***/
+
+/*** Begin file api_probes.h ***/
+/* api_probes.h: USDT probes, the public half's one concern here: static
+   probe sites that bpftrace, perf, gdb and SystemTap find in the ELF file
+   and attach to from outside, written by the header itself (no sys/sdt.h),
+   as OTP's dyntrace and its erlang_dtrace.d probes. */
+
+/* >>probes
+   Every program built with the implementation carries the probes of
+   provider `bptrace` (examples/bptrace.d lists each one's arguments, with a
+   bpftrace one-liner for each):
+
+     call, return, exception, return_to   a USDT session's events (usdt in
+                                          bpt_session_desc: OTP's dyntrace tracer)
+     step                                 each of the 13 steps of every change
+     pattern__start, pattern__done        bpt_trace_pattern, with its result and ns
+     session__create, session__destroy    sessions
+     progress__wait__start, __done        thread progress waits (bpt_thread_progress_wait)
+     drop                                 a record a session's buffer dropped
+     user_trace                           bpt_user_trace: OTP's user_trace-i4s4
+
+   and BPT_PROBE puts the program's own probes beside them.
+
+   A probe site is the SystemTap SDT v3 layout: a NOP in the code, an ELF
+   note in .note.stapsdt that names the provider, the probe, the NOP's
+   address and the register that holds each argument ("8@%rdi" on x86-64,
+   "8@x0" on aarch64), and a 2-byte semaphore in the .probes section that
+   a tool raises while it is attached. The site tests the semaphore first: with
+   nothing attached a probe costs one load and an untaken branch, and its
+   arguments are not evaluated. Every argument is a 64-bit word (8@):
+   integers, or pointers, which a tool reads (bpftrace: str(arg2)).
+
+   Where the notes cannot be written, the probes compile to nothing and
+   BPT_PROBES is 0: tcc (no way to emit the notes), an architecture other
+   than x86-64 and aarch64, a non-ELF target, or BPT_NO_PROBES defined before
+   the header (per file: the implementation's probes follow the file that
+   defines BPTRACE_IMPLEMENTATION; a USDT session then gives BPT_ENOTSUP).
+*/
+#if !defined(BPT_NO_PROBES) && !defined(__TINYC__) && (defined(__GNUC__) || defined(__clang__)) && \
+    defined(__ELF__) && (defined(__x86_64__) || defined(__aarch64__))
+#  define BPT_PROBES 1
+#else
+#  define BPT_PROBES 0
+#endif
+
+/* BPT_PROBE(provider, name, args...): a probe site of the program's own,
+   with 0 to 6 integer or pointer arguments, as DTRACE_PROBEn and sys/sdt.h's
+   STAP_PROBEn. provider and name are identifiers (a name's "__" is kept:
+   bpftrace spells it usdt:PROG:provider:name). It is a statement; each site
+   has its own semaphore, so its arguments are evaluated only while a tool
+   is attached to it. Compiled out (BPT_PROBES 0), it evaluates nothing.
+       BPT_PROBE(game, frame__start, frame_no, entity_count);
+   Thread safety  any thread, signal handlers included (a NOP, a load)
+   Source         sys/sdt.h (SystemTap), DTRACE_PROBEn (DTrace) */
+#define BPT_PROBE(...) \
+    BPT__SDT_CAT(BPT__PROBE_, BPT__SDT_NARGS(__VA_ARGS__, 6, 5, 4, 3, 2, 1, 0, ~))(__VA_ARGS__)
+
+/* bpt_user_trace: fire the bptrace:user_trace probe with four integers and
+   four strings (NULL allowed), for a tool attached to it, as OTP's
+   dyntrace:p/1..8 fires erlang:user_trace-i4s4: arg0..arg3 are i1..i4,
+   arg4..arg7 s1..s4 (bpftrace 0.17 reads up to arg5 on x86-64; gdb, perf
+   and SystemTap all eight). With nothing attached (or probes compiled out)
+   it returns at once.
+   Parameters     i1..i4 any integers; s1..s4 NUL-terminated strings or NULL
+   Returns        nothing
+   Errors         none
+   Thread safety  any thread, signal handlers included
+   Source         OTP's dyntrace:p/1..8 and the user_trace-i4s4 probe (dyntrace.c) */
+BPT_API void bpt_user_trace(int64_t i1, int64_t i2, int64_t i3, int64_t i4,
+                            const char *s1, const char *s2, const char *s3, const char *s4);
+
+/* ---- How a site is written (the macros above use these) ---- */
+#define BPT__SDT_CAT(a, b) BPT__SDT_CAT2(a, b)
+#define BPT__SDT_CAT2(a, b) a##b
+#define BPT__SDT_NARGS(p, n, a1, a2, a3, a4, a5, a6, N, ...) N
+
+#if BPT_PROBES
+/* The semaphore: an operand that prints as a bare address in the note
+   ("i" on x86-64; aarch64 needs "S" for a symbol's address). An argument:
+   always a register, as the untaken branch pays nothing for it. sys/sdt.h
+   lets the compiler pick ("nor"), which gives memory operands such as
+   "8@sym(%rip)" or "8@200(%rsp)" and constants, and not every reader
+   parses every such form on every architecture. */
+#  if defined(__x86_64__)
+#    define BPT__SDT_SEM(s) "i"(&(s))
+#  else
+#    define BPT__SDT_SEM(s) "S"(&(s))
+#  endif
+#  define BPT__SDT_ARG(x) "r"((uint64_t)(x))
+/* One site: the NOP (label 990), then the note (type 3, owner "stapsdt":
+   the site's address, the .stapsdt.base address tools use to detect
+   prelinking, the semaphore, provider, name, argument locations), and
+   once per file the .stapsdt.base byte. "?" puts the note in the site's
+   section group, so a discarded inline copy takes its note with it. */
+#  define BPT__SDT_ASM(provider, name, args) \
+    "990: nop\n" \
+    ".pushsection .note.stapsdt,\"?\",\"note\"\n" \
+    ".balign 4\n" \
+    ".4byte 992f-991f, 994f-993f, 3\n" \
+    "991: .asciz \"stapsdt\"\n" \
+    "992: .balign 4\n" \
+    "993: .8byte 990b\n" \
+    ".8byte _.stapsdt.base\n" \
+    ".8byte %c0\n" \
+    ".asciz \"" #provider "\"\n" \
+    ".asciz \"" #name "\"\n" \
+    ".asciz \"" args "\"\n" \
+    "994: .balign 4\n" \
+    ".popsection\n" \
+    ".ifndef _.stapsdt.base\n" \
+    ".pushsection .stapsdt.base,\"aG\",\"progbits\",.stapsdt.base,comdat\n" \
+    ".weak _.stapsdt.base\n" \
+    ".hidden _.stapsdt.base\n" \
+    "_.stapsdt.base: .space 1\n" \
+    ".size _.stapsdt.base, 1\n" \
+    ".popsection\n" \
+    ".endif\n"
+#  define BPT__SDT_SEMAPHORE __attribute__((section(".probes"), used))
+/* BPT__SDT_FIREn(sem, provider, name, args): the site, with semaphore sem
+   (a volatile unsigned short in .probes) and n arguments. The caller tests
+   sem first. */
+#  define BPT__SDT_FIRE0(s, p, n) \
+    __asm__ __volatile__(BPT__SDT_ASM(p, n, "") :: BPT__SDT_SEM(s))
+#  define BPT__SDT_FIRE1(s, p, n, a1) \
+    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1") :: BPT__SDT_SEM(s), BPT__SDT_ARG(a1))
+#  define BPT__SDT_FIRE2(s, p, n, a1, a2) \
+    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1 8@%2") :: BPT__SDT_SEM(s), BPT__SDT_ARG(a1), \
+                         BPT__SDT_ARG(a2))
+#  define BPT__SDT_FIRE3(s, p, n, a1, a2, a3) \
+    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1 8@%2 8@%3") :: BPT__SDT_SEM(s), BPT__SDT_ARG(a1), \
+                         BPT__SDT_ARG(a2), BPT__SDT_ARG(a3))
+#  define BPT__SDT_FIRE4(s, p, n, a1, a2, a3, a4) \
+    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1 8@%2 8@%3 8@%4") :: BPT__SDT_SEM(s), BPT__SDT_ARG(a1), \
+                         BPT__SDT_ARG(a2), BPT__SDT_ARG(a3), BPT__SDT_ARG(a4))
+#  define BPT__SDT_FIRE5(s, p, n, a1, a2, a3, a4, a5) \
+    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1 8@%2 8@%3 8@%4 8@%5") :: BPT__SDT_SEM(s), \
+                         BPT__SDT_ARG(a1), BPT__SDT_ARG(a2), BPT__SDT_ARG(a3), BPT__SDT_ARG(a4), \
+                         BPT__SDT_ARG(a5))
+#  define BPT__SDT_FIRE6(s, p, n, a1, a2, a3, a4, a5, a6) \
+    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1 8@%2 8@%3 8@%4 8@%5 8@%6") :: BPT__SDT_SEM(s), \
+                         BPT__SDT_ARG(a1), BPT__SDT_ARG(a2), BPT__SDT_ARG(a3), BPT__SDT_ARG(a4), \
+                         BPT__SDT_ARG(a5), BPT__SDT_ARG(a6))
+/* A user site: its own semaphore, tested before anything is evaluated. */
+#  define BPT__PROBE_SITE(fire) \
+    do { \
+        static volatile unsigned short bpt__sdt_sem BPT__SDT_SEMAPHORE; \
+        if (__builtin_expect(bpt__sdt_sem != 0, 0)) fire; \
+    } while (0)
+#  define BPT__PROBE_0(p, n) BPT__PROBE_SITE(BPT__SDT_FIRE0(bpt__sdt_sem, p, n))
+#  define BPT__PROBE_1(p, n, a1) BPT__PROBE_SITE(BPT__SDT_FIRE1(bpt__sdt_sem, p, n, a1))
+#  define BPT__PROBE_2(p, n, a1, a2) BPT__PROBE_SITE(BPT__SDT_FIRE2(bpt__sdt_sem, p, n, a1, a2))
+#  define BPT__PROBE_3(p, n, a1, a2, a3) BPT__PROBE_SITE(BPT__SDT_FIRE3(bpt__sdt_sem, p, n, a1, a2, a3))
+#  define BPT__PROBE_4(p, n, a1, a2, a3, a4) \
+    BPT__PROBE_SITE(BPT__SDT_FIRE4(bpt__sdt_sem, p, n, a1, a2, a3, a4))
+#  define BPT__PROBE_5(p, n, a1, a2, a3, a4, a5) \
+    BPT__PROBE_SITE(BPT__SDT_FIRE5(bpt__sdt_sem, p, n, a1, a2, a3, a4, a5))
+#  define BPT__PROBE_6(p, n, a1, a2, a3, a4, a5, a6) \
+    BPT__PROBE_SITE(BPT__SDT_FIRE6(bpt__sdt_sem, p, n, a1, a2, a3, a4, a5, a6))
+#else
+/* Compiled out: nothing is evaluated, but every argument is still named,
+   so a variable kept only for a probe draws no "unused" warning. */
+#  define BPT__PROBE_0(p, n) do { } while (0)
+#  define BPT__PROBE_1(p, n, a1) do { if (0) { (void)(a1); } } while (0)
+#  define BPT__PROBE_2(p, n, a1, a2) do { if (0) { (void)(a1); (void)(a2); } } while (0)
+#  define BPT__PROBE_3(p, n, a1, a2, a3) do { if (0) { (void)(a1); (void)(a2); (void)(a3); } } while (0)
+#  define BPT__PROBE_4(p, n, a1, a2, a3, a4) \
+    do { if (0) { (void)(a1); (void)(a2); (void)(a3); (void)(a4); } } while (0)
+#  define BPT__PROBE_5(p, n, a1, a2, a3, a4, a5) \
+    do { if (0) { (void)(a1); (void)(a2); (void)(a3); (void)(a4); (void)(a5); } } while (0)
+#  define BPT__PROBE_6(p, n, a1, a2, a3, a4, a5, a6) \
+    do { if (0) { (void)(a1); (void)(a2); (void)(a3); (void)(a4); (void)(a5); (void)(a6); } } while (0)
+#endif
+/*** End of api_probes.h ***/
 #ifdef __cplusplus
 }
 #endif
@@ -2274,12 +2457,15 @@ typedef struct bpt__name {
     const char *module, *name;    /* interned */
     int arity;
     bpt_format_fn format;         /* a VM site's argument formatter, or NULL */
+    uint64_t addr;                /* native: the entry address of the first function given
+                                     this id; 0: a VM function (the USDT probes' arg1) */
 } bpt__name;
 
 /* Names (names.c): ids from 1; 0 names nothing. bpt__names_id runs on the
    set path (under the code modification permission); bpt__names_get
    anywhere, for an id a record holds. */
-BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format);
+BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format,
+                                    const void *addr);
 BPT__PRIVATE const bpt__name *bpt__names_get(uint32_t id);
 BPT__PRIVATE uint32_t bpt__names_count(void);
 BPT__PRIVATE const bpt__name *bpt__names_live(void *ctx, uint32_t id);   /* a decoder's name source */
@@ -2398,6 +2584,7 @@ struct bpt__session {
     char name[64];
     bpt_tracer_fn tracer;
     void *tracer_user;
+    int usdt;                     /* 1: records go to the bptrace USDT probes (probes.c) */
     uint32_t chunk_bytes, chunks; /* each lane's chunks, at its start */
     uint32_t max_chunks;          /* the most chunks a lane grows to (session.c >>growth) */
     int flight_recorder;          /* 1: a full lane overwrites its oldest unread chunk */
@@ -2456,6 +2643,10 @@ BPT__PRIVATE uint64_t bpt__lane_number(const bpt__lane *lane);
 BPT__PRIVATE bpt__stream *bpt__lane_stream(bpt__lane *lane);
 BPT__PRIVATE void bpt__sessions_atfork_child(void);
 BPT__PRIVATE void bpt__session_wake(bpt__session *s);   /* [W1]: a chunk sealed, or the destroy began */
+
+/* The USDT probes bptrace fires (probes.c). */
+BPT__PRIVATE void bpt__probe_event(const bpt__session *s, const bpt__thread *rec, const bpt__rec *r);
+BPT__PRIVATE uint64_t bpt__probe_change_id(void);   /* the change the protocol runs now (bp.c) */
 /*** End of session.h ***/
 
 /*** Begin file pattern.h ***/
@@ -3344,7 +3535,7 @@ static void bpt__sync_core_by_signal(bpt__thread *self) {
 
 static int bpt__progress_wait(int sync_core) {
     bpt__thread *self = bpt__thread_self_or_null(), *rec;
-    uint64_t target;
+    uint64_t target, t0;
     const char *who = sync_core ? "bpt_thread_progress_wait_sync_core" : "bpt_thread_progress_wait";
     if (self && self->in_tracer) return bpt__fail(BPT_EDEADLK, "%s: called from inside a tracer callback", who);
     if (bpt__thread_pinned(self)) return bpt__fail(BPT_EDEADLK, "%s: called while pinned: it would wait for itself", who);
@@ -3356,6 +3547,8 @@ static int bpt__progress_wait(int sync_core) {
     /* The acq_rel increment releases every store made before the wait to a
        pin that reads the new epoch (the pin's acquire load). */
     target = bpt__fetch_add_u64(&bpt__progress.epoch, 1) + 1;
+    t0 = bpt__now_ns();
+    BPT_PROBE(bptrace, progress__wait__start, bpt__gettid(), target, sync_core);
     bpt__heavy_barrier();                       /* [B1] pairs with the pin's light barrier */
     for (rec = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records); rec; rec = rec->next) {
         if (rec == self) continue;              /* not pinned (checked above) */
@@ -3368,6 +3561,7 @@ static int bpt__progress_wait(int sync_core) {
             bpt__sync_core_by_signal(self);
     }
     bpt__fetch_add_u64(&bpt__progress.waits, 1);
+    BPT_PROBE(bptrace, progress__wait__done, bpt__gettid(), target, sync_core, bpt__now_ns() - t0);
     pthread_mutex_unlock(&bpt__progress.wait_lock);
     if (self && !self->holds_permission) bpt__block_end(self);   /* the permission holder stays offline until release */
     return 0;
@@ -3819,8 +4013,10 @@ static int bpt__names_index_grow(void) {
 }
 
 /* The id of (module, name, arity, format), given now if it has none; 0
-   when memory or ids ran out. module and name are interned. */
-BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format) {
+   when memory or ids ran out. module and name are interned; addr (a
+   native function's entry, or NULL) is kept only by a new entry. */
+BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format,
+                                    const void *addr) {
     uint32_t id = 0, k, n;
     bpt__name *page;
     bpt__progress_ensure_init();   /* registers the fork handlers that cover the lock */
@@ -3845,6 +4041,7 @@ BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int ar
     page[n % BPT__NAMES_PAGE].name = name;
     page[n % BPT__NAMES_PAGE].arity = arity;
     page[n % BPT__NAMES_PAGE].format = format;
+    page[n % BPT__NAMES_PAGE].addr = (uint64_t)(uintptr_t)addr;
     id = n + 1;
     bpt__names.index[k] = id;
     bpt__store_release_u32(&bpt__names.count, id);   /* [N1] the entry, then its id */
@@ -4163,8 +4360,9 @@ BPT__PRIVATE void bpt__ptrset_remove(bpt__ptrset *set, const void *p) {
    (OTP 27 trace sessions; LTTng-UST's sub-buffers; recon_trace's limits).
 
    A session sends each record either to a callback tracer, run in the
-   traced thread, or into the thread's own buffer in that session (its
-   lane): a ring of chunks that the thread fills and a drainer empties.
+   traced thread, to the bptrace USDT probes (a USDT session, probes.c), or
+   into the thread's own buffer in that session (its lane): a ring of
+   chunks that the thread fills and a drainer empties.
 
    The producer (the traced thread) owns `head`, the chunk it writes, and its
    write position. It copies a record in with plain stores and publishes it
@@ -4243,7 +4441,7 @@ struct bpt__lane {
     bpt__atomic_u64 written;      /* owner counters (bpt__owner_inc_u64): records put in chunks, */
     bpt__atomic_u64 dropped;      /* lost to a full buffer, */
     bpt__atomic_u64 overwritten;  /* taken back by a flight recorder, */
-    bpt__atomic_u64 delivered;    /* and given to the callback tracer */
+    bpt__atomic_u64 delivered;    /* and given to the callback tracer or the USDT probe */
     bpt__atomic_u64 lost;         /* dropped by a nested send (a signal handler interrupting its
                                      own thread's send): atomic, the owner may be mid-update */
     char pad[BPT__CACHE_LINE];
@@ -4339,12 +4537,17 @@ static size_t bpt__lane_bytes(uint32_t chunks, uint32_t cap, uint32_t chunk_byte
     return bpt__lane_head_bytes(cap) + chunks * bpt__chunk_stride(chunk_bytes);
 }
 
+/* Whether s keeps records in buffers: not when a callback tracer or the
+   USDT probes take them as they come (their lanes hold only counters). */
+static int bpt__session_buffered(const bpt__session *s) { return !s->tracer && !s->usdt; }
+
 /* A thread's lane, made by its first record in the session: a hit, so the
    memory is mapped (BPT_HIT_MAP), never malloc'd (port.h says why). Its
    first chunks sit in the slots of numbers -chunks .. -1, so that the
    first record's chunk 0 is reached by the same rule as every other. */
 static bpt__lane *bpt__lane_new(const bpt__session *s, uint64_t number) {
-    uint32_t n = s->tracer ? 0 : s->chunks, cap = s->tracer ? 0 : s->max_chunks, i;
+    int buffered = bpt__session_buffered(s);
+    uint32_t n = buffered ? s->chunks : 0, cap = buffered ? s->max_chunks : 0, i;
     bpt__lane *lane = (bpt__lane *)BPT_HIT_MAP(bpt__lane_bytes(n, cap, s->chunk_bytes));
     unsigned char *first;
     if (!lane) return NULL;
@@ -4602,6 +4805,9 @@ static int bpt__lane_prepare(bpt__session *s, bpt__lane *lane, const bpt__thread
     if (!lane->cur || lane->wp + bytes + 3 * BPT__CTX_BYTES > lane->wend) {
         if (!bpt__lane_advance(s, lane)) {
             bpt__lane_lost(lane, r->ticks);
+            /* For a tool attached to bptrace:drop: the session, the thread,
+               and the records this thread's buffer lost in all. */
+            BPT_PROBE(bptrace, drop, s->id, rec->tid, bpt__load_relaxed_u64(&lane->dropped));
             return 0;
         }
         fresh = 1;
@@ -4677,6 +4883,14 @@ static void bpt__tracer_call(bpt__session *s, bpt__lane *lane, bpt__thread *rec,
     bpt__owner_inc_u64(&lane->delivered, 1);
 }
 
+/* A USDT session hands the record to its probe (probes.c), in the traced
+   thread; the probe fires only while a tool is attached to it. */
+static void bpt__usdt_call(bpt__session *s, bpt__lane *lane, bpt__thread *rec, const bpt__rec *r) {
+    bpt__owner_inc_u64(&lane->written, 1);
+    bpt__probe_event(s, rec, r);
+    bpt__owner_inc_u64(&lane->delivered, 1);
+}
+
 /* Hand one record to the session's tracer. Called pinned, from the hit path. */
 BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r) {
     bpt__lane *lane;
@@ -4694,6 +4908,8 @@ BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt
         bpt__fetch_add_u64(&s->lost_laneless, 1);
     else if (s->tracer)
         bpt__tracer_call(s, lane, rec, r);
+    else if (s->usdt)
+        bpt__usdt_call(s, lane, rec, r);
     else
         bpt__lane_put(s, lane, rec, r);
     bpt__compiler_barrier();   /* [H1] */
@@ -4772,9 +4988,10 @@ int bpt_session_wait(bpt_session handle, uint32_t timeout_us) {
     if (bpt__thread_pinned(self))
         return bpt__fail(BPT_EDEADLK, "bpt_session_wait: called while pinned: no thread progress while it sleeps");
     if (!(s = bpt__session_pin(handle, "bpt_session_wait", &rec, &rc))) return rc;
-    if (s->tracer) {
+    if (!bpt__session_buffered(s)) {
         bpt__unpin(rec);
-        return bpt__fail(BPT_EINVAL, "bpt_session_wait: session %llu has a callback tracer: nothing to drain",
+        return bpt__fail(BPT_EINVAL, "bpt_session_wait: session %llu has a callback tracer or sends to "
+                         "USDT probes: nothing to drain",
                          (unsigned long long)handle.id);
     }
     seen = bpt__load_acquire_u32(&s->sealed);
@@ -4848,7 +5065,7 @@ out:
 /* Every lane of s through rd, under the drain lock (the caller holds it). */
 BPT__PRIVATE void bpt__session_read(bpt__session *s, bpt__lane_reader *rd) {
     uint32_t i, n = bpt__threads_count();
-    if (s->tracer) return;   /* a callback session's lanes hold no records */
+    if (!bpt__session_buffered(s)) return;   /* a callback or USDT session's lanes hold no records */
     for (i = 0; i < n; i++) {
         bpt__lane *lane = bpt__lane_at(s, i);
         if (lane && bpt__lane_read(lane, rd)) return;
@@ -4877,6 +5094,7 @@ BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **ou
     snprintf(s->name, sizeof s->name, "%s", d->name ? d->name : "session");
     s->tracer = d->tracer;
     s->tracer_user = d->tracer_user;
+    s->usdt = d->usdt != 0;
     s->chunk_bytes = d->chunk_bytes ? d->chunk_bytes : 16384;
     s->chunks = d->chunks ? d->chunks : 16;
     s->flight_recorder = d->flight_recorder != 0;
@@ -5026,6 +5244,115 @@ int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
 }
 /*** End of session.c ***/
 
+/*** Begin file probes.c ***/
+/* probes.c: the USDT probes of a USDT session (OTP's dyntrace tracer: a
+   session whose events go to probes, not to a buffer) and bpt_user_trace
+   (dyntrace:p/1..8). The other bptrace probes stand in the parts whose
+   events they mark (bp.c step, trace_pattern.c pattern__*, session_life.c
+   session__*, progress.c progress__wait__*, session.c drop), each a
+   BPT_PROBE; api_probes.h writes the sites. examples/bptrace.d lists them.
+
+   A USDT session's events fire from one site per probe, so that the
+   site's semaphore says whether a tool is attached to that probe: with
+   none, the record is not even decoded. */
+
+#if BPT_PROBES
+/* A site of 8 arguments: user_trace, OTP's shape (i4s4). Every other probe
+   has at most 6, all that bpftrace (0.17, Debian 12) reads on x86-64. */
+#  define BPT__SDT_FIRE8(s, p, n, a1, a2, a3, a4, a5, a6, a7, a8) \
+    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1 8@%2 8@%3 8@%4 8@%5 8@%6 8@%7 8@%8") :: BPT__SDT_SEM(s), \
+                         BPT__SDT_ARG(a1), BPT__SDT_ARG(a2), BPT__SDT_ARG(a3), BPT__SDT_ARG(a4), \
+                         BPT__SDT_ARG(a5), BPT__SDT_ARG(a6), BPT__SDT_ARG(a7), BPT__SDT_ARG(a8))
+
+/* The semaphores of a USDT session's four probes. */
+static volatile unsigned short bpt__sem_call BPT__SDT_SEMAPHORE;
+static volatile unsigned short bpt__sem_return BPT__SDT_SEMAPHORE;
+static volatile unsigned short bpt__sem_exception BPT__SDT_SEMAPHORE;
+static volatile unsigned short bpt__sem_return_to BPT__SDT_SEMAPHORE;
+
+/* The first argument of a decoded call as a probe word: a copied string's
+   address (valid while the probe runs), the bits of a double, or the
+   integer; 0 when the call has none. */
+static uint64_t bpt__probe_arg0(const bpt_msg *m) {
+    if (m->nargs == 0) return 0;
+    if (m->argtype[0] == BPT_ARG_STR) return (uint64_t)(uintptr_t)(m->str + m->args[0]);
+    return m->args[0];
+}
+
+/* The record as a message (names from the live table). 0: unreadable. */
+static int bpt__probe_decode(const bpt__session *s, const bpt__thread *rec, const bpt__rec *r, bpt_msg *m) {
+    bpt__decoder d;
+    bpt__stream st;
+    d.name = bpt__names_live;
+    d.ctx = NULL;
+    bpt__clock_cal_get(&d.cal);
+    d.session = s->id;
+    bpt__stream_init(&st);   /* no anchor: ts_ns is not a probe argument */
+    st.tid = rec->tid;
+    st.process = rec->process;
+    return bpt__rec_decode(&d, &st, r, m);
+}
+#endif
+
+/* A USDT session's record, to its probe, if a tool is attached to it.
+   Every event probe has six arguments: the thread, the function's entry
+   address (0: a VM function), module, name, arity, and one word:
+     call        the first argument (a string: its address; 0: none)
+     return      the return value (as the match spec's ret type says; a
+                 string: the address of its copy)
+     exception   the exception_from message's value
+     return_to   the return address (native; 0: VM)
+   Other records (a rate limit's notice) have no probe. Pinned, in the
+   traced thread. */
+BPT__PRIVATE void bpt__probe_event(const bpt__session *s, const bpt__thread *rec, const bpt__rec *r) {
+#if BPT_PROBES
+    const bpt__name *fn;
+    bpt_msg m;
+    uint64_t addr;
+    switch (r->type) {   /* attached? (one load; nothing else is done while none is) */
+    case BPT_MSG_CALL: if (!bpt__sem_call) return; break;
+    case BPT_MSG_RETURN_FROM: if (!bpt__sem_return) return; break;
+    case BPT_MSG_EXCEPTION_FROM: if (!bpt__sem_exception) return; break;
+    case BPT_MSG_RETURN_TO: if (!bpt__sem_return_to) return; break;
+    default: return;
+    }
+    if (!bpt__probe_decode(s, rec, r, &m)) return;
+    fn = bpt__names_get(r->id);
+    addr = fn ? fn->addr : 0;
+    switch (r->type) {
+    case BPT_MSG_CALL:
+        BPT__SDT_FIRE6(bpt__sem_call, bptrace, call, m.thread, addr, m.module, m.name, m.arity,
+                       bpt__probe_arg0(&m));
+        break;
+    case BPT_MSG_RETURN_FROM:
+        BPT__SDT_FIRE6(bpt__sem_return, bptrace, return, m.thread, addr, m.module, m.name, m.arity,
+                       m.value_type == BPT_ARG_STR ? (uint64_t)(uintptr_t)m.str : m.value);
+        break;
+    case BPT_MSG_EXCEPTION_FROM:
+        BPT__SDT_FIRE6(bpt__sem_exception, bptrace, exception, m.thread, addr, m.module, m.name, m.arity,
+                       m.value);
+        break;
+    default:   /* BPT_MSG_RETURN_TO */
+        BPT__SDT_FIRE6(bpt__sem_return_to, bptrace, return_to, m.thread, addr, m.module, m.name, m.arity,
+                       m.caller);
+        break;
+    }
+#else
+    (void)s; (void)rec; (void)r;   /* no USDT session is ever created */
+#endif
+}
+
+void bpt_user_trace(int64_t i1, int64_t i2, int64_t i3, int64_t i4,
+                    const char *s1, const char *s2, const char *s3, const char *s4) {
+#if BPT_PROBES
+    static volatile unsigned short sem BPT__SDT_SEMAPHORE;
+    if (sem) BPT__SDT_FIRE8(sem, bptrace, user_trace, i1, i2, i3, i4, s1, s2, s3, s4);
+#else
+    (void)i1; (void)i2; (void)i3; (void)i4; (void)s1; (void)s2; (void)s3; (void)s4;
+#endif
+}
+/*** End of probes.c ***/
+
 /*** Begin file pattern.c ***/
 /* pattern.c: trace patterns ("module:function/arity" with globs) and match
    specs, as erlang:trace_pattern/3 takes them. Set path only. */
@@ -5156,7 +5483,7 @@ BPT__PRIVATE int bpt__ms_new(const bpt_match *m, unsigned extra, bpt__ms **out) 
     memcpy(ms->spec, spec, sizeof spec);
     ms->refc = 1;
     if (m->message && (!(ms->message = bpt__intern(m->message)) ||
-                       !(ms->message_id = bpt__names_id(NULL, ms->message, -1, NULL)))) {
+                       !(ms->message_id = bpt__names_id(NULL, ms->message, -1, NULL, NULL)))) {
         BPT_FREE(ms);
         return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for the match spec's message");
     }
@@ -8720,6 +9047,11 @@ BPT__PRIVATE int bpt__op_enables(const bpt__op *op) { return op->how == 0 || op-
 
 static bpt_observer_fn bpt__observer;
 static void *bpt__observer_user;
+/* Changes run so far: the one running is the step probes' change id.
+   Written under the permission; read by anyone (pattern__done). */
+static bpt__atomic_u64 bpt__change_seq;
+
+BPT__PRIVATE uint64_t bpt__probe_change_id(void) { return bpt__load_relaxed_u64(&bpt__change_seq); }
 
 static const char *const bpt__step_names[13] = {
     "seize permission", "allocate", "stage", "wait", "install", "wait", "commit",
@@ -8730,10 +9062,14 @@ const char *bpt_protocol_step_name(int step) {
     return step >= 1 && step <= 13 ? bpt__step_names[step - 1] : NULL;
 }
 
-/* Report a step to the observer and start timing the next. */
+/* Report a step to the observer and to a tool attached to bptrace:step
+   (the step, its name, the change's id, whether it had work, its ns), and
+   start timing the next. */
 static void bpt__step_done(int step, int did, uint64_t *t) {
     uint64_t now = bpt__now_ns();
     if (bpt__observer) bpt__observer(step, did, now - *t, bpt__observer_user);
+    BPT_PROBE(bptrace, step, step, bpt__step_names[step - 1], bpt__load_relaxed_u64(&bpt__change_seq), did,
+              now - *t);
     *t = bpt__now_ns();
 }
 
@@ -8876,6 +9212,7 @@ static void bpt__change_free(bpt__change *c) {
 BPT__PRIVATE int bpt__change_begin(const char *who, uint64_t *t) {
     int rc = bpt__permission_seize(who);
     if (rc < 0) return rc;
+    bpt__owner_inc_u64(&bpt__change_seq, 1);   /* one writer: the permission's holder */
     bpt__step_done(1, 1, t);
     return 0;
 }
@@ -9206,10 +9543,11 @@ static int bpt__registry_reserve(uint32_t extra) {
     return 0;
 }
 
-/* A new, unregistered function record with interned names and no site yet.
-   The caller holds the permission. Returns 0 or BPT_ENOMEM. */
+/* A new, unregistered function record with interned names and no site yet
+   (addr: a native function's entry, or NULL, for its name entry). The
+   caller holds the permission. Returns 0 or BPT_ENOMEM. */
 static int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
-                         const char *who, bpt_func **out) {
+                         const void *addr, const char *who, bpt_func **out) {
     bpt_func *f = (bpt_func *)BPT_MALLOC(sizeof *f);
     if (!f || bpt__registry_reserve(1) < 0) {
         BPT_FREE(f);
@@ -9217,7 +9555,7 @@ static int bpt__func_new(const char *module, const char *name, int arity, bpt_fo
     }
     memset(f, 0, sizeof *f);
     if (!(f->module = bpt__intern(module)) || !(f->name = bpt__intern(name)) ||
-        !(f->fid = bpt__names_id(f->module, f->name, arity, format))) {
+        !(f->fid = bpt__names_id(f->module, f->name, arity, format, addr))) {
         BPT_FREE(f);
         return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
     }
@@ -9330,7 +9668,7 @@ int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word, const 
         bpt__permission_release();
         return rc;
     }
-    if ((rc = bpt__func_new(module, name, arity, ops ? ops->format : NULL, "bpt_register_vm", &f)) < 0) {
+    if ((rc = bpt__func_new(module, name, arity, ops ? ops->format : NULL, NULL, "bpt_register_vm", &f)) < 0) {
         bpt__permission_release();
         return rc;
     }
@@ -9377,7 +9715,7 @@ static int bpt__native_new(void *fn, const char *module, const char *name, int a
     int rc;
     if (f) {   /* registered before: the padding already points at this record */
         const char *m = bpt__intern(module), *nm = bpt__intern(name);
-        uint32_t fid = m && nm ? bpt__names_id(m, nm, arity, NULL) : 0;
+        uint32_t fid = m && nm ? bpt__names_id(m, nm, arity, NULL, fn) : 0;
         if (!fid || bpt__registry_reserve(1) < 0) {
             f->next_retired = bpt__retired;
             bpt__retired = f;
@@ -9388,7 +9726,7 @@ static int bpt__native_new(void *fn, const char *module, const char *name, int a
         f->name = nm;
         f->arity = arity;
         f->fid = fid;
-    } else if ((rc = bpt__func_new(module, name, arity, NULL, who, &f)) < 0) {
+    } else if ((rc = bpt__func_new(module, name, arity, NULL, fn, who, &f)) < 0) {
         return rc;
     }
     f->kind = BPT__SITE_NATIVE;
@@ -9734,6 +10072,11 @@ int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
         return bpt__fail(BPT_EINVAL, "bpt_session_create: rate_per_ms needs rate_max");
     if (d->name && strlen(d->name) > 63)
         return bpt__fail(BPT_ELIMIT, "bpt_session_create: the name is over 63 bytes");
+    if (d->usdt && d->tracer)
+        return bpt__fail(BPT_EINVAL, "bpt_session_create: usdt and a callback tracer exclude each other");
+    if (d->usdt && !BPT_PROBES)
+        return bpt__fail(BPT_ENOTSUP, "bpt_session_create: usdt: the USDT probes are compiled out here "
+                         "(tcc, BPT_NO_PROBES, or not ELF on x86-64 or aarch64)");
     if ((rc = bpt__permission_seize("bpt_session_create")) < 0) return rc;
     for (slot = 0; slot < BPT_MAX_SESSIONS; slot++)
         if (!bpt__load_relaxed_ptr(&bpt__sessions.slot[slot])) break;
@@ -9748,6 +10091,7 @@ int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
     /* Weak id: a per-slot generation, never 0, so a stale handle never matches. */
     s->id = (++bpt__sessions.generation[slot] << 16) | (uint64_t)slot;
     bpt__store_release_ptr(&bpt__sessions.slot[slot], s);   /* [S1] pairs with bpt__session_lookup (session.c) */
+    BPT_PROBE(bptrace, session__create, s->id, s->name, s->usdt);   /* under the permission: s is alive */
     bpt__permission_release();
     out->id = s->id;
     return 0;
@@ -9782,6 +10126,7 @@ int bpt_session_destroy(bpt_session handle) {
         bpt__change_end(&t);
         return bpt__fail(BPT_ENOMEM, "bpt_session_destroy: out of memory; the session is unchanged");
     }
+    BPT_PROBE(bptrace, session__destroy, s->id, s->name);
     rc = bpt__protocol_run(s, fs, n, &off_all, &t);
     if (rc == BPT_ENOMEM) {
         BPT_FREE(fs);
@@ -9858,7 +10203,8 @@ static void bpt__remember_pattern(bpt__session *s, bpt__pattern_entry *e) {
     *pp = e;
 }
 
-int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, const bpt_match *match) {
+static int bpt__trace_pattern(bpt_session handle, const char *pattern, unsigned flags, const bpt_match *match,
+                              uint64_t *change) {
     bpt__mfa mfa;
     bpt__session *s;
     bpt__op op;
@@ -9877,6 +10223,7 @@ int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, c
         bpt__ms_unref(op.ms);
         return rc;
     }
+    *change = bpt__probe_change_id();
     s = bpt__session_lookup(handle.id);
     if (!s) {
         rc = bpt__fail(BPT_ESESSION, "bpt_trace_pattern: session %llu is not alive", (unsigned long long)handle.id);
@@ -9912,6 +10259,19 @@ int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, c
 out:
     bpt__ms_unref(op.ms);
     bpt__change_end(&t);
+    return rc;
+}
+
+/* bpt_trace_pattern, between the probes bptrace:pattern__start (the
+   pattern, flags, session) and bptrace:pattern__done (the pattern, flags,
+   the result: functions matched or a BPT_E* code, ns, and the id of the
+   change its step probes carried, or 0 when no change began). */
+int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, const bpt_match *match) {
+    uint64_t t = bpt__now_ns(), change = 0;
+    int rc;
+    BPT_PROBE(bptrace, pattern__start, pattern, flags, handle.id);
+    rc = bpt__trace_pattern(handle, pattern, flags, match, &change);
+    BPT_PROBE(bptrace, pattern__done, pattern, flags, rc, bpt__now_ns() - t, change);
     return rc;
 }
 /*** End of trace_pattern.c ***/
@@ -10827,6 +11187,7 @@ static int bpt__file_names(bpt_trace_file *f, const unsigned char *block, uint32
         f->names[id].name = text + ml + 1;
         f->names[id].arity = arity;
         f->names[id].format = NULL;
+        f->names[id].addr = 0;    /* a file names functions, not addresses */
         text += ml + nl + 2;
         at += 16 + ((uint32_t)ml + nl + 7) / 8 * 8;
     }

@@ -10,12 +10,17 @@ GEN_CFLAGS ?= -O0 -g0
 HAVE_URCU := $(shell printf '\043include <urcu/urcu-memb.h>\nint main(void){return 0;}\n' | $(CC) -x c - -o /dev/null -lurcu-memb -pthread >/dev/null 2>&1 && echo 1)
 SIZES := 1000 10000 50000
 
-all: $(BUILD)/bench_overhead $(BUILD)/bench_ret_predict $(BUILD)/bench_vs_uftrace $(BUILD)/bench_vs_uftrace_pg \
+all: $(BUILD)/bench_overhead $(BUILD)/bench_overhead_noprobes $(BUILD)/bench_ret_predict $(BUILD)/bench_vs_uftrace $(BUILD)/bench_vs_uftrace_pg \
      $(BUILD)/bench_vs_urcu $(foreach n,$(SIZES),$(BUILD)/bench_pattern_$(n))
 
 $(BUILD)/bench_overhead: bench/overhead.c bench/bench.h bptrace.h
 	@mkdir -p $(BUILD)
 	$(CC) $(BENCH_CFLAGS) -o $@ $< -pthread
+
+# The same, with the USDT probes compiled out (issue #18's comparison).
+$(BUILD)/bench_overhead_noprobes: bench/overhead.c bench/bench.h bptrace.h
+	@mkdir -p $(BUILD)
+	$(CC) $(BENCH_CFLAGS) -DBPT_NO_PROBES -o $@ $< -pthread
 
 $(BUILD)/bench_ret_predict: bench/ret_predict.c bench/bench.h
 	@mkdir -p $(BUILD)

@@ -105,6 +105,28 @@ else
     echo "6      SKIPPED SQLite flags: $B/bench_sqlite_flags not built (make bench-build fetches SQLite)"
 fi
 
+# Section 7: the USDT probes with nothing attached (issue #18): the leaf
+# mix's call_count and call trace rows of this build against the same code
+# built with -DBPT_NO_PROBES, the two builds alternating, RUNS times each;
+# then their instruction counts (callgrind, below), which noise cannot move.
+if [ -x "$B/bench_overhead_noprobes" ]; then
+    pin=""; pout=""; cin=""; cout=""
+    med1000() {  # PATTERN: the median (x1000) of the row of the output in $o that matches
+        echo "$o" | awk -v p="$1" '$0 ~ p {for (i = 1; i < NF; i++) if ($(i+1) ~ /\.\./) {print int($i * 1000); exit}}'
+    }
+    for i in $(seq "$RUNS"); do
+        o=$("$B/bench_overhead" probes); pin="$pin $(med1000 call_count)"; cin="$cin $(med1000 'call trace')"
+        o=$("$B/bench_overhead_noprobes" probes); pout="$pout $(med1000 call_count)"; cout="$cout $(med1000 'call trace')"
+    done
+    for k in count call; do
+        if [ $k = count ]; then a=$(stat_of $pin); b=$(stat_of $pout); w="call_count"; else a=$(stat_of $cin); b=$(stat_of $cout); w="call trace"; fi
+        row 7 "leaf mix: $w, probes compiled out" "$b" ns/call ""
+        row 7 "leaf mix: $w, probes in, none attached" "$a" ns/call "$(echo "$a $b" | awk '{printf "%.3fx out", $1 / $4}')"
+    done
+else
+    echo "7      SKIPPED probes: $B/bench_overhead_noprobes not built"
+fi
+
 # Instruction counts per call (callgrind): the leaf mix, CG_CALLS calls per
 # mode minus a run of 0 calls (setup and pattern changes cancel out),
 # including the drainer thread's share for ring modes.
@@ -118,6 +140,14 @@ if command -v valgrind >/dev/null; then
         printf '%-4s %-46s %11s  %-24s %-9s %s\n' cg "leaf mix: $m" \
             "$(echo "$a $z $N" | awk '{printf "%.1f", ($1-$2)/$3}')" "" "Ir/call" \
             "callgrind_annotate $B/bench_callgrind/cg.$m"
+    done
+    # The probes' share (section 7): the same two modes built without them.
+    for m in count call; do
+        tot() { valgrind --tool=callgrind --smc-check=all --callgrind-out-file="$1" "$B/bench_overhead_noprobes" "$m" "$2" >/dev/null 2>&1
+                grep '^summary:' "$1" | awk '{print $2}'; }
+        a=$(tot "$B/bench_callgrind/cgnp.$m" "$N"); z=$(tot "$B/bench_callgrind/cgnp0.$m" 0)
+        printf '%-4s %-46s %11s  %-24s %-9s %s\n' cg "leaf mix: $m, probes compiled out" \
+            "$(echo "$a $z $N" | awk '{printf "%.1f", ($1-$2)/$3}')" "" "Ir/call" "(section 7)"
     done
 else
     echo "cg     skipped: valgrind is not installed (apt-get install valgrind)"

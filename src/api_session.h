@@ -93,6 +93,10 @@ typedef struct bpt_session_desc {
     const char   *name;        /* copied; default "session" (at most 63 bytes) */
     bpt_tracer_fn tracer;      /* callback tracer; NULL: per-thread buffers to drain */
     void         *tracer_user;
+    int           usdt;        /* 1: no buffers and no callback: call, return_from,
+                                  exception_from and return_to fire the USDT probes
+                                  bptrace:call, :return, :exception, :return_to, while
+                                  a tool is attached (OTP's dyntrace; >>probes) */
     uint32_t      chunk_bytes; /* bytes of one chunk: a power of two, 4096 ..
                                   1<<24; default 16384 */
     uint32_t      chunks;      /* chunks in each thread's buffer at first, 2 .. 65536; default 16 */
@@ -120,18 +124,19 @@ typedef struct bpt_session_desc {
      out    where to write the new handle; not NULL
    Returns        0, or a BPT_E* code (then *out is untouched)
    Errors
-     BPT_EINVAL    out is NULL; chunk_bytes not a power of two in 4096 .. 1<<24;
+     BPT_EINVAL    out is NULL; usdt with a tracer; chunk_bytes not a power of two in 4096 .. 1<<24;
                    chunks not in 2 .. 65536; max_chunks not in chunks .. 65536,
                    or not chunks in a flight recorder; rate_per_ms without
                    rate_max
      BPT_ELIMIT    name over 63 bytes; BPT_MAX_SESSIONS sessions alive
      BPT_ENOMEM    no memory for the session (or for the thread's record)
+     BPT_ENOTSUP   usdt where the probes are compiled out (tcc, BPT_NO_PROBES)
      BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
                    under the code modification permission
    Thread safety
      any thread (set path: serialized with the other set-path calls); not
      from a signal handler
-   Source         trace:session_create/3 (OTP 27)
+   Source         trace:session_create/3 (OTP 27); usdt: OTP's dyntrace tracer module
 */
 BPT_API int bpt_session_create(const bpt_session_desc *desc, bpt_session *out);
 
@@ -161,7 +166,7 @@ BPT_API int bpt_session_destroy(bpt_session s);
    decoded from their records (names resolved, timestamps converted to ns).
    Where a thread lost records (full buffer, or overwritten in flight-recorder
    mode), a DROPPED message stands at the place of the loss. A session with a
-   callback tracer has nothing to drain. Never blocks a traced thread.
+   callback tracer, or a USDT session, has nothing to drain. Never blocks a traced thread.
 
    Parameters
      s     the session
@@ -208,7 +213,7 @@ BPT_API int bpt_session_drain(bpt_session s, bpt_msg *out, int max);
    Returns        1: a sealed chunk waits; 0: none (the time ran out, or a
                   spurious wake-up); or a BPT_E* code
    Errors
-     BPT_EINVAL     s has a callback tracer: nothing to drain
+     BPT_EINVAL     s has a callback tracer or is a USDT session: nothing to drain
      BPT_ESESSION   s is stale or destroyed, also when its destroy began
                     during the sleep (the destroy wakes it)
      BPT_ENOMEM     the calling thread's record could not be allocated
@@ -225,7 +230,8 @@ BPT_API int bpt_session_wait(bpt_session s, uint32_t timeout_us);
    tracing or draining, produced == delivered + dropped + pending exactly. */
 typedef struct bpt_session_counts {
     uint64_t produced;   /* messages the session generated (delivered + dropped + pending) */
-    uint64_t delivered;  /* handed to the callback tracer, drained, or written to a file */
+    uint64_t delivered;  /* handed to the callback tracer or the USDT probes, drained, or written
+                            to a file */
     uint64_t dropped;    /* lost: a full buffer (a traced thread never waits), or
                             overwritten (flight recorder), or no buffer (no memory) */
     uint64_t overwritten;/* of dropped: taken back by a flight recorder */

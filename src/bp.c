@@ -16,6 +16,11 @@ BPT__PRIVATE int bpt__op_enables(const bpt__op *op) { return op->how == 0 || op-
 
 static bpt_observer_fn bpt__observer;
 static void *bpt__observer_user;
+/* Changes run so far: the one running is the step probes' change id.
+   Written under the permission; read by anyone (pattern__done). */
+static bpt__atomic_u64 bpt__change_seq;
+
+BPT__PRIVATE uint64_t bpt__probe_change_id(void) { return bpt__load_relaxed_u64(&bpt__change_seq); }
 
 static const char *const bpt__step_names[13] = {
     "seize permission", "allocate", "stage", "wait", "install", "wait", "commit",
@@ -26,10 +31,14 @@ const char *bpt_protocol_step_name(int step) {
     return step >= 1 && step <= 13 ? bpt__step_names[step - 1] : NULL;
 }
 
-/* Report a step to the observer and start timing the next. */
+/* Report a step to the observer and to a tool attached to bptrace:step
+   (the step, its name, the change's id, whether it had work, its ns), and
+   start timing the next. */
 static void bpt__step_done(int step, int did, uint64_t *t) {
     uint64_t now = bpt__now_ns();
     if (bpt__observer) bpt__observer(step, did, now - *t, bpt__observer_user);
+    BPT_PROBE(bptrace, step, step, bpt__step_names[step - 1], bpt__load_relaxed_u64(&bpt__change_seq), did,
+              now - *t);
     *t = bpt__now_ns();
 }
 
@@ -172,6 +181,7 @@ static void bpt__change_free(bpt__change *c) {
 BPT__PRIVATE int bpt__change_begin(const char *who, uint64_t *t) {
     int rc = bpt__permission_seize(who);
     if (rc < 0) return rc;
+    bpt__owner_inc_u64(&bpt__change_seq, 1);   /* one writer: the permission's holder */
     bpt__step_done(1, 1, t);
     return 0;
 }

@@ -24,6 +24,7 @@
        >>pattern     bpt_trace_pattern, match specs, the protocol's generations and observer
        >>info        bpt_trace_info (call_count, call_time, call_memory), processes, memory
        >>format      dbg-style text, tprof-style profiles, Chrome trace JSON, folded stacks
+       >>probes      USDT probes for bpftrace, perf, gdb, SystemTap; BPT_PROBE, bpt_user_trace
        The implementation parts follow, each between "Begin file X" and "End of X" banners.
 
    HOW EACH FUNCTION IS DOCUMENTED
@@ -69,6 +70,9 @@
                                           there is no runtime's to forward to; then a C++ throw
                                           through a return frame calls std::terminate, and fibers
                                           must not use return frames.
+       BPT_NO_PROBES      per file        Leave out the USDT probes (BPT_PROBE expands to nothing;
+                                          in the implementation's file: bptrace's own probes too,
+                                          and a USDT session gives BPT_ENOTSUP). See >>probes.
        BPT_NO_CYCLE_CLOCK implementation  Timestamps from clock_gettime, not the CPU's counter
                                           (rdtsc, CNTVCT_EL0); bpt_clock_info says which is used.
        BPT_SYNC_CORE_SIGNAL implementation The signal that serializes threads' instruction streams

@@ -29,10 +29,11 @@ static int bpt__registry_reserve(uint32_t extra) {
     return 0;
 }
 
-/* A new, unregistered function record with interned names and no site yet.
-   The caller holds the permission. Returns 0 or BPT_ENOMEM. */
+/* A new, unregistered function record with interned names and no site yet
+   (addr: a native function's entry, or NULL, for its name entry). The
+   caller holds the permission. Returns 0 or BPT_ENOMEM. */
 static int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
-                         const char *who, bpt_func **out) {
+                         const void *addr, const char *who, bpt_func **out) {
     bpt_func *f = (bpt_func *)BPT_MALLOC(sizeof *f);
     if (!f || bpt__registry_reserve(1) < 0) {
         BPT_FREE(f);
@@ -40,7 +41,7 @@ static int bpt__func_new(const char *module, const char *name, int arity, bpt_fo
     }
     memset(f, 0, sizeof *f);
     if (!(f->module = bpt__intern(module)) || !(f->name = bpt__intern(name)) ||
-        !(f->fid = bpt__names_id(f->module, f->name, arity, format))) {
+        !(f->fid = bpt__names_id(f->module, f->name, arity, format, addr))) {
         BPT_FREE(f);
         return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
     }
@@ -153,7 +154,7 @@ int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word, const 
         bpt__permission_release();
         return rc;
     }
-    if ((rc = bpt__func_new(module, name, arity, ops ? ops->format : NULL, "bpt_register_vm", &f)) < 0) {
+    if ((rc = bpt__func_new(module, name, arity, ops ? ops->format : NULL, NULL, "bpt_register_vm", &f)) < 0) {
         bpt__permission_release();
         return rc;
     }
@@ -200,7 +201,7 @@ static int bpt__native_new(void *fn, const char *module, const char *name, int a
     int rc;
     if (f) {   /* registered before: the padding already points at this record */
         const char *m = bpt__intern(module), *nm = bpt__intern(name);
-        uint32_t fid = m && nm ? bpt__names_id(m, nm, arity, NULL) : 0;
+        uint32_t fid = m && nm ? bpt__names_id(m, nm, arity, NULL, fn) : 0;
         if (!fid || bpt__registry_reserve(1) < 0) {
             f->next_retired = bpt__retired;
             bpt__retired = f;
@@ -211,7 +212,7 @@ static int bpt__native_new(void *fn, const char *module, const char *name, int a
         f->name = nm;
         f->arity = arity;
         f->fid = fid;
-    } else if ((rc = bpt__func_new(module, name, arity, NULL, who, &f)) < 0) {
+    } else if ((rc = bpt__func_new(module, name, arity, NULL, fn, who, &f)) < 0) {
         return rc;
     }
     f->kind = BPT__SITE_NATIVE;

@@ -53,8 +53,10 @@ static int bpt__names_index_grow(void) {
 }
 
 /* The id of (module, name, arity, format), given now if it has none; 0
-   when memory or ids ran out. module and name are interned. */
-BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format) {
+   when memory or ids ran out. module and name are interned; addr (a
+   native function's entry, or NULL) is kept only by a new entry. */
+BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format,
+                                    const void *addr) {
     uint32_t id = 0, k, n;
     bpt__name *page;
     bpt__progress_ensure_init();   /* registers the fork handlers that cover the lock */
@@ -79,6 +81,7 @@ BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int ar
     page[n % BPT__NAMES_PAGE].name = name;
     page[n % BPT__NAMES_PAGE].arity = arity;
     page[n % BPT__NAMES_PAGE].format = format;
+    page[n % BPT__NAMES_PAGE].addr = (uint64_t)(uintptr_t)addr;
     id = n + 1;
     bpt__names.index[k] = id;
     bpt__store_release_u32(&bpt__names.count, id);   /* [N1] the entry, then its id */

@@ -128,7 +128,7 @@ BPT__PRIVATE int bpt__ms_new(const bpt_match *m, unsigned extra, bpt__ms **out) 
     memcpy(ms->spec, spec, sizeof spec);
     ms->refc = 1;
     if (m->message && (!(ms->message = bpt__intern(m->message)) ||
-                       !(ms->message_id = bpt__names_id(NULL, ms->message, -1, NULL)))) {
+                       !(ms->message_id = bpt__names_id(NULL, ms->message, -1, NULL, NULL)))) {
         BPT_FREE(ms);
         return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for the match spec's message");
     }

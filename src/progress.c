@@ -379,7 +379,7 @@ static void bpt__sync_core_by_signal(bpt__thread *self) {
 
 static int bpt__progress_wait(int sync_core) {
     bpt__thread *self = bpt__thread_self_or_null(), *rec;
-    uint64_t target;
+    uint64_t target, t0;
     const char *who = sync_core ? "bpt_thread_progress_wait_sync_core" : "bpt_thread_progress_wait";
     if (self && self->in_tracer) return bpt__fail(BPT_EDEADLK, "%s: called from inside a tracer callback", who);
     if (bpt__thread_pinned(self)) return bpt__fail(BPT_EDEADLK, "%s: called while pinned: it would wait for itself", who);
@@ -391,6 +391,8 @@ static int bpt__progress_wait(int sync_core) {
     /* The acq_rel increment releases every store made before the wait to a
        pin that reads the new epoch (the pin's acquire load). */
     target = bpt__fetch_add_u64(&bpt__progress.epoch, 1) + 1;
+    t0 = bpt__now_ns();
+    BPT_PROBE(bptrace, progress__wait__start, bpt__gettid(), target, sync_core);
     bpt__heavy_barrier();                       /* [B1] pairs with the pin's light barrier */
     for (rec = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records); rec; rec = rec->next) {
         if (rec == self) continue;              /* not pinned (checked above) */
@@ -403,6 +405,7 @@ static int bpt__progress_wait(int sync_core) {
             bpt__sync_core_by_signal(self);
     }
     bpt__fetch_add_u64(&bpt__progress.waits, 1);
+    BPT_PROBE(bptrace, progress__wait__done, bpt__gettid(), target, sync_core, bpt__now_ns() - t0);
     pthread_mutex_unlock(&bpt__progress.wait_lock);
     if (self && !self->holds_permission) bpt__block_end(self);   /* the permission holder stays offline until release */
     return 0;

@@ -34,12 +34,15 @@ typedef struct bpt__name {
     const char *module, *name;    /* interned */
     int arity;
     bpt_format_fn format;         /* a VM site's argument formatter, or NULL */
+    uint64_t addr;                /* native: the entry address of the first function given
+                                     this id; 0: a VM function (the USDT probes' arg1) */
 } bpt__name;
 
 /* Names (names.c): ids from 1; 0 names nothing. bpt__names_id runs on the
    set path (under the code modification permission); bpt__names_get
    anywhere, for an id a record holds. */
-BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format);
+BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format,
+                                    const void *addr);
 BPT__PRIVATE const bpt__name *bpt__names_get(uint32_t id);
 BPT__PRIVATE uint32_t bpt__names_count(void);
 BPT__PRIVATE const bpt__name *bpt__names_live(void *ctx, uint32_t id);   /* a decoder's name source */

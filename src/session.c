@@ -2,8 +2,9 @@
    (OTP 27 trace sessions; LTTng-UST's sub-buffers; recon_trace's limits).
 
    A session sends each record either to a callback tracer, run in the
-   traced thread, or into the thread's own buffer in that session (its
-   lane): a ring of chunks that the thread fills and a drainer empties.
+   traced thread, to the bptrace USDT probes (a USDT session, probes.c), or
+   into the thread's own buffer in that session (its lane): a ring of
+   chunks that the thread fills and a drainer empties.
 
    The producer (the traced thread) owns `head`, the chunk it writes, and its
    write position. It copies a record in with plain stores and publishes it
@@ -83,7 +84,7 @@ struct bpt__lane {
     bpt__atomic_u64 written;      /* owner counters (bpt__owner_inc_u64): records put in chunks, */
     bpt__atomic_u64 dropped;      /* lost to a full buffer, */
     bpt__atomic_u64 overwritten;  /* taken back by a flight recorder, */
-    bpt__atomic_u64 delivered;    /* and given to the callback tracer */
+    bpt__atomic_u64 delivered;    /* and given to the callback tracer or the USDT probe */
     bpt__atomic_u64 lost;         /* dropped by a nested send (a signal handler interrupting its
                                      own thread's send): atomic, the owner may be mid-update */
     char pad[BPT__CACHE_LINE];
@@ -179,12 +180,17 @@ static size_t bpt__lane_bytes(uint32_t chunks, uint32_t cap, uint32_t chunk_byte
     return bpt__lane_head_bytes(cap) + chunks * bpt__chunk_stride(chunk_bytes);
 }
 
+/* Whether s keeps records in buffers: not when a callback tracer or the
+   USDT probes take them as they come (their lanes hold only counters). */
+static int bpt__session_buffered(const bpt__session *s) { return !s->tracer && !s->usdt; }
+
 /* A thread's lane, made by its first record in the session: a hit, so the
    memory is mapped (BPT_HIT_MAP), never malloc'd (port.h says why). Its
    first chunks sit in the slots of numbers -chunks .. -1, so that the
    first record's chunk 0 is reached by the same rule as every other. */
 static bpt__lane *bpt__lane_new(const bpt__session *s, uint64_t number) {
-    uint32_t n = s->tracer ? 0 : s->chunks, cap = s->tracer ? 0 : s->max_chunks, i;
+    int buffered = bpt__session_buffered(s);
+    uint32_t n = buffered ? s->chunks : 0, cap = buffered ? s->max_chunks : 0, i;
     bpt__lane *lane = (bpt__lane *)BPT_HIT_MAP(bpt__lane_bytes(n, cap, s->chunk_bytes));
     unsigned char *first;
     if (!lane) return NULL;
@@ -442,6 +448,9 @@ static int bpt__lane_prepare(bpt__session *s, bpt__lane *lane, const bpt__thread
     if (!lane->cur || lane->wp + bytes + 3 * BPT__CTX_BYTES > lane->wend) {
         if (!bpt__lane_advance(s, lane)) {
             bpt__lane_lost(lane, r->ticks);
+            /* For a tool attached to bptrace:drop: the session, the thread,
+               and the records this thread's buffer lost in all. */
+            BPT_PROBE(bptrace, drop, s->id, rec->tid, bpt__load_relaxed_u64(&lane->dropped));
             return 0;
         }
         fresh = 1;
@@ -517,6 +526,14 @@ static void bpt__tracer_call(bpt__session *s, bpt__lane *lane, bpt__thread *rec,
     bpt__owner_inc_u64(&lane->delivered, 1);
 }
 
+/* A USDT session hands the record to its probe (probes.c), in the traced
+   thread; the probe fires only while a tool is attached to it. */
+static void bpt__usdt_call(bpt__session *s, bpt__lane *lane, bpt__thread *rec, const bpt__rec *r) {
+    bpt__owner_inc_u64(&lane->written, 1);
+    bpt__probe_event(s, rec, r);
+    bpt__owner_inc_u64(&lane->delivered, 1);
+}
+
 /* Hand one record to the session's tracer. Called pinned, from the hit path. */
 BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r) {
     bpt__lane *lane;
@@ -534,6 +551,8 @@ BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt
         bpt__fetch_add_u64(&s->lost_laneless, 1);
     else if (s->tracer)
         bpt__tracer_call(s, lane, rec, r);
+    else if (s->usdt)
+        bpt__usdt_call(s, lane, rec, r);
     else
         bpt__lane_put(s, lane, rec, r);
     bpt__compiler_barrier();   /* [H1] */
@@ -612,9 +631,10 @@ int bpt_session_wait(bpt_session handle, uint32_t timeout_us) {
     if (bpt__thread_pinned(self))
         return bpt__fail(BPT_EDEADLK, "bpt_session_wait: called while pinned: no thread progress while it sleeps");
     if (!(s = bpt__session_pin(handle, "bpt_session_wait", &rec, &rc))) return rc;
-    if (s->tracer) {
+    if (!bpt__session_buffered(s)) {
         bpt__unpin(rec);
-        return bpt__fail(BPT_EINVAL, "bpt_session_wait: session %llu has a callback tracer: nothing to drain",
+        return bpt__fail(BPT_EINVAL, "bpt_session_wait: session %llu has a callback tracer or sends to "
+                         "USDT probes: nothing to drain",
                          (unsigned long long)handle.id);
     }
     seen = bpt__load_acquire_u32(&s->sealed);
@@ -688,7 +708,7 @@ out:
 /* Every lane of s through rd, under the drain lock (the caller holds it). */
 BPT__PRIVATE void bpt__session_read(bpt__session *s, bpt__lane_reader *rd) {
     uint32_t i, n = bpt__threads_count();
-    if (s->tracer) return;   /* a callback session's lanes hold no records */
+    if (!bpt__session_buffered(s)) return;   /* a callback or USDT session's lanes hold no records */
     for (i = 0; i < n; i++) {
         bpt__lane *lane = bpt__lane_at(s, i);
         if (lane && bpt__lane_read(lane, rd)) return;
@@ -717,6 +737,7 @@ BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **ou
     snprintf(s->name, sizeof s->name, "%s", d->name ? d->name : "session");
     s->tracer = d->tracer;
     s->tracer_user = d->tracer_user;
+    s->usdt = d->usdt != 0;
     s->chunk_bytes = d->chunk_bytes ? d->chunk_bytes : 16384;
     s->chunks = d->chunks ? d->chunks : 16;
     s->flight_recorder = d->flight_recorder != 0;

@@ -28,6 +28,11 @@ int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
         return bpt__fail(BPT_EINVAL, "bpt_session_create: rate_per_ms needs rate_max");
     if (d->name && strlen(d->name) > 63)
         return bpt__fail(BPT_ELIMIT, "bpt_session_create: the name is over 63 bytes");
+    if (d->usdt && d->tracer)
+        return bpt__fail(BPT_EINVAL, "bpt_session_create: usdt and a callback tracer exclude each other");
+    if (d->usdt && !BPT_PROBES)
+        return bpt__fail(BPT_ENOTSUP, "bpt_session_create: usdt: the USDT probes are compiled out here "
+                         "(tcc, BPT_NO_PROBES, or not ELF on x86-64 or aarch64)");
     if ((rc = bpt__permission_seize("bpt_session_create")) < 0) return rc;
     for (slot = 0; slot < BPT_MAX_SESSIONS; slot++)
         if (!bpt__load_relaxed_ptr(&bpt__sessions.slot[slot])) break;
@@ -42,6 +47,7 @@ int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
     /* Weak id: a per-slot generation, never 0, so a stale handle never matches. */
     s->id = (++bpt__sessions.generation[slot] << 16) | (uint64_t)slot;
     bpt__store_release_ptr(&bpt__sessions.slot[slot], s);   /* [S1] pairs with bpt__session_lookup (session.c) */
+    BPT_PROBE(bptrace, session__create, s->id, s->name, s->usdt);   /* under the permission: s is alive */
     bpt__permission_release();
     out->id = s->id;
     return 0;
@@ -76,6 +82,7 @@ int bpt_session_destroy(bpt_session handle) {
         bpt__change_end(&t);
         return bpt__fail(BPT_ENOMEM, "bpt_session_destroy: out of memory; the session is unchanged");
     }
+    BPT_PROBE(bptrace, session__destroy, s->id, s->name);
     rc = bpt__protocol_run(s, fs, n, &off_all, &t);
     if (rc == BPT_ENOMEM) {
         BPT_FREE(fs);

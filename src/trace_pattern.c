@@ -47,7 +47,8 @@ static void bpt__remember_pattern(bpt__session *s, bpt__pattern_entry *e) {
     *pp = e;
 }
 
-int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, const bpt_match *match) {
+static int bpt__trace_pattern(bpt_session handle, const char *pattern, unsigned flags, const bpt_match *match,
+                              uint64_t *change) {
     bpt__mfa mfa;
     bpt__session *s;
     bpt__op op;
@@ -66,6 +67,7 @@ int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, c
         bpt__ms_unref(op.ms);
         return rc;
     }
+    *change = bpt__probe_change_id();
     s = bpt__session_lookup(handle.id);
     if (!s) {
         rc = bpt__fail(BPT_ESESSION, "bpt_trace_pattern: session %llu is not alive", (unsigned long long)handle.id);
@@ -101,5 +103,18 @@ int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, c
 out:
     bpt__ms_unref(op.ms);
     bpt__change_end(&t);
+    return rc;
+}
+
+/* bpt_trace_pattern, between the probes bptrace:pattern__start (the
+   pattern, flags, session) and bptrace:pattern__done (the pattern, flags,
+   the result: functions matched or a BPT_E* code, ns, and the id of the
+   change its step probes carried, or 0 when no change began). */
+int bpt_trace_pattern(bpt_session handle, const char *pattern, unsigned flags, const bpt_match *match) {
+    uint64_t t = bpt__now_ns(), change = 0;
+    int rc;
+    BPT_PROBE(bptrace, pattern__start, pattern, flags, handle.id);
+    rc = bpt__trace_pattern(handle, pattern, flags, match, &change);
+    BPT_PROBE(bptrace, pattern__done, pattern, flags, rc, bpt__now_ns() - t, change);
     return rc;
 }
