@@ -2,12 +2,16 @@
    and attaches gdb and bpftrace to. It traces one native function through
    a USDT session (call and return_from go to bptrace:call and
    bptrace:return), so one bpt_trace_pattern runs the 13 steps (bptrace:step),
-   then fires a user probe of its own (BPT_PROBE) and bpt_user_trace.
+   then fires a user probe of its own (BPT_PROBE) and bpt_user_trace. Last,
+   a buffered session of two 4 KiB chunks that nobody drains traces 1,000
+   more calls, and drops most of them (bptrace:drop).
 
        target [CALLS]    call probe_target(40 + i, "hello") CALLS times (default 7)
 
-   It prints "target: CALLS calls, sum S, produced P, delivered D" and exits
-   0 when every bptrace call succeeded and the session saw 2 * CALLS events. */
+   It prints "target: CALLS calls, sum S, produced P, delivered D" and
+   "target: the small session dropped N", and exits 0 when every bptrace
+   call succeeded, the USDT session saw 2 * CALLS events and the small
+   one dropped some. */
 #define BPTRACE_IMPLEMENTATION
 #include "../../bptrace.h"
 #include <stdio.h>
@@ -59,6 +63,19 @@ int main(int argc, char **argv) {
     if ((rc = bpt_session_destroy(s)) < 0) return fail("bpt_session_destroy", rc);
     printf("target: %ld calls, sum %ld, produced %llu, delivered %llu\n", calls, sum,
            (unsigned long long)c.produced, (unsigned long long)c.delivered);
-    return c.produced == (uint64_t)(2 * calls) && c.delivered == c.produced ? 0 : 1;
+    if (c.produced != (uint64_t)(2 * calls) || c.delivered != c.produced) return 1;
+    /* A full buffer: drops. */
+    d.name = "small";
+    d.usdt = 0;
+    d.chunk_bytes = 4096;
+    d.chunks = d.max_chunks = 2;
+    if ((rc = bpt_session_create(&d, &s)) < 0) return fail("bpt_session_create (small)", rc);
+    if ((rc = bpt_trace_pattern(s, "target:probe_target/2", BPT_CALL, &m)) != 1)
+        return fail("bpt_trace_pattern (small)", rc);
+    for (i = 0; i < 1000; i++) sum += probe_target(i, "hello");
+    if ((rc = bpt_session_stats(s, &c)) < 0) return fail("bpt_session_stats (small)", rc);
+    if ((rc = bpt_session_destroy(s)) < 0) return fail("bpt_session_destroy (small)", rc);
+    printf("target: the small session dropped %llu\n", (unsigned long long)c.dropped);
+    return c.dropped > 0 ? 0 : 1;
 }
 #endif
