@@ -2488,6 +2488,7 @@ typedef struct bpt__stream {
 } bpt__stream;
 
 /* Records (record.c). */
+BPT__PRIVATE void bpt__decoder_live(bpt__decoder *d, uint64_t session);   /* live names, the current calibration */
 BPT__PRIVATE uint32_t bpt__rec_bytes(const bpt__rec *r);
 BPT__PRIVATE int bpt__rec_check(const void *p, uint32_t avail);   /* bytes of a sound record, or 0 */
 BPT__PRIVATE int bpt__rec_decode(const bpt__decoder *d, bpt__stream *st, const bpt__rec *r, bpt_msg *m);
@@ -4132,6 +4133,15 @@ static const char bpt__unknown_name[] = "?";
 
 /* A function's entry: the id names a function, not a message (a file's
    record may say anything). */
+/* A decoder of this process's own records, as they are read now: names
+   from the live table, the clock's current calibration. */
+BPT__PRIVATE void bpt__decoder_live(bpt__decoder *d, uint64_t session) {
+    d->name = bpt__names_live;
+    d->ctx = NULL;
+    bpt__clock_cal_get(&d->cal);
+    d->session = session;
+}
+
 static const bpt__name *bpt__rec_function(const bpt__decoder *d, uint32_t id) {
     const bpt__name *n = id ? d->name(d->ctx, id) : NULL;
     return n && n->arity >= 0 && n->module ? n : NULL;
@@ -4864,10 +4874,7 @@ static void bpt__tracer_call(bpt__session *s, bpt__lane *lane, bpt__thread *rec,
     bpt__decoder d;
     bpt__stream st;
     bpt_msg m;
-    d.name = bpt__names_live;
-    d.ctx = NULL;
-    bpt__clock_cal_get(&d.cal);
-    d.session = s->id;
+    bpt__decoder_live(&d, s->id);
     if (bpt__lane_anchor_stale(lane, r->ticks)) bpt__clock_anchor(&lane->anchor_tick, &lane->anchor_ns);
     bpt__stream_init(&st);
     st.tid = rec->tid;
@@ -5185,10 +5192,7 @@ int bpt_session_drain(bpt_session handle, bpt_msg *out, int max) {
     dr.rd.take = bpt__drain_take;
     dr.rd.gap = bpt__drain_gap;
     dr.rd.records = 0;
-    dr.dec.name = bpt__names_live;
-    dr.dec.ctx = NULL;
-    bpt__clock_cal_get(&dr.dec.cal);
-    dr.dec.session = s->id;
+    bpt__decoder_live(&dr.dec, s->id);
     dr.out = out;
     dr.n = 0;
     dr.max = max;
@@ -5283,10 +5287,7 @@ static uint64_t bpt__probe_arg0(const bpt_msg *m) {
 static int bpt__probe_decode(const bpt__session *s, const bpt__thread *rec, const bpt__rec *r, bpt_msg *m) {
     bpt__decoder d;
     bpt__stream st;
-    d.name = bpt__names_live;
-    d.ctx = NULL;
-    bpt__clock_cal_get(&d.cal);
-    d.session = s->id;
+    bpt__decoder_live(&d, s->id);
     bpt__stream_init(&st);   /* no anchor: ts_ns is not a probe argument */
     st.tid = rec->tid;
     st.process = rec->process;

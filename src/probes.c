@@ -37,10 +37,7 @@ static uint64_t bpt__probe_arg0(const bpt_msg *m) {
 static int bpt__probe_decode(const bpt__session *s, const bpt__thread *rec, const bpt__rec *r, bpt_msg *m) {
     bpt__decoder d;
     bpt__stream st;
-    d.name = bpt__names_live;
-    d.ctx = NULL;
-    bpt__clock_cal_get(&d.cal);
-    d.session = s->id;
+    bpt__decoder_live(&d, s->id);
     bpt__stream_init(&st);   /* no anchor: ts_ns is not a probe argument */
     st.tid = rec->tid;
     st.process = rec->process;

@@ -61,6 +61,15 @@ static const char bpt__unknown_name[] = "?";
 
 /* A function's entry: the id names a function, not a message (a file's
    record may say anything). */
+/* A decoder of this process's own records, as they are read now: names
+   from the live table, the clock's current calibration. */
+BPT__PRIVATE void bpt__decoder_live(bpt__decoder *d, uint64_t session) {
+    d->name = bpt__names_live;
+    d->ctx = NULL;
+    bpt__clock_cal_get(&d->cal);
+    d->session = session;
+}
+
 static const bpt__name *bpt__rec_function(const bpt__decoder *d, uint32_t id) {
     const bpt__name *n = id ? d->name(d->ctx, id) : NULL;
     return n && n->arity >= 0 && n->module ? n : NULL;

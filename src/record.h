@@ -65,6 +65,7 @@ typedef struct bpt__stream {
 } bpt__stream;
 
 /* Records (record.c). */
+BPT__PRIVATE void bpt__decoder_live(bpt__decoder *d, uint64_t session);   /* live names, the current calibration */
 BPT__PRIVATE uint32_t bpt__rec_bytes(const bpt__rec *r);
 BPT__PRIVATE int bpt__rec_check(const void *p, uint32_t avail);   /* bytes of a sound record, or 0 */
 BPT__PRIVATE int bpt__rec_decode(const bpt__decoder *d, bpt__stream *st, const bpt__rec *r, bpt_msg *m);

@@ -507,10 +507,7 @@ static void bpt__tracer_call(bpt__session *s, bpt__lane *lane, bpt__thread *rec,
     bpt__decoder d;
     bpt__stream st;
     bpt_msg m;
-    d.name = bpt__names_live;
-    d.ctx = NULL;
-    bpt__clock_cal_get(&d.cal);
-    d.session = s->id;
+    bpt__decoder_live(&d, s->id);
     if (bpt__lane_anchor_stale(lane, r->ticks)) bpt__clock_anchor(&lane->anchor_tick, &lane->anchor_ns);
     bpt__stream_init(&st);
     st.tid = rec->tid;
@@ -828,10 +825,7 @@ int bpt_session_drain(bpt_session handle, bpt_msg *out, int max) {
     dr.rd.take = bpt__drain_take;
     dr.rd.gap = bpt__drain_gap;
     dr.rd.records = 0;
-    dr.dec.name = bpt__names_live;
-    dr.dec.ctx = NULL;
-    bpt__clock_cal_get(&dr.dec.cal);
-    dr.dec.session = s->id;
+    bpt__decoder_live(&dr.dec, s->id);
     dr.out = out;
     dr.n = 0;
     dr.max = max;
