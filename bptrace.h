@@ -2965,6 +2965,7 @@ struct bpt__hit {
     bpt_func *f;
     const void *frame;            /* VM frame, or the stub's bpt__regs */
     uint32_t nwant;
+    unsigned wanted;              /* every want[i].actions or'ed: what any of them asked for */
     bpt__frame_session want[BPT_FRAME_SESSIONS];
     bpt__session *want_s[BPT_FRAME_SESSIONS];   /* for counting a skipped frame */
 };
@@ -6593,6 +6594,7 @@ static void bpt__frame_skipped(bpt__session *s) { bpt__fetch_add_u64(&s->frames_
 BPT__PRIVATE void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype) {
     uint32_t i;
     actions &= BPT__FRAME_ACTIONS | BPT__KINDS | BPT__FRAME_CPU;   /* a kind that wants a frame keeps its bit */
+    h->wanted |= actions;
     for (i = 0; i < h->nwant; i++)   /* call trace and call_time of one session: one entry */
         if (h->want[i].id == s->id) {
             h->want[i].actions |= actions;
@@ -6737,12 +6739,13 @@ static void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, bpt__now2 *now) {
     fr->process = h->rec->process;
     fr->ts_ns = now->wall;
     fr->unhooked = 0;
-    for (i = 0; i < fr->nsess; i++)
+    for (i = 0; (h->wanted & BPT__FRAME_TIMEM) && i < fr->nsess; i++)
         if (fr->sess[i].actions & BPT__FRAME_TIMEM) fr->sess[i].since = bpt__now_for(&fr->sess[i], now);
 }
 
 /* A frame was reserved at index d: pause the callers below it that its
-   sessions were timing. */
+   sessions were timing. Called only when one of them times (h->wanted):
+   a frame of return trace alone costs no call here. */
 static void bpt__timem_pause_callers(const bpt__hit *h, int stack, uint32_t d, bpt__now2 *now) {
     uint32_t i;
     for (i = 0; i < h->nwant; i++)
@@ -7027,7 +7030,8 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t wall) {
         for (i = 0; i < h->nwant; i++) bpt__frame_skipped(h->want_s[i]);
         return;
     }
-    bpt__timem_pause_callers(h, BPT__STACK_NATIVE, (uint32_t)(fr - rec->shadow[BPT__STACK_NATIVE]), &now);
+    if (h->wanted & BPT__FRAME_TIMEM)
+        bpt__timem_pause_callers(h, BPT__STACK_NATIVE, (uint32_t)(fr - rec->shadow[BPT__STACK_NATIVE]), &now);
     bpt__frame_fill(fr, h, &now);
     fr->sp = sp;
     fr->ret = tail ? 0 : ret;
@@ -7124,7 +7128,8 @@ BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t wall, bpt_vm_token *t
         for (i = 0; i < h->nwant; i++) bpt__frame_skipped(h->want_s[i]);
         return;
     }
-    bpt__timem_pause_callers(h, BPT__STACK_VM, (uint32_t)(fr - rec->shadow[BPT__STACK_VM]), &now);
+    if (h->wanted & BPT__FRAME_TIMEM)
+        bpt__timem_pause_callers(h, BPT__STACK_VM, (uint32_t)(fr - rec->shadow[BPT__STACK_VM]), &now);
     bpt__frame_fill(fr, h, &now);
     if (++rec->vm_serial == 0) rec->vm_serial = 1;
     fr->sp = rec->vm_serial;
@@ -8133,6 +8138,7 @@ BPT__HOT int bpt__breakpoint(bpt__hit *h) {
     bpt__thread *rec = bpt__pin();
     h->rec = rec;
     h->nwant = 0;
+    h->wanted = 0;
     if (!rec) return 0;
 #if defined(BPT_NATIVE)
     if (f->kind == BPT__SITE_NATIVE && rec->shadow_depth[BPT__STACK_NATIVE]) bpt__native_settle(h);

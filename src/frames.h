@@ -56,6 +56,7 @@ struct bpt__hit {
     bpt_func *f;
     const void *frame;            /* VM frame, or the stub's bpt__regs */
     uint32_t nwant;
+    unsigned wanted;              /* every want[i].actions or'ed: what any of them asked for */
     bpt__frame_session want[BPT_FRAME_SESSIONS];
     bpt__session *want_s[BPT_FRAME_SESSIONS];   /* for counting a skipped frame */
 };

@@ -46,6 +46,7 @@ BPT__HOT int bpt__breakpoint(bpt__hit *h) {
     bpt__thread *rec = bpt__pin();
     h->rec = rec;
     h->nwant = 0;
+    h->wanted = 0;
     if (!rec) return 0;
 #if defined(BPT_NATIVE)
     if (f->kind == BPT__SITE_NATIVE && rec->shadow_depth[BPT__STACK_NATIVE]) bpt__native_settle(h);
