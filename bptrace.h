@@ -1813,9 +1813,10 @@ BPT_API void bpt_folded_free(bpt_folded *f);
    A probe site is the SystemTap SDT v3 layout: a NOP in the code, an ELF
    note in .note.stapsdt that names the provider, the probe, the NOP's
    address and the register that holds each argument ("8@%rdi" on x86-64,
-   "8@x0" on aarch64), and a 2-byte semaphore in the .probes section that
-   a tool raises while it is attached. The site tests the semaphore first: with
-   nothing attached a probe costs one load and an untaken branch, and its
+   "8@x0" on aarch64), and a 2-byte semaphore in the .probes section (one
+   per probe name in each program or shared object) that a tool raises
+   while it is attached. The site tests the semaphore first: with nothing
+   attached a probe costs one load and an untaken branch, and its
    arguments are not evaluated. Every argument is a 64-bit word (8@):
    integers, or pointers, which a tool reads (bpftrace: str(arg2)).
 
@@ -1835,9 +1836,12 @@ BPT_API void bpt_folded_free(bpt_folded *f);
 /* BPT_PROBE(provider, name, args...): a probe site of the program's own,
    with 0 to 6 integer or pointer arguments, as DTRACE_PROBEn and sys/sdt.h's
    STAP_PROBEn. provider and name are identifiers (a name's "__" is kept:
-   bpftrace spells it usdt:PROG:provider:name). It is a statement; each site
-   has its own semaphore, so its arguments are evaluated only while a tool
-   is attached to it. Compiled out (BPT_PROBES 0), it evaluates nothing.
+   bpftrace spells it usdt:PROG:provider:name). It is a statement. The
+   sites of one name in a program (or a shared object) share a semaphore,
+   and a site evaluates its arguments only while a tool is attached to its
+   name. Arguments are integers, enums or pointers (a C++ nullptr too); in
+   C, a double is converted to an integer. Compiled out (BPT_PROBES 0), it
+   evaluates nothing.
        BPT_PROBE(game, frame__start, frame_no, entity_count);
    Thread safety  any thread, signal handlers included (a NOP, a load)
    Source         sys/sdt.h (SystemTap), DTRACE_PROBEn (DTrace) */
@@ -1864,24 +1868,60 @@ BPT_API void bpt_user_trace(int64_t i1, int64_t i2, int64_t i3, int64_t i4,
 #define BPT__SDT_NARGS(p, n, a1, a2, a3, a4, a5, a6, N, ...) N
 
 #if BPT_PROBES
-/* The semaphore: an operand that prints as a bare address in the note
-   ("i" on x86-64; aarch64 needs "S" for a symbol's address). An argument:
-   always a register, as the untaken branch pays nothing for it. sys/sdt.h
-   lets the compiler pick ("nor"), which gives memory operands such as
-   "8@sym(%rip)" or "8@200(%rsp)" and constants, and not every reader
-   parses every such form on every architecture. */
+/* The semaphore of provider:name: one 2-byte word in .probes per module
+   (the program, or a shared object), shared by every site of the name
+   there. It lives in assembly only: the first site in each object file
+   defines it (weak and hidden, so the linker keeps one), each site reads
+   it with one PC-relative load of its own, and the note names it by
+   symbol. No C object: g++ groups the section-attributed variables of
+   inline functions and templates into one comdat group (or ignores the
+   attribute), refuses "i"(&variable) for them in position-independent
+   code, and ignores a block-scope asm label inside a template. */
+#  define BPT__SDT_SEM_SYM(p, n) "bpt__sdt_sem." #p "." #n
+#  define BPT__SDT_SEM_DEF(p, n) \
+    ".ifndef " BPT__SDT_SEM_SYM(p, n) "\n" \
+    ".pushsection .probes,\"aw\"\n" \
+    ".weak " BPT__SDT_SEM_SYM(p, n) "\n" \
+    ".hidden " BPT__SDT_SEM_SYM(p, n) "\n" \
+    ".balign 2\n" \
+    BPT__SDT_SEM_SYM(p, n) ": .zero 2\n" \
+    ".type " BPT__SDT_SEM_SYM(p, n) ", %%object\n" \
+    ".size " BPT__SDT_SEM_SYM(p, n) ", 2\n" \
+    ".popsection\n" \
+    ".endif\n"
+/* BPT__SDT_SEM_LOAD(provider, name, v): v (an unsigned long) := the
+   semaphore; volatile, so every test reads it anew. */
 #  if defined(__x86_64__)
-#    define BPT__SDT_SEM(s) "i"(&(s))
+#    define BPT__SDT_SEM_LOAD(p, n, v) \
+    __asm__ __volatile__(BPT__SDT_SEM_DEF(p, n) "movzwl " BPT__SDT_SEM_SYM(p, n) "(%%rip), %k0" : "=r"(v))
 #  else
-#    define BPT__SDT_SEM(s) "S"(&(s))
+#    define BPT__SDT_SEM_LOAD(p, n, v) \
+    __asm__ __volatile__(BPT__SDT_SEM_DEF(p, n) "adrp %0, " BPT__SDT_SEM_SYM(p, n) "\n" \
+                         "ldrh %w0, [%0, #:lo12:" BPT__SDT_SEM_SYM(p, n) "]" : "=r"(v))
 #  endif
-#  define BPT__SDT_ARG(x) "r"((uint64_t)(x))
+/* An argument: always a 64-bit register, as the untaken branch pays
+   nothing for it. sys/sdt.h lets the compiler pick ("nor"), which gives
+   memory operands such as "8@sym(%rip)" or "8@200(%rsp)" and constants,
+   and not every reader parses every such form on every architecture.
+   C++ converts without an old-style cast (-Wold-style-cast). */
+#  if defined(__cplusplus)
+extern "C++" {
+template <typename T> static inline uint64_t bpt__sdt_word(T *p) { return reinterpret_cast<uintptr_t>(p); }
+template <typename T> static inline uint64_t bpt__sdt_word(T v) { return static_cast<uint64_t>(v); }
+static inline uint64_t bpt__sdt_word(decltype(nullptr)) { return 0; }
+}
+#    define BPT__SDT_ARG(x) "r"(bpt__sdt_word(x))
+#  else
+#    define BPT__SDT_ARG(x) "r"((uint64_t)(x))
+#  endif
 /* One site: the NOP (label 990), then the note (type 3, owner "stapsdt":
    the site's address, the .stapsdt.base address tools use to detect
    prelinking, the semaphore, provider, name, argument locations), and
-   once per file the .stapsdt.base byte. "?" puts the note in the site's
-   section group, so a discarded inline copy takes its note with it. */
-#  define BPT__SDT_ASM(provider, name, args) \
+   once per file the .stapsdt.base byte. "?" puts the
+   note in the site's section group, so a discarded inline copy takes its
+   note with it. The "memory" clobber makes what a pointer argument points
+   to written before the probe fires (only on the attached path). */
+#  define BPT__SDT_ASM(p, n, args) \
     "990: nop\n" \
     ".pushsection .note.stapsdt,\"?\",\"note\"\n" \
     ".balign 4\n" \
@@ -1890,9 +1930,9 @@ BPT_API void bpt_user_trace(int64_t i1, int64_t i2, int64_t i3, int64_t i4,
     "992: .balign 4\n" \
     "993: .8byte 990b\n" \
     ".8byte _.stapsdt.base\n" \
-    ".8byte %c0\n" \
-    ".asciz \"" #provider "\"\n" \
-    ".asciz \"" #name "\"\n" \
+    ".8byte " BPT__SDT_SEM_SYM(p, n) "\n" \
+    ".asciz \"" #p "\"\n" \
+    ".asciz \"" #n "\"\n" \
     ".asciz \"" args "\"\n" \
     "994: .balign 4\n" \
     ".popsection\n" \
@@ -1904,47 +1944,41 @@ BPT_API void bpt_user_trace(int64_t i1, int64_t i2, int64_t i3, int64_t i4,
     ".size _.stapsdt.base, 1\n" \
     ".popsection\n" \
     ".endif\n"
-#  define BPT__SDT_SEMAPHORE __attribute__((section(".probes"), used))
-/* BPT__SDT_FIREn(sem, provider, name, args): the site, with semaphore sem
-   (a volatile unsigned short in .probes) and n arguments. The caller tests
-   sem first. */
-#  define BPT__SDT_FIRE0(s, p, n) \
-    __asm__ __volatile__(BPT__SDT_ASM(p, n, "") :: BPT__SDT_SEM(s))
-#  define BPT__SDT_FIRE1(s, p, n, a1) \
-    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1") :: BPT__SDT_SEM(s), BPT__SDT_ARG(a1))
-#  define BPT__SDT_FIRE2(s, p, n, a1, a2) \
-    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1 8@%2") :: BPT__SDT_SEM(s), BPT__SDT_ARG(a1), \
-                         BPT__SDT_ARG(a2))
-#  define BPT__SDT_FIRE3(s, p, n, a1, a2, a3) \
-    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1 8@%2 8@%3") :: BPT__SDT_SEM(s), BPT__SDT_ARG(a1), \
-                         BPT__SDT_ARG(a2), BPT__SDT_ARG(a3))
-#  define BPT__SDT_FIRE4(s, p, n, a1, a2, a3, a4) \
-    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1 8@%2 8@%3 8@%4") :: BPT__SDT_SEM(s), BPT__SDT_ARG(a1), \
-                         BPT__SDT_ARG(a2), BPT__SDT_ARG(a3), BPT__SDT_ARG(a4))
-#  define BPT__SDT_FIRE5(s, p, n, a1, a2, a3, a4, a5) \
-    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1 8@%2 8@%3 8@%4 8@%5") :: BPT__SDT_SEM(s), \
-                         BPT__SDT_ARG(a1), BPT__SDT_ARG(a2), BPT__SDT_ARG(a3), BPT__SDT_ARG(a4), \
-                         BPT__SDT_ARG(a5))
-#  define BPT__SDT_FIRE6(s, p, n, a1, a2, a3, a4, a5, a6) \
-    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1 8@%2 8@%3 8@%4 8@%5 8@%6") :: BPT__SDT_SEM(s), \
-                         BPT__SDT_ARG(a1), BPT__SDT_ARG(a2), BPT__SDT_ARG(a3), BPT__SDT_ARG(a4), \
-                         BPT__SDT_ARG(a5), BPT__SDT_ARG(a6))
-/* A user site: its own semaphore, tested before anything is evaluated. */
-#  define BPT__PROBE_SITE(fire) \
+/* BPT__SDT_FIREn(provider, name, args): the site, with n arguments. The
+   caller tests the semaphore first (BPT__SDT_SEM_LOAD). */
+#  define BPT__SDT_FIRE0(p, n) __asm__ __volatile__(BPT__SDT_ASM(p, n, "") ::: "memory")
+#  define BPT__SDT_FIRE1(p, n, a1) __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%0") :: BPT__SDT_ARG(a1) : "memory")
+#  define BPT__SDT_FIRE2(p, n, a1, a2) \
+    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%0 8@%1") :: BPT__SDT_ARG(a1), BPT__SDT_ARG(a2) : "memory")
+#  define BPT__SDT_FIRE3(p, n, a1, a2, a3) \
+    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%0 8@%1 8@%2") :: BPT__SDT_ARG(a1), BPT__SDT_ARG(a2), \
+                         BPT__SDT_ARG(a3) : "memory")
+#  define BPT__SDT_FIRE4(p, n, a1, a2, a3, a4) \
+    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%0 8@%1 8@%2 8@%3") :: BPT__SDT_ARG(a1), BPT__SDT_ARG(a2), \
+                         BPT__SDT_ARG(a3), BPT__SDT_ARG(a4) : "memory")
+#  define BPT__SDT_FIRE5(p, n, a1, a2, a3, a4, a5) \
+    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%0 8@%1 8@%2 8@%3 8@%4") :: BPT__SDT_ARG(a1), \
+                         BPT__SDT_ARG(a2), BPT__SDT_ARG(a3), BPT__SDT_ARG(a4), BPT__SDT_ARG(a5) : "memory")
+#  define BPT__SDT_FIRE6(p, n, a1, a2, a3, a4, a5, a6) \
+    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%0 8@%1 8@%2 8@%3 8@%4 8@%5") :: BPT__SDT_ARG(a1), \
+                         BPT__SDT_ARG(a2), BPT__SDT_ARG(a3), BPT__SDT_ARG(a4), BPT__SDT_ARG(a5), \
+                         BPT__SDT_ARG(a6) : "memory")
+/* A site: its name's semaphore, tested before anything is evaluated. */
+#  define BPT__PROBE_SITE(p, n, fire) \
     do { \
-        static volatile unsigned short bpt__sdt_sem BPT__SDT_SEMAPHORE; \
-        if (__builtin_expect(bpt__sdt_sem != 0, 0)) fire; \
+        unsigned long bpt__sdt_on; \
+        BPT__SDT_SEM_LOAD(p, n, bpt__sdt_on); \
+        if (__builtin_expect(bpt__sdt_on != 0, 0)) fire; \
     } while (0)
-#  define BPT__PROBE_0(p, n) BPT__PROBE_SITE(BPT__SDT_FIRE0(bpt__sdt_sem, p, n))
-#  define BPT__PROBE_1(p, n, a1) BPT__PROBE_SITE(BPT__SDT_FIRE1(bpt__sdt_sem, p, n, a1))
-#  define BPT__PROBE_2(p, n, a1, a2) BPT__PROBE_SITE(BPT__SDT_FIRE2(bpt__sdt_sem, p, n, a1, a2))
-#  define BPT__PROBE_3(p, n, a1, a2, a3) BPT__PROBE_SITE(BPT__SDT_FIRE3(bpt__sdt_sem, p, n, a1, a2, a3))
-#  define BPT__PROBE_4(p, n, a1, a2, a3, a4) \
-    BPT__PROBE_SITE(BPT__SDT_FIRE4(bpt__sdt_sem, p, n, a1, a2, a3, a4))
+#  define BPT__PROBE_0(p, n) BPT__PROBE_SITE(p, n, BPT__SDT_FIRE0(p, n))
+#  define BPT__PROBE_1(p, n, a1) BPT__PROBE_SITE(p, n, BPT__SDT_FIRE1(p, n, a1))
+#  define BPT__PROBE_2(p, n, a1, a2) BPT__PROBE_SITE(p, n, BPT__SDT_FIRE2(p, n, a1, a2))
+#  define BPT__PROBE_3(p, n, a1, a2, a3) BPT__PROBE_SITE(p, n, BPT__SDT_FIRE3(p, n, a1, a2, a3))
+#  define BPT__PROBE_4(p, n, a1, a2, a3, a4) BPT__PROBE_SITE(p, n, BPT__SDT_FIRE4(p, n, a1, a2, a3, a4))
 #  define BPT__PROBE_5(p, n, a1, a2, a3, a4, a5) \
-    BPT__PROBE_SITE(BPT__SDT_FIRE5(bpt__sdt_sem, p, n, a1, a2, a3, a4, a5))
+    BPT__PROBE_SITE(p, n, BPT__SDT_FIRE5(p, n, a1, a2, a3, a4, a5))
 #  define BPT__PROBE_6(p, n, a1, a2, a3, a4, a5, a6) \
-    BPT__PROBE_SITE(BPT__SDT_FIRE6(bpt__sdt_sem, p, n, a1, a2, a3, a4, a5, a6))
+    BPT__PROBE_SITE(p, n, BPT__SDT_FIRE6(p, n, a1, a2, a3, a4, a5, a6))
 #else
 /* Compiled out: nothing is evaluated, but every argument is still named,
    so a variable kept only for a probe draws no "unused" warning. */
@@ -2457,8 +2491,9 @@ typedef struct bpt__name {
     const char *module, *name;    /* interned */
     int arity;
     bpt_format_fn format;         /* a VM site's argument formatter, or NULL */
-    uint64_t addr;                /* native: the entry address of the first function given
-                                     this id; 0: a VM function (the USDT probes' arg1) */
+    bpt__atomic_u64 addr;         /* native: the entry address of the function registered
+                                     last under this id (a re-registration stores it,
+                                     relaxed); 0: a VM function. bpt__names_addr reads it */
 } bpt__name;
 
 /* Names (names.c): ids from 1; 0 names nothing. bpt__names_id runs on the
@@ -2468,6 +2503,7 @@ BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int ar
                                     const void *addr);
 BPT__PRIVATE const bpt__name *bpt__names_get(uint32_t id);
 BPT__PRIVATE uint32_t bpt__names_count(void);
+BPT__PRIVATE uint64_t bpt__names_addr(uint32_t id);   /* the entry address, or 0 (the USDT probes' arg1) */
 BPT__PRIVATE const bpt__name *bpt__names_live(void *ctx, uint32_t id);   /* a decoder's name source */
 
 /* How a reader turns a record into a message: names by id, ticks into ns. */
@@ -3990,8 +4026,8 @@ static uint32_t bpt__names_hash(const char *module, const char *name, int arity,
     return (uint32_t)(h ^ (h >> 17) ^ ((uint64_t)h >> 32));
 }
 
-static const bpt__name *bpt__names_entry(uint32_t id) {
-    const bpt__name *page = (const bpt__name *)bpt__load_relaxed_ptr(&bpt__names.page[(id - 1) / BPT__NAMES_PAGE]);
+static bpt__name *bpt__names_entry(uint32_t id) {
+    bpt__name *page = (bpt__name *)bpt__load_relaxed_ptr(&bpt__names.page[(id - 1) / BPT__NAMES_PAGE]);
     return &page[(id - 1) % BPT__NAMES_PAGE];
 }
 
@@ -4015,8 +4051,8 @@ static int bpt__names_index_grow(void) {
 }
 
 /* The id of (module, name, arity, format), given now if it has none; 0
-   when memory or ids ran out. module and name are interned; addr (a
-   native function's entry, or NULL) is kept only by a new entry. */
+   when memory or ids ran out. module and name are interned; addr, a
+   native function's entry (NULL: none), becomes the entry's address. */
 BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format,
                                     const void *addr) {
     uint32_t id = 0, k, n;
@@ -4027,9 +4063,11 @@ BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int ar
     if ((n + 1) * 2 > bpt__names.index_cap && bpt__names_index_grow() < 0) goto done;
     k = bpt__names_hash(module, name, arity, format) & (bpt__names.index_cap - 1);
     for (; bpt__names.index[k]; k = (k + 1) & (bpt__names.index_cap - 1)) {
-        const bpt__name *e = bpt__names_entry(bpt__names.index[k]);
+        bpt__name *e = bpt__names_entry(bpt__names.index[k]);
         if (e->module == module && e->name == name && e->arity == arity && e->format == format) {
             id = bpt__names.index[k];
+            if (addr)   /* registered again, maybe elsewhere (a library loaded anew) */
+                bpt__store_relaxed_u64(&e->addr, (uint64_t)(uintptr_t)addr);
             goto done;
         }
     }
@@ -4043,7 +4081,7 @@ BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int ar
     page[n % BPT__NAMES_PAGE].name = name;
     page[n % BPT__NAMES_PAGE].arity = arity;
     page[n % BPT__NAMES_PAGE].format = format;
-    page[n % BPT__NAMES_PAGE].addr = (uint64_t)(uintptr_t)addr;
+    bpt__store_relaxed_u64(&page[n % BPT__NAMES_PAGE].addr, (uint64_t)(uintptr_t)addr);
     id = n + 1;
     bpt__names.index[k] = id;
     bpt__store_release_u32(&bpt__names.count, id);   /* [N1] the entry, then its id */
@@ -4057,6 +4095,13 @@ done:
 BPT__PRIVATE const bpt__name *bpt__names_get(uint32_t id) {
     if (id == 0 || id > bpt__load_acquire_u32(&bpt__names.count)) return NULL;   /* [N1] */
     return bpt__names_entry(id);
+}
+
+/* The entry address of id's function, read relaxed: a re-registration
+   may store a new one meanwhile (either is an address the name had). */
+BPT__PRIVATE uint64_t bpt__names_addr(uint32_t id) {
+    if (id == 0 || id > bpt__load_acquire_u32(&bpt__names.count)) return 0;   /* [N1] */
+    return bpt__load_relaxed_u64(&bpt__names_entry(id)->addr);
 }
 
 /* How many ids are given: a file writer writes the names up to it. */
@@ -5264,16 +5309,10 @@ int bpt_session_stats(bpt_session handle, bpt_session_counts *out) {
 #if BPT_PROBES
 /* A site of 8 arguments: user_trace, OTP's shape (i4s4). Every other probe
    has at most 6, all that bpftrace (0.17, Debian 12) reads on x86-64. */
-#  define BPT__SDT_FIRE8(s, p, n, a1, a2, a3, a4, a5, a6, a7, a8) \
-    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1 8@%2 8@%3 8@%4 8@%5 8@%6 8@%7 8@%8") :: BPT__SDT_SEM(s), \
-                         BPT__SDT_ARG(a1), BPT__SDT_ARG(a2), BPT__SDT_ARG(a3), BPT__SDT_ARG(a4), \
-                         BPT__SDT_ARG(a5), BPT__SDT_ARG(a6), BPT__SDT_ARG(a7), BPT__SDT_ARG(a8))
-
-/* The semaphores of a USDT session's four probes. */
-static volatile unsigned short bpt__sem_call BPT__SDT_SEMAPHORE;
-static volatile unsigned short bpt__sem_return BPT__SDT_SEMAPHORE;
-static volatile unsigned short bpt__sem_exception BPT__SDT_SEMAPHORE;
-static volatile unsigned short bpt__sem_return_to BPT__SDT_SEMAPHORE;
+#  define BPT__SDT_FIRE8(p, n, a1, a2, a3, a4, a5, a6, a7, a8) \
+    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%0 8@%1 8@%2 8@%3 8@%4 8@%5 8@%6 8@%7") :: BPT__SDT_ARG(a1), \
+                         BPT__SDT_ARG(a2), BPT__SDT_ARG(a3), BPT__SDT_ARG(a4), BPT__SDT_ARG(a5), \
+                         BPT__SDT_ARG(a6), BPT__SDT_ARG(a7), BPT__SDT_ARG(a8) : "memory")
 
 /* The first argument of a decoded call as a probe word: a copied string's
    address (valid while the probe runs), the bits of a double, or the
@@ -5308,34 +5347,34 @@ static int bpt__probe_decode(const bpt__session *s, const bpt__thread *rec, cons
    traced thread. */
 BPT__PRIVATE void bpt__probe_event(const bpt__session *s, const bpt__thread *rec, const bpt__rec *r) {
 #if BPT_PROBES
-    const bpt__name *fn;
+    unsigned long on;
     bpt_msg m;
     uint64_t addr;
     switch (r->type) {   /* attached? (one load; nothing else is done while none is) */
-    case BPT_MSG_CALL: if (!bpt__sem_call) return; break;
-    case BPT_MSG_RETURN_FROM: if (!bpt__sem_return) return; break;
-    case BPT_MSG_EXCEPTION_FROM: if (!bpt__sem_exception) return; break;
-    case BPT_MSG_RETURN_TO: if (!bpt__sem_return_to) return; break;
+    case BPT_MSG_CALL: BPT__SDT_SEM_LOAD(bptrace, call, on); break;
+    case BPT_MSG_RETURN_FROM: BPT__SDT_SEM_LOAD(bptrace, return, on); break;
+    case BPT_MSG_EXCEPTION_FROM: BPT__SDT_SEM_LOAD(bptrace, exception, on); break;
+    case BPT_MSG_RETURN_TO: BPT__SDT_SEM_LOAD(bptrace, return_to, on); break;
     default: return;
     }
+    if (!on) return;
     if (!bpt__probe_decode(s, rec, r, &m)) return;
-    fn = bpt__names_get(r->id);
-    addr = fn ? fn->addr : 0;
+    addr = bpt__names_addr(r->id);
     switch (r->type) {
     case BPT_MSG_CALL:
-        BPT__SDT_FIRE6(bpt__sem_call, bptrace, call, m.thread, addr, m.module, m.name, m.arity,
+        BPT__SDT_FIRE6(bptrace, call, m.thread, addr, m.module, m.name, m.arity,
                        bpt__probe_arg0(&m));
         break;
     case BPT_MSG_RETURN_FROM:
-        BPT__SDT_FIRE6(bpt__sem_return, bptrace, return, m.thread, addr, m.module, m.name, m.arity,
+        BPT__SDT_FIRE6(bptrace, return, m.thread, addr, m.module, m.name, m.arity,
                        m.value_type == BPT_ARG_STR ? (uint64_t)(uintptr_t)m.str : m.value);
         break;
     case BPT_MSG_EXCEPTION_FROM:
-        BPT__SDT_FIRE6(bpt__sem_exception, bptrace, exception, m.thread, addr, m.module, m.name, m.arity,
+        BPT__SDT_FIRE6(bptrace, exception, m.thread, addr, m.module, m.name, m.arity,
                        m.value);
         break;
     default:   /* BPT_MSG_RETURN_TO */
-        BPT__SDT_FIRE6(bpt__sem_return_to, bptrace, return_to, m.thread, addr, m.module, m.name, m.arity,
+        BPT__SDT_FIRE6(bptrace, return_to, m.thread, addr, m.module, m.name, m.arity,
                        m.caller);
         break;
     }
@@ -5347,8 +5386,9 @@ BPT__PRIVATE void bpt__probe_event(const bpt__session *s, const bpt__thread *rec
 void bpt_user_trace(int64_t i1, int64_t i2, int64_t i3, int64_t i4,
                     const char *s1, const char *s2, const char *s3, const char *s4) {
 #if BPT_PROBES
-    static volatile unsigned short sem BPT__SDT_SEMAPHORE;
-    if (sem) BPT__SDT_FIRE8(sem, bptrace, user_trace, i1, i2, i3, i4, s1, s2, s3, s4);
+    unsigned long on;
+    BPT__SDT_SEM_LOAD(bptrace, user_trace, on);
+    if (on) BPT__SDT_FIRE8(bptrace, user_trace, i1, i2, i3, i4, s1, s2, s3, s4);
 #else
     (void)i1; (void)i2; (void)i3; (void)i4; (void)s1; (void)s2; (void)s3; (void)s4;
 #endif
@@ -11194,7 +11234,7 @@ static int bpt__file_names(bpt_trace_file *f, const unsigned char *block, uint32
         f->names[id].name = text + ml + 1;
         f->names[id].arity = arity;
         f->names[id].format = NULL;
-        f->names[id].addr = 0;    /* a file names functions, not addresses */
+        bpt__store_relaxed_u64(&f->names[id].addr, 0);   /* a file names functions, not addresses */
         text += ml + nl + 2;
         at += 16 + ((uint32_t)ml + nl + 7) / 8 * 8;
     }

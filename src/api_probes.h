@@ -23,9 +23,10 @@
    A probe site is the SystemTap SDT v3 layout: a NOP in the code, an ELF
    note in .note.stapsdt that names the provider, the probe, the NOP's
    address and the register that holds each argument ("8@%rdi" on x86-64,
-   "8@x0" on aarch64), and a 2-byte semaphore in the .probes section that
-   a tool raises while it is attached. The site tests the semaphore first: with
-   nothing attached a probe costs one load and an untaken branch, and its
+   "8@x0" on aarch64), and a 2-byte semaphore in the .probes section (one
+   per probe name in each program or shared object) that a tool raises
+   while it is attached. The site tests the semaphore first: with nothing
+   attached a probe costs one load and an untaken branch, and its
    arguments are not evaluated. Every argument is a 64-bit word (8@):
    integers, or pointers, which a tool reads (bpftrace: str(arg2)).
 
@@ -45,9 +46,12 @@
 /* BPT_PROBE(provider, name, args...): a probe site of the program's own,
    with 0 to 6 integer or pointer arguments, as DTRACE_PROBEn and sys/sdt.h's
    STAP_PROBEn. provider and name are identifiers (a name's "__" is kept:
-   bpftrace spells it usdt:PROG:provider:name). It is a statement; each site
-   has its own semaphore, so its arguments are evaluated only while a tool
-   is attached to it. Compiled out (BPT_PROBES 0), it evaluates nothing.
+   bpftrace spells it usdt:PROG:provider:name). It is a statement. The
+   sites of one name in a program (or a shared object) share a semaphore,
+   and a site evaluates its arguments only while a tool is attached to its
+   name. Arguments are integers, enums or pointers (a C++ nullptr too); in
+   C, a double is converted to an integer. Compiled out (BPT_PROBES 0), it
+   evaluates nothing.
        BPT_PROBE(game, frame__start, frame_no, entity_count);
    Thread safety  any thread, signal handlers included (a NOP, a load)
    Source         sys/sdt.h (SystemTap), DTRACE_PROBEn (DTrace) */
@@ -74,24 +78,60 @@ BPT_API void bpt_user_trace(int64_t i1, int64_t i2, int64_t i3, int64_t i4,
 #define BPT__SDT_NARGS(p, n, a1, a2, a3, a4, a5, a6, N, ...) N
 
 #if BPT_PROBES
-/* The semaphore: an operand that prints as a bare address in the note
-   ("i" on x86-64; aarch64 needs "S" for a symbol's address). An argument:
-   always a register, as the untaken branch pays nothing for it. sys/sdt.h
-   lets the compiler pick ("nor"), which gives memory operands such as
-   "8@sym(%rip)" or "8@200(%rsp)" and constants, and not every reader
-   parses every such form on every architecture. */
+/* The semaphore of provider:name: one 2-byte word in .probes per module
+   (the program, or a shared object), shared by every site of the name
+   there. It lives in assembly only: the first site in each object file
+   defines it (weak and hidden, so the linker keeps one), each site reads
+   it with one PC-relative load of its own, and the note names it by
+   symbol. No C object: g++ groups the section-attributed variables of
+   inline functions and templates into one comdat group (or ignores the
+   attribute), refuses "i"(&variable) for them in position-independent
+   code, and ignores a block-scope asm label inside a template. */
+#  define BPT__SDT_SEM_SYM(p, n) "bpt__sdt_sem." #p "." #n
+#  define BPT__SDT_SEM_DEF(p, n) \
+    ".ifndef " BPT__SDT_SEM_SYM(p, n) "\n" \
+    ".pushsection .probes,\"aw\"\n" \
+    ".weak " BPT__SDT_SEM_SYM(p, n) "\n" \
+    ".hidden " BPT__SDT_SEM_SYM(p, n) "\n" \
+    ".balign 2\n" \
+    BPT__SDT_SEM_SYM(p, n) ": .zero 2\n" \
+    ".type " BPT__SDT_SEM_SYM(p, n) ", %%object\n" \
+    ".size " BPT__SDT_SEM_SYM(p, n) ", 2\n" \
+    ".popsection\n" \
+    ".endif\n"
+/* BPT__SDT_SEM_LOAD(provider, name, v): v (an unsigned long) := the
+   semaphore; volatile, so every test reads it anew. */
 #  if defined(__x86_64__)
-#    define BPT__SDT_SEM(s) "i"(&(s))
+#    define BPT__SDT_SEM_LOAD(p, n, v) \
+    __asm__ __volatile__(BPT__SDT_SEM_DEF(p, n) "movzwl " BPT__SDT_SEM_SYM(p, n) "(%%rip), %k0" : "=r"(v))
 #  else
-#    define BPT__SDT_SEM(s) "S"(&(s))
+#    define BPT__SDT_SEM_LOAD(p, n, v) \
+    __asm__ __volatile__(BPT__SDT_SEM_DEF(p, n) "adrp %0, " BPT__SDT_SEM_SYM(p, n) "\n" \
+                         "ldrh %w0, [%0, #:lo12:" BPT__SDT_SEM_SYM(p, n) "]" : "=r"(v))
 #  endif
-#  define BPT__SDT_ARG(x) "r"((uint64_t)(x))
+/* An argument: always a 64-bit register, as the untaken branch pays
+   nothing for it. sys/sdt.h lets the compiler pick ("nor"), which gives
+   memory operands such as "8@sym(%rip)" or "8@200(%rsp)" and constants,
+   and not every reader parses every such form on every architecture.
+   C++ converts without an old-style cast (-Wold-style-cast). */
+#  if defined(__cplusplus)
+extern "C++" {
+template <typename T> static inline uint64_t bpt__sdt_word(T *p) { return reinterpret_cast<uintptr_t>(p); }
+template <typename T> static inline uint64_t bpt__sdt_word(T v) { return static_cast<uint64_t>(v); }
+static inline uint64_t bpt__sdt_word(decltype(nullptr)) { return 0; }
+}
+#    define BPT__SDT_ARG(x) "r"(bpt__sdt_word(x))
+#  else
+#    define BPT__SDT_ARG(x) "r"((uint64_t)(x))
+#  endif
 /* One site: the NOP (label 990), then the note (type 3, owner "stapsdt":
    the site's address, the .stapsdt.base address tools use to detect
    prelinking, the semaphore, provider, name, argument locations), and
-   once per file the .stapsdt.base byte. "?" puts the note in the site's
-   section group, so a discarded inline copy takes its note with it. */
-#  define BPT__SDT_ASM(provider, name, args) \
+   once per file the .stapsdt.base byte. "?" puts the
+   note in the site's section group, so a discarded inline copy takes its
+   note with it. The "memory" clobber makes what a pointer argument points
+   to written before the probe fires (only on the attached path). */
+#  define BPT__SDT_ASM(p, n, args) \
     "990: nop\n" \
     ".pushsection .note.stapsdt,\"?\",\"note\"\n" \
     ".balign 4\n" \
@@ -100,9 +140,9 @@ BPT_API void bpt_user_trace(int64_t i1, int64_t i2, int64_t i3, int64_t i4,
     "992: .balign 4\n" \
     "993: .8byte 990b\n" \
     ".8byte _.stapsdt.base\n" \
-    ".8byte %c0\n" \
-    ".asciz \"" #provider "\"\n" \
-    ".asciz \"" #name "\"\n" \
+    ".8byte " BPT__SDT_SEM_SYM(p, n) "\n" \
+    ".asciz \"" #p "\"\n" \
+    ".asciz \"" #n "\"\n" \
     ".asciz \"" args "\"\n" \
     "994: .balign 4\n" \
     ".popsection\n" \
@@ -114,47 +154,41 @@ BPT_API void bpt_user_trace(int64_t i1, int64_t i2, int64_t i3, int64_t i4,
     ".size _.stapsdt.base, 1\n" \
     ".popsection\n" \
     ".endif\n"
-#  define BPT__SDT_SEMAPHORE __attribute__((section(".probes"), used))
-/* BPT__SDT_FIREn(sem, provider, name, args): the site, with semaphore sem
-   (a volatile unsigned short in .probes) and n arguments. The caller tests
-   sem first. */
-#  define BPT__SDT_FIRE0(s, p, n) \
-    __asm__ __volatile__(BPT__SDT_ASM(p, n, "") :: BPT__SDT_SEM(s))
-#  define BPT__SDT_FIRE1(s, p, n, a1) \
-    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1") :: BPT__SDT_SEM(s), BPT__SDT_ARG(a1))
-#  define BPT__SDT_FIRE2(s, p, n, a1, a2) \
-    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1 8@%2") :: BPT__SDT_SEM(s), BPT__SDT_ARG(a1), \
-                         BPT__SDT_ARG(a2))
-#  define BPT__SDT_FIRE3(s, p, n, a1, a2, a3) \
-    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1 8@%2 8@%3") :: BPT__SDT_SEM(s), BPT__SDT_ARG(a1), \
-                         BPT__SDT_ARG(a2), BPT__SDT_ARG(a3))
-#  define BPT__SDT_FIRE4(s, p, n, a1, a2, a3, a4) \
-    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1 8@%2 8@%3 8@%4") :: BPT__SDT_SEM(s), BPT__SDT_ARG(a1), \
-                         BPT__SDT_ARG(a2), BPT__SDT_ARG(a3), BPT__SDT_ARG(a4))
-#  define BPT__SDT_FIRE5(s, p, n, a1, a2, a3, a4, a5) \
-    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1 8@%2 8@%3 8@%4 8@%5") :: BPT__SDT_SEM(s), \
-                         BPT__SDT_ARG(a1), BPT__SDT_ARG(a2), BPT__SDT_ARG(a3), BPT__SDT_ARG(a4), \
-                         BPT__SDT_ARG(a5))
-#  define BPT__SDT_FIRE6(s, p, n, a1, a2, a3, a4, a5, a6) \
-    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1 8@%2 8@%3 8@%4 8@%5 8@%6") :: BPT__SDT_SEM(s), \
-                         BPT__SDT_ARG(a1), BPT__SDT_ARG(a2), BPT__SDT_ARG(a3), BPT__SDT_ARG(a4), \
-                         BPT__SDT_ARG(a5), BPT__SDT_ARG(a6))
-/* A user site: its own semaphore, tested before anything is evaluated. */
-#  define BPT__PROBE_SITE(fire) \
+/* BPT__SDT_FIREn(provider, name, args): the site, with n arguments. The
+   caller tests the semaphore first (BPT__SDT_SEM_LOAD). */
+#  define BPT__SDT_FIRE0(p, n) __asm__ __volatile__(BPT__SDT_ASM(p, n, "") ::: "memory")
+#  define BPT__SDT_FIRE1(p, n, a1) __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%0") :: BPT__SDT_ARG(a1) : "memory")
+#  define BPT__SDT_FIRE2(p, n, a1, a2) \
+    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%0 8@%1") :: BPT__SDT_ARG(a1), BPT__SDT_ARG(a2) : "memory")
+#  define BPT__SDT_FIRE3(p, n, a1, a2, a3) \
+    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%0 8@%1 8@%2") :: BPT__SDT_ARG(a1), BPT__SDT_ARG(a2), \
+                         BPT__SDT_ARG(a3) : "memory")
+#  define BPT__SDT_FIRE4(p, n, a1, a2, a3, a4) \
+    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%0 8@%1 8@%2 8@%3") :: BPT__SDT_ARG(a1), BPT__SDT_ARG(a2), \
+                         BPT__SDT_ARG(a3), BPT__SDT_ARG(a4) : "memory")
+#  define BPT__SDT_FIRE5(p, n, a1, a2, a3, a4, a5) \
+    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%0 8@%1 8@%2 8@%3 8@%4") :: BPT__SDT_ARG(a1), \
+                         BPT__SDT_ARG(a2), BPT__SDT_ARG(a3), BPT__SDT_ARG(a4), BPT__SDT_ARG(a5) : "memory")
+#  define BPT__SDT_FIRE6(p, n, a1, a2, a3, a4, a5, a6) \
+    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%0 8@%1 8@%2 8@%3 8@%4 8@%5") :: BPT__SDT_ARG(a1), \
+                         BPT__SDT_ARG(a2), BPT__SDT_ARG(a3), BPT__SDT_ARG(a4), BPT__SDT_ARG(a5), \
+                         BPT__SDT_ARG(a6) : "memory")
+/* A site: its name's semaphore, tested before anything is evaluated. */
+#  define BPT__PROBE_SITE(p, n, fire) \
     do { \
-        static volatile unsigned short bpt__sdt_sem BPT__SDT_SEMAPHORE; \
-        if (__builtin_expect(bpt__sdt_sem != 0, 0)) fire; \
+        unsigned long bpt__sdt_on; \
+        BPT__SDT_SEM_LOAD(p, n, bpt__sdt_on); \
+        if (__builtin_expect(bpt__sdt_on != 0, 0)) fire; \
     } while (0)
-#  define BPT__PROBE_0(p, n) BPT__PROBE_SITE(BPT__SDT_FIRE0(bpt__sdt_sem, p, n))
-#  define BPT__PROBE_1(p, n, a1) BPT__PROBE_SITE(BPT__SDT_FIRE1(bpt__sdt_sem, p, n, a1))
-#  define BPT__PROBE_2(p, n, a1, a2) BPT__PROBE_SITE(BPT__SDT_FIRE2(bpt__sdt_sem, p, n, a1, a2))
-#  define BPT__PROBE_3(p, n, a1, a2, a3) BPT__PROBE_SITE(BPT__SDT_FIRE3(bpt__sdt_sem, p, n, a1, a2, a3))
-#  define BPT__PROBE_4(p, n, a1, a2, a3, a4) \
-    BPT__PROBE_SITE(BPT__SDT_FIRE4(bpt__sdt_sem, p, n, a1, a2, a3, a4))
+#  define BPT__PROBE_0(p, n) BPT__PROBE_SITE(p, n, BPT__SDT_FIRE0(p, n))
+#  define BPT__PROBE_1(p, n, a1) BPT__PROBE_SITE(p, n, BPT__SDT_FIRE1(p, n, a1))
+#  define BPT__PROBE_2(p, n, a1, a2) BPT__PROBE_SITE(p, n, BPT__SDT_FIRE2(p, n, a1, a2))
+#  define BPT__PROBE_3(p, n, a1, a2, a3) BPT__PROBE_SITE(p, n, BPT__SDT_FIRE3(p, n, a1, a2, a3))
+#  define BPT__PROBE_4(p, n, a1, a2, a3, a4) BPT__PROBE_SITE(p, n, BPT__SDT_FIRE4(p, n, a1, a2, a3, a4))
 #  define BPT__PROBE_5(p, n, a1, a2, a3, a4, a5) \
-    BPT__PROBE_SITE(BPT__SDT_FIRE5(bpt__sdt_sem, p, n, a1, a2, a3, a4, a5))
+    BPT__PROBE_SITE(p, n, BPT__SDT_FIRE5(p, n, a1, a2, a3, a4, a5))
 #  define BPT__PROBE_6(p, n, a1, a2, a3, a4, a5, a6) \
-    BPT__PROBE_SITE(BPT__SDT_FIRE6(bpt__sdt_sem, p, n, a1, a2, a3, a4, a5, a6))
+    BPT__PROBE_SITE(p, n, BPT__SDT_FIRE6(p, n, a1, a2, a3, a4, a5, a6))
 #else
 /* Compiled out: nothing is evaluated, but every argument is still named,
    so a variable kept only for a probe draws no "unused" warning. */

@@ -28,8 +28,8 @@ static uint32_t bpt__names_hash(const char *module, const char *name, int arity,
     return (uint32_t)(h ^ (h >> 17) ^ ((uint64_t)h >> 32));
 }
 
-static const bpt__name *bpt__names_entry(uint32_t id) {
-    const bpt__name *page = (const bpt__name *)bpt__load_relaxed_ptr(&bpt__names.page[(id - 1) / BPT__NAMES_PAGE]);
+static bpt__name *bpt__names_entry(uint32_t id) {
+    bpt__name *page = (bpt__name *)bpt__load_relaxed_ptr(&bpt__names.page[(id - 1) / BPT__NAMES_PAGE]);
     return &page[(id - 1) % BPT__NAMES_PAGE];
 }
 
@@ -53,8 +53,8 @@ static int bpt__names_index_grow(void) {
 }
 
 /* The id of (module, name, arity, format), given now if it has none; 0
-   when memory or ids ran out. module and name are interned; addr (a
-   native function's entry, or NULL) is kept only by a new entry. */
+   when memory or ids ran out. module and name are interned; addr, a
+   native function's entry (NULL: none), becomes the entry's address. */
 BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format,
                                     const void *addr) {
     uint32_t id = 0, k, n;
@@ -65,9 +65,11 @@ BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int ar
     if ((n + 1) * 2 > bpt__names.index_cap && bpt__names_index_grow() < 0) goto done;
     k = bpt__names_hash(module, name, arity, format) & (bpt__names.index_cap - 1);
     for (; bpt__names.index[k]; k = (k + 1) & (bpt__names.index_cap - 1)) {
-        const bpt__name *e = bpt__names_entry(bpt__names.index[k]);
+        bpt__name *e = bpt__names_entry(bpt__names.index[k]);
         if (e->module == module && e->name == name && e->arity == arity && e->format == format) {
             id = bpt__names.index[k];
+            if (addr)   /* registered again, maybe elsewhere (a library loaded anew) */
+                bpt__store_relaxed_u64(&e->addr, (uint64_t)(uintptr_t)addr);
             goto done;
         }
     }
@@ -81,7 +83,7 @@ BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int ar
     page[n % BPT__NAMES_PAGE].name = name;
     page[n % BPT__NAMES_PAGE].arity = arity;
     page[n % BPT__NAMES_PAGE].format = format;
-    page[n % BPT__NAMES_PAGE].addr = (uint64_t)(uintptr_t)addr;
+    bpt__store_relaxed_u64(&page[n % BPT__NAMES_PAGE].addr, (uint64_t)(uintptr_t)addr);
     id = n + 1;
     bpt__names.index[k] = id;
     bpt__store_release_u32(&bpt__names.count, id);   /* [N1] the entry, then its id */
@@ -95,6 +97,13 @@ done:
 BPT__PRIVATE const bpt__name *bpt__names_get(uint32_t id) {
     if (id == 0 || id > bpt__load_acquire_u32(&bpt__names.count)) return NULL;   /* [N1] */
     return bpt__names_entry(id);
+}
+
+/* The entry address of id's function, read relaxed: a re-registration
+   may store a new one meanwhile (either is an address the name had). */
+BPT__PRIVATE uint64_t bpt__names_addr(uint32_t id) {
+    if (id == 0 || id > bpt__load_acquire_u32(&bpt__names.count)) return 0;   /* [N1] */
+    return bpt__load_relaxed_u64(&bpt__names_entry(id)->addr);
 }
 
 /* How many ids are given: a file writer writes the names up to it. */

@@ -13,16 +13,10 @@
 #if BPT_PROBES
 /* A site of 8 arguments: user_trace, OTP's shape (i4s4). Every other probe
    has at most 6, all that bpftrace (0.17, Debian 12) reads on x86-64. */
-#  define BPT__SDT_FIRE8(s, p, n, a1, a2, a3, a4, a5, a6, a7, a8) \
-    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%1 8@%2 8@%3 8@%4 8@%5 8@%6 8@%7 8@%8") :: BPT__SDT_SEM(s), \
-                         BPT__SDT_ARG(a1), BPT__SDT_ARG(a2), BPT__SDT_ARG(a3), BPT__SDT_ARG(a4), \
-                         BPT__SDT_ARG(a5), BPT__SDT_ARG(a6), BPT__SDT_ARG(a7), BPT__SDT_ARG(a8))
-
-/* The semaphores of a USDT session's four probes. */
-static volatile unsigned short bpt__sem_call BPT__SDT_SEMAPHORE;
-static volatile unsigned short bpt__sem_return BPT__SDT_SEMAPHORE;
-static volatile unsigned short bpt__sem_exception BPT__SDT_SEMAPHORE;
-static volatile unsigned short bpt__sem_return_to BPT__SDT_SEMAPHORE;
+#  define BPT__SDT_FIRE8(p, n, a1, a2, a3, a4, a5, a6, a7, a8) \
+    __asm__ __volatile__(BPT__SDT_ASM(p, n, "8@%0 8@%1 8@%2 8@%3 8@%4 8@%5 8@%6 8@%7") :: BPT__SDT_ARG(a1), \
+                         BPT__SDT_ARG(a2), BPT__SDT_ARG(a3), BPT__SDT_ARG(a4), BPT__SDT_ARG(a5), \
+                         BPT__SDT_ARG(a6), BPT__SDT_ARG(a7), BPT__SDT_ARG(a8) : "memory")
 
 /* The first argument of a decoded call as a probe word: a copied string's
    address (valid while the probe runs), the bits of a double, or the
@@ -57,34 +51,34 @@ static int bpt__probe_decode(const bpt__session *s, const bpt__thread *rec, cons
    traced thread. */
 BPT__PRIVATE void bpt__probe_event(const bpt__session *s, const bpt__thread *rec, const bpt__rec *r) {
 #if BPT_PROBES
-    const bpt__name *fn;
+    unsigned long on;
     bpt_msg m;
     uint64_t addr;
     switch (r->type) {   /* attached? (one load; nothing else is done while none is) */
-    case BPT_MSG_CALL: if (!bpt__sem_call) return; break;
-    case BPT_MSG_RETURN_FROM: if (!bpt__sem_return) return; break;
-    case BPT_MSG_EXCEPTION_FROM: if (!bpt__sem_exception) return; break;
-    case BPT_MSG_RETURN_TO: if (!bpt__sem_return_to) return; break;
+    case BPT_MSG_CALL: BPT__SDT_SEM_LOAD(bptrace, call, on); break;
+    case BPT_MSG_RETURN_FROM: BPT__SDT_SEM_LOAD(bptrace, return, on); break;
+    case BPT_MSG_EXCEPTION_FROM: BPT__SDT_SEM_LOAD(bptrace, exception, on); break;
+    case BPT_MSG_RETURN_TO: BPT__SDT_SEM_LOAD(bptrace, return_to, on); break;
     default: return;
     }
+    if (!on) return;
     if (!bpt__probe_decode(s, rec, r, &m)) return;
-    fn = bpt__names_get(r->id);
-    addr = fn ? fn->addr : 0;
+    addr = bpt__names_addr(r->id);
     switch (r->type) {
     case BPT_MSG_CALL:
-        BPT__SDT_FIRE6(bpt__sem_call, bptrace, call, m.thread, addr, m.module, m.name, m.arity,
+        BPT__SDT_FIRE6(bptrace, call, m.thread, addr, m.module, m.name, m.arity,
                        bpt__probe_arg0(&m));
         break;
     case BPT_MSG_RETURN_FROM:
-        BPT__SDT_FIRE6(bpt__sem_return, bptrace, return, m.thread, addr, m.module, m.name, m.arity,
+        BPT__SDT_FIRE6(bptrace, return, m.thread, addr, m.module, m.name, m.arity,
                        m.value_type == BPT_ARG_STR ? (uint64_t)(uintptr_t)m.str : m.value);
         break;
     case BPT_MSG_EXCEPTION_FROM:
-        BPT__SDT_FIRE6(bpt__sem_exception, bptrace, exception, m.thread, addr, m.module, m.name, m.arity,
+        BPT__SDT_FIRE6(bptrace, exception, m.thread, addr, m.module, m.name, m.arity,
                        m.value);
         break;
     default:   /* BPT_MSG_RETURN_TO */
-        BPT__SDT_FIRE6(bpt__sem_return_to, bptrace, return_to, m.thread, addr, m.module, m.name, m.arity,
+        BPT__SDT_FIRE6(bptrace, return_to, m.thread, addr, m.module, m.name, m.arity,
                        m.caller);
         break;
     }
@@ -96,8 +90,9 @@ BPT__PRIVATE void bpt__probe_event(const bpt__session *s, const bpt__thread *rec
 void bpt_user_trace(int64_t i1, int64_t i2, int64_t i3, int64_t i4,
                     const char *s1, const char *s2, const char *s3, const char *s4) {
 #if BPT_PROBES
-    static volatile unsigned short sem BPT__SDT_SEMAPHORE;
-    if (sem) BPT__SDT_FIRE8(sem, bptrace, user_trace, i1, i2, i3, i4, s1, s2, s3, s4);
+    unsigned long on;
+    BPT__SDT_SEM_LOAD(bptrace, user_trace, on);
+    if (on) BPT__SDT_FIRE8(bptrace, user_trace, i1, i2, i3, i4, s1, s2, s3, s4);
 #else
     (void)i1; (void)i2; (void)i3; (void)i4; (void)s1; (void)s2; (void)s3; (void)s4;
 #endif

@@ -34,8 +34,9 @@ typedef struct bpt__name {
     const char *module, *name;    /* interned */
     int arity;
     bpt_format_fn format;         /* a VM site's argument formatter, or NULL */
-    uint64_t addr;                /* native: the entry address of the first function given
-                                     this id; 0: a VM function (the USDT probes' arg1) */
+    bpt__atomic_u64 addr;         /* native: the entry address of the function registered
+                                     last under this id (a re-registration stores it,
+                                     relaxed); 0: a VM function. bpt__names_addr reads it */
 } bpt__name;
 
 /* Names (names.c): ids from 1; 0 names nothing. bpt__names_id runs on the
@@ -45,6 +46,7 @@ BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int ar
                                     const void *addr);
 BPT__PRIVATE const bpt__name *bpt__names_get(uint32_t id);
 BPT__PRIVATE uint32_t bpt__names_count(void);
+BPT__PRIVATE uint64_t bpt__names_addr(uint32_t id);   /* the entry address, or 0 (the USDT probes' arg1) */
 BPT__PRIVATE const bpt__name *bpt__names_live(void *ctx, uint32_t id);   /* a decoder's name source */
 
 /* How a reader turns a record into a message: names by id, ticks into ns. */

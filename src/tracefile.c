@@ -288,7 +288,7 @@ static int bpt__file_names(bpt_trace_file *f, const unsigned char *block, uint32
         f->names[id].name = text + ml + 1;
         f->names[id].arity = arity;
         f->names[id].format = NULL;
-        f->names[id].addr = 0;    /* a file names functions, not addresses */
+        bpt__store_relaxed_u64(&f->names[id].addr, 0);   /* a file names functions, not addresses */
         text += ml + nl + 2;
         at += 16 + ((uint32_t)ml + nl + 7) / 8 * 8;
     }

@@ -8,6 +8,7 @@
    - A USDT session keeps no buffer: its events count as delivered, nothing
      is drained; with the call probe's semaphore raised its site runs (the
      NOP, with nothing attached) and the program goes on.
+   - The probes' function address follows a name registered again elsewhere.
    - Misuse: usdt with a callback tracer (BPT_EINVAL); bpt_session_wait on a
      USDT session (BPT_EINVAL).
    - Where probes are compiled out (tcc): a USDT session is BPT_ENOTSUP, and
@@ -191,6 +192,24 @@ BPT_TRACEABLE __attribute__((noinline)) long usdt_target(long a) {
     return a + 1;
 }
 
+BPT_TRACEABLE __attribute__((noinline)) long reused_a(long a) { return a + 2; }
+BPT_TRACEABLE __attribute__((noinline)) long reused_b(long a) { return a + 3; }
+
+/* The probes' function address (arg1) follows a name registered again at
+   another address (a library loaded anew): it was the first one's. */
+static void check_reregistered_addr(void) {
+    bpt_func *fa = native_reg((void *)reused_a, "t_probes", "reused", 1), *fb;
+    uint32_t fid;
+    if (!fa) return;
+    fid = fa->fid;
+    CHECK(bpt__names_addr(fid) == (uint64_t)(uintptr_t)reused_a, "the address of reused_a");
+    CHECK_RC(bpt_unregister(fa), 0);
+    if (!(fb = native_reg((void *)reused_b, "t_probes", "reused", 1))) return;
+    CHECK(fb->fid == fid, "one name, one id: %u and %u", fid, fb->fid);
+    CHECK(bpt__names_addr(fid) == (uint64_t)(uintptr_t)reused_b, "the name's address is now reused_b's");
+    CHECK_RC(bpt_unregister(fb), 0);
+}
+
 /* A USDT session: no buffer; events counted as delivered, with the call
    probe's site run while its semaphore is up. */
 static void check_usdt_session(void) {
@@ -245,6 +264,7 @@ int main(void) {
     check_gating();
 #  if defined(BPT_NATIVE)
     check_usdt_session();
+    check_reregistered_addr();
 #  else
     printf("no native sites here: the USDT session's events are not checked\n");
 #  endif

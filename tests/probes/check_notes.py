@@ -5,8 +5,8 @@ Check a program's USDT notes (the output of `readelf -n PROG`) against the
 provider description (examples/bptrace.d): every probe of the provider is
 there, once or more, with as many arguments as the description declares,
 each "8@" and one register of ARCH (x86_64: %rax..%r15; aarch64: x0..x30),
-and with a semaphore. Also the test program's own probe target:user (3
-arguments). Prints what it checked; exits 0 when all of it held, 1 if not.
+and with a semaphore. Also the test program's own probes target:user (3
+arguments) and target:mem (1). Prints what it checked; exits 0 when all of it held, 1 if not.
 """
 import re
 import sys
@@ -20,7 +20,7 @@ declared = {}
 for m in re.finditer(r"^\s*probe\s+(\w+)\((.*?)\);", open(d_path).read(), re.M):
     args = m.group(2).strip()
     declared[m.group(1)] = 0 if args in ("", "void") else args.count(",") + 1
-declared_target = {"user": 3}
+declared_target = {"user": 3, "mem": 1}
 
 # The notes: Provider / Name / Location ... Semaphore / Arguments, in that order.
 found = []

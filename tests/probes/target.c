@@ -58,6 +58,12 @@ int main(int argc, char **argv) {
        tool's read from the probe never faults (a BPF read cannot). */
     snprintf(text, sizeof text, "user-probe-%ld", calls);
     BPT_PROBE(target, user, calls, sum, text);
+    {   /* Memory only a probe's pointer argument reads: its stores must happen
+           before the probe fires (the site's "memory" clobber), though the
+           program never reads it. */
+        char only_for_the_probe[] = "sa";
+        BPT_PROBE(target, mem, only_for_the_probe);
+    }
     bpt_user_trace(1, 2, 3, 4, text, "s2", NULL, NULL);
     if ((rc = bpt_session_stats(s, &c)) < 0) return fail("bpt_session_stats", rc);
     if ((rc = bpt_session_destroy(s)) < 0) return fail("bpt_session_destroy", rc);
