@@ -6822,11 +6822,20 @@ static int bpt__frame_lower(bpt__thread *rec, int stack, uint32_t d) {
 #endif
 }
 
+/* Copy a frame out of its slot: its fields, and the sessions it has, not
+   the slots it does not use (a frame is 256 bytes with BPT_FRAME_SESSIONS
+   4; a return serves one session in the common case). */
+static void bpt__frame_copy(bpt__frame *to, const bpt__frame *from) {
+    uint32_t i;
+    memcpy(to, from, offsetof(bpt__frame, sess));
+    for (i = 0; i < from->nsess; i++) to->sess[i] = from->sess[i];   /* fixed-size copies: no call */
+}
+
 /* Copy out the top frame, then release it, and the tombstones it covered
    (never a frame being filled: the code a handler interrupted owns it). */
-static bpt__frame bpt__frame_pop(bpt__thread *rec, int stack) {
+static void bpt__frame_pop(bpt__thread *rec, int stack, bpt__frame *out) {
     uint32_t d = rec->shadow_depth[stack] - 1;
-    bpt__frame fr = rec->shadow[stack][d];
+    bpt__frame_copy(out, &rec->shadow[stack][d]);
     bpt__compiler_barrier();   /* [H1] */
     rec->shadow_depth[stack] = d;
     while (d > 0 && rec->shadow[stack][d - 1].gone && !bpt__frame_filling(rec, stack, d - 1)) {
@@ -6834,18 +6843,18 @@ static bpt__frame bpt__frame_pop(bpt__thread *rec, int stack) {
         if (!bpt__frame_lower(rec, stack, d)) break;
         d--;
     }
-    return fr;
 }
 
 /* Copy out frame k and end it: popped if on top, else left as a tombstone
    under the live frames of other fibers above it. */
-static bpt__frame bpt__frame_take(bpt__thread *rec, int stack, uint32_t k) {
-    bpt__frame fr;
-    if (k + 1 == rec->shadow_depth[stack]) return bpt__frame_pop(rec, stack);
-    fr = rec->shadow[stack][k];
+static void bpt__frame_take(bpt__thread *rec, int stack, uint32_t k, bpt__frame *out) {
+    if (k + 1 == rec->shadow_depth[stack]) {
+        bpt__frame_pop(rec, stack, out);
+        return;
+    }
+    bpt__frame_copy(out, &rec->shadow[stack][k]);
     bpt__compiler_barrier();   /* [H1] copied before it is gone */
     rec->shadow[stack][k].gone = 1;
-    return fr;
 }
 
 /* The newest frame of this thread's current stack below depth d whose
@@ -7020,7 +7029,7 @@ BPT__NOINLINE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int t
         if (!bpt__frame_mine(rec, BPT__STACK_NATIVE, fr)) continue;   /* another fiber's stack: not compared */
         if (tail && top == sp) break;   /* the frame this tail call shares: alive */
         if (on_alt ? !(in_alt && top <= sp) : !(in_alt || top <= sp)) break;
-        dead = bpt__frame_take(rec, BPT__STACK_NATIVE, d);
+        bpt__frame_take(rec, BPT__STACK_NATIVE, d, &dead);
         bpt__frame_unwound(rec, &dead, cls, 0);
         bpt__frame_end(rec, BPT__STACK_NATIVE, &dead);
     }
@@ -7098,7 +7107,7 @@ BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
         if (i >= rec->shadow_depth[BPT__STACK_NATIVE] ||
             !bpt__frame_mine(rec, BPT__STACK_NATIVE, &rec->shadow[BPT__STACK_NATIVE][i]))
             continue;
-        fr = bpt__frame_take(rec, BPT__STACK_NATIVE, i);
+        bpt__frame_take(rec, BPT__STACK_NATIVE, i, &fr);
         bpt__frame_unwound(rec, &fr, "unwind", 0);
         bpt__frame_end(rec, BPT__STACK_NATIVE, &fr);
     }
@@ -7107,7 +7116,7 @@ BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
     to.fid = 0;   /* the fields of `to` that 2c reads are set below */
     for (;;) {
         if (k < 0) bpt__frames_lost(sp);
-        fr = bpt__frame_take(rec, BPT__STACK_NATIVE, (uint32_t)k);
+        bpt__frame_take(rec, BPT__STACK_NATIVE, (uint32_t)k, &fr);
         bpt__frame_end(rec, BPT__STACK_NATIVE, &fr);
         bpt__frame_returned(rec, &fr, r->gpr[0], r->fp[0][0]);
         for (i = 0; i < fr.nsess; i++) {
@@ -7146,7 +7155,8 @@ int bpt_unwind_to(const void *spp) {
     bpt__pin();
     for (k = (long)rec->shadow_depth[BPT__STACK_NATIVE];
          (k = bpt__frame_find(rec, (uint32_t)k, 0)) >= 0 && rec->shadow[BPT__STACK_NATIVE][k].sp <= sp;) {
-        bpt__frame fr = bpt__frame_take(rec, BPT__STACK_NATIVE, (uint32_t)k);
+        bpt__frame fr;
+        bpt__frame_take(rec, BPT__STACK_NATIVE, (uint32_t)k, &fr);
         bpt__frame_unwound(rec, &fr, "unwind", 0);
         bpt__frame_end(rec, BPT__STACK_NATIVE, &fr);
         n++;
@@ -7195,11 +7205,11 @@ void bpt_vm_return(bpt_vm_token token, uint64_t value) {
     if (ix < 0) return;
     bpt__pin();
     while (rec->shadow_depth[BPT__STACK_VM] > (uint32_t)ix + 1) {
-        fr = bpt__frame_pop(rec, BPT__STACK_VM);
+        bpt__frame_pop(rec, BPT__STACK_VM, &fr);
         bpt__frame_unwound(rec, &fr, "throw", 0);
         bpt__frame_end(rec, BPT__STACK_VM, &fr);
     }
-    fr = bpt__frame_pop(rec, BPT__STACK_VM);
+    bpt__frame_pop(rec, BPT__STACK_VM, &fr);
     bpt__frame_end(rec, BPT__STACK_VM, &fr);
     bpt__frame_returned(rec, &fr, value, value);
     bpt__frame_return_to(rec, &fr, fr.caller_fid, 0);
@@ -7212,7 +7222,8 @@ void bpt_vm_unwind(bpt_vm_token token, uint64_t exception) {
     if (ix < 0) return;
     bpt__pin();
     while (rec->shadow_depth[BPT__STACK_VM] > (uint32_t)ix) {
-        bpt__frame fr = bpt__frame_pop(rec, BPT__STACK_VM);
+        bpt__frame fr;
+        bpt__frame_pop(rec, BPT__STACK_VM, &fr);
         bpt__frame_unwound(rec, &fr, "throw", exception);
         bpt__frame_end(rec, BPT__STACK_VM, &fr);
     }
