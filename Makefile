@@ -4,7 +4,7 @@
 #   make test         the whole test matrix (tests/run), ends with "N passed, N failed, N skipped"
 #   make deps         install what demo and test need (.ci/install-deps; sudo if not root),
 #                     unless it is all there already: demo and test run it first
-#   make examples     build/tinyvm, build/protocol_walkthrough, build/gameloop, build/hello
+#   make examples     build/tinyvm, build/protocol_walkthrough, build/gameloop, build/hello, build/bpt
 #   make bench        benchmarks (figures and ratios; no assertions)
 #   make fuzz         the libFuzzer targets, FUZZ_SECONDS each (tests/fuzz/fuzz.mk)
 #   make amalgamate   regenerate bptrace.h from src/
@@ -31,7 +31,12 @@ $(BUILD)/%: examples/%.c bptrace.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) -I. -o $@ $< -pthread -lm
 
-examples: $(BUILD)/tinyvm $(BUILD)/protocol_walkthrough $(BUILD)/gameloop $(BUILD)/hello
+examples: $(BUILD)/tinyvm $(BUILD)/protocol_walkthrough $(BUILD)/gameloop $(BUILD)/hello $(BUILD)/bpt
+
+# bpt: the outside reader (examples/bpt: ps, funcs, top, pstack, sessions, progress).
+$(BUILD)/bpt: examples/bpt/bpt.c examples/bpt/reader.h bptrace.h
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) -I. -o $@ examples/bpt/bpt.c -pthread
 
 # The packages the tests and the demo need (apt-get, Debian 12), installed only when
 # .ci/install-deps --check finds something missing.

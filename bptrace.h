@@ -25,6 +25,7 @@
        >>info        bpt_trace_info (call_count, call_time, call_memory), processes, memory
        >>format      dbg-style text, tprof-style profiles, Chrome trace JSON, folded stacks
        >>probes      USDT probes for bpftrace, perf, gdb, SystemTap; BPT_PROBE, bpt_user_trace
+       >>root        the root record an outside reader (examples/bpt) finds; bpt_root_check
        The implementation parts follow, each between "Begin file X" and "End of X" banners.
 
    HOW EACH FUNCTION IS DOCUMENTED
@@ -1994,6 +1995,225 @@ static inline uint64_t bpt__sdt_word(decltype(nullptr)) { return 0; }
     do { if (0) { (void)(a1); (void)(a2); (void)(a3); (void)(a4); (void)(a5); (void)(a6); } } while (0)
 #endif
 /*** End of api_probes.h ***/
+
+/*** Begin file api_root.h ***/
+/* api_root.h: the root record, the public half's one concern here: how a
+   reader in another process (examples/bpt) finds and walks bptrace's data
+   without stopping the program, as think-outside-the-beam reads a BEAM, but
+   from a layout the program describes itself rather than offsets a tool
+   hard-codes for one version. */
+
+/* >>root
+   Every program (or shared object) built with the implementation holds
+   one object, `bpt_root` (a bpt_root_record), an exported symbol in its
+   ELF symbol table. It is
+   read-only: constant data the compiler lays out, relocated at load. It
+   holds:
+
+     magic, version      BPT_ROOT_MAGIC and BPT_ROOT_VERSION; a reader
+                         refuses any other (the meaning of a field changed)
+     sizes, offsets      the size of every structure a reader walks
+                         (BPT_ROOT_STRUCTS) and the offset and width of
+                         every field it reads (BPT_ROOT_FIELDS), so that a
+                         reader checks each one before it reads anything
+     consts              the limits and encodings it needs (BPT_ROOT_CONSTS)
+     globals             the addresses where the walks start: the thread
+                         records, the registry, the sessions, thread
+                         progress's epoch (BPT_ROOT_GLOBALS)
+
+   A reader finds it from /proc/PID/maps and the ELF symbols of each mapped
+   file, checks it with bpt_root_check, and reads with process_vm_readv:
+   never ptrace, never a stop, never a write. The root holds addresses, not
+   writable pointers a reader could use: a reader cannot write through
+   process_vm_readv, and the root itself is constant.
+
+   Consistency. The thread records are never freed and their list is
+   push-only; a thread's counters and shadow stack are its own and change
+   under the reader, who sees each word as it was at some moment. The
+   registry and the sessions change only under the code modification
+   permission, and around each hold the layout sequence count
+   (BPT_ROOT_G_SEQ) moves, odd while held [L1]:
+
+     set path (bp.c)   seq := seq + 1 (odd); release fence; change ...;
+                       release store seq + 1 (even); let go of the permission
+     reader            read seq; acquire fence; read the registry, the
+                         sessions and what they point at; acquire fence;
+                         read seq again: odd, or changed, means torn: read
+                         again (bpt retries, then says the data may be torn)
+
+   The reader's reads are process_vm_readv calls on its own CPU, so its
+   fences order them as they would order its own loads.
+*/
+#define BPT_ROOT_MAGIC   0x31544f4f52545042ull   /* "BPTROOT1", little-endian */
+#define BPT_ROOT_VERSION 1u
+
+/* The structures a reader walks: (ID, the implementation's type). */
+#define BPT_ROOT_STRUCTS(X) \
+    X(THREAD,  bpt__thread)          /* a thread record (progress.h) */ \
+    X(FUNC,    bpt_func)             /* a registered function (breakpoint.h) */ \
+    X(BP,      bpt__GenericBp)       /* one session's breakpoint on a function */ \
+    X(BPDATA,  bpt__GenericBpData)   /* one generation of it */ \
+    X(COUNT,   bpt__BpCount)         /* call_count's counter slot */ \
+    X(FRAME,   bpt__frame)           /* a shadow stack frame (frames.h) */ \
+    X(SESSION, bpt__session)         /* a trace session (session.h) */ \
+    X(LANE,    bpt__lane)            /* one thread's buffer in a session */ \
+    X(PATTERN, bpt__pattern_entry)   /* a pattern in force in a session (pattern.h) */
+
+/* The fields a reader reads: (ID, its structure's ID, the member). The
+   root gives each one's offset and width in bytes. */
+#define BPT_ROOT_FIELDS(X) \
+    X(THREAD_STATE,        THREAD,  state)          /* u64: epoch << NEST_BITS | ONLINE | pins; 0 offline */ \
+    X(THREAD_IN_USE,       THREAD,  in_use)         /* u32: 1 while a live thread owns it */ \
+    X(THREAD_NEXT,         THREAD,  next)           /* pointer: the next record, NULL at the end */ \
+    X(THREAD_INDEX,        THREAD,  index)          /* u32: its lane number in every session */ \
+    X(THREAD_TID,          THREAD,  tid)            /* u32: the owner's OS thread id */ \
+    X(THREAD_SHADOW,       THREAD,  shadow)         /* 2 pointers: native and VM frames (NULL: none yet) */ \
+    X(THREAD_SHADOW_DEPTH, THREAD,  shadow_depth)   /* 2 u32: frames in use on each */ \
+    X(THREAD_FIBER,        THREAD,  fiber)          /* u64: the stack the thread runs on now */ \
+    X(THREAD_COUNTS,       THREAD,  counts)         /* COUNT_PAGES pointers to u64 counter pages */ \
+    X(FUNC_MODULE,         FUNC,    module)         /* pointer to a NUL-terminated name */ \
+    X(FUNC_NAME,           FUNC,    name)           /* pointer to a NUL-terminated name */ \
+    X(FUNC_ARITY,          FUNC,    arity)          /* int */ \
+    X(FUNC_FID,            FUNC,    fid)            /* u32: the id its records carry */ \
+    X(FUNC_KIND,           FUNC,    kind)           /* int: 1 a VM site, 2 a native entry */ \
+    X(FUNC_FN,             FUNC,    fn)             /* pointer: a native function's address */ \
+    X(FUNC_INSTALLED,      FUNC,    installed)      /* int: the breakpoint word is in place */ \
+    X(FUNC_GEN_BP,         FUNC,    gen_bp)         /* pointer: the first session's BP */ \
+    X(BP_DATA,             BP,      data)           /* 2 BPDATA: the generations */ \
+    X(BP_SESSION,          BP,      session)        /* pointer: its SESSION */ \
+    X(BP_NEXT,             BP,      next)           /* pointer: the next session's BP */ \
+    X(BPDATA_FLAGS,        BPDATA,  flags)          /* u32: ON(k) = 1 << 2k, ACTIVE(k) = 2 << 2k */ \
+    X(BPDATA_DATA,         BPDATA,  data)           /* NKINDS pointers: kind k's data (COUNT for count) */ \
+    X(COUNT_SLOT,          COUNT,   slot)           /* u32: counter n of every thread's pages */ \
+    X(COUNT_BASE,          COUNT,   base)           /* u64: subtracted (the sum at the last restart) */ \
+    X(COUNT_SPILL,         COUNT,   spill)          /* u64: added (hits without a page) */ \
+    X(FRAME_FID,           FRAME,   fid)            /* u32: the function's id */ \
+    X(FRAME_F,             FRAME,   f)              /* pointer: its FUNC (compare, do not follow) */ \
+    X(FRAME_TS,            FRAME,   ts_ns)          /* u64: entry time, ns */ \
+    X(FRAME_FIBER,         FRAME,   fiber)          /* u64: the stack it was pushed on (native) */ \
+    X(FRAME_GONE,          FRAME,   gone)           /* u8: a tombstone (ended under another stack) */ \
+    X(SESSION_ID,          SESSION, id)             /* u64: its weak id */ \
+    X(SESSION_NAME,        SESSION, name)           /* char[]: NUL-terminated */ \
+    X(SESSION_TRACER,      SESSION, tracer)         /* pointer: non-NULL for a callback tracer */ \
+    X(SESSION_USDT,        SESSION, usdt)           /* int: 1 for a USDT session */ \
+    X(SESSION_CHUNK_BYTES, SESSION, chunk_bytes)    /* u32 */ \
+    X(SESSION_CHUNKS,      SESSION, chunks)         /* u32: each lane's chunks at its start */ \
+    X(SESSION_MAX_CHUNKS,  SESSION, max_chunks)     /* u32: the most a lane grows to */ \
+    X(SESSION_FLIGHT,      SESSION, flight_recorder) /* int */ \
+    X(SESSION_DEAD,        SESSION, dead)           /* u32: destroy began */ \
+    X(SESSION_LIMITED,     SESSION, limited)        /* u64: records refused by the rate limit */ \
+    X(SESSION_SKIPPED,     SESSION, frames_skipped) /* u64: returns that could not be traced */ \
+    X(SESSION_LANELESS,    SESSION, lost_laneless)  /* u64: lost before a thread had a lane */ \
+    X(SESSION_LANE_DIR,    SESSION, lane_dir)       /* LANE_DIRS pointers to LANES_PER_DIR lane pointers */ \
+    X(SESSION_PATTERNS,    SESSION, patterns)       /* pointer: the first PATTERN */ \
+    X(LANE_NUMBER,         LANE,    number)         /* u64: the thread record's index */ \
+    X(LANE_CHUNK_BYTES,    LANE,    chunk_bytes)    /* u32 */ \
+    X(LANE_BUDGET,         LANE,    budget)         /* u32: chunks it holds now */ \
+    X(LANE_WRITTEN,        LANE,    written)        /* u64: records put in chunks */ \
+    X(LANE_DROPPED,        LANE,    dropped)        /* u64: lost to a full buffer */ \
+    X(LANE_OVERWRITTEN,    LANE,    overwritten)    /* u64: taken back by a flight recorder */ \
+    X(LANE_DELIVERED,      LANE,    delivered)      /* u64: given to a callback or a USDT probe */ \
+    X(LANE_LOST,           LANE,    lost)           /* u64: dropped by a nested send */ \
+    X(LANE_DRAINED,        LANE,    drained)        /* u64: read by a drainer or a file writer */ \
+    X(PATTERN_NEXT,        PATTERN, next)           /* pointer */ \
+    X(PATTERN_MODULE,      PATTERN, mfa.module)     /* char[]: "*" for any */ \
+    X(PATTERN_FUNCTION,    PATTERN, mfa.function)   /* char[] */ \
+    X(PATTERN_ARITY,       PATTERN, mfa.arity)      /* int: -1 for any */ \
+    X(PATTERN_FLAGS,       PATTERN, flags)          /* unsigned: the BPT_* flags it was set with */
+
+/* The addresses where the walks start: (ID, what is there). */
+#define BPT_ROOT_GLOBALS(X) \
+    X(SEQ,       "u64: the layout sequence count [L1]") \
+    X(THREADS,   "pointer: the first THREAD") \
+    X(NTHREADS,  "u32: thread records made") \
+    X(EPOCH,     "u64: thread progress's global epoch") \
+    X(WAITS,     "u64: thread progress waits completed") \
+    X(FUNCS,     "pointer: an array of NFUNCS pointers to FUNC, in registration order") \
+    X(NFUNCS,    "u32: registered functions") \
+    X(SESSIONS,  "MAX_SESSIONS pointers to SESSION (NULL: a free slot)") \
+    X(ACTIVE_IX, "u32: the active generation, 0 or 1")
+
+/* The limits and encodings: (ID). */
+#define BPT_ROOT_CONSTS(X) \
+    X(MAX_SESSIONS) X(LANE_DIRS) X(LANES_PER_DIR) X(COUNT_PAGES) X(COUNT_PAGE_SLOTS) \
+    X(SHADOW_FRAMES) X(NEST_BITS) X(ONLINE) X(NKINDS) X(KIND_COUNT)
+
+enum bpt_root_struct {
+#define BPT__ROOT_S(id, type) BPT_ROOT_S_##id,
+    BPT_ROOT_STRUCTS(BPT__ROOT_S)
+#undef BPT__ROOT_S
+    BPT_ROOT_NSTRUCTS
+};
+enum bpt_root_field {
+#define BPT__ROOT_F(id, st, member) BPT_ROOT_F_##id,
+    BPT_ROOT_FIELDS(BPT__ROOT_F)
+#undef BPT__ROOT_F
+    BPT_ROOT_NFIELDS
+};
+enum bpt_root_global {
+#define BPT__ROOT_G(id, what) BPT_ROOT_G_##id,
+    BPT_ROOT_GLOBALS(BPT__ROOT_G)
+#undef BPT__ROOT_G
+    BPT_ROOT_NGLOBALS
+};
+enum bpt_root_const {
+#define BPT__ROOT_C(id) BPT_ROOT_C_##id,
+    BPT_ROOT_CONSTS(BPT__ROOT_C)
+#undef BPT__ROOT_C
+    BPT_ROOT_NCONSTS
+};
+
+/* An address in the target: 64 bits on every architecture. */
+typedef union bpt_root_addr {
+    const volatile void *p;       /* what the program stores */
+    uint64_t u;                   /* what a reader reads */
+} bpt_root_addr;
+
+typedef struct bpt_root_record {
+    uint64_t magic;                                /* BPT_ROOT_MAGIC */
+    uint32_t version;                              /* BPT_ROOT_VERSION */
+    uint32_t bytes;                                /* sizeof(bpt_root_record) */
+    char bptrace_version[16];                      /* BPTRACE_VERSION, e.g. "0.1.0" */
+    char arch[16];                                 /* "x86_64", "aarch64" or "other" */
+    uint32_t nstructs, nfields, nglobals, nconsts; /* the four tables' lengths */
+    uint32_t struct_bytes[BPT_ROOT_NSTRUCTS];      /* sizeof each structure */
+    uint32_t field_struct[BPT_ROOT_NFIELDS];       /* the structure (BPT_ROOT_S_*) a field is in */
+    uint32_t field_off[BPT_ROOT_NFIELDS];          /* its offset in bytes */
+    uint32_t field_bytes[BPT_ROOT_NFIELDS];        /* its width in bytes */
+    uint32_t consts[BPT_ROOT_NCONSTS];
+    uint32_t kind_flag[16];                        /* kind k's public flag (BPT_COUNT ...); 0 past NKINDS */
+    bpt_root_addr global[BPT_ROOT_NGLOBALS];
+} bpt_root_record;
+
+/* The root record of the program or shared object that defines
+   BPTRACE_IMPLEMENTATION (a local symbol with BPTRACE_STATIC). */
+#if !defined(BPTRACE_STATIC)
+BPT_API const bpt_root_record bpt_root;
+#endif
+
+/* bpt_root_check: whether a root record read from a target can be used.
+
+   Parameters
+     r             a copy of the target's bpt_root, as read; bytes of it valid
+     bytes         how many bytes of it were read
+     why, why_len  where to write the reason it is refused (may be NULL)
+   Returns
+     0 when the magic, version and size match this header's, every table
+     length matches, every structure's size is at most 1 MiB, and every
+     field lies inside its structure (offset + width <= size) with a width
+     that fits what it holds: a word of 1, 2, 4 or 8 bytes, or an array
+     of the length the consts give. Otherwise a negative BPT_E* and a
+     one-line reason in why.
+   Errors
+     BPT_EINVAL    r is NULL
+     BPT_EFORMAT   bytes < sizeof(bpt_root_record), the magic is wrong, or a size,
+                   offset or width is out of range (the reason names it)
+     BPT_ENOTSUP   a known magic with another layout version
+   Thread safety  any thread; pure (reads only r)
+   Source         the check a reader of ELF or of a .bpt file does of a header
+*/
+BPT_API int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, size_t why_len);
+/*** End of api_root.h ***/
 #ifdef __cplusplus
 }
 #endif
@@ -2588,6 +2808,29 @@ struct bpt__thread {
     char errmsg[320];               /* owner only: bpt_last_error() */
 };
 
+/* A thread record's state word (progress.c has its meaning): the epoch
+   above BPT__NEST_BITS, the ONLINE bit and the count of open pins below. */
+#define BPT__NEST_BITS 16
+#define BPT__NEST_MASK ((1u << BPT__NEST_BITS) - 1)
+#define BPT__ONLINE (1u << (BPT__NEST_BITS - 1))   /* a managed thread, online */
+#define BPT__PINS (BPT__ONLINE - 1)                /* the pins open */
+
+/* Thread progress's shared state (progress.c). Declared here for the root
+   record (root.c), which tells an outside reader where the epoch, the
+   counters and the list of records are. */
+struct bpt__progress_state {
+    bpt__atomic_u64 epoch;          /* global epoch; starts at 1 */
+    bpt__atomic_u32 futex;          /* 1: a waiter sleeps (or is about to) */
+    bpt__atomic_ptr records;        /* bpt__thread list head, push-only */
+    bpt__atomic_u32 nrecords;
+    bpt__atomic_u32 light_pins;     /* membarrier PRIVATE_EXPEDITED registered */
+    bpt__atomic_u32 sync_core;      /* membarrier SYNC_CORE registered */
+    pthread_mutex_t wait_lock;      /* one waiter at a time */
+    pthread_key_t key;              /* exit destructor (and the TLS slot on tcc) */
+    bpt__atomic_u64 waits, futex_sleeps, futex_wakes;
+};
+BPT__DATA(struct bpt__progress_state, bpt__progress);   /* progress.c */
+
 BPT__HOT BPT__INTREGS bpt__thread *bpt__thread_self_or_null(void);
 BPT__PRIVATE bpt__thread *bpt__thread_records(void);   /* every record ever made: walk ->next */
 BPT__PRIVATE bpt__thread *bpt__thread_self(void);   /* creates the record: NULL when out of memory */
@@ -2643,6 +2886,62 @@ struct bpt__session {
        the sleepers; far from the fields every record reads. */
     bpt__atomic_u32 sealed;       /* chunks sealed (and destroys begun): the futex word */
     bpt__atomic_u32 sleepers;     /* drainers asleep on it, or about to be */
+};
+
+/* One thread's buffer in one session (session.c has the protocol: [R1]-[R4]).
+   Declared here for the root record (root.c): an outside reader reports
+   its counters. */
+enum {
+    BPT__GROW_BATCHES = 20,       /* batches double: 2 << 19 chunks is past any cap */
+    BPT__LANES_PER_DIR = 256,     /* a session's lane_dir[i] points at 256 lane pointers */
+    BPT__LANE_DIRS = 256          /* 65536 thread records */
+};
+/* The ring. Chunk number i (a count from 0) is in slot[i % cap]. The lane
+   holds `budget` chunks: while a chunk is open (cur), those of numbers
+   head+1-budget .. head, before its first one those of head-budget ..
+   head-1. Opening chunk `next` reuses the chunk of next - budget, read by
+   then [R3], and moves its pointer to slot next % cap; a grown lane adds a
+   chunk there instead (budget + 1). The drainer reads only the slots of
+   numbers tail .. opened-1, none of which the producer moves. */
+struct bpt__lane {
+    uint64_t number;              /* the thread record's index: the file's lane number */
+    uint32_t chunks, chunk_bytes; /* immutable: the chunks it starts with (0: a callback
+                                     session's lane, counters only), and their size */
+    uint32_t cap;                 /* immutable: slots in the ring, the most chunks it may hold */
+    bpt__atomic_ptr *slot;        /* immutable: the ring's cap slots, after the lane */
+    /* Producer side: the owner thread only. */
+    uint64_t head;                /* the chunk being written (a count; in slot[head % cap]) */
+    struct bpt__chunk *cur;       /* that chunk (NULL before the first record) */
+    unsigned char *wp, *wend;     /* where the next record goes in it, and where records end:
+                                     the chunk's last BPT__CTX_BYTES are kept for a loss's mark */
+    uint32_t ctx_tid;             /* the context of the records after wp */
+    uint64_t ctx_process;
+    uint64_t anchor_tick;         /* the counter's reading in the stream's latest anchor (clock.h) */
+    uint64_t anchor_span;         /* ticks an anchor serves (bpt__clock_anchor_span) */
+    uint64_t anchor_ns;           /* a callback session's lane: the anchor's ns */
+    uint64_t unreported;          /* records lost since the last DROPPED record */
+    bpt__atomic_u32 budget;       /* chunks the lane holds (written by the owner; read by stats) */
+    uint32_t spare_left;          /* chunks of the last batch not yet used */
+    unsigned char *spare;         /* the next of them */
+    void *batch[BPT__GROW_BATCHES]; /* the batches mapped while growing (freed with the lane), */
+    uint32_t batch_chunks[BPT__GROW_BATCHES];   /* their chunks, */
+    bpt__atomic_u32 nbatch;       /* and how many: release-stored after the two [R4] */
+    bpt__atomic_u64 opened;       /* head + 1 once chunk head is open: release-stored [R2] */
+    bpt__atomic_u64 written;      /* owner counters (bpt__owner_inc_u64): records put in chunks, */
+    bpt__atomic_u64 dropped;      /* lost to a full buffer, */
+    bpt__atomic_u64 overwritten;  /* taken back by a flight recorder, */
+    bpt__atomic_u64 delivered;    /* and given to the callback tracer or the USDT probe */
+    bpt__atomic_u64 lost;         /* dropped by a nested send (a signal handler interrupting its
+                                     own thread's send): atomic, the owner may be mid-update */
+    char pad[BPT__CACHE_LINE];
+    /* Consumer side: whoever holds the tail's BUSY bit. */
+    bpt__atomic_u64 tail;         /* the chunk being read << 1 | BPT__TAIL_BUSY [R3] */
+    uint32_t rpos;                /* bytes of chunk tail already read */
+    uint32_t rrec;                /* produced records of chunk tail already read */
+    uint64_t unreported_overwritten;   /* records taken back and not yet marked in what was read */
+    uint64_t last_ticks;          /* the last record read: the time of a gap's DROPPED */
+    bpt__stream stream;           /* the drainer's decoding context */
+    bpt__atomic_u64 drained;      /* records read (drained or written to a file) */
 };
 
 /* The registry of live sessions. A slot's pointer is published with a
@@ -2803,6 +3102,21 @@ typedef struct bpt__GenericBp {
     struct bpt__GenericBp *next_to_free; /* set path: freed after step 12 */
 } bpt__GenericBp;
 
+/* The call_count kind's data (kind_count.c): shared by the generations
+   that count into it, freed when the last lets go (refc changes only under
+   the code modification permission). Declared here for the root record
+   (root.c): an outside reader sums its slot's counters. */
+typedef struct bpt__BpCount {
+    /* The slot, slot / BPT__COUNT_PAGE_SLOTS and slot % BPT__COUNT_PAGE_SLOTS,
+       as the hit uses them: where a thread record holds the page's pointer
+       (a byte offset: one load on the hit), and the counter's index in it. */
+    uintptr_t dir, off;
+    uint32_t slot;
+    uint32_t refc;
+    uint64_t base;                /* set path: the sum at the last BPT_RESTART */
+    bpt__atomic_u64 spill;        /* hits that could not use their own counter (kind_count.c) */
+} bpt__BpCount;
+
 enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
 
 /* >>shortcut: what a hit on a function does in one generation, worked out
@@ -2893,6 +3207,7 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
 BPT__PRIVATE void bpt__commit(void);                                 /* step 7 */
 BPT__PRIVATE void bpt__change_end(uint64_t *t);                      /* step 13 */
 BPT__DATA(pthread_mutex_t, bpt__code_mod_permission);   /* locks.c */
+BPT__DATA(bpt__atomic_u64, bpt__layout_seq);               /* bp.c: [L1], odd while the permission is held */
 BPT__DATA(bpt__atomic_u32, bpt__active_ix);                /* hit.c: the active generation [G2] */
 BPT__HOT BPT__INTREGS unsigned bpt__active_ix_load(void);
 
@@ -3231,23 +3546,11 @@ BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const ch
    is registered (the heavy barrier then runs a full barrier on every running
    thread); otherwise both sides use a full fence. */
 
-#define BPT__NEST_BITS 16
-#define BPT__NEST_MASK ((1u << BPT__NEST_BITS) - 1)
-#define BPT__ONLINE (1u << (BPT__NEST_BITS - 1))   /* a managed thread, online */
-#define BPT__PINS (BPT__ONLINE - 1)                /* the pins open */
 #define BPT__WAIT_SPINS 200
 
-static struct {
-    bpt__atomic_u64 epoch;          /* global epoch; starts at 1 */
-    bpt__atomic_u32 futex;          /* 1: a waiter sleeps (or is about to) */
-    bpt__atomic_ptr records;        /* bpt__thread list head, push-only */
-    bpt__atomic_u32 nrecords;
-    bpt__atomic_u32 light_pins;     /* membarrier PRIVATE_EXPEDITED registered */
-    bpt__atomic_u32 sync_core;      /* membarrier SYNC_CORE registered */
-    pthread_mutex_t wait_lock;      /* one waiter at a time */
-    pthread_key_t key;              /* exit destructor (and the TLS slot on tcc) */
-    bpt__atomic_u64 waits, futex_sleeps, futex_wakes;
-} bpt__progress = { 1, 0, NULL, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0 };
+BPT__SHARED struct bpt__progress_state bpt__progress = {
+    1, 0, NULL, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0
+};
 
 static pthread_once_t bpt__progress_once = PTHREAD_ONCE_INIT;
 
@@ -4449,11 +4752,8 @@ BPT__PRIVATE void bpt__ptrset_remove(bpt__ptrset *set, const void *p) {
 
 enum {
     BPT__TAIL_BUSY = 1,           /* the tail word's owner bit; the chunk index is tail >> 1 */
-    BPT__LANES_PER_DIR = 256,
-    BPT__LANE_DIRS = 256,         /* 65536 thread records */
     BPT__CTX_BYTES = (int)sizeof(bpt__rec) + 16,  /* room for a context record (or a DROPPED one) */
-    BPT__CHUNK_HEAD = 16,         /* bytes in front of a chunk's records */
-    BPT__GROW_BATCHES = 20        /* batches double: 2 << 19 chunks is past any cap */
+    BPT__CHUNK_HEAD = 16          /* bytes in front of a chunk's records */
 };
 
 /* One chunk: its header, then chunk_bytes of records. */
@@ -4463,53 +4763,6 @@ typedef struct bpt__chunk {
     uint64_t marked;              /* producer: the counts its DROPPED records carry */
 } bpt__chunk;
 
-/* The ring. Chunk number i (a count from 0) is in slot[i % cap]. The lane
-   holds `budget` chunks: while a chunk is open (cur), those of numbers
-   head+1-budget .. head, before its first one those of head-budget ..
-   head-1. Opening chunk `next` reuses the chunk of next - budget, read by
-   then [R3], and moves its pointer to slot next % cap; a grown lane adds a
-   chunk there instead (budget + 1). The drainer reads only the slots of
-   numbers tail .. opened-1, none of which the producer moves. */
-struct bpt__lane {
-    uint64_t number;              /* the thread record's index: the file's lane number */
-    uint32_t chunks, chunk_bytes; /* immutable: the chunks it starts with (0: a callback
-                                     session's lane, counters only), and their size */
-    uint32_t cap;                 /* immutable: slots in the ring, the most chunks it may hold */
-    bpt__atomic_ptr *slot;        /* immutable: the ring's cap slots, after the lane */
-    /* Producer side: the owner thread only. */
-    uint64_t head;                /* the chunk being written (a count; in slot[head % cap]) */
-    struct bpt__chunk *cur;       /* that chunk (NULL before the first record) */
-    unsigned char *wp, *wend;     /* where the next record goes in it, and where records end:
-                                     the chunk's last BPT__CTX_BYTES are kept for a loss's mark */
-    uint32_t ctx_tid;             /* the context of the records after wp */
-    uint64_t ctx_process;
-    uint64_t anchor_tick;         /* the counter's reading in the stream's latest anchor (clock.h) */
-    uint64_t anchor_span;         /* ticks an anchor serves (bpt__clock_anchor_span) */
-    uint64_t anchor_ns;           /* a callback session's lane: the anchor's ns */
-    uint64_t unreported;          /* records lost since the last DROPPED record */
-    bpt__atomic_u32 budget;       /* chunks the lane holds (written by the owner; read by stats) */
-    uint32_t spare_left;          /* chunks of the last batch not yet used */
-    unsigned char *spare;         /* the next of them */
-    void *batch[BPT__GROW_BATCHES]; /* the batches mapped while growing (freed with the lane), */
-    uint32_t batch_chunks[BPT__GROW_BATCHES];   /* their chunks, */
-    bpt__atomic_u32 nbatch;       /* and how many: release-stored after the two [R4] */
-    bpt__atomic_u64 opened;       /* head + 1 once chunk head is open: release-stored [R2] */
-    bpt__atomic_u64 written;      /* owner counters (bpt__owner_inc_u64): records put in chunks, */
-    bpt__atomic_u64 dropped;      /* lost to a full buffer, */
-    bpt__atomic_u64 overwritten;  /* taken back by a flight recorder, */
-    bpt__atomic_u64 delivered;    /* and given to the callback tracer or the USDT probe */
-    bpt__atomic_u64 lost;         /* dropped by a nested send (a signal handler interrupting its
-                                     own thread's send): atomic, the owner may be mid-update */
-    char pad[BPT__CACHE_LINE];
-    /* Consumer side: whoever holds the tail's BUSY bit. */
-    bpt__atomic_u64 tail;         /* the chunk being read << 1 | BPT__TAIL_BUSY [R3] */
-    uint32_t rpos;                /* bytes of chunk tail already read */
-    uint32_t rrec;                /* produced records of chunk tail already read */
-    uint64_t unreported_overwritten;   /* records taken back and not yet marked in what was read */
-    uint64_t last_ticks;          /* the last record read: the time of a gap's DROPPED */
-    bpt__stream stream;           /* the drainer's decoding context */
-    bpt__atomic_u64 drained;      /* records read (drained or written to a file) */
-};
 
 BPT__SHARED struct bpt__sessions bpt__sessions;   /* session.h */
 
@@ -7829,18 +8082,6 @@ BPT__HOT void bpt__kind_call_hit(bpt__hit *h, bpt__session *s, const bpt__Generi
 #define BPT__BPF_COUNT_ACTIVE BPT__BPF_ACTIVE(BPT__KIX_COUNT)
 #define BPT__COUNT_PAGE_BYTES (BPT__COUNT_PAGE_SLOTS * sizeof(uint64_t))
 
-/* Shared by the generations that count into it, freed when the last lets
-   go (refc changes only under the code modification permission). */
-typedef struct bpt__BpCount {
-    /* The slot, slot / BPT__COUNT_PAGE_SLOTS and slot % BPT__COUNT_PAGE_SLOTS,
-       as the hit uses them: where a thread record holds the page's pointer
-       (a byte offset: one load on the hit), and the counter's index in it. */
-    uintptr_t dir, off;
-    uint32_t slot;
-    uint32_t refc;
-    uint64_t base;                /* set path: the sum at the last BPT_RESTART */
-    bpt__atomic_u64 spill;        /* hits that could not use their own counter (see above) */
-} bpt__BpCount;
 
 /* The slots in use, one bit each, lowest free first, so that the slots in
    use stay in few pages. Under the code modification permission; a fork
@@ -9108,6 +9349,10 @@ static void *bpt__observer_user;
 /* Changes run so far: the one running is the step probes' change id.
    Written under the permission; read by anyone (pattern__done). */
 static bpt__atomic_u64 bpt__change_seq;
+/* The layout sequence count [L1] (api_root.h): odd while the permission is
+   held, so an outside reader of the registry and the sessions can tell a
+   torn read. Only the permission's holder writes it. */
+BPT__SHARED bpt__atomic_u64 bpt__layout_seq;
 
 BPT__PRIVATE uint64_t bpt__probe_change_id(void) { return bpt__load_relaxed_u64(&bpt__change_seq); }
 
@@ -9147,11 +9392,17 @@ BPT__PRIVATE int bpt__permission_seize(const char *who) {
     bpt__block_begin(rec);   /* a managed thread stays offline while it holds the permission */
     pthread_mutex_lock(&bpt__code_mod_permission);
     rec->holds_permission = 1;
+    /* [L1] writer, opening: the count goes odd before any change an outside
+       reader could see (api_root.h); the fence orders it before them. */
+    bpt__store_relaxed_u64(&bpt__layout_seq, bpt__load_relaxed_u64(&bpt__layout_seq) + 1);
+    bpt__fence_seq_cst();
     return 0;
 }
 
 BPT__PRIVATE void bpt__permission_release(void) {
     bpt__thread *rec = bpt__thread_self_or_null();
+    /* [L1] writer, closing: even again, released after every change. */
+    bpt__store_release_u64(&bpt__layout_seq, bpt__load_relaxed_u64(&bpt__layout_seq) + 1);
     rec->holds_permission = 0;
     pthread_mutex_unlock(&bpt__code_mod_permission);
     bpt__block_end(rec);
@@ -11368,6 +11619,187 @@ void bpt_trace_file_close(bpt_trace_file *f) {
     BPT_FREE(f);
 }
 /*** End of tracefile.c ***/
+
+/*** Begin file root.c ***/
+/* root.c: the root record (api_root.h): the one object an outside reader
+   looks up by name, which tells it where bptrace's data is and how it is
+   laid out, and bpt_root_check, which a reader runs on its copy before it
+   trusts a single offset.
+
+   The record is constant: every size and offset comes from the compiler
+   (sizeof, offsetof) and every address from the loader (relocations), so it
+   is right from the program's first instruction, before any bptrace call,
+   and nothing on any path writes it. What moves is elsewhere: the layout
+   sequence count (bp.c, [L1]) and the data the addresses lead to. */
+
+#if defined(__x86_64__)
+#  define BPT__ROOT_ARCH "x86_64"
+#elif defined(__aarch64__)
+#  define BPT__ROOT_ARCH "aarch64"
+#else
+#  define BPT__ROOT_ARCH "other"
+#endif
+
+/* Kept by the linker and found by name: exported, or, with BPTRACE_STATIC
+   (several copies may be linked), a local symbol, which a reader finds in
+   the file's .symtab. */
+#if defined(BPTRACE_STATIC)
+#  define BPT__ROOT_LINKAGE static
+#elif defined(__cplusplus)
+#  define BPT__ROOT_LINKAGE extern "C"
+#else
+#  define BPT__ROOT_LINKAGE
+#endif
+#if (defined(__GNUC__) || defined(__clang__)) && defined(BPTRACE_STATIC)
+#  define BPT__ROOT_KEEP __attribute__((used))
+#elif defined(__GNUC__) || defined(__clang__)
+#  define BPT__ROOT_KEEP __attribute__((used, visibility("default")))
+#else
+#  define BPT__ROOT_KEEP
+#endif
+
+#define BPT__ROOT_FIELD_BYTES(type, member) ((uint32_t)sizeof(((type *)0)->member))
+#define BPT__ROOT_STRUCT_OF(id, st, member) BPT_ROOT_S_##st,
+#define BPT__ROOT_TYPE_THREAD  bpt__thread
+#define BPT__ROOT_TYPE_FUNC    bpt_func
+#define BPT__ROOT_TYPE_BP      bpt__GenericBp
+#define BPT__ROOT_TYPE_BPDATA  bpt__GenericBpData
+#define BPT__ROOT_TYPE_COUNT   bpt__BpCount
+#define BPT__ROOT_TYPE_FRAME   bpt__frame
+#define BPT__ROOT_TYPE_SESSION bpt__session
+#define BPT__ROOT_TYPE_LANE    bpt__lane
+#define BPT__ROOT_TYPE_PATTERN bpt__pattern_entry
+#define BPT__ROOT_SIZE(id, type) (uint32_t)sizeof(type),
+#define BPT__ROOT_OFF(id, st, member) (uint32_t)offsetof(BPT__ROOT_TYPE_##st, member),
+#define BPT__ROOT_BYTES(id, st, member) BPT__ROOT_FIELD_BYTES(BPT__ROOT_TYPE_##st, member),
+#define BPT__ROOT_KIND_FLAG(NAME, name, flag) flag,
+
+BPT__ROOT_LINKAGE BPT__ROOT_KEEP const bpt_root_record bpt_root = {
+    BPT_ROOT_MAGIC, BPT_ROOT_VERSION, (uint32_t)sizeof(bpt_root_record),
+    BPTRACE_VERSION, BPT__ROOT_ARCH,
+    BPT_ROOT_NSTRUCTS, BPT_ROOT_NFIELDS, BPT_ROOT_NGLOBALS, BPT_ROOT_NCONSTS,
+    { BPT_ROOT_STRUCTS(BPT__ROOT_SIZE) },
+    { BPT_ROOT_FIELDS(BPT__ROOT_STRUCT_OF) },
+    { BPT_ROOT_FIELDS(BPT__ROOT_OFF) },
+    { BPT_ROOT_FIELDS(BPT__ROOT_BYTES) },
+    {   /* in BPT_ROOT_CONSTS's order */
+        BPT_MAX_SESSIONS, BPT__LANE_DIRS, BPT__LANES_PER_DIR, BPT__COUNT_PAGES, BPT__COUNT_PAGE_SLOTS,
+        BPT_SHADOW_FRAMES, BPT__NEST_BITS, BPT__ONLINE, BPT__NKINDS, BPT__KIX_COUNT
+    },
+    { BPT_KINDS(BPT__ROOT_KIND_FLAG) },
+    {   /* in BPT_ROOT_GLOBALS's order */
+        { &bpt__layout_seq }, { &bpt__progress.records }, { &bpt__progress.nrecords },
+        { &bpt__progress.epoch }, { &bpt__progress.waits },
+        { &bpt__registry.funcs }, { &bpt__registry.len },
+        { &bpt__sessions.slot[0] }, { &bpt__active_ix }
+    }
+};
+/* The tables above are positional: one entry per row of their lists. */
+typedef char bpt__root_consts_fit[BPT_ROOT_NCONSTS == 10 && BPT_ROOT_NGLOBALS == 9 ? 1 : -1];
+
+#undef BPT__ROOT_SIZE
+#undef BPT__ROOT_OFF
+#undef BPT__ROOT_BYTES
+#undef BPT__ROOT_STRUCT_OF
+#undef BPT__ROOT_KIND_FLAG
+
+/* The structure each field must be in, by this header's list. */
+static const uint8_t bpt__root_want_struct[BPT_ROOT_NFIELDS] = {
+#define BPT__ROOT_STRUCT_OF(id, st, member) BPT_ROOT_S_##st,
+    BPT_ROOT_FIELDS(BPT__ROOT_STRUCT_OF)
+#undef BPT__ROOT_STRUCT_OF
+};
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static int bpt__root_refuse(char *why, size_t why_len, int code, const char *fmt, ...) {
+    va_list ap;
+    if (why && why_len) {
+        va_start(ap, fmt);
+        vsnprintf(why, why_len, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+#define BPT__U(x) ((unsigned long long)(x))
+
+/* The width a field must have: [lo, hi] bytes, and whether it must be a
+   power of two (a word). Arrays have the length the consts give. */
+static void bpt__root_field_want(const bpt_root_record *r, int f, uint64_t *lo, uint64_t *hi, int *word) {
+    const uint32_t *c = r->consts;
+    *word = 0;
+    switch (f) {
+    case BPT_ROOT_F_THREAD_SHADOW: *lo = *hi = 16; return;
+    case BPT_ROOT_F_THREAD_SHADOW_DEPTH: *lo = *hi = 8; return;
+    case BPT_ROOT_F_THREAD_COUNTS: *lo = *hi = 8ull * c[BPT_ROOT_C_COUNT_PAGES]; return;
+    case BPT_ROOT_F_BP_DATA: *lo = *hi = 2ull * r->struct_bytes[BPT_ROOT_S_BPDATA]; return;
+    case BPT_ROOT_F_BPDATA_DATA: *lo = *hi = 8ull * c[BPT_ROOT_C_NKINDS]; return;
+    case BPT_ROOT_F_SESSION_LANE_DIR: *lo = *hi = 8ull * c[BPT_ROOT_C_LANE_DIRS]; return;
+    case BPT_ROOT_F_SESSION_NAME: case BPT_ROOT_F_PATTERN_MODULE: case BPT_ROOT_F_PATTERN_FUNCTION:
+        *lo = 2; *hi = 4096; return;   /* a NUL-terminated string */
+    case BPT_ROOT_F_THREAD_NEXT: case BPT_ROOT_F_FUNC_MODULE: case BPT_ROOT_F_FUNC_NAME:
+    case BPT_ROOT_F_FUNC_FN: case BPT_ROOT_F_FUNC_GEN_BP: case BPT_ROOT_F_BP_SESSION:
+    case BPT_ROOT_F_BP_NEXT: case BPT_ROOT_F_FRAME_F: case BPT_ROOT_F_SESSION_TRACER:
+    case BPT_ROOT_F_SESSION_PATTERNS: case BPT_ROOT_F_PATTERN_NEXT:
+        *lo = *hi = 8; return;          /* a pointer: 64-bit targets only */
+    default: *lo = 1; *hi = 8; *word = 1; return;
+    }
+}
+
+int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, size_t why_len) {
+    int i;
+    if (why && why_len) why[0] = 0;
+    if (!r) return bpt__root_refuse(why, why_len, BPT_EINVAL, "no root record given");
+    if (bytes < sizeof(r->magic) + sizeof(r->version) || r->magic != BPT_ROOT_MAGIC)
+        return bpt__root_refuse(why, why_len, BPT_EFORMAT, "not a bptrace root record: magic %#llx, not %#llx",
+                                BPT__U(bytes >= sizeof(r->magic) ? r->magic : 0), BPT__U(BPT_ROOT_MAGIC));
+    if (r->version != BPT_ROOT_VERSION)
+        return bpt__root_refuse(why, why_len, BPT_ENOTSUP, "root layout version %llu; this reader reads version %llu",
+                                BPT__U(r->version), BPT__U(BPT_ROOT_VERSION));
+    if (bytes < sizeof *r || r->bytes != sizeof *r)
+        return bpt__root_refuse(why, why_len, BPT_EFORMAT, "root record of %llu bytes, %llu expected",
+                                BPT__U(bytes < sizeof *r ? bytes : r->bytes), BPT__U(sizeof *r));
+    if (r->nstructs != BPT_ROOT_NSTRUCTS || r->nfields != BPT_ROOT_NFIELDS ||
+        r->nglobals != BPT_ROOT_NGLOBALS || r->nconsts != BPT_ROOT_NCONSTS)
+        return bpt__root_refuse(why, why_len, BPT_EFORMAT, "root tables of %llu structures and %llu fields do not match "
+                                "this reader's", BPT__U(r->nstructs), BPT__U(r->nfields));
+    if (!memchr(r->bptrace_version, 0, sizeof r->bptrace_version) || !memchr(r->arch, 0, sizeof r->arch))
+        return bpt__root_refuse(why, why_len, BPT_EFORMAT, "root strings are not terminated");
+    for (i = 0; i < BPT_ROOT_NSTRUCTS; i++)
+        if (r->struct_bytes[i] == 0 || r->struct_bytes[i] > (1u << 20))
+            return bpt__root_refuse(why, why_len, BPT_EFORMAT, "structure %llu has a size of %llu bytes",
+                                    BPT__U(i), BPT__U(r->struct_bytes[i]));
+    {
+        const uint32_t *c = r->consts;
+        if (c[BPT_ROOT_C_NKINDS] == 0 || c[BPT_ROOT_C_NKINDS] > 16 || c[BPT_ROOT_C_KIND_COUNT] >= c[BPT_ROOT_C_NKINDS] ||
+            c[BPT_ROOT_C_COUNT_PAGES] == 0 || c[BPT_ROOT_C_COUNT_PAGES] > 4096 ||
+            c[BPT_ROOT_C_COUNT_PAGE_SLOTS] == 0 || c[BPT_ROOT_C_COUNT_PAGE_SLOTS] > (1u << 20) ||
+            c[BPT_ROOT_C_MAX_SESSIONS] == 0 || c[BPT_ROOT_C_MAX_SESSIONS] > 65535 ||
+            c[BPT_ROOT_C_LANE_DIRS] == 0 || c[BPT_ROOT_C_LANE_DIRS] > 65536 ||
+            c[BPT_ROOT_C_LANES_PER_DIR] == 0 || c[BPT_ROOT_C_LANES_PER_DIR] > 65536 ||
+            c[BPT_ROOT_C_SHADOW_FRAMES] == 0 || c[BPT_ROOT_C_SHADOW_FRAMES] > (1u << 24) ||
+            c[BPT_ROOT_C_NEST_BITS] == 0 || c[BPT_ROOT_C_NEST_BITS] > 32)
+            return bpt__root_refuse(why, why_len, BPT_EFORMAT, "a root constant is out of range "
+                                    "(kinds %llu, count pages %llu)", BPT__U(c[BPT_ROOT_C_NKINDS]), BPT__U(c[BPT_ROOT_C_COUNT_PAGES]));
+    }
+    for (i = 0; i < BPT_ROOT_NFIELDS; i++) {
+        uint64_t lo, hi, w = r->field_bytes[i];
+        int word;
+        if (r->field_struct[i] != bpt__root_want_struct[i])
+            return bpt__root_refuse(why, why_len, BPT_EFORMAT, "field %llu is in structure %llu, not its own",
+                                    BPT__U(i), BPT__U(r->field_struct[i]));
+        if ((uint64_t)r->field_off[i] + w > r->struct_bytes[r->field_struct[i]])
+            return bpt__root_refuse(why, why_len, BPT_EFORMAT, "field %llu ends at byte %llu, past its structure",
+                                    BPT__U(i), BPT__U(r->field_off[i] + w));
+        bpt__root_field_want(r, i, &lo, &hi, &word);
+        if (w < lo || w > hi || (word && (w & (w - 1))))
+            return bpt__root_refuse(why, why_len, BPT_EFORMAT, "field %llu is %llu bytes wide", BPT__U(i), BPT__U(w));
+    }
+    return 0;
+}
+#undef BPT__U
+/*** End of root.c ***/
 
 #endif /* BPTRACE_IMPLEMENTATION_DONE */
 #endif /* BPTRACE_IMPLEMENTATION */

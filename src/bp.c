@@ -19,6 +19,10 @@ static void *bpt__observer_user;
 /* Changes run so far: the one running is the step probes' change id.
    Written under the permission; read by anyone (pattern__done). */
 static bpt__atomic_u64 bpt__change_seq;
+/* The layout sequence count [L1] (api_root.h): odd while the permission is
+   held, so an outside reader of the registry and the sessions can tell a
+   torn read. Only the permission's holder writes it. */
+BPT__SHARED bpt__atomic_u64 bpt__layout_seq;
 
 BPT__PRIVATE uint64_t bpt__probe_change_id(void) { return bpt__load_relaxed_u64(&bpt__change_seq); }
 
@@ -58,11 +62,17 @@ BPT__PRIVATE int bpt__permission_seize(const char *who) {
     bpt__block_begin(rec);   /* a managed thread stays offline while it holds the permission */
     pthread_mutex_lock(&bpt__code_mod_permission);
     rec->holds_permission = 1;
+    /* [L1] writer, opening: the count goes odd before any change an outside
+       reader could see (api_root.h); the fence orders it before them. */
+    bpt__store_relaxed_u64(&bpt__layout_seq, bpt__load_relaxed_u64(&bpt__layout_seq) + 1);
+    bpt__fence_seq_cst();
     return 0;
 }
 
 BPT__PRIVATE void bpt__permission_release(void) {
     bpt__thread *rec = bpt__thread_self_or_null();
+    /* [L1] writer, closing: even again, released after every change. */
+    bpt__store_release_u64(&bpt__layout_seq, bpt__load_relaxed_u64(&bpt__layout_seq) + 1);
     rec->holds_permission = 0;
     pthread_mutex_unlock(&bpt__code_mod_permission);
     bpt__block_end(rec);

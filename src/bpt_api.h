@@ -25,6 +25,7 @@
        >>info        bpt_trace_info (call_count, call_time, call_memory), processes, memory
        >>format      dbg-style text, tprof-style profiles, Chrome trace JSON, folded stacks
        >>probes      USDT probes for bpftrace, perf, gdb, SystemTap; BPT_PROBE, bpt_user_trace
+       >>root        the root record an outside reader (examples/bpt) finds; bpt_root_check
        The implementation parts follow, each between "Begin file X" and "End of X" banners.
 
    HOW EACH FUNCTION IS DOCUMENTED

@@ -60,6 +60,21 @@ typedef struct bpt__GenericBp {
     struct bpt__GenericBp *next_to_free; /* set path: freed after step 12 */
 } bpt__GenericBp;
 
+/* The call_count kind's data (kind_count.c): shared by the generations
+   that count into it, freed when the last lets go (refc changes only under
+   the code modification permission). Declared here for the root record
+   (root.c): an outside reader sums its slot's counters. */
+typedef struct bpt__BpCount {
+    /* The slot, slot / BPT__COUNT_PAGE_SLOTS and slot % BPT__COUNT_PAGE_SLOTS,
+       as the hit uses them: where a thread record holds the page's pointer
+       (a byte offset: one load on the hit), and the counter's index in it. */
+    uintptr_t dir, off;
+    uint32_t slot;
+    uint32_t refc;
+    uint64_t base;                /* set path: the sum at the last BPT_RESTART */
+    bpt__atomic_u64 spill;        /* hits that could not use their own counter (kind_count.c) */
+} bpt__BpCount;
+
 enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
 
 /* >>shortcut: what a hit on a function does in one generation, worked out
@@ -150,6 +165,7 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
 BPT__PRIVATE void bpt__commit(void);                                 /* step 7 */
 BPT__PRIVATE void bpt__change_end(uint64_t *t);                      /* step 13 */
 BPT__DATA(pthread_mutex_t, bpt__code_mod_permission);   /* locks.c */
+BPT__DATA(bpt__atomic_u64, bpt__layout_seq);               /* bp.c: [L1], odd while the permission is held */
 BPT__DATA(bpt__atomic_u32, bpt__active_ix);                /* hit.c: the active generation [G2] */
 BPT__HOT BPT__INTREGS unsigned bpt__active_ix_load(void);
 

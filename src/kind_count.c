@@ -60,18 +60,6 @@
 #define BPT__BPF_COUNT_ACTIVE BPT__BPF_ACTIVE(BPT__KIX_COUNT)
 #define BPT__COUNT_PAGE_BYTES (BPT__COUNT_PAGE_SLOTS * sizeof(uint64_t))
 
-/* Shared by the generations that count into it, freed when the last lets
-   go (refc changes only under the code modification permission). */
-typedef struct bpt__BpCount {
-    /* The slot, slot / BPT__COUNT_PAGE_SLOTS and slot % BPT__COUNT_PAGE_SLOTS,
-       as the hit uses them: where a thread record holds the page's pointer
-       (a byte offset: one load on the hit), and the counter's index in it. */
-    uintptr_t dir, off;
-    uint32_t slot;
-    uint32_t refc;
-    uint64_t base;                /* set path: the sum at the last BPT_RESTART */
-    bpt__atomic_u64 spill;        /* hits that could not use their own counter (see above) */
-} bpt__BpCount;
 
 /* The slots in use, one bit each, lowest free first, so that the slots in
    use stay in few pages. Under the code modification permission; a fork

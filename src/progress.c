@@ -37,23 +37,11 @@
    thread); otherwise both sides use a full fence. */
 #include "internal.h"
 
-#define BPT__NEST_BITS 16
-#define BPT__NEST_MASK ((1u << BPT__NEST_BITS) - 1)
-#define BPT__ONLINE (1u << (BPT__NEST_BITS - 1))   /* a managed thread, online */
-#define BPT__PINS (BPT__ONLINE - 1)                /* the pins open */
 #define BPT__WAIT_SPINS 200
 
-static struct {
-    bpt__atomic_u64 epoch;          /* global epoch; starts at 1 */
-    bpt__atomic_u32 futex;          /* 1: a waiter sleeps (or is about to) */
-    bpt__atomic_ptr records;        /* bpt__thread list head, push-only */
-    bpt__atomic_u32 nrecords;
-    bpt__atomic_u32 light_pins;     /* membarrier PRIVATE_EXPEDITED registered */
-    bpt__atomic_u32 sync_core;      /* membarrier SYNC_CORE registered */
-    pthread_mutex_t wait_lock;      /* one waiter at a time */
-    pthread_key_t key;              /* exit destructor (and the TLS slot on tcc) */
-    bpt__atomic_u64 waits, futex_sleeps, futex_wakes;
-} bpt__progress = { 1, 0, NULL, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0 };
+BPT__SHARED struct bpt__progress_state bpt__progress = {
+    1, 0, NULL, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0
+};
 
 static pthread_once_t bpt__progress_once = PTHREAD_ONCE_INIT;
 

@@ -53,6 +53,29 @@ struct bpt__thread {
     char errmsg[320];               /* owner only: bpt_last_error() */
 };
 
+/* A thread record's state word (progress.c has its meaning): the epoch
+   above BPT__NEST_BITS, the ONLINE bit and the count of open pins below. */
+#define BPT__NEST_BITS 16
+#define BPT__NEST_MASK ((1u << BPT__NEST_BITS) - 1)
+#define BPT__ONLINE (1u << (BPT__NEST_BITS - 1))   /* a managed thread, online */
+#define BPT__PINS (BPT__ONLINE - 1)                /* the pins open */
+
+/* Thread progress's shared state (progress.c). Declared here for the root
+   record (root.c), which tells an outside reader where the epoch, the
+   counters and the list of records are. */
+struct bpt__progress_state {
+    bpt__atomic_u64 epoch;          /* global epoch; starts at 1 */
+    bpt__atomic_u32 futex;          /* 1: a waiter sleeps (or is about to) */
+    bpt__atomic_ptr records;        /* bpt__thread list head, push-only */
+    bpt__atomic_u32 nrecords;
+    bpt__atomic_u32 light_pins;     /* membarrier PRIVATE_EXPEDITED registered */
+    bpt__atomic_u32 sync_core;      /* membarrier SYNC_CORE registered */
+    pthread_mutex_t wait_lock;      /* one waiter at a time */
+    pthread_key_t key;              /* exit destructor (and the TLS slot on tcc) */
+    bpt__atomic_u64 waits, futex_sleeps, futex_wakes;
+};
+BPT__DATA(struct bpt__progress_state, bpt__progress);   /* progress.c */
+
 BPT__HOT BPT__INTREGS bpt__thread *bpt__thread_self_or_null(void);
 BPT__PRIVATE bpt__thread *bpt__thread_records(void);   /* every record ever made: walk ->next */
 BPT__PRIVATE bpt__thread *bpt__thread_self(void);   /* creates the record: NULL when out of memory */

@@ -35,6 +35,62 @@ struct bpt__session {
     bpt__atomic_u32 sleepers;     /* drainers asleep on it, or about to be */
 };
 
+/* One thread's buffer in one session (session.c has the protocol: [R1]-[R4]).
+   Declared here for the root record (root.c): an outside reader reports
+   its counters. */
+enum {
+    BPT__GROW_BATCHES = 20,       /* batches double: 2 << 19 chunks is past any cap */
+    BPT__LANES_PER_DIR = 256,     /* a session's lane_dir[i] points at 256 lane pointers */
+    BPT__LANE_DIRS = 256          /* 65536 thread records */
+};
+/* The ring. Chunk number i (a count from 0) is in slot[i % cap]. The lane
+   holds `budget` chunks: while a chunk is open (cur), those of numbers
+   head+1-budget .. head, before its first one those of head-budget ..
+   head-1. Opening chunk `next` reuses the chunk of next - budget, read by
+   then [R3], and moves its pointer to slot next % cap; a grown lane adds a
+   chunk there instead (budget + 1). The drainer reads only the slots of
+   numbers tail .. opened-1, none of which the producer moves. */
+struct bpt__lane {
+    uint64_t number;              /* the thread record's index: the file's lane number */
+    uint32_t chunks, chunk_bytes; /* immutable: the chunks it starts with (0: a callback
+                                     session's lane, counters only), and their size */
+    uint32_t cap;                 /* immutable: slots in the ring, the most chunks it may hold */
+    bpt__atomic_ptr *slot;        /* immutable: the ring's cap slots, after the lane */
+    /* Producer side: the owner thread only. */
+    uint64_t head;                /* the chunk being written (a count; in slot[head % cap]) */
+    struct bpt__chunk *cur;       /* that chunk (NULL before the first record) */
+    unsigned char *wp, *wend;     /* where the next record goes in it, and where records end:
+                                     the chunk's last BPT__CTX_BYTES are kept for a loss's mark */
+    uint32_t ctx_tid;             /* the context of the records after wp */
+    uint64_t ctx_process;
+    uint64_t anchor_tick;         /* the counter's reading in the stream's latest anchor (clock.h) */
+    uint64_t anchor_span;         /* ticks an anchor serves (bpt__clock_anchor_span) */
+    uint64_t anchor_ns;           /* a callback session's lane: the anchor's ns */
+    uint64_t unreported;          /* records lost since the last DROPPED record */
+    bpt__atomic_u32 budget;       /* chunks the lane holds (written by the owner; read by stats) */
+    uint32_t spare_left;          /* chunks of the last batch not yet used */
+    unsigned char *spare;         /* the next of them */
+    void *batch[BPT__GROW_BATCHES]; /* the batches mapped while growing (freed with the lane), */
+    uint32_t batch_chunks[BPT__GROW_BATCHES];   /* their chunks, */
+    bpt__atomic_u32 nbatch;       /* and how many: release-stored after the two [R4] */
+    bpt__atomic_u64 opened;       /* head + 1 once chunk head is open: release-stored [R2] */
+    bpt__atomic_u64 written;      /* owner counters (bpt__owner_inc_u64): records put in chunks, */
+    bpt__atomic_u64 dropped;      /* lost to a full buffer, */
+    bpt__atomic_u64 overwritten;  /* taken back by a flight recorder, */
+    bpt__atomic_u64 delivered;    /* and given to the callback tracer or the USDT probe */
+    bpt__atomic_u64 lost;         /* dropped by a nested send (a signal handler interrupting its
+                                     own thread's send): atomic, the owner may be mid-update */
+    char pad[BPT__CACHE_LINE];
+    /* Consumer side: whoever holds the tail's BUSY bit. */
+    bpt__atomic_u64 tail;         /* the chunk being read << 1 | BPT__TAIL_BUSY [R3] */
+    uint32_t rpos;                /* bytes of chunk tail already read */
+    uint32_t rrec;                /* produced records of chunk tail already read */
+    uint64_t unreported_overwritten;   /* records taken back and not yet marked in what was read */
+    uint64_t last_ticks;          /* the last record read: the time of a gap's DROPPED */
+    bpt__stream stream;           /* the drainer's decoding context */
+    bpt__atomic_u64 drained;      /* records read (drained or written to a file) */
+};
+
 /* The registry of live sessions. A slot's pointer is published with a
    release store and cleared before the session is freed after a wait, so a
    pinned reader that finds it may use it. */

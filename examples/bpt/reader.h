@@ -1,0 +1,337 @@
+/* reader.h: reading a bptrace program's data from outside, through its
+   root record (bptrace.h, >>root), with nothing but a function that copies
+   bytes from the target's address space. bpt.c gives it process_vm_readv;
+   the fuzz target (tests/fuzz/fuzz_root.c) gives it a buffer. Nothing here
+   follows an address without a read that can fail, trusts a size or an
+   offset that bpt_root_check did not check, or loops without a bound, so a
+   corrupt or moving target gives an error, never a crash.
+
+   Include bptrace.h (the public half is enough) before this file. */
+#ifndef BPT_READER_H
+#define BPT_READER_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The errors of a read, beside bptrace's BPT_E* codes. */
+enum {
+    RD_OK = 0,
+    RD_EFAULT = -100,     /* an address the target does not map (a corrupt pointer) */
+    RD_EGONE = -101,      /* the target exited */
+    RD_EPERM = -102,      /* the kernel refused to let us read it */
+    RD_ETORN = -103,      /* the data kept changing while it was read */
+    RD_ENOMEM = -104
+};
+
+typedef struct rd_target rd_target;
+struct rd_target {
+    /* Copy n bytes at addr in the target to buf: RD_OK, RD_EFAULT (nothing
+       mapped there, or only part of it), RD_EGONE or RD_EPERM. */
+    int (*read)(rd_target *t, uint64_t addr, void *buf, size_t n);
+    void *user;
+    uint64_t root_addr;
+    bpt_root_record root;         /* checked with bpt_root_check */
+    char what[200];               /* what the last failure was reading */
+};
+
+/* A field of a structure read into buf: width-agnostic, little-endian words. */
+static uint64_t rd_field(const rd_target *t, const void *buf, int f) {
+    uint64_t v = 0;
+    uint32_t w = t->root.field_bytes[f];
+    memcpy(&v, (const unsigned char *)buf + t->root.field_off[f], w < 8 ? w : 8);
+    return v;
+}
+static const void *rd_field_ptr(const rd_target *t, const void *buf, int f) {
+    return (const unsigned char *)buf + t->root.field_off[f];
+}
+static uint32_t rd_size(const rd_target *t, int s) { return t->root.struct_bytes[s]; }
+static uint32_t rd_const(const rd_target *t, int c) { return t->root.consts[c]; }
+static uint64_t rd_global(const rd_target *t, int g) { return t->root.global[g].u; }
+
+static int rd_fail(rd_target *t, int rc, const char *what, uint64_t addr) {
+    snprintf(t->what, sizeof t->what, "%s at 0x%llx", what, (unsigned long long)addr);
+    return rc;
+}
+
+static int rd_bytes(rd_target *t, uint64_t addr, void *buf, size_t n, const char *what) {
+    int rc;
+    if (!addr) return rd_fail(t, RD_EFAULT, what, addr);
+    rc = t->read(t, addr, buf, n);
+    return rc ? rd_fail(t, rc, what, addr) : 0;
+}
+
+static int rd_u64(rd_target *t, uint64_t addr, uint64_t *v, const char *what) {
+    return rd_bytes(t, addr, v, 8, what);
+}
+static int rd_u32(rd_target *t, uint64_t addr, uint32_t *v, const char *what) {
+    return rd_bytes(t, addr, v, 4, what);
+}
+
+/* A NUL-terminated string of at most n - 1 bytes, read byte run by byte run
+   so that a string near the end of a mapping still reads. */
+static int rd_string(rd_target *t, uint64_t addr, char *out, size_t n, const char *what) {
+    size_t got = 0;
+    if (!addr) { snprintf(out, n, "?"); return 0; }
+    while (got + 1 < n) {
+        size_t step = n - 1 - got < 64 ? n - 1 - got : 64;
+        int rc = t->read(t, addr + got, out + got, step);
+        if (rc && step > 1) { step = 1; rc = t->read(t, addr + got, out + got, 1); }
+        if (rc) return rd_fail(t, rc, what, addr + got);
+        if (memchr(out + got, 0, step)) return 0;
+        got += step;
+    }
+    out[n - 1] = 0;
+    return 0;
+}
+
+/* The root at addr, read and checked. */
+static int rd_open(rd_target *t, uint64_t root_addr, char *why, size_t why_len) {
+    int rc = rd_bytes(t, root_addr, &t->root, sizeof t->root, "the root record");
+    if (rc) { snprintf(why, why_len, "cannot read %s", t->what); return rc; }
+    t->root_addr = root_addr;
+    return bpt_root_check(&t->root, sizeof t->root, why, why_len);
+}
+
+/* ---- A snapshot of the registry, the sessions and the threads ---- */
+
+enum { RD_MAX_FUNCS = 1 << 22, RD_MAX_THREADS = 1 << 20, RD_MAX_PATTERNS = 100000 };
+
+typedef struct rd_func {
+    uint64_t addr;                /* the record's address (frames name it) */
+    char module[128], name[160];
+    int arity;
+    uint32_t fid, kind, installed;
+    uint64_t fn;
+    unsigned flags;               /* the public flags of the kinds on, any session */
+    unsigned paused;              /* of those, the paused ones */
+    int counted;
+    uint64_t count;
+    char sessions[128];           /* the names of the sessions that trace it */
+} rd_func;
+
+typedef struct rd_thread {
+    uint64_t addr;
+    uint32_t tid, in_use, index;
+    uint64_t state;
+    uint64_t shadow[2];
+    uint32_t depth[2];
+    uint64_t fiber;
+    uint64_t counts[4096];        /* the COUNT_PAGES page addresses (NULL: unmapped) */
+} rd_thread;
+
+typedef struct rd_snapshot {
+    uint64_t seq;
+    int torn;                     /* the layout count moved in every try: may be inconsistent */
+    uint64_t epoch, waits;
+    uint32_t nrecords, active_ix;
+    rd_thread *threads; uint32_t nthreads;
+    rd_func *funcs; uint32_t nfuncs;
+} rd_snapshot;
+
+static void rd_snapshot_free(rd_snapshot *s) {
+    free(s->threads);
+    free(s->funcs);
+    memset(s, 0, sizeof *s);
+}
+
+static int rd_threads(rd_target *t, rd_snapshot *s) {
+    uint64_t a;
+    unsigned char *buf;
+    uint32_t pages = rd_const(t, BPT_ROOT_C_COUNT_PAGES), i;
+    int rc = rd_u64(t, rd_global(t, BPT_ROOT_G_THREADS), &a, "the thread list's head");
+    if (rc) return rc;
+    if (!(buf = (unsigned char *)malloc(rd_size(t, BPT_ROOT_S_THREAD)))) return RD_ENOMEM;
+    while (a) {
+        rd_thread *th;
+        if (s->nthreads == RD_MAX_THREADS) { free(buf); return rd_fail(t, RD_EFAULT, "a thread list without an end", a); }
+        if ((s->nthreads & (s->nthreads - 1)) == 0) {   /* grow at powers of two */
+            rd_thread *g = (rd_thread *)realloc(s->threads, sizeof *g * (s->nthreads ? 2 * s->nthreads : 1));
+            if (!g) { free(buf); return RD_ENOMEM; }
+            s->threads = g;
+        }
+        if ((rc = rd_bytes(t, a, buf, rd_size(t, BPT_ROOT_S_THREAD), "a thread record"))) { free(buf); return rc; }
+        th = &s->threads[s->nthreads++];
+        memset(th, 0, sizeof *th);
+        th->addr = a;
+        th->tid = (uint32_t)rd_field(t, buf, BPT_ROOT_F_THREAD_TID);
+        th->in_use = (uint32_t)rd_field(t, buf, BPT_ROOT_F_THREAD_IN_USE);
+        th->index = (uint32_t)rd_field(t, buf, BPT_ROOT_F_THREAD_INDEX);
+        th->state = rd_field(t, buf, BPT_ROOT_F_THREAD_STATE);
+        th->fiber = rd_field(t, buf, BPT_ROOT_F_THREAD_FIBER);
+        memcpy(th->shadow, rd_field_ptr(t, buf, BPT_ROOT_F_THREAD_SHADOW), 16);
+        memcpy(th->depth, rd_field_ptr(t, buf, BPT_ROOT_F_THREAD_SHADOW_DEPTH), 8);
+        for (i = 0; i < pages && i < 4096; i++)
+            memcpy(&th->counts[i], (const unsigned char *)rd_field_ptr(t, buf, BPT_ROOT_F_THREAD_COUNTS) + 8 * i, 8);
+        a = rd_field(t, buf, BPT_ROOT_F_THREAD_NEXT);
+    }
+    free(buf);
+    return 0;
+}
+
+/* call_count's sum for a BpCount at addr: every thread's counter of its
+   slot, plus the spill, minus the base (as bpt__count_sum, kind_count.c). */
+static int rd_count(rd_target *t, const rd_snapshot *s, uint64_t addr, uint64_t *out) {
+    unsigned char c[256];
+    uint64_t sum, slot, per = rd_const(t, BPT_ROOT_C_COUNT_PAGE_SLOTS);
+    uint32_t i;
+    int rc;
+    if (rd_size(t, BPT_ROOT_S_COUNT) > sizeof c) return rd_fail(t, RD_EFAULT, "a count record too large", addr);
+    if ((rc = rd_bytes(t, addr, c, rd_size(t, BPT_ROOT_S_COUNT), "a call_count record"))) return rc;
+    slot = rd_field(t, c, BPT_ROOT_F_COUNT_SLOT);
+    if (slot / per >= rd_const(t, BPT_ROOT_C_COUNT_PAGES)) return rd_fail(t, RD_EFAULT, "a call_count slot out of range", addr);
+    sum = rd_field(t, c, BPT_ROOT_F_COUNT_SPILL);
+    for (i = 0; i < s->nthreads; i++) {
+        uint64_t page = s->threads[i].counts[slot / per], v;
+        if (!page) continue;
+        if ((rc = rd_u64(t, page + 8 * (slot % per), &v, "a counter page"))) return rc;
+        sum += v;
+    }
+    *out = sum - rd_field(t, c, BPT_ROOT_F_COUNT_BASE);
+    return 0;
+}
+
+static int rd_session_name(rd_target *t, uint64_t addr, char *out, size_t n) {
+    unsigned char *buf = (unsigned char *)malloc(rd_size(t, BPT_ROOT_S_SESSION));
+    int rc;
+    if (!buf) return RD_ENOMEM;
+    if (!(rc = rd_bytes(t, addr, buf, rd_size(t, BPT_ROOT_S_SESSION), "a session"))) {
+        size_t w = t->root.field_bytes[BPT_ROOT_F_SESSION_NAME];
+        snprintf(out, n, "%.*s", (int)(w - 1), (const char *)rd_field_ptr(t, buf, BPT_ROOT_F_SESSION_NAME));
+    }
+    free(buf);
+    return rc;
+}
+
+/* One function's flags and count: its breakpoints, one per session. */
+static int rd_func_bps(rd_target *t, const rd_snapshot *s, rd_func *f, uint64_t bp) {
+    uint32_t bpsz = rd_size(t, BPT_ROOT_S_BP), dsz = rd_size(t, BPT_ROOT_S_BPDATA);
+    uint32_t nk = rd_const(t, BPT_ROOT_C_NKINDS), k, n = 0;
+    unsigned char *buf = (unsigned char *)malloc(bpsz);
+    int rc = 0;
+    if (!buf) return RD_ENOMEM;
+    while (bp && !rc) {
+        const unsigned char *d;
+        uint32_t flags;
+        char sname[80];
+        if (n++ > rd_const(t, BPT_ROOT_C_MAX_SESSIONS)) { rc = rd_fail(t, RD_EFAULT, "a breakpoint list without an end", bp); break; }
+        if ((rc = rd_bytes(t, bp, buf, bpsz, "a breakpoint"))) break;
+        d = (const unsigned char *)rd_field_ptr(t, buf, BPT_ROOT_F_BP_DATA) + (size_t)(s->active_ix & 1) * dsz;
+        flags = (uint32_t)rd_field(t, d, BPT_ROOT_F_BPDATA_FLAGS);
+        for (k = 0; k < nk; k++) {
+            if (!(flags & (1u << (2 * k)))) continue;
+            f->flags |= t->root.kind_flag[k];
+            if (!(flags & (2u << (2 * k)))) f->paused |= t->root.kind_flag[k];
+            if (k == rd_const(t, BPT_ROOT_C_KIND_COUNT)) {
+                uint64_t c, cnt;
+                memcpy(&c, (const unsigned char *)rd_field_ptr(t, d, BPT_ROOT_F_BPDATA_DATA) + 8 * k, 8);
+                if ((rc = rd_count(t, s, c, &cnt))) break;
+                f->counted = 1;
+                f->count += cnt;
+            }
+        }
+        if (!rc && !rd_session_name(t, rd_field(t, buf, BPT_ROOT_F_BP_SESSION), sname, sizeof sname)) {
+            size_t l = strlen(f->sessions);
+            snprintf(f->sessions + l, sizeof f->sessions - l, "%s%s", l ? "," : "", sname);
+        }
+        bp = rd_field(t, buf, BPT_ROOT_F_BP_NEXT);
+    }
+    free(buf);
+    return rc;
+}
+
+static int rd_funcs(rd_target *t, rd_snapshot *s) {
+    uint64_t arr;
+    uint32_t n, i;
+    unsigned char *buf;
+    int rc;
+    if ((rc = rd_u64(t, rd_global(t, BPT_ROOT_G_FUNCS), &arr, "the registry's array")) ||
+        (rc = rd_u32(t, rd_global(t, BPT_ROOT_G_NFUNCS), &n, "the registry's length")))
+        return rc;
+    if (n > RD_MAX_FUNCS) return rd_fail(t, RD_EFAULT, "a registry of more than 4M functions", rd_global(t, BPT_ROOT_G_NFUNCS));
+    if (!n) return 0;
+    s->funcs = (rd_func *)calloc(n, sizeof *s->funcs);
+    buf = (unsigned char *)malloc(rd_size(t, BPT_ROOT_S_FUNC));
+    if (!s->funcs || !buf) { free(buf); return RD_ENOMEM; }
+    for (i = 0; i < n; i++) {
+        rd_func *f = &s->funcs[i];
+        if ((rc = rd_u64(t, arr + 8ull * i, &f->addr, "the registry's array")) ||
+            (rc = rd_bytes(t, f->addr, buf, rd_size(t, BPT_ROOT_S_FUNC), "a function record")) ||
+            (rc = rd_string(t, rd_field(t, buf, BPT_ROOT_F_FUNC_MODULE), f->module, sizeof f->module, "a module name")) ||
+            (rc = rd_string(t, rd_field(t, buf, BPT_ROOT_F_FUNC_NAME), f->name, sizeof f->name, "a function name")))
+            break;
+        f->arity = (int)(int32_t)rd_field(t, buf, BPT_ROOT_F_FUNC_ARITY);
+        f->fid = (uint32_t)rd_field(t, buf, BPT_ROOT_F_FUNC_FID);
+        f->kind = (uint32_t)rd_field(t, buf, BPT_ROOT_F_FUNC_KIND);
+        f->installed = (uint32_t)rd_field(t, buf, BPT_ROOT_F_FUNC_INSTALLED);
+        f->fn = rd_field(t, buf, BPT_ROOT_F_FUNC_FN);
+        if ((rc = rd_func_bps(t, s, f, rd_field(t, buf, BPT_ROOT_F_FUNC_GEN_BP)))) break;
+        s->nfuncs = i + 1;
+    }
+    free(buf);
+    return rc;
+}
+
+/* A snapshot: read the layout count [L1], everything, the count again;
+   again while it moved (up to tries times), then keep the last, marked torn. */
+static int rd_snapshot_take(rd_target *t, rd_snapshot *s, int tries) {
+    int rc = 0, i;
+    for (i = 0; i < tries; i++) {
+        uint64_t seq2;
+        rd_snapshot_free(s);
+        if ((rc = rd_u64(t, rd_global(t, BPT_ROOT_G_SEQ), &s->seq, "the layout count"))) return rc;
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);   /* [L1] reader: the count before the data */
+        if ((rc = rd_u64(t, rd_global(t, BPT_ROOT_G_EPOCH), &s->epoch, "the epoch")) ||
+            (rc = rd_u64(t, rd_global(t, BPT_ROOT_G_WAITS), &s->waits, "the waits")) ||
+            (rc = rd_u32(t, rd_global(t, BPT_ROOT_G_NTHREADS), &s->nrecords, "the thread count")) ||
+            (rc = rd_u32(t, rd_global(t, BPT_ROOT_G_ACTIVE_IX), &s->active_ix, "the active generation")) ||
+            (rc = rd_threads(t, s)))
+            return rc;
+        rc = (s->seq & 1) ? RD_ETORN : rd_funcs(t, s);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);   /* [L1] reader: the data before the count */
+        if (rd_u64(t, rd_global(t, BPT_ROOT_G_SEQ), &seq2, "the layout count")) return RD_EGONE;
+        if (seq2 == s->seq && !(s->seq & 1)) { s->torn = 0; return rc; }
+        s->torn = 1;   /* a free may explain a failed read: try again */
+    }
+    return rc == RD_ETORN ? 0 : rc;
+}
+
+static const rd_func *rd_func_at(const rd_snapshot *s, uint64_t addr) {
+    uint32_t i;
+    for (i = 0; i < s->nfuncs; i++)
+        if (s->funcs[i].addr == addr) return &s->funcs[i];
+    return NULL;
+}
+
+/* A thread's shadow stack (which 0: native, 1: VM): the function records
+   of its frames, outermost first, in out[0..*n). The owner pushes and pops
+   while we read: the depth is read before and after, and the frames read
+   again while it moved (moved = 1 after tries). */
+static int rd_stack(rd_target *t, const rd_thread *th, int which, uint64_t *out, uint32_t *n, uint32_t max,
+                    int *moved) {
+    uint32_t fsz = rd_size(t, BPT_ROOT_S_FRAME), d, d2, i, try_;
+    unsigned char *buf;
+    int rc = 0;
+    *n = 0; *moved = 0;
+    if (!th->shadow[which]) return 0;
+    if (!(buf = (unsigned char *)malloc(fsz))) return RD_ENOMEM;
+    for (try_ = 0; try_ < 5; try_++) {
+        uint64_t da = th->addr + t->root.field_off[BPT_ROOT_F_THREAD_SHADOW_DEPTH] + 4u * which;
+        if ((rc = rd_u32(t, da, &d, "a shadow stack's depth"))) break;
+        if (d > rd_const(t, BPT_ROOT_C_SHADOW_FRAMES)) { rc = rd_fail(t, RD_EFAULT, "a shadow stack deeper than its frames", da); break; }
+        *n = 0;
+        for (i = 0; i < d && *n < max; i++) {
+            if ((rc = rd_bytes(t, th->shadow[which] + (uint64_t)fsz * i, buf, fsz, "a frame"))) break;
+            if (rd_field(t, buf, BPT_ROOT_F_FRAME_GONE)) continue;
+            out[(*n)++] = rd_field(t, buf, BPT_ROOT_F_FRAME_F);
+        }
+        if (rc || rd_u32(t, da, &d2, "a shadow stack's depth")) break;
+        if (d2 == d) break;
+        *moved = 1;
+    }
+    free(buf);
+    return rc;
+}
+
+#endif /* BPT_READER_H */

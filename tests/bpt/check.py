@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""tests/bpt/check.py: bpt (examples/bpt) against live targets.
+
+  check.py live BPT TARGET [RUNNER...]
+      TARGET (tests/bpt/target.c) runs, under RUNNER if given (qemu-aarch64);
+      bpt funcs, top (one refresh), pstack, sessions, progress and ps read it.
+      Checked: once_fn's count is 1234; tick's count lies between the
+      program's own bpt_trace_info before and after; pstack shows each worker
+      in hold <- middle <- outer; the sessions, their patterns and lanes; each
+      worker's loop ran on across the reads, and no thread was ever traced or
+      stopped (/proc/PID/task/*/status, sampled every 2 ms while bpt ran).
+  check.py bad BPT TARGET LAYOUT KIND
+      bpt against a bad target; it must exit with the expected status and
+      message, never a signal. KIND: noproc nobptrace magic version size
+      offset wild exits eperm. LAYOUT: the output of root_layout.
+"""
+import os, re, shutil, struct, subprocess, sys, tempfile, threading, time
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+class Target:
+    def __init__(self, argv):
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        m = re.match(r"ready (\d+) (\d+) (\d+) (\d+)", line)
+        if not m:
+            fail("target did not start: %r %s" % (line, self.p.stderr.read()))
+        self.pid = int(m.group(1))
+        self.tids = [int(m.group(i)) for i in (2, 3, 4)]
+    def info(self):
+        self.p.stdin.write("info\n"); self.p.stdin.flush()
+        tick = int(self.p.stdout.readline().split()[1])
+        spins = [int(x) for x in self.p.stdout.readline().split()[1:]]
+        return tick, spins
+    def quit(self):
+        self.p.stdin.write("quit\n"); self.p.stdin.flush()
+        rc = self.p.wait(timeout=60)
+        if rc != 0:
+            fail("target exited %d: %s" % (rc, self.p.stderr.read()))
+
+def run(argv, expect=0):
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    print("$ " + " ".join(argv) + "   (exit %d)" % r.returncode)
+    print(r.stdout + r.stderr, end="")
+    if r.returncode < 0:
+        fail("bpt died of signal %d" % -r.returncode)
+    if expect is not None and r.returncode != expect:
+        fail("bpt exited %d, expected %d" % (r.returncode, expect))
+    return r
+
+class Watch(threading.Thread):
+    """Samples every thread's status while bpt runs: never traced, never stopped."""
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid, self.stop, self.bad, self.samples = pid, False, [], 0
+    def run(self):
+        while not self.stop:
+            try:
+                for t in os.listdir("/proc/%d/task" % self.pid):
+                    with open("/proc/%d/task/%s/status" % (self.pid, t)) as f:
+                        st = f.read()
+                    state = re.search(r"State:\s+(\S)", st).group(1)
+                    tracer = int(re.search(r"TracerPid:\s+(\d+)", st).group(1))
+                    if state in "tT" or tracer:
+                        self.bad.append("thread %s state %s tracer %d" % (t, state, tracer))
+                self.samples += 1
+            except (FileNotFoundError, ProcessLookupError, AttributeError):
+                pass
+            time.sleep(0.002)
+
+def live(bpt, target, runner):
+    t = Target(runner + [target])
+    w = Watch(t.pid); w.start()
+    tick0, spins0 = t.info()
+    r = run([bpt, "funcs", str(t.pid)])
+    tick1, spins1 = t.info()
+    rows = {l.split()[0]: l.split() for l in r.stdout.splitlines()[1:]}
+    for name, flags, sess in (("target:once_fn/1", "count", "counts"), ("target:tick/1", "count", "counts"),
+                              ("target:hold/1", "call", "stacks"), ("target:middle/1", "call", "stacks"),
+                              ("target:outer/1", "call", "stacks")):
+        if name not in rows or rows[name][2] != flags or rows[name][4] != sess:
+            fail("funcs: %s should be %s in session %s: %s" % (name, flags, sess, rows.get(name)))
+    if rows["target:once_fn/1"][3] != "1234":
+        fail("funcs: once_fn counted %s, called 1234 times" % rows["target:once_fn/1"][3])
+    seen = int(rows["target:tick/1"][3])
+    if not tick0 <= seen <= tick1:
+        fail("funcs: tick %d outside the program's own counts %d..%d" % (seen, tick0, tick1))
+    print("tick: program %d <= bpt %d <= program %d" % (tick0, seen, tick1))
+    r = run([bpt, "funcs", str(t.pid), "*:o*"])
+    if [l.split()[0] for l in r.stdout.splitlines()[1:]] != ["target:once_fn/1", "target:outer/1"]:
+        fail("funcs PATTERN: expected once_fn and outer")
+    r = run([bpt, "top", str(t.pid), "-n", "1", "-d", "0.3"])
+    tick2, _ = t.info()
+    m = re.search(r"^\s*(\d+)\s+(\d+)\s+target:tick/1$", r.stdout, re.M)
+    if not m or not int(m.group(1)) > 0 or not tick1 <= int(m.group(2)) <= tick2:
+        fail("top: tick's row should have calls/s > 0 and a count in %d..%d" % (tick1, tick2))
+    if not re.search(r"^\s*0\s+1234\s+target:once_fn/1$", r.stdout, re.M):
+        fail("top: once_fn's row should be 0 calls/s, 1234 calls")
+    r = run([bpt, "pstack", str(t.pid)])
+    stacks = {}
+    for block in re.split(r"^thread ", r.stdout, flags=re.M)[1:]:
+        tid = int(block.split()[0])
+        stacks[tid] = re.findall(r"#\d+ (\S+)", block)
+    for tid in t.tids:
+        if stacks.get(tid) != ["target:hold/1", "target:middle/1", "target:outer/1"]:
+            fail("pstack: thread %d should be in hold <- middle <- outer: %s" % (tid, stacks.get(tid)))
+    if stacks.get(t.pid) != []:
+        fail("pstack: the main thread holds no traced frame: %s" % stacks.get(t.pid))
+    r = run([bpt, "sessions", str(t.pid)])
+    for want in (r'"counts": buffered', r'"stacks": buffered', r"pattern target:tick/1  count\n",
+                 r"pattern target:\*/1  call,return\n", r"pattern target:once_fn/1  call,off\n",
+                 r"lanes 3, buffers", r"records written 9, drained 0, unread 9"):
+        if not re.search(want, r.stdout):
+            fail("sessions: no match for %r" % want)
+    r = run([bpt, "progress", str(t.pid)])
+    m = re.match(r"epoch (\d+), waits (\d+), thread records (\d+)", r.stdout)
+    if not m or int(m.group(3)) != 4 or int(m.group(1)) < 2:
+        fail("progress: expected 4 thread records and an epoch moved by the patterns")
+    for tid in t.tids + [t.pid]:
+        if not re.search(r"^%d\s+\d+\s+(quiescent|pinned x1 since epoch \d+)\s" % tid, r.stdout, re.M):
+            fail("progress: thread %d should be quiescent or pinned once" % tid)
+    r = run([bpt, "ps"])
+    if not re.search(r"^%d\s+0\.\d+\.\d+\s+(x86_64|aarch64)\s" % t.pid, r.stdout, re.M):
+        fail("ps: the target is not listed")
+    _, spins2 = t.info()
+    w.stop = True; w.join()
+    # Across all the reads (one read alone can be shorter than a time slice
+    # here: three spinning workers on two cores).
+    for k in range(3):
+        if not spins0[k] < spins2[k]:
+            fail("worker %d did not run on across the reads: %s -> %s" % (k, spins0[k], spins2[k]))
+    if w.bad or w.samples < 5:
+        fail("a thread was stopped or traced while bpt read: %s (%d samples)" % (w.bad[:3], w.samples))
+    print("workers ran on: %s -> %s -> %s; %d status samples, none stopped or traced" % (spins0, spins1, spins2, w.samples))
+    t.quit()
+
+def patched(target, layout, kind, tmp):
+    """A copy of target whose bpt_root has one thing wrong."""
+    data = bytearray(open(target, "rb").read())
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3a)
+    secs = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    root = None
+    for s in secs:
+        if s[1] == 2:   # SHT_SYMTAB
+            strtab = secs[s[6]]
+            for j in range(s[5] // 24):
+                name, info, other, shndx, value, size = struct.unpack_from("<IBBHQQ", data, s[4] + 24 * j)
+                end = data.index(b"\0", strtab[4] + name)
+                if data[strtab[4] + name:end] == b"bpt_root":
+                    sec = secs[shndx]
+                    root = value - sec[3] + sec[4]
+    if root is None:
+        fail("no bpt_root in " + target)
+    L = dict(l.split() for l in layout.splitlines())
+    L = {k: int(v) for k, v in L.items()}
+    off_next = root + L["field_off"] + 4 * L["thread_next"]
+    if kind == "magic":
+        data[root:root + 8] = b"NOTAROOT"
+    elif kind == "version":
+        struct.pack_into("<I", data, root + L["version"], 99)
+    elif kind == "size":
+        struct.pack_into("<I", data, root + L["struct_bytes"] + 4 * L["thread"], 0x7fffffff)
+    elif kind == "offset":
+        struct.pack_into("<I", data, off_next, 0xfffff0)
+    elif kind == "wild":   # the next pointer read from where the tid is: a wild address
+        tid_off, = struct.unpack_from("<I", data, root + L["field_off"] + 4 * L["thread_tid"])
+        struct.pack_into("<I", data, off_next, tid_off)
+    path = os.path.join(tmp, "target-" + kind)
+    open(path, "wb").write(data)
+    os.chmod(path, 0o755)
+    return path
+
+def bad(bpt, target, layout_file, kind):
+    layout = open(layout_file).read()
+    tmp = tempfile.mkdtemp()
+    try:
+        if kind == "noproc":
+            r = run([bpt, "funcs", "999999999"], expect=2)
+            if "no process" not in r.stderr: fail("expected 'no process'")
+            r = run([bpt, "funcs", "12x"], expect=1)
+            return
+        if kind == "nobptrace":
+            p = subprocess.Popen(["sleep", "30"])
+            try:
+                r = run([bpt, "pstack", str(p.pid)], expect=4)
+                if "has no bptrace" not in r.stderr: fail("expected 'has no bptrace'")
+            finally:
+                p.kill(); p.wait()
+            return
+        if kind == "exits":
+            t = Target([target, "--exit-after", "400"])
+            r = run([bpt, "top", str(t.pid), "-n", "1000", "-d", "0.05"], expect=2)
+            if "exited" not in r.stderr and "no process" not in r.stderr: fail("expected 'exited'")
+            t.p.wait(timeout=30)
+            return
+        if kind == "eperm":
+            if os.geteuid() != 0 or not shutil.which("setpriv"):
+                print("SKIPPED: needs root and setpriv to read as another uid")
+                sys.exit(77)
+            t = Target([target])
+            try:
+                bcopy = os.path.join(tmp, "bpt"); shutil.copy(bpt, bcopy)
+                os.chmod(tmp, 0o755); os.chmod(bcopy, 0o755)
+                r = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", bcopy, "funcs", str(t.pid)],
+                        expect=3)
+                if "EPERM" not in r.stderr or "ptrace_scope" not in r.stderr: fail("expected EPERM and ptrace_scope")
+            finally:
+                t.quit()
+            return
+        expect = {"magic": ("not a bptrace root record", 5), "version": ("layout version 99", 5),
+                  "size": ("has a size of", 5), "offset": ("past its structure", 5),
+                  "wild": ("cannot read a thread record", 5)}[kind]
+        t = Target([patched(target, layout, kind, tmp)])
+        try:
+            for cmd in ("funcs", "pstack", "progress", "top"):
+                r = run([bpt, cmd, str(t.pid)] + (["-n", "1", "-d", "0.1"] if cmd == "top" else []), expect=expect[1])
+                if expect[0] not in r.stderr: fail("%s: expected %r" % (cmd, expect[0]))
+                if kind != "wild": break
+        finally:
+            t.quit()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 4 and sys.argv[1] == "live":
+        live(sys.argv[2], sys.argv[3], sys.argv[4:])
+    elif len(sys.argv) == 6 and sys.argv[1] == "bad":
+        bad(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
+    else:
+        print(__doc__); sys.exit(2)
+    print("OK")

@@ -1,0 +1,108 @@
+/* tests/bpt/target.c: a live, multi-threaded bptrace program for bpt (the
+   outside reader) to look at. Three workers each hold a known traced stack,
+   outer -> middle -> hold, and inside it call tick() without end; once_fn
+   was called exactly 1234 times before they started. It prints
+   "ready PID TID1 TID2 TID3" when every worker is inside hold(), then reads
+   commands on stdin:
+
+     info   prints "tick COUNT" (its own bpt_trace_info) and "spins S1 S2 S3"
+            (each worker's loop count, which grows while the worker runs)
+     quit   stops the workers, destroys the sessions, exits 0
+
+   --exit-after MS: exit by itself after MS milliseconds (the test of a
+   target that exits while bpt reads it). */
+#define _GNU_SOURCE
+#define BPTRACE_IMPLEMENTATION
+#include "bptrace.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+enum { WORKERS = 3 };
+static volatile int stop, inside;
+static volatile unsigned long spins[WORKERS];
+static int tids[WORKERS];
+
+BPT_TRACEABLE long once_fn(long x) { return x + 1; }
+BPT_TRACEABLE long tick(long x) { return x * 3; }
+static long (*volatile call_tick)(long) = tick;
+static long (*volatile call_once)(long) = once_fn;
+
+BPT_TRACEABLE long hold(long k) {
+    long acc = 0;
+    __atomic_fetch_add(&inside, 1, __ATOMIC_SEQ_CST);
+    while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
+        acc += call_tick(k);
+        spins[k]++;
+    }
+    return acc;
+}
+static long (*volatile call_hold)(long) = hold;
+BPT_TRACEABLE long middle(long k) { return call_hold(k) + 1; }
+static long (*volatile call_middle)(long) = middle;
+BPT_TRACEABLE long outer(long k) { return call_middle(k) + 1; }
+static long (*volatile call_outer)(long) = outer;
+
+static void *worker(void *arg) {
+    long k = (long)(intptr_t)arg;
+    tids[k] = (int)syscall(SYS_gettid);
+    call_outer(k);
+    return NULL;
+}
+
+static int fail(const char *what, int rc) {
+    fprintf(stderr, "target: %s: %d %s (%s)\n", what, rc, bpt_strerror(rc), bpt_last_error());
+    exit(1);
+}
+
+int main(int argc, char **argv) {
+    static const struct { void *fn; const char *name; } fns[] = {
+        { (void *)once_fn, "once_fn" }, { (void *)tick, "tick" }, { (void *)hold, "hold" },
+        { (void *)middle, "middle" }, { (void *)outer, "outer" } };
+    bpt_func *f[5];
+    bpt_session counts, stacks;
+    bpt_session_desc d;
+    pthread_t th[WORKERS];
+    char line[64];
+    long exit_after = -1, i;
+    int rc;
+    if (argc == 3 && !strcmp(argv[1], "--exit-after")) exit_after = atol(argv[2]);
+    for (i = 0; i < 5; i++)
+        if ((rc = bpt_register_native(fns[i].fn, "target", fns[i].name, 1, &f[i])) < 0) fail("register", rc);
+    memset(&d, 0, sizeof d);
+    d.name = "counts";
+    if ((rc = bpt_session_create(&d, &counts)) < 0) fail("session counts", rc);
+    d.name = "stacks";
+    if ((rc = bpt_session_create(&d, &stacks)) < 0) fail("session stacks", rc);
+    if ((rc = bpt_trace_pattern(counts, "target:tick/1", BPT_COUNT, NULL)) != 1) fail("pattern tick", rc);
+    if ((rc = bpt_trace_pattern(counts, "target:once_fn/1", BPT_COUNT, NULL)) != 1) fail("pattern once_fn", rc);
+    if ((rc = bpt_trace_pattern(stacks, "target:*/1", BPT_CALL | BPT_RETURN, NULL)) != 5) fail("pattern stacks", rc);
+    if ((rc = bpt_trace_pattern(stacks, "target:tick/1", BPT_CALL | BPT_OFF, NULL)) != 1) fail("pattern tick off", rc);
+    if ((rc = bpt_trace_pattern(stacks, "target:once_fn/1", BPT_CALL | BPT_OFF, NULL)) != 1) fail("pattern once off", rc);
+    for (i = 0; i < 1234; i++) call_once(i);
+    for (i = 0; i < WORKERS; i++) pthread_create(&th[i], NULL, worker, (void *)(intptr_t)i);
+    while (__atomic_load_n(&inside, __ATOMIC_ACQUIRE) < WORKERS) usleep(1000);
+    printf("ready %d %d %d %d\n", (int)getpid(), tids[0], tids[1], tids[2]);
+    fflush(stdout);
+    if (exit_after >= 0) {
+        usleep((useconds_t)exit_after * 1000);
+        _exit(0);
+    }
+    while (fgets(line, sizeof line, stdin)) {
+        if (!strncmp(line, "info", 4)) {
+            bpt_info info;
+            memset(&info, 0, sizeof info);
+            if ((rc = bpt_trace_info(counts, f[1], BPT_INFO_COUNT, &info)) < 0) fail("trace_info", rc);
+            printf("tick %llu\nspins %lu %lu %lu\n", (unsigned long long)info.count, spins[0], spins[1], spins[2]);
+            fflush(stdout);
+        } else if (!strncmp(line, "quit", 4)) {
+            break;
+        }
+    }
+    __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+    for (i = 0; i < WORKERS; i++) pthread_join(th[i], NULL);
+    if ((rc = bpt_session_destroy(stacks)) < 0 || (rc = bpt_session_destroy(counts)) < 0) fail("destroy", rc);
+    return 0;
+}
