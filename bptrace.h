@@ -2028,8 +2028,10 @@ static inline uint64_t bpt__sdt_word(decltype(nullptr)) { return 0; }
    process_vm_readv, and the root itself is constant.
 
    Consistency. The thread records are never freed and their list is
-   push-only; a thread's counters and shadow stack are its own and change
-   under the reader, who sees each word as it was at some moment. The
+   push-only; a thread's counters, call_time tables and shadow stack are
+   its own and change under the reader, who sees each word as it was at some
+   moment (a call_time row's calls and time may be a moment apart, and a
+   table its owner grew out of may be gone: read it again). The
    registry and the sessions change only under the code modification
    permission, and around each hold the layout sequence count
    (BPT_ROOT_G_SEQ) moves, odd while held [L1]:
@@ -2057,7 +2059,10 @@ static inline uint64_t bpt__sdt_word(decltype(nullptr)) { return 0; }
     X(FRAME,   bpt__frame)           /* a shadow stack frame (frames.h) */ \
     X(SESSION, bpt__session)         /* a trace session (session.h) */ \
     X(LANE,    bpt__lane)            /* one thread's buffer in a session */ \
-    X(PATTERN, bpt__pattern_entry)   /* a pattern in force in a session (pattern.h) */
+    X(PATTERN, bpt__pattern_entry)   /* a pattern in force in a session (pattern.h) */ \
+    X(TIMEM,   bpt__BpTimem)         /* call_time/call_memory's tables of one breakpoint (timem.h) */ \
+    X(TABLE,   bpt__timem_table)     /* one thread's table */ \
+    X(CELL,    bpt__timem_cell)      /* one process's calls, time and memory in it */
 
 /* The fields a reader reads: (ID, its structure's ID, the member). The
    root gives each one's offset and width in bytes. */
@@ -2077,6 +2082,7 @@ static inline uint64_t bpt__sdt_word(decltype(nullptr)) { return 0; }
     X(FUNC_FID,            FUNC,    fid)            /* u32: the id its records carry */ \
     X(FUNC_KIND,           FUNC,    kind)           /* int: 1 a VM site, 2 a native entry */ \
     X(FUNC_FN,             FUNC,    fn)             /* pointer: a native function's address */ \
+    X(FUNC_CODE_SIZE,      FUNC,    code_size)      /* u64: its bytes of code (0: unknown) */ \
     X(FUNC_INSTALLED,      FUNC,    installed)      /* int: the breakpoint word is in place */ \
     X(FUNC_GEN_BP,         FUNC,    gen_bp)         /* pointer: the first session's BP */ \
     X(BP_DATA,             BP,      data)           /* 2 BPDATA: the generations */ \
@@ -2119,7 +2125,16 @@ static inline uint64_t bpt__sdt_word(decltype(nullptr)) { return 0; }
     X(PATTERN_MODULE,      PATTERN, mfa.module)     /* char[]: "*" for any */ \
     X(PATTERN_FUNCTION,    PATTERN, mfa.function)   /* char[] */ \
     X(PATTERN_ARITY,       PATTERN, mfa.arity)      /* int: -1 for any */ \
-    X(PATTERN_FLAGS,       PATTERN, flags)          /* unsigned: the BPT_* flags it was set with */
+    X(PATTERN_FLAGS,       PATTERN, flags)          /* unsigned: the BPT_* flags it was set with */ \
+    X(TIMEM_TABLES,        TIMEM,   table)          /* MAX_THREADS pointers to TABLE, by thread record index */ \
+    X(TIMEM_OVERFLOW,      TIMEM,   overflow)       /* pointer: the TABLE of threads past MAX_THREADS */ \
+    X(TIMEM_CARRIED,       TIMEM,   carried)        /* pointer: the TABLE of earlier collections' sums */ \
+    X(TABLE_CAP,           TABLE,   cap)            /* u32: cells, a power of two */ \
+    X(TABLE_CELLS,         TABLE,   cell)           /* the first of cap CELLs (the width of one) */ \
+    X(CELL_PROCESS,        CELL,    process)        /* u64: 0 a free cell */ \
+    X(CELL_CALLS,          CELL,    calls)          /* u64 */ \
+    X(CELL_TIME,           CELL,    time_ns)        /* u64: own time, ns */ \
+    X(CELL_MEMORY,         CELL,    mem)            /* i64: bytes */
 
 /* The addresses where the walks start: (ID, what is there). */
 #define BPT_ROOT_GLOBALS(X) \
@@ -2136,7 +2151,9 @@ static inline uint64_t bpt__sdt_word(decltype(nullptr)) { return 0; }
 /* The limits and encodings: (ID). */
 #define BPT_ROOT_CONSTS(X) \
     X(MAX_SESSIONS) X(LANE_DIRS) X(LANES_PER_DIR) X(COUNT_PAGES) X(COUNT_PAGE_SLOTS) \
-    X(SHADOW_FRAMES) X(NEST_BITS) X(ONLINE) X(NKINDS) X(KIND_COUNT)
+    X(SHADOW_FRAMES) X(NEST_BITS) X(ONLINE) X(NKINDS) X(KIND_COUNT) \
+    X(ENTRY_PAD)   /* bytes before a native entry that its hit runs through (0: no native sites) */ \
+    X(MAX_THREADS) X(KIND_TIME)
 
 enum bpt_root_struct {
 #define BPT__ROOT_S(id, type) BPT_ROOT_S_##id,
@@ -3230,10 +3247,43 @@ BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, void *count)
 
 /*** Begin file timem.h ***/
 /* timem.h: what other parts use of the call_time and call_memory tables
-   (timem.c): the tables are opaque; the kind parts (kind_timem.c) and the
-   frames charge them, and bpt_trace_info collects and reports them. */
+   (timem.c): the kind parts (kind_timem.c) and the frames charge them,
+   bpt_trace_info collects and reports them, and the root record (root.c)
+   tells an outside reader their layout. */
 
 typedef struct bpt__BpTimem bpt__BpTimem;
+
+/* The tables (timem.c has how they are written and collected). Declared
+   here for the root record (root.c): an outside reader sums them while
+   their owners write them, each value one an owner wrote. */
+typedef struct bpt__timem_cell {
+    uint64_t process;             /* 0: a free cell (process ids are never 0) */
+    uint64_t calls, time_ns;
+    int64_t mem;
+} bpt__timem_cell;
+
+/* Open addressing, linear probing, a power-of-two capacity, at most half full. */
+typedef struct bpt__timem_table {
+    uint32_t cap, used;
+    bpt__thread *owner;           /* the thread whose hit mapped it (BPT_HIT_MAP); NULL: the
+                                     set path's (BPT_MALLOC) */
+    struct bpt__timem_table *next_free;   /* on its owner's list of idle tables [T2] */
+    bpt__timem_cell cell[1];
+} bpt__timem_table;
+
+enum { BPT__TIMEM_HIT_CAP = 64 };   /* a hit's first table: 64 cells fill most of a page */
+
+struct bpt__BpTimem {
+    bpt__atomic_ptr table[BPT_MAX_THREADS];   /* bpt__timem_table *, per thread slot */
+    bpt__timem_table *overflow;               /* shared by threads past BPT_MAX_THREADS */
+    pthread_mutex_t overflow_lock;
+    bpt__timem_table *carried;                /* set path: the sums of earlier collections */
+    struct bpt__BpTimem *prev;                /* set path: idle tables a collection could not
+                                                 merge (out of memory), summed by the next one */
+    bpt__atomic_u64 lost;                     /* charges dropped: no memory for a table, or a
+                                                 signal handler nested in an overflow update */
+    uint32_t refc;                            /* set path: generations that point here */
+};
 
 /* The flag bits of the two kinds that share the tables (breakpoint.h's
    BPT__BPF_ON/ACTIVE, as beam_bp.c's ERTS_BPF_TIME_TRACE and friends). */
@@ -6372,35 +6422,6 @@ BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
    hooks in kind_timem.c) that share these tables: one cell holds a
    process's calls, time and bytes. While both kinds are on, their data
    slots point at the same bpt__BpTimem, each holding a reference. */
-
-typedef struct bpt__timem_cell {
-    uint64_t process;             /* 0: a free cell (process ids are never 0) */
-    uint64_t calls, time_ns;
-    int64_t mem;
-} bpt__timem_cell;
-
-/* Open addressing, linear probing, a power-of-two capacity, at most half full. */
-typedef struct bpt__timem_table {
-    uint32_t cap, used;
-    bpt__thread *owner;           /* the thread whose hit mapped it (BPT_HIT_MAP); NULL: the
-                                     set path's (BPT_MALLOC) */
-    struct bpt__timem_table *next_free;   /* on its owner's list of idle tables [T2] */
-    bpt__timem_cell cell[1];
-} bpt__timem_table;
-
-enum { BPT__TIMEM_HIT_CAP = 64 };   /* a hit's first table: 64 cells fill most of a page */
-
-struct bpt__BpTimem {
-    bpt__atomic_ptr table[BPT_MAX_THREADS];   /* bpt__timem_table *, per thread slot */
-    bpt__timem_table *overflow;               /* shared by threads past BPT_MAX_THREADS */
-    pthread_mutex_t overflow_lock;
-    bpt__timem_table *carried;                /* set path: the sums of earlier collections */
-    struct bpt__BpTimem *prev;                /* set path: idle tables a collection could not
-                                                 merge (out of memory), summed by the next one */
-    bpt__atomic_u64 lost;                     /* charges dropped: no memory for a table, or a
-                                                 signal handler nested in an overflow update */
-    uint32_t refc;                            /* set path: generations that point here */
-};
 
 static size_t bpt__timem_table_bytes(uint32_t cap) {
     return sizeof(bpt__timem_table) + sizeof(bpt__timem_cell) * (cap - 1);
@@ -11658,6 +11679,12 @@ void bpt_trace_file_close(bpt_trace_file *f) {
 #  define BPT__ROOT_KEEP
 #endif
 
+#if defined(BPT_NATIVE)
+#  define BPT__ROOT_PAD BPT__PAD_BYTES
+#else
+#  define BPT__ROOT_PAD 0
+#endif
+
 #define BPT__ROOT_FIELD_BYTES(type, member) ((uint32_t)sizeof(((type *)0)->member))
 #define BPT__ROOT_STRUCT_OF(id, st, member) BPT_ROOT_S_##st,
 #define BPT__ROOT_TYPE_THREAD  bpt__thread
@@ -11669,6 +11696,9 @@ void bpt_trace_file_close(bpt_trace_file *f) {
 #define BPT__ROOT_TYPE_SESSION bpt__session
 #define BPT__ROOT_TYPE_LANE    bpt__lane
 #define BPT__ROOT_TYPE_PATTERN bpt__pattern_entry
+#define BPT__ROOT_TYPE_TIMEM   bpt__BpTimem
+#define BPT__ROOT_TYPE_TABLE   bpt__timem_table
+#define BPT__ROOT_TYPE_CELL    bpt__timem_cell
 #define BPT__ROOT_SIZE(id, type) (uint32_t)sizeof(type),
 #define BPT__ROOT_OFF(id, st, member) (uint32_t)offsetof(BPT__ROOT_TYPE_##st, member),
 #define BPT__ROOT_BYTES(id, st, member) BPT__ROOT_FIELD_BYTES(BPT__ROOT_TYPE_##st, member),
@@ -11684,7 +11714,8 @@ BPT__ROOT_LINKAGE BPT__ROOT_KEEP const bpt_root_record bpt_root = {
     { BPT_ROOT_FIELDS(BPT__ROOT_BYTES) },
     {   /* in BPT_ROOT_CONSTS's order */
         BPT_MAX_SESSIONS, BPT__LANE_DIRS, BPT__LANES_PER_DIR, BPT__COUNT_PAGES, BPT__COUNT_PAGE_SLOTS,
-        BPT_SHADOW_FRAMES, BPT__NEST_BITS, BPT__ONLINE, BPT__NKINDS, BPT__KIX_COUNT
+        BPT_SHADOW_FRAMES, BPT__NEST_BITS, BPT__ONLINE, BPT__NKINDS, BPT__KIX_COUNT, BPT__ROOT_PAD,
+        BPT_MAX_THREADS, BPT__KIX_TIME
     },
     { BPT_KINDS(BPT__ROOT_KIND_FLAG) },
     {   /* in BPT_ROOT_GLOBALS's order */
@@ -11695,7 +11726,7 @@ BPT__ROOT_LINKAGE BPT__ROOT_KEEP const bpt_root_record bpt_root = {
     }
 };
 /* The tables above are positional: one entry per row of their lists. */
-typedef char bpt__root_consts_fit[BPT_ROOT_NCONSTS == 10 && BPT_ROOT_NGLOBALS == 9 ? 1 : -1];
+typedef char bpt__root_consts_fit[BPT_ROOT_NCONSTS == 13 && BPT_ROOT_NGLOBALS == 9 ? 1 : -1];
 
 #undef BPT__ROOT_SIZE
 #undef BPT__ROOT_OFF
@@ -11736,12 +11767,15 @@ static void bpt__root_field_want(const bpt_root_record *r, int f, uint64_t *lo, 
     case BPT_ROOT_F_BP_DATA: *lo = *hi = 2ull * r->struct_bytes[BPT_ROOT_S_BPDATA]; return;
     case BPT_ROOT_F_BPDATA_DATA: *lo = *hi = 8ull * c[BPT_ROOT_C_NKINDS]; return;
     case BPT_ROOT_F_SESSION_LANE_DIR: *lo = *hi = 8ull * c[BPT_ROOT_C_LANE_DIRS]; return;
+    case BPT_ROOT_F_TIMEM_TABLES: *lo = *hi = 8ull * c[BPT_ROOT_C_MAX_THREADS]; return;
+    case BPT_ROOT_F_TABLE_CELLS: *lo = *hi = r->struct_bytes[BPT_ROOT_S_CELL]; return;
     case BPT_ROOT_F_SESSION_NAME: case BPT_ROOT_F_PATTERN_MODULE: case BPT_ROOT_F_PATTERN_FUNCTION:
         *lo = 2; *hi = 4096; return;   /* a NUL-terminated string */
     case BPT_ROOT_F_THREAD_NEXT: case BPT_ROOT_F_FUNC_MODULE: case BPT_ROOT_F_FUNC_NAME:
     case BPT_ROOT_F_FUNC_FN: case BPT_ROOT_F_FUNC_GEN_BP: case BPT_ROOT_F_BP_SESSION:
     case BPT_ROOT_F_BP_NEXT: case BPT_ROOT_F_FRAME_F: case BPT_ROOT_F_SESSION_TRACER:
     case BPT_ROOT_F_SESSION_PATTERNS: case BPT_ROOT_F_PATTERN_NEXT:
+    case BPT_ROOT_F_TIMEM_OVERFLOW: case BPT_ROOT_F_TIMEM_CARRIED:
         *lo = *hi = 8; return;          /* a pointer: 64-bit targets only */
     default: *lo = 1; *hi = 8; *word = 1; return;
     }
@@ -11779,7 +11813,9 @@ int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, size_t why
             c[BPT_ROOT_C_LANE_DIRS] == 0 || c[BPT_ROOT_C_LANE_DIRS] > 65536 ||
             c[BPT_ROOT_C_LANES_PER_DIR] == 0 || c[BPT_ROOT_C_LANES_PER_DIR] > 65536 ||
             c[BPT_ROOT_C_SHADOW_FRAMES] == 0 || c[BPT_ROOT_C_SHADOW_FRAMES] > (1u << 24) ||
-            c[BPT_ROOT_C_NEST_BITS] == 0 || c[BPT_ROOT_C_NEST_BITS] > 32)
+            c[BPT_ROOT_C_NEST_BITS] == 0 || c[BPT_ROOT_C_NEST_BITS] > 32 || c[BPT_ROOT_C_ENTRY_PAD] > 256 ||
+            c[BPT_ROOT_C_MAX_THREADS] == 0 || c[BPT_ROOT_C_MAX_THREADS] > 65536 ||
+            c[BPT_ROOT_C_KIND_TIME] >= c[BPT_ROOT_C_NKINDS])
             return bpt__root_refuse(why, why_len, BPT_EFORMAT, "a root constant is out of range "
                                     "(kinds %llu, count pages %llu)", BPT__U(c[BPT_ROOT_C_NKINDS]), BPT__U(c[BPT_ROOT_C_COUNT_PAGES]));
     }

@@ -82,6 +82,6 @@ $(BUILD)/bench_sqlite_plain: bench/sqlite_flags.c bench/bench.h bptrace.h $(SQLI
 
 bench-sqlite: $(BUILD)/bench_sqlite_flags $(BUILD)/bench_sqlite_plain
 
-demo-sqlite: $(BUILD)/sqlite_live
+demo-sqlite: $(BUILD)/sqlite_live $(BUILD)/bpt
 	@mkdir -p $(BUILD)/demo
-	$(BUILD)/sqlite_live --db $(BUILD)/demo/bank.db --out $(BUILD)/demo $(SQLITE_LIVE_ARGS)
+	$(BUILD)/sqlite_live --db $(BUILD)/demo/bank.db --out $(BUILD)/demo --bpt $(BUILD)/bpt $(SQLITE_LIVE_ARGS)

@@ -26,7 +26,12 @@
             Perfetto) and FlameGraph folded stacks (stacks.folded);
          6. everything off: throughput back at baseline, and every entry word
             is the original again (checked byte for byte against a snapshot
-            taken before the first pattern was set).
+            taken before the first pattern was set);
+         7. seen from outside (with --bpt PATH): call_count on every function
+            and call_time on sqlite3_step, sqlite3VdbeExec and sqlite3Btree*
+            again, and `bpt top` and `bpt pstack` (examples/bpt) read them
+            from another process while the workers run; then everything off
+            and the entry words checked again.
 
        Every phase prints the workers' throughput relative to the baseline,
        how long each bpt_trace_pattern call took, and the largest stall any
@@ -70,6 +75,7 @@
        --warmup-ms MS   untraced run before the baseline (6000)
        --control 1      the same timeline with phases 2-5 untraced: how far the
                         machine and the database drift on their own
+       --bpt PATH       the bpt tool for phase 7 (none: phase 7 is skipped)
        --phase N        run only phase N of 2-5 after the baseline (0: all, the
                         default); with --control 1, its untraced twin. Phase 2
                         alone, traced and as a control run, 5 times each, gives
@@ -115,11 +121,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-enum { MAX_WORKERS = 64, NPHASES = 7, TOP = 15, PROFILE_ROWS_SHOWN = 20 };
+enum { MAX_WORKERS = 64, NPHASES = 8, TOP = 15, PROFILE_ROWS_SHOWN = 20 };
 enum { ACCOUNTS_PER_BRANCH = 100000, TELLERS_PER_BRANCH = 10 };
 /* The WAL file may not outgrow this: it is the WAL's high-water mark (a
    RESTART checkpoint rewinds the log, it does not shrink the file), and a
@@ -160,7 +168,7 @@ static void sleep_until(uint64_t t)
 /* ---------------------------------------------------------------- options */
 
 struct options {
-    const char *db, *out;
+    const char *db, *out, *bpt;
     int threads, phase_ms, scale, warmup_ms;
     int control;               /* --control: phases 2-5 run untraced, for comparison */
     int phase;                 /* --phase: the one phase of 2-5 to run after the baseline; 0: all */
@@ -169,7 +177,7 @@ struct options {
 static void usage(const char *argv0)
 {
     fprintf(stderr, "usage: %s [--db PATH] [--out DIR] [--threads N] [--phase-ms MS] [--scale N] [--warmup-ms MS] "
-            "[--control 0|1] [--phase 0|2|3|4|5]\n", argv0);
+            "[--control 0|1] [--phase 0|2|3|4|5] [--bpt PATH]\n", argv0);
 }
 
 static int parse_int(const char *s, int lo, int hi, int *out)
@@ -204,6 +212,8 @@ static int parse_options(int argc, char **argv, struct options *o)
             o->db = v;
         else if (strcmp(a, "--out") == 0)
             o->out = v;
+        else if (strcmp(a, "--bpt") == 0)
+            o->bpt = v;
         else if (strcmp(a, "--threads") == 0) {
             if (parse_int(v, 1, MAX_WORKERS, &o->threads) != 0) {
                 fprintf(stderr, "sqlite_live: --threads wants 1..%d\n", MAX_WORKERS);
@@ -1492,6 +1502,78 @@ static int phase_all_off(struct demo *d)
     return back;
 }
 
+/* Phase 7: the same program seen from another process. bpt reads the
+   root record and what it leads to with process_vm_readv: the workers are
+   never stopped, and nothing in this program takes part. */
+static int run_bpt(struct demo *d, const char *const *args)
+{
+    char *argv[12];
+    pid_t pid;
+    int i, st, rc;
+    extern char **environ;
+    for (i = 0; args[i] && i < 11; i++)
+        argv[i] = (char *)args[i];
+    argv[i] = NULL;
+    printf("  $ bpt");
+    for (i = 1; argv[i]; i++)
+        printf(" %s", argv[i]);
+    printf("\n");
+    fflush(stdout);
+    if ((rc = posix_spawn(&pid, d->o.bpt, NULL, NULL, argv, environ)) != 0) {
+        fprintf(stderr, "sqlite_live: cannot run %s: %s\n", d->o.bpt, strerror(rc));
+        d->failed = 1;
+        return -1;
+    }
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "sqlite_live: %s %s failed (status %d)\n", d->o.bpt, argv[1], st);
+        d->failed = 1;
+        return -1;
+    }
+    return 0;
+}
+
+static void phase_outside(struct demo *d)
+{
+    static const char *const timed[] = { "sqlite3_step", "sqlite3VdbeExec", "sqlite3Btree*" };
+    bpt_session s;
+    char pat[200], pid[32];
+    struct snap a, b;
+    size_t i, changed;
+    phase_header(d, 7, "seen from outside: bpt top and bpt pstack, from another process");
+    if (!d->o.bpt) {
+        printf("  skipped: no --bpt PATH given (make demo passes build/bpt)\n");
+        return;
+    }
+    if (make_session(d, "outside", 0, 0, 0, &s) != 0)
+        return;
+    snprintf(pat, sizeof pat, "%s:_/_", d->module);
+    set_pattern(d, s, pat, BPT_COUNT, "BPT_COUNT", NULL);
+    for (i = 0; i < sizeof timed / sizeof timed[0]; i++) {
+        snprintf(pat, sizeof pat, "%s:%s/_", d->module, timed[i]);
+        set_pattern(d, s, pat, BPT_TIME, "BPT_TIME", NULL);
+    }
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    snap_take(d, &a);
+    {
+        const char *top[] = { "bpt", "top", pid, "-n", "1", "-s", "time", "-r", "10", NULL };
+        const char *pstack[] = { "bpt", "pstack", pid, NULL };
+        run_bpt(d, top);
+        run_bpt(d, pstack);
+    }
+    snap_take(d, &b);
+    snprintf(pat, sizeof pat, "%s:_/_", d->module);
+    set_pattern(d, s, pat, BPT_OFF, "BPT_OFF", NULL);
+    destroy_session(d, s);
+    phase_report(d, 7, &a, &b);
+    if (d->entries.n) {
+        changed = entries_changed(&d->entries);
+        printf("  %zu of %zu patchable entry words differ from the snapshot: %s\n", changed, d->entries.n,
+               changed ? "NOT RESTORED" : "every one is the original");
+        if (changed)
+            d->failed = 1;
+    }
+}
+
 /* ---------------------------------------------------------------- main */
 
 /* The size of the database's WAL file in bytes, 0 when there is none. */
@@ -1639,6 +1721,8 @@ int main(int argc, char **argv)
             phase_window(&d);
     }
     phase_all_off(&d);
+    if (!workers_failed(&d) && !d.o.control && !d.o.phase)
+        phase_outside(&d);
 
 stop:
     atomic_store(&g_stop, 1);

@@ -30,8 +30,10 @@
    process_vm_readv, and the root itself is constant.
 
    Consistency. The thread records are never freed and their list is
-   push-only; a thread's counters and shadow stack are its own and change
-   under the reader, who sees each word as it was at some moment. The
+   push-only; a thread's counters, call_time tables and shadow stack are
+   its own and change under the reader, who sees each word as it was at some
+   moment (a call_time row's calls and time may be a moment apart, and a
+   table its owner grew out of may be gone: read it again). The
    registry and the sessions change only under the code modification
    permission, and around each hold the layout sequence count
    (BPT_ROOT_G_SEQ) moves, odd while held [L1]:
@@ -59,7 +61,10 @@
     X(FRAME,   bpt__frame)           /* a shadow stack frame (frames.h) */ \
     X(SESSION, bpt__session)         /* a trace session (session.h) */ \
     X(LANE,    bpt__lane)            /* one thread's buffer in a session */ \
-    X(PATTERN, bpt__pattern_entry)   /* a pattern in force in a session (pattern.h) */
+    X(PATTERN, bpt__pattern_entry)   /* a pattern in force in a session (pattern.h) */ \
+    X(TIMEM,   bpt__BpTimem)         /* call_time/call_memory's tables of one breakpoint (timem.h) */ \
+    X(TABLE,   bpt__timem_table)     /* one thread's table */ \
+    X(CELL,    bpt__timem_cell)      /* one process's calls, time and memory in it */
 
 /* The fields a reader reads: (ID, its structure's ID, the member). The
    root gives each one's offset and width in bytes. */
@@ -79,6 +84,7 @@
     X(FUNC_FID,            FUNC,    fid)            /* u32: the id its records carry */ \
     X(FUNC_KIND,           FUNC,    kind)           /* int: 1 a VM site, 2 a native entry */ \
     X(FUNC_FN,             FUNC,    fn)             /* pointer: a native function's address */ \
+    X(FUNC_CODE_SIZE,      FUNC,    code_size)      /* u64: its bytes of code (0: unknown) */ \
     X(FUNC_INSTALLED,      FUNC,    installed)      /* int: the breakpoint word is in place */ \
     X(FUNC_GEN_BP,         FUNC,    gen_bp)         /* pointer: the first session's BP */ \
     X(BP_DATA,             BP,      data)           /* 2 BPDATA: the generations */ \
@@ -121,7 +127,16 @@
     X(PATTERN_MODULE,      PATTERN, mfa.module)     /* char[]: "*" for any */ \
     X(PATTERN_FUNCTION,    PATTERN, mfa.function)   /* char[] */ \
     X(PATTERN_ARITY,       PATTERN, mfa.arity)      /* int: -1 for any */ \
-    X(PATTERN_FLAGS,       PATTERN, flags)          /* unsigned: the BPT_* flags it was set with */
+    X(PATTERN_FLAGS,       PATTERN, flags)          /* unsigned: the BPT_* flags it was set with */ \
+    X(TIMEM_TABLES,        TIMEM,   table)          /* MAX_THREADS pointers to TABLE, by thread record index */ \
+    X(TIMEM_OVERFLOW,      TIMEM,   overflow)       /* pointer: the TABLE of threads past MAX_THREADS */ \
+    X(TIMEM_CARRIED,       TIMEM,   carried)        /* pointer: the TABLE of earlier collections' sums */ \
+    X(TABLE_CAP,           TABLE,   cap)            /* u32: cells, a power of two */ \
+    X(TABLE_CELLS,         TABLE,   cell)           /* the first of cap CELLs (the width of one) */ \
+    X(CELL_PROCESS,        CELL,    process)        /* u64: 0 a free cell */ \
+    X(CELL_CALLS,          CELL,    calls)          /* u64 */ \
+    X(CELL_TIME,           CELL,    time_ns)        /* u64: own time, ns */ \
+    X(CELL_MEMORY,         CELL,    mem)            /* i64: bytes */
 
 /* The addresses where the walks start: (ID, what is there). */
 #define BPT_ROOT_GLOBALS(X) \
@@ -138,7 +153,9 @@
 /* The limits and encodings: (ID). */
 #define BPT_ROOT_CONSTS(X) \
     X(MAX_SESSIONS) X(LANE_DIRS) X(LANES_PER_DIR) X(COUNT_PAGES) X(COUNT_PAGE_SLOTS) \
-    X(SHADOW_FRAMES) X(NEST_BITS) X(ONLINE) X(NKINDS) X(KIND_COUNT)
+    X(SHADOW_FRAMES) X(NEST_BITS) X(ONLINE) X(NKINDS) X(KIND_COUNT) \
+    X(ENTRY_PAD)   /* bytes before a native entry that its hit runs through (0: no native sites) */ \
+    X(MAX_THREADS) X(KIND_TIME)
 
 enum bpt_root_struct {
 #define BPT__ROOT_S(id, type) BPT_ROOT_S_##id,

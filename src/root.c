@@ -36,6 +36,12 @@
 #  define BPT__ROOT_KEEP
 #endif
 
+#if defined(BPT_NATIVE)
+#  define BPT__ROOT_PAD BPT__PAD_BYTES
+#else
+#  define BPT__ROOT_PAD 0
+#endif
+
 #define BPT__ROOT_FIELD_BYTES(type, member) ((uint32_t)sizeof(((type *)0)->member))
 #define BPT__ROOT_STRUCT_OF(id, st, member) BPT_ROOT_S_##st,
 #define BPT__ROOT_TYPE_THREAD  bpt__thread
@@ -47,6 +53,9 @@
 #define BPT__ROOT_TYPE_SESSION bpt__session
 #define BPT__ROOT_TYPE_LANE    bpt__lane
 #define BPT__ROOT_TYPE_PATTERN bpt__pattern_entry
+#define BPT__ROOT_TYPE_TIMEM   bpt__BpTimem
+#define BPT__ROOT_TYPE_TABLE   bpt__timem_table
+#define BPT__ROOT_TYPE_CELL    bpt__timem_cell
 #define BPT__ROOT_SIZE(id, type) (uint32_t)sizeof(type),
 #define BPT__ROOT_OFF(id, st, member) (uint32_t)offsetof(BPT__ROOT_TYPE_##st, member),
 #define BPT__ROOT_BYTES(id, st, member) BPT__ROOT_FIELD_BYTES(BPT__ROOT_TYPE_##st, member),
@@ -62,7 +71,8 @@ BPT__ROOT_LINKAGE BPT__ROOT_KEEP const bpt_root_record bpt_root = {
     { BPT_ROOT_FIELDS(BPT__ROOT_BYTES) },
     {   /* in BPT_ROOT_CONSTS's order */
         BPT_MAX_SESSIONS, BPT__LANE_DIRS, BPT__LANES_PER_DIR, BPT__COUNT_PAGES, BPT__COUNT_PAGE_SLOTS,
-        BPT_SHADOW_FRAMES, BPT__NEST_BITS, BPT__ONLINE, BPT__NKINDS, BPT__KIX_COUNT
+        BPT_SHADOW_FRAMES, BPT__NEST_BITS, BPT__ONLINE, BPT__NKINDS, BPT__KIX_COUNT, BPT__ROOT_PAD,
+        BPT_MAX_THREADS, BPT__KIX_TIME
     },
     { BPT_KINDS(BPT__ROOT_KIND_FLAG) },
     {   /* in BPT_ROOT_GLOBALS's order */
@@ -73,7 +83,7 @@ BPT__ROOT_LINKAGE BPT__ROOT_KEEP const bpt_root_record bpt_root = {
     }
 };
 /* The tables above are positional: one entry per row of their lists. */
-typedef char bpt__root_consts_fit[BPT_ROOT_NCONSTS == 10 && BPT_ROOT_NGLOBALS == 9 ? 1 : -1];
+typedef char bpt__root_consts_fit[BPT_ROOT_NCONSTS == 13 && BPT_ROOT_NGLOBALS == 9 ? 1 : -1];
 
 #undef BPT__ROOT_SIZE
 #undef BPT__ROOT_OFF
@@ -114,12 +124,15 @@ static void bpt__root_field_want(const bpt_root_record *r, int f, uint64_t *lo, 
     case BPT_ROOT_F_BP_DATA: *lo = *hi = 2ull * r->struct_bytes[BPT_ROOT_S_BPDATA]; return;
     case BPT_ROOT_F_BPDATA_DATA: *lo = *hi = 8ull * c[BPT_ROOT_C_NKINDS]; return;
     case BPT_ROOT_F_SESSION_LANE_DIR: *lo = *hi = 8ull * c[BPT_ROOT_C_LANE_DIRS]; return;
+    case BPT_ROOT_F_TIMEM_TABLES: *lo = *hi = 8ull * c[BPT_ROOT_C_MAX_THREADS]; return;
+    case BPT_ROOT_F_TABLE_CELLS: *lo = *hi = r->struct_bytes[BPT_ROOT_S_CELL]; return;
     case BPT_ROOT_F_SESSION_NAME: case BPT_ROOT_F_PATTERN_MODULE: case BPT_ROOT_F_PATTERN_FUNCTION:
         *lo = 2; *hi = 4096; return;   /* a NUL-terminated string */
     case BPT_ROOT_F_THREAD_NEXT: case BPT_ROOT_F_FUNC_MODULE: case BPT_ROOT_F_FUNC_NAME:
     case BPT_ROOT_F_FUNC_FN: case BPT_ROOT_F_FUNC_GEN_BP: case BPT_ROOT_F_BP_SESSION:
     case BPT_ROOT_F_BP_NEXT: case BPT_ROOT_F_FRAME_F: case BPT_ROOT_F_SESSION_TRACER:
     case BPT_ROOT_F_SESSION_PATTERNS: case BPT_ROOT_F_PATTERN_NEXT:
+    case BPT_ROOT_F_TIMEM_OVERFLOW: case BPT_ROOT_F_TIMEM_CARRIED:
         *lo = *hi = 8; return;          /* a pointer: 64-bit targets only */
     default: *lo = 1; *hi = 8; *word = 1; return;
     }
@@ -157,7 +170,9 @@ int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, size_t why
             c[BPT_ROOT_C_LANE_DIRS] == 0 || c[BPT_ROOT_C_LANE_DIRS] > 65536 ||
             c[BPT_ROOT_C_LANES_PER_DIR] == 0 || c[BPT_ROOT_C_LANES_PER_DIR] > 65536 ||
             c[BPT_ROOT_C_SHADOW_FRAMES] == 0 || c[BPT_ROOT_C_SHADOW_FRAMES] > (1u << 24) ||
-            c[BPT_ROOT_C_NEST_BITS] == 0 || c[BPT_ROOT_C_NEST_BITS] > 32)
+            c[BPT_ROOT_C_NEST_BITS] == 0 || c[BPT_ROOT_C_NEST_BITS] > 32 || c[BPT_ROOT_C_ENTRY_PAD] > 256 ||
+            c[BPT_ROOT_C_MAX_THREADS] == 0 || c[BPT_ROOT_C_MAX_THREADS] > 65536 ||
+            c[BPT_ROOT_C_KIND_TIME] >= c[BPT_ROOT_C_NKINDS])
             return bpt__root_refuse(why, why_len, BPT_EFORMAT, "a root constant is out of range "
                                     "(kinds %llu, count pages %llu)", BPT__U(c[BPT_ROOT_C_NKINDS]), BPT__U(c[BPT_ROOT_C_COUNT_PAGES]));
     }

@@ -33,35 +33,6 @@
    slots point at the same bpt__BpTimem, each holding a reference. */
 #include "internal.h"
 
-typedef struct bpt__timem_cell {
-    uint64_t process;             /* 0: a free cell (process ids are never 0) */
-    uint64_t calls, time_ns;
-    int64_t mem;
-} bpt__timem_cell;
-
-/* Open addressing, linear probing, a power-of-two capacity, at most half full. */
-typedef struct bpt__timem_table {
-    uint32_t cap, used;
-    bpt__thread *owner;           /* the thread whose hit mapped it (BPT_HIT_MAP); NULL: the
-                                     set path's (BPT_MALLOC) */
-    struct bpt__timem_table *next_free;   /* on its owner's list of idle tables [T2] */
-    bpt__timem_cell cell[1];
-} bpt__timem_table;
-
-enum { BPT__TIMEM_HIT_CAP = 64 };   /* a hit's first table: 64 cells fill most of a page */
-
-struct bpt__BpTimem {
-    bpt__atomic_ptr table[BPT_MAX_THREADS];   /* bpt__timem_table *, per thread slot */
-    bpt__timem_table *overflow;               /* shared by threads past BPT_MAX_THREADS */
-    pthread_mutex_t overflow_lock;
-    bpt__timem_table *carried;                /* set path: the sums of earlier collections */
-    struct bpt__BpTimem *prev;                /* set path: idle tables a collection could not
-                                                 merge (out of memory), summed by the next one */
-    bpt__atomic_u64 lost;                     /* charges dropped: no memory for a table, or a
-                                                 signal handler nested in an overflow update */
-    uint32_t refc;                            /* set path: generations that point here */
-};
-
 static size_t bpt__timem_table_bytes(uint32_t cap) {
     return sizeof(bpt__timem_table) + sizeof(bpt__timem_cell) * (cap - 1);
 }

@@ -1,8 +1,41 @@
 /* timem.h: what other parts use of the call_time and call_memory tables
-   (timem.c): the tables are opaque; the kind parts (kind_timem.c) and the
-   frames charge them, and bpt_trace_info collects and reports them. */
+   (timem.c): the kind parts (kind_timem.c) and the frames charge them,
+   bpt_trace_info collects and reports them, and the root record (root.c)
+   tells an outside reader their layout. */
 
 typedef struct bpt__BpTimem bpt__BpTimem;
+
+/* The tables (timem.c has how they are written and collected). Declared
+   here for the root record (root.c): an outside reader sums them while
+   their owners write them, each value one an owner wrote. */
+typedef struct bpt__timem_cell {
+    uint64_t process;             /* 0: a free cell (process ids are never 0) */
+    uint64_t calls, time_ns;
+    int64_t mem;
+} bpt__timem_cell;
+
+/* Open addressing, linear probing, a power-of-two capacity, at most half full. */
+typedef struct bpt__timem_table {
+    uint32_t cap, used;
+    bpt__thread *owner;           /* the thread whose hit mapped it (BPT_HIT_MAP); NULL: the
+                                     set path's (BPT_MALLOC) */
+    struct bpt__timem_table *next_free;   /* on its owner's list of idle tables [T2] */
+    bpt__timem_cell cell[1];
+} bpt__timem_table;
+
+enum { BPT__TIMEM_HIT_CAP = 64 };   /* a hit's first table: 64 cells fill most of a page */
+
+struct bpt__BpTimem {
+    bpt__atomic_ptr table[BPT_MAX_THREADS];   /* bpt__timem_table *, per thread slot */
+    bpt__timem_table *overflow;               /* shared by threads past BPT_MAX_THREADS */
+    pthread_mutex_t overflow_lock;
+    bpt__timem_table *carried;                /* set path: the sums of earlier collections */
+    struct bpt__BpTimem *prev;                /* set path: idle tables a collection could not
+                                                 merge (out of memory), summed by the next one */
+    bpt__atomic_u64 lost;                     /* charges dropped: no memory for a table, or a
+                                                 signal handler nested in an overflow update */
+    uint32_t refc;                            /* set path: generations that point here */
+};
 
 /* The flag bits of the two kinds that share the tables (breakpoint.h's
    BPT__BPF_ON/ACTIVE, as beam_bp.c's ERTS_BPF_TIME_TRACE and friends). */

@@ -8,10 +8,19 @@
 
      bpt ps                      processes that contain bptrace
      bpt funcs PID [PATTERN]     registered functions, their trace flags and counts
-     bpt top PID [-n N] [-d S]   call_count per function, refreshed every S seconds
+     bpt top PID [-n N] [-d S] [-r ROWS] [-s calls|time]
+                                 call_count and call_time per function, refreshed
+                                 every S seconds, by calls or by own time
      bpt pstack PID              each thread's traced call stack (shadow stacks)
      bpt sessions PID            sessions: patterns, buffers, drops
      bpt progress PID            thread progress: epoch, each thread's state
+     bpt sample PID [--pstack] [--blame FUNCTION] [--hz N] [--duration S]
+                                 the hottest functions, from perf_event_open
+                                 samples of the target's threads (task clock),
+                                 named from the target's function table and
+                                 ELF symbols; --pstack adds the traced stacks
+                                 they ran under, --blame the traced callers of
+                                 one function
 
    Exit status: 0 done; 1 usage; 2 no such process, or it exited; 3 the
    kernel refused the read (another uid, ptrace_scope); 4 no bptrace in the
@@ -30,6 +39,8 @@
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -85,10 +96,14 @@ static int report(int pid, const rd_target *t, int rc) {
 
 /* ---- Finding the root record: /proc/PID/maps and ELF symbols ---- */
 
-/* The value of symbol `name` in an ELF64 file (.symtab, then .dynsym), and
-   the lowest PT_LOAD's page-aligned address; 0 when it has none. */
-static int elf_symbol(const char *path, const char *name, uint64_t *value, uint64_t *load0) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC), found = 0;
+/* Every defined symbol of an ELF64 file (.symtab, or .dynsym when it has
+   none), given to visit with its value and size as in the file; *bias_from
+   is the lowest PT_LOAD's page, *dyn whether addresses move with the load
+   address (ET_DYN). Returns how many were visited; 0 for a file that is not
+   ELF64 or has no symbols. Every offset is checked against the file. */
+typedef void (*sym_visit)(const char *name, uint64_t value, uint64_t size, int type, void *user);
+static int elf_symbols(const char *path, sym_visit visit, void *user, uint64_t *bias_from, int *dyn) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC), n = 0;
     struct stat st;
     unsigned char *m;
     const Elf64_Ehdr *eh;
@@ -105,73 +120,94 @@ static int elf_symbol(const char *path, const char *name, uint64_t *value, uint6
         eh->e_shoff > (uint64_t)st.st_size || eh->e_shnum > ((uint64_t)st.st_size - eh->e_shoff) / sizeof(Elf64_Shdr) ||
         eh->e_phoff > (uint64_t)st.st_size || eh->e_phnum > ((uint64_t)st.st_size - eh->e_phoff) / sizeof(Elf64_Phdr))
         goto out;
-    *load0 = 0;
+    *bias_from = 0;
+    *dyn = eh->e_type == ET_DYN;
     for (i = 0; i < eh->e_phnum; i++) {
         const Elf64_Phdr *ph = (const Elf64_Phdr *)(m + eh->e_phoff) + i;
-        if (ph->p_type == PT_LOAD) { *load0 = ph->p_vaddr & ~(uint64_t)0xfff; break; }
+        if (ph->p_type == PT_LOAD) { *bias_from = ph->p_vaddr & ~(uint64_t)0xfff; break; }
     }
     sh = (const Elf64_Shdr *)(m + eh->e_shoff);
-    for (pass = 0; pass < 2 && !found; pass++) {
-        for (i = 0; i < eh->e_shnum && !found; i++) {
-            const Elf64_Shdr *s = &sh[i], *strs;
+    for (pass = 0; pass < 2 && !n; pass++) {
+        for (i = 0; i < eh->e_shnum; i++) {
+            const Elf64_Shdr *sec = &sh[i], *strs;
             const Elf64_Sym *sym;
-            uint64_t j, n;
-            if (s->sh_type != (pass ? SHT_DYNSYM : SHT_SYMTAB) || s->sh_link >= eh->e_shnum) continue;
-            strs = &sh[s->sh_link];
-            if (s->sh_offset > (uint64_t)st.st_size || s->sh_size > (uint64_t)st.st_size - s->sh_offset ||
-                strs->sh_offset > (uint64_t)st.st_size || strs->sh_size > (uint64_t)st.st_size - strs->sh_offset)
+            uint64_t j, count;
+            if (sec->sh_type != (pass ? SHT_DYNSYM : SHT_SYMTAB) || sec->sh_link >= eh->e_shnum) continue;
+            strs = &sh[sec->sh_link];
+            if (sec->sh_offset > (uint64_t)st.st_size || sec->sh_size > (uint64_t)st.st_size - sec->sh_offset ||
+                strs->sh_offset > (uint64_t)st.st_size || strs->sh_size > (uint64_t)st.st_size - strs->sh_offset ||
+                !strs->sh_size || m[strs->sh_offset + strs->sh_size - 1] != 0)
                 continue;
-            sym = (const Elf64_Sym *)(m + s->sh_offset);
-            n = s->sh_size / sizeof *sym;
-            for (j = 0; j < n; j++) {
-                if (sym[j].st_name >= strs->sh_size || ELF64_ST_TYPE(sym[j].st_info) != STT_OBJECT) continue;
-                if (strncmp((const char *)m + strs->sh_offset + sym[j].st_name, name,
-                            strs->sh_size - sym[j].st_name) == 0 && sym[j].st_shndx != SHN_UNDEF) {
-                    *value = sym[j].st_value;
-                    found = eh->e_type == ET_DYN ? 2 : 1;
-                    break;
-                }
+            sym = (const Elf64_Sym *)(m + sec->sh_offset);
+            count = sec->sh_size / sizeof *sym;
+            for (j = 0; j < count; j++) {
+                if (sym[j].st_name >= strs->sh_size || sym[j].st_shndx == SHN_UNDEF) continue;
+                visit((const char *)m + strs->sh_offset + sym[j].st_name, sym[j].st_value, sym[j].st_size,
+                      ELF64_ST_TYPE(sym[j].st_info), user);
+                n++;
             }
         }
     }
 out:
     munmap(m, (size_t)st.st_size);
-    return found;
+    return n;
 }
 
-/* The root record's address in process pid: 0 found, EXIT_GONE, EXIT_NOBPT. */
-static int find_root(int pid, uint64_t *addr, char *file, size_t file_len) {
-    char path[64], line[4096 + 128], seen[64][512];
-    int nseen = 0, rc = EXIT_NOBPT;
+/* Each file mapped in pid, once, with the address its first byte is
+   mapped at: visit returns nonzero to stop. 0, EXIT_GONE or EXIT_PERM. */
+typedef int (*file_visit)(const char *path, const char *name, uint64_t base, void *user);
+static int mapped_files(int pid, file_visit visit, void *user) {
+    char path[64], line[4096 + 128], seen[256][256];
+    int nseen = 0;
     FILE *f;
     snprintf(path, sizeof path, "/proc/%d/maps", pid);
     if (!(f = fopen(path, "r"))) return errno == EACCES || errno == EPERM ? EXIT_PERM : EXIT_GONE;
     while (fgets(line, sizeof line, f)) {
         unsigned long long lo, hi, off;
-        char perms[8], obj[4096 + 64];
-        int k, dup = 0, kind;
-        uint64_t value = 0, load0 = 0;
+        char perms[8], obj[4096 + 64], full[4096 + 128];
+        int k, dup = 0;
         obj[0] = 0;
         if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %4095[^\n]", &lo, &hi, perms, &off, obj) < 4) continue;
         if (obj[0] != '/' || off != 0) continue;   /* the file's first mapping holds its base */
         for (k = 0; k < nseen; k++) dup |= !strcmp(seen[k], obj);
         if (dup) continue;
-        if (nseen < 64) snprintf(seen[nseen++], sizeof seen[0], "%s", obj);
+        if (nseen < 256) snprintf(seen[nseen++], sizeof seen[0], "%s", obj);
         /* Through /proc/PID/root: the file as the target sees it (another mount namespace). */
-        snprintf(path, sizeof path, "/proc/%d/root", pid);
-        {
-            char full[4096 + 128];
-            snprintf(full, sizeof full, "%s%s", path, obj);
-            if (!(kind = elf_symbol(full, "bpt_root", &value, &load0))) kind = elf_symbol(obj, "bpt_root", &value, &load0);
-        }
-        if (!kind) continue;
-        *addr = kind == 2 ? lo - load0 + value : value;
-        snprintf(file, file_len, "%s", obj);
-        rc = 0;
-        break;
+        snprintf(full, sizeof full, "/proc/%d/root%s", pid, obj);
+        if (access(full, R_OK) != 0) snprintf(full, sizeof full, "%s", obj);
+        if (visit(full, obj, lo, user)) break;
     }
     fclose(f);
-    return rc;
+    return 0;
+}
+
+typedef struct root_find { uint64_t value; int found; uint64_t addr; char file[512]; } root_find;
+static void root_sym(const char *name, uint64_t value, uint64_t size, int type, void *user) {
+    root_find *rf = (root_find *)user;
+    (void)size;
+    if (type == STT_OBJECT && !strcmp(name, "bpt_root") && !rf->found) { rf->value = value; rf->found = 1; }
+}
+static int root_file(const char *path, const char *name, uint64_t base, void *user) {
+    root_find *rf = (root_find *)user;
+    uint64_t from = 0;
+    int dyn = 0;
+    rf->found = 0;
+    if (!elf_symbols(path, root_sym, rf, &from, &dyn) || !rf->found) return 0;
+    rf->addr = dyn ? base - from + rf->value : rf->value;
+    snprintf(rf->file, sizeof rf->file, "%s", name);
+    return 1;
+}
+
+/* The root record's address in process pid: 0 found, EXIT_GONE, EXIT_PERM or EXIT_NOBPT. */
+static int find_root(int pid, uint64_t *addr, char *file, size_t file_len) {
+    root_find rf;
+    int rc;
+    memset(&rf, 0, sizeof rf);
+    if ((rc = mapped_files(pid, root_file, &rf))) return rc;
+    if (!rf.addr) return EXIT_NOBPT;
+    *addr = rf.addr;
+    snprintf(file, file_len, "%s", rf.file);
+    return 0;
 }
 
 /* Open pid's root: 0, or an exit status with its message printed. */
@@ -275,47 +311,76 @@ static int cmd_funcs(int pid, const char *pattern) {
     return 0;
 }
 
+typedef struct top_row { double calls_s, own_ms_s; uint32_t ix; } top_row;
+static int top_by_time;
 static int by_rate(const void *a, const void *b) {
-    const double *x = (const double *)a, *y = (const double *)b;
-    return x[0] < y[0] ? 1 : x[0] > y[0] ? -1 : 0;
+    const top_row *x = (const top_row *)a, *y = (const top_row *)b;
+    double u = top_by_time ? x->own_ms_s : x->calls_s, v = top_by_time ? y->own_ms_s : y->calls_s;
+    return u < v ? 1 : u > v ? -1 : x->ix < y->ix ? -1 : x->ix > y->ix;
 }
 
-static int cmd_top(int pid, int refreshes, double delay) {
+/* top: two snapshots delay seconds apart, per function: call_count (exact)
+   and call_time (own time, read while the owners write it: a moment's
+   skew between a row's calls and time), as rates over the interval. */
+static int cmd_top(int pid, int refreshes, double delay, int shown, int by_time) {
     rd_target t;
     rd_snapshot prev, cur;
     int rc, r;
+    top_by_time = by_time;
     memset(&prev, 0, sizeof prev);
     memset(&cur, 0, sizeof cur);
     if ((rc = open_target(pid, &t, 0)) || (rc = snapshot(pid, &t, &prev))) return rc;
     for (r = 0; r < refreshes; r++) {
         struct timespec ts = { (time_t)delay, (long)((delay - (double)(time_t)delay) * 1e9) };
-        double (*rows)[2];
-        uint32_t i, j, n = 0;
+        top_row *rows;
+        uint32_t i, j, n = 0, ncount = 0, ntime = 0;
         uint64_t total = 0;
+        int approx = 0;
         nanosleep(&ts, NULL);
         if ((rc = snapshot(pid, &t, &cur))) { rd_snapshot_free(&prev); return rc; }
-        rows = (double (*)[2])calloc(cur.nfuncs + 1, sizeof *rows);
+        rows = (top_row *)calloc(cur.nfuncs + 1, sizeof *rows);
         if (!rows) { rd_snapshot_free(&prev); rd_snapshot_free(&cur); return report(pid, &t, RD_ENOMEM); }
         for (i = 0; i < cur.nfuncs; i++) {
-            const rd_func *f = &cur.funcs[i];
-            uint64_t before = 0;
-            if (!f->counted) continue;
+            const rd_func *f = &cur.funcs[i], *p = NULL;
+            if ((!f->counted && !f->timed) || (by_time && !f->timed)) continue;
             for (j = 0; j < prev.nfuncs; j++)
-                if (prev.funcs[j].addr == f->addr && prev.funcs[j].counted) { before = prev.funcs[j].count; break; }
-            rows[n][0] = (double)(f->count >= before ? f->count - before : 0) / delay;
-            rows[n][1] = (double)i;
-            total += f->count;
-            n++;
+                if (prev.funcs[j].addr == f->addr) { p = &prev.funcs[j]; break; }
+            if (f->counted) {
+                uint64_t before = p && p->counted ? p->count : 0;
+                rows[n].calls_s = (double)(f->count >= before ? f->count - before : 0) / delay;
+                total += f->count;
+                ncount++;
+            } else {
+                uint64_t before = p && p->timed ? p->time_calls : 0;
+                rows[n].calls_s = (double)(f->time_calls >= before ? f->time_calls - before : 0) / delay;
+            }
+            if (f->timed) {
+                uint64_t before = p && p->timed ? p->time_ns : 0;
+                rows[n].own_ms_s = (double)(f->time_ns >= before ? f->time_ns - before : 0) / 1e6 / delay;
+                ntime++;
+                approx |= f->time_approx;
+            }
+            rows[n++].ix = i;
         }
         qsort(rows, n, sizeof *rows, by_rate);
-        printf("bpt top %d: epoch %llu, %u threads, %u counted functions, %llu calls in all%s\n", pid,
-               (unsigned long long)cur.epoch, cur.nrecords, n, (unsigned long long)total, cur.torn ? " (torn)" : "");
-        printf("%14s %14s  %s\n", "CALLS/S", "CALL_COUNT", "FUNCTION");
-        for (i = 0; i < n && i < 30; i++) {
-            const rd_func *f = &cur.funcs[(uint32_t)rows[i][1]];
-            char label[320];
+        printf("bpt top %d: epoch %llu, %u threads, %u counted and %u timed functions, %llu calls counted%s%s\n", pid,
+               (unsigned long long)cur.epoch, cur.nrecords, ncount, ntime, (unsigned long long)total,
+               cur.torn ? " (torn)" : "", approx ? " (a call_time table moved while read: left out)" : "");
+        printf("%12s %14s %10s %12s  %s\n", "CALLS/S", "CALL_COUNT", "OWN_MS/S", "OWN_MS", "FUNCTION");
+        for (i = 0; i < n && i < (uint32_t)shown; i++) {
+            const rd_func *f = &cur.funcs[rows[i].ix];
+            char label[320], count[32], own[32], own_s[32];
             func_label(f, label, sizeof label);
-            printf("%14.0f %14llu  %s\n", rows[i][0], (unsigned long long)f->count, label);
+            if (f->counted) snprintf(count, sizeof count, "%llu", (unsigned long long)f->count);
+            else snprintf(count, sizeof count, "-");
+            if (f->timed) {
+                snprintf(own_s, sizeof own_s, "%.1f", rows[i].own_ms_s);
+                snprintf(own, sizeof own, "%.1f", (double)f->time_ns / 1e6);
+            } else {
+                snprintf(own_s, sizeof own_s, "-");
+                snprintf(own, sizeof own, "-");
+            }
+            printf("%12.0f %14s %10s %12s  %s\n", rows[i].calls_s, count, own_s, own, label);
         }
         fflush(stdout);
         free(rows);
@@ -358,92 +423,39 @@ static int cmd_pstack(int pid) {
 
 static int cmd_sessions(int pid) {
     rd_target t;
-    uint32_t i, j, k, max = 0;
-    uint64_t seq;
-    unsigned char *sb = NULL, *lb = NULL;
-    uint64_t *lanes = NULL;
-    int rc, shown = 0;
+    rd_session *ss;
+    uint32_t n, i, j;
+    int rc, torn;
     if ((rc = open_target(pid, &t, 0))) return rc;
-    max = rd_const(&t, BPT_ROOT_C_MAX_SESSIONS);
-    sb = (unsigned char *)malloc(rd_size(&t, BPT_ROOT_S_SESSION));
-    lb = (unsigned char *)malloc(rd_size(&t, BPT_ROOT_S_LANE) > rd_size(&t, BPT_ROOT_S_PATTERN)
-                                 ? rd_size(&t, BPT_ROOT_S_LANE) : rd_size(&t, BPT_ROOT_S_PATTERN));
-    lanes = (uint64_t *)malloc(8ull * rd_const(&t, BPT_ROOT_C_LANES_PER_DIR));
-    if (!sb || !lb || !lanes) { rc = report(pid, &t, RD_ENOMEM); goto out; }
-    if ((rc = rd_u64(&t, rd_global(&t, BPT_ROOT_G_SEQ), &seq, "the layout count"))) { rc = report(pid, &t, rc); goto out; }
-    for (i = 0; i < max; i++) {
-        uint64_t sa, pa, written = 0, dropped = 0, over = 0, delivered = 0, lost = 0, drained = 0, bytes = 0;
-        uint32_t nlanes = 0, np = 0;
-        const char *type;
-        if ((rc = rd_u64(&t, rd_global(&t, BPT_ROOT_G_SESSIONS) + 8ull * i, &sa, "the session table"))) goto fail;
-        if (!sa) continue;
-        if ((rc = rd_bytes(&t, sa, sb, rd_size(&t, BPT_ROOT_S_SESSION), "a session"))) goto fail;
-        type = rd_field(&t, sb, BPT_ROOT_F_SESSION_USDT) ? "usdt" : rd_field(&t, sb, BPT_ROOT_F_SESSION_TRACER) ? "callback"
-             : rd_field(&t, sb, BPT_ROOT_F_SESSION_FLIGHT) ? "flight recorder" : "buffered";
-        for (j = 0; j < rd_const(&t, BPT_ROOT_C_LANE_DIRS); j++) {
-            uint64_t dir;
-            memcpy(&dir, (const unsigned char *)rd_field_ptr(&t, sb, BPT_ROOT_F_SESSION_LANE_DIR) + 8ull * j, 8);
-            if (!dir) continue;
-            if ((rc = rd_bytes(&t, dir, lanes, 8ull * rd_const(&t, BPT_ROOT_C_LANES_PER_DIR), "a lane directory"))) goto fail;
-            for (k = 0; k < rd_const(&t, BPT_ROOT_C_LANES_PER_DIR); k++) {
-                if (!lanes[k]) continue;
-                if ((rc = rd_bytes(&t, lanes[k], lb, rd_size(&t, BPT_ROOT_S_LANE), "a lane"))) goto fail;
-                nlanes++;
-                written += rd_field(&t, lb, BPT_ROOT_F_LANE_WRITTEN);
-                dropped += rd_field(&t, lb, BPT_ROOT_F_LANE_DROPPED);
-                over += rd_field(&t, lb, BPT_ROOT_F_LANE_OVERWRITTEN);
-                delivered += rd_field(&t, lb, BPT_ROOT_F_LANE_DELIVERED);
-                lost += rd_field(&t, lb, BPT_ROOT_F_LANE_LOST);
-                drained += rd_field(&t, lb, BPT_ROOT_F_LANE_DRAINED);
-                bytes += rd_field(&t, lb, BPT_ROOT_F_LANE_BUDGET) * rd_field(&t, lb, BPT_ROOT_F_LANE_CHUNK_BYTES);
-            }
-        }
-        printf("session %llu \"%.*s\": %s%s\n", (unsigned long long)rd_field(&t, sb, BPT_ROOT_F_SESSION_ID),
-               (int)t.root.field_bytes[BPT_ROOT_F_SESSION_NAME] - 1,
-               (const char *)rd_field_ptr(&t, sb, BPT_ROOT_F_SESSION_NAME), type,
-               rd_field(&t, sb, BPT_ROOT_F_SESSION_DEAD) ? " (being destroyed)" : "");
-        printf("  lanes %u, buffers %llu bytes (chunks of %llu, %llu at start, up to %llu a lane)\n", nlanes,
-               (unsigned long long)bytes, (unsigned long long)rd_field(&t, sb, BPT_ROOT_F_SESSION_CHUNK_BYTES),
-               (unsigned long long)rd_field(&t, sb, BPT_ROOT_F_SESSION_CHUNKS),
-               (unsigned long long)rd_field(&t, sb, BPT_ROOT_F_SESSION_MAX_CHUNKS));
-        printf("  records written %llu, drained %llu, unread %llu, delivered %llu\n", (unsigned long long)written,
-               (unsigned long long)drained, (unsigned long long)(written >= drained + over ? written - drained - over : 0),
-               (unsigned long long)delivered);
+    if ((rc = rd_sessions(&t, &ss, &n, &torn, 20))) return report(pid, &t, rc);
+    if (torn) fprintf(stderr, "bpt: warning: sessions changed during every read; what follows may be torn\n");
+    for (i = 0; i < n; i++) {
+        const rd_session *o = &ss[i];
+        printf("session %llu \"%s\": %s%s\n", (unsigned long long)o->id, o->name, o->type,
+               o->dead ? " (being destroyed)" : "");
+        printf("  lanes %u, buffers %llu bytes (chunks of %llu, %llu at start, up to %llu a lane)\n", o->lanes,
+               (unsigned long long)o->bytes, (unsigned long long)o->chunk_bytes, (unsigned long long)o->chunks,
+               (unsigned long long)o->max_chunks);
+        printf("  records written %llu, drained %llu, unread %llu, delivered %llu\n", (unsigned long long)o->written,
+               (unsigned long long)o->drained,
+               (unsigned long long)(o->written >= o->drained + o->overwritten ? o->written - o->drained - o->overwritten : 0),
+               (unsigned long long)o->delivered);
         printf("  lost: dropped %llu, overwritten %llu, nested %llu, before a lane %llu, rate-limited %llu, "
-               "returns not traced %llu\n", (unsigned long long)dropped, (unsigned long long)over,
-               (unsigned long long)lost, (unsigned long long)rd_field(&t, sb, BPT_ROOT_F_SESSION_LANELESS),
-               (unsigned long long)rd_field(&t, sb, BPT_ROOT_F_SESSION_LIMITED),
-               (unsigned long long)rd_field(&t, sb, BPT_ROOT_F_SESSION_SKIPPED));
-        for (pa = rd_field(&t, sb, BPT_ROOT_F_SESSION_PATTERNS); pa; pa = rd_field(&t, lb, BPT_ROOT_F_PATTERN_NEXT)) {
+               "returns not traced %llu\n", (unsigned long long)o->dropped, (unsigned long long)o->overwritten,
+               (unsigned long long)o->lost, (unsigned long long)o->laneless, (unsigned long long)o->limited,
+               (unsigned long long)o->skipped);
+        for (j = 0; j < o->npatterns; j++) {
+            const rd_pattern *p = &o->patterns[j];
             char flags[80];
-            int ar;
-            uint32_t mw = t.root.field_bytes[BPT_ROOT_F_PATTERN_MODULE], fw = t.root.field_bytes[BPT_ROOT_F_PATTERN_FUNCTION];
-            if (np++ > RD_MAX_PATTERNS) { rc = rd_fail(&t, RD_EFAULT, "a pattern list without an end", pa); goto fail; }
-            if ((rc = rd_bytes(&t, pa, lb, rd_size(&t, BPT_ROOT_S_PATTERN), "a pattern"))) goto fail;
-            flag_names((unsigned)rd_field(&t, lb, BPT_ROOT_F_PATTERN_FLAGS), 0, flags, sizeof flags);
-            ar = (int)(int32_t)rd_field(&t, lb, BPT_ROOT_F_PATTERN_ARITY);
-            printf("  pattern %.*s:%.*s/", (int)mw - 1, (const char *)rd_field_ptr(&t, lb, BPT_ROOT_F_PATTERN_MODULE),
-                   (int)fw - 1, (const char *)rd_field_ptr(&t, lb, BPT_ROOT_F_PATTERN_FUNCTION));
-            if (ar < 0) printf("_"); else printf("%d", ar);
-            printf("  %s%s%s\n", flags, rd_field(&t, lb, BPT_ROOT_F_PATTERN_FLAGS) & BPT_RETURN ? ",return" : "",
-                   rd_field(&t, lb, BPT_ROOT_F_PATTERN_FLAGS) & BPT_EXCEPTION ? ",exception" : "");
+            flag_names(p->flags, 0, flags, sizeof flags);
+            printf("  pattern %s:%s/", p->module, p->function);
+            if (p->arity < 0) printf("_"); else printf("%d", p->arity);
+            printf("  %s%s%s\n", flags, p->flags & BPT_RETURN ? ",return" : "", p->flags & BPT_EXCEPTION ? ",exception" : "");
         }
-        shown++;
     }
-    {
-        uint64_t seq2 = seq + 1;
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);   /* [L1] reader */
-        if (rd_u64(&t, rd_global(&t, BPT_ROOT_G_SEQ), &seq2, "the layout count") || seq2 != seq || (seq & 1))
-            fprintf(stderr, "bpt: warning: sessions changed while they were read; what is above may be torn\n");
-    }
-    if (!shown) printf("(no sessions)\n");
-    rc = 0;
-    goto out;
-fail:
-    rc = report(pid, &t, rc);
-out:
-    free(sb); free(lb); free(lanes);
-    return rc;
+    if (!n) printf("(no sessions)\n");
+    rd_sessions_free(ss, n);
+    return 0;
 }
 
 static int cmd_progress(int pid) {
@@ -475,14 +487,278 @@ static int cmd_progress(int pid) {
     return 0;
 }
 
+/* ---- bpt sample: perf_event_open samples, named through the target ---- */
+
+typedef struct symbol { uint64_t addr, size; const char *file; char *name; } symbol;
+typedef struct symtab { symbol *v; size_t n, cap; const char *file; char *files[256]; int nfiles; } symtab;
+
+static void sym_add(const char *name, uint64_t value, uint64_t size, int type, void *user) {
+    symtab *st = (symtab *)user;
+    if (type != STT_FUNC || !value) return;
+    if (st->n == st->cap) {
+        symbol *g = (symbol *)realloc(st->v, sizeof *g * (st->cap ? 2 * st->cap : 1024));
+        if (!g) return;
+        st->v = g;
+        st->cap = st->cap ? 2 * st->cap : 1024;
+    }
+    st->v[st->n].addr = value;
+    st->v[st->n].size = size;
+    st->v[st->n].file = st->file;
+    st->v[st->n].name = strdup(name);
+    if (st->v[st->n].name) st->n++;
+}
+static int sym_file(const char *path, const char *name, uint64_t base, void *user) {
+    symtab *st = (symtab *)user;
+    uint64_t from = 0;
+    size_t n0 = st->n, i;
+    int dyn = 0;
+    const char *slash = strrchr(name, '/');
+    if (st->nfiles == 256 || !(st->file = st->files[st->nfiles] = strdup(slash ? slash + 1 : name))) return 0;
+    st->nfiles++;
+    (void)elf_symbols(path, sym_add, st, &from, &dyn);
+    for (i = n0; i < st->n; i++)   /* where this file's code is in the target */
+        if (dyn) st->v[i].addr += base - from;
+    return 0;
+}
+static int sym_cmp(const void *a, const void *b) {
+    const symbol *x = (const symbol *)a, *y = (const symbol *)b;
+    return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+static const symbol *sym_at(const symtab *st, uint64_t ip) {
+    size_t lo = 0, hi = st->n;
+    while (lo < hi) {   /* the last symbol at or below ip */
+        size_t mid = lo + (hi - lo) / 2;
+        if (st->v[mid].addr <= ip) lo = mid + 1; else hi = mid;
+    }
+    if (!lo) return NULL;
+    if (st->v[lo - 1].size && ip >= st->v[lo - 1].addr + st->v[lo - 1].size) return NULL;
+    return &st->v[lo - 1];
+}
+
+/* The name of a code address: module:function/arity when bptrace has the
+   function registered ("[entry]" in the bytes before it that a hit runs
+   through, which no ELF symbol covers), else file:symbol, else the address. */
+static void name_ip(const rd_target *t, const symtab *st, const rd_snapshot *s, uint64_t ip, char *out, size_t n) {
+    const symbol *sy = sym_at(st, ip);
+    uint32_t i, pad = rd_const(t, BPT_ROOT_C_ENTRY_PAD);
+    for (i = 0; i < s->nfuncs; i++) {
+        const rd_func *f = &s->funcs[i];
+        if (f->kind == 2 && pad && ip < f->fn && ip >= f->fn - pad) {
+            char label[320];
+            func_label(f, label, sizeof label);
+            snprintf(out, n, "%s [entry]", label);
+            return;
+        }
+        if (f->kind == 2 && ((sy && f->fn == sy->addr) || (f->code_size && ip >= f->fn && ip < f->fn + f->code_size))) {
+            func_label(f, out, n);
+            return;
+        }
+    }
+    if (sy) snprintf(out, n, "%s:%s", sy->file, sy->name);
+    else snprintf(out, n, "0x%llx", (unsigned long long)ip);
+}
+
+typedef struct tally { char *key; uint64_t n; } tally;
+typedef struct tallies { tally *v; size_t n, cap; } tallies;
+static void tally_add(tallies *t, const char *key) {
+    size_t i;
+    for (i = 0; i < t->n; i++)
+        if (!strcmp(t->v[i].key, key)) { t->v[i].n++; return; }
+    if (t->n == t->cap) {
+        tally *g = (tally *)realloc(t->v, sizeof *g * (t->cap ? 2 * t->cap : 64));
+        if (!g) return;
+        t->v = g;
+        t->cap = t->cap ? 2 * t->cap : 64;
+    }
+    if ((t->v[t->n].key = strdup(key))) t->v[t->n++].n = 1;
+}
+static int tally_cmp(const void *a, const void *b) {
+    const tally *x = (const tally *)a, *y = (const tally *)b;
+    return x->n < y->n ? 1 : x->n > y->n ? -1 : strcmp(x->key, y->key);
+}
+
+typedef struct sampler { int tid, fd; unsigned char *ring; size_t bytes; } sampler;
+enum { RING_PAGES = 16, MAX_SAMPLED = 1024 };
+
+static int perf_open(int tid, int hz, sampler *sp, int *err) {
+    struct perf_event_attr a;
+    long page = sysconf(_SC_PAGESIZE);
+    memset(&a, 0, sizeof a);
+    a.size = sizeof a;
+    a.type = PERF_TYPE_SOFTWARE;
+    a.config = PERF_COUNT_SW_TASK_CLOCK;   /* the thread's own CPU time: no PMU needed */
+    a.sample_freq = (uint64_t)hz;
+    a.freq = 1;
+    a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID;
+    a.exclude_kernel = 1;
+    a.exclude_hv = 1;
+    sp->fd = (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (sp->fd < 0) { *err = errno; return -1; }
+    sp->tid = tid;
+    sp->bytes = (size_t)page * (1 + RING_PAGES);
+    sp->ring = (unsigned char *)mmap(NULL, sp->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, sp->fd, 0);
+    if (sp->ring == MAP_FAILED) { *err = errno; close(sp->fd); sp->fd = -1; return -1; }
+    return 0;
+}
+
+/* Take the ring's new samples: the kernel's data_head, read with acquire,
+   pairs with its release of the records; our data_tail store releases
+   the space back to it (perf_event_open(2), "mmap layout"). */
+typedef void (*sample_fn)(int tid, uint64_t ip, void *user);
+static void perf_drain(sampler *sp, sample_fn fn, void *user) {
+    struct perf_event_mmap_page *mp = (struct perf_event_mmap_page *)sp->ring;
+    unsigned char *data = sp->ring + mp->data_offset;
+    uint64_t size = mp->data_size, head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE), tail = mp->data_tail;
+    while (tail + sizeof(struct perf_event_header) <= head) {
+        struct perf_event_header h;
+        unsigned char rec[64];
+        uint64_t i;
+        for (i = 0; i < sizeof h; i++) ((unsigned char *)&h)[i] = data[(tail + i) % size];
+        if (h.size < sizeof h || tail + h.size > head) break;
+        if (h.type == PERF_RECORD_SAMPLE && h.size >= sizeof h + 16 && h.size <= sizeof rec) {
+            uint64_t ip;
+            uint32_t pt[2];
+            for (i = 0; i < h.size; i++) rec[i] = data[(tail + i) % size];
+            memcpy(&ip, rec + sizeof h, 8);
+            memcpy(pt, rec + sizeof h + 8, 8);
+            fn((int)pt[1], ip, user);
+        }
+        tail += h.size;
+    }
+    __atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
+}
+
+typedef struct sample_ctx {
+    rd_target *t;
+    const rd_snapshot *s;
+    const symtab *st;
+    int pstack;
+    const char *blame;
+    uint64_t total;
+    tallies funcs, stacks;
+} sample_ctx;
+
+/* The traced stack of thread tid now, outermost first, joined by ';'. */
+static void traced_stack(sample_ctx *c, int tid, char *out, size_t n) {
+    uint32_t i, k, nf;
+    uint64_t frames[64];
+    int moved;
+    size_t l = 0;
+    out[0] = 0;
+    for (i = 0; i < c->s->nthreads; i++) {
+        if ((int)c->s->threads[i].tid != tid || !c->s->threads[i].in_use) continue;
+        if (rd_stack(c->t, &c->s->threads[i], 0, frames, &nf, 64, &moved)) return;
+        for (k = 0; k < nf && l + 1 < n; k++) {
+            const rd_func *f = rd_func_at(c->s, frames[k]);
+            char label[320];
+            if (f) func_label(f, label, sizeof label); else snprintf(label, sizeof label, "?");
+            l += (size_t)snprintf(out + l, n - l, "%s%s", l ? ";" : "", label);
+        }
+        return;
+    }
+}
+
+static void on_sample(int tid, uint64_t ip, void *user) {
+    sample_ctx *c = (sample_ctx *)user;
+    char leaf[400], stack[4096], key[4600];
+    name_ip(c->t, c->st, c->s, ip, leaf, sizeof leaf);
+    c->total++;
+    tally_add(&c->funcs, leaf);
+    if (!c->pstack && !c->blame) return;
+    traced_stack(c, tid, stack, sizeof stack);
+    if (c->blame && strcmp(leaf, c->blame)) return;
+    snprintf(key, sizeof key, "%s%s%s", stack, stack[0] ? ";" : "", leaf);
+    tally_add(&c->stacks, c->blame ? (stack[0] ? stack : "(no traced caller)") : key);
+}
+
+static int cmd_sample(int pid, double seconds, int hz, int pstack, const char *blame) {
+    rd_target t;
+    rd_snapshot s;
+    symtab st;
+    sample_ctx c;
+    sampler sp[MAX_SAMPLED];
+    int nsp = 0, rc, i, err = 0, refused = 0;
+    struct timespec start, now;
+    char path[64];
+    DIR *d;
+    struct dirent *e;
+    memset(&s, 0, sizeof s);
+    memset(&st, 0, sizeof st);
+    memset(&c, 0, sizeof c);
+    if ((rc = open_target(pid, &t, 0)) || (rc = snapshot(pid, &t, &s))) return rc;
+    if ((rc = mapped_files(pid, sym_file, &st))) { rd_snapshot_free(&s); return rc; }
+    qsort(st.v, st.n, sizeof *st.v, sym_cmp);
+    c.t = &t; c.s = &s; c.st = &st; c.pstack = pstack; c.blame = blame;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        double el;
+        /* Threads started since the last look get a sampler too. */
+        snprintf(path, sizeof path, "/proc/%d/task", pid);
+        if ((d = opendir(path))) {
+            while ((e = readdir(d)) && nsp < MAX_SAMPLED) {
+                int tid = atoi(e->d_name), have = 0;
+                if (tid <= 0) continue;
+                for (i = 0; i < nsp; i++) have |= sp[i].tid == tid;
+                if (!have && perf_open(tid, hz, &sp[nsp], &err) == 0) nsp++;
+                else if (!have && (err == EACCES || err == EPERM)) refused = 1;
+            }
+            closedir(d);
+        } else if (!nsp) {
+            rd_snapshot_free(&s);
+            return report(pid, &t, RD_EGONE);
+        }
+        if (!nsp && (refused || err)) {
+            int paranoid = -9;
+            FILE *f = fopen("/proc/sys/kernel/perf_event_paranoid", "r");
+            if (f) { if (fscanf(f, "%d", &paranoid) != 1) paranoid = -9; fclose(f); }
+            fprintf(stderr, "bpt: perf events refused for process %d: %s; kernel.perf_event_paranoid is %d "
+                    "(2: own processes' user space only; 3 and up: none without CAP_PERFMON)\n", pid,
+                    strerror(err), paranoid);
+            rd_snapshot_free(&s);
+            return EXIT_PERM;
+        }
+        usleep(10000);
+        for (i = 0; i < nsp; i++) perf_drain(&sp[i], on_sample, &c);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        el = (double)(now.tv_sec - start.tv_sec) + (double)(now.tv_nsec - start.tv_nsec) / 1e9;
+        if (el >= seconds) break;
+    }
+    for (i = 0; i < nsp; i++) { munmap(sp[i].ring, sp[i].bytes); close(sp[i].fd); }
+    qsort(c.funcs.v, c.funcs.n, sizeof *c.funcs.v, tally_cmp);
+    qsort(c.stacks.v, c.stacks.n, sizeof *c.stacks.v, tally_cmp);
+    printf("bpt sample %d: %llu samples of %d threads in %.1f s at %d Hz (task clock)\n", pid,
+           (unsigned long long)c.total, nsp, seconds, hz);
+    if (!blame) {
+        printf("%10s %6s  %s\n", "SAMPLES", "%", "FUNCTION");
+        for (i = 0; i < (int)c.funcs.n && i < 20; i++)
+            printf("%10llu %5.1f%%  %s\n", (unsigned long long)c.funcs.v[i].n,
+                   100.0 * (double)c.funcs.v[i].n / (double)(c.total ? c.total : 1), c.funcs.v[i].key);
+    }
+    if (pstack || blame) {
+        printf(blame ? "\ntraced callers of %s:\n%10s  %s\n" : "\n%s%10s  %s\n", blame ? blame : "",
+               "SAMPLES", blame ? "CALLERS (outermost first)" : "TRACED STACK;LEAF (outermost first)");
+        for (i = 0; i < (int)c.stacks.n && i < 20; i++)
+            printf("%10llu  %s\n", (unsigned long long)c.stacks.v[i].n, c.stacks.v[i].key);
+    }
+    for (i = 0; i < (int)c.funcs.n; i++) free(c.funcs.v[i].key);
+    for (i = 0; i < (int)c.stacks.n; i++) free(c.stacks.v[i].key);
+    free(c.funcs.v); free(c.stacks.v);
+    while (st.n) free(st.v[--st.n].name);
+    while (st.nfiles) free(st.files[--st.nfiles]);
+    free(st.v);
+    rd_snapshot_free(&s);
+    return 0;
+}
+
 static int usage(void) {
     fprintf(stderr,
             "usage: bpt ps\n"
             "       bpt funcs PID [PATTERN]     PATTERN: a glob on module:function/arity\n"
-            "       bpt top PID [-n REFRESHES] [-d SECONDS]\n"
+            "       bpt top PID [-n REFRESHES] [-d SECONDS] [-r ROWS] [-s calls|time]\n"
             "       bpt pstack PID\n"
             "       bpt sessions PID\n"
-            "       bpt progress PID\n");
+            "       bpt progress PID\n"
+            "       bpt sample PID [--pstack] [--blame FUNCTION] [--hz N] [--duration SECONDS]\n");
     return EXIT_USAGE;
 }
 
@@ -498,16 +774,33 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "pstack") && argc == 3) return cmd_pstack(pid);
     if (!strcmp(argv[1], "sessions") && argc == 3) return cmd_sessions(pid);
     if (!strcmp(argv[1], "progress") && argc == 3) return cmd_progress(pid);
+    if (!strcmp(argv[1], "sample")) {
+        int hz = 997, pstack = 0, i;
+        double secs = 2.0;
+        const char *blame = NULL;
+        for (i = 3; i < argc; i++) {
+            if (!strcmp(argv[i], "--pstack")) pstack = 1;
+            else if (!strcmp(argv[i], "--blame") && i + 1 < argc) blame = argv[++i];
+            else if (!strcmp(argv[i], "--hz") && i + 1 < argc) hz = atoi(argv[++i]);
+            else if (!strcmp(argv[i], "--duration") && i + 1 < argc) secs = atof(argv[++i]);
+            else return usage();
+        }
+        if (hz < 1 || hz > 100000 || !(secs > 0.0 && secs < 86400.0)) return usage();
+        return cmd_sample(pid, secs, hz, pstack, blame);
+    }
     if (!strcmp(argv[1], "top")) {
-        int n = 1000000, i;
+        int n = 1000000, i, r = 30, by_time = 0;
         double d = 1.0;
         for (i = 3; i < argc; i++) {
             if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atoi(argv[++i]);
+            else if (!strcmp(argv[i], "-s") && i + 1 < argc && !strcmp(argv[i + 1], "time")) by_time = 1, i++;
+            else if (!strcmp(argv[i], "-s") && i + 1 < argc && !strcmp(argv[i + 1], "calls")) by_time = 0, i++;
+            else if (!strcmp(argv[i], "-r") && i + 1 < argc) r = atoi(argv[++i]);
             else if (!strcmp(argv[i], "-d") && i + 1 < argc) d = atof(argv[++i]);
             else return usage();
         }
-        if (n < 1 || !(d > 0.0 && d < 3600.0)) return usage();
-        return cmd_top(pid, n, d);
+        if (n < 1 || r < 1 || !(d > 0.0 && d < 3600.0)) return usage();
+        return cmd_top(pid, n, d, r, by_time);
     }
     return usage();
 }

@@ -33,6 +33,11 @@ struct rd_target {
     void *user;
     uint64_t root_addr;
     bpt_root_record root;         /* checked with bpt_root_check */
+    /* Budgets of one walk (a snapshot, the sessions, a stack), so that a
+       corrupt target with a cycle or sizes the bounds below do not see
+       still ends soon: rd_open sets 2^24 reads and 1 GiB unless set. */
+    uint64_t reads_max, bytes_max;
+    uint64_t reads_left, bytes_left;  /* what is left of them: none left refuses every read */
     char what[200];               /* what the last failure was reading */
 };
 
@@ -58,6 +63,10 @@ static int rd_fail(rd_target *t, int rc, const char *what, uint64_t addr) {
 static int rd_bytes(rd_target *t, uint64_t addr, void *buf, size_t n, const char *what) {
     int rc;
     if (!addr) return rd_fail(t, RD_EFAULT, what, addr);
+    if (!t->reads_left || t->bytes_left < n)
+        return rd_fail(t, RD_EFAULT, "more data than any program holds (read budget spent) at", addr);
+    t->reads_left--;
+    t->bytes_left -= n;
     rc = t->read(t, addr, buf, n);
     return rc ? rd_fail(t, rc, what, addr) : 0;
 }
@@ -69,6 +78,12 @@ static int rd_u32(rd_target *t, uint64_t addr, uint32_t *v, const char *what) {
     return rd_bytes(t, addr, v, 4, what);
 }
 
+/* A new walk: its budgets in full. */
+static void rd_walk_begin(rd_target *t) {
+    t->reads_left = t->reads_max;
+    t->bytes_left = t->bytes_max;
+}
+
 /* A NUL-terminated string of at most n - 1 bytes, read byte run by byte run
    so that a string near the end of a mapping still reads. */
 static int rd_string(rd_target *t, uint64_t addr, char *out, size_t n, const char *what) {
@@ -76,7 +91,11 @@ static int rd_string(rd_target *t, uint64_t addr, char *out, size_t n, const cha
     if (!addr) { snprintf(out, n, "?"); return 0; }
     while (got + 1 < n) {
         size_t step = n - 1 - got < 64 ? n - 1 - got : 64;
-        int rc = t->read(t, addr + got, out + got, step);
+        int rc;
+        if (!t->reads_left || t->bytes_left < step) return rd_fail(t, RD_EFAULT, what, addr + got);
+        t->reads_left--;
+        t->bytes_left -= step;
+        rc = t->read(t, addr + got, out + got, step);
         if (rc && step > 1) { step = 1; rc = t->read(t, addr + got, out + got, 1); }
         if (rc) return rd_fail(t, rc, what, addr + got);
         if (memchr(out + got, 0, step)) return 0;
@@ -88,7 +107,12 @@ static int rd_string(rd_target *t, uint64_t addr, char *out, size_t n, const cha
 
 /* The root at addr, read and checked. */
 static int rd_open(rd_target *t, uint64_t root_addr, char *why, size_t why_len) {
-    int rc = rd_bytes(t, root_addr, &t->root, sizeof t->root, "the root record");
+    int rc;
+    if (!t->reads_max) t->reads_max = 1u << 24;
+    if (!t->bytes_max) t->bytes_max = 1u << 30;
+    t->reads_left = t->reads_max;
+    t->bytes_left = t->bytes_max;
+    rc = rd_bytes(t, root_addr, &t->root, sizeof t->root, "the root record");
     if (rc) { snprintf(why, why_len, "cannot read %s", t->what); return rc; }
     t->root_addr = root_addr;
     return bpt_root_check(&t->root, sizeof t->root, why, why_len);
@@ -96,18 +120,24 @@ static int rd_open(rd_target *t, uint64_t root_addr, char *why, size_t why_len) 
 
 /* ---- A snapshot of the registry, the sessions and the threads ---- */
 
-enum { RD_MAX_FUNCS = 1 << 22, RD_MAX_THREADS = 1 << 20, RD_MAX_PATTERNS = 100000 };
+/* Bounds no real program reaches: a thread record per lane (65536), the
+   registry's 32-bit length, and 64 MiB of page addresses in all. */
+enum { RD_MAX_FUNCS = 1 << 22, RD_MAX_THREADS = 1 << 16, RD_MAX_PATTERNS = 100000 };
+#define RD_MAX_PAGE_ADDRS (8u << 20)
 
 typedef struct rd_func {
     uint64_t addr;                /* the record's address (frames name it) */
     char module[128], name[160];
     int arity;
     uint32_t fid, kind, installed;
-    uint64_t fn;
+    uint64_t fn, code_size;       /* native: its code, [fn, fn + code_size) */
     unsigned flags;               /* the public flags of the kinds on, any session */
     unsigned paused;              /* of those, the paused ones */
     int counted;
     uint64_t count;
+    int timed;                    /* call_time on: time_calls and time_ns hold its sums */
+    int time_approx;              /* a table moved while read (its owner grew it): left out */
+    uint64_t time_calls, time_ns;
     char sessions[128];           /* the names of the sessions that trace it */
 } rd_func;
 
@@ -118,7 +148,7 @@ typedef struct rd_thread {
     uint64_t shadow[2];
     uint32_t depth[2];
     uint64_t fiber;
-    uint64_t counts[4096];        /* the COUNT_PAGES page addresses (NULL: unmapped) */
+    uint64_t *counts;             /* the COUNT_PAGES page addresses (NULL: unmapped) */
 } rd_thread;
 
 typedef struct rd_snapshot {
@@ -131,6 +161,8 @@ typedef struct rd_snapshot {
 } rd_snapshot;
 
 static void rd_snapshot_free(rd_snapshot *s) {
+    uint32_t i;
+    for (i = 0; i < s->nthreads; i++) free(s->threads[i].counts);
     free(s->threads);
     free(s->funcs);
     memset(s, 0, sizeof *s);
@@ -145,15 +177,20 @@ static int rd_threads(rd_target *t, rd_snapshot *s) {
     if (!(buf = (unsigned char *)malloc(rd_size(t, BPT_ROOT_S_THREAD)))) return RD_ENOMEM;
     while (a) {
         rd_thread *th;
-        if (s->nthreads == RD_MAX_THREADS) { free(buf); return rd_fail(t, RD_EFAULT, "a thread list without an end", a); }
+        if (s->nthreads == RD_MAX_THREADS || (uint64_t)(s->nthreads + 1) * pages > RD_MAX_PAGE_ADDRS) {
+            free(buf);
+            return rd_fail(t, RD_EFAULT, "a thread list without an end", a);
+        }
         if ((s->nthreads & (s->nthreads - 1)) == 0) {   /* grow at powers of two */
             rd_thread *g = (rd_thread *)realloc(s->threads, sizeof *g * (s->nthreads ? 2 * s->nthreads : 1));
             if (!g) { free(buf); return RD_ENOMEM; }
             s->threads = g;
         }
         if ((rc = rd_bytes(t, a, buf, rd_size(t, BPT_ROOT_S_THREAD), "a thread record"))) { free(buf); return rc; }
-        th = &s->threads[s->nthreads++];
+        th = &s->threads[s->nthreads];
         memset(th, 0, sizeof *th);
+        if (!(th->counts = (uint64_t *)malloc(8ull * pages))) { free(buf); return RD_ENOMEM; }
+        s->nthreads++;
         th->addr = a;
         th->tid = (uint32_t)rd_field(t, buf, BPT_ROOT_F_THREAD_TID);
         th->in_use = (uint32_t)rd_field(t, buf, BPT_ROOT_F_THREAD_IN_USE);
@@ -162,7 +199,7 @@ static int rd_threads(rd_target *t, rd_snapshot *s) {
         th->fiber = rd_field(t, buf, BPT_ROOT_F_THREAD_FIBER);
         memcpy(th->shadow, rd_field_ptr(t, buf, BPT_ROOT_F_THREAD_SHADOW), 16);
         memcpy(th->depth, rd_field_ptr(t, buf, BPT_ROOT_F_THREAD_SHADOW_DEPTH), 8);
-        for (i = 0; i < pages && i < 4096; i++)
+        for (i = 0; i < pages; i++)
             memcpy(&th->counts[i], (const unsigned char *)rd_field_ptr(t, buf, BPT_ROOT_F_THREAD_COUNTS) + 8 * i, 8);
         a = rd_field(t, buf, BPT_ROOT_F_THREAD_NEXT);
     }
@@ -190,6 +227,63 @@ static int rd_count(rd_target *t, const rd_snapshot *s, uint64_t addr, uint64_t 
     }
     *out = sum - rd_field(t, c, BPT_ROOT_F_COUNT_BASE);
     return 0;
+}
+
+/* One call_time table's sums, every process (cells with process 0 are free). */
+static int rd_timem_table(rd_target *t, uint64_t addr, uint64_t *calls, uint64_t *ns) {
+    unsigned char hdr[256], cells[64 * 64];
+    uint32_t csz = rd_size(t, BPT_ROOT_S_CELL), cap, i, j, per;
+    uint64_t base;
+    int rc;
+    if (rd_size(t, BPT_ROOT_S_TABLE) > sizeof hdr || csz > 64) return rd_fail(t, RD_EFAULT, "a call_time table too large", addr);
+    if ((rc = rd_bytes(t, addr, hdr, rd_size(t, BPT_ROOT_S_TABLE), "a call_time table"))) return rc;
+    cap = (uint32_t)rd_field(t, hdr, BPT_ROOT_F_TABLE_CAP);
+    if (!cap || cap > (1u << 20) || (cap & (cap - 1))) return rd_fail(t, RD_EFAULT, "a call_time table of a bad size", addr);
+    base = addr + t->root.field_off[BPT_ROOT_F_TABLE_CELLS];
+    per = (uint32_t)(sizeof cells / csz);
+    for (i = 0; i < cap; i += per) {
+        uint32_t n = cap - i < per ? cap - i : per;
+        if ((rc = rd_bytes(t, base + (uint64_t)i * csz, cells, (size_t)n * csz, "call_time cells"))) return rc;
+        for (j = 0; j < n; j++) {
+            const unsigned char *c = cells + (size_t)j * csz;
+            if (!rd_field(t, c, BPT_ROOT_F_CELL_PROCESS)) continue;
+            *calls += rd_field(t, c, BPT_ROOT_F_CELL_CALLS);
+            *ns += rd_field(t, c, BPT_ROOT_F_CELL_TIME);
+        }
+    }
+    return 0;
+}
+
+/* call_time's sums for a breakpoint's tables at addr: the carried sums of
+   earlier collections, the overflow table and every thread's table, read
+   while their owners write them. A table that fails to read is read again
+   from its pointer once (its owner may have grown out of it), else left
+   out and the sums marked approximate. */
+static int rd_timem(rd_target *t, uint64_t addr, rd_func *f) {
+    uint32_t n = rd_const(t, BPT_ROOT_C_MAX_THREADS), i;
+    unsigned char *tm = (unsigned char *)malloc(rd_size(t, BPT_ROOT_S_TIMEM));
+    uint64_t calls = 0, ns = 0;
+    int rc;
+    if (!tm) return RD_ENOMEM;
+    if ((rc = rd_bytes(t, addr, tm, rd_size(t, BPT_ROOT_S_TIMEM), "call_time's tables"))) { free(tm); return rc; }
+    for (i = 0; i < n + 2 && !rc; i++) {
+        uint64_t ta;
+        if (i == n) ta = rd_field(t, tm, BPT_ROOT_F_TIMEM_OVERFLOW);
+        else if (i == n + 1) ta = rd_field(t, tm, BPT_ROOT_F_TIMEM_CARRIED);
+        else memcpy(&ta, (const unsigned char *)rd_field_ptr(t, tm, BPT_ROOT_F_TIMEM_TABLES) + 8ull * i, 8);
+        if (!ta) continue;
+        if (rd_timem_table(t, ta, &calls, &ns) == 0) continue;
+        if (i < n && rd_u64(t, addr + t->root.field_off[BPT_ROOT_F_TIMEM_TABLES] + 8ull * i, &ta, "a call_time table") == 0 &&
+            ta && rd_timem_table(t, ta, &calls, &ns) == 0)
+            continue;
+        if (t->reads_left == 0 || t->bytes_left == 0) rc = rd_fail(t, RD_EFAULT, "call_time's tables", addr);
+        f->time_approx = 1;
+    }
+    free(tm);
+    f->timed = 1;
+    f->time_calls += calls;
+    f->time_ns += ns;
+    return rc;
 }
 
 static int rd_session_name(rd_target *t, uint64_t addr, char *out, size_t n) {
@@ -230,6 +324,11 @@ static int rd_func_bps(rd_target *t, const rd_snapshot *s, rd_func *f, uint64_t 
                 f->counted = 1;
                 f->count += cnt;
             }
+            if (k == rd_const(t, BPT_ROOT_C_KIND_TIME)) {
+                uint64_t tm;
+                memcpy(&tm, (const unsigned char *)rd_field_ptr(t, d, BPT_ROOT_F_BPDATA_DATA) + 8 * k, 8);
+                if ((rc = rd_timem(t, tm, f))) break;
+            }
         }
         if (!rc && !rd_session_name(t, rd_field(t, buf, BPT_ROOT_F_BP_SESSION), sname, sizeof sname)) {
             size_t l = strlen(f->sessions);
@@ -251,11 +350,16 @@ static int rd_funcs(rd_target *t, rd_snapshot *s) {
         return rc;
     if (n > RD_MAX_FUNCS) return rd_fail(t, RD_EFAULT, "a registry of more than 4M functions", rd_global(t, BPT_ROOT_G_NFUNCS));
     if (!n) return 0;
-    s->funcs = (rd_func *)calloc(n, sizeof *s->funcs);
-    buf = (unsigned char *)malloc(rd_size(t, BPT_ROOT_S_FUNC));
-    if (!s->funcs || !buf) { free(buf); return RD_ENOMEM; }
+    if (!(buf = (unsigned char *)malloc(rd_size(t, BPT_ROOT_S_FUNC)))) return RD_ENOMEM;
     for (i = 0; i < n; i++) {
-        rd_func *f = &s->funcs[i];
+        rd_func *f;
+        if ((i & (i - 1)) == 0) {   /* grow at powers of two: a corrupt n costs only what reads */
+            rd_func *g = (rd_func *)realloc(s->funcs, sizeof *g * (i ? 2 * i : 1));
+            if (!g) { free(buf); return RD_ENOMEM; }
+            s->funcs = g;
+        }
+        f = &s->funcs[i];
+        memset(f, 0, sizeof *f);
         if ((rc = rd_u64(t, arr + 8ull * i, &f->addr, "the registry's array")) ||
             (rc = rd_bytes(t, f->addr, buf, rd_size(t, BPT_ROOT_S_FUNC), "a function record")) ||
             (rc = rd_string(t, rd_field(t, buf, BPT_ROOT_F_FUNC_MODULE), f->module, sizeof f->module, "a module name")) ||
@@ -266,6 +370,7 @@ static int rd_funcs(rd_target *t, rd_snapshot *s) {
         f->kind = (uint32_t)rd_field(t, buf, BPT_ROOT_F_FUNC_KIND);
         f->installed = (uint32_t)rd_field(t, buf, BPT_ROOT_F_FUNC_INSTALLED);
         f->fn = rd_field(t, buf, BPT_ROOT_F_FUNC_FN);
+        f->code_size = rd_field(t, buf, BPT_ROOT_F_FUNC_CODE_SIZE);
         if ((rc = rd_func_bps(t, s, f, rd_field(t, buf, BPT_ROOT_F_FUNC_GEN_BP)))) break;
         s->nfuncs = i + 1;
     }
@@ -279,6 +384,7 @@ static int rd_snapshot_take(rd_target *t, rd_snapshot *s, int tries) {
     int rc = 0, i;
     for (i = 0; i < tries; i++) {
         uint64_t seq2;
+        rd_walk_begin(t);
         rd_snapshot_free(s);
         if ((rc = rd_u64(t, rd_global(t, BPT_ROOT_G_SEQ), &s->seq, "the layout count"))) return rc;
         __atomic_thread_fence(__ATOMIC_ACQUIRE);   /* [L1] reader: the count before the data */
@@ -316,6 +422,7 @@ static int rd_stack(rd_target *t, const rd_thread *th, int which, uint64_t *out,
     *n = 0; *moved = 0;
     if (!th->shadow[which]) return 0;
     if (!(buf = (unsigned char *)malloc(fsz))) return RD_ENOMEM;
+    rd_walk_begin(t);
     for (try_ = 0; try_ < 5; try_++) {
         uint64_t da = th->addr + t->root.field_off[BPT_ROOT_F_THREAD_SHADOW_DEPTH] + 4u * which;
         if ((rc = rd_u32(t, da, &d, "a shadow stack's depth"))) break;
@@ -331,6 +438,132 @@ static int rd_stack(rd_target *t, const rd_thread *th, int which, uint64_t *out,
         *moved = 1;
     }
     free(buf);
+    return rc;
+}
+
+/* ---- The sessions ---- */
+
+typedef struct rd_pattern {
+    char module[128], function[128];
+    int arity;
+    unsigned flags;
+} rd_pattern;
+
+typedef struct rd_session {
+    uint64_t id;
+    char name[64];
+    const char *type;             /* "usdt", "callback", "flight recorder" or "buffered" */
+    int dead;
+    uint32_t lanes;
+    uint64_t bytes, chunk_bytes, chunks, max_chunks;
+    uint64_t written, dropped, overwritten, delivered, lost, drained;
+    uint64_t laneless, limited, skipped;
+    rd_pattern *patterns;
+    uint32_t npatterns;
+} rd_session;
+
+static void rd_sessions_free(rd_session *ss, uint32_t n) {
+    uint32_t i;
+    for (i = 0; i < n; i++) free(ss[i].patterns);
+    free(ss);
+}
+
+static void rd_copy_string(char *out, size_t n, const void *field, uint32_t width) {
+    size_t w = width < n ? width : n;
+    memcpy(out, field, w);
+    out[w - 1] = 0;
+}
+
+/* One session at sa: its counters summed over its lanes, its patterns. */
+static int rd_session_at(rd_target *t, uint64_t sa, unsigned char *sb, unsigned char *lb, uint64_t *lanes, rd_session *o) {
+    uint32_t j, k, per = rd_const(t, BPT_ROOT_C_LANES_PER_DIR);
+    uint64_t pa;
+    int rc;
+    memset(o, 0, sizeof *o);
+    if ((rc = rd_bytes(t, sa, sb, rd_size(t, BPT_ROOT_S_SESSION), "a session"))) return rc;
+    o->id = rd_field(t, sb, BPT_ROOT_F_SESSION_ID);
+    rd_copy_string(o->name, sizeof o->name, rd_field_ptr(t, sb, BPT_ROOT_F_SESSION_NAME),
+                   t->root.field_bytes[BPT_ROOT_F_SESSION_NAME]);
+    o->type = rd_field(t, sb, BPT_ROOT_F_SESSION_USDT) ? "usdt" : rd_field(t, sb, BPT_ROOT_F_SESSION_TRACER) ? "callback"
+            : rd_field(t, sb, BPT_ROOT_F_SESSION_FLIGHT) ? "flight recorder" : "buffered";
+    o->dead = rd_field(t, sb, BPT_ROOT_F_SESSION_DEAD) != 0;
+    o->chunk_bytes = rd_field(t, sb, BPT_ROOT_F_SESSION_CHUNK_BYTES);
+    o->chunks = rd_field(t, sb, BPT_ROOT_F_SESSION_CHUNKS);
+    o->max_chunks = rd_field(t, sb, BPT_ROOT_F_SESSION_MAX_CHUNKS);
+    o->laneless = rd_field(t, sb, BPT_ROOT_F_SESSION_LANELESS);
+    o->limited = rd_field(t, sb, BPT_ROOT_F_SESSION_LIMITED);
+    o->skipped = rd_field(t, sb, BPT_ROOT_F_SESSION_SKIPPED);
+    for (j = 0; j < rd_const(t, BPT_ROOT_C_LANE_DIRS); j++) {
+        uint64_t dir;
+        memcpy(&dir, (const unsigned char *)rd_field_ptr(t, sb, BPT_ROOT_F_SESSION_LANE_DIR) + 8ull * j, 8);
+        if (!dir) continue;
+        if ((rc = rd_bytes(t, dir, lanes, 8ull * per, "a lane directory"))) return rc;
+        for (k = 0; k < per; k++) {
+            if (!lanes[k]) continue;
+            if ((rc = rd_bytes(t, lanes[k], lb, rd_size(t, BPT_ROOT_S_LANE), "a lane"))) return rc;
+            o->lanes++;
+            o->written += rd_field(t, lb, BPT_ROOT_F_LANE_WRITTEN);
+            o->dropped += rd_field(t, lb, BPT_ROOT_F_LANE_DROPPED);
+            o->overwritten += rd_field(t, lb, BPT_ROOT_F_LANE_OVERWRITTEN);
+            o->delivered += rd_field(t, lb, BPT_ROOT_F_LANE_DELIVERED);
+            o->lost += rd_field(t, lb, BPT_ROOT_F_LANE_LOST);
+            o->drained += rd_field(t, lb, BPT_ROOT_F_LANE_DRAINED);
+            o->bytes += rd_field(t, lb, BPT_ROOT_F_LANE_BUDGET) * rd_field(t, lb, BPT_ROOT_F_LANE_CHUNK_BYTES);
+        }
+    }
+    for (pa = rd_field(t, sb, BPT_ROOT_F_SESSION_PATTERNS); pa; pa = rd_field(t, lb, BPT_ROOT_F_PATTERN_NEXT)) {
+        rd_pattern *p;
+        if (o->npatterns == RD_MAX_PATTERNS) return rd_fail(t, RD_EFAULT, "a pattern list without an end", pa);
+        if ((rc = rd_bytes(t, pa, lb, rd_size(t, BPT_ROOT_S_PATTERN), "a pattern"))) return rc;
+        if ((o->npatterns & (o->npatterns - 1)) == 0) {
+            p = (rd_pattern *)realloc(o->patterns, sizeof *p * (o->npatterns ? 2 * o->npatterns : 1));
+            if (!p) return RD_ENOMEM;
+            o->patterns = p;
+        }
+        p = &o->patterns[o->npatterns++];
+        rd_copy_string(p->module, sizeof p->module, rd_field_ptr(t, lb, BPT_ROOT_F_PATTERN_MODULE),
+                       t->root.field_bytes[BPT_ROOT_F_PATTERN_MODULE]);
+        rd_copy_string(p->function, sizeof p->function, rd_field_ptr(t, lb, BPT_ROOT_F_PATTERN_FUNCTION),
+                       t->root.field_bytes[BPT_ROOT_F_PATTERN_FUNCTION]);
+        p->arity = (int)(int32_t)rd_field(t, lb, BPT_ROOT_F_PATTERN_ARITY);
+        p->flags = (unsigned)rd_field(t, lb, BPT_ROOT_F_PATTERN_FLAGS);
+    }
+    return 0;
+}
+
+/* Every live session, read between two reads of the layout count [L1]
+   (again while it moved, up to tries times; *torn = 1 if it always did). */
+static int rd_sessions(rd_target *t, rd_session **out, uint32_t *n, int *torn, int tries) {
+    uint32_t max = rd_const(t, BPT_ROOT_C_MAX_SESSIONS), i;
+    uint32_t lsz = rd_size(t, BPT_ROOT_S_LANE) > rd_size(t, BPT_ROOT_S_PATTERN) ? rd_size(t, BPT_ROOT_S_LANE)
+                                                                                 : rd_size(t, BPT_ROOT_S_PATTERN);
+    unsigned char *sb = (unsigned char *)malloc(rd_size(t, BPT_ROOT_S_SESSION)), *lb = (unsigned char *)malloc(lsz);
+    uint64_t *lanes = (uint64_t *)malloc(8ull * rd_const(t, BPT_ROOT_C_LANES_PER_DIR));
+    int rc = 0, try_;
+    *out = NULL; *n = 0; *torn = 0;
+    if (!sb || !lb || !lanes) { rc = RD_ENOMEM; goto out; }
+    for (try_ = 0; try_ < tries; try_++) {
+        uint64_t seq, seq2, sa;
+        rd_walk_begin(t);
+        rd_sessions_free(*out, *n);
+        *out = NULL; *n = 0;
+        if ((rc = rd_u64(t, rd_global(t, BPT_ROOT_G_SEQ), &seq, "the layout count"))) goto out;
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);   /* [L1] reader: the count before the data */
+        if (!(*out = (rd_session *)calloc(max, sizeof **out))) { rc = RD_ENOMEM; goto out; }
+        for (i = 0; i < max && !rc; i++) {
+            if ((rc = rd_u64(t, rd_global(t, BPT_ROOT_G_SESSIONS) + 8ull * i, &sa, "the session table"))) break;
+            if (!sa) continue;
+            rc = rd_session_at(t, sa, sb, lb, lanes, &(*out)[*n]);
+            (*n)++;   /* counted even when it failed: its patterns are freed */
+        }
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);   /* [L1] reader: the data before the count */
+        if (rd_u64(t, rd_global(t, BPT_ROOT_G_SEQ), &seq2, "the layout count")) { rc = RD_EGONE; goto out; }
+        if (seq2 == seq && !(seq & 1)) { *torn = 0; goto out; }
+        *torn = 1;
+    }
+out:
+    if (rc) { rd_sessions_free(*out, *n); *out = NULL; *n = 0; }
+    free(sb); free(lb); free(lanes);
     return rc;
 }
 

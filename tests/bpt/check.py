@@ -5,10 +5,17 @@
       TARGET (tests/bpt/target.c) runs, under RUNNER if given (qemu-aarch64);
       bpt funcs, top (one refresh), pstack, sessions, progress and ps read it.
       Checked: once_fn's count is 1234; tick's count lies between the
-      program's own bpt_trace_info before and after; pstack shows each worker
-      in hold <- middle <- outer; the sessions, their patterns and lanes; each
+      program's own bpt_trace_info before and after, and so does its call_time
+      in top; pstack shows each worker in hold <- middle <- outer (and maybe
+      in tick); the sessions, their patterns and lanes; each
       worker's loop ran on across the reads, and no thread was ever traced or
       stopped (/proc/PID/task/*/status, sampled every 2 ms while bpt ran).
+  check.py sample BPT TARGET
+      TARGET --burn: the workers spend their time in burn(), registered but
+      untraced, under hold <- middle <- outer. bpt sample names burn the
+      hottest function, --pstack puts it under that traced stack, --blame
+      names that stack its caller. Where the kernel refuses perf events, the
+      check says SKIPPED with bpt's message (exit 77).
   check.py bad BPT TARGET LAYOUT KIND
       bpt against a bad target; it must exit with the expected status and
       message, never a signal. KIND: noproc nobptrace magic version size
@@ -33,6 +40,7 @@ class Target:
     def info(self):
         self.p.stdin.write("info\n"); self.p.stdin.flush()
         tick = int(self.p.stdout.readline().split()[1])
+        self.time = [int(x) for x in self.p.stdout.readline().split()[1:]]
         spins = [int(x) for x in self.p.stdout.readline().split()[1:]]
         return tick, spins
     def quit(self):
@@ -78,7 +86,7 @@ def live(bpt, target, runner):
     r = run([bpt, "funcs", str(t.pid)])
     tick1, spins1 = t.info()
     rows = {l.split()[0]: l.split() for l in r.stdout.splitlines()[1:]}
-    for name, flags, sess in (("target:once_fn/1", "count", "counts"), ("target:tick/1", "count", "counts"),
+    for name, flags, sess in (("target:once_fn/1", "count", "counts"), ("target:tick/1", "count,time", "counts,times"),
                               ("target:hold/1", "call", "stacks"), ("target:middle/1", "call", "stacks"),
                               ("target:outer/1", "call", "stacks")):
         if name not in rows or rows[name][2] != flags or rows[name][4] != sess:
@@ -92,20 +100,33 @@ def live(bpt, target, runner):
     r = run([bpt, "funcs", str(t.pid), "*:o*"])
     if [l.split()[0] for l in r.stdout.splitlines()[1:]] != ["target:once_fn/1", "target:outer/1"]:
         fail("funcs PATTERN: expected once_fn and outer")
+    time1 = t.time
     r = run([bpt, "top", str(t.pid), "-n", "1", "-d", "0.3"])
     tick2, _ = t.info()
-    m = re.search(r"^\s*(\d+)\s+(\d+)\s+target:tick/1$", r.stdout, re.M)
+    time2 = t.time
+    m = re.search(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+target:tick/1$", r.stdout, re.M)
     if not m or not int(m.group(1)) > 0 or not tick1 <= int(m.group(2)) <= tick2:
         fail("top: tick's row should have calls/s > 0 and a count in %d..%d" % (tick1, tick2))
-    if not re.search(r"^\s*0\s+1234\s+target:once_fn/1$", r.stdout, re.M):
-        fail("top: once_fn's row should be 0 calls/s, 1234 calls")
+    own_ms = float(m.group(4))
+    if not (time1[1] / 1e6 - 0.1 <= own_ms <= time2[1] / 1e6 + 0.1) or not float(m.group(3)) > 0:
+        fail("top: tick's own time %.1f ms should lie in the program's own %.1f..%.1f ms, and grow"
+             % (own_ms, time1[1] / 1e6, time2[1] / 1e6))
+    print("tick's call_time: program %.1f ms <= bpt %.1f ms <= program %.1f ms" % (time1[1] / 1e6, own_ms, time2[1] / 1e6))
+    if not re.search(r"^\s*0\s+1234\s+-\s+-\s+target:once_fn/1$", r.stdout, re.M):
+        fail("top: once_fn's row should be 0 calls/s, 1234 calls, untimed")
+    r = run([bpt, "top", str(t.pid), "-n", "1", "-d", "0.2", "-s", "time", "-r", "1"])
+    if not re.search(r"target:tick/1$", r.stdout, re.M):
+        fail("top -s time: tick, the one timed function, comes first")
     r = run([bpt, "pstack", str(t.pid)])
     stacks = {}
     for block in re.split(r"^thread ", r.stdout, flags=re.M)[1:]:
         tid = int(block.split()[0])
         stacks[tid] = re.findall(r"#\d+ (\S+)", block)
+    # Each worker holds outer -> middle -> hold; it may be inside tick too
+    # (timed: a frame while it runs).
     for tid in t.tids:
-        if stacks.get(tid) != ["target:hold/1", "target:middle/1", "target:outer/1"]:
+        if stacks.get(tid) not in (["target:hold/1", "target:middle/1", "target:outer/1"],
+                                   ["target:tick/1", "target:hold/1", "target:middle/1", "target:outer/1"]):
             fail("pstack: thread %d should be in hold <- middle <- outer: %s" % (tid, stacks.get(tid)))
     if stacks.get(t.pid) != []:
         fail("pstack: the main thread holds no traced frame: %s" % stacks.get(t.pid))
@@ -136,6 +157,29 @@ def live(bpt, target, runner):
         fail("a thread was stopped or traced while bpt read: %s (%d samples)" % (w.bad[:3], w.samples))
     print("workers ran on: %s -> %s -> %s; %d status samples, none stopped or traced" % (spins0, spins1, spins2, w.samples))
     t.quit()
+
+def sample(bpt, target):
+    t = Target([target, "--burn"])
+    try:
+        r = run([bpt, "sample", str(t.pid), "--duration", "1", "--pstack"], expect=None)
+        if r.returncode == 3 and "perf events refused" in r.stderr:
+            print("SKIPPED: " + r.stderr.strip())
+            t.quit()
+            sys.exit(77)
+        if r.returncode != 0:
+            fail("sample exited %d" % r.returncode)
+        m = re.search(r"^\s*(\d+)\s+([\d.]+)%\s+(\S+)$", r.stdout, re.M)
+        if not m or m.group(3) != "target:burn/1" or float(m.group(2)) < 50:
+            fail("sample: the hottest function should be target:burn/1 with most samples")
+        if not re.search(r"^\s*\d+\s+target:outer/1;target:middle/1;target:hold/1;target:burn/1$", r.stdout, re.M):
+            fail("sample --pstack: burn should run under outer;middle;hold")
+        r = run([bpt, "sample", str(t.pid), "--duration", "0.5", "--blame", "target:burn/1"])
+        m = re.search(r"CALLERS.*\n\s*(\d+)\s+(\S+)$", r.stdout, re.M)
+        if not m or m.group(2) != "target:outer/1;target:middle/1;target:hold/1":
+            fail("sample --blame: burn's traced callers should be outer;middle;hold")
+    finally:
+        if t.p.poll() is None:
+            t.quit()
 
 def patched(target, layout, kind, tmp):
     """A copy of target whose bpt_root has one thing wrong."""
@@ -228,6 +272,8 @@ def bad(bpt, target, layout_file, kind):
 if __name__ == "__main__":
     if len(sys.argv) >= 4 and sys.argv[1] == "live":
         live(sys.argv[2], sys.argv[3], sys.argv[4:])
+    elif len(sys.argv) == 4 and sys.argv[1] == "sample":
+        sample(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 6 and sys.argv[1] == "bad":
         bad(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     else:

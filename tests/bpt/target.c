@@ -5,12 +5,16 @@
    "ready PID TID1 TID2 TID3" when every worker is inside hold(), then reads
    commands on stdin:
 
-     info   prints "tick COUNT" (its own bpt_trace_info) and "spins S1 S2 S3"
+     info   prints "tick COUNT" (its own bpt_trace_info, session counts),
+            "time CALLS NS" (tick's call_time in session times) and "spins S1 S2 S3"
             (each worker's loop count, which grows while the worker runs)
      quit   stops the workers, destroys the sessions, exits 0
 
    --exit-after MS: exit by itself after MS milliseconds (the test of a
-   target that exits while bpt reads it). */
+   target that exits while bpt reads it).
+   --burn: inside hold(), the workers call burn(), a registered but untraced
+   function that computes without calls, instead of tick(): the hottest
+   function, for bpt sample. */
 #define _GNU_SOURCE
 #define BPTRACE_IMPLEMENTATION
 #include "bptrace.h"
@@ -21,7 +25,7 @@
 #include <unistd.h>
 
 enum { WORKERS = 3 };
-static volatile int stop, inside;
+static volatile int stop, inside, burning;
 static volatile unsigned long spins[WORKERS];
 static int tids[WORKERS];
 
@@ -30,11 +34,18 @@ BPT_TRACEABLE long tick(long x) { return x * 3; }
 static long (*volatile call_tick)(long) = tick;
 static long (*volatile call_once)(long) = once_fn;
 
+BPT_TRACEABLE long burn(long x) {
+    unsigned long h = (unsigned long)x, i;
+    for (i = 0; i < 200000; i++) h = h * 6364136223846793005ul + 1442695040888963407ul;
+    return (long)(h >> 33);
+}
+static long (*volatile call_burn)(long) = burn;
+
 BPT_TRACEABLE long hold(long k) {
     long acc = 0;
     __atomic_fetch_add(&inside, 1, __ATOMIC_SEQ_CST);
     while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
-        acc += call_tick(k);
+        acc += burning ? call_burn(k) : call_tick(k);
         spins[k]++;
     }
     return acc;
@@ -60,25 +71,30 @@ static int fail(const char *what, int rc) {
 int main(int argc, char **argv) {
     static const struct { void *fn; const char *name; } fns[] = {
         { (void *)once_fn, "once_fn" }, { (void *)tick, "tick" }, { (void *)hold, "hold" },
-        { (void *)middle, "middle" }, { (void *)outer, "outer" } };
-    bpt_func *f[5];
-    bpt_session counts, stacks;
+        { (void *)middle, "middle" }, { (void *)outer, "outer" }, { (void *)burn, "burn" } };
+    bpt_func *f[6];
+    bpt_session counts, stacks, times;
     bpt_session_desc d;
     pthread_t th[WORKERS];
     char line[64];
     long exit_after = -1, i;
     int rc;
     if (argc == 3 && !strcmp(argv[1], "--exit-after")) exit_after = atol(argv[2]);
-    for (i = 0; i < 5; i++)
+    if (argc == 2 && !strcmp(argv[1], "--burn")) burning = 1;
+    for (i = 0; i < 6; i++)
         if ((rc = bpt_register_native(fns[i].fn, "target", fns[i].name, 1, &f[i])) < 0) fail("register", rc);
     memset(&d, 0, sizeof d);
     d.name = "counts";
     if ((rc = bpt_session_create(&d, &counts)) < 0) fail("session counts", rc);
     d.name = "stacks";
     if ((rc = bpt_session_create(&d, &stacks)) < 0) fail("session stacks", rc);
+    d.name = "times";
+    if ((rc = bpt_session_create(&d, &times)) < 0) fail("session times", rc);
+    if ((rc = bpt_trace_pattern(times, "target:tick/1", BPT_TIME, NULL)) != 1) fail("pattern time", rc);
     if ((rc = bpt_trace_pattern(counts, "target:tick/1", BPT_COUNT, NULL)) != 1) fail("pattern tick", rc);
     if ((rc = bpt_trace_pattern(counts, "target:once_fn/1", BPT_COUNT, NULL)) != 1) fail("pattern once_fn", rc);
-    if ((rc = bpt_trace_pattern(stacks, "target:*/1", BPT_CALL | BPT_RETURN, NULL)) != 5) fail("pattern stacks", rc);
+    if ((rc = bpt_trace_pattern(stacks, "target:*/1", BPT_CALL | BPT_RETURN, NULL)) != 6) fail("pattern stacks", rc);
+    if ((rc = bpt_trace_pattern(stacks, "target:burn/1", BPT_CALL | BPT_OFF, NULL)) != 1) fail("pattern burn off", rc);
     if ((rc = bpt_trace_pattern(stacks, "target:tick/1", BPT_CALL | BPT_OFF, NULL)) != 1) fail("pattern tick off", rc);
     if ((rc = bpt_trace_pattern(stacks, "target:once_fn/1", BPT_CALL | BPT_OFF, NULL)) != 1) fail("pattern once off", rc);
     for (i = 0; i < 1234; i++) call_once(i);
@@ -95,7 +111,11 @@ int main(int argc, char **argv) {
             bpt_info info;
             memset(&info, 0, sizeof info);
             if ((rc = bpt_trace_info(counts, f[1], BPT_INFO_COUNT, &info)) < 0) fail("trace_info", rc);
-            printf("tick %llu\nspins %lu %lu %lu\n", (unsigned long long)info.count, spins[0], spins[1], spins[2]);
+            printf("tick %llu\n", (unsigned long long)info.count);
+            memset(&info, 0, sizeof info);
+            if ((rc = bpt_trace_info(times, f[1], BPT_INFO_TIME, &info)) < 0) fail("trace_info time", rc);
+            printf("time %llu %llu\nspins %lu %lu %lu\n", (unsigned long long)info.calls, (unsigned long long)info.time_ns,
+                   spins[0], spins[1], spins[2]);
             fflush(stdout);
         } else if (!strncmp(line, "quit", 4)) {
             break;
@@ -103,6 +123,8 @@ int main(int argc, char **argv) {
     }
     __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
     for (i = 0; i < WORKERS; i++) pthread_join(th[i], NULL);
-    if ((rc = bpt_session_destroy(stacks)) < 0 || (rc = bpt_session_destroy(counts)) < 0) fail("destroy", rc);
+    if ((rc = bpt_session_destroy(stacks)) < 0 || (rc = bpt_session_destroy(counts)) < 0 ||
+        (rc = bpt_session_destroy(times)) < 0)
+        fail("destroy", rc);
     return 0;
 }
