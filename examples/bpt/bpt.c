@@ -342,14 +342,16 @@ static int cmd_top(int pid, int refreshes, double delay, int shown, int by_time)
         if (!rows) { rd_snapshot_free(&prev); rd_snapshot_free(&cur); return report(pid, &t, RD_ENOMEM); }
         for (i = 0; i < cur.nfuncs; i++) {
             const rd_func *f = &cur.funcs[i], *p = NULL;
-            if ((!f->counted && !f->timed) || (by_time && !f->timed)) continue;
+            if (!f->counted && !f->timed) continue;
+            ncount += f->counted;
+            ntime += f->timed;
+            if (f->counted) total += f->count;
+            if (by_time && !f->timed) continue;   /* -s time: the timed ones */
             for (j = 0; j < prev.nfuncs; j++)
                 if (prev.funcs[j].addr == f->addr) { p = &prev.funcs[j]; break; }
             if (f->counted) {
                 uint64_t before = p && p->counted ? p->count : 0;
                 rows[n].calls_s = (double)(f->count >= before ? f->count - before : 0) / delay;
-                total += f->count;
-                ncount++;
             } else {
                 uint64_t before = p && p->timed ? p->time_calls : 0;
                 rows[n].calls_s = (double)(f->time_calls >= before ? f->time_calls - before : 0) / delay;
@@ -357,7 +359,6 @@ static int cmd_top(int pid, int refreshes, double delay, int shown, int by_time)
             if (f->timed) {
                 uint64_t before = p && p->timed ? p->time_ns : 0;
                 rows[n].own_ms_s = (double)(f->time_ns >= before ? f->time_ns - before : 0) / 1e6 / delay;
-                ntime++;
                 approx |= f->time_approx;
             }
             rows[n++].ix = i;

@@ -53,7 +53,7 @@ static void walk(rd_target *t) {
                    "function %u's names are not terminated", i);
         FUZZ_CHECK(memchr(s.funcs[i].sessions, 0, sizeof s.funcs[i].sessions) != NULL, "session names not terminated");
     }
-    for (i = 0; i < s.nthreads; i++)
+    for (i = 0; i < s.nthreads && i < 16; i++)   /* each stack is a walk of its own budget */
         for (w = 0; w < 2; w++) {
             if (rd_stack(t, &s.threads[i], w, frames, &n, 64, &moved) == 0) FUZZ_CHECK(n <= 64, "%u frames", n);
             for (j = 0; j < n; j++) (void)rd_func_at(&s, frames[j]);
@@ -90,8 +90,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(&t, 0, sizeof t);
     t.read = image_read;
     t.user = &im;
-    t.reads_max = 1u << 16;
-    t.bytes_max = 64u << 20;
+    t.reads_max = 1u << 14;
+    t.bytes_max = 16u << 20;
     if (rd_open(&t, im.segs[0].addr, why, sizeof why) == 0) walk(&t);
     else FUZZ_CHECK(memchr(why, 0, sizeof why) != NULL, "reason not terminated");
     return 0;
