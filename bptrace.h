@@ -2006,9 +2006,8 @@ static inline uint64_t bpt__sdt_word(decltype(nullptr)) { return 0; }
 /* >>root
    Every program (or shared object) built with the implementation holds
    one object, `bpt_root` (a bpt_root_record), an exported symbol in its
-   ELF symbol table. It is
-   read-only: constant data the compiler lays out, relocated at load. It
-   holds:
+   ELF symbol table. It is read-only: constant data the compiler lays out,
+   relocated at load. It holds:
 
      magic, version      BPT_ROOT_MAGIC and BPT_ROOT_VERSION; a reader
                          refuses any other (the meaning of a field changed)
@@ -2036,8 +2035,9 @@ static inline uint64_t bpt__sdt_word(decltype(nullptr)) { return 0; }
    permission, and around each hold the layout sequence count
    (BPT_ROOT_G_SEQ) moves, odd while held [L1]:
 
-     set path (bp.c)   seq := seq + 1 (odd); release fence; change ...;
-                       release store seq + 1 (even); let go of the permission
+     set path (bp.c)   take the permission; seq := seq + 1 (odd); full
+                       fence; change ...; release store seq + 1 (even);
+                       let go of the permission
      reader            read seq; acquire fence; read the registry, the
                          sessions and what they point at; acquire fence;
                          read seq again: odd, or changed, means torn: read
