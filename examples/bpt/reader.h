@@ -286,15 +286,19 @@ static int rd_timem(rd_target *t, uint64_t addr, rd_func *f) {
     return rc;
 }
 
+/* A char-array field copied out, NUL-terminated within n bytes. */
+static void rd_copy_string(char *out, size_t n, const void *field, uint32_t width) {
+    size_t w = width < n ? width : n;
+    memcpy(out, field, w);
+    out[w - 1] = 0;
+}
+
+/* A session's name: its name field alone, not the whole session. */
 static int rd_session_name(rd_target *t, uint64_t addr, char *out, size_t n) {
-    unsigned char *buf = (unsigned char *)malloc(rd_size(t, BPT_ROOT_S_SESSION));
-    int rc;
-    if (!buf) return RD_ENOMEM;
-    if (!(rc = rd_bytes(t, addr, buf, rd_size(t, BPT_ROOT_S_SESSION), "a session"))) {
-        size_t w = t->root.field_bytes[BPT_ROOT_F_SESSION_NAME];
-        snprintf(out, n, "%.*s", (int)(w - 1), (const char *)rd_field_ptr(t, buf, BPT_ROOT_F_SESSION_NAME));
-    }
-    free(buf);
+    char name[4096];   /* bpt_root_check bounds a string field to 4096 bytes */
+    uint32_t w = t->root.field_bytes[BPT_ROOT_F_SESSION_NAME];
+    int rc = rd_bytes(t, addr ? addr + t->root.field_off[BPT_ROOT_F_SESSION_NAME] : 0, name, w, "a session's name");
+    if (!rc) rd_copy_string(out, n, name, w);
     return rc;
 }
 
@@ -466,12 +470,6 @@ static void rd_sessions_free(rd_session *ss, uint32_t n) {
     uint32_t i;
     for (i = 0; i < n; i++) free(ss[i].patterns);
     free(ss);
-}
-
-static void rd_copy_string(char *out, size_t n, const void *field, uint32_t width) {
-    size_t w = width < n ? width : n;
-    memcpy(out, field, w);
-    out[w - 1] = 0;
 }
 
 /* One session at sa: its counters summed over its lanes, its patterns. */
