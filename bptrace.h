@@ -43,7 +43,8 @@
 
        BPTRACE_STATIC     everywhere      Make every definition static (header used in one file only).
        BPT_API            everywhere      Override the declaration prefix (default: extern, or static
-                                          under BPTRACE_STATIC).
+                                          and unused under BPTRACE_STATIC: no warning for the API
+                                          a file does not call).
        BPT_ASSERT(c)      implementation  Internal assertion (default: assert from <assert.h>).
        BPT_MALLOC(n)      implementation  Allocator (default: malloc). Every allocation on the
        BPT_FREE(p)        implementation  trace_pattern and session paths goes through it; a NULL
@@ -254,7 +255,11 @@
 
 /* >>config: the declaration macro chain, as sokol's SOKOL_API_DECL. */
 #ifndef BPT_API
-#  ifdef BPTRACE_STATIC
+#  if defined(BPTRACE_STATIC) && (defined(__GNUC__) || defined(__clang__) || defined(__TINYC__))
+/* unused: a file that calls only some of the API must still build
+   warning-free under -Wall. */
+#    define BPT_API static __attribute__((unused))
+#  elif defined(BPTRACE_STATIC)
 #    define BPT_API static
 #  else
 #    define BPT_API extern
@@ -2330,6 +2335,19 @@ BPT_API int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, si
 #if !defined(BPT__PART_ALONE)
 #  define BPT__SHARED static
 #  define BPT__DATA(type, name) struct bpt__data_##name   /* a tag, no object: see above */
+#endif
+/* bpt__hide_provenance(p): p, as a pointer the optimizer can no longer
+   trace to the object it came from. A native site reads and writes the
+   bytes before a function's entry (its pad) through a pointer made from
+   the function's address; when gcc -O2 sees which function that is (a
+   caller in the same file, with BPTRACE_STATIC), it calls those bytes
+   outside the function "object" (-Warray-bounds) and may reason from it.
+   The empty asm claims to change p, which cuts the derivation, as Linux's
+   OPTIMIZER_HIDE_VAR does. */
+#if defined(__GNUC__) || defined(__clang__)
+#  define bpt__hide_provenance(p) __asm__("" : "+r"(p))
+#else
+#  define bpt__hide_provenance(p) ((void)0)
 #endif
 /* The few small functions of every hit (pin, unpin, the session walk):
    inlined into the entry handler, which saves a call, a return and their
@@ -10079,13 +10097,14 @@ int bpt_register_native(void *fn, const char *module, const char *name, int arit
 #else
     bpt__entry_layout l;
     bpt__addr_index *ix;
-    bpt_func *f;
+    bpt_func *f = NULL;   /* set by bpt__native_new; gcc -O2 cannot see it once all is static and inlined */
     uint64_t t = bpt__now_ns();
     int rc;
     if ((rc = bpt__register_args_check("bpt_register_native", "fn", fn, module, name, arity, out)) < 0 ||
         (rc = bpt__arch_native_usable("bpt_register_native")) < 0 ||
         (rc = bpt__permission_seize("bpt_register_native")) < 0)
         return rc;
+    bpt__hide_provenance(fn);   /* its pad, before fn, is read and written below */
     if (bpt__ptrset_has(&bpt__registry.sites, fn)) {
         bpt__permission_release();
         return bpt__fail(BPT_EEXIST, "bpt_register_native: %s:%s/%d at %p is already registered",

@@ -7,11 +7,9 @@
    (the same functions): ns per call of each thread's CPU time, and the
    ratio of 2 to 1, which a cache line written by both threads would raise.
    `bench_overhead MODE CALLS` runs one mode once, for callgrind (make bench
-   prints the instruction counts the same way PERFORMANCE.md does).
-   `bench_overhead probes` prints only the leaf mix's call_count and call
-   trace rows: bench/run.sh compares this build with bench_overhead_noprobes,
-   the same code built with -DBPT_NO_PROBES (the USDT probes' cost with
-   nothing attached, issue #18). */
+   prints the instruction counts the same way PERFORMANCE.md does;
+   bench_overhead_noprobes, the same code built with -DBPT_NO_PROBES, gives
+   section 7's). */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "bench.h"
@@ -245,18 +243,6 @@ int main(int argc, char **argv) {
         return 0;
     }
 
-    if (argc == 2 && !strcmp(argv[1], "probes")) {   /* two rows, for the probes' comparison */
-        for (unsigned m = 1; m <= 2; m++) {
-            char what[96];
-            set_mode(modes[m].flags, 1);
-            snprintf(what, sizeof what, "leaf mix: %s (probes %s)", modes[m].name, BPT_PROBES ? "in" : "out");
-            bench_row("1", what, measure(2, 1), "ns/call", "");
-            set_mode(modes[m].flags, 0);
-        }
-        atomic_store(&draining, 0);
-        pthread_join(dr, NULL);
-        return 0;
-    }
     clock_reads();
     for (int kind = 0; kind < 2; kind++) {
         const char *kn = kind == 0 ? "fib(25)" : "leaf mix";

@@ -105,30 +105,32 @@ else
     echo "6      SKIPPED SQLite flags: $B/bench_sqlite_flags not built (make bench-build fetches SQLite)"
 fi
 
-# Section 7: the USDT probes with nothing attached (issue #18): the leaf
-# mix's call_count and call trace rows of this build against the same code
-# built with -DBPT_NO_PROBES, the two builds alternating, 15 times each
-# (BENCH_PROBE_RUNS; a process runs either at ~5 or at ~9 ns a call_count
-# here, whichever build it is, so 5 runs decide nothing); the ratio of the
-# medians and of the minimums. Then their instruction counts (callgrind,
-# below), which noise cannot move.
-if [ -x "$B/bench_overhead_noprobes" ]; then
-    pin=""; pout=""; cin=""; cout=""
-    med1000() {  # PATTERN: the median (x1000) of the row of the output in $o that matches
-        echo "$o" | awk -v p="$1" '$0 ~ p {for (i = 1; i < NF; i++) if ($(i+1) ~ /\.\./) {print int($i * 1000); exit}}'
-    }
-    for i in $(seq "${BENCH_PROBE_RUNS:-15}"); do
-        o=$("$B/bench_overhead" probes); pin="$pin $(med1000 call_count)"; cin="$cin $(med1000 'call trace')"
-        o=$("$B/bench_overhead_noprobes" probes); pout="$pout $(med1000 call_count)"; cout="$cout $(med1000 'call trace')"
+# Section 7: the USDT probes with nothing attached (issue #18). Both builds
+# run in one process (bench_probes_ab: two copies of bptrace and the leaf
+# mix, with the probes and with -DBPT_NO_PROBES, their batches alternating
+# in pairs), which cancels the machine's drift and load; each process gives
+# the median of its pair ratios in/out. Rows: the last process's ns per call
+# of each side, then the ratio's median over BENCH_PROBE_RUNS processes
+# (min..max). The untraced row is the control: no probe is on its path in
+# either copy. Then the instruction counts (callgrind, below).
+if [ -x "$B/bench_probes_ab" ]; then
+    rc=""; rn=""; rt=""
+    for i in $(seq "${BENCH_PROBE_RUNS:-5}"); do
+        o=$("$B/bench_probes_ab" 31)
+        ratio_of() { echo "$o" | grep -F "$1, probes in" | sed -n 's/.*in\/out \([0-9.]*\)x.*/\1/p' | awk '{print int($1 * 1000 + 0.5)}'; }
+        rc="$rc $(ratio_of "untraced (control)")"; rn="$rn $(ratio_of call_count)"; rt="$rt $(ratio_of 'call trace')"
     done
-    for k in count call; do
-        if [ $k = count ]; then a=$(stat_of $pin); b=$(stat_of $pout); w="call_count"; else a=$(stat_of $cin); b=$(stat_of $cout); w="call trace"; fi
-        row 7 "leaf mix: $w, probes compiled out" "$b" ns/call ""
-        row 7 "leaf mix: $w, probes in, none attached" "$a" ns/call \
-            "$(echo "$a $b" | awk '{printf "%.3fx out (minimums %.3fx)", $1 / $4, $2 / $5}')"
-    done
+    echo "$o"
+    if echo "$o" | grep -q SKIPPED; then :; else
+        for k in untraced count call; do
+            case $k in untraced) v=$rc; w="untraced (control)";; count) v=$rn; w="call_count";; call) v=$rt; w="call trace";; esac
+            # stat_of prints 2 decimals: the text column gives the third (values are x1000)
+            m3=$(printf '%s\n' $v | sort -n | awk '{v[NR]=$1} END {m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "in/out %.3fx (%.3f..%.3f)", m/1000, v[1]/1000, v[NR]/1000}')
+            row 7 "leaf mix: $w, in/out, $(echo $v | wc -w) processes" "$(stat_of $v)" ratio "$m3"
+        done
+    fi
 else
-    echo "7      SKIPPED probes: $B/bench_overhead_noprobes not built"
+    echo "7      SKIPPED probes: $B/bench_probes_ab not built"
 fi
 
 # Instruction counts per call (callgrind): the leaf mix, CG_CALLS calls per

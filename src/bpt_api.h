@@ -43,7 +43,8 @@
 
        BPTRACE_STATIC     everywhere      Make every definition static (header used in one file only).
        BPT_API            everywhere      Override the declaration prefix (default: extern, or static
-                                          under BPTRACE_STATIC).
+                                          and unused under BPTRACE_STATIC: no warning for the API
+                                          a file does not call).
        BPT_ASSERT(c)      implementation  Internal assertion (default: assert from <assert.h>).
        BPT_MALLOC(n)      implementation  Allocator (default: malloc). Every allocation on the
        BPT_FREE(p)        implementation  trace_pattern and session paths goes through it; a NULL
@@ -254,7 +255,11 @@
 
 /* >>config: the declaration macro chain, as sokol's SOKOL_API_DECL. */
 #ifndef BPT_API
-#  ifdef BPTRACE_STATIC
+#  if defined(BPTRACE_STATIC) && (defined(__GNUC__) || defined(__clang__) || defined(__TINYC__))
+/* unused: a file that calls only some of the API must still build
+   warning-free under -Wall. */
+#    define BPT_API static __attribute__((unused))
+#  elif defined(BPTRACE_STATIC)
 #    define BPT_API static
 #  else
 #    define BPT_API extern

@@ -235,13 +235,14 @@ int bpt_register_native(void *fn, const char *module, const char *name, int arit
 #else
     bpt__entry_layout l;
     bpt__addr_index *ix;
-    bpt_func *f;
+    bpt_func *f = NULL;   /* set by bpt__native_new; gcc -O2 cannot see it once all is static and inlined */
     uint64_t t = bpt__now_ns();
     int rc;
     if ((rc = bpt__register_args_check("bpt_register_native", "fn", fn, module, name, arity, out)) < 0 ||
         (rc = bpt__arch_native_usable("bpt_register_native")) < 0 ||
         (rc = bpt__permission_seize("bpt_register_native")) < 0)
         return rc;
+    bpt__hide_provenance(fn);   /* its pad, before fn, is read and written below */
     if (bpt__ptrset_has(&bpt__registry.sites, fn)) {
         bpt__permission_release();
         return bpt__fail(BPT_EEXIST, "bpt_register_native: %s:%s/%d at %p is already registered",

@@ -88,6 +88,19 @@
 #  define BPT__SHARED static
 #  define BPT__DATA(type, name) struct bpt__data_##name   /* a tag, no object: see above */
 #endif
+/* bpt__hide_provenance(p): p, as a pointer the optimizer can no longer
+   trace to the object it came from. A native site reads and writes the
+   bytes before a function's entry (its pad) through a pointer made from
+   the function's address; when gcc -O2 sees which function that is (a
+   caller in the same file, with BPTRACE_STATIC), it calls those bytes
+   outside the function "object" (-Warray-bounds) and may reason from it.
+   The empty asm claims to change p, which cuts the derivation, as Linux's
+   OPTIMIZER_HIDE_VAR does. */
+#if defined(__GNUC__) || defined(__clang__)
+#  define bpt__hide_provenance(p) __asm__("" : "+r"(p))
+#else
+#  define bpt__hide_provenance(p) ((void)0)
+#endif
 /* The few small functions of every hit (pin, unpin, the session walk):
    inlined into the entry handler, which saves a call, a return and their
    spills per hit (callgrind: 178 to 150 instructions per counted call,
