@@ -4,7 +4,8 @@
 #   make test         the whole test matrix (tests/run), ends with "N passed, N failed, N skipped"
 #   make deps         install what demo and test need (.ci/install-deps; sudo if not root),
 #                     unless it is all there already: demo and test run it first
-#   make examples     build/tinyvm, build/protocol_walkthrough, build/gameloop, build/hello, build/bpt
+#   make examples     build/tinyvm, build/protocol_walkthrough, build/gameloop, build/hello, build/bpt,
+#                     build/libbptrace-agent.so
 #   make bench        benchmarks (figures and ratios; no assertions)
 #   make fuzz         the libFuzzer targets, FUZZ_SECONDS each (tests/fuzz/fuzz.mk)
 #   make amalgamate   regenerate bptrace.h from src/
@@ -31,12 +32,18 @@ $(BUILD)/%: examples/%.c bptrace.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) -I. -o $@ $< -pthread -lm
 
-examples: $(BUILD)/tinyvm $(BUILD)/protocol_walkthrough $(BUILD)/gameloop $(BUILD)/hello $(BUILD)/bpt
+examples: $(BUILD)/tinyvm $(BUILD)/protocol_walkthrough $(BUILD)/gameloop $(BUILD)/hello $(BUILD)/bpt $(BUILD)/libbptrace-agent.so
 
-# bpt: the outside reader (examples/bpt: ps, funcs, top, pstack, sessions, progress).
-$(BUILD)/bpt: examples/bpt/bpt.c examples/bpt/reader.h bptrace.h
+# bpt: the tool from outside (examples/bpt: ps, funcs, top, pstack, sessions, progress,
+# sample read the target; trace, count, profile, record steer it through its control server).
+$(BUILD)/bpt: examples/bpt/bpt.c examples/bpt/reader.h examples/bpt/client.h bptrace.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) -I. -o $@ examples/bpt/bpt.c -pthread
+
+# The LD_PRELOAD agent: registers a program built with the flags, starts its control server.
+$(BUILD)/libbptrace-agent.so: examples/agent.c bptrace.h
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) -fPIC -shared -I. -o $@ examples/agent.c -pthread -ldl
 
 # The packages the tests and the demo need (apt-get, Debian 12), installed only when
 # .ci/install-deps --check finds something missing.

@@ -26,6 +26,7 @@
        >>format      dbg-style text, tprof-style profiles, Chrome trace JSON, folded stacks
        >>probes      USDT probes for bpftrace, perf, gdb, SystemTap; BPT_PROBE, bpt_user_trace
        >>root        the root record an outside reader (examples/bpt) finds; bpt_root_check
+       >>control     the control server: other processes steer tracing over a Unix socket
        The implementation parts follow, each between "Begin file X" and "End of X" banners.
 
    HOW EACH FUNCTION IS DOCUMENTED
@@ -857,6 +858,28 @@ typedef struct bpt_trace_file bpt_trace_file;
    Source         bptrace
 */
 BPT_API int bpt_trace_file_open(const char *path, bpt_trace_file **out);
+
+/* bpt_trace_file_fdopen: bpt_trace_file_open for an open descriptor: a
+   pipe, a socket (a control server's STREAM, >>control), or a file. Reads
+   block until a whole block has come, so a live stream is read as it is
+   written; its end (EOF) ends the reader cleanly, after the last whole
+   block. The descriptor is duplicated: it stays the caller's, and closing
+   it (or shutdown) while a read waits is how a reader is stopped.
+
+   Parameters
+     fd    open for reading, >= 0
+     out   where to write the handle; not NULL
+   Returns        0 (and *out), or a BPT_E* code
+   Errors
+     BPT_EINVAL    fd < 0, or out is NULL
+     BPT_EIO       fd cannot be duplicated or opened as a stream (errno's text)
+     BPT_EFORMAT   the first 144 bytes are not a trace file header this header
+                   reads (also: the stream ended before them)
+     BPT_ENOMEM    no memory for the reader
+   Thread safety  any thread
+   Source         fdopen(3)
+*/
+BPT_API int bpt_trace_file_fdopen(int fd, bpt_trace_file **out);
 
 /* bpt_trace_file_read: the next messages of the file, in the order their
    blocks were written (each thread's in the order it made them), decoded as
@@ -2236,6 +2259,130 @@ BPT_API const bpt_root_record bpt_root;
 */
 BPT_API int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, size_t why_len);
 /*** End of api_root.h ***/
+
+/*** Begin file api_control.h ***/
+/* api_control.h: the control server's public half: what another process
+   of the same user can ask this one over a Unix socket, and the calls that
+   start and stop the server. */
+
+/* >>control
+   A control server lets another process steer tracing in this one while
+   every thread runs, as Erlang's dbg steers a remote node: `bpt trace`,
+   `bpt count` and `bpt profile` (examples/bpt) are its clients, and the
+   LD_PRELOAD agent (examples/agent.c) starts it in a program that has no
+   bptrace code of its own. It is opt-in: nothing listens until
+   bpt_control_start.
+
+   One thread accepts connections on a Unix stream socket; each client gets
+   a thread and a trace session of its own, created by HELLO and destroyed
+   when the client goes away, however it goes (a close, a crash, SIGKILL):
+   its breakpoints are cleared through the 13 steps and every entry word it
+   switched on is restored. A client's records go out from the session's
+   chunks as bpt_session_write writes them to a file (>>tracefile): nothing
+   is re-encoded per event. Nothing a client does makes a traced thread
+   wait: a client that reads slowly only fills its session's buffers, and
+   the records that do not fit are dropped, counted, and marked in its
+   stream. The server's threads block every signal, so the program's
+   signals never land on them, and a client gone mid-write gives EPIPE,
+   never SIGPIPE.
+
+   Who may connect: a peer whose effective uid (SO_PEERCRED) is this
+   process's, or root when allow_root is set. The socket file is made
+   mode 0600 before it listens. A socket file left by a dead process (no
+   one accepts on it) is replaced; one that someone serves is not.
+
+   PROTOCOL, version 1. Requests are lines of text (at most 4095 bytes and
+   a '\n'); each gets one or more reply lines, the last either "OK ..." or
+   "ERR CODE TEXT", CODE being a BPT_E* value (e.g. "ERR -3 malformed trace
+   pattern: ..."). Words are separated by one or more spaces; a pattern is
+   the rest of its line, so it may hold spaces (C++ names).
+
+     HELLO 1 [rate=N/MS]
+         First, and once. Creates the client's session (rate: at most N
+         messages in every MS ms, as recon_trace's limit).
+         -> OK bptrace VERSION 1 PID
+     PATTERN KINDS [args=SPEC] [ret=TYPE] PATTERN
+         bpt_trace_pattern(session, PATTERN, KINDS, match spec). KINDS is a
+         comma list of call, return, exception, return_to, caller, count,
+         time, memory, and at most one of off, pause, restart. args and ret
+         are the match spec's argument spec and return type (uftrace's -A
+         and -R: "i64,str", "f64").
+         -> OK MATCHED
+     INFO KINDS PATTERN
+         bpt_trace_info_each for KINDS (count, time, memory); a line per
+         function, then the number of lines:
+         -> F COUNT CALLS TIME_NS BYTES ARITY MODULE:NAME
+         -> OK LINES
+     STREAM
+         -> OK stream, then the session's trace file (the .bpt format of
+         >>tracefile: header, names, records), written as it is made, until
+         the client closes the connection. No request is read after it.
+     BYE
+         -> OK bye, and the server closes the connection (and the session).
+
+   Errors in a request (an unknown command, a bad pattern, a line over 4095
+   bytes, a command before HELLO) are replied to and the connection goes
+   on; the server and the traced program carry on whatever a client sends.
+   A connection beyond max_clients gets "ERR -13 ..." and is closed.
+
+   fork: the child has no server (threads do not survive fork); it may
+   start its own. */
+
+/* Control server settings. Zero-initialise; zero means default. */
+typedef struct bpt_control_desc {
+    const char *path;        /* the socket: a file path, or "@name" for a name in the
+                                abstract namespace (no file); NULL: the file
+                                $XDG_RUNTIME_DIR/bptrace-PID.sock, or @bptrace-PID when
+                                XDG_RUNTIME_DIR is unset, not absolute, or too long */
+    int         allow_root;  /* 1: also accept clients whose effective uid is 0 */
+    uint32_t    max_clients; /* clients at once, 1 .. BPT_MAX_SESSIONS; default 16 */
+} bpt_control_desc;
+
+/* bpt_control_start: start the control server: bind and listen on its
+   socket, start its accepting thread, and return.
+
+   Parameters     desc   the settings (copied; path too); NULL: every default
+   Returns        0, or a BPT_E* code (nothing is left listening or running)
+   Errors
+     BPT_EINVAL    max_clients over BPT_MAX_SESSIONS; path "" or over 107 bytes
+     BPT_EEXIST    this process's server runs already, or another process
+                   serves the socket path
+     BPT_EIO       socket, bind, chmod or listen failed (errno's text in
+                   bpt_last_error), e.g. a path in a directory that does not exist
+     BPT_ENOMEM    no memory or no thread for the server
+   Thread safety  any thread; serialized with bpt_control_stop
+   Source         bptrace; the idea of Erlang's dbg:n/1 (a remote node traced
+                  from a shell) and of uftrace's wish list (#1414, a running
+                  process traced live)
+*/
+BPT_API int bpt_control_start(const bpt_control_desc *desc);
+
+/* bpt_control_stop: stop the server: stop accepting, close every client's
+   connection, wait until each client's thread has destroyed its session
+   (so every breakpoint they set is cleared), remove the socket file.
+
+   Parameters     none
+   Returns        0, or a BPT_E* code
+   Errors         BPT_ENOENT   no server runs in this process
+   Thread safety  any thread but the server's own; not from a signal
+                  handler or a tracer callback (it waits for the clients)
+   Source         bptrace
+*/
+BPT_API int bpt_control_stop(void);
+
+/* bpt_control_address: where the server listens, as desc->path names it (a
+   file path, or "@name").
+
+   Parameters     buf, size   where to write it, NUL-terminated; not NULL
+   Returns        its length in bytes, or a BPT_E* code
+   Errors
+     BPT_EINVAL    buf is NULL, or size too small (108 bytes always suffice)
+     BPT_ENOENT    no server runs in this process
+   Thread safety  any thread
+   Source         bptrace
+*/
+BPT_API int bpt_control_address(char *buf, size_t size);
+/*** End of api_control.h ***/
 #ifdef __cplusplus
 }
 #endif
@@ -11582,23 +11729,20 @@ static int bpt__file_next_block(bpt_trace_file *f) {
     }
 }
 
-int bpt_trace_file_open(const char *path, bpt_trace_file **out) {
+/* A reader over in (which it owns from here, closed on failure too). */
+static int bpt__trace_file_start(FILE *in, const char *what, const char *who, bpt_trace_file **out) {
     bpt_trace_file *f;
-    FILE *in;
-    if (!path || !out) return bpt__fail(BPT_EINVAL, "bpt_trace_file_open: path or out is NULL");
-    if (!(in = fopen(path, "rb")))
-        return bpt__fail(BPT_ENOENT, "bpt_trace_file_open: %s: %s", path, strerror(errno));
     if (!(f = (bpt_trace_file *)BPT_MALLOC(sizeof *f))) {
         fclose(in);
-        return bpt__fail(BPT_ENOMEM, "bpt_trace_file_open: no memory for the reader");
+        return bpt__fail(BPT_ENOMEM, "%s: no memory for the reader", who);
     }
     memset(f, 0, sizeof *f);
     f->in = in;
     if (fread(&f->h, sizeof f->h, 1, in) != 1 || memcmp(f->h.magic, bpt__file_magic, 8) != 0 ||
         f->h.version < 1 || f->h.version > BPT_FILE_VERSION || f->h.header_bytes != sizeof f->h) {
         bpt_trace_file_close(f);
-        return bpt__fail(BPT_EFORMAT, "bpt_trace_file_open: %s is not a bptrace trace file of version 1 to %d",
-                         path, BPT_FILE_VERSION);
+        return bpt__fail(BPT_EFORMAT, "%s: %s is not a bptrace trace file of version 1 to %d",
+                         who, what, BPT_FILE_VERSION);
     }
     f->h.name[sizeof f->h.name - 1] = '\0';
     f->dec.name = bpt__file_name;
@@ -11612,6 +11756,26 @@ int bpt_trace_file_open(const char *path, bpt_trace_file **out) {
     f->dec.session = f->h.session;
     *out = f;
     return 0;
+}
+
+int bpt_trace_file_open(const char *path, bpt_trace_file **out) {
+    FILE *in;
+    if (!path || !out) return bpt__fail(BPT_EINVAL, "bpt_trace_file_open: path or out is NULL");
+    if (!(in = fopen(path, "rb")))
+        return bpt__fail(BPT_ENOENT, "bpt_trace_file_open: %s: %s", path, strerror(errno));
+    return bpt__trace_file_start(in, path, "bpt_trace_file_open", out);
+}
+
+int bpt_trace_file_fdopen(int fd, bpt_trace_file **out) {
+    FILE *in;
+    int own;
+    if (fd < 0 || !out) return bpt__fail(BPT_EINVAL, "bpt_trace_file_fdopen: fd %d < 0, or out is NULL", fd);
+    if ((own = dup(fd)) < 0 || !(in = fdopen(own, "rb"))) {
+        int e = errno;
+        if (own >= 0) close(own);
+        return bpt__fail(BPT_EIO, "bpt_trace_file_fdopen: fd %d: %s", fd, strerror(e));
+    }
+    return bpt__trace_file_start(in, "the stream", "bpt_trace_file_fdopen", out);
 }
 
 int bpt_trace_file_read(bpt_trace_file *f, bpt_msg *out, int max) {
@@ -11855,6 +12019,539 @@ int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, size_t why
 }
 #undef BPT__U
 /*** End of root.c ***/
+
+/*** Begin file control.c ***/
+/* control.c: the control server (api_control.h, >>control). One accepting
+   thread (the listener) and one thread per client, each client with its
+   own trace session. Everything here is set path: the traced threads never
+   see the server, and the server only calls the public API (bpt_trace_pattern,
+   bpt_trace_info_each, bpt_session_write), as any other thread of the
+   program could.
+
+   State and its lock: bpt__ctl (below) is changed only under bpt__ctl_lock.
+   The client threads read bpt__ctl.stopping under it too. The clients'
+   sockets are in bpt__ctl.fds so that bpt_control_stop can shut them down,
+   which wakes a client thread blocked in recv, poll or write; each client
+   thread destroys its session, removes its own slot, and signals
+   bpt__ctl_gone when it is the last. */
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+enum {
+    BPT__CTL_LINE = 4096,              /* a request line and its '\n' */
+    BPT__CTL_DEFAULT_CLIENTS = 16,
+    BPT__CTL_POLL_MS = 20              /* a stream's wait for records or a hang-up */
+};
+
+/* The lock and its condition, apart: a static initializer of the state
+   below would have to spell out a sockaddr_un, which C++ warns about. */
+static pthread_mutex_t bpt__ctl_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t bpt__ctl_gone = PTHREAD_COND_INITIALIZER;   /* nclients fell to 0 */
+
+static struct {   /* under bpt__ctl_lock; zero until the first start */
+    int running;                       /* a server was started by pid and not stopped */
+    pid_t pid;                         /* the process that started it (fork: not ours) */
+    int stopping;
+    int listen_fd, wake[2];            /* wake: bpt_control_stop writes, the listener polls */
+    pthread_t listener;
+    struct sockaddr_un addr;
+    socklen_t addr_len;
+    char address[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];   /* as desc->path names it */
+    int allow_root;
+    uint32_t max_clients, nclients;
+    int fds[BPT_MAX_SESSIONS];         /* a client's socket, or -1 */
+} bpt__ctl;
+
+/* ---- Replies ---- */
+
+/* Send all of buf: MSG_NOSIGNAL, so a client gone gives EPIPE, not SIGPIPE. */
+static int bpt__ctl_send(int fd, const char *buf, size_t n) {
+    while (n > 0) {
+        ssize_t k = send(fd, buf, n, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        buf += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int bpt__ctl_reply(int fd, const char *fmt, ...) {
+    char line[BPT__CTL_LINE + 256];
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0) return -1;
+    if ((size_t)n > sizeof line - 2) n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    return bpt__ctl_send(fd, line, (size_t)n);
+}
+
+/* ERR CODE TEXT: the code and the calling thread's bpt_last_error, on one
+   line (a newline in the text would end the reply early). */
+static int bpt__ctl_error(int fd, int code) {
+    char text[512];
+    snprintf(text, sizeof text, "%s", *bpt_last_error() ? bpt_last_error() : bpt_strerror(code));
+    for (char *p = text; *p; p++)
+        if (*p == '\n' || *p == '\r') *p = ' ';
+    return bpt__ctl_reply(fd, "ERR %d %s", code, text);
+}
+
+/* ---- Requests ---- */
+
+/* KINDS: a comma list of names, into trace flags; -1 for an unknown name. */
+static long bpt__ctl_kinds(const char *s) {
+    static const struct { const char *name; unsigned flag; } names[] = {
+        { "call", BPT_CALL }, { "return", BPT_RETURN }, { "exception", BPT_EXCEPTION },
+        { "return_to", BPT_RETURN_TO }, { "caller", BPT_CALLER }, { "count", BPT_COUNT },
+        { "time", BPT_TIME }, { "memory", BPT_MEMORY }, { "off", BPT_OFF },
+        { "pause", BPT_PAUSE }, { "restart", BPT_RESTART },
+    };
+    unsigned flags = 0;
+    while (*s) {
+        size_t n = strcspn(s, ","), i;
+        for (i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (strlen(names[i].name) == n && !strncmp(names[i].name, s, n)) break;
+        if (i == sizeof names / sizeof names[0]) return -1;
+        flags |= names[i].flag;
+        s += n;
+        if (*s == ',') s++;
+    }
+    return (long)flags;
+}
+
+/* The next word of *s (ended by a space), NUL-terminated in place. */
+static char *bpt__ctl_word(char **s) {
+    char *w = *s + strspn(*s, " "), *e = w + strcspn(w, " ");
+    *s = e + strspn(e, " ");
+    if (*e) *e = '\0';
+    return w;
+}
+
+typedef struct bpt__ctl_client {
+    int fd, slot;
+    pid_t peer;
+    bpt_session session;               /* id 0 until HELLO */
+} bpt__ctl_client;
+
+static int bpt__ctl_hello(bpt__ctl_client *c, char *rest) {
+    bpt_session_desc d;
+    char name[64], *version = bpt__ctl_word(&rest), *opt;
+    int rc;
+    if (c->session.id) return bpt__fail(BPT_EINVAL, "HELLO: this connection said HELLO already");
+    if (strcmp(version, "1"))
+        return bpt__fail(BPT_ENOTSUP, "HELLO: protocol version '%s'; this server speaks 1", version);
+    memset(&d, 0, sizeof d);
+    while (*(opt = bpt__ctl_word(&rest))) {
+        unsigned long long n, ms;
+        char end;
+        if (sscanf(opt, "rate=%llu/%llu%c", &n, &ms, &end) == 2 && n > 0 && ms > 0 && ms <= 0xffffffffu) {
+            d.rate_max = n;
+            d.rate_per_ms = (uint32_t)ms;
+        } else {
+            return bpt__fail(BPT_EINVAL, "HELLO: unknown option '%s' (rate=N/MS)", opt);
+        }
+    }
+    snprintf(name, sizeof name, "bpt-client-%d", (int)c->peer);
+    d.name = name;
+    if ((rc = bpt_session_create(&d, &c->session)) < 0) return rc;
+    return 0;
+}
+
+static int bpt__ctl_pattern(bpt__ctl_client *c, char *rest) {
+    bpt_match m;
+    char *kinds = bpt__ctl_word(&rest);
+    long flags = bpt__ctl_kinds(kinds);
+    if (flags < 0 || !*kinds)
+        return bpt__fail(BPT_EFLAGS, "PATTERN: unknown kinds '%s' (a comma list of call, return, exception, "
+                         "return_to, caller, count, time, memory, off, pause, restart)", kinds);
+    memset(&m, 0, sizeof m);
+    for (;;) {   /* options, then the pattern: the rest of the line */
+        rest += strspn(rest, " ");
+        if (strncmp(rest, "args=", 5) && strncmp(rest, "ret=", 4)) break;
+        if (rest[0] == 'a') m.args = bpt__ctl_word(&rest) + 5;
+        else m.ret = bpt__ctl_word(&rest) + 4;
+    }
+    if (!*rest) return bpt__fail(BPT_EPATTERN, "PATTERN: no pattern after the kinds");
+    return bpt_trace_pattern(c->session, rest, (unsigned)flags, &m);
+}
+
+typedef struct { int fd, lines, failed; } bpt__ctl_info_out;
+
+static void bpt__ctl_info_line(const bpt_func *f, const char *module, const char *name, int arity,
+                               const bpt_info *in, void *user) {
+    bpt__ctl_info_out *o = (bpt__ctl_info_out *)user;
+    (void)f;
+    if (o->failed || !in->flags) return;   /* functions this session counts nothing of */
+    if (bpt__ctl_reply(o->fd, "F %llu %llu %llu %llu %d %s:%s", (unsigned long long)in->count,
+                       (unsigned long long)in->calls, (unsigned long long)in->time_ns,
+                       (unsigned long long)in->memory_bytes, arity, module, name) < 0)
+        o->failed = 1;
+    else
+        o->lines++;
+}
+
+static int bpt__ctl_info(bpt__ctl_client *c, char *rest) {
+    char *kinds = bpt__ctl_word(&rest);
+    long flags = bpt__ctl_kinds(kinds);
+    unsigned what = BPT_INFO_FLAGS;   /* flags: to skip functions the session does not count */
+    bpt__ctl_info_out o = { c->fd, 0, 0 };
+    int rc;
+    if (flags < 0 || !flags || (flags & ~(long)(BPT_COUNT | BPT_TIME | BPT_MEMORY)))
+        return bpt__fail(BPT_EFLAGS, "INFO: kinds '%s': a comma list of count, time, memory", kinds);
+    if (flags & BPT_COUNT) what |= BPT_INFO_COUNT;
+    if (flags & BPT_TIME) what |= BPT_INFO_TIME;
+    if (flags & BPT_MEMORY) what |= BPT_INFO_MEMORY;
+    if (!*rest) return bpt__fail(BPT_EPATTERN, "INFO: no pattern after the kinds");
+    if ((rc = bpt_trace_info_each(c->session, rest, what, bpt__ctl_info_line, &o)) < 0) return rc;
+    return o.failed ? BPT_EIO : o.lines;
+}
+
+/* STREAM: the session's trace file down the socket until the client hangs
+   up (or the server stops). The writer writes whole runs of records as the
+   traced threads wrote them; between writes, poll for a hang-up. */
+static void bpt__ctl_stream(bpt__ctl_client *c) {
+    bpt_file_writer w;
+    memset(&w, 0, sizeof w);
+    w.fd = c->fd;
+    for (;;) {
+        struct pollfd p;
+        char sink[256];
+        int stop;
+        if (bpt_session_write(c->session, &w) < 0) return;   /* EPIPE: the client went away */
+        p.fd = c->fd;
+        p.events = POLLIN;
+        p.revents = 0;
+        if (poll(&p, 1, BPT__CTL_POLL_MS) > 0) {
+            ssize_t k = recv(c->fd, sink, sizeof sink, MSG_DONTWAIT);
+            if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) return;   /* hung up */
+        }
+        pthread_mutex_lock(&bpt__ctl_lock);
+        stop = bpt__ctl.stopping;
+        pthread_mutex_unlock(&bpt__ctl_lock);
+        if (stop) return;
+    }
+}
+
+/* One request line: its reply. Returns 1 to go on, 0 to close. */
+static int bpt__ctl_request(bpt__ctl_client *c, char *line) {
+    char *rest = line, *cmd = bpt__ctl_word(&rest);
+    int rc;
+    if (!strcmp(cmd, "HELLO")) {
+        if ((rc = bpt__ctl_hello(c, rest)) < 0) return bpt__ctl_error(c->fd, rc) == 0;
+        return bpt__ctl_reply(c->fd, "OK bptrace %s 1 %d", BPTRACE_VERSION, (int)getpid()) == 0;
+    }
+    if (!strcmp(cmd, "BYE")) {
+        bpt__ctl_reply(c->fd, "OK bye");
+        return 0;
+    }
+    if (strcmp(cmd, "PATTERN") && strcmp(cmd, "INFO") && strcmp(cmd, "STREAM")) {
+        bpt__fail(BPT_EINVAL, "unknown request '%.64s' (HELLO, PATTERN, INFO, STREAM, BYE)", cmd);
+        return bpt__ctl_error(c->fd, BPT_EINVAL) == 0;
+    }
+    if (!c->session.id) {
+        bpt__fail(BPT_ESESSION, "%s before HELLO", cmd);
+        return bpt__ctl_error(c->fd, BPT_ESESSION) == 0;
+    }
+    if (!strcmp(cmd, "STREAM")) {
+        if (bpt__ctl_reply(c->fd, "OK stream") == 0) bpt__ctl_stream(c);
+        return 0;
+    }
+    rc = !strcmp(cmd, "PATTERN") ? bpt__ctl_pattern(c, rest) : bpt__ctl_info(c, rest);
+    if (rc < 0) return bpt__ctl_error(c->fd, rc) == 0;
+    return bpt__ctl_reply(c->fd, "OK %d", rc) == 0;
+}
+
+/* ---- Client threads ---- */
+
+/* Read requests line by line. A line over BPT__CTL_LINE bytes is refused
+   and skipped up to its '\n'; the connection goes on. */
+static void bpt__ctl_serve(bpt__ctl_client *c) {
+    char buf[BPT__CTL_LINE];
+    size_t have = 0;
+    int skipping = 0;
+    for (;;) {
+        char *nl;
+        ssize_t k = recv(c->fd, buf + have, sizeof buf - have, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return;   /* closed, reset, or shut down by bpt_control_stop */
+        have += (size_t)k;
+        while ((nl = (char *)memchr(buf, '\n', have)) != NULL) {
+            size_t used = (size_t)(nl - buf) + 1;
+            *nl = '\0';
+            if (nl > buf && nl[-1] == '\r') nl[-1] = '\0';
+            if (skipping) skipping = 0;
+            else if (!bpt__ctl_request(c, buf)) return;
+            memmove(buf, buf + used, have - used);
+            have -= used;
+        }
+        if (have == sizeof buf) {   /* no '\n' in a whole buffer */
+            if (!skipping) {
+                bpt__fail(BPT_ELIMIT, "a request line is longer than %d bytes: refused", BPT__CTL_LINE - 1);
+                if (bpt__ctl_error(c->fd, BPT_ELIMIT) < 0) return;
+            }
+            skipping = 1;
+            have = 0;
+        }
+    }
+}
+
+static void *bpt__ctl_client_main(void *arg) {
+    bpt__ctl_client *c = (bpt__ctl_client *)arg;
+    bpt__ctl_serve(c);
+    /* The client is gone: its session, breakpoints and all, goes with it. */
+    if (c->session.id) bpt_session_destroy(c->session);
+    pthread_mutex_lock(&bpt__ctl_lock);
+    bpt__ctl.fds[c->slot] = -1;
+    close(c->fd);
+    if (--bpt__ctl.nclients == 0) pthread_cond_broadcast(&bpt__ctl_gone);
+    pthread_mutex_unlock(&bpt__ctl_lock);
+    BPT_FREE(c);
+    return NULL;
+}
+
+/* A new connection: check who it is, take a slot, start its thread. */
+static void bpt__ctl_accept(int fd) {
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    bpt__ctl_client *c;
+    pthread_attr_t attr;
+    pthread_t t;
+    int slot = -1;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
+        !(cred.uid == geteuid() || (bpt__ctl.allow_root && cred.uid == 0))) {
+        bpt__ctl_reply(fd, "ERR %d uid %d may not control process %d (uid %d)", BPT_EPERM,
+                       len == sizeof cred ? (int)cred.uid : -1, (int)getpid(), (int)geteuid());
+        close(fd);
+        return;
+    }
+    pthread_mutex_lock(&bpt__ctl_lock);
+    if (bpt__ctl.nclients < bpt__ctl.max_clients)
+        for (slot = 0; slot < (int)bpt__ctl.max_clients && bpt__ctl.fds[slot] >= 0; slot++) {}
+    if (slot >= 0) {
+        bpt__ctl.fds[slot] = fd;
+        bpt__ctl.nclients++;
+    }
+    pthread_mutex_unlock(&bpt__ctl_lock);
+    if (slot < 0) {
+        bpt__ctl_reply(fd, "ERR %d %u clients at once already (max_clients)", BPT_ELIMIT, bpt__ctl.max_clients);
+        close(fd);
+        return;
+    }
+    c = (bpt__ctl_client *)BPT_MALLOC(sizeof *c);
+    if (c) {
+        memset(c, 0, sizeof *c);
+        c->fd = fd;
+        c->slot = slot;
+        c->peer = cred.pid;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &attr, bpt__ctl_client_main, c) == 0) {
+            pthread_attr_destroy(&attr);
+            return;   /* the thread owns c, fd and the slot now */
+        }
+        pthread_attr_destroy(&attr);
+        BPT_FREE(c);
+    }
+    bpt__ctl_reply(fd, "ERR %d no memory or no thread for a client", BPT_ENOMEM);
+    pthread_mutex_lock(&bpt__ctl_lock);
+    bpt__ctl.fds[slot] = -1;
+    close(fd);
+    if (--bpt__ctl.nclients == 0) pthread_cond_broadcast(&bpt__ctl_gone);
+    pthread_mutex_unlock(&bpt__ctl_lock);
+}
+
+static void *bpt__ctl_listener_main(void *arg) {
+    (void)arg;
+    for (;;) {
+        struct pollfd p[2];
+        int fd;
+        p[0].fd = bpt__ctl.listen_fd;
+        p[0].events = POLLIN;
+        p[1].fd = bpt__ctl.wake[0];
+        p[1].events = POLLIN;
+        p[0].revents = p[1].revents = 0;
+        if (poll(p, 2, -1) < 0 && errno != EINTR) return NULL;
+        if (p[1].revents) return NULL;   /* bpt_control_stop */
+        if (!(p[0].revents & POLLIN)) continue;
+        fd = accept4(bpt__ctl.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd >= 0) bpt__ctl_accept(fd);
+    }
+}
+
+/* ---- Start and stop ---- */
+
+/* The socket's address from desc->path (or the default), into bpt__ctl. */
+static int bpt__ctl_address(const char *path) {
+    char def[sizeof bpt__ctl.address];
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    size_t n, room = sizeof bpt__ctl.addr.sun_path;
+    if (!path) {
+        int k = -1;
+        if (xdg && xdg[0] == '/') k = snprintf(def, sizeof def, "%s/bptrace-%d.sock", xdg, (int)getpid());
+        if (k < 0 || (size_t)k >= room) snprintf(def, sizeof def, "@bptrace-%d", (int)getpid());
+        path = def;
+    }
+    n = strlen(path);
+    if (n == 0 || n >= room || (path[0] == '@' && n == 1))
+        return bpt__fail(BPT_EINVAL, "bpt_control_start: path '%s' is empty or over %u bytes", path,
+                         (unsigned)room - 1);
+    memset(&bpt__ctl.addr, 0, sizeof bpt__ctl.addr);
+    bpt__ctl.addr.sun_family = AF_UNIX;
+    memcpy(bpt__ctl.addr.sun_path, path, n);
+    if (path[0] == '@') bpt__ctl.addr.sun_path[0] = '\0';   /* abstract: no file */
+    bpt__ctl.addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+    memcpy(bpt__ctl.address, path, n + 1);
+    return 0;
+}
+
+/* bind, replacing a socket file that nobody serves (a dead process's). */
+static int bpt__ctl_bind(int fd) {
+    const struct sockaddr *a = (const struct sockaddr *)&bpt__ctl.addr;
+    int probe;
+    if (bind(fd, a, bpt__ctl.addr_len) == 0) return 0;
+    if (errno != EADDRINUSE || bpt__ctl.address[0] == '@')
+        return bpt__fail(errno == EADDRINUSE ? BPT_EEXIST : BPT_EIO, "bpt_control_start: bind %s: %s",
+                         bpt__ctl.address, strerror(errno));
+    probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (probe >= 0 && connect(probe, a, bpt__ctl.addr_len) == 0) {
+        close(probe);
+        return bpt__fail(BPT_EEXIST, "bpt_control_start: %s: another process serves it", bpt__ctl.address);
+    }
+    if (probe >= 0) close(probe);
+    if (unlink(bpt__ctl.address) < 0 || bind(fd, a, bpt__ctl.addr_len) < 0)
+        return bpt__fail(BPT_EIO, "bpt_control_start: bind %s (a stale socket file): %s", bpt__ctl.address,
+                         strerror(errno));
+    return 0;
+}
+
+/* Forget a server inherited through fork: its threads are not ours. */
+static void bpt__ctl_forget_inherited(void) {
+    if (!bpt__ctl.running || bpt__ctl.pid == getpid()) return;
+    close(bpt__ctl.listen_fd);
+    close(bpt__ctl.wake[0]);
+    close(bpt__ctl.wake[1]);
+    for (uint32_t i = 0; i < bpt__ctl.max_clients; i++)
+        if (bpt__ctl.fds[i] >= 0) close(bpt__ctl.fds[i]);
+    bpt__ctl.running = 0;
+    bpt__ctl.nclients = 0;
+}
+
+int bpt_control_start(const bpt_control_desc *desc) {
+    bpt_control_desc d;
+    sigset_t all, old;
+    int fd = -1, rc;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (d.max_clients == 0) d.max_clients = BPT__CTL_DEFAULT_CLIENTS;
+    if (d.max_clients > BPT_MAX_SESSIONS)
+        return bpt__fail(BPT_EINVAL, "bpt_control_start: max_clients %u is over BPT_MAX_SESSIONS (%d)",
+                         d.max_clients, BPT_MAX_SESSIONS);
+    pthread_mutex_lock(&bpt__ctl_lock);
+    bpt__ctl_forget_inherited();
+    if (bpt__ctl.running) {
+        pthread_mutex_unlock(&bpt__ctl_lock);
+        return bpt__fail(BPT_EEXIST, "bpt_control_start: the server runs already, at %s", bpt__ctl.address);
+    }
+    if ((rc = bpt__ctl_address(d.path)) < 0) goto fail;
+    if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
+        rc = bpt__fail(BPT_EIO, "bpt_control_start: socket: %s", strerror(errno));
+        goto fail;
+    }
+    if ((rc = bpt__ctl_bind(fd)) < 0) goto fail;
+    /* 0600 before listen: until listen, a connect is refused, so no one
+       connects through the mode the umask gave. */
+    if (bpt__ctl.address[0] != '@' && chmod(bpt__ctl.address, 0600) < 0) {
+        rc = bpt__fail(BPT_EIO, "bpt_control_start: chmod %s: %s", bpt__ctl.address, strerror(errno));
+        unlink(bpt__ctl.address);
+        goto fail;
+    }
+    if (listen(fd, 128) < 0 || pipe2(bpt__ctl.wake, O_CLOEXEC) < 0) {
+        rc = bpt__fail(BPT_EIO, "bpt_control_start: listen: %s", strerror(errno));
+        if (bpt__ctl.address[0] != '@') unlink(bpt__ctl.address);
+        goto fail;
+    }
+    bpt__ctl.listen_fd = fd;
+    bpt__ctl.allow_root = d.allow_root;
+    bpt__ctl.max_clients = d.max_clients;
+    bpt__ctl.nclients = 0;
+    bpt__ctl.stopping = 0;
+    for (uint32_t i = 0; i < BPT_MAX_SESSIONS; i++) bpt__ctl.fds[i] = -1;
+    /* The server's threads block every signal (they inherit the mask): the
+       program's signals go to its own threads, and SIGPIPE never comes. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&bpt__ctl.listener, NULL, bpt__ctl_listener_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        close(bpt__ctl.wake[0]);
+        close(bpt__ctl.wake[1]);
+        if (bpt__ctl.address[0] != '@') unlink(bpt__ctl.address);
+        rc = bpt__fail(BPT_ENOMEM, "bpt_control_start: no thread for the server: %s", strerror(rc));
+        goto fail;
+    }
+    bpt__ctl.running = 1;
+    bpt__ctl.pid = getpid();
+    pthread_mutex_unlock(&bpt__ctl_lock);
+    return 0;
+fail:
+    if (fd >= 0) close(fd);
+    bpt__ctl.listen_fd = -1;
+    pthread_mutex_unlock(&bpt__ctl_lock);
+    return rc;
+}
+
+int bpt_control_stop(void) {
+    pthread_t listener;
+    pthread_mutex_lock(&bpt__ctl_lock);
+    bpt__ctl_forget_inherited();
+    if (!bpt__ctl.running || bpt__ctl.stopping) {
+        pthread_mutex_unlock(&bpt__ctl_lock);
+        return bpt__fail(BPT_ENOENT, "bpt_control_stop: no control server runs in this process");
+    }
+    bpt__ctl.stopping = 1;
+    listener = bpt__ctl.listener;
+    if (write(bpt__ctl.wake[1], "x", 1) < 0) { /* the pipe is empty and ours: cannot fail */ }
+    pthread_mutex_unlock(&bpt__ctl_lock);
+    pthread_join(listener, NULL);   /* no new clients after this */
+    pthread_mutex_lock(&bpt__ctl_lock);
+    for (uint32_t i = 0; i < bpt__ctl.max_clients; i++)
+        if (bpt__ctl.fds[i] >= 0) shutdown(bpt__ctl.fds[i], SHUT_RDWR);   /* wakes recv, poll, write */
+    while (bpt__ctl.nclients > 0) pthread_cond_wait(&bpt__ctl_gone, &bpt__ctl_lock);
+    close(bpt__ctl.listen_fd);
+    close(bpt__ctl.wake[0]);
+    close(bpt__ctl.wake[1]);
+    if (bpt__ctl.address[0] != '@') unlink(bpt__ctl.address);
+    bpt__ctl.listen_fd = -1;
+    bpt__ctl.running = 0;
+    bpt__ctl.stopping = 0;
+    pthread_mutex_unlock(&bpt__ctl_lock);
+    return 0;
+}
+
+int bpt_control_address(char *buf, size_t size) {
+    int n;
+    if (!buf) return bpt__fail(BPT_EINVAL, "bpt_control_address: buf is NULL");
+    pthread_mutex_lock(&bpt__ctl_lock);
+    bpt__ctl_forget_inherited();
+    if (!bpt__ctl.running) {
+        pthread_mutex_unlock(&bpt__ctl_lock);
+        return bpt__fail(BPT_ENOENT, "bpt_control_address: no control server runs in this process");
+    }
+    n = (int)strlen(bpt__ctl.address);
+    if ((size_t)n >= size) {
+        pthread_mutex_unlock(&bpt__ctl_lock);
+        return bpt__fail(BPT_EINVAL, "bpt_control_address: %zu bytes are too few for %d", size, n + 1);
+    }
+    memcpy(buf, bpt__ctl.address, (size_t)n + 1);
+    pthread_mutex_unlock(&bpt__ctl_lock);
+    return n;
+}
+/*** End of control.c ***/
 
 #endif /* BPTRACE_IMPLEMENTATION_DONE */
 #endif /* BPTRACE_IMPLEMENTATION */

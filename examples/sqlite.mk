@@ -82,6 +82,12 @@ $(BUILD)/bench_sqlite_plain: bench/sqlite_flags.c bench/bench.h bptrace.h $(SQLI
 
 bench-sqlite: $(BUILD)/bench_sqlite_flags $(BUILD)/bench_sqlite_plain
 
-demo-sqlite: $(BUILD)/sqlite_live $(BUILD)/bpt
+# The outside workflow (phase 8 of the demo): sqlite_bank has no bptrace code; it is
+# built with the flags only, like the SQLite it links, and runs under the agent.
+$(BUILD)/sqlite_bank: examples/sqlite_bank.c $(SQLITE_DIR)/sqlite3.o $(SQLITE_SRC)/sqlite3.h
+	$(CC) $(SQLITE_LIVE_CFLAGS) $(SQLITE_TRACE_CFLAGS) -I$(SQLITE_SRC) -o $@ examples/sqlite_bank.c $(SQLITE_DIR)/sqlite3.o -pthread -lm
+
+demo-sqlite: $(BUILD)/sqlite_live $(BUILD)/bpt $(BUILD)/sqlite_bank $(BUILD)/libbptrace-agent.so
 	@mkdir -p $(BUILD)/demo
 	$(BUILD)/sqlite_live --db $(BUILD)/demo/bank.db --out $(BUILD)/demo --bpt $(BUILD)/bpt $(SQLITE_LIVE_ARGS)
+	@sh examples/demo-agent.sh $(BUILD)

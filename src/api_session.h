@@ -389,6 +389,28 @@ typedef struct bpt_trace_file bpt_trace_file;
 */
 BPT_API int bpt_trace_file_open(const char *path, bpt_trace_file **out);
 
+/* bpt_trace_file_fdopen: bpt_trace_file_open for an open descriptor: a
+   pipe, a socket (a control server's STREAM, >>control), or a file. Reads
+   block until a whole block has come, so a live stream is read as it is
+   written; its end (EOF) ends the reader cleanly, after the last whole
+   block. The descriptor is duplicated: it stays the caller's, and closing
+   it (or shutdown) while a read waits is how a reader is stopped.
+
+   Parameters
+     fd    open for reading, >= 0
+     out   where to write the handle; not NULL
+   Returns        0 (and *out), or a BPT_E* code
+   Errors
+     BPT_EINVAL    fd < 0, or out is NULL
+     BPT_EIO       fd cannot be duplicated or opened as a stream (errno's text)
+     BPT_EFORMAT   the first 144 bytes are not a trace file header this header
+                   reads (also: the stream ended before them)
+     BPT_ENOMEM    no memory for the reader
+   Thread safety  any thread
+   Source         fdopen(3)
+*/
+BPT_API int bpt_trace_file_fdopen(int fd, bpt_trace_file **out);
+
 /* bpt_trace_file_read: the next messages of the file, in the order their
    blocks were written (each thread's in the order it made them), decoded as
    bpt_session_drain decodes them: names from the file's name blocks,

@@ -26,6 +26,7 @@
        >>format      dbg-style text, tprof-style profiles, Chrome trace JSON, folded stacks
        >>probes      USDT probes for bpftrace, perf, gdb, SystemTap; BPT_PROBE, bpt_user_trace
        >>root        the root record an outside reader (examples/bpt) finds; bpt_root_check
+       >>control     the control server: other processes steer tracing over a Unix socket
        The implementation parts follow, each between "Begin file X" and "End of X" banners.
 
    HOW EACH FUNCTION IS DOCUMENTED

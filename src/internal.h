@@ -12,7 +12,7 @@
    also compiles on its own:
        cc -fsyntax-only -DBPTRACE_IMPLEMENTATION -DBPT__PART_ALONE src/X.c
    which make test checks for every part. */
-#include "api_root.h"     /* the public half (each public part includes the one before) */
+#include "api_control.h"  /* the public half (each public part includes the one before) */
 #include "port.h"
 
 /* The private types other parts name before their definition. */

@@ -334,23 +334,20 @@ static int bpt__file_next_block(bpt_trace_file *f) {
     }
 }
 
-int bpt_trace_file_open(const char *path, bpt_trace_file **out) {
+/* A reader over in (which it owns from here, closed on failure too). */
+static int bpt__trace_file_start(FILE *in, const char *what, const char *who, bpt_trace_file **out) {
     bpt_trace_file *f;
-    FILE *in;
-    if (!path || !out) return bpt__fail(BPT_EINVAL, "bpt_trace_file_open: path or out is NULL");
-    if (!(in = fopen(path, "rb")))
-        return bpt__fail(BPT_ENOENT, "bpt_trace_file_open: %s: %s", path, strerror(errno));
     if (!(f = (bpt_trace_file *)BPT_MALLOC(sizeof *f))) {
         fclose(in);
-        return bpt__fail(BPT_ENOMEM, "bpt_trace_file_open: no memory for the reader");
+        return bpt__fail(BPT_ENOMEM, "%s: no memory for the reader", who);
     }
     memset(f, 0, sizeof *f);
     f->in = in;
     if (fread(&f->h, sizeof f->h, 1, in) != 1 || memcmp(f->h.magic, bpt__file_magic, 8) != 0 ||
         f->h.version < 1 || f->h.version > BPT_FILE_VERSION || f->h.header_bytes != sizeof f->h) {
         bpt_trace_file_close(f);
-        return bpt__fail(BPT_EFORMAT, "bpt_trace_file_open: %s is not a bptrace trace file of version 1 to %d",
-                         path, BPT_FILE_VERSION);
+        return bpt__fail(BPT_EFORMAT, "%s: %s is not a bptrace trace file of version 1 to %d",
+                         who, what, BPT_FILE_VERSION);
     }
     f->h.name[sizeof f->h.name - 1] = '\0';
     f->dec.name = bpt__file_name;
@@ -364,6 +361,26 @@ int bpt_trace_file_open(const char *path, bpt_trace_file **out) {
     f->dec.session = f->h.session;
     *out = f;
     return 0;
+}
+
+int bpt_trace_file_open(const char *path, bpt_trace_file **out) {
+    FILE *in;
+    if (!path || !out) return bpt__fail(BPT_EINVAL, "bpt_trace_file_open: path or out is NULL");
+    if (!(in = fopen(path, "rb")))
+        return bpt__fail(BPT_ENOENT, "bpt_trace_file_open: %s: %s", path, strerror(errno));
+    return bpt__trace_file_start(in, path, "bpt_trace_file_open", out);
+}
+
+int bpt_trace_file_fdopen(int fd, bpt_trace_file **out) {
+    FILE *in;
+    int own;
+    if (fd < 0 || !out) return bpt__fail(BPT_EINVAL, "bpt_trace_file_fdopen: fd %d < 0, or out is NULL", fd);
+    if ((own = dup(fd)) < 0 || !(in = fdopen(own, "rb"))) {
+        int e = errno;
+        if (own >= 0) close(own);
+        return bpt__fail(BPT_EIO, "bpt_trace_file_fdopen: fd %d: %s", fd, strerror(e));
+    }
+    return bpt__trace_file_start(in, "the stream", "bpt_trace_file_fdopen", out);
 }
 
 int bpt_trace_file_read(bpt_trace_file *f, bpt_msg *out, int max) {

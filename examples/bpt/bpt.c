@@ -22,6 +22,22 @@
                                  they ran under, --blame the traced callers of
                                  one function
 
+   Through the target's control server (bptrace.h >>control: the agent,
+   build/libbptrace-agent.so, starts one in a program built with the flags):
+     bpt trace PID PATTERN [--return] [--exception] [--caller] [--args SPEC]
+               [--ret TYPE] [--limit N/MS] [--duration S] [-o FILE.bpt]
+               [--chrome FILE] [--folded FILE]
+                                 call trace, live, as dbg prints it (or into files)
+     bpt count PID PATTERN [--duration S] [-r ROWS]
+                                 call_count over S seconds, exact
+     bpt profile PID PATTERN [--duration S] [--memory] [-r ROWS]
+                                 call_time (or call_memory) over S seconds, as tprof
+     bpt record -o FILE.bpt [--kinds K] PATTERN -- PROG ARGS
+                                 run PROG under the agent, tracing PATTERN into FILE
+   Offline:
+     bpt replay FILE.bpt [--chrome FILE] [--folded FILE]
+                                 a trace file as dbg text (or Chrome JSON, folded stacks)
+
    Exit status: 0 done; 1 usage; 2 no such process, or it exited; 3 the
    kernel refused the read (another uid, ptrace_scope); 4 no bptrace in the
    process; 5 a root record or data this reader cannot use (the reason is
@@ -751,6 +767,8 @@ static int cmd_sample(int pid, double seconds, int hz, int pstack, const char *b
     return 0;
 }
 
+#include "client.h"
+
 static int usage(void) {
     fprintf(stderr,
             "usage: bpt ps\n"
@@ -759,7 +777,13 @@ static int usage(void) {
             "       bpt pstack PID\n"
             "       bpt sessions PID\n"
             "       bpt progress PID\n"
-            "       bpt sample PID [--pstack] [--blame FUNCTION] [--hz N] [--duration SECONDS]\n");
+            "       bpt sample PID [--pstack] [--blame FUNCTION] [--hz N] [--duration SECONDS]\n"
+            "       bpt trace PID PATTERN [--return] [--exception] [--caller] [--args SPEC] [--ret TYPE]\n"
+            "                 [--limit N/MS] [--duration SECONDS] [-o FILE.bpt] [--chrome FILE] [--folded FILE]\n"
+            "       bpt count PID PATTERN [--duration SECONDS] [-r ROWS]\n"
+            "       bpt profile PID PATTERN [--duration SECONDS] [--memory] [-r ROWS]\n"
+            "       bpt record -o FILE.bpt [--kinds KINDS] PATTERN -- PROG ARGS...\n"
+            "       bpt replay FILE.bpt [--chrome FILE] [--folded FILE]\n");
     return EXIT_USAGE;
 }
 
@@ -769,6 +793,27 @@ int main(int argc, char **argv) {
     if (argc < 2) return usage();
     if (!strcmp(argv[1], "ps")) return argc == 2 ? cmd_ps() : usage();
     if (argc < 3) return usage();
+    if (!strcmp(argv[1], "replay")) {
+        const char *chrome = NULL, *folded = NULL;
+        for (int i = 3; i < argc; i++) {
+            if (!strcmp(argv[i], "--chrome") && i + 1 < argc) chrome = argv[++i];
+            else if (!strcmp(argv[i], "--folded") && i + 1 < argc) folded = argv[++i];
+            else return usage();
+        }
+        return cmd_replay(argv[2], chrome, folded);
+    }
+    if (!strcmp(argv[1], "record")) {
+        const char *out = NULL, *kinds = "call,return", *pattern = NULL;
+        int i;
+        for (i = 2; i < argc && strcmp(argv[i], "--"); i++) {
+            if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
+            else if (!strcmp(argv[i], "--kinds") && i + 1 < argc) kinds = argv[++i];
+            else if (!pattern && argv[i][0] != '-') pattern = argv[i];
+            else return usage();
+        }
+        if (!out || i + 1 >= argc) return usage();
+        return cmd_record(out, kinds, pattern ? pattern : "_:_/_", argv + i + 1);
+    }
     pid = (int)strtol(argv[2], &end, 10);
     if (*end || pid <= 0) { fprintf(stderr, "bpt: not a process id: '%s'\n", argv[2]); return EXIT_USAGE; }
     if (!strcmp(argv[1], "funcs") && argc <= 4) return cmd_funcs(pid, argc == 4 ? argv[3] : NULL);
@@ -788,6 +833,38 @@ int main(int argc, char **argv) {
         }
         if (hz < 1 || hz > 100000 || !(secs > 0.0 && secs < 86400.0)) return usage();
         return cmd_sample(pid, secs, hz, pstack, blame);
+    }
+    if ((!strcmp(argv[1], "count") || !strcmp(argv[1], "profile")) && argc >= 4) {
+        double secs = 1.0;
+        int rows = 1000000, memory = 0;
+        for (int i = 4; i < argc; i++) {
+            if (!strcmp(argv[i], "--duration") && i + 1 < argc) secs = atof(argv[++i]);
+            else if (!strcmp(argv[i], "-r") && i + 1 < argc) rows = atoi(argv[++i]);
+            else if (!strcmp(argv[i], "--memory") && argv[1][0] == 'p') memory = 1;
+            else return usage();
+        }
+        if (!(secs > 0.0 && secs < 86400.0) || rows < 1) return usage();
+        return cmd_counting(pid, argv[3], argv[1][0] == 'c' ? "count" : memory ? "memory" : "time", secs, rows);
+    }
+    if (!strcmp(argv[1], "trace") && argc >= 4) {
+        trace_opts o;
+        memset(&o, 0, sizeof o);
+        o.pattern = argv[3];
+        for (int i = 4; i < argc; i++) {
+            if (!strcmp(argv[i], "--return")) o.ret_trace = 1;
+            else if (!strcmp(argv[i], "--exception")) o.exc_trace = 1;
+            else if (!strcmp(argv[i], "--caller")) o.caller = 1;
+            else if (!strcmp(argv[i], "--args") && i + 1 < argc) o.args = argv[++i];
+            else if (!strcmp(argv[i], "--ret") && i + 1 < argc) o.ret = argv[++i];
+            else if (!strcmp(argv[i], "--limit") && i + 1 < argc) o.limit = argv[++i];
+            else if (!strcmp(argv[i], "--duration") && i + 1 < argc) o.seconds = atof(argv[++i]);
+            else if (!strcmp(argv[i], "-o") && i + 1 < argc) o.out = argv[++i];
+            else if (!strcmp(argv[i], "--chrome") && i + 1 < argc) o.chrome = argv[++i];
+            else if (!strcmp(argv[i], "--folded") && i + 1 < argc) o.folded = argv[++i];
+            else return usage();
+        }
+        if (o.seconds < 0.0 || o.seconds >= 86400.0) return usage();
+        return cmd_trace(pid, &o);
     }
     if (!strcmp(argv[1], "top")) {
         int n = 1000000, i, r = 30, by_time = 0;

@@ -1,0 +1,167 @@
+/* agent.c: the LD_PRELOAD agent, build/libbptrace-agent.so. It makes a
+   program that has no bptrace code in it traceable from outside, as long
+   as it was compiled with the flags of `make print-cflags` (patchable
+   entries):
+
+     LD_PRELOAD=build/libbptrace-agent.so ./prog &
+     build/bpt trace $! 'prog:work/_' --return
+
+   At load (a constructor, before main) it registers the main program's
+   functions (bpt_register_module(NULL)) and starts the control server
+   (bpt_control_start, >>control in bptrace.h), and it interposes dlopen: a
+   library loaded later is registered at once, and the patterns already in
+   force apply to it before dlopen returns, so its functions are traced from
+   their first call.
+
+   Environment:
+     BPTRACE_CONTROL   the control socket: a path, "@name" (abstract), or
+                       "off" for none; default as bpt_control_start's
+     BPTRACE_PATTERN   KINDS:PATTERN traced from the start into a file, e.g.
+                       "call,return:prog:work/_" (`bpt record` sets it)
+     BPTRACE_OUTPUT    that file (.bpt); default bptrace-PID.bpt
+     BPTRACE_VERBOSE   1: say on stderr what was registered and started
+
+   A program that has bptrace in it already has its own registry: it starts
+   its own server (bpt_control_start) instead of loading the agent. */
+#define BPTRACE_IMPLEMENTATION
+#include "bptrace.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int verbose;
+#define SAY(...) do { if (verbose) { fprintf(stderr, "bptrace-agent[%d]: ", (int)getpid()); fprintf(stderr, __VA_ARGS__); } } while (0)
+
+/* ---- BPTRACE_PATTERN: a session written to a file from the start ---- */
+
+static bpt_session rec;
+static bpt_file_writer rec_out;
+static pthread_t rec_thread;
+static _Atomic int recording;
+
+/* The drainer: wait until a chunk is sealed (or 100 ms), write what there is. */
+static void *rec_main(void *arg) {
+    (void)arg;
+    while (atomic_load(&recording)) {
+        bpt_session_wait(rec, 100000);
+        if (bpt_session_write(rec, &rec_out) < 0) SAY("write: %s\n", bpt_last_error());
+    }
+    return NULL;
+}
+
+/* KINDS:PATTERN -> flags (the control protocol's names) and the pattern. */
+static long parse_kinds(const char *s, size_t n) {
+    static const struct { const char *name; unsigned flag; } names[] = {
+        { "call", BPT_CALL }, { "return", BPT_RETURN }, { "exception", BPT_EXCEPTION },
+        { "return_to", BPT_RETURN_TO }, { "caller", BPT_CALLER }, { "count", BPT_COUNT },
+        { "time", BPT_TIME }, { "memory", BPT_MEMORY },
+    };
+    unsigned flags = 0;
+    while (n > 0) {
+        size_t k = 0, i;
+        while (k < n && s[k] != ',') k++;
+        for (i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (strlen(names[i].name) == k && !strncmp(names[i].name, s, k)) break;
+        if (i == sizeof names / sizeof names[0]) return -1;
+        flags |= names[i].flag;
+        s += k;
+        n -= k;
+        if (n > 0) s++, n--;
+    }
+    return flags ? (long)flags : -1;
+}
+
+static void start_recording(const char *spec, const char *out) {
+    const char *colon = strchr(spec, ':');
+    char path[4096];
+    long flags = colon ? parse_kinds(spec, (size_t)(colon - spec)) : -1;
+    int rc, fd;
+    if (flags < 0) {
+        fprintf(stderr, "bptrace-agent: BPTRACE_PATTERN='%s': want KINDS:PATTERN, e.g. call,return:prog:work/_\n", spec);
+        return;
+    }
+    if (!out || !*out) {
+        snprintf(path, sizeof path, "bptrace-%d.bpt", (int)getpid());
+        out = path;
+    }
+    if ((fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+        fprintf(stderr, "bptrace-agent: BPTRACE_OUTPUT %s: cannot create it\n", out);
+        return;
+    }
+    bpt_session_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = "agent-record";
+    if ((rc = bpt_session_create(&d, &rec)) < 0 ||
+        (rc = bpt_trace_pattern(rec, colon + 1, (unsigned)flags, NULL)) < 0) {
+        fprintf(stderr, "bptrace-agent: BPTRACE_PATTERN '%s': %s\n", spec, bpt_last_error());
+        close(fd);
+        return;
+    }
+    SAY("recording %s (%d functions) to %s\n", colon + 1, rc, out);
+    rec_out.fd = fd;
+    atomic_store(&recording, 1);
+    if (pthread_create(&rec_thread, NULL, rec_main, NULL) != 0) atomic_store(&recording, 0);
+}
+
+/* At exit: the server stops (its clients' sessions are destroyed and the
+   socket file removed); then the last records, and the file. Threads
+   still running lose what they make after this. */
+__attribute__((destructor)) static void agent_fini(void) {
+    bpt_control_stop();   /* BPT_ENOENT when none runs: nothing to do */
+    if (!atomic_load(&recording)) return;
+    atomic_store(&recording, 0);
+    pthread_join(rec_thread, NULL);
+    bpt_session_write(rec, &rec_out);
+    close(rec_out.fd);
+}
+
+/* ---- Modules ---- */
+
+static void register_module(const char *module) {
+    int n = bpt_register_module(module);
+    if (n < 0) SAY("bpt_register_module(%s): %s\n", module ? module : "main program", bpt_last_error());
+    else SAY("%s: %d functions registered\n", module ? module : "main program", n);
+}
+
+/* dlopen, interposed: the real one, then the new module's functions are
+   registered, and the patterns in force apply to them before it returns. */
+void *dlopen(const char *file, int mode) {
+    static void *(*volatile real)(const char *, int);
+    void *h;
+    if (!real) {
+        void *(*next)(const char *, int);
+        *(void **)&next = dlsym(RTLD_NEXT, "dlopen");
+        real = next;
+    }
+    if (!real) return NULL;
+    h = real(file, mode);
+    if (h && file) register_module(file);
+    return h;
+}
+
+__attribute__((constructor)) static void agent_init(void) {
+    const char *v = getenv("BPTRACE_VERBOSE"), *ctl = getenv("BPTRACE_CONTROL"), *pat = getenv("BPTRACE_PATTERN");
+    static char pattern[4096], output[4096];
+    verbose = v && *v == '1';
+    /* A program this one starts inherits LD_PRELOAD, and so its own agent
+       and server; not the recording, which would overwrite this file. */
+    snprintf(pattern, sizeof pattern, "%s", pat ? pat : "");
+    snprintf(output, sizeof output, "%s", getenv("BPTRACE_OUTPUT") ? getenv("BPTRACE_OUTPUT") : "");
+    unsetenv("BPTRACE_PATTERN");
+    unsetenv("BPTRACE_OUTPUT");
+    register_module(NULL);
+    if (!ctl || strcmp(ctl, "off")) {
+        bpt_control_desc d;
+        char where[128];
+        memset(&d, 0, sizeof d);
+        d.path = ctl && *ctl ? ctl : NULL;
+        if (bpt_control_start(&d) < 0) fprintf(stderr, "bptrace-agent: %s\n", bpt_last_error());
+        else if (bpt_control_address(where, sizeof where) >= 0) SAY("control server at %s\n", where);
+    }
+    if (*pattern) start_recording(pattern, output);
+}

@@ -1,0 +1,397 @@
+/* client.h: bpt's commands that steer a target through its control server
+   (bptrace.h >>control; the LD_PRELOAD agent starts one): trace, count,
+   profile, record; and those that read a .bpt file offline: replay,
+   dump. Included by bpt.c once, after bptrace.h's implementation. */
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+/* ---- Connecting ---- */
+
+/* VAR's value in /proc/PID/environ, into buf; 0 if found. */
+static int target_env(int pid, const char *var, char *buf, size_t size) {
+    char path[64], env[65536];
+    size_t n, vlen = strlen(var);
+    FILE *f;
+    snprintf(path, sizeof path, "/proc/%d/environ", pid);
+    if (!(f = fopen(path, "rb"))) return -1;
+    n = fread(env, 1, sizeof env - 1, f);
+    fclose(f);
+    env[n] = '\0';
+    for (size_t i = 0; i < n; i += strlen(env + i) + 1)
+        if (!strncmp(env + i, var, vlen) && env[i + vlen] == '=') {
+            snprintf(buf, size, "%s", env + i + vlen + 1);
+            return 0;
+        }
+    return -1;
+}
+
+static int connect_to(const char *address) {
+    struct sockaddr_un a;
+    size_t n = strlen(address);
+    int fd;
+    if (n == 0 || n >= sizeof a.sun_path) return -1;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    memcpy(a.sun_path, address, n);
+    if (address[0] == '@') a.sun_path[0] = '\0';
+    if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) return -1;
+    if (connect(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) == 0)
+        return fd;
+    close(fd);
+    return -1;
+}
+
+/* The target's control socket, where bpt_control_start puts it by default
+   (or where the target's BPTRACE_CONTROL says): its XDG_RUNTIME_DIR, ours,
+   then the abstract name. */
+static int ctl_connect(int pid) {
+    char v[4096], addr[4200];
+    const char *mine = getenv("XDG_RUNTIME_DIR");
+    int fd;
+    if (kill(pid, 0) < 0 && errno == ESRCH) {
+        fprintf(stderr, "bpt: no process %d\n", pid);
+        return -EXIT_GONE;
+    }
+    if (target_env(pid, "BPTRACE_CONTROL", v, sizeof v) == 0 && strcmp(v, "off") && (fd = connect_to(v)) >= 0)
+        return fd;
+    if (target_env(pid, "XDG_RUNTIME_DIR", v, sizeof v) == 0) {
+        snprintf(addr, sizeof addr, "%s/bptrace-%d.sock", v, pid);
+        if ((fd = connect_to(addr)) >= 0) return fd;
+    }
+    if (mine) {
+        snprintf(addr, sizeof addr, "%s/bptrace-%d.sock", mine, pid);
+        if ((fd = connect_to(addr)) >= 0) return fd;
+    }
+    snprintf(addr, sizeof addr, "@bptrace-%d", pid);
+    if ((fd = connect_to(addr)) >= 0) return fd;
+    fprintf(stderr, "bpt: process %d has no control server (run it under build/libbptrace-agent.so, "
+                    "or call bpt_control_start in it)\n", pid);
+    return -EXIT_NOBPT;
+}
+
+/* One reply line, read a byte at a time so that nothing after it (a
+   STREAM's file) is taken from the socket. 0, or -1 at EOF or error. */
+static int ctl_line(int fd, char *buf, size_t size) {
+    size_t n = 0;
+    for (;;) {
+        char c;
+        ssize_t k = recv(fd, &c, 1, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        if (c == '\n') break;
+        if (n + 1 < size) buf[n++] = c;
+    }
+    buf[n] = '\0';
+    return 0;
+}
+
+/* Send one request; read its reply up to OK or ERR, handing F lines to
+   each (may be NULL). The OK line's text in ok (may be NULL). 0 on OK;
+   EXIT_BAD after printing an ERR reply or a lost connection. */
+typedef void (*ctl_row_fn)(const char *line, void *user);
+static int ctl_request(int fd, const char *request, ctl_row_fn each, void *user, char *ok, size_t ok_size) {
+    char line[8192];
+    size_t n = strlen(request);
+    if (send(fd, request, n, MSG_NOSIGNAL) != (ssize_t)n || send(fd, "\n", 1, MSG_NOSIGNAL) != 1) {
+        fprintf(stderr, "bpt: the control server went away\n");
+        return EXIT_GONE;
+    }
+    for (;;) {
+        if (ctl_line(fd, line, sizeof line) < 0) {
+            fprintf(stderr, "bpt: the control server closed the connection\n");
+            return EXIT_GONE;
+        }
+        if (!strncmp(line, "OK", 2)) {
+            if (ok) {   /* the text after "OK ", cut to ok_size */
+                const char *t = line[2] ? line + 3 : "";
+                size_t m = strlen(t) < ok_size ? strlen(t) : ok_size - 1;
+                memcpy(ok, t, m);
+                ok[m] = '\0';
+            }
+            return 0;
+        }
+        if (!strncmp(line, "ERR ", 4)) {
+            fprintf(stderr, "bpt: %s: %s\n", request, line + 4);
+            return EXIT_BAD;
+        }
+        if (each && !strncmp(line, "F ", 2)) each(line + 2, user);
+    }
+}
+
+/* HELLO, then a PATTERN: the connection, or -(exit status). */
+static int ctl_session(int pid, const char *hello_opts, const char *kinds, const char *opts, const char *pattern,
+                       int *matched) {
+    char req[8192], ok[256];
+    int fd = ctl_connect(pid), rc;
+    if (fd < 0) return fd;
+    snprintf(req, sizeof req, "HELLO 1%s%s", *hello_opts ? " " : "", hello_opts);
+    if ((rc = ctl_request(fd, req, NULL, NULL, NULL, 0)) != 0) { close(fd); return -rc; }
+    snprintf(req, sizeof req, "PATTERN %s%s%s %s", kinds, *opts ? " " : "", opts, pattern);
+    if ((rc = ctl_request(fd, req, NULL, NULL, ok, sizeof ok)) != 0) { close(fd); return -rc; }
+    *matched = atoi(ok);
+    return fd;
+}
+
+/* ---- Durations: SIGINT, SIGTERM or the alarm end a command cleanly ---- */
+
+static volatile sig_atomic_t ending;
+static volatile sig_atomic_t ending_fd = -1;
+static void on_end(int sig) {
+    (void)sig;
+    ending = 1;
+    if (ending_fd >= 0) shutdown(ending_fd, SHUT_RDWR);   /* async-signal-safe: wakes a blocked read */
+}
+static void end_after(double seconds, int fd) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_end;   /* no SA_RESTART: a blocked read returns */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGALRM, &sa, NULL);
+    ending_fd = fd;
+    if (seconds > 0) {
+        struct itimerval it;
+        memset(&it, 0, sizeof it);
+        it.it_value.tv_sec = (time_t)seconds;
+        it.it_value.tv_usec = (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6);
+        if (!it.it_value.tv_sec && !it.it_value.tv_usec) it.it_value.tv_usec = 1;
+        setitimer(ITIMER_REAL, &it, NULL);
+    }
+}
+static void wait_end(void) {
+    while (!ending) pause();
+}
+
+/* ---- bpt count / bpt profile ---- */
+
+typedef struct { bpt_profile_row *rows; int n, cap, memory; uint64_t total; } rows_t;
+
+/* "COUNT CALLS TIME_NS BYTES ARITY MODULE:NAME" -> a row: calls (the count,
+   or call_time's calls) and value (ns, or bytes for memory). */
+static void keep_row(const char *line, void *user) {
+    rows_t *r = (rows_t *)user;
+    unsigned long long count, calls, ns, bytes;
+    int arity, at = 0;
+    if (sscanf(line, "%llu %llu %llu %llu %d %n", &count, &calls, &ns, &bytes, &arity, &at) < 5 || !at) return;
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 256;
+        bpt_profile_row *m = (bpt_profile_row *)realloc(r->rows, (size_t)cap * sizeof *m);
+        if (!m) return;
+        r->rows = m;
+        r->cap = cap;
+    }
+    const char *full = line + at, *colon = strchr(full, ':');
+    char *mod = strdup(full);
+    if (!mod || !colon) { free(mod); return; }
+    mod[colon - full] = '\0';
+    bpt_profile_row *row = &r->rows[r->n++];
+    row->module = mod;
+    row->name = mod + (colon - full) + 1;
+    row->arity = arity;
+    row->process = 0;
+    row->calls = count ? count : calls;
+    row->value = r->memory ? bytes : ns;
+    r->total += row->calls;
+}
+static void free_rows(rows_t *r) {
+    for (int i = 0; i < r->n; i++) free((char *)r->rows[i].module);
+    free(r->rows);
+}
+static int by_calls(const void *a, const void *b) {
+    const bpt_profile_row *x = (const bpt_profile_row *)a, *y = (const bpt_profile_row *)b;
+    return x->calls < y->calls ? 1 : x->calls > y->calls ? -1 : strcmp(x->name, y->name);
+}
+
+static int by_value(const void *a, const void *b) {
+    const bpt_profile_row *x = (const bpt_profile_row *)a, *y = (const bpt_profile_row *)b;
+    return x->value < y->value ? 1 : x->value > y->value ? -1 : by_calls(a, b);
+}
+
+/* what: "count", "time" or "memory"; the shown rows of most calls (or time). */
+static int cmd_counting(int pid, const char *pattern, const char *what, double seconds, int shown) {
+    char req[8192];
+    rows_t r = { NULL, 0, 0, !strcmp(what, "memory"), 0 };
+    int matched, rc, fd = ctl_session(pid, "", what, "", pattern, &matched);
+    if (fd < 0) return -fd;
+    fprintf(stderr, "bpt: %s on %d functions of process %d for %.1f s\n", what, matched, pid, seconds);
+    end_after(seconds, -1);
+    wait_end();
+    snprintf(req, sizeof req, "INFO %s %s", what, pattern);
+    rc = ctl_request(fd, req, keep_row, &r, NULL, 0);
+    ctl_request(fd, "BYE", NULL, NULL, NULL, 0);
+    close(fd);
+    if (rc != 0) { free_rows(&r); return rc; }
+    if (!strcmp(what, "count")) {
+        qsort(r.rows, (size_t)r.n, sizeof r.rows[0], by_calls);
+        printf("%14s  FUNCTION\n", "CALLS");
+        for (int i = 0; i < r.n && i < shown; i++)
+            if (r.rows[i].calls)
+                printf("%14llu  %s:%s/%d\n", (unsigned long long)r.rows[i].calls, r.rows[i].module, r.rows[i].name,
+                       r.rows[i].arity);
+        printf("%14llu  total, %d functions\n", (unsigned long long)r.total, r.n);
+    } else {   /* the ROWS functions of most time (or bytes) that ran, as tprof shows them */
+        int kept = 0;
+        qsort(r.rows, (size_t)r.n, sizeof r.rows[0], by_value);
+        for (int i = 0; i < r.n && kept < shown; i++)
+            if (r.rows[i].calls) r.rows[kept++] = r.rows[i];
+        for (int i = kept; i < r.n; i++) free((char *)r.rows[i].module);
+        r.n = kept;
+        size_t size = (size_t)(r.n + 4) * 160;
+        char *text = (char *)malloc(size);
+        if (text && bpt_format_profile(r.rows, r.n, !strcmp(what, "memory"), text, size) >= 0) fputs(text, stdout);
+        free(text);
+    }
+    free_rows(&r);
+    return 0;
+}
+
+/* ---- bpt trace ---- */
+
+typedef struct {
+    const char *pattern, *args, *ret, *limit, *out, *chrome, *folded;
+    int ret_trace, exc_trace, caller;
+    double seconds;
+} trace_opts;
+
+/* The stream's messages as dbg text on stdout, and into the Chrome and
+   folded-stack writers when asked. */
+static int read_stream(int fd, const trace_opts *o) {
+    bpt_trace_file *tf;
+    bpt_msg m[256];
+    bpt_chrome chrome;
+    bpt_folded *folded = NULL;
+    FILE *cf = NULL;
+    long total = 0;
+    int n, rc = 0;
+    if (bpt_trace_file_fdopen(fd, &tf) < 0) {
+        if (ending) return 0;   /* ended before the first record */
+        fprintf(stderr, "bpt: %s\n", bpt_last_error());
+        return EXIT_BAD;
+    }
+    if (o->chrome) {
+        if (!(cf = fopen(o->chrome, "w")) || bpt_chrome_open(&chrome, cf) < 0) {
+            fprintf(stderr, "bpt: %s: cannot write it\n", o->chrome);
+            bpt_trace_file_close(tf);
+            if (cf) fclose(cf);
+            return EXIT_USAGE;
+        }
+    }
+    if (o->folded && bpt_folded_new(&folded) < 0) folded = NULL;
+    while ((n = bpt_trace_file_read(tf, m, 256)) > 0) {
+        for (int i = 0; i < n; i++) {
+            char line[1024];
+            if (cf) bpt_chrome_write(&chrome, &m[i]);
+            if (folded) bpt_folded_add(folded, &m[i]);
+            if (!cf && !folded) {
+                bpt_format_dbg(&m[i], line, sizeof line);
+                puts(line);
+            }
+        }
+        total += n;
+        fflush(stdout);
+    }
+    if (n < 0 && !ending) { fprintf(stderr, "bpt: %s\n", bpt_last_error()); rc = EXIT_BAD; }
+    if (cf) { bpt_chrome_close(&chrome); fclose(cf); }
+    if (folded) {
+        FILE *ff = fopen(o->folded, "w");
+        if (!ff || bpt_folded_write(folded, ff) < 0) { fprintf(stderr, "bpt: %s: cannot write it\n", o->folded); rc = EXIT_USAGE; }
+        if (ff) fclose(ff);
+        bpt_folded_free(folded);
+    }
+    fprintf(stderr, "bpt: %ld messages\n", total);
+    bpt_trace_file_close(tf);
+    return rc;
+}
+
+/* The stream as it comes, into a .bpt file. */
+static int copy_stream(int fd, const char *path) {
+    char buf[65536];
+    long long bytes = 0;
+    int out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0) { fprintf(stderr, "bpt: %s: %s\n", path, strerror(errno)); return EXIT_USAGE; }
+    for (;;) {
+        ssize_t k = recv(fd, buf, sizeof buf, 0);
+        if (k < 0 && errno == EINTR && !ending) continue;
+        if (k <= 0) break;
+        if (write(out, buf, (size_t)k) != k) { fprintf(stderr, "bpt: %s: %s\n", path, strerror(errno)); close(out); return EXIT_BAD; }
+        bytes += k;
+    }
+    close(out);
+    fprintf(stderr, "bpt: %lld bytes to %s\n", bytes, path);
+    return 0;
+}
+
+static int cmd_trace(int pid, const trace_opts *o) {
+    char kinds[64], opts[512], hello[64] = "";
+    int matched, fd, rc;
+    snprintf(kinds, sizeof kinds, "call%s%s%s", o->ret_trace ? ",return" : "", o->exc_trace ? ",exception" : "",
+             o->caller ? ",caller" : "");
+    snprintf(opts, sizeof opts, "%s%s%s%s", o->args ? "args=" : "", o->args ? o->args : "",
+             o->ret ? (o->args ? " ret=" : "ret=") : "", o->ret ? o->ret : "");
+    if (o->limit) snprintf(hello, sizeof hello, "rate=%s", o->limit);
+    if ((fd = ctl_session(pid, hello, kinds, opts, o->pattern, &matched)) < 0) return -fd;
+    fprintf(stderr, "bpt: tracing %d functions of process %d%s\n", matched, pid,
+            o->seconds > 0 ? "" : " (Ctrl-C ends)");
+    if ((rc = ctl_request(fd, "STREAM", NULL, NULL, NULL, 0)) != 0) { close(fd); return rc; }
+    end_after(o->seconds, fd);
+    rc = o->out ? copy_stream(fd, o->out) : read_stream(fd, o);
+    close(fd);   /* the server sees the hang-up and destroys the session */
+    return rc;
+}
+
+/* ---- Offline: bpt replay / bpt dump ---- */
+
+static int cmd_replay(const char *path, const char *chrome, const char *folded) {
+    trace_opts o;
+    int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+    if (fd < 0) { fprintf(stderr, "bpt: %s: %s\n", path, strerror(errno)); return EXIT_USAGE; }
+    memset(&o, 0, sizeof o);
+    o.chrome = chrome;
+    o.folded = folded;
+    rc = read_stream(fd, &o);
+    close(fd);
+    return rc;
+}
+
+/* ---- bpt record ---- */
+
+/* The agent next to this bpt (build/libbptrace-agent.so), or BPTRACE_AGENT. */
+static int agent_path(char *buf, size_t size) {
+    const char *env = getenv("BPTRACE_AGENT");
+    char self[4096];
+    ssize_t n;
+    if (env && *env) { snprintf(buf, size, "%s", env); return access(buf, R_OK); }
+    if ((n = readlink("/proc/self/exe", self, sizeof self - 1)) < 0) return -1;
+    self[n] = '\0';
+    if (strrchr(self, '/')) *strrchr(self, '/') = '\0';
+    if (snprintf(buf, size, "%s/libbptrace-agent.so", self) >= (int)size) return -1;
+    return access(buf, R_OK);
+}
+
+static int cmd_record(const char *out, const char *kinds, const char *pattern, char **argv) {
+    char agent[4096], spec[8192], *pre = getenv("LD_PRELOAD"), preload[8400];
+    pid_t child;
+    int status;
+    if (agent_path(agent, sizeof agent) < 0) {
+        fprintf(stderr, "bpt: no agent at %s (build it with make examples, or set BPTRACE_AGENT)\n", agent);
+        return EXIT_USAGE;
+    }
+    snprintf(spec, sizeof spec, "%s:%s", kinds, pattern);
+    snprintf(preload, sizeof preload, "%s%s%s", agent, pre && *pre ? ":" : "", pre && *pre ? pre : "");
+    if ((child = fork()) < 0) { fprintf(stderr, "bpt: fork: %s\n", strerror(errno)); return EXIT_BAD; }
+    if (child == 0) {
+        setenv("LD_PRELOAD", preload, 1);
+        setenv("BPTRACE_PATTERN", spec, 1);
+        setenv("BPTRACE_OUTPUT", out, 1);
+        execvp(argv[0], argv);
+        fprintf(stderr, "bpt: %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
+    fprintf(stderr, "bpt: %s exited (%d); the trace is in %s\n", argv[0],
+            WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}

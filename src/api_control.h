@@ -1,0 +1,122 @@
+/* api_control.h: the control server's public half: what another process
+   of the same user can ask this one over a Unix socket, and the calls that
+   start and stop the server. */
+#include "api_root.h"
+
+/* >>control
+   A control server lets another process steer tracing in this one while
+   every thread runs, as Erlang's dbg steers a remote node: `bpt trace`,
+   `bpt count` and `bpt profile` (examples/bpt) are its clients, and the
+   LD_PRELOAD agent (examples/agent.c) starts it in a program that has no
+   bptrace code of its own. It is opt-in: nothing listens until
+   bpt_control_start.
+
+   One thread accepts connections on a Unix stream socket; each client gets
+   a thread and a trace session of its own, created by HELLO and destroyed
+   when the client goes away, however it goes (a close, a crash, SIGKILL):
+   its breakpoints are cleared through the 13 steps and every entry word it
+   switched on is restored. A client's records go out from the session's
+   chunks as bpt_session_write writes them to a file (>>tracefile): nothing
+   is re-encoded per event. Nothing a client does makes a traced thread
+   wait: a client that reads slowly only fills its session's buffers, and
+   the records that do not fit are dropped, counted, and marked in its
+   stream. The server's threads block every signal, so the program's
+   signals never land on them, and a client gone mid-write gives EPIPE,
+   never SIGPIPE.
+
+   Who may connect: a peer whose effective uid (SO_PEERCRED) is this
+   process's, or root when allow_root is set. The socket file is made
+   mode 0600 before it listens. A socket file left by a dead process (no
+   one accepts on it) is replaced; one that someone serves is not.
+
+   PROTOCOL, version 1. Requests are lines of text (at most 4095 bytes and
+   a '\n'); each gets one or more reply lines, the last either "OK ..." or
+   "ERR CODE TEXT", CODE being a BPT_E* value (e.g. "ERR -3 malformed trace
+   pattern: ..."). Words are separated by one or more spaces; a pattern is
+   the rest of its line, so it may hold spaces (C++ names).
+
+     HELLO 1 [rate=N/MS]
+         First, and once. Creates the client's session (rate: at most N
+         messages in every MS ms, as recon_trace's limit).
+         -> OK bptrace VERSION 1 PID
+     PATTERN KINDS [args=SPEC] [ret=TYPE] PATTERN
+         bpt_trace_pattern(session, PATTERN, KINDS, match spec). KINDS is a
+         comma list of call, return, exception, return_to, caller, count,
+         time, memory, and at most one of off, pause, restart. args and ret
+         are the match spec's argument spec and return type (uftrace's -A
+         and -R: "i64,str", "f64").
+         -> OK MATCHED
+     INFO KINDS PATTERN
+         bpt_trace_info_each for KINDS (count, time, memory); a line per
+         function, then the number of lines:
+         -> F COUNT CALLS TIME_NS BYTES ARITY MODULE:NAME
+         -> OK LINES
+     STREAM
+         -> OK stream, then the session's trace file (the .bpt format of
+         >>tracefile: header, names, records), written as it is made, until
+         the client closes the connection. No request is read after it.
+     BYE
+         -> OK bye, and the server closes the connection (and the session).
+
+   Errors in a request (an unknown command, a bad pattern, a line over 4095
+   bytes, a command before HELLO) are replied to and the connection goes
+   on; the server and the traced program carry on whatever a client sends.
+   A connection beyond max_clients gets "ERR -13 ..." and is closed.
+
+   fork: the child has no server (threads do not survive fork); it may
+   start its own. */
+
+/* Control server settings. Zero-initialise; zero means default. */
+typedef struct bpt_control_desc {
+    const char *path;        /* the socket: a file path, or "@name" for a name in the
+                                abstract namespace (no file); NULL: the file
+                                $XDG_RUNTIME_DIR/bptrace-PID.sock, or @bptrace-PID when
+                                XDG_RUNTIME_DIR is unset, not absolute, or too long */
+    int         allow_root;  /* 1: also accept clients whose effective uid is 0 */
+    uint32_t    max_clients; /* clients at once, 1 .. BPT_MAX_SESSIONS; default 16 */
+} bpt_control_desc;
+
+/* bpt_control_start: start the control server: bind and listen on its
+   socket, start its accepting thread, and return.
+
+   Parameters     desc   the settings (copied; path too); NULL: every default
+   Returns        0, or a BPT_E* code (nothing is left listening or running)
+   Errors
+     BPT_EINVAL    max_clients over BPT_MAX_SESSIONS; path "" or over 107 bytes
+     BPT_EEXIST    this process's server runs already, or another process
+                   serves the socket path
+     BPT_EIO       socket, bind, chmod or listen failed (errno's text in
+                   bpt_last_error), e.g. a path in a directory that does not exist
+     BPT_ENOMEM    no memory or no thread for the server
+   Thread safety  any thread; serialized with bpt_control_stop
+   Source         bptrace; the idea of Erlang's dbg:n/1 (a remote node traced
+                  from a shell) and of uftrace's wish list (#1414, a running
+                  process traced live)
+*/
+BPT_API int bpt_control_start(const bpt_control_desc *desc);
+
+/* bpt_control_stop: stop the server: stop accepting, close every client's
+   connection, wait until each client's thread has destroyed its session
+   (so every breakpoint they set is cleared), remove the socket file.
+
+   Parameters     none
+   Returns        0, or a BPT_E* code
+   Errors         BPT_ENOENT   no server runs in this process
+   Thread safety  any thread but the server's own; not from a signal
+                  handler or a tracer callback (it waits for the clients)
+   Source         bptrace
+*/
+BPT_API int bpt_control_stop(void);
+
+/* bpt_control_address: where the server listens, as desc->path names it (a
+   file path, or "@name").
+
+   Parameters     buf, size   where to write it, NUL-terminated; not NULL
+   Returns        its length in bytes, or a BPT_E* code
+   Errors
+     BPT_EINVAL    buf is NULL, or size too small (108 bytes always suffice)
+     BPT_ENOENT    no server runs in this process
+   Thread safety  any thread
+   Source         bptrace
+*/
+BPT_API int bpt_control_address(char *buf, size_t size);

@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""tests/agent/check.py: a program with no bptrace code, run under the agent
+(build/libbptrace-agent.so), steered from outside by bpt through the control
+server (bptrace.h >>control).
+
+  check.py live BPT AGENT TARGET LIB [RUNNER...]
+      TARGET (tests/agent/target.c, built with the flags only) runs under
+      AGENT, under RUNNER if given (qemu-aarch64 -L ...). In order:
+        trace    bpt trace --return --args i64 prints work's 3 calls with
+                 their argument and 3 return_from with the value
+        count    bpt count: work's count is exactly the program's own (100000)
+        profile  bpt profile: a call_time table with work's 100000 calls
+        record   bpt record -o F.bpt runs TARGET under the agent; bpt replay
+                 prints its 3 calls and 3 returns; --chrome and --folded files
+        kill     bpt trace is killed with SIGKILL: the session is gone
+                 (bpt sessions) and, on x86-64, work's entry bytes are as
+                 before the trace (/proc/PID/mem), and differed during it
+        dlopen   bpt count on lib_work is set before the target dlopens LIB:
+                 its 1000 calls are counted exactly, from the first
+      Throughout, a spinner thread's count keeps rising: no thread stops.
+  check.py bad BPT AGENT TARGET KIND
+      KIND: malformed, pattern, hugeline, midstream, clients, stale,
+      otheruid, noserver. Each bad input gets its error reply (or bpt its
+      message and exit status), and the server and target carry on: a
+      HELLO and a count afterwards still work.
+"""
+import os, re, signal, socket, subprocess, sys, tempfile, time
+
+SKIP = 77
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+def run(argv, expect=0, env=None, input=None):
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, input=input)
+    print("$ " + " ".join(argv) + "   (exit %d)" % r.returncode)
+    print(r.stdout + r.stderr, end="")
+    if r.returncode < 0:
+        fail("%s died of signal %d" % (argv[0], -r.returncode))
+    if expect is not None and r.returncode != expect:
+        fail("%s exited %d, expected %d" % (argv[0], r.returncode, expect))
+    return r
+
+class Target:
+    def __init__(self, agent, target, runner, env_extra=None):
+        env = dict(os.environ)
+        env.update(env_extra or {})
+        if runner:   # qemu: the guest's LD_PRELOAD, not qemu's own
+            argv = runner + ["-E", "LD_PRELOAD=" + agent, target]
+        else:
+            env["LD_PRELOAD"] = agent
+            argv = [target]
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=env)
+        line = self.p.stdout.readline()
+        m = re.match(r"ready (\d+)", line)
+        if not m:
+            fail("target did not start: %r %s" % (line, self.p.stderr.read()))
+        self.pid = self.p.pid   # under qemu, the guest's getpid is qemu's pid too
+        self.last_spins = -1
+    def ask(self, cmd):
+        self.p.stdin.write(cmd + "\n"); self.p.stdin.flush()
+        return self.p.stdout.readline().split()
+    def spinning(self, where):
+        """The spinner thread's count must have risen since the last look."""
+        time.sleep(0.05)
+        n = int(self.ask("spins")[1])
+        if n <= self.last_spins:
+            fail("%s: the spinner thread stopped (%d, then %d)" % (where, self.last_spins, n))
+        self.last_spins = n
+    def quit(self):
+        self.p.stdin.write("quit\n"); self.p.stdin.flush()
+        rc = self.p.wait(timeout=60)
+        if rc != 0:
+            fail("target exited %d: %s" % (rc, self.p.stderr.read()))
+
+def bg(argv):
+    """bpt in the background; wait for its first line on stderr (the pattern is set)."""
+    print("$ " + " ".join(argv) + " &")
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = p.stderr.readline()
+    print(first, end="")
+    if not re.match(r"bpt: (tracing|count|time|memory) ", first):
+        out, err = p.communicate(timeout=60)
+        fail("bpt did not start: %s%s%s" % (first, out, err))
+    return p
+
+def finish(p, what):
+    out, err = p.communicate(timeout=120)
+    print(out + err, end="")
+    if p.returncode != 0:
+        fail("%s exited %d" % (what, p.returncode))
+    return out
+
+def sessions(bpt, pid):
+    return subprocess.run([bpt, "sessions", str(pid)], capture_output=True, text=True, timeout=60).stdout
+
+def entry_bytes(pid, target, fn):
+    """fn's patchable entry (the 24-byte pad and 8 bytes on), read through
+    /proc/PID/mem (the target is our child: ptrace_scope 1 allows it)."""
+    nm = subprocess.run(["nm", target], capture_output=True, text=True).stdout
+    m = re.search(r"^([0-9a-f]+) T %s$" % fn, nm, re.M)
+    base = None
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and os.path.realpath(parts[5]) == os.path.realpath(target) and int(parts[2], 16) == 0:
+                base = int(parts[0].split("-")[0], 16)
+                break
+    if not m or base is None:
+        fail("cannot find %s in %s" % (fn, target))
+    addr = base + int(m.group(1), 16)
+    with open("/proc/%d/mem" % pid, "rb") as f:
+        f.seek(addr - 24)
+        return f.read(32)
+
+def live(bpt, agent, target, lib, runner):
+    t = Target(agent, target, runner)
+    pid = str(t.pid)
+    mod = os.path.basename(target)
+    t.spinning("start")
+
+    print("-- trace")
+    p = bg([bpt, "trace", pid, mod + ":work/_", "--return", "--args", "i64", "--duration", "3"])
+    if t.ask("run 3")[:2] != ["done", "3"]: fail("run 3")
+    t.spinning("trace")
+    out = finish(p, "bpt trace")
+    for i in range(3):
+        if not re.search(r"call %s:work\(%d\)" % (re.escape(mod), i), out): fail("no call work(%d)" % i)
+        if not re.search(r"returned from %s:work/0 -> %d" % (re.escape(mod), 3 * i + 1), out):
+            fail("no return_from work -> %d" % (3 * i + 1))
+    if len(re.findall(r":work", out)) != 6: fail("expected 6 messages of work")
+
+    print("-- count")
+    p = bg([bpt, "count", pid, mod + ":_/_", "--duration", "3"])
+    if t.ask("run 100000")[:2] != ["done", "100000"]: fail("run 100000")
+    t.spinning("count")
+    out = finish(p, "bpt count")
+    if not re.search(r"^\s+100000  %s:work/0$" % re.escape(mod), out, re.M): fail("work's count is not 100000")
+    if not re.search(r"^\s+\d+  %s:spin_step/0$" % re.escape(mod), out, re.M): fail("spin_step is not counted")
+
+    print("-- profile")
+    p = bg([bpt, "profile", pid, mod + ":work/_", "--duration", "3"])
+    t.ask("run 100000")
+    out = finish(p, "bpt profile")
+    if not re.search(r"^%s:work/0\s+100000\s" % re.escape(mod), out, re.M): fail("no call_time row of 100000 calls")
+
+    print("-- record, replay")
+    with tempfile.TemporaryDirectory() as d:
+        f = os.path.join(d, "t.bpt")
+        env = dict(os.environ, BPTRACE_AGENT=agent)
+        run([bpt, "record", "-o", f, mod + ":work/_", "--"] + (runner or []) + [target],
+            env=env, input="run 3\nquit\n")
+        out = run([bpt, "replay", f]).stdout
+        if len(re.findall(r"call %s:work" % re.escape(mod), out)) != 3: fail("replay: not 3 calls")
+        if len(re.findall(r"returned from %s:work/0 -> \d+" % re.escape(mod), out)) != 3: fail("replay: not 3 returns")
+        run([bpt, "replay", f, "--chrome", f + ".json", "--folded", f + ".folded"])
+        if '"ph":"B"' not in open(f + ".json").read(): fail("no Chrome begin event")
+        if not re.search(r"work \d+", open(f + ".folded").read()): fail("no folded stack of work")
+
+    print("-- kill")
+    native = not runner
+    if native: before = entry_bytes(t.pid, target, "work")
+    p = bg([bpt, "trace", pid, mod + ":work/_", "--return"])
+    if "bpt-client-%d" % p.pid not in sessions(bpt, t.pid): fail("no session of the client")
+    if native and entry_bytes(t.pid, target, "work") == before: fail("work's entry did not change while traced")
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    deadline = time.time() + 10
+    while "bpt-client-%d" % p.pid in sessions(bpt, t.pid):
+        if time.time() > deadline: fail("the killed client's session is still there")
+        time.sleep(0.05)
+    print("the killed client's session is gone")
+    if native:
+        if entry_bytes(t.pid, target, "work") != before: fail("work's entry bytes were not restored")
+        print("work's entry bytes are as before the trace")
+    else:
+        print("entry bytes not compared under qemu (guest memory is qemu's); the session check stands")
+    t.spinning("kill")
+
+    print("-- dlopen")
+    p = bg([bpt, "count", pid, "libagentlib*:lib_work/_", "--duration", "4"])
+    r = t.ask("lib %s 1000" % lib)
+    if r[:2] != ["lib", "1000"]: fail("lib: %s" % r)
+    out = finish(p, "bpt count (dlopen)")
+    if not re.search(r"^\s+1000  libagentlib[^:]*:lib_work/0$", out, re.M): fail("lib_work's count is not 1000")
+    t.spinning("dlopen")
+    t.quit()
+    print("OK")
+
+def request(s, line):
+    s.sendall((line + "\n").encode())
+    reply = b""
+    while b"\n" not in reply:   # one byte at a time: a STREAM's file follows its OK line
+        k = s.recv(1)
+        if not k: break
+        reply += k
+    return reply.decode(errors="replace")
+
+def connect(pid):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(30)
+    s.connect("\0bptrace-%d" % pid)
+    return s
+
+def still_works(bpt, t):
+    """After a bad input: the server answers a new client, and a count is exact."""
+    s = connect(t.pid)
+    r = request(s, "HELLO 1")
+    if not r.startswith("OK bptrace"): fail("HELLO after the bad input: %r" % r)
+    s.close()
+    p = bg([bpt, "count", str(t.pid), os.path.basename(t.target) + ":work/_", "--duration", "2"])
+    t.ask("run 777")
+    if not re.search(r"^\s+777  ", finish(p, "bpt count"), re.M): fail("count after the bad input is not 777")
+    t.spinning("after")
+    deadline = time.time() + 10
+    while "bpt-client" in sessions(bpt, t.pid):
+        if time.time() > deadline: fail("client sessions left behind")
+        time.sleep(0.05)
+
+def bad(bpt, agent, target, kind):
+    env = {}
+    if kind == "noserver":
+        env["BPTRACE_CONTROL"] = "off"
+    if kind == "stale":
+        d = tempfile.mkdtemp()
+        path = os.path.join(d, "stale.sock")
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(path)
+        s.close()   # the file stays, nobody serves it: a dead process's
+        env["BPTRACE_CONTROL"] = path
+    t = Target(agent, target, None, env)
+    t.target = target
+    t.spinning("start")
+    if kind == "noserver":
+        r = run([bpt, "count", str(t.pid), "x:y/_"], expect=4)
+        if "has no control server" not in r.stderr: fail("no clear message")
+        t.quit(); print("OK"); return
+    if kind == "stale":
+        if not os.path.exists(path): fail("no socket file")
+        p = bg([bpt, "count", str(t.pid), os.path.basename(target) + ":work/_", "--duration", "2"])
+        t.ask("run 5")
+        if not re.search(r"^\s+5  ", finish(p, "bpt count"), re.M): fail("count through the replaced socket")
+        t.quit()
+        if os.path.exists(path): fail("the socket file was left behind")
+        print("OK"); return
+    s = connect(t.pid)
+    if kind == "malformed":
+        for line, want in [("", "ERR -1"), ("FOO bar", "ERR -1"), ("PATTERN count x:y/_", "ERR -5"),
+                           ("HELLO 2", "ERR -10"), ("HELLO 1 rate=0/0", "ERR -1"), ("HELLO 1", "OK"),
+                           ("HELLO 1", "ERR -1"), ("PATTERN", "ERR -4"), ("PATTERN nonsense x:y/_", "ERR -4"),
+                           ("PATTERN count", "ERR -3"), ("INFO call x:y/_", "ERR -4"), ("\x00\xff\x01", "ERR -1")]:
+            r = request(s, line)
+            print("%r -> %s" % (line, r.strip()))
+            if not r.startswith(want): fail("%r: expected %s" % (line, want))
+    elif kind == "pattern":
+        request(s, "HELLO 1")
+        for line, want in [("PATTERN count nomodule", "ERR -3"), ("PATTERN count a:b/999", "ERR -3"),
+                           ("PATTERN count nosuch:fn/_", "OK 0"), ("PATTERN call ret=bogus x:y/_", "ERR -3"),
+                           ("PATTERN call,pause x:y/_", "ERR -4"), ("INFO count nosuch:*/_", "OK 0")]:
+            r = request(s, line)
+            print("%r -> %s" % (line, r.strip()))
+            if not r.startswith(want): fail("%r: expected %s" % (line, want))
+    elif kind == "hugeline":
+        request(s, "HELLO 1")
+        r = request(s, "PATTERN count " + "x" * (1 << 20))
+        print("1 MB line -> %s" % r.strip()[:120])
+        if not r.startswith("ERR -13"): fail("a 1 MB line: expected ERR -13")
+        r = request(s, "PATTERN count nosuch:fn/_")
+        print("the next line -> %s" % r.strip())
+        if not r.startswith("OK 0"): fail("the connection did not go on after the long line")
+    elif kind == "midstream":
+        request(s, "HELLO 1")
+        request(s, "PATTERN call %s:work/_" % os.path.basename(target))
+        if not request(s, "STREAM").startswith("OK stream"): fail("no stream")
+        t.ask("run 50000")
+        s.recv(1000)   # part of the stream, then hang up in the middle of it
+        print("hung up mid-stream")
+    elif kind == "clients":
+        conns, socks = [connect(t.pid) for i in range(100)], []
+        for c in conns:
+            try:
+                r = request(c, "HELLO 1")
+            except OSError:   # refused: the server said why, then closed
+                r = c.recv(4096).decode()
+            socks.append((c, r))
+        ok = sum(1 for _, r in socks if r.startswith("OK"))
+        busy = sum(1 for _, r in socks if r.startswith("ERR -13"))
+        # max_clients is 16, and this check's first connection holds one
+        print("100 more clients at once: %d served, %d refused with ERR -13" % (ok, busy))
+        if ok != 15 or busy != 85: fail("expected 15 served and 85 refused")
+        t.spinning("100 clients")
+        for c, _ in socks: c.close()
+    elif kind == "otheruid":
+        if os.geteuid() != 0:
+            print("SKIPPED: needs root to connect as another uid (nobody)")
+            t.quit(); sys.exit(SKIP)
+        rd, wr = os.pipe()
+        child = os.fork()
+        if child == 0:   # as nobody: connect, and hand back the server's first line
+            try:
+                os.close(rd)
+                os.setgid(65534); os.setuid(65534)
+                c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                c.settimeout(30)
+                c.connect("\0bptrace-%d" % t.pid)
+                os.write(wr, c.recv(200))
+            finally:
+                os._exit(0)
+        os.close(wr)
+        got = b""
+        while True:
+            k = os.read(rd, 200)
+            if not k: break
+            got += k
+        os.waitpid(child, 0)
+        r = got.decode().strip()
+        print("as uid 65534: %s" % r)
+        if not r.startswith("ERR -11 uid 65534 may not control"): fail("another uid was not refused")
+    else:
+        fail("unknown kind " + kind)
+    s.close()
+    still_works(bpt, t)
+    t.quit()
+    print("OK")
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 6 and sys.argv[1] == "live":
+        live(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:])
+    elif len(sys.argv) == 6 and sys.argv[1] == "bad":
+        bad(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
+    else:
+        print(__doc__)
+        sys.exit(2)

@@ -1,0 +1,67 @@
+/* tests/agent/target.c: a program with no bptrace code in it, built only
+   with the flags of `make print-cflags`; tests/agent/check.py runs it under
+   the agent (build/libbptrace-agent.so) and steers tracing from outside
+   with bpt. A spinner thread calls spin_step without pause from start to
+   end: its count must keep rising while bpt works (no thread stops).
+   Commands on stdin, one a line, each answered on stdout:
+     run N          call work(i) for i in 0..N-1  -> done N SUM
+     lib PATH N     dlopen PATH, call its lib_work(i) N times -> lib N SUM
+     spins          -> spins COUNT
+     quit           exit 0 */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+long work(long x) { return 3 * x + 1; }
+long spin_step(long x) { return x ^ (x >> 3); }
+
+static long (*volatile call_work)(long) = work;
+static long (*volatile call_spin)(long) = spin_step;
+static atomic_long spins;
+
+static void *spinner(void *arg) {
+    long acc = 0;
+    (void)arg;
+    for (;;) {
+        for (int i = 0; i < 1000; i++) acc = call_spin(acc + i);
+        atomic_fetch_add(&spins, 1000);
+        struct timespec ts = { 0, 200000 };   /* 0.2 ms: a steady caller, not a CPU hog */
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+int main(void) {
+    char line[4096];
+    pthread_t t;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (pthread_create(&t, NULL, spinner, NULL) != 0) return 1;
+    printf("ready %d\n", (int)getpid());
+    while (fgets(line, sizeof line, stdin)) {
+        char path[4000];
+        long n, sum = 0;
+        if (sscanf(line, "run %ld", &n) == 1) {
+            for (long i = 0; i < n; i++) sum += call_work(i);
+            printf("done %ld %ld\n", n, sum);
+        } else if (sscanf(line, "lib %3999s %ld", path, &n) == 2) {
+            void *h = dlopen(path, RTLD_NOW);
+            long (*lib_work)(long) = h ? (long (*)(long))dlsym(h, "lib_work") : NULL;
+            if (!lib_work) { printf("lib error %s\n", dlerror()); continue; }
+            for (long i = 0; i < n; i++) sum += lib_work(i);
+            printf("lib %ld %ld\n", n, sum);
+        } else if (!strncmp(line, "spins", 5)) {
+            printf("spins %ld\n", (long)atomic_load(&spins));
+        } else if (!strncmp(line, "quit", 4)) {
+            return 0;
+        } else {
+            printf("unknown %s", line);
+        }
+    }
+    return 0;
+}
