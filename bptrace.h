@@ -882,7 +882,8 @@ BPT_API int bpt_trace_file_open(const char *path, bpt_trace_file **out);
 BPT_API int bpt_trace_file_fdopen(int fd, bpt_trace_file **out);
 
 /* bpt_trace_file_read: the next messages of the file, in the order their
-   blocks were written (each thread's in the order it made them), decoded as
+   blocks were written (each thread's in the order it made them), at most
+   one block's at a time (so a live stream's are returned as they come), decoded as
    bpt_session_drain decodes them: names from the file's name blocks,
    timestamps converted with the file's clock calibration. Names point into
    the reader and stay valid until bpt_trace_file_close; `format` is NULL.
@@ -11788,7 +11789,10 @@ int bpt_trace_file_read(bpt_trace_file *f, bpt_msg *out, int max) {
         bpt__stream *st;
         int bytes;
         if (!f->block || f->pos >= f->block_bytes) {
-            if ((rc = bpt__file_next_block(f)) <= 0) return rc < 0 ? rc : n;
+            /* A block is used up: return what there is before reading the
+               next, which a live stream (fdopen) may not have sent yet. */
+            if (n > 0) return n;
+            if ((rc = bpt__file_next_block(f)) <= 0) return rc;
         }
         r = (const bpt__rec *)(const void *)(f->block + f->pos);
         if (!(bytes = bpt__rec_check(r, f->block_bytes - f->pos))) return bpt__file_corrupt(f, "a record is corrupt");

@@ -412,7 +412,8 @@ BPT_API int bpt_trace_file_open(const char *path, bpt_trace_file **out);
 BPT_API int bpt_trace_file_fdopen(int fd, bpt_trace_file **out);
 
 /* bpt_trace_file_read: the next messages of the file, in the order their
-   blocks were written (each thread's in the order it made them), decoded as
+   blocks were written (each thread's in the order it made them), at most
+   one block's at a time (so a live stream's are returned as they come), decoded as
    bpt_session_drain decodes them: names from the file's name blocks,
    timestamps converted with the file's clock calibration. Names point into
    the reader and stay valid until bpt_trace_file_close; `format` is NULL.

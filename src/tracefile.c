@@ -393,7 +393,10 @@ int bpt_trace_file_read(bpt_trace_file *f, bpt_msg *out, int max) {
         bpt__stream *st;
         int bytes;
         if (!f->block || f->pos >= f->block_bytes) {
-            if ((rc = bpt__file_next_block(f)) <= 0) return rc < 0 ? rc : n;
+            /* A block is used up: return what there is before reading the
+               next, which a live stream (fdopen) may not have sent yet. */
+            if (n > 0) return n;
+            if ((rc = bpt__file_next_block(f)) <= 0) return rc;
         }
         r = (const bpt__rec *)(const void *)(f->block + f->pos);
         if (!(bytes = bpt__rec_check(r, f->block_bytes - f->pos))) return bpt__file_corrupt(f, "a record is corrupt");

@@ -37,6 +37,10 @@
    Offline:
      bpt replay FILE.bpt [--chrome FILE] [--folded FILE]
                                  a trace file as dbg text (or Chrome JSON, folded stacks)
+     bpt report FILE.bpt [-r ROWS]
+                                 calls and own time per function, from calls and returns
+     bpt dump --chrome|--folded FILE.bpt
+                                 Chrome JSON or folded stacks on stdout
 
    Exit status: 0 done; 1 usage; 2 no such process, or it exited; 3 the
    kernel refused the read (another uid, ptrace_scope); 4 no bptrace in the
@@ -783,7 +787,9 @@ static int usage(void) {
             "       bpt count PID PATTERN [--duration SECONDS] [-r ROWS]\n"
             "       bpt profile PID PATTERN [--duration SECONDS] [--memory] [-r ROWS]\n"
             "       bpt record -o FILE.bpt [--kinds KINDS] PATTERN -- PROG ARGS...\n"
-            "       bpt replay FILE.bpt [--chrome FILE] [--folded FILE]\n");
+            "       bpt replay FILE.bpt [--chrome FILE] [--folded FILE]\n"
+            "       bpt report FILE.bpt [-r ROWS]\n"
+            "       bpt dump --chrome|--folded FILE.bpt\n");
     return EXIT_USAGE;
 }
 
@@ -802,6 +808,16 @@ int main(int argc, char **argv) {
         }
         return cmd_replay(argv[2], chrome, folded);
     }
+    if (!strcmp(argv[1], "report")) {
+        int rows = 30;
+        for (int i = 3; i < argc; i++) {
+            if (!strcmp(argv[i], "-r") && i + 1 < argc) rows = atoi(argv[++i]);
+            else return usage();
+        }
+        return rows < 1 ? usage() : cmd_report(argv[2], rows);
+    }
+    if (!strcmp(argv[1], "dump") && argc == 4 && (!strcmp(argv[2], "--chrome") || !strcmp(argv[2], "--folded")))
+        return cmd_replay(argv[3], argv[2][2] == 'c' ? "/dev/stdout" : NULL, argv[2][2] == 'f' ? "/dev/stdout" : NULL);
     if (!strcmp(argv[1], "record")) {
         const char *out = NULL, *kinds = "call,return", *pattern = NULL;
         int i;

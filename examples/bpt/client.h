@@ -265,6 +265,7 @@ static int read_stream(int fd, const trace_opts *o) {
     bpt_folded *folded = NULL;
     FILE *cf = NULL;
     long total = 0;
+    long long dropped = 0;
     int n, rc = 0;
     if (bpt_trace_file_fdopen(fd, &tf) < 0) {
         if (ending) return 0;   /* ended before the first record */
@@ -283,6 +284,7 @@ static int read_stream(int fd, const trace_opts *o) {
     while ((n = bpt_trace_file_read(tf, m, 256)) > 0) {
         for (int i = 0; i < n; i++) {
             char line[1024];
+            if (m[i].type == BPT_MSG_DROPPED) dropped += (long long)m[i].value;
             if (cf) bpt_chrome_write(&chrome, &m[i]);
             if (folded) bpt_folded_add(folded, &m[i]);
             if (!cf && !folded) {
@@ -301,7 +303,9 @@ static int read_stream(int fd, const trace_opts *o) {
         if (ff) fclose(ff);
         bpt_folded_free(folded);
     }
-    fprintf(stderr, "bpt: %ld messages\n", total);
+    fprintf(stderr, "bpt: %ld messages", total);
+    if (dropped) fprintf(stderr, ", %lld records dropped (the target's buffers were full)", dropped);
+    fputc('\n', stderr);
     bpt_trace_file_close(tf);
     return rc;
 }
@@ -353,6 +357,85 @@ static int cmd_replay(const char *path, const char *chrome, const char *folded) 
     o.folded = folded;
     rc = read_stream(fd, &o);
     close(fd);
+    return rc;
+}
+
+/* bpt report FILE.bpt: calls per function and, from each thread's call and
+   return_from pairs, own time (a call's time minus its traced callees'), as
+   tprof shows it. A DROPPED record cuts the thread's open calls: their time
+   is not known. */
+typedef struct { const char *module, *name; int arity; uint64_t calls, own_ns; } report_fn;
+typedef struct { uint32_t thread; int depth; struct { int fn; uint64_t start, child; } st[256]; } report_stack;
+
+static int report_fn_of(report_fn **fns, int *n, const bpt_msg *m) {
+    for (int i = 0; i < *n; i++)   /* names are interned by the reader: compare pointers */
+        if ((*fns)[i].name == m->name && (*fns)[i].module == m->module && (*fns)[i].arity == m->arity) return i;
+    report_fn *g = (report_fn *)realloc(*fns, (size_t)(*n + 1) * sizeof *g);
+    if (!g) return -1;
+    *fns = g;
+    g[*n].module = m->module; g[*n].name = m->name; g[*n].arity = m->arity; g[*n].calls = g[*n].own_ns = 0;
+    return (*n)++;
+}
+
+static int cmd_report(const char *path, int shown) {
+    bpt_trace_file *tf;
+    bpt_msg m[256];
+    report_fn *fns = NULL;
+    report_stack *threads = NULL;
+    int nfns = 0, nthreads = 0, n, rc = 0;
+    long long dropped = 0;
+    if (bpt_trace_file_open(path, &tf) < 0) { fprintf(stderr, "bpt: %s\n", bpt_last_error()); return EXIT_USAGE; }
+    while ((n = bpt_trace_file_read(tf, m, 256)) > 0) {
+        for (int i = 0; i < n; i++) {
+            report_stack *t = NULL;
+            for (int k = 0; k < nthreads; k++) if (threads[k].thread == m[i].thread) t = &threads[k];
+            if (!t) {
+                report_stack *g = (report_stack *)realloc(threads, (size_t)(nthreads + 1) * sizeof *g);
+                if (!g) { rc = EXIT_BAD; goto out; }
+                threads = g;
+                t = &threads[nthreads++];
+                t->thread = m[i].thread;
+                t->depth = 0;
+            }
+            if (m[i].type == BPT_MSG_DROPPED) { dropped += (long long)m[i].value; t->depth = 0; continue; }
+            if (m[i].type == BPT_MSG_CALL) {
+                int f = report_fn_of(&fns, &nfns, &m[i]);
+                if (f < 0) { rc = EXIT_BAD; goto out; }
+                fns[f].calls++;
+                if (t->depth < 256) {
+                    t->st[t->depth].fn = f; t->st[t->depth].start = m[i].ts_ns; t->st[t->depth].child = 0;
+                    t->depth++;
+                }
+            } else if ((m[i].type == BPT_MSG_RETURN_FROM || m[i].type == BPT_MSG_EXCEPTION_FROM) && t->depth > 0) {
+                uint64_t d;
+                t->depth--;
+                d = m[i].ts_ns - t->st[t->depth].start;
+                fns[t->st[t->depth].fn].own_ns += d > t->st[t->depth].child ? d - t->st[t->depth].child : 0;
+                if (t->depth > 0) t->st[t->depth - 1].child += d;
+            }
+        }
+    }
+    if (n < 0) { fprintf(stderr, "bpt: %s\n", bpt_last_error()); rc = EXIT_BAD; }
+    {
+        bpt_profile_row *rows = (bpt_profile_row *)calloc((size_t)nfns + 1, sizeof *rows);
+        size_t size = (size_t)(nfns + 4) * 160;
+        char *text = (char *)malloc(size);
+        int kept = 0;
+        for (int i = 0; rows && i < nfns; i++) {
+            rows[i].module = fns[i].module; rows[i].name = fns[i].name; rows[i].arity = fns[i].arity;
+            rows[i].calls = fns[i].calls; rows[i].value = fns[i].own_ns;
+        }
+        if (rows) qsort(rows, (size_t)nfns, sizeof *rows, by_value);
+        kept = nfns < shown ? nfns : shown;
+        if (rows && text && bpt_format_profile(rows, kept, 0, text, size) >= 0) fputs(text, stdout);
+        if (dropped) printf("(%lld records were dropped: the calls open at each drop have no time)\n", dropped);
+        free(rows);
+        free(text);
+    }
+out:
+    free(fns);
+    free(threads);
+    bpt_trace_file_close(tf);
     return rc;
 }
 

@@ -10,8 +10,10 @@ server (bptrace.h >>control).
                  their argument and 3 return_from with the value
         count    bpt count: work's count is exactly the program's own (100000)
         profile  bpt profile: a call_time table with work's 100000 calls
+        limit    bpt trace --limit 5/100000 lets exactly 5 of 100 calls through
         record   bpt record -o F.bpt runs TARGET under the agent; bpt replay
-                 prints its 3 calls and 3 returns; --chrome and --folded files
+                 prints its 3 calls and 3 returns; bpt report has work's 3
+                 calls; bpt dump --folded, replay's --chrome and --folded files
         kill     bpt trace is killed with SIGKILL: the session is gone
                  (bpt sessions) and, on x86-64, work's entry bytes are as
                  before the trace (/proc/PID/mem), and differed during it
@@ -132,6 +134,13 @@ def live(bpt, agent, target, lib, runner):
             fail("no return_from work -> %d" % (3 * i + 1))
     if len(re.findall(r":work", out)) != 6: fail("expected 6 messages of work")
 
+    print("-- trace with a rate limit")
+    p = bg([bpt, "trace", pid, mod + ":work/_", "--limit", "5/100000", "--duration", "3"])
+    t.ask("run 100")
+    out = finish(p, "bpt trace --limit")
+    calls = len(re.findall(r"call %s:work" % re.escape(mod), out))
+    if calls != 5: fail("--limit 5/100000 let %d calls through, not 5" % calls)
+
     print("-- count")
     p = bg([bpt, "count", pid, mod + ":_/_", "--duration", "3"])
     if t.ask("run 100000")[:2] != ["done", "100000"]: fail("run 100000")
@@ -155,6 +164,9 @@ def live(bpt, agent, target, lib, runner):
         out = run([bpt, "replay", f]).stdout
         if len(re.findall(r"call %s:work" % re.escape(mod), out)) != 3: fail("replay: not 3 calls")
         if len(re.findall(r"returned from %s:work/0 -> \d+" % re.escape(mod), out)) != 3: fail("replay: not 3 returns")
+        out = run([bpt, "report", f]).stdout
+        if not re.search(r"^%s:work/0\s+3\s" % re.escape(mod), out, re.M): fail("report: no row of work's 3 calls")
+        if not re.search(r"work \d+", run([bpt, "dump", "--folded", f]).stdout): fail("dump --folded: no stack of work")
         run([bpt, "replay", f, "--chrome", f + ".json", "--folded", f + ".folded"])
         if '"ph":"B"' not in open(f + ".json").read(): fail("no Chrome begin event")
         if not re.search(r"work \d+", open(f + ".folded").read()): fail("no folded stack of work")
