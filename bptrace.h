@@ -2298,9 +2298,10 @@ BPT_API int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, si
    pattern: ..."). Words are separated by one or more spaces; a pattern is
    the rest of its line, so it may hold spaces (C++ names).
 
-     HELLO 1 [rate=N/MS]
+     HELLO 1 [rate=N/MS] [chunks=N] [max_chunks=N]
          First, and once. Creates the client's session (rate: at most N
-         messages in every MS ms, as recon_trace's limit).
+         messages in every MS ms, as recon_trace's limit; chunks and
+         max_chunks: each traced thread's buffer, as bpt_session_desc's).
          -> OK bptrace VERSION 1 PID
      PATTERN KINDS [args=SPEC] [ret=TYPE] PATTERN
          bpt_trace_pattern(session, PATTERN, KINDS, match spec). KINDS is a
@@ -12156,8 +12157,12 @@ static int bpt__ctl_hello(bpt__ctl_client *c, char *rest) {
         if (sscanf(opt, "rate=%llu/%llu%c", &n, &ms, &end) == 2 && n > 0 && ms > 0 && ms <= 0xffffffffu) {
             d.rate_max = n;
             d.rate_per_ms = (uint32_t)ms;
+        } else if (sscanf(opt, "chunks=%llu%c", &n, &end) == 1 && n <= 0xffffffffu) {
+            d.chunks = (uint32_t)n;          /* bpt_session_create checks the ranges */
+        } else if (sscanf(opt, "max_chunks=%llu%c", &n, &end) == 1 && n <= 0xffffffffu) {
+            d.max_chunks = (uint32_t)n;
         } else {
-            return bpt__fail(BPT_EINVAL, "HELLO: unknown option '%s' (rate=N/MS)", opt);
+            return bpt__fail(BPT_EINVAL, "HELLO: unknown option '%s' (rate=N/MS, chunks=N, max_chunks=N)", opt);
         }
     }
     snprintf(name, sizeof name, "bpt-client-%d", (int)c->peer);

@@ -35,9 +35,10 @@
    pattern: ..."). Words are separated by one or more spaces; a pattern is
    the rest of its line, so it may hold spaces (C++ names).
 
-     HELLO 1 [rate=N/MS]
+     HELLO 1 [rate=N/MS] [chunks=N] [max_chunks=N]
          First, and once. Creates the client's session (rate: at most N
-         messages in every MS ms, as recon_trace's limit).
+         messages in every MS ms, as recon_trace's limit; chunks and
+         max_chunks: each traced thread's buffer, as bpt_session_desc's).
          -> OK bptrace VERSION 1 PID
      PATTERN KINDS [args=SPEC] [ret=TYPE] PATTERN
          bpt_trace_pattern(session, PATTERN, KINDS, match spec). KINDS is a

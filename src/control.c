@@ -130,8 +130,12 @@ static int bpt__ctl_hello(bpt__ctl_client *c, char *rest) {
         if (sscanf(opt, "rate=%llu/%llu%c", &n, &ms, &end) == 2 && n > 0 && ms > 0 && ms <= 0xffffffffu) {
             d.rate_max = n;
             d.rate_per_ms = (uint32_t)ms;
+        } else if (sscanf(opt, "chunks=%llu%c", &n, &end) == 1 && n <= 0xffffffffu) {
+            d.chunks = (uint32_t)n;          /* bpt_session_create checks the ranges */
+        } else if (sscanf(opt, "max_chunks=%llu%c", &n, &end) == 1 && n <= 0xffffffffu) {
+            d.max_chunks = (uint32_t)n;
         } else {
-            return bpt__fail(BPT_EINVAL, "HELLO: unknown option '%s' (rate=N/MS)", opt);
+            return bpt__fail(BPT_EINVAL, "HELLO: unknown option '%s' (rate=N/MS, chunks=N, max_chunks=N)", opt);
         }
     }
     snprintf(name, sizeof name, "bpt-client-%d", (int)c->peer);

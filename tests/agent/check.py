@@ -21,7 +21,7 @@ server (bptrace.h >>control).
                  its 1000 calls are counted exactly, from the first
       Throughout, a spinner thread's count keeps rising: no thread stops.
   check.py bad BPT AGENT TARGET KIND
-      KIND: malformed, pattern, hugeline, midstream, clients, stale,
+      KIND: malformed, pattern, hugeline, midstream, slow, clients, stale,
       otheruid, noserver. Each bad input gets its error reply (or bpt its
       message and exit status), and the server and target carry on: a
       HELLO and a count afterwards still work.
@@ -289,6 +289,44 @@ def bad(bpt, agent, target, kind):
         t.ask("run 50000")
         s.recv(1000)   # part of the stream, then hang up in the middle of it
         print("hung up mid-stream")
+    elif kind == "slow":
+        # A client that does not read: the traced thread never waits; what
+        # does not fit in its 2 chunks of 16 KiB (and the socket) is dropped,
+        # counted, and marked in the stream. Read late, calls + dropped is
+        # exactly what the program made.
+        n = 100000
+        r = request(s, "HELLO 1 chunks=2 max_chunks=2")
+        if not r.startswith("OK"): fail("HELLO with small buffers: %r" % r)
+        request(s, "PATTERN call %s:work/_" % os.path.basename(target))
+        if not request(s, "STREAM").startswith("OK stream"): fail("no stream")
+        t0 = time.time()
+        if t.ask("run %d" % n)[:2] != ["done", str(n)]: fail("run")
+        print("the program made %d calls in %.3f s while the client read nothing" % (n, time.time() - t0))
+        t.spinning("slow client")
+        data = b""
+        s.settimeout(1.0)
+        def read_all():
+            nonlocal data
+            try:
+                while True:
+                    k = s.recv(1 << 20)
+                    if not k: break
+                    data += k
+            except socket.timeout:
+                pass
+        read_all()
+        # A thread marks its losses with its next record that fits: one more call.
+        t.ask("run 1")
+        n += 1
+        read_all()
+        with tempfile.NamedTemporaryFile(suffix=".bpt") as f:
+            f.write(data); f.flush()
+            out = subprocess.run([bpt, "replay", f.name], capture_output=True, text=True, timeout=60)
+        calls = len(re.findall(r" call ", out.stdout))
+        dropped = sum(int(x) for x in re.findall(r"dropped (\d+) messages", out.stdout))
+        print("%d bytes read late: %d calls, %d dropped (%s)" % (len(data), calls, dropped, out.stderr.strip()))
+        if dropped == 0: fail("nothing was dropped: the buffers were not small enough to test this")
+        if calls + dropped != n: fail("calls + dropped = %d, not %d" % (calls + dropped, n))
     elif kind == "clients":
         conns, socks = [connect(t.pid) for i in range(100)], []
         for c in conns:
