@@ -12056,8 +12056,8 @@ static pthread_mutex_t bpt__ctl_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t bpt__ctl_gone = PTHREAD_COND_INITIALIZER;   /* nclients fell to 0 */
 
 static struct {   /* under bpt__ctl_lock; zero until the first start */
-    int running;                       /* a server was started by pid and not stopped */
-    pid_t pid;                         /* the process that started it (fork: not ours) */
+    int running;                       /* started and not stopped (a fork's child: 0) */
+    int atfork;                        /* the fork handlers are registered */
     int stopping;
     int listen_fd, wake[2];            /* wake: bpt_control_stop writes, the listener polls */
     pthread_t listener;
@@ -12189,61 +12189,104 @@ static int bpt__ctl_pattern(bpt__ctl_client *c, char *rest) {
     return bpt_trace_pattern(c->session, rest, (unsigned)flags, &m);
 }
 
-typedef struct { int fd, lines, failed; } bpt__ctl_info_out;
+/* INFO's lines, gathered in memory while bpt_trace_info_each holds the
+   code modification permission, and sent after it returns: a send that
+   blocks (a client that does not read) must not hold the permission. */
+typedef struct { char *text; size_t len, cap; int lines, failed; } bpt__ctl_info_out;
 
 static void bpt__ctl_info_line(const bpt_func *f, const char *module, const char *name, int arity,
                                const bpt_info *in, void *user) {
     bpt__ctl_info_out *o = (bpt__ctl_info_out *)user;
+    char line[2 * BPT__NAME_MAX + 128];
+    int n;
     (void)f;
     if (o->failed || !in->flags) return;   /* functions this session counts nothing of */
-    if (bpt__ctl_reply(o->fd, "F %llu %llu %llu %llu %d %s:%s", (unsigned long long)in->count,
-                       (unsigned long long)in->calls, (unsigned long long)in->time_ns,
-                       (unsigned long long)in->memory_bytes, arity, module, name) < 0)
-        o->failed = 1;
-    else
-        o->lines++;
+    n = snprintf(line, sizeof line, "F %llu %llu %llu %llu %d %s:%s\n", (unsigned long long)in->count,
+                 (unsigned long long)in->calls, (unsigned long long)in->time_ns,
+                 (unsigned long long)in->memory_bytes, arity, module, name);
+    if (n < 0 || (size_t)n >= sizeof line) return;
+    if (o->len + (size_t)n > o->cap) {
+        size_t cap = o->cap ? 2 * o->cap : 4096;
+        char *t;
+        while (cap < o->len + (size_t)n) cap *= 2;
+        if (!(t = (char *)BPT_MALLOC(cap))) { o->failed = 1; return; }
+        if (o->len) memcpy(t, o->text, o->len);
+        BPT_FREE(o->text);
+        o->text = t;
+        o->cap = cap;
+    }
+    memcpy(o->text + o->len, line, (size_t)n);
+    o->len += (size_t)n;
+    o->lines++;
 }
 
 static int bpt__ctl_info(bpt__ctl_client *c, char *rest) {
     char *kinds = bpt__ctl_word(&rest);
     long flags = bpt__ctl_kinds(kinds);
     unsigned what = BPT_INFO_FLAGS;   /* flags: to skip functions the session does not count */
-    bpt__ctl_info_out o = { c->fd, 0, 0 };
+    bpt__ctl_info_out o;
     int rc;
+    memset(&o, 0, sizeof o);
     if (flags < 0 || !flags || (flags & ~(long)(BPT_COUNT | BPT_TIME | BPT_MEMORY)))
         return bpt__fail(BPT_EFLAGS, "INFO: kinds '%s': a comma list of count, time, memory", kinds);
     if (flags & BPT_COUNT) what |= BPT_INFO_COUNT;
     if (flags & BPT_TIME) what |= BPT_INFO_TIME;
     if (flags & BPT_MEMORY) what |= BPT_INFO_MEMORY;
     if (!*rest) return bpt__fail(BPT_EPATTERN, "INFO: no pattern after the kinds");
-    if ((rc = bpt_trace_info_each(c->session, rest, what, bpt__ctl_info_line, &o)) < 0) return rc;
-    return o.failed ? BPT_EIO : o.lines;
+    rc = bpt_trace_info_each(c->session, rest, what, bpt__ctl_info_line, &o);
+    if (rc >= 0 && o.failed) rc = bpt__fail(BPT_ENOMEM, "INFO: no memory for the reply");
+    if (rc >= 0 && o.len && bpt__ctl_send(c->fd, o.text, o.len) < 0) rc = BPT_EIO;
+    BPT_FREE(o.text);
+    return rc < 0 ? rc : o.lines;
 }
 
 /* STREAM: the session's trace file down the socket until the client hangs
-   up (or the server stops). The writer writes whole runs of records as the
-   traced threads wrote them; between writes, poll for a hang-up. */
+   up (or the server stops). bpt_session_write keeps this thread pinned
+   while it writes (it writes straight from the lanes' chunks), and a
+   pinned thread holds up every thread progress wait in the process: so it
+   writes into a memory file, never to the socket, and the bytes go to the
+   socket after it returns, unpinned. A client that stops reading then
+   blocks only this thread's send; the traced threads fill the session's
+   buffers and drop what does not fit, counted and marked. */
 static void bpt__ctl_stream(bpt__ctl_client *c) {
     bpt_file_writer w;
+    char *buf;
+    int mfd = (int)syscall(SYS_memfd_create, "bptrace-stream", 1u /* MFD_CLOEXEC */);
+    const size_t COPY = 65536;
+    if (mfd < 0 || !(buf = (char *)BPT_MALLOC(COPY))) {
+        if (mfd >= 0) close(mfd);
+        return;
+    }
     memset(&w, 0, sizeof w);
-    w.fd = c->fd;
+    w.fd = mfd;
     for (;;) {
         struct pollfd p;
         char sink[256];
-        int stop;
-        if (bpt_session_write(c->session, &w) < 0) return;   /* EPIPE: the client went away */
+        off_t end, at;
+        int stop, rc = bpt_session_write(c->session, &w);
+        if (rc < 0) break;
+        end = lseek(mfd, 0, SEEK_CUR);
+        for (at = 0; at < end;) {   /* unpinned: this send may block */
+            ssize_t k = pread(mfd, buf, (size_t)(end - at) < COPY ? (size_t)(end - at) : COPY, at);
+            if (k <= 0 || bpt__ctl_send(c->fd, buf, (size_t)k) < 0) goto done;   /* EPIPE: the client went away */
+            at += k;
+        }
+        if (end > 0 && (ftruncate(mfd, 0) < 0 || lseek(mfd, 0, SEEK_SET) < 0)) break;
         p.fd = c->fd;
         p.events = POLLIN;
         p.revents = 0;
         if (poll(&p, 1, BPT__CTL_POLL_MS) > 0) {
             ssize_t k = recv(c->fd, sink, sizeof sink, MSG_DONTWAIT);
-            if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) return;   /* hung up */
+            if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) break;   /* hung up */
         }
         pthread_mutex_lock(&bpt__ctl_lock);
         stop = bpt__ctl.stopping;
         pthread_mutex_unlock(&bpt__ctl_lock);
-        if (stop) return;
+        if (stop) break;
     }
+done:
+    BPT_FREE(buf);
+    close(mfd);
 }
 
 /* One request line: its reply. Returns 1 to go on, 0 to close. */
@@ -12388,7 +12431,17 @@ static void *bpt__ctl_listener_main(void *arg) {
         if (p[1].revents) return NULL;   /* bpt_control_stop */
         if (!(p[0].revents & POLLIN)) continue;
         fd = accept4(bpt__ctl.listen_fd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd >= 0) bpt__ctl_accept(fd);
+        if (fd >= 0) {
+            bpt__ctl_accept(fd);
+        } else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            /* The connection stays queued and poll would report it at once
+               again: wait 100 ms (or for stop) instead of spinning. */
+            struct pollfd w;
+            w.fd = bpt__ctl.wake[0];
+            w.events = POLLIN;
+            w.revents = 0;
+            if (poll(&w, 1, 100) > 0) return NULL;
+        }
     }
 }
 
@@ -12426,28 +12479,45 @@ static int bpt__ctl_bind(int fd) {
     if (errno != EADDRINUSE || bpt__ctl.address[0] == '@')
         return bpt__fail(errno == EADDRINUSE ? BPT_EEXIST : BPT_EIO, "bpt_control_start: bind %s: %s",
                          bpt__ctl.address, strerror(errno));
-    probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (probe >= 0 && connect(probe, a, bpt__ctl.addr_len) == 0) {
+    if ((probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+        return bpt__fail(BPT_EIO, "bpt_control_start: %s exists, and no socket to probe it: %s",
+                         bpt__ctl.address, strerror(errno));
+    if (connect(probe, a, bpt__ctl.addr_len) == 0) {
         close(probe);
         return bpt__fail(BPT_EEXIST, "bpt_control_start: %s: another process serves it", bpt__ctl.address);
     }
-    if (probe >= 0) close(probe);
+    if (errno != ECONNREFUSED) {   /* not known to be stale: leave it */
+        int e = errno;
+        close(probe);
+        return bpt__fail(BPT_EEXIST, "bpt_control_start: %s exists and may be served (connect: %s)",
+                         bpt__ctl.address, strerror(e));
+    }
+    close(probe);   /* refused: nobody listens; a dead process's file */
     if (unlink(bpt__ctl.address) < 0 || bind(fd, a, bpt__ctl.addr_len) < 0)
         return bpt__fail(BPT_EIO, "bpt_control_start: bind %s (a stale socket file): %s", bpt__ctl.address,
                          strerror(errno));
     return 0;
 }
 
-/* Forget a server inherited through fork: its threads are not ours. */
-static void bpt__ctl_forget_inherited(void) {
-    if (!bpt__ctl.running || bpt__ctl.pid == getpid()) return;
-    close(bpt__ctl.listen_fd);
-    close(bpt__ctl.wake[0]);
-    close(bpt__ctl.wake[1]);
-    for (uint32_t i = 0; i < bpt__ctl.max_clients; i++)
-        if (bpt__ctl.fds[i] >= 0) close(bpt__ctl.fds[i]);
-    bpt__ctl.running = 0;
-    bpt__ctl.nclients = 0;
+/* fork: the child has none of the server's threads. The prepare handler
+   takes the lock, so that no server thread holds it across the fork; the
+   child's handler then closes the inherited sockets and forgets the
+   server (its own clients' sessions stay, untraced by anyone: their
+   buffers fill and drop). */
+static void bpt__ctl_fork_prepare(void) { pthread_mutex_lock(&bpt__ctl_lock); }
+static void bpt__ctl_fork_parent(void) { pthread_mutex_unlock(&bpt__ctl_lock); }
+static void bpt__ctl_fork_child(void) {
+    if (bpt__ctl.running) {
+        close(bpt__ctl.listen_fd);
+        close(bpt__ctl.wake[0]);
+        close(bpt__ctl.wake[1]);
+        for (uint32_t i = 0; i < bpt__ctl.max_clients; i++)
+            if (bpt__ctl.fds[i] >= 0) close(bpt__ctl.fds[i]);
+        bpt__ctl.running = 0;
+        bpt__ctl.stopping = 0;
+        bpt__ctl.nclients = 0;
+    }
+    pthread_mutex_unlock(&bpt__ctl_lock);
 }
 
 int bpt_control_start(const bpt_control_desc *desc) {
@@ -12461,7 +12531,13 @@ int bpt_control_start(const bpt_control_desc *desc) {
         return bpt__fail(BPT_EINVAL, "bpt_control_start: max_clients %u is over BPT_MAX_SESSIONS (%d)",
                          d.max_clients, BPT_MAX_SESSIONS);
     pthread_mutex_lock(&bpt__ctl_lock);
-    bpt__ctl_forget_inherited();
+    if (!bpt__ctl.atfork) {
+        if (pthread_atfork(bpt__ctl_fork_prepare, bpt__ctl_fork_parent, bpt__ctl_fork_child) != 0) {
+            pthread_mutex_unlock(&bpt__ctl_lock);
+            return bpt__fail(BPT_ENOMEM, "bpt_control_start: no memory for the fork handlers");
+        }
+        bpt__ctl.atfork = 1;
+    }
     if (bpt__ctl.running) {
         pthread_mutex_unlock(&bpt__ctl_lock);
         return bpt__fail(BPT_EEXIST, "bpt_control_start: the server runs already, at %s", bpt__ctl.address);
@@ -12504,7 +12580,6 @@ int bpt_control_start(const bpt_control_desc *desc) {
         goto fail;
     }
     bpt__ctl.running = 1;
-    bpt__ctl.pid = getpid();
     pthread_mutex_unlock(&bpt__ctl_lock);
     return 0;
 fail:
@@ -12515,9 +12590,14 @@ fail:
 }
 
 int bpt_control_stop(void) {
+    bpt__thread *self = bpt__thread_self_or_null();
     pthread_t listener;
+    /* It waits for the client threads, whose session destroys wait for
+       thread progress: not from where this thread would hold that up. */
+    if (self && (self->in_tracer || self->holds_permission || bpt__thread_pinned(self)))
+        return bpt__fail(BPT_EDEADLK, "bpt_control_stop: called from a tracer callback, under the code "
+                         "modification permission, or while pinned: it would wait for itself");
     pthread_mutex_lock(&bpt__ctl_lock);
-    bpt__ctl_forget_inherited();
     if (!bpt__ctl.running || bpt__ctl.stopping) {
         pthread_mutex_unlock(&bpt__ctl_lock);
         return bpt__fail(BPT_ENOENT, "bpt_control_stop: no control server runs in this process");
@@ -12526,11 +12606,13 @@ int bpt_control_stop(void) {
     listener = bpt__ctl.listener;
     if (write(bpt__ctl.wake[1], "x", 1) < 0) { /* the pipe is empty and ours: cannot fail */ }
     pthread_mutex_unlock(&bpt__ctl_lock);
+    bpt__block_begin(self);   /* a managed thread goes offline while it waits */
     pthread_join(listener, NULL);   /* no new clients after this */
     pthread_mutex_lock(&bpt__ctl_lock);
     for (uint32_t i = 0; i < bpt__ctl.max_clients; i++)
-        if (bpt__ctl.fds[i] >= 0) shutdown(bpt__ctl.fds[i], SHUT_RDWR);   /* wakes recv, poll, write */
+        if (bpt__ctl.fds[i] >= 0) shutdown(bpt__ctl.fds[i], SHUT_RDWR);   /* wakes recv, poll, send */
     while (bpt__ctl.nclients > 0) pthread_cond_wait(&bpt__ctl_gone, &bpt__ctl_lock);
+    bpt__block_end(self);
     close(bpt__ctl.listen_fd);
     close(bpt__ctl.wake[0]);
     close(bpt__ctl.wake[1]);
@@ -12546,7 +12628,6 @@ int bpt_control_address(char *buf, size_t size) {
     int n;
     if (!buf) return bpt__fail(BPT_EINVAL, "bpt_control_address: buf is NULL");
     pthread_mutex_lock(&bpt__ctl_lock);
-    bpt__ctl_forget_inherited();
     if (!bpt__ctl.running) {
         pthread_mutex_unlock(&bpt__ctl_lock);
         return bpt__fail(BPT_ENOENT, "bpt_control_address: no control server runs in this process");

@@ -21,6 +21,12 @@
      BPTRACE_OUTPUT    that file (.bpt); default bptrace-PID.bpt
      BPTRACE_VERBOSE   1: say on stderr what was registered and started
 
+   Libraries loaded by dlopen are kept loaded (RTLD_NODELETE is added):
+   bptrace's records of their functions, and any breakpoint set on them,
+   must never point into an unmapped library. A dlopen by bare name that
+   relies on the calling object's RUNPATH searches the agent's instead (the
+   caller glibc sees is the agent): give such a program LD_LIBRARY_PATH.
+
    A program that has bptrace in it already has its own registry: it starts
    its own server (bpt_control_start) instead of loading the agent. */
 #define BPTRACE_IMPLEMENTATION
@@ -29,6 +35,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +50,7 @@ static bpt_session rec;
 static bpt_file_writer rec_out;
 static pthread_t rec_thread;
 static _Atomic int recording;
+static pid_t rec_pid;   /* the process that records: a forked child has no drainer */
 
 /* The drainer: wait until a chunk is sealed (or 100 ms), write what there is. */
 static void *rec_main(void *arg) {
@@ -104,16 +112,23 @@ static void start_recording(const char *spec, const char *out) {
     }
     SAY("recording %s (%d functions) to %s\n", colon + 1, rc, out);
     rec_out.fd = fd;
+    rec_pid = getpid();
     atomic_store(&recording, 1);
-    if (pthread_create(&rec_thread, NULL, rec_main, NULL) != 0) atomic_store(&recording, 0);
+    {   /* the drainer blocks every signal: the program's go to its own threads */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        if (pthread_create(&rec_thread, NULL, rec_main, NULL) != 0) atomic_store(&recording, 0);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
 }
 
 /* At exit: the server stops (its clients' sessions are destroyed and the
    socket file removed); then the last records, and the file. Threads
    still running lose what they make after this. */
 __attribute__((destructor)) static void agent_fini(void) {
-    bpt_control_stop();   /* BPT_ENOENT when none runs: nothing to do */
-    if (!atomic_load(&recording)) return;
+    bpt_control_stop();   /* BPT_ENOENT when none runs (a forked child has none): nothing to do */
+    if (!atomic_load(&recording) || rec_pid != getpid()) return;
     atomic_store(&recording, 0);
     pthread_join(rec_thread, NULL);
     bpt_session_write(rec, &rec_out);
@@ -139,14 +154,14 @@ void *dlopen(const char *file, int mode) {
         real = next;
     }
     if (!real) return NULL;
-    h = real(file, mode);
+    h = real(file, mode | RTLD_NODELETE);   /* never unmapped under bptrace's records */
     if (h && file) register_module(file);
     return h;
 }
 
 __attribute__((constructor)) static void agent_init(void) {
     const char *v = getenv("BPTRACE_VERBOSE"), *ctl = getenv("BPTRACE_CONTROL"), *pat = getenv("BPTRACE_PATTERN");
-    static char pattern[4096], output[4096];
+    static char pattern[4096], output[4096], control[4096];
     verbose = v && *v == '1';
     /* A program this one starts inherits LD_PRELOAD, and so its own agent
        and server; not the recording, which would overwrite this file. */
@@ -154,6 +169,9 @@ __attribute__((constructor)) static void agent_init(void) {
     snprintf(output, sizeof output, "%s", getenv("BPTRACE_OUTPUT") ? getenv("BPTRACE_OUTPUT") : "");
     unsetenv("BPTRACE_PATTERN");
     unsetenv("BPTRACE_OUTPUT");
+    snprintf(control, sizeof control, "%s", ctl ? ctl : "");
+    unsetenv("BPTRACE_CONTROL");   /* a child's server takes its own default address */
+    ctl = ctl ? control : NULL;
     register_module(NULL);
     if (!ctl || strcmp(ctl, "off")) {
         bpt_control_desc d;

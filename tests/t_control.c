@@ -9,8 +9,12 @@
         them while the stream is still open;
      4. a client that hangs up: its session is destroyed and the site's word
         is the original again;
-     5. bpt_control_stop with a client streaming: it returns, the client
-        sees the end of its stream, the word is restored;
+     5. a client that streams and reads nothing while megabytes of calls
+        come: another session's bpt_trace_pattern still finishes (the
+        server waits on the socket unpinned); bpt_control_stop refused
+        while pinned (BPT_EDEADLK); then with a client streaming: it
+        returns, the client sees the end of its stream, the word is restored;
+     fork: the child has no server, the parent's serves on;
      6. a socket file: mode 0600 while served, replaced when stale (nobody
         serves it), refused (BPT_EEXIST) while another serves it, removed by
         stop.
@@ -22,6 +26,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define BP ((bpt_vm_word)0xB0B0)
@@ -173,6 +178,46 @@ static void *read_stream(void *arg) {
     return NULL;
 }
 
+/* A client that says STREAM and reads nothing, while calls flood in: the
+   server blocks on its socket, and must do so unpinned. Another session's
+   bpt_trace_pattern (which waits for thread progress) must still finish;
+   SIGALRM's default action ends the test if it hangs. */
+static void stalled_client(const char *address) {
+    char buf[256];
+    bpt_session s2;
+    long n = check_scale(200000);
+    int fd = dial(address);
+    CHECK(fd >= 0, "cannot connect");
+    if (fd < 0) return;
+    CHECK(!strncmp(ask(fd, "HELLO 1", buf, sizeof buf, NULL), "OK ", 3), "HELLO: %s", buf);
+    CHECK(!strcmp(ask(fd, "PATTERN call t:f/_", buf, sizeof buf, NULL), "OK 1"), "PATTERN: %s", buf);
+    CHECK(!strcmp(ask(fd, "STREAM", buf, sizeof buf, NULL), "OK stream"), "STREAM: %s", buf);
+    for (long i = 0; i < n; i++) vm_call((uint64_t)i);   /* megabytes: more than the socket holds */
+    usleep(200000);                                      /* the server is stuck in its send now */
+    alarm(60);
+    CHECK_RC(bpt_session_create(NULL, &s2), 0);
+    CHECK_RC(bpt_trace_pattern(s2, "t:f/_", BPT_COUNT, NULL), 1);
+    CHECK_RC(bpt_session_destroy(s2), 0);
+    alarm(0);
+    close(fd);
+    CHECK(word_becomes(WORD), "the site still holds %#lx after the stalled client left",
+          (unsigned long)bpt_vm_word_at(fn));
+}
+
+/* fork: the child has no server (its threads are the parent's), and says
+   so; the parent's serves on. */
+static void fork_child(void) {
+    char buf[128];
+    int st = -1;
+    pid_t p = fork();
+    if (p == 0) {
+        int ok = bpt_control_stop() == BPT_ENOENT && bpt_control_address(buf, sizeof buf) == BPT_ENOENT;
+        _exit(ok ? 0 : 1);
+    }
+    CHECK(p > 0 && waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child saw a server (%d)", st);
+    CHECK(bpt_control_address(buf, sizeof buf) > 0, "the parent's server is gone: %s", bpt_last_error());
+}
+
 /* STREAM, then bpt_control_stop while it streams. */
 static void stream_then_stop(const char *address) {
     char buf[256];
@@ -248,7 +293,12 @@ int main(void) {
     CHECK_RC(bpt_control_start(&d), BPT_EEXIST);
     CHECK_RC(bpt_control_address(buf, sizeof buf), (int)strlen(address));
     CHECK(!strcmp(buf, address), "address %s", buf);
+    fork_child();
     requests(address);
+    stalled_client(address);
+    bpt_thread_progress_pin();   /* stop would wait for this thread's own progress */
+    CHECK_RC(bpt_control_stop(), BPT_EDEADLK);
+    bpt_thread_progress_unpin();
     stream_then_stop(address);
     CHECK_RC(bpt_control_stop(), BPT_ENOENT);
     socket_files();

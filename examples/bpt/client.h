@@ -28,8 +28,13 @@ static int target_env(int pid, const char *var, char *buf, size_t size) {
     return -1;
 }
 
-static int connect_to(const char *address) {
+/* A connection to address, and only if the process at the other end is
+   the target (a server's SO_PEERCRED): an abstract name can be bound by
+   anyone first, and a path can be stale or another process's. */
+static int connect_to(const char *address, int pid) {
     struct sockaddr_un a;
+    struct ucred who;
+    socklen_t len = sizeof who;
     size_t n = strlen(address);
     int fd;
     if (n == 0 || n >= sizeof a.sun_path) return -1;
@@ -38,8 +43,12 @@ static int connect_to(const char *address) {
     memcpy(a.sun_path, address, n);
     if (address[0] == '@') a.sun_path[0] = '\0';
     if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) return -1;
-    if (connect(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) == 0)
-        return fd;
+    if (connect(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) == 0 &&
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &who, &len) == 0) {
+        if (who.pid == pid && (who.uid == geteuid() || who.uid == 0)) return fd;
+        fprintf(stderr, "bpt: %s is served by process %d (uid %d), not by %d: ignored\n", address, (int)who.pid,
+                (int)who.uid, pid);
+    }
     close(fd);
     return -1;
 }
@@ -55,18 +64,18 @@ static int ctl_connect(int pid) {
         fprintf(stderr, "bpt: no process %d\n", pid);
         return -EXIT_GONE;
     }
-    if (target_env(pid, "BPTRACE_CONTROL", v, sizeof v) == 0 && strcmp(v, "off") && (fd = connect_to(v)) >= 0)
+    if (target_env(pid, "BPTRACE_CONTROL", v, sizeof v) == 0 && strcmp(v, "off") && (fd = connect_to(v, pid)) >= 0)
         return fd;
     if (target_env(pid, "XDG_RUNTIME_DIR", v, sizeof v) == 0) {
         snprintf(addr, sizeof addr, "%s/bptrace-%d.sock", v, pid);
-        if ((fd = connect_to(addr)) >= 0) return fd;
+        if ((fd = connect_to(addr, pid)) >= 0) return fd;
     }
     if (mine) {
         snprintf(addr, sizeof addr, "%s/bptrace-%d.sock", mine, pid);
-        if ((fd = connect_to(addr)) >= 0) return fd;
+        if ((fd = connect_to(addr, pid)) >= 0) return fd;
     }
     snprintf(addr, sizeof addr, "@bptrace-%d", pid);
-    if ((fd = connect_to(addr)) >= 0) return fd;
+    if ((fd = connect_to(addr, pid)) >= 0) return fd;
     fprintf(stderr, "bpt: process %d has no control server (run it under build/libbptrace-agent.so, "
                     "or call bpt_control_start in it)\n", pid);
     return -EXIT_NOBPT;
@@ -144,8 +153,13 @@ static void on_end(int sig) {
     ending = 1;
     if (ending_fd >= 0) shutdown(ending_fd, SHUT_RDWR);   /* async-signal-safe: wakes a blocked read */
 }
+static sigset_t end_signals;   /* blocked outside wait_end's sigsuspend */
 static void end_after(double seconds, int fd) {
     struct sigaction sa;
+    sigemptyset(&end_signals);
+    sigaddset(&end_signals, SIGINT);
+    sigaddset(&end_signals, SIGTERM);
+    sigaddset(&end_signals, SIGALRM);
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_end;   /* no SA_RESTART: a blocked read returns */
     sigaction(SIGINT, &sa, NULL);
@@ -161,8 +175,13 @@ static void end_after(double seconds, int fd) {
         setitimer(ITIMER_REAL, &it, NULL);
     }
 }
+/* Sleep until one of the signals came: blocked while `ending` is tested,
+   so none is lost between the test and the sleep. */
 static void wait_end(void) {
-    while (!ending) pause();
+    sigset_t old;
+    sigprocmask(SIG_BLOCK, &end_signals, &old);
+    while (!ending) sigsuspend(&old);
+    sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
 /* ---- bpt count / bpt profile ---- */
@@ -236,7 +255,11 @@ static int cmd_counting(int pid, const char *pattern, const char *what, double s
         int kept = 0;
         qsort(r.rows, (size_t)r.n, sizeof r.rows[0], by_value);
         for (int i = 0; i < r.n && kept < shown; i++)
-            if (r.rows[i].calls) r.rows[kept++] = r.rows[i];
+            if (r.rows[i].calls) {   /* swap, so that each row's strings are held once */
+                bpt_profile_row keep = r.rows[i];
+                r.rows[i] = r.rows[kept];
+                r.rows[kept++] = keep;
+            }
         for (int i = kept; i < r.n; i++) free((char *)r.rows[i].module);
         r.n = kept;
         size_t size = (size_t)(r.n + 4) * 160;
@@ -404,11 +427,11 @@ static int cmd_report(const char *path, int shown) {
                 fns[f].calls++;
                 if (t->depth < 256) {
                     t->st[t->depth].fn = f; t->st[t->depth].start = m[i].ts_ns; t->st[t->depth].child = 0;
-                    t->depth++;
                 }
+                t->depth++;   /* deeper than 256: counted, not timed */
             } else if ((m[i].type == BPT_MSG_RETURN_FROM || m[i].type == BPT_MSG_EXCEPTION_FROM) && t->depth > 0) {
                 uint64_t d;
-                t->depth--;
+                if (--t->depth >= 256) continue;
                 d = m[i].ts_ns - t->st[t->depth].start;
                 fns[t->st[t->depth].fn].own_ns += d > t->st[t->depth].child ? d - t->st[t->depth].child : 0;
                 if (t->depth > 0) t->st[t->depth - 1].child += d;
