@@ -17,7 +17,9 @@
    its breakpoints are cleared through the 13 steps and every entry word it
    switched on is restored. A client's records go out from the session's
    chunks as bpt_session_write writes them to a file (>>tracefile): nothing
-   is re-encoded per event. Nothing a client does makes a traced thread
+   is re-encoded per event. (It writes into a memory file and sends from
+   there: bpt_session_write keeps its thread pinned while it writes, and a
+   send that blocks must not hold up thread progress.) Nothing a client does makes a traced thread
    wait: a client that reads slowly only fills its session's buffers, and
    the records that do not fit are dropped, counted, and marked in its
    stream. The server's threads block every signal, so the program's
@@ -64,8 +66,10 @@
    on; the server and the traced program carry on whatever a client sends.
    A connection beyond max_clients gets "ERR -13 ..." and is closed.
 
-   fork: the child has no server (threads do not survive fork); it may
-   start its own. */
+   fork: the child has no server (threads do not survive fork): fork
+   handlers close the inherited sockets in the child, which may start its
+   own. Sessions its clients had stay in the child, with no one to read
+   them: their buffers fill and drop. */
 
 /* Control server settings. Zero-initialise; zero means default. */
 typedef struct bpt_control_desc {
@@ -102,9 +106,14 @@ BPT_API int bpt_control_start(const bpt_control_desc *desc);
 
    Parameters     none
    Returns        0, or a BPT_E* code
-   Errors         BPT_ENOENT   no server runs in this process
+   Errors
+     BPT_ENOENT    no server runs in this process (also: a fork's child)
+     BPT_EDEADLK   from a tracer callback, under the code modification
+                   permission, or while pinned: the clients' session
+                   destroys would wait for this thread
    Thread safety  any thread but the server's own; not from a signal
-                  handler or a tracer callback (it waits for the clients)
+                  handler (it waits for the clients; a managed thread goes
+                  offline while it does)
    Source         bptrace
 */
 BPT_API int bpt_control_stop(void);

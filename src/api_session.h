@@ -364,7 +364,13 @@ typedef struct bpt_file_writer {
                     as the file's end)
      BPT_ENOMEM     the calling thread's record could not be allocated, or
                     a names block
-   Thread safety  as bpt_session_drain (one drainer per session at a time)
+   Thread safety  as bpt_session_drain (one drainer per session at a time).
+                  The calling thread stays pinned during each write(2) (it
+                  writes from the buffers themselves): a write that blocks,
+                  to a pipe or socket whose reader stalls, holds up every
+                  thread progress wait (bpt_trace_pattern and the like) until
+                  it returns. Write to a file, or to a memory file and copy
+                  from there, as the control server does (>>control)
    Source         bptrace; uftrace record's per-thread data files, LTTng's sub-buffers
 */
 BPT_API int bpt_session_write(bpt_session s, bpt_file_writer *w);
