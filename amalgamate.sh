@@ -23,7 +23,7 @@ HEADERS="port.h internal.h $(sed -n 's/^#include "\([a-z_0-9]*\.h\)".*/\1/p' src
 # The breakpoint kinds are every src/kind_*.c (a new kind is its row in
 # BPT_KINDS and its part: nothing to add here).
 KINDS="$(cd src && ls kind_*.c | tr '\n' ' ')"
-PARTS="progress.c clock.c intern.c names.c record.c locks.c ptrset.c session.c probes.c pattern.c site_x86_64.c site_aarch64.c timem.c symbols.c frames.c interpose.c unwind.c fibers.c $KINDS hit.c site_vm.c site_native.c module.c bp.c funcs.c session_life.c trace_pattern.c trace_info.c format.c tracefile.c root.c control.c"
+PARTS="progress.c clock.c intern.c names.c record.c locks.c ptrset.c session.c probes.c pattern.c site_x86_64.c site_aarch64.c timem.c symbols.c frames.c interpose.c unwind.c fibers.c $KINDS hit.c site_vm.c site_native.c module.c bp.c funcs.c slots.c session_life.c trace_pattern.c trace_info.c format.c tracefile.c root.c control.c"
 
 # The public half, one concern a part, in order: each part includes the one
 # it builds on. bpt_api.h opens the include guard and the extern "C" block;

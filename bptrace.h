@@ -101,6 +101,14 @@
        entry stubs are assembly with fixed names). On tcc BPT_TRACEABLE is
        empty and native registration returns BPT_ENOTSUP; VM sites still work.
 
+   CALLS THROUGH SLOTS (gcc and clang, x86-64 and aarch64; no flags needed)
+       bpt_register_imports(module, pattern) makes a module's calls into
+       other modules traceable at the 8-byte slots they go through (its GOT
+       under a PLT or -fno-plt, lazy binding and full RELRO included, and
+       function-pointer tables the dynamic linker fills); bpt_register_slot
+       does it for one hand-built function-pointer slot. The slot switches
+       between its target and a trampoline with one aligned store (slots.c).
+
    SUPPORTED
        gcc and clang on x86-64 and aarch64 (C11 <stdatomic.h>, __thread);
        tcc 0.9.27 on x86-64 (x86-64 inline asm atomics, pthread keys for
@@ -191,9 +199,9 @@
          kind_count.c, kind_call.c, kind_timem.c   the breakpoint kinds (BPT_KINDS)
          hit.c             the hit path: what a breakpoint does when reached
          site_vm.c, site_native.c   writing site words: VM words, checked code batches
-         module.c          a module's patchable entries and their ELF names
+         module.c          a module's patchable entries and their ELF names; its import slots
          bp.c              the set path: the 13 steps, one function each
-         funcs.c, session_life.c, trace_pattern.c, trace_info.c   the API
+         funcs.c, slots.c, session_life.c, trace_pattern.c, trace_info.c   the API
          format.c          text, Chrome JSON and folded stacks
          tracefile.c       trace files: bpt_session_write and the reader
        The protocol's steps, by function (bp.c): 1 bpt__change_begin,
@@ -1092,6 +1100,113 @@ BPT_API int bpt_register_native(void *fn, const char *module, const char *name, 
    Source         bptrace (module.c); gcc -fpatchable-function-entry, dl_iterate_phdr(3)
 */
 BPT_API int bpt_register_module(const char *module);
+
+/* bpt_register_imports: register the import slots of a loaded module, the
+   GOT entries its calls into other modules go through (a PLT stub jumps
+   through one; code built with -fno-plt calls through one), and the words
+   of its function-pointer tables the dynamic linker fills with an imported
+   function (SQLite calls pread64 through such a table), so that trace
+   patterns can match calls from this module to, say, libc: the equivalent
+   of the export entry where Tracing.md's global call trace breaks. Each
+   becomes a function named "module:symbol" ("sqlite_live:pread64"), arity 0
+   (give an argument spec to see arguments). Every kind works on it: call
+   trace with arguments from the registers, return_from with the return
+   value, exception_from, call_count, call_time, call_memory. Tracing
+   switches the slot between its target and a trampoline of bptrace's, with
+   one aligned store (slots.c, SL0-SL4); patterns in force apply at once.
+   What is and is not traced:
+   - only calls through this module's slots: a library's calls to its own
+     functions, and other modules' calls (their own slots: register them
+     too), are not;
+   - a call bptrace itself makes through a traced slot (its hit path calls
+     mmap, the futex, the clock) is not traced, nor one a signal handler
+     makes while its thread is inside bptrace (>>own calls, site_native.c);
+   - functions only: slots of data symbols are skipped, and so are slots
+     whose target is not code (an untyped weak import nothing defines);
+   - while a slot is traced, it holds the trampoline's address: code that
+     compares a function pointer read from it with the function's address
+     from elsewhere sees them differ (calls are unaffected). A symbol with
+     several slots (a PLT slot and a table word) is registered once per
+     slot, under the same name.
+   Full RELRO (-z now -z relro): the GOT's page is made writable only for
+   each batch of slot writes, then read-only again. Lazy binding: a slot
+   the dynamic linker has not bound yet is bound first, to the symbol and
+   version the linker would choose (dlvsym(3): the global scope, then the
+   module's own dependencies). A lazy binding still in flight on another
+   thread when tracing starts could write over the trampoline's address:
+   that is detected, not silently lost: switching the trace off then
+   fails with BPT_ENOTPATCHABLE naming the dynamic linker, and the calls in
+   between were untraced. Each call maps its trampolines' pages (64 bytes
+   a slot); records and trampolines are never freed (a thread may be on its
+   way into one), and a slot registered again with the same target reuses
+   its own. A module with bptrace inside it may register its own imports.
+
+   Parameters
+     module    NULL for the main executable, or the basename ("libfoo.so")
+               or path of a loaded shared object; not ""
+     pattern   NULL or "_" for every import, else a glob ('*' for any run)
+               on symbol names, 1..127 bytes: "p*64", "malloc"
+   Returns
+     how many slots it registered (0: none new, or none matched), or a
+     BPT_E* code. Slots registered already are skipped.
+   Errors
+     BPT_ENOTSUP         tcc, BPT_NO_NATIVE or another architecture (the
+                         trampolines are native code); a CET shadow stack or
+                         GCS is active; /proc/self/maps cannot be read
+     BPT_ENOENT          the module is not loaded, or its file is gone
+     BPT_EINVAL          module is ""; the file is not ELF, malformed,
+                         truncated, or not the image that was loaded
+     BPT_EPATTERN        pattern is "" or over 127 bytes
+     BPT_EPERM           the module's file cannot be opened; mprotect
+                         refused the trampolines (nothing registered) or a
+                         slot's page while installing a remembered pattern
+     BPT_ENOMEM          nothing registered; or a remembered pattern could
+                         not be applied (the slots stay registered)
+     BPT_EDEADLK         from a tracer callback, a pinned section, or a
+                         callback under the code modification permission
+   Thread safety  any thread (set path); not from a signal handler, nor
+                  from a library constructor (the lookups take the dynamic
+                  linker's lock). The module must stay loaded during the call.
+   Source         Tracing.md's global call trace (export entries); uftrace's
+                  PLT hooking; the gABI and psABI dynamic relocations
+*/
+BPT_API int bpt_register_imports(const char *module, const char *pattern);
+
+/* bpt_register_slot: register one function-pointer slot, so that trace
+   patterns can match the calls made through it: a table of handlers built
+   by hand, an interpreter's dispatch table, an engine's table of systems.
+   The slot must hold the function's address now, and callers must load it
+   at each call, with a relaxed atomic load (__atomic_load_n(slot,
+   __ATOMIC_RELAXED): the same instruction as a plain aligned load, and no
+   data race in C11 terms while bptrace switches the slot). It is switched as bpt_register_imports' slots are, with
+   the same trampolines, kinds and protocol; a slot in read-only memory is
+   made writable only while it is written. The program must not change
+   the slot while it is registered (a write is detected at the next switch:
+   BPT_ENOTPATCHABLE). Calls that do not load the slot (direct calls to the
+   same function) are not traced.
+
+   Parameters
+     slot           the slot's address: pointer-aligned, mapped, readable,
+                    not in executable memory; not NULL
+     module, name   copied and interned; at most 127 bytes each; not NULL
+     arity          0..255: how many integer arguments call messages show
+                    when the pattern gives no argument spec
+     out            where to write the record; not NULL
+   Returns
+     0, or a BPT_E* code. *out is set on success, and also when the slot is
+     registered but a remembered pattern could not be applied.
+   Errors
+     BPT_EINVAL          a NULL; arity outside 0..255; the slot misaligned,
+                         outside any readable mapping, or holding an address
+                         that is not code
+     BPT_ELIMIT          module or name over 127 bytes
+     BPT_EEXIST          the slot is already registered
+     BPT_ENOTPATCHABLE   the slot lies in executable memory
+     BPT_ENOTSUP, BPT_EPERM, BPT_ENOMEM, BPT_EDEADLK   as bpt_register_imports
+   Thread safety  any thread (set path); not from a signal handler
+   Source         bptrace (slots.c); BEAM's export entries, Tracing.md
+*/
+BPT_API int bpt_register_slot(void **slot, const char *module, const char *name, int arity, bpt_func **out);
 
 /* bpt_unregister_module: remove every session's breakpoints from the
    module's native functions (every registered native function whose module
@@ -3231,6 +3346,7 @@ struct bpt__pattern_entry {
 
 BPT__PRIVATE int bpt__pattern_parse(const char *text, bpt__mfa *out);
 BPT__PRIVATE int bpt__mfa_match(const bpt__mfa *p, const char *module, const char *name, int arity);
+BPT__PRIVATE int bpt__glob(const char *pattern, const char *s);   /* '*' matches any run */
 BPT__PRIVATE int bpt__flags_check(unsigned flags);
 BPT__PRIVATE int bpt__ms_new(const bpt_match *m, unsigned extra, bpt__ms **out);
 BPT__PRIVATE void bpt__ms_ref(bpt__ms *ms);     /* NULL is no match spec: nothing to count */
@@ -3343,18 +3459,24 @@ struct bpt_func {
        function that also calls, times or traces returns skips the count
        path's call. */
     uint32_t count_hint;
+    /* Beside it, in the cache line the stub reads: 0 for a code site; for
+       a pointer slot (slots.c: a GOT entry, a function-pointer table), the
+       protection its page has when bptrace is not writing it (PROT_READ,
+       maybe PROT_WRITE: never 0). */
+    uint32_t slot_prot;
     const char *module, *name;    /* interned */
     int arity;
     uint32_t fid;                 /* its name id (names.c): what its records carry */
     int kind;                     /* enum bpt__site_kind */
     /* The site: the one word that switches between the original and the
        breakpoint. VM: an 8-byte instruction word. Native: the 2-byte entry
-       NOP (x86-64) or the 4-byte entry NOP (aarch64). */
+       NOP (x86-64) or the 4-byte entry NOP (aarch64). Slot: the 8-byte
+       pointer, which holds the function's address or its trampoline's. */
     void *site;
     uint64_t orig_word;           /* the site's original content */
     uint64_t bp_word;             /* what it holds while a breakpoint is installed */
     unsigned word_size;           /* 8, 4 or 2 bytes */
-    void *fn;                     /* native: the function's address */
+    void *fn;                     /* native: the function's address; slot: its trampoline's entry */
     uint64_t code_size;           /* native: bytes of code from the ELF symbol (0: unknown) */
     int signs_lr;                 /* native aarch64: the entry signs the return address (paciasp) */
     const bpt_vm_ops *ops;        /* VM: argument access and formatting */
@@ -3592,11 +3714,29 @@ typedef struct bpt__code_batch {
     uintptr_t *pages;
     int n, cap;
 } bpt__code_batch;
-typedef bpt__code_batch bpt__sites_batch;   /* the protocol's batch, prepared at step 2 */
+/* The pages of the pointer slots one batch writes whose mapping is not
+   writable (a GOT under full RELRO, a table in .rodata): each made
+   writable once for the batch and given back its own protection after. */
+typedef struct bpt__slot_pages {
+    uintptr_t *pages;
+    unsigned *prot;               /* each page's protection outside the batch */
+    int n, cap;
+} bpt__slot_pages;
+/* The protocol's batch, prepared at step 2 with room for every site of
+   the change, so that the writes allocate nothing. */
+typedef struct bpt__sites_batch {
+    bpt__code_batch code;
+    bpt__slot_pages data;
+} bpt__sites_batch;
 
 BPT__PRIVATE void bpt__site_vm_write(bpt_func *f, uint64_t w);
 BPT__PRIVATE int bpt__site_vm_check(const bpt_vm_word *word, bpt_vm_word bp_word);
 BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n);
+BPT__PRIVATE void bpt__sites_batch_free(bpt__sites_batch *sb);
+/* While a thread runs bptrace's own code, its calls through traced slots
+   are not traced (>>own calls, site_native.c). */
+BPT__PRIVATE void bpt__own_enter(void);
+BPT__PRIVATE void bpt__own_leave(void);
 BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code,
                                   bpt__sites_batch *sb, int *written);
 
@@ -3605,10 +3745,12 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
 #    define BPT__PAD_BYTES 24      /* fn-24: the record, the stub's address, call/jmp/jmp */
 extern __attribute__((visibility("hidden"))) char bpt__x86_64_return_trampoline[];
 #    define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__x86_64_return_trampoline)
+#    define BPT__TRAMP_ENTRY (-10)   /* straight to the padding's call: no jump to take first */
 #  else
 #    define BPT__PAD_BYTES 32      /* fn-32: the record, the stub's address, mov/ldr/blr/b */
 extern __attribute__((visibility("hidden"))) char bpt__aarch64_return_trampoline[];
 #    define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__aarch64_return_trampoline)
+#    define BPT__TRAMP_ENTRY 0        /* bti c: a landing pad for the PLT's br x17 */
 #  endif
 
 /* What registration writes and what the protocol switches, for one entry. */
@@ -3637,6 +3779,16 @@ BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len);
 BPT__PRIVATE int bpt__arch_native_usable(const char *who);
 
 BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who);
+
+/* A pointer slot's trampoline (slots.c): a block of BPT__TRAMP_BYTES,
+   aligned to them, laid out as a BPT_TRACEABLE function whose entry word
+   always holds the breakpoint, followed by a jump to the slot's original
+   target. bpt__arch_tramp_init fills a fresh, writable block with the
+   padding's NOPs, the entry NOP and that jump, and returns the function's
+   address, for bpt__arch_entry_layout; the slot then points at
+   fn + BPT__TRAMP_ENTRY. */
+#define BPT__TRAMP_BYTES 64
+BPT__PRIVATE uint8_t *bpt__arch_tramp_init(uint8_t *block, uintptr_t target);
 /* Called by the entry stubs' assembly by name: not static. The count
    path's result is a number, which the stubs compare: */
 #define BPT__COUNT_FULL 0      /* nothing done: the full path must run */
@@ -3717,6 +3869,20 @@ BPT__DATA(struct bpt__registry, bpt__registry);   /* funcs.c */
 
 BPT__PRIVATE bpt__op bpt__pattern_op(unsigned flags, bpt__ms *ms);   /* a pattern's flags as a protocol op */
 
+/* Registration's steps (funcs.c), which slots.c shares; under the
+   permission. Reserve room, make a record, make it known (cannot fail
+   after the reserve), apply the patterns in force. */
+BPT__PRIVATE int bpt__registry_reserve(uint32_t extra);   /* 0 or BPT_ENOMEM */
+BPT__PRIVATE int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
+                               const void *addr, const char *who, bpt_func **out);
+BPT__PRIVATE void bpt__registry_add(bpt_func *f, const void *site_key);
+BPT__PRIVATE const void *bpt__site_key(const bpt_func *f);
+BPT__PRIVATE int bpt__apply_patterns(bpt_func *f, uint64_t *t);
+#if defined(BPT_NATIVE)
+BPT__PRIVATE void bpt__native_discard(bpt_func *f);   /* undo a record a failed registration made */
+BPT__PRIVATE bpt_func *bpt__slot_reuse(void *slot, uint64_t target);
+#endif
+
 #if defined(BPT_NATIVE)
 /* The address index of the native functions (symbols.c). */
 typedef struct bpt__addr_index bpt__addr_index;
@@ -3737,6 +3903,16 @@ BPT__PRIVATE const char *bpt__intern(const char *text);   /* NULL when out of me
 typedef int (*bpt__module_visit_fn)(void *fn, const char *name, uint64_t size, void *user);
 BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const char **module_name,
                                   bpt__module_visit_fn visit, void *user);
+/* Called once per import slot of the module (bpt__module_imports): slot,
+   the symbol's name (valid during the call), and target, the function the
+   slot calls (resolved first where the dynamic linker has not bound the
+   slot yet: then lazy is 1). Return 1 when it took the slot, 0 when it
+   passed, or a negative BPT_E* to stop (propagated). */
+#if defined(BPT_NATIVE)
+typedef int (*bpt__import_visit_fn)(void **slot, const char *name, uintptr_t target, int lazy, void *user);
+BPT__PRIVATE int bpt__module_imports(const char *module, const char **module_name,
+                                     bpt__import_visit_fn visit, void *user);
+#endif
 /*** End of registry.h ***/
 
 /*** Begin file progress.c ***/
@@ -6261,6 +6437,24 @@ BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_
     return 0;
 }
 
+/* A slot's trampoline (sites.h): the padding at block+8, the function at
+   block+32, whose entry word becomes the breakpoint's jump (it is never
+   taken: the slot points at the padding's call, fn-10), then
+   fn+2   FF 25 00 00 00 00   jmp *[fn+8]     on to the slot's target
+   fn+8   the target (8 bytes, aligned)
+   and int3 everywhere else. The stub returns to fn-4, whose jump lands on
+   fn+2: the traced function's own return address is still the caller's,
+   at the top of the stack, as at any entry. */
+BPT__PRIVATE uint8_t *bpt__arch_tramp_init(uint8_t *block, uintptr_t target) {
+    static const uint8_t jmp_next[6] = { 0xFF, 0x25, 0, 0, 0, 0 };
+    uint8_t *fn = block + 32;
+    memset(block, 0xCC, BPT__TRAMP_BYTES);
+    memset(fn - BPT__PAD_BYTES, 0x90, BPT__PAD_BYTES + 2);
+    memcpy(fn + 2, jmp_next, sizeof jmp_next);
+    memcpy(fn + 8, &target, sizeof target);
+    return fn;
+}
+
 /* Where the record goes in the padding: its low 6 bytes at fn-24. Returns 0,
    or BPT_ENOTPATCHABLE when it lies above 2^48 (a BPT_MALLOC that maps
    there, with 5-level paging). */
@@ -6528,6 +6722,28 @@ BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_
     l->bp_word = bpt__a64_branch((uintptr_t)site, (uintptr_t)(fn - 16));
     l->signs_lr = first == 0xD503233Fu;
     return 0;
+}
+
+/* A slot's trampoline (sites.h): the padding at block+0, the function at
+   block+32, the slot's entry:
+   fn     D503245F   bti c           a landing pad, for the PLT's br x17
+   fn+4   the site: NOP, then B fn-16 for good
+   fn+8   58000050   ldr x16, fn+16  the target
+   fn+12  D61F0200   br x16          x30 is the caller's (or return trace's)
+   fn+16  the target (8 bytes, aligned)
+   The stub returns to fn-4, whose branch lands on fn+8. */
+BPT__PRIVATE uint8_t *bpt__arch_tramp_init(uint8_t *block, uintptr_t target) {
+    const uint32_t code[4] = { 0xD503245Fu, BPT__A64_NOP, 0x58000050u, 0xD61F0200u };
+    uint8_t *fn = block + 32;
+    int i;
+    memset(block, 0, BPT__TRAMP_BYTES);   /* udf #0 where nothing goes */
+    for (i = 0; i < 8; i++) {
+        uint32_t nop = BPT__A64_NOP;
+        memcpy(block + 4 * i, &nop, 4);
+    }
+    memcpy(fn, code, sizeof code);
+    memcpy(fn + 16, &target, sizeof target);
+    return fn;
 }
 
 /* The record pointer at fn-32, all 8 bytes. */
@@ -7554,6 +7770,7 @@ BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
     const bpt_func *resumed;
     bpt__frame fr, to;
     uintptr_t ret;
+    bpt__own_enter();   /* >>own calls (site_native.c) */
     if (k < 0 && rec) k = bpt__frame_adopt(rec, sp);
     if (k < 0) bpt__frames_lost(sp);
     bpt__pin();
@@ -7596,6 +7813,7 @@ BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
         bpt__frame_return_to(rec, &to, resumed ? resumed->fid : 0, ret);
     }
     bpt__unpin(rec);
+    bpt__own_leave();
     return ret;
 }
 #endif /* BPT_NATIVE */
@@ -8787,6 +9005,20 @@ static void bpt__batch_close(bpt__code_batch *b) {
     b->cap = 0;
 }
 
+/* >>own calls: bptrace's own calls through a traced slot. The hit path
+   calls libc (mmap for a thread's first record, the futex wake, the clock
+   where there is no cycle counter) through its module's GOT: with those
+   slots traced, a hit would hit again, without end. So a thread notes
+   while it runs bptrace's native code (an entry's full path, a traced
+   return, bptrace's own threads), and a slot reached meanwhile is not
+   traced: the call goes straight on to its target. A signal handler's call
+   through a slot while its thread is inside bptrace goes untraced the same
+   way; its calls through entries are traced as before. */
+static BPT__THREAD_LOCAL unsigned bpt__in_bptrace;
+BPT__HOT BPT__INTREGS int bpt__own_call(const bpt_func *f) { return f->slot_prot && bpt__in_bptrace; }
+BPT__PRIVATE void bpt__own_enter(void) { bpt__in_bptrace++; }
+BPT__PRIVATE void bpt__own_leave(void) { bpt__in_bptrace--; }
+
 /* >>count path: the hit of a native entry whose active generation only
    counts (the COUNT shortcut, breakpoint.h), or does nothing (NONE), run
    by the entry stubs before they save the vector registers: this function
@@ -8798,6 +9030,7 @@ static void bpt__batch_close(bpt__code_batch *b) {
    The stub calls it only when the function's count_hint says that one
    generation counts or does nothing (breakpoint.h): a function that
    calls, times or traces returns goes to the full path at once.
+   CP0. A slot reached from bptrace's own code is not traced (>>own calls).
    CP1. The thread has its record (the full path makes it on a first hit).
    CP2. Pin, and read the active index once [G2], as bpt__breakpoint does.
    CP3. The generation's shortcut is COUNT or NONE, and no return-traced
@@ -8813,6 +9046,7 @@ BPT__ASM_CALLED BPT__INTREGS int bpt__native_count_path(bpt_func *f) {
     bpt__thread *rec = bpt__thread_self_or_null();
     const bpt__shortcut *sc;
     int done = 0;
+    if (bpt__own_call(f)) return BPT__COUNTED;                           /* CP0: nothing to count */
     if (!rec) return BPT__COUNT_FULL;                                     /* CP1 */
     bpt__pin_rec(rec);                                                    /* CP2 */
     sc = &f->shortcut[bpt__active_ix_load()];
@@ -8830,36 +9064,59 @@ BPT__ASM_CALLED BPT__INTREGS int bpt__native_count_path(bpt_func *f) {
    left to it (counted: BPT__COUNTED_WAKE). */
 BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted) {
     bpt__hit h;
+    if (bpt__own_call(f)) return;   /* >>own calls */
+    bpt__own_enter();
     if (counted == BPT__COUNTED_WAKE) {
         bpt__progress_wake();
-        return;
+    } else {
+        h.f = f;
+        h.frame = regs;
+        if (bpt__breakpoint(&h)) {
+            if (h.nwant) bpt__native_frame_push(&h, bpt__now_ns());
+            bpt__unpin(h.rec);
+        }
     }
-    h.f = f;
-    h.frame = regs;
-    if (bpt__breakpoint(&h)) {
-        if (h.nwant) bpt__native_frame_push(&h, bpt__now_ns());
-        bpt__unpin(h.rec);
-    }
+    bpt__own_leave();
 }
+#else
+BPT__PRIVATE void bpt__own_enter(void) {}   /* no slots without native sites */
+BPT__PRIVATE void bpt__own_leave(void) {}
 #endif /* BPT_NATIVE */
 
-/* The page array of the protocol's code writes, allocated at step 2 with
-   room for every native site of the change (a site's word never crosses a
-   page: it stays within a cache line), so that steps 5 and 9 allocate
-   nothing: running out of memory must happen before anything changes.
-   Returns 0 or BPT_ENOMEM. */
+/* The page arrays of the protocol's writes, allocated at step 2 with room
+   for every native site of the change (a site's word never crosses a
+   page: it stays within a cache line, or is an aligned pointer), so that
+   steps 5 and 9 allocate nothing: running out of memory must happen before
+   anything changes. Returns 0 or BPT_ENOMEM. */
 BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n) {
-    int i, native = 0;
-    sb->pages = NULL;
-    sb->n = sb->cap = 0;
-    for (i = 0; i < n; i++) native += fs[i]->kind == BPT__SITE_NATIVE;
-    if (!native) return 0;
+    int i, code = 0, slots = 0;
+    memset(sb, 0, sizeof *sb);
+    for (i = 0; i < n; i++)
+        if (fs[i]->kind == BPT__SITE_NATIVE) {
+            if (fs[i]->slot_prot) slots++;
+            else code++;
+        }
 #if defined(BPT_NATIVE)
-    if (!(sb->pages = (uintptr_t *)BPT_MALLOC(sizeof *sb->pages * (size_t)native)))
-        return bpt__fail(BPT_ENOMEM, "no memory to batch %d code writes; nothing changed", native);
-    sb->cap = native;
+    if (code && !(sb->code.pages = (uintptr_t *)BPT_MALLOC(sizeof *sb->code.pages * (size_t)code)))
+        return bpt__fail(BPT_ENOMEM, "no memory to batch %d code writes; nothing changed", code);
+    sb->code.cap = code;
+    if (slots && (!(sb->data.pages = (uintptr_t *)BPT_MALLOC(sizeof *sb->data.pages * (size_t)slots)) ||
+                  !(sb->data.prot = (unsigned *)BPT_MALLOC(sizeof *sb->data.prot * (size_t)slots)))) {
+        bpt__sites_batch_free(sb);
+        return bpt__fail(BPT_ENOMEM, "no memory to batch %d slot writes; nothing changed", slots);
+    }
+    sb->data.cap = slots;
+#else
+    (void)code; (void)slots;
 #endif
     return 0;
+}
+
+BPT__PRIVATE void bpt__sites_batch_free(bpt__sites_batch *sb) {
+    BPT_FREE(sb->code.pages);
+    BPT_FREE(sb->data.pages);
+    BPT_FREE(sb->data.prot);
+    memset(sb, 0, sizeof *sb);
 }
 
 /* The word a site holds now: an aligned load of word_size bytes (only the
@@ -8870,14 +9127,61 @@ static uint64_t bpt__site_read(const bpt_func *f) {
     return *(const volatile uint16_t *)f->site;
 }
 
+#if defined(BPT_NATIVE)
+/* Make the pages of the read-only slots among fs[0..n) that this batch
+   writes writable (read+write: data is never made executable), each once.
+   Returns 0, or BPT_EPERM with every page given back its protection. */
+static int bpt__slot_pages_open(bpt__slot_pages *d, bpt_func **fs, int n, int install) {
+    uintptr_t ps = bpt__page_size();
+    int i, k;
+    for (i = 0; i < n; i++) {
+        bpt_func *f = fs[i];
+        uintptr_t page = (uintptr_t)f->site & ~(ps - 1);
+        if (f->kind != BPT__SITE_NATIVE || !f->slot_prot || (f->slot_prot & PROT_WRITE) || f->installed == install)
+            continue;   /* code, a writable slot, or nothing to write */
+        for (k = 0; k < d->n && d->pages[k] != page; k++) {}
+        if (k < d->n) continue;   /* opened already */
+        if (mprotect((void *)page, ps, (int)f->slot_prot | PROT_WRITE) != 0) {
+            int e = errno;
+            for (k = 0; k < d->n; k++) mprotect((void *)d->pages[k], ps, (int)d->prot[k]);
+            d->n = 0;
+            return bpt__fail(BPT_EPERM, "%s:%s: mprotect(%p, +write) of its slot's page refused: %s; "
+                             "nothing was changed", f->module, f->name, (void *)page, strerror(e));
+        }
+        d->pages[d->n] = page;    /* fits: one page a slot at most (bpt__sites_batch_prepare) */
+        d->prot[d->n++] = f->slot_prot;
+    }
+    return 0;
+}
+
+/* A slot's one store: an aligned 8-byte pointer, single-copy atomic on
+   both architectures, so a call through the slot jumps to the old target
+   or the new, never to a torn one. [SL1] Release: the record and the
+   trampoline it points at were complete long before (bpt__slots_register
+   published them, page made read+execute and SYNC_CORE, before any slot
+   could point there: slots.c, SL0); a thread that loads the new value reaches
+   them through a control dependency, as it reaches a patched entry. */
+static void bpt__slot_write(bpt_func *f, uint64_t w) {
+    bpt__store_release_u64((bpt__atomic_u64 *)f->site, w);
+}
+
+static void bpt__slot_pages_close(bpt__slot_pages *d) {
+    int k;
+    for (k = 0; k < d->n; k++) mprotect((void *)d->pages[k], bpt__page_size(), (int)d->prot[k]);
+    d->n = 0;
+}
+#endif
+
 /* Write the breakpoint word (install) or the original (uninstall) into
    every site of fs[0..n) that needs it: one batch (sb, prepared for these
-   sites), each code page opened once. Before each store the writer checks
-   that the site holds the word it replaces, as ftrace_modify_code does:
-   a site that holds something else was changed behind bptrace's back (a
-   debugger's breakpoint, another patcher) and is left alone. *written
-   counts the sites written (the caller waits after writes, with SYNC_CORE
-   if *wrote_code). Returns 0; BPT_EPERM (mprotect refused) with nothing
+   sites), each code page and each read-only slot page opened once. Before
+   each store the writer checks that the site holds the word it replaces,
+   as ftrace_modify_code does: a site that holds something else was
+   changed behind bptrace's back (a debugger's breakpoint, another patcher,
+   the dynamic linker binding a slot lazily: see bpt_register_imports) and
+   is left alone. *written counts the sites written (the caller waits after
+   writes, with SYNC_CORE if *wrote_code: a slot is data, and needs no
+   SYNC_CORE). Returns 0; BPT_EPERM (mprotect refused) with nothing
    written; or BPT_ENOTPATCHABLE when some site held an unexpected word
    (the others are written). */
 BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, bpt__sites_batch *sb, int *written) {
@@ -8885,10 +9189,14 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
     *written = 0;
 #if defined(BPT_NATIVE)
     for (i = 0; i < n; i++)
-        if (fs[i]->kind == BPT__SITE_NATIVE && fs[i]->installed != install)
-            bpt__batch_add(sb, fs[i]->site, fs[i]->word_size);   /* fits: see bpt__sites_batch_prepare */
-    if (sb->n && bpt__batch_open(sb, install ? "install breakpoints" : "uninstall breakpoints") < 0) {
-        sb->n = 0;
+        if (fs[i]->kind == BPT__SITE_NATIVE && !fs[i]->slot_prot && fs[i]->installed != install)
+            bpt__batch_add(&sb->code, fs[i]->site, fs[i]->word_size);   /* fits: see bpt__sites_batch_prepare */
+    if (sb->code.n && bpt__batch_open(&sb->code, install ? "install breakpoints" : "uninstall breakpoints") < 0) {
+        sb->code.n = 0;
+        return BPT_EPERM;
+    }
+    if (bpt__slot_pages_open(&sb->data, fs, n, install) < 0) {
+        if (sb->code.n) bpt__batch_reprotect(&sb->code);
         return BPT_EPERM;
     }
 #else
@@ -8900,15 +9208,26 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
         uint64_t w = install ? f->bp_word : f->orig_word, expect = install ? f->orig_word : f->bp_word;
         uint64_t now;
         if (f->installed == install) continue;
-        if ((now = bpt__site_read(f)) != expect) {
+        if ((now = bpt__site_read(f)) != expect && f->slot_prot && !install && now == w) {
+            /* A slot switched back behind bptrace's back (slots.c, SL3):
+               off already, and the calls since went untraced. Said. */
+            rc = bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its slot %p already held its target again: the "
+                           "dynamic linker binding it lazily, or the program, wrote it while traced, and the "
+                           "calls through it since were not traced", f->module, f->name, f->arity, f->site);
+            f->installed = 0;
+            continue;
+        }
+        if (now != expect) {
             rc = bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its site %p holds 0x%llx where bptrace expects "
-                           "0x%llx: something else changed it (a debugger's breakpoint, another patcher); "
+                           "0x%llx: something else changed it (a debugger's breakpoint, another patcher%s); "
                            "left alone", f->module, f->name, f->arity, f->site,
-                           (unsigned long long)now, (unsigned long long)expect);
+                           (unsigned long long)now, (unsigned long long)expect,
+                           f->slot_prot ? ", the program itself, or the dynamic linker binding it lazily" : "");
             continue;
         }
         if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, w);
 #if defined(BPT_NATIVE)
+        else if (f->slot_prot) bpt__slot_write(f, w);
         else {
             bpt__arch_write_site((uint8_t *)f->site, w);
             *wrote_code = 1;
@@ -8918,7 +9237,8 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
         (*written)++;
     }
 #if defined(BPT_NATIVE)
-    if (sb->n) bpt__batch_reprotect(sb);
+    if (sb->code.n) bpt__batch_reprotect(&sb->code);
+    bpt__slot_pages_close(&sb->data);
 #endif
     return rc;
 }
@@ -9501,6 +9821,30 @@ static int bpt__module_visit_entries(const bpt__module_object *m, const bpt__elf
    Thread safety: not by itself; the caller holds the code modification
    permission and keeps the module loaded for the duration of the call.
    Source: dl_iterate_phdr(3); gcc -fpatchable-function-entry. */
+/* Find a loaded module and open its file, checked against the image.
+   In: module as bpt__module_scan takes it; exe_buf (PATH_MAX bytes) for the
+   main program's path. Out: *m, *f (release f with bpt__elf_close, also
+   after a failure), *module_name. Returns 0 or bpt__module_scan's errors. */
+static int bpt__module_open(const char *module, char *exe_buf, bpt__module_object *m, bpt__elf_file *f,
+                            const char **module_name) {
+    int rc;
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    memset(m, 0, sizeof *m);
+    m->want = module;
+    m->exe_path = bpt__module_exe_path(exe_buf, PATH_MAX);
+    dl_iterate_phdr(bpt__module_match, m);
+    if (!m->found)
+        return bpt__fail(BPT_ENOENT, "module '%s' is not loaded", module ? module : "(main program)");
+    if (m->is_main && !m->exe_path)
+        return bpt__fail(BPT_ENOENT, "cannot resolve /proc/self/exe (is /proc mounted?)");
+    rc = bpt__elf_open(m->is_main ? "/proc/self/exe" : m->path, f);
+    if (rc == 0) rc = bpt__module_check_image(m, f);
+    if (rc == 0 && !(*module_name = bpt__intern(bpt__module_basename(m->path))))
+        rc = bpt__fail(BPT_ENOMEM, "no memory for the module name");
+    return rc;
+}
+
 BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const char **module_name,
                                   bpt__module_visit_fn visit, void *user) {
     char exe_buf[PATH_MAX];
@@ -9511,24 +9855,222 @@ BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const ch
     int rc;
     if (!module_name || !visit || (module && !*module))
         return bpt__fail(BPT_EINVAL, "module scan: module_name and visit must not be NULL, module not empty");
-    memset(&m, 0, sizeof m);
-    m.want = module;
-    m.exe_path = bpt__module_exe_path(exe_buf, sizeof exe_buf);
-    dl_iterate_phdr(bpt__module_match, &m);
-    if (!m.found)
-        return bpt__fail(BPT_ENOENT, "module '%s' is not loaded", module ? module : "(main program)");
-    if (m.is_main && !m.exe_path)
-        return bpt__fail(BPT_ENOENT, "cannot resolve /proc/self/exe (is /proc mounted?)");
-    rc = bpt__elf_open(m.is_main ? "/proc/self/exe" : m.path, &f);
-    if (rc == 0) rc = bpt__module_check_image(&m, &f);
-    if (rc == 0 && !(*module_name = bpt__intern(bpt__module_basename(m.path))))
-        rc = bpt__fail(BPT_ENOMEM, "no memory for the module name");
+    rc = bpt__module_open(module, exe_buf, &m, &f, module_name);
     if (rc == 0) rc = bpt__module_read_entries(&m, &f, &entries, &n);
     if (rc == 0) rc = bpt__module_visit_entries(&m, &f, entries, n, pad_bytes, visit, user);
     BPT_FREE(entries);
     bpt__elf_close(&f);
     return rc;
 }
+
+#if defined(BPT_NATIVE)
+/* >>imports: the slots a module calls other modules through, from its
+   dynamic relocations (System V gABI and the psABIs: Relocation):
+   - R_X86_64_JUMP_SLOT / R_AARCH64_JUMP_SLOT: a .got.plt entry, which the
+     module's PLT stub jumps through;
+   - R_X86_64_GLOB_DAT / R_AARCH64_GLOB_DAT: a .got entry, which code built
+     with -fno-plt calls through (and which a function's address taken
+     across modules is read from);
+   - R_X86_64_64 / R_AARCH64_ABS64 against a function, addend 0: a word of
+     a table of function pointers in the module's data, which the program
+     calls through (SQLite keeps pread64 and pwrite64 in such a table,
+     aSyscall[], and calls them only through it).
+   Each holds the target's address once bound. A JUMP_SLOT the dynamic
+   linker has not bound yet (lazy binding: no -z now, no LD_BIND_NOW) points
+   into the module's own .plt instead (x86-64: its stub's push; aarch64:
+   PLT0); its target is then found as the linker would find it, by name and
+   version: first in the global scope, then in the module's own dependencies
+   (its local scope, for a library dlopened with RTLD_LOCAL), dlvsym(3). */
+#include <dlfcn.h>
+#if defined(__x86_64__)
+#  define BPT__R_JUMP_SLOT R_X86_64_JUMP_SLOT
+#  define BPT__R_GLOB_DAT R_X86_64_GLOB_DAT
+#  define BPT__R_ABS64 R_X86_64_64
+#else
+#  define BPT__R_JUMP_SLOT R_AARCH64_JUMP_SLOT
+#  define BPT__R_GLOB_DAT R_AARCH64_GLOB_DAT
+#  define BPT__R_ABS64 R_AARCH64_ABS64
+#endif
+
+/* A section's bytes, or NULL with *size 0 when the file has none of that
+   type (type) and name (NULL: any). */
+static const Elf64_Shdr *bpt__elf_section_find(const bpt__elf_file *f, uint32_t type, const char *name) {
+    size_t i;
+    for (i = 0; i < f->shnum; i++)
+        if (f->sh[i].sh_type == type && (!name || strcmp(bpt__elf_section_name(f, &f->sh[i]), name) == 0))
+            return &f->sh[i];
+    return NULL;
+}
+
+/* The version a module asks of import symbol index `sym` (".gnu.version"
+   entry, named in ".gnu.version_r"), or NULL: unversioned. Out-of-range
+   data gives NULL: the lookup is then by name alone. */
+static const char *bpt__imports_version(const char *versym, size_t versym_size, const char *verneed,
+                                        size_t verneed_size, size_t verneed_count, const char *dynstr,
+                                        size_t dynstr_size, size_t sym) {
+    Elf64_Half want;
+    size_t off = 0, i;
+    if (!versym || (sym + 1) * sizeof want > versym_size) return NULL;
+    memcpy(&want, versym + sym * sizeof want, sizeof want);
+    want &= 0x7fff;                             /* the hidden bit */
+    if (want < 2 || !verneed) return NULL;      /* local or global: no version */
+    for (i = 0; i < verneed_count && bpt__elf_in_bounds(off, sizeof(Elf64_Verneed), verneed_size); i++) {
+        Elf64_Verneed vn;
+        size_t aoff;
+        unsigned k;
+        memcpy(&vn, verneed + off, sizeof vn);
+        for (k = 0, aoff = off + vn.vn_aux; k < vn.vn_cnt && bpt__elf_in_bounds(aoff, sizeof(Elf64_Vernaux), verneed_size); k++) {
+            Elf64_Vernaux va;
+            memcpy(&va, verneed + aoff, sizeof va);
+            if (va.vna_other == want) return va.vna_name < dynstr_size ? dynstr + va.vna_name : NULL;
+            if (!va.vna_next) break;
+            aoff += va.vna_next;
+        }
+        if (!vn.vn_next) break;
+        off += vn.vn_next;
+    }
+    return NULL;
+}
+
+/* Where the dynamic linker would bind name@version for this module: the
+   global scope, then the module's dependencies (path NULL: the main
+   program, whose scope is the global one). 0 when nothing defines it. */
+static uintptr_t bpt__imports_resolve(const char *path, const char *name, const char *version) {
+    void *p = version ? dlvsym(RTLD_DEFAULT, name, version) : dlsym(RTLD_DEFAULT, name), *h;
+    if (!p && path && (h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD)) != NULL) {
+        p = version ? dlvsym(h, name, version) : dlsym(h, name);
+        dlclose(h);
+    }
+    return (uintptr_t)p;
+}
+
+/* The import relocations of one SHT_RELA section, read in chunks. */
+typedef struct bpt__imports_scan {
+    const bpt__module_object *m;
+    const bpt__elf_file *f;
+    const char *dynstr, *versym, *verneed;
+    size_t dynstr_size, versym_size, verneed_size, verneed_count;
+    const Elf64_Sym *dynsym;
+    size_t ndynsym;
+    uintptr_t plt_lo, plt_hi;                   /* the module's .plt, where an unbound slot points */
+    bpt__import_visit_fn visit;
+    void *user;
+} bpt__imports_scan;
+
+static int bpt__imports_one(const bpt__imports_scan *sc, const Elf64_Rela *r) {
+    uint32_t type = (uint32_t)ELF64_R_TYPE(r->r_info);
+    size_t symix = (size_t)ELF64_R_SYM(r->r_info);
+    const Elf64_Sym *sym;
+    const char *name;
+    uintptr_t value, target;
+    void **slot;
+    int lazy;
+    unsigned st;
+    if (type != BPT__R_JUMP_SLOT && type != BPT__R_GLOB_DAT && !(type == BPT__R_ABS64 && r->r_addend == 0))
+        return 0;
+    if (symix == 0 || symix >= sc->ndynsym) return 0;
+    sym = &sc->dynsym[symix];
+    st = ELF64_ST_TYPE(sym->st_info);
+    if (st != STT_FUNC && st != STT_NOTYPE && st != STT_GNU_IFUNC) return 0;   /* data, TLS: not calls */
+    if (type == BPT__R_ABS64 && st == STT_NOTYPE) return 0;   /* a table word: only a known function */
+    if (sym->st_name == 0 || sym->st_name >= sc->dynstr_size || !sc->dynstr[sym->st_name]) return 0;
+    name = sc->dynstr + sym->st_name;
+    if (!bpt__module_segment(sc->m, r->r_offset, sizeof(void *), PF_R | PF_W) || (r->r_offset & 7))
+        return bpt__fail(BPT_EINVAL, "%s: malformed ELF: the slot of %s at 0x%llx is not an aligned pointer "
+                         "in a writable segment", sc->f->path, name, (unsigned long long)r->r_offset);
+    slot = (void **)(sc->m->bias + (uintptr_t)r->r_offset);
+    value = (uintptr_t)bpt__load_relaxed_ptr((bpt__atomic_ptr *)slot);
+    lazy = type == BPT__R_JUMP_SLOT && value >= sc->plt_lo && value < sc->plt_hi;
+    target = value;
+    if (lazy) {
+        const char *ver = bpt__imports_version(sc->versym, sc->versym_size, sc->verneed, sc->verneed_size,
+                                               sc->verneed_count, sc->dynstr, sc->dynstr_size, symix);
+        target = bpt__imports_resolve(sc->m->is_main ? NULL : sc->m->path, name, ver);
+    }
+    if (!target) return 0;   /* a weak import nothing defines, or one the linker would not bind either */
+    return sc->visit(slot, name, target, lazy, sc->user);
+}
+
+/* bpt__module_imports: visit every import slot of a loaded module (>>imports).
+   In: module, as bpt__module_scan takes it; visit and user, called per slot
+   in relocation order; a negative return stops and is returned.
+   Out: *module_name, the interned basename of the module's file.
+   Returns the number of slots visited, or bpt__module_scan's errors.
+   Not under the code modification permission: the caller keeps the module
+   loaded, and the lookups take the dynamic linker's lock, which a library's
+   constructor holds while it may wait for the permission. */
+BPT__PRIVATE int bpt__module_imports(const char *module, const char **module_name,
+                                     bpt__import_visit_fn visit, void *user) {
+    char exe_buf[PATH_MAX];
+    bpt__module_object m;
+    bpt__elf_file f;
+    bpt__imports_scan sc;
+    const Elf64_Shdr *dynsym, *s;
+    char *dynsym_bytes = NULL, *dynstr = NULL, *versym = NULL, *verneed = NULL;
+    size_t i;
+    int rc, visited = 0;
+    if (!module_name || !visit || (module && !*module))
+        return bpt__fail(BPT_EINVAL, "module imports: module_name and visit must not be NULL, module not empty");
+    memset(&sc, 0, sizeof sc);
+    rc = bpt__module_open(module, exe_buf, &m, &f, module_name);
+    dynsym = rc == 0 ? bpt__elf_section_find(&f, SHT_DYNSYM, NULL) : NULL;
+    if (rc == 0 && dynsym) {
+        if (dynsym->sh_entsize != sizeof(Elf64_Sym) || dynsym->sh_link == 0 || dynsym->sh_link >= f.shnum)
+            rc = bpt__fail(BPT_EINVAL, "%s: malformed ELF: .dynsym", f.path);
+        else if ((rc = bpt__elf_section_alloc(&f, dynsym, ".dynsym", &dynsym_bytes)) == 0 &&
+                 (rc = bpt__elf_section_alloc(&f, &f.sh[dynsym->sh_link], ".dynstr", &dynstr)) == 0) {
+            sc.dynsym = (const Elf64_Sym *)(const void *)dynsym_bytes;
+            sc.ndynsym = (size_t)(dynsym->sh_size / sizeof(Elf64_Sym));
+            sc.dynstr = dynstr;
+            sc.dynstr_size = (size_t)f.sh[dynsym->sh_link].sh_size;
+        }
+    }
+    if (rc == 0 && dynsym && (s = bpt__elf_section_find(&f, SHT_GNU_versym, NULL)) != NULL &&
+        (rc = bpt__elf_section_alloc(&f, s, ".gnu.version", &versym)) == 0)
+        sc.versym = versym, sc.versym_size = (size_t)s->sh_size;
+    if (rc == 0 && dynsym && (s = bpt__elf_section_find(&f, SHT_GNU_verneed, NULL)) != NULL &&
+        (rc = bpt__elf_section_alloc(&f, s, ".gnu.version_r", &verneed)) == 0)
+        sc.verneed = verneed, sc.verneed_size = (size_t)s->sh_size, sc.verneed_count = s->sh_info;
+    if (rc == 0 && (s = bpt__elf_section_find(&f, SHT_PROGBITS, ".plt")) != NULL) {
+        sc.plt_lo = m.bias + (uintptr_t)s->sh_addr;
+        sc.plt_hi = sc.plt_lo + (uintptr_t)s->sh_size;
+    }
+    sc.m = &m;
+    sc.f = &f;
+    sc.visit = visit;
+    sc.user = user;
+    /* Every SHT_RELA section against .dynsym: .rela.dyn and .rela.plt. */
+    for (i = 0; rc == 0 && dynsym && i < f.shnum; i++) {
+        const Elf64_Shdr *rs = &f.sh[i];
+        Elf64_Rela chunk[128];
+        uint64_t count, done;
+        if (rs->sh_type != SHT_RELA || rs->sh_link != (uint32_t)(dynsym - f.sh)) continue;
+        if (rs->sh_entsize != sizeof(Elf64_Rela) || rs->sh_size % sizeof(Elf64_Rela) != 0) {
+            rc = bpt__fail(BPT_EINVAL, "%s: malformed ELF: %s entry size %llu", f.path,
+                           bpt__elf_section_name(&f, rs), (unsigned long long)rs->sh_entsize);
+            break;
+        }
+        count = rs->sh_size / sizeof(Elf64_Rela);
+        for (done = 0; rc == 0 && done < count; ) {
+            size_t n = count - done < 128 ? (size_t)(count - done) : 128, k;
+            if ((rc = bpt__elf_pread(&f, rs->sh_offset + done * sizeof(Elf64_Rela), n * sizeof(Elf64_Rela),
+                                     chunk, "dynamic relocations")) < 0)
+                break;
+            for (k = 0; k < n && rc == 0; k++) {
+                rc = bpt__imports_one(&sc, &chunk[k]);
+                if (rc > 0) { visited += rc; rc = 0; }
+            }
+            done += n;
+        }
+    }
+    BPT_FREE(dynsym_bytes);
+    BPT_FREE(dynstr);
+    BPT_FREE(versym);
+    BPT_FREE(verneed);
+    bpt__elf_close(&f);
+    return rc < 0 ? rc : visited;
+}
+#endif /* BPT_NATIVE */
 /*** End of module.c ***/
 
 /*** Begin file bp.c ***/
@@ -9698,7 +10240,7 @@ typedef struct bpt__change {
     bpt__change_item *items;
     int n;
     bpt_func **sites;             /* scratch for steps 5 and 9: the sites to write */
-    bpt__sites_batch batch;       /* their code pages, prepared at step 2 */
+    bpt__sites_batch batch;       /* their pages, prepared at step 2 */
     int allocated;                /* step 2 allocated something */
     int installs;                 /* sites that step 5 writes (counted at step 3, then written) */
     int uninstalls;               /* sites that step 9 wrote */
@@ -9715,7 +10257,7 @@ static void bpt__change_free(bpt__change *c) {
     }
     BPT_FREE(c->items);
     BPT_FREE(c->sites);
-    BPT_FREE(c->batch.pages);
+    bpt__sites_batch_free(&c->batch);
 }
 
 /* Step 1: seize the code modification permission. *t is when the caller
@@ -10039,7 +10581,7 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
 BPT__SHARED struct bpt__registry bpt__registry;   /* registry.h */
 
 /* Make room for `extra` more functions. Returns 0 or BPT_ENOMEM. */
-static int bpt__registry_reserve(uint32_t extra) {
+BPT__PRIVATE int bpt__registry_reserve(uint32_t extra) {
     if (bpt__registry.len + extra > bpt__registry.cap) {
         uint32_t cap = bpt__registry.cap ? bpt__registry.cap : 256;
         while (cap < bpt__registry.len + extra) cap *= 2;
@@ -10058,7 +10600,7 @@ static int bpt__registry_reserve(uint32_t extra) {
 /* A new, unregistered function record with interned names and no site yet
    (addr: a native function's entry, or NULL, for its name entry). The
    caller holds the permission. Returns 0 or BPT_ENOMEM. */
-static int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
+BPT__PRIVATE int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
                          const void *addr, const char *who, bpt_func **out) {
     bpt_func *f = (bpt_func *)BPT_MALLOC(sizeof *f);
     if (!f || bpt__registry_reserve(1) < 0) {
@@ -10077,7 +10619,7 @@ static int bpt__func_new(const char *module, const char *name, int arity, bpt_fo
 }
 
 /* Make f known: after bpt__registry_reserve, so it cannot fail. */
-static void bpt__registry_add(bpt_func *f, const void *site_key) {
+BPT__PRIVATE void bpt__registry_add(bpt_func *f, const void *site_key) {
     f->registry_ix = bpt__registry.len;
     bpt__registry.funcs[bpt__registry.len++] = f;
     bpt__ptrset_add(&bpt__registry.records, f);
@@ -10117,7 +10659,26 @@ static bpt_func *bpt__func_reuse(void *fn) {
         }
     return NULL;
 }
+
+/* A retired slot record (slots.c) for this slot and target, unlinked
+   from the retired list, or NULL: its trampoline already jumps there. */
+BPT__PRIVATE bpt_func *bpt__slot_reuse(void *slot, uint64_t target) {
+    bpt_func **pp;
+    for (pp = &bpt__retired; *pp; pp = &(*pp)->next_retired)
+        if ((*pp)->slot_prot && (*pp)->site == slot && (*pp)->orig_word == target) {
+            bpt_func *f = *pp;
+            *pp = f->next_retired;
+            return f;
+        }
+    return NULL;
+}
 #endif
+
+/* What the registry's site set holds for f: a native entry's address, or
+   the word a VM site or a slot switches. */
+BPT__PRIVATE const void *bpt__site_key(const bpt_func *f) {
+    return f->kind == BPT__SITE_NATIVE && !f->slot_prot ? f->fn : f->site;
+}
 
 /* The op a pattern's flags ask for (bp.c): BPT_OFF with no kind switches
    every kind off. */
@@ -10132,7 +10693,7 @@ BPT__PRIVATE bpt__op bpt__pattern_op(unsigned flags, bpt__ms *ms) {
 
 /* Apply the patterns in force in every session to a newly registered
    function, in the order they were set: the same protocol, no thread stopped. */
-static int bpt__apply_patterns(bpt_func *f, uint64_t *t) {
+BPT__PRIVATE int bpt__apply_patterns(bpt_func *f, uint64_t *t) {
     int i, rc;
     for (i = 0; i < BPT_MAX_SESSIONS; i++) {
         bpt__session *s = (bpt__session *)bpt__load_relaxed_ptr(&bpt__sessions.slot[i]);
@@ -10211,7 +10772,7 @@ BPT__PRIVATE uint32_t bpt__native_count(void) {
    earlier registration, goes back to the retired list: a thread may still
    be in that entry's stub and read it. Only a record nothing points at is
    freed. */
-static void bpt__native_discard(bpt_func *f) {
+BPT__PRIVATE void bpt__native_discard(bpt_func *f) {
     if (bpt__arch_padding_record(f->fn) == f) {
         f->next_retired = bpt__retired;
         bpt__retired = f;
@@ -10429,7 +10990,7 @@ static void bpt__registry_remove(bpt_func *f) {
     bpt__registry.funcs[ix] = bpt__registry.funcs[--bpt__registry.len];
     bpt__registry.funcs[ix]->registry_ix = ix;
     bpt__ptrset_remove(&bpt__registry.records, f);
-    bpt__ptrset_remove(&bpt__registry.sites, f->kind == BPT__SITE_NATIVE ? f->fn : f->site);
+    bpt__ptrset_remove(&bpt__registry.sites, bpt__site_key(f));
 }
 
 int bpt_unregister_module(const char *module) {
@@ -10554,6 +11115,420 @@ int bpt_func_count(void) {
     return n;
 }
 /*** End of funcs.c ***/
+
+/*** Begin file slots.c ***/
+/* slots.c: pointer slots as sites. A call into a shared library goes
+   through an 8-byte slot of the caller's GOT (its PLT stub jumps through
+   it; code built with -fno-plt calls through it), as a call from another
+   module reaches an Erlang function through its export entry, where
+   Tracing.md's global call trace breaks. An interpreter's dispatch table or
+   an engine's table of systems is the same thing, built by hand. The slot
+   is the site: it holds the target (the original word) or the address of
+   a trampoline (the breakpoint word), and the protocol switches it with one
+   aligned store, as it switches an entry word (site_native.c).
+
+   A trampoline is a small function of bptrace's own, laid out as a
+   BPT_TRACEABLE entry whose word always holds the breakpoint (sites.h,
+   site_<arch>.c): the entry stub runs the hit with the caller's return
+   address and argument registers as they are at any entry, and then jumps
+   on to the target. So every kind works on a slot as on an entry: the
+   arguments come from the registers, and return trace swaps the caller's
+   return address.
+
+   SL0. Trampolines live in pages bptrace maps for each registration. They
+       are written while the pages are read+write, then made read+execute
+       (W^X) and every thread's instruction stream is serialized (SYNC_CORE)
+       before any slot can point at them. A page that a slot may point at
+       is never writable again.
+   SL1. A slot is written with one release store (bpt__slot_write,
+       site_native.c; [SL1] in src/README.md's barrier pairs). A page that is not writable (a GOT under full RELRO,
+       a table in .rodata) is made read+write for the batch of writes and
+       given back its protection after.
+   SL2. Records and trampolines are never freed: a thread may have loaded
+       the slot's old value and be on its way into the trampoline, where no
+       wait sees it, as for a native entry's padding (funcs.c). A slot
+       registered again with the same target reuses its record.
+   SL3. Lazy binding: an import slot the dynamic linker has not bound yet is
+       bound first, to the target the linker would choose (module.c,
+       >>imports): the slot then holds what it would hold after its first
+       call. A lazy binding already in flight on another thread when the
+       slot is registered writes the same value. One still in flight when
+       the breakpoint is installed (a thread preempted inside the dynamic
+       linker for that whole time) would write the target over the
+       trampoline's address: that is detected, not silently lost: the
+       uninstall's check finds the slot changed (BPT_ENOTPATCHABLE, naming
+       the dynamic linker), and a call through it meanwhile goes untraced.
+   SL4. Calls that do not go through a slot are not traced through one: a
+       library's calls to its own functions, and calls through another
+       module's slots (register that module's imports too). */
+
+#if defined(BPT_NATIVE)
+
+/* >>maps: the process's mappings, from /proc/self/maps (proc(5)): where a
+   slot's page protection comes from, and whether a target is code. */
+typedef struct bpt__mapping {
+    uintptr_t lo, hi;
+    unsigned prot;
+} bpt__mapping;
+typedef struct bpt__maps {
+    bpt__mapping *v;
+    size_t n, cap;
+} bpt__maps;
+
+static int bpt__maps_read(bpt__maps *m, const char *who) {
+    char line[512], perms[8];
+    FILE *fp = fopen("/proc/self/maps", "re");
+    memset(m, 0, sizeof *m);
+    if (!fp) return bpt__fail(BPT_ENOTSUP, "%s: cannot read /proc/self/maps (%s): the slots' mappings are "
+                              "unknown", who, strerror(errno));
+    while (fgets(line, sizeof line, fp)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3) continue;
+        if (m->n == m->cap) {
+            size_t cap = m->cap ? m->cap * 2 : 64;
+            bpt__mapping *v = (bpt__mapping *)BPT_MALLOC(sizeof *v * cap);
+            if (!v) {
+                fclose(fp);
+                BPT_FREE(m->v);
+                return bpt__fail(BPT_ENOMEM, "%s: no memory for the process's mappings", who);
+            }
+            if (m->n) memcpy(v, m->v, sizeof *v * m->n);
+            BPT_FREE(m->v);
+            m->v = v;
+            m->cap = cap;
+        }
+        m->v[m->n].lo = (uintptr_t)lo;
+        m->v[m->n].hi = (uintptr_t)hi;
+        m->v[m->n++].prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
+                            (perms[2] == 'x' ? PROT_EXEC : 0);
+    }
+    fclose(fp);
+    return 0;
+}
+
+/* The protection of the mapping that holds [addr, addr + len), or -1. */
+static int bpt__maps_prot(const bpt__maps *m, uintptr_t addr, size_t len) {
+    size_t i;
+    for (i = 0; i < m->n; i++)
+        if (addr >= m->v[i].lo && addr - m->v[i].lo + len <= m->v[i].hi - m->v[i].lo) return (int)m->v[i].prot;
+    return -1;
+}
+
+/* One slot to register. */
+typedef struct bpt__slot_req {
+    void **slot;
+    char *name;                   /* owned */
+    uintptr_t target;
+    int lazy;                     /* an import the dynamic linker has not bound yet (SL3) */
+} bpt__slot_req;
+
+typedef struct bpt__slot_reqs {
+    bpt__slot_req *v;
+    int n, cap;
+    const char *pattern;          /* bpt_register_imports' filter on symbol names */
+} bpt__slot_reqs;
+
+static void bpt__slot_reqs_free(bpt__slot_reqs *r) {
+    int i;
+    for (i = 0; i < r->n; i++) BPT_FREE(r->v[i].name);
+    BPT_FREE(r->v);
+}
+
+static int bpt__slot_reqs_add(bpt__slot_reqs *r, void **slot, const char *name, uintptr_t target, int lazy) {
+    size_t len = strlen(name);
+    char *copy;
+    if (r->n == r->cap) {
+        int cap = r->cap ? r->cap * 2 : 64;
+        bpt__slot_req *v = (bpt__slot_req *)BPT_MALLOC(sizeof *v * (size_t)cap);
+        if (!v) return bpt__fail(BPT_ENOMEM, "no memory for %d slots; nothing registered", cap);
+        if (r->n) memcpy(v, r->v, sizeof *v * (size_t)r->n);
+        BPT_FREE(r->v);
+        r->v = v;
+        r->cap = cap;
+    }
+    if (len > BPT__NAME_MAX) len = BPT__NAME_MAX;   /* a long C++ symbol: its prefix, as bpt_register_module */
+    if (!(copy = (char *)BPT_MALLOC(len + 1))) return bpt__fail(BPT_ENOMEM, "no memory for a slot's name");
+    memcpy(copy, name, len);
+    copy[len] = '\0';
+    r->v[r->n].slot = slot;
+    r->v[r->n].name = copy;
+    r->v[r->n].target = target;
+    r->v[r->n++].lazy = lazy;
+    return 0;
+}
+
+/* bpt__module_imports' visitor: keep the slots whose name matches. */
+static int bpt__imports_collect(void **slot, const char *name, uintptr_t target, int lazy, void *user) {
+    bpt__slot_reqs *r = (bpt__slot_reqs *)user;
+    if (strncmp(name, "bpt_", 4) == 0) return 0;   /* bptrace's own API, from another module: would recurse */
+    if (r->pattern && !bpt__glob(r->pattern, name)) return 0;
+    return bpt__slot_reqs_add(r, slot, name, target, lazy) < 0 ? BPT_ENOMEM : 1;
+}
+
+/* SL0: n trampolines' pages, read+write, zero-filled. NULL (with the
+   error) when mmap refuses. */
+static uint8_t *bpt__tramp_map(int n, size_t *bytes, const char *who) {
+    size_t ps = (size_t)sysconf(_SC_PAGESIZE);
+    void *p;
+    *bytes = ((size_t)n * BPT__TRAMP_BYTES + ps - 1) / ps * ps;
+    p = mmap(NULL, *bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        bpt__fail(BPT_ENOMEM, "%s: mmap of %zu bytes for trampolines refused: %s", who, *bytes, strerror(errno));
+        return NULL;
+    }
+    return (uint8_t *)p;
+}
+
+/* Fill one trampoline for f (its record, registered next): the padding
+   as registration writes a BPT_TRACEABLE entry's, and the breakpoint word
+   in for good. Returns 0 or the layout's refusal (a record above 2^48). */
+static int bpt__tramp_fill(uint8_t *block, bpt_func *f) {
+    bpt__entry_layout l;
+    uint8_t *fn = bpt__arch_tramp_init(block, (uintptr_t)f->orig_word);
+    int rc;
+    memset(&l, 0, sizeof l);
+    if ((rc = bpt__arch_entry_layout(fn, f->name, &l)) < 0 || (rc = bpt__arch_put_record(l.pre, f)) < 0) return rc;
+    memcpy(fn - BPT__PAD_BYTES, l.pre, BPT__PAD_BYTES);
+    memcpy(l.site, &l.bp_word, l.word_size);    /* little-endian: the word's low bytes */
+    f->fn = fn;
+    f->code_size = BPT__TRAMP_BYTES - 32;        /* the function's part of the block */
+    return 0;
+}
+
+/* Check one request against the mappings and the registry. Returns 1 (go
+   on), 0 (skip: imports only) or a BPT_E* code. */
+static int bpt__slot_check(const bpt__slot_req *q, const bpt__maps *maps, const char *module, int strict,
+                           const char *who, unsigned *prot) {
+    int p = bpt__maps_prot(maps, (uintptr_t)q->slot, sizeof(void *)), tp;
+    if (bpt__ptrset_has(&bpt__registry.sites, q->slot))
+        return strict ? bpt__fail(BPT_EEXIST, "%s: %s:%s: the slot %p is already registered", who, module,
+                                  q->name, (void *)q->slot)
+                      : 0;
+    if (p < 0)
+        return bpt__fail(BPT_EINVAL, "%s: %s:%s: the slot %p lies outside any mapping", who, module, q->name,
+                         (void *)q->slot);
+    if (p & PROT_EXEC)
+        return bpt__fail(BPT_ENOTPATCHABLE, "%s: %s:%s: the slot %p lies in executable memory; a slot is data",
+                         who, module, q->name, (void *)q->slot);
+    if (!(p & PROT_READ))
+        return bpt__fail(BPT_EINVAL, "%s: %s:%s: the slot %p is not readable", who, module, q->name,
+                         (void *)q->slot);
+    tp = bpt__maps_prot(maps, q->target, 1);
+    if (tp < 0 || !(tp & PROT_EXEC)) {
+        if (!strict) return 0;   /* an import that is data after all (an untyped GLOB_DAT) */
+        return bpt__fail(BPT_EINVAL, "%s: %s:%s: the slot %p holds %p, which is not code", who, module,
+                         q->name, (void *)q->slot, (void *)q->target);
+    }
+    *prot = (unsigned)p;
+    return 1;
+}
+
+/* A record for one checked request: a retired one for the same slot and
+   target (its trampoline is ready: SL2), or a new one, to fill. */
+static int bpt__slot_record(const bpt__slot_req *q, const char *module, int arity, unsigned prot,
+                            const char *who, bpt_func **out, int *fresh) {
+    bpt_func *f = bpt__slot_reuse(q->slot, q->target);
+    int rc;
+    *fresh = !f;
+    if (f) {
+        const char *m = bpt__intern(module), *nm = bpt__intern(q->name);
+        void *fn = f->fn;
+        uint64_t size = f->code_size;
+        uint32_t fid = m && nm ? bpt__names_id(m, nm, arity, NULL, fn) : 0;
+        if (!fid || bpt__registry_reserve(1) < 0) {
+            bpt__native_discard(f);   /* back to the retired list: its trampoline points at it */
+            return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s", who, module, q->name);
+        }
+        memset(f, 0, sizeof *f);
+        f->module = m;
+        f->name = nm;
+        f->fid = fid;
+        f->fn = fn;
+        f->code_size = size;
+    } else if ((rc = bpt__func_new(module, q->name, arity, NULL, NULL, who, &f)) < 0) {
+        return rc;
+    }
+    f->arity = arity;
+    f->kind = BPT__SITE_NATIVE;
+    f->slot_prot = prot;
+    f->site = (void *)q->slot;
+    f->orig_word = (uint64_t)q->target;
+    f->word_size = sizeof(void *);
+    *out = f;
+    return 0;
+}
+
+/* SL3: bind a lazy import slot to its target, as the dynamic linker's
+   first call through it would (its page is writable: the linker writes
+   lazy slots there itself). A linker binding the same slot meanwhile
+   stores the same value. */
+static void bpt__slot_bind(const bpt__slot_req *q) {
+    bpt__store_release_ptr((bpt__atomic_ptr *)q->slot, (void *)q->target);
+}
+
+/* Register the checked slots of reqs (bpt_register_imports: strict 0,
+   skipping what is not a code slot or registered already;
+   bpt_register_slot: strict 1, refusing instead). All or nothing, as
+   bpt_register_module. Under the permission. Returns how many were
+   registered, or a BPT_E* code. */
+static int bpt__slots_register(bpt__slot_reqs *reqs, const char *module, int arity, int strict, const char *who,
+                               bpt_func **first) {
+    bpt__maps maps;
+    bpt_func **fs = NULL;
+    int *fresh = NULL, i, n = 0, nfresh = 0, rc, k;
+    unsigned *prot = NULL;
+    uint8_t *pages = NULL;
+    size_t bytes = 0;
+    bpt__addr_index *ix = NULL;
+    uint64_t t = bpt__now_ns();
+    if ((rc = bpt__maps_read(&maps, who)) < 0) return rc;
+    fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (size_t)(reqs->n + 1));
+    fresh = (int *)BPT_MALLOC(sizeof *fresh * (size_t)(reqs->n + 1));
+    prot = (unsigned *)BPT_MALLOC(sizeof *prot * (size_t)(reqs->n + 1));
+    if (!fs || !fresh || !prot) rc = bpt__fail(BPT_ENOMEM, "%s: no memory for %d slots", who, reqs->n);
+    /* Check everything, then make every record, before anything changes.
+       The requests that pass move to the front. */
+    for (i = 0, k = 0; rc >= 0 && i < reqs->n; i++) {
+        unsigned p = 0;
+        int ok = bpt__slot_check(&reqs->v[i], &maps, module, strict, who, &p);
+        if (ok < 0) {
+            rc = ok;
+        } else if (ok) {
+            prot[k] = p;
+            if (k != i) {
+                reqs->v[k] = reqs->v[i];
+                reqs->v[i].name = NULL;
+            }
+            k++;
+        } else {
+            BPT_FREE(reqs->v[i].name);   /* skipped */
+            reqs->v[i].name = NULL;
+        }
+    }
+    if (rc >= 0) reqs->n = k;
+    if (rc >= 0 && reqs->n && (bpt__registry_reserve((uint32_t)reqs->n) < 0 ||
+                               !(ix = bpt__addr_index_alloc(bpt__native_count() + (uint32_t)reqs->n, who))))
+        rc = bpt__fail(BPT_ENOMEM, "%s: no memory to register %d slots", who, reqs->n);
+    for (i = 0; rc >= 0 && i < reqs->n; i++) {
+        if ((rc = bpt__slot_record(&reqs->v[i], module, arity, prot[i], who, &fs[i], &fresh[i])) < 0) break;
+        n++;
+        nfresh += fresh[i];
+    }
+    /* SL0: the new records' trampolines, written, then read+execute. */
+    if (rc >= 0 && nfresh && !(pages = bpt__tramp_map(nfresh, &bytes, who))) rc = BPT_ENOMEM;
+    for (i = 0, k = 0; rc >= 0 && i < n; i++)
+        if (fresh[i]) rc = bpt__tramp_fill(pages + (size_t)BPT__TRAMP_BYTES * (size_t)k++, fs[i]);
+    if (rc >= 0 && pages) {
+        if (mprotect(pages, bytes, PROT_READ | PROT_EXEC) != 0)
+            rc = bpt__fail(BPT_EPERM, "%s: mprotect of the trampolines read+execute refused: %s", who,
+                           strerror(errno));
+        else
+            bpt__arch_sync_icache(pages, bytes);
+    }
+    if (rc < 0) {
+        /* No slot points at the new trampolines yet: they and their
+           records go. A reused record goes back to the retired list. */
+        for (i = 0; i < n; i++) {
+            if (fresh[i]) BPT_FREE(fs[i]);
+            else bpt__native_discard(fs[i]);
+        }
+        if (pages) munmap(pages, bytes);
+        BPT_FREE(ix);
+        n = 0;
+    } else if (n) {
+        if (pages) bpt_thread_progress_wait_sync_core();   /* SL0: before any slot points there */
+        for (i = 0; i < n; i++) {
+            if (reqs->v[i].lazy) bpt__slot_bind(&reqs->v[i]);   /* SL3 */
+            fs[i]->bp_word = (uint64_t)(uintptr_t)((uint8_t *)fs[i]->fn + BPT__TRAMP_ENTRY);
+            bpt__registry_add(fs[i], fs[i]->site);
+        }
+        bpt__addr_index_publish(ix, bpt__registry.funcs, bpt__registry.len);
+        if (first) *first = fs[0];
+        for (i = 0; i < n && rc >= 0; i++) rc = bpt__apply_patterns(fs[i], &t);
+    } else {
+        BPT_FREE(ix);
+    }
+    BPT_FREE(maps.v);
+    BPT_FREE(fs);
+    BPT_FREE(fresh);
+    BPT_FREE(prot);
+    return rc < 0 ? rc : n;
+}
+#endif /* BPT_NATIVE */
+
+int bpt_register_imports(const char *module, const char *pattern) {
+#if !defined(BPT_NATIVE)
+    (void)module; (void)pattern;
+    return bpt__fail(BPT_ENOTSUP, "bpt_register_imports: slot tracing needs gcc or clang on x86-64 or "
+                     "aarch64 without BPT_NO_NATIVE (its trampolines are native code)");
+#else
+    bpt__slot_reqs reqs;
+    const char *mod = NULL;
+    int rc;
+    memset(&reqs, 0, sizeof reqs);
+    if (module && !*module) return bpt__fail(BPT_EINVAL, "bpt_register_imports: module is \"\"");
+    if (pattern && (!*pattern || strlen(pattern) > BPT__NAME_MAX))
+        return bpt__fail(BPT_EPATTERN, "bpt_register_imports: the pattern must be 1..%d bytes", BPT__NAME_MAX);
+    reqs.pattern = pattern && strcmp(pattern, "_") != 0 ? pattern : NULL;
+    if ((rc = bpt__arch_native_usable("bpt_register_imports")) < 0) return rc;
+    /* The scan and its lookups before the permission (>>imports, module.c). */
+    if ((rc = bpt__module_imports(module, &mod, bpt__imports_collect, &reqs)) < 0) {
+        bpt__slot_reqs_free(&reqs);
+        return rc;
+    }
+    if ((rc = bpt__permission_seize("bpt_register_imports")) < 0) {
+        bpt__slot_reqs_free(&reqs);
+        return rc;
+    }
+    rc = bpt__slots_register(&reqs, mod, 0, 0, "bpt_register_imports", NULL);
+    bpt__permission_release();
+    bpt__slot_reqs_free(&reqs);
+    return rc;
+#endif
+}
+
+int bpt_register_slot(void **slot, const char *module, const char *name, int arity, bpt_func **out) {
+#if !defined(BPT_NATIVE)
+    (void)slot; (void)module; (void)name; (void)arity; (void)out;
+    return bpt__fail(BPT_ENOTSUP, "bpt_register_slot: slot tracing needs gcc or clang on x86-64 or "
+                     "aarch64 without BPT_NO_NATIVE (its trampolines are native code)");
+#else
+    bpt__slot_reqs reqs;
+    bpt_func *f = NULL;
+    int rc;
+    memset(&reqs, 0, sizeof reqs);
+    if (!slot || !module || !name || !out)
+        return bpt__fail(BPT_EINVAL, "bpt_register_slot: slot, module, name and out must not be NULL");
+    if (arity < 0 || arity > 255) return bpt__fail(BPT_EINVAL, "bpt_register_slot: arity %d is outside 0..255", arity);
+    if (strlen(module) > BPT__NAME_MAX || strlen(name) > BPT__NAME_MAX)
+        return bpt__fail(BPT_ELIMIT, "bpt_register_slot: module and name are limited to %d bytes", BPT__NAME_MAX);
+    if ((uintptr_t)slot & (sizeof(void *) - 1))
+        return bpt__fail(BPT_EINVAL, "bpt_register_slot: %s:%s: the slot %p is not pointer-aligned", module,
+                         name, (void *)slot);
+    if ((rc = bpt__arch_native_usable("bpt_register_slot")) < 0) return rc;
+    if ((rc = bpt__permission_seize("bpt_register_slot")) < 0) return rc;
+    {
+        bpt__maps maps;
+        /* Read the slot only once it is known to be mapped. */
+        if ((rc = bpt__maps_read(&maps, "bpt_register_slot")) == 0) {
+            if (bpt__maps_prot(&maps, (uintptr_t)slot, sizeof *slot) < 0 ||
+                !(bpt__maps_prot(&maps, (uintptr_t)slot, sizeof *slot) & PROT_READ))
+                rc = bpt__fail(BPT_EINVAL, "bpt_register_slot: %s:%s: the slot %p lies outside any readable "
+                               "mapping", module, name, (void *)slot);
+            BPT_FREE(maps.v);
+        }
+    }
+    if (rc == 0)
+        rc = bpt__slot_reqs_add(&reqs, slot, name,
+                                (uintptr_t)bpt__load_relaxed_ptr((bpt__atomic_ptr *)slot), 0);
+    if (rc == 0) rc = bpt__slots_register(&reqs, module, arity, 1, "bpt_register_slot", &f);
+    bpt__permission_release();
+    bpt__slot_reqs_free(&reqs);
+    if (f) *out = f;
+    return rc < 0 ? rc : 0;
+#endif
+}
+/*** End of slots.c ***/
 
 /*** Begin file session_life.c ***/
 /* session_life.c: trace sessions are born and die, as OTP 27's
@@ -12369,6 +13344,7 @@ static void bpt__ctl_serve(bpt__ctl_client *c) {
 
 static void *bpt__ctl_client_main(void *arg) {
     bpt__ctl_client *c = (bpt__ctl_client *)arg;
+    bpt__own_enter();   /* bptrace's own thread: its calls through traced slots are not traced */
     bpt__ctl_serve(c);
     /* The client is gone: its session, breakpoints and all, goes with it. */
     if (c->session.id) bpt_session_destroy(c->session);
@@ -12434,6 +13410,7 @@ static void bpt__ctl_accept(int fd) {
 
 static void *bpt__ctl_listener_main(void *arg) {
     (void)arg;
+    bpt__own_enter();   /* as the clients' threads */
     for (;;) {
         struct pollfd p[2];
         int fd;

@@ -17,7 +17,10 @@
             bpt_trace_pattern took, then the 15 most called (bpt_trace_info_each);
          3. call_time (BPT_TIME) on sqlite3Btree*, sqlite3Pager*, sqlite3Vdbe*,
             read with bpt_trace_info every second while the workers run, then
-            a tprof-style table (bpt_format_profile);
+            a tprof-style table (bpt_format_profile); and on SQLite's calls
+            into libc (pread64, pwrite64, fsync, malloc, free,
+            pthread_mutex_lock) through the program's GOT, registered with
+            bpt_register_imports, in a second table;
          4. call + return trace of sqlite3_step and sqlite3VdbeExec with
             arguments and return values, dbg-style, in a session limited to 30
             messages (bpt_session_desc.rate_max): the limit trips visibly;
@@ -1148,8 +1151,82 @@ static void print_profile(struct profile_rows *p, int shown)
     free(buf);
 }
 
+/* Phase 3's second table: SQLite's calls into libc (#21). They go through
+   the program's import slots, its GOT: bpt_register_imports makes each one
+   a function ("sqlite_live:pread64") whose slot the protocol switches to a
+   trampoline while it is traced. Registered at the phase's start and
+   unregistered at its end (which works only once its slot holds the
+   libc function again), so that phase 2's every function stays SQLite's. */
+static const char *const libc_calls[] = { "pread64", "pwrite64", "fsync", "malloc", "free", "pthread_mutex_lock" };
+enum { NLIBC = sizeof libc_calls / sizeof libc_calls[0] };
+
+static void libc_calls_on(struct demo *d, bpt_session s, bpt_func **fs)
+{
+    char pat[200];
+    uint64_t t0 = now_ns();
+    int i, n = 0;
+    for (i = 0; i < NLIBC; i++) {
+        int rc = bpt_register_imports(NULL, libc_calls[i]);
+        fs[i] = NULL;
+        if (rc < 0) {
+            fprintf(stderr, "sqlite_live: bpt_register_imports(NULL, \"%s\"): %s\n", libc_calls[i], bpt_last_error());
+            d->failed = 1;
+        } else if (bpt_func_lookup(d->module, libc_calls[i], 0, &fs[i]) == 0) {
+            n++;
+        }
+    }
+    printf("  bpt_register_imports(NULL, NAME): %d of SQLite's calls into libc, through its GOT and its syscall "
+           "table (%.2f ms)\n", n,
+           (now_ns() - t0) / 1e6);
+    for (i = 0; i < NLIBC; i++)
+        if (fs[i]) {
+            snprintf(pat, sizeof pat, "%s:%s/_", d->module, libc_calls[i]);
+            set_pattern(d, s, pat, BPT_TIME, "BPT_TIME", NULL);
+        }
+}
+
+static void libc_calls_off(struct demo *d, bpt_session s, bpt_func **fs)
+{
+    struct profile_rows p;
+    char pat[200];
+    int i, gone = 0, n = 0;
+    memset(&p, 0, sizeof p);
+    for (i = 0; i < NLIBC; i++)
+        if (fs[i]) {
+            snprintf(pat, sizeof pat, "%s:%s/_", d->module, libc_calls[i]);
+            if (bpt_trace_info_each(s, pat, BPT_INFO_TIME, collect_profile, &p) < 0) {
+                fprintf(stderr, "sqlite_live: bpt_trace_info_each: %s\n", bpt_last_error());
+                d->failed = 1;
+            }
+        }
+    printf("  SQLite's calls into libc, own time, all workers:\n");
+    if (p.oom) {
+        fprintf(stderr, "sqlite_live: out of memory collecting call_time\n");
+        d->failed = 1;
+    } else
+        print_profile(&p, NLIBC);
+    free(p.rows);
+    for (i = 0; i < NLIBC; i++)
+        if (fs[i]) {
+            snprintf(pat, sizeof pat, "%s:%s/_", d->module, libc_calls[i]);
+            set_pattern(d, s, pat, BPT_TIME | BPT_OFF, "BPT_TIME | BPT_OFF", NULL);
+        }
+    for (i = 0; i < NLIBC; i++)
+        if (fs[i]) {
+            n++;
+            if (bpt_unregister(fs[i]) == 0)
+                gone++;
+            else {
+                fprintf(stderr, "sqlite_live: bpt_unregister(%s): %s\n", libc_calls[i], bpt_last_error());
+                d->failed = 1;
+            }
+        }
+    printf("  %d of %d libc slots off and unregistered: each holds its libc function again\n", gone, n);
+}
+
 static void phase_call_time(struct demo *d)
 {
+    bpt_func *libc_fs[NLIBC];
     struct snap a, b, prev, cur;
     bpt_session s;
     bpt_func *watch[3];
@@ -1157,7 +1234,8 @@ static void phase_call_time(struct demo *d)
     char pat[200];
     int i, k, secs = d->o.phase_ms / 1000;
 
-    phase_header(d, 3, "call_time (BPT_TIME) on sqlite3Btree*, sqlite3Pager*, sqlite3Vdbe*");
+    phase_header(d, 3, "call_time (BPT_TIME) on sqlite3Btree*, sqlite3Pager*, sqlite3Vdbe*, and SQLite's calls "
+                 "into libc");
     if (make_session(d, "call_time", 0, 0, 0, &s) != 0)
         return;
     for (i = 0; i < 3; i++) {
@@ -1167,6 +1245,7 @@ static void phase_call_time(struct demo *d)
             return;
         }
     }
+    libc_calls_on(d, s, libc_fs);
     for (i = 0; i < 3; i++)
         if (bpt_func_lookup(d->module, time_watch[i], 0, &watch[i]) != 0)
             watch[i] = NULL;
@@ -1216,6 +1295,7 @@ static void phase_call_time(struct demo *d)
     } else
         print_profile(&p, PROFILE_ROWS_SHOWN);
     free(p.rows);
+    libc_calls_off(d, s, libc_fs);
     for (i = 0; i < 3; i++) {
         snprintf(pat, sizeof pat, "%s:%s/_", d->module, time_pats[i]);
         set_pattern(d, s, pat, BPT_TIME | BPT_OFF, "BPT_TIME | BPT_OFF", NULL);
@@ -1329,14 +1409,14 @@ static void phase_rate_limited(struct demo *d)
 }
 
 /* Phase 5: a window of Btree call + return trace, as Chrome JSON and folded stacks. */
-enum { MSG_BATCH = 4096 };
+enum { DRAIN_BATCH = 4096 };
 
 /* One drain into both writers. Returns the number of messages (DROPPED
    notices too; *notices counts those) or a BPT_E*. */
 static int drain_window(struct demo *d, bpt_session s, bpt_msg *msgs, bpt_chrome *chrome, bpt_folded *folded,
                         uint64_t *notices)
 {
-    int i, n = bpt_session_drain(s, msgs, MSG_BATCH);
+    int i, n = bpt_session_drain(s, msgs, DRAIN_BATCH);
     if (n < 0) {
         fprintf(stderr, "sqlite_live: bpt_session_drain: %s\n", bpt_last_error());
         d->failed = 1;
@@ -1355,7 +1435,7 @@ static int drain_window(struct demo *d, bpt_session s, bpt_msg *msgs, bpt_chrome
 
 static void phase_window(struct demo *d)
 {
-    static bpt_msg msgs[MSG_BATCH];
+    static bpt_msg msgs[DRAIN_BATCH];
     struct snap a, b;
     bpt_session s;
     bpt_session_counts st;
@@ -1398,7 +1478,7 @@ static void phase_window(struct demo *d)
             if ((n = drain_window(d, s, msgs, &chrome, folded, &notices)) < 0)
                 break;
             msgs_total += (uint64_t)n;
-            if (n < MSG_BATCH)   /* until a worker fills a chunk, or 1 ms */
+            if (n < DRAIN_BATCH)   /* until a worker fills a chunk, or 1 ms */
                 bpt_session_wait(s, 1000);
         }
         snap_take(d, &b);

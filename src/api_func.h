@@ -155,6 +155,113 @@ BPT_API int bpt_register_native(void *fn, const char *module, const char *name, 
 */
 BPT_API int bpt_register_module(const char *module);
 
+/* bpt_register_imports: register the import slots of a loaded module, the
+   GOT entries its calls into other modules go through (a PLT stub jumps
+   through one; code built with -fno-plt calls through one), and the words
+   of its function-pointer tables the dynamic linker fills with an imported
+   function (SQLite calls pread64 through such a table), so that trace
+   patterns can match calls from this module to, say, libc: the equivalent
+   of the export entry where Tracing.md's global call trace breaks. Each
+   becomes a function named "module:symbol" ("sqlite_live:pread64"), arity 0
+   (give an argument spec to see arguments). Every kind works on it: call
+   trace with arguments from the registers, return_from with the return
+   value, exception_from, call_count, call_time, call_memory. Tracing
+   switches the slot between its target and a trampoline of bptrace's, with
+   one aligned store (slots.c, SL0-SL4); patterns in force apply at once.
+   What is and is not traced:
+   - only calls through this module's slots: a library's calls to its own
+     functions, and other modules' calls (their own slots: register them
+     too), are not;
+   - a call bptrace itself makes through a traced slot (its hit path calls
+     mmap, the futex, the clock) is not traced, nor one a signal handler
+     makes while its thread is inside bptrace (>>own calls, site_native.c);
+   - functions only: slots of data symbols are skipped, and so are slots
+     whose target is not code (an untyped weak import nothing defines);
+   - while a slot is traced, it holds the trampoline's address: code that
+     compares a function pointer read from it with the function's address
+     from elsewhere sees them differ (calls are unaffected). A symbol with
+     several slots (a PLT slot and a table word) is registered once per
+     slot, under the same name.
+   Full RELRO (-z now -z relro): the GOT's page is made writable only for
+   each batch of slot writes, then read-only again. Lazy binding: a slot
+   the dynamic linker has not bound yet is bound first, to the symbol and
+   version the linker would choose (dlvsym(3): the global scope, then the
+   module's own dependencies). A lazy binding still in flight on another
+   thread when tracing starts could write over the trampoline's address:
+   that is detected, not silently lost: switching the trace off then
+   fails with BPT_ENOTPATCHABLE naming the dynamic linker, and the calls in
+   between were untraced. Each call maps its trampolines' pages (64 bytes
+   a slot); records and trampolines are never freed (a thread may be on its
+   way into one), and a slot registered again with the same target reuses
+   its own. A module with bptrace inside it may register its own imports.
+
+   Parameters
+     module    NULL for the main executable, or the basename ("libfoo.so")
+               or path of a loaded shared object; not ""
+     pattern   NULL or "_" for every import, else a glob ('*' for any run)
+               on symbol names, 1..127 bytes: "p*64", "malloc"
+   Returns
+     how many slots it registered (0: none new, or none matched), or a
+     BPT_E* code. Slots registered already are skipped.
+   Errors
+     BPT_ENOTSUP         tcc, BPT_NO_NATIVE or another architecture (the
+                         trampolines are native code); a CET shadow stack or
+                         GCS is active; /proc/self/maps cannot be read
+     BPT_ENOENT          the module is not loaded, or its file is gone
+     BPT_EINVAL          module is ""; the file is not ELF, malformed,
+                         truncated, or not the image that was loaded
+     BPT_EPATTERN        pattern is "" or over 127 bytes
+     BPT_EPERM           the module's file cannot be opened; mprotect
+                         refused the trampolines (nothing registered) or a
+                         slot's page while installing a remembered pattern
+     BPT_ENOMEM          nothing registered; or a remembered pattern could
+                         not be applied (the slots stay registered)
+     BPT_EDEADLK         from a tracer callback, a pinned section, or a
+                         callback under the code modification permission
+   Thread safety  any thread (set path); not from a signal handler, nor
+                  from a library constructor (the lookups take the dynamic
+                  linker's lock). The module must stay loaded during the call.
+   Source         Tracing.md's global call trace (export entries); uftrace's
+                  PLT hooking; the gABI and psABI dynamic relocations
+*/
+BPT_API int bpt_register_imports(const char *module, const char *pattern);
+
+/* bpt_register_slot: register one function-pointer slot, so that trace
+   patterns can match the calls made through it: a table of handlers built
+   by hand, an interpreter's dispatch table, an engine's table of systems.
+   The slot must hold the function's address now, and callers must load it
+   at each call, with a relaxed atomic load (__atomic_load_n(slot,
+   __ATOMIC_RELAXED): the same instruction as a plain aligned load, and no
+   data race in C11 terms while bptrace switches the slot). It is switched as bpt_register_imports' slots are, with
+   the same trampolines, kinds and protocol; a slot in read-only memory is
+   made writable only while it is written. The program must not change
+   the slot while it is registered (a write is detected at the next switch:
+   BPT_ENOTPATCHABLE). Calls that do not load the slot (direct calls to the
+   same function) are not traced.
+
+   Parameters
+     slot           the slot's address: pointer-aligned, mapped, readable,
+                    not in executable memory; not NULL
+     module, name   copied and interned; at most 127 bytes each; not NULL
+     arity          0..255: how many integer arguments call messages show
+                    when the pattern gives no argument spec
+     out            where to write the record; not NULL
+   Returns
+     0, or a BPT_E* code. *out is set on success, and also when the slot is
+     registered but a remembered pattern could not be applied.
+   Errors
+     BPT_EINVAL          a NULL; arity outside 0..255; the slot misaligned,
+                         outside any readable mapping, or holding an address
+                         that is not code
+     BPT_ELIMIT          module or name over 127 bytes
+     BPT_EEXIST          the slot is already registered
+     BPT_ENOTPATCHABLE   the slot lies in executable memory
+     BPT_ENOTSUP, BPT_EPERM, BPT_ENOMEM, BPT_EDEADLK   as bpt_register_imports
+   Thread safety  any thread (set path); not from a signal handler
+   Source         bptrace (slots.c); BEAM's export entries, Tracing.md
+*/
+BPT_API int bpt_register_slot(void **slot, const char *module, const char *name, int arity, bpt_func **out);
+
 /* bpt_unregister_module: remove every session's breakpoints from the
    module's native functions (every registered native function whose module
    name is module's basename, also those registered by hand), through the

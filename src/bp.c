@@ -165,7 +165,7 @@ typedef struct bpt__change {
     bpt__change_item *items;
     int n;
     bpt_func **sites;             /* scratch for steps 5 and 9: the sites to write */
-    bpt__sites_batch batch;       /* their code pages, prepared at step 2 */
+    bpt__sites_batch batch;       /* their pages, prepared at step 2 */
     int allocated;                /* step 2 allocated something */
     int installs;                 /* sites that step 5 writes (counted at step 3, then written) */
     int uninstalls;               /* sites that step 9 wrote */
@@ -182,7 +182,7 @@ static void bpt__change_free(bpt__change *c) {
     }
     BPT_FREE(c->items);
     BPT_FREE(c->sites);
-    BPT_FREE(c->batch.pages);
+    bpt__sites_batch_free(&c->batch);
 }
 
 /* Step 1: seize the code modification permission. *t is when the caller

@@ -101,6 +101,14 @@
        entry stubs are assembly with fixed names). On tcc BPT_TRACEABLE is
        empty and native registration returns BPT_ENOTSUP; VM sites still work.
 
+   CALLS THROUGH SLOTS (gcc and clang, x86-64 and aarch64; no flags needed)
+       bpt_register_imports(module, pattern) makes a module's calls into
+       other modules traceable at the 8-byte slots they go through (its GOT
+       under a PLT or -fno-plt, lazy binding and full RELRO included, and
+       function-pointer tables the dynamic linker fills); bpt_register_slot
+       does it for one hand-built function-pointer slot. The slot switches
+       between its target and a trampoline with one aligned store (slots.c).
+
    SUPPORTED
        gcc and clang on x86-64 and aarch64 (C11 <stdatomic.h>, __thread);
        tcc 0.9.27 on x86-64 (x86-64 inline asm atomics, pthread keys for
@@ -191,9 +199,9 @@
          kind_count.c, kind_call.c, kind_timem.c   the breakpoint kinds (BPT_KINDS)
          hit.c             the hit path: what a breakpoint does when reached
          site_vm.c, site_native.c   writing site words: VM words, checked code batches
-         module.c          a module's patchable entries and their ELF names
+         module.c          a module's patchable entries and their ELF names; its import slots
          bp.c              the set path: the 13 steps, one function each
-         funcs.c, session_life.c, trace_pattern.c, trace_info.c   the API
+         funcs.c, slots.c, session_life.c, trace_pattern.c, trace_info.c   the API
          format.c          text, Chrome JSON and folded stacks
          tracefile.c       trace files: bpt_session_write and the reader
        The protocol's steps, by function (bp.c): 1 bpt__change_begin,

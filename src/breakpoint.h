@@ -102,18 +102,24 @@ struct bpt_func {
        function that also calls, times or traces returns skips the count
        path's call. */
     uint32_t count_hint;
+    /* Beside it, in the cache line the stub reads: 0 for a code site; for
+       a pointer slot (slots.c: a GOT entry, a function-pointer table), the
+       protection its page has when bptrace is not writing it (PROT_READ,
+       maybe PROT_WRITE: never 0). */
+    uint32_t slot_prot;
     const char *module, *name;    /* interned */
     int arity;
     uint32_t fid;                 /* its name id (names.c): what its records carry */
     int kind;                     /* enum bpt__site_kind */
     /* The site: the one word that switches between the original and the
        breakpoint. VM: an 8-byte instruction word. Native: the 2-byte entry
-       NOP (x86-64) or the 4-byte entry NOP (aarch64). */
+       NOP (x86-64) or the 4-byte entry NOP (aarch64). Slot: the 8-byte
+       pointer, which holds the function's address or its trampoline's. */
     void *site;
     uint64_t orig_word;           /* the site's original content */
     uint64_t bp_word;             /* what it holds while a breakpoint is installed */
     unsigned word_size;           /* 8, 4 or 2 bytes */
-    void *fn;                     /* native: the function's address */
+    void *fn;                     /* native: the function's address; slot: its trampoline's entry */
     uint64_t code_size;           /* native: bytes of code from the ELF symbol (0: unknown) */
     int signs_lr;                 /* native aarch64: the entry signs the return address (paciasp) */
     const bpt_vm_ops *ops;        /* VM: argument access and formatting */

@@ -327,6 +327,7 @@ static void bpt__ctl_serve(bpt__ctl_client *c) {
 
 static void *bpt__ctl_client_main(void *arg) {
     bpt__ctl_client *c = (bpt__ctl_client *)arg;
+    bpt__own_enter();   /* bptrace's own thread: its calls through traced slots are not traced */
     bpt__ctl_serve(c);
     /* The client is gone: its session, breakpoints and all, goes with it. */
     if (c->session.id) bpt_session_destroy(c->session);
@@ -392,6 +393,7 @@ static void bpt__ctl_accept(int fd) {
 
 static void *bpt__ctl_listener_main(void *arg) {
     (void)arg;
+    bpt__own_enter();   /* as the clients' threads */
     for (;;) {
         struct pollfd p[2];
         int fd;

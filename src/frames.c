@@ -520,6 +520,7 @@ BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
     const bpt_func *resumed;
     bpt__frame fr, to;
     uintptr_t ret;
+    bpt__own_enter();   /* >>own calls (site_native.c) */
     if (k < 0 && rec) k = bpt__frame_adopt(rec, sp);
     if (k < 0) bpt__frames_lost(sp);
     bpt__pin();
@@ -562,6 +563,7 @@ BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
         bpt__frame_return_to(rec, &to, resumed ? resumed->fid : 0, ret);
     }
     bpt__unpin(rec);
+    bpt__own_leave();
     return ret;
 }
 #endif /* BPT_NATIVE */

@@ -13,7 +13,7 @@
 BPT__SHARED struct bpt__registry bpt__registry;   /* registry.h */
 
 /* Make room for `extra` more functions. Returns 0 or BPT_ENOMEM. */
-static int bpt__registry_reserve(uint32_t extra) {
+BPT__PRIVATE int bpt__registry_reserve(uint32_t extra) {
     if (bpt__registry.len + extra > bpt__registry.cap) {
         uint32_t cap = bpt__registry.cap ? bpt__registry.cap : 256;
         while (cap < bpt__registry.len + extra) cap *= 2;
@@ -32,7 +32,7 @@ static int bpt__registry_reserve(uint32_t extra) {
 /* A new, unregistered function record with interned names and no site yet
    (addr: a native function's entry, or NULL, for its name entry). The
    caller holds the permission. Returns 0 or BPT_ENOMEM. */
-static int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
+BPT__PRIVATE int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
                          const void *addr, const char *who, bpt_func **out) {
     bpt_func *f = (bpt_func *)BPT_MALLOC(sizeof *f);
     if (!f || bpt__registry_reserve(1) < 0) {
@@ -51,7 +51,7 @@ static int bpt__func_new(const char *module, const char *name, int arity, bpt_fo
 }
 
 /* Make f known: after bpt__registry_reserve, so it cannot fail. */
-static void bpt__registry_add(bpt_func *f, const void *site_key) {
+BPT__PRIVATE void bpt__registry_add(bpt_func *f, const void *site_key) {
     f->registry_ix = bpt__registry.len;
     bpt__registry.funcs[bpt__registry.len++] = f;
     bpt__ptrset_add(&bpt__registry.records, f);
@@ -91,7 +91,26 @@ static bpt_func *bpt__func_reuse(void *fn) {
         }
     return NULL;
 }
+
+/* A retired slot record (slots.c) for this slot and target, unlinked
+   from the retired list, or NULL: its trampoline already jumps there. */
+BPT__PRIVATE bpt_func *bpt__slot_reuse(void *slot, uint64_t target) {
+    bpt_func **pp;
+    for (pp = &bpt__retired; *pp; pp = &(*pp)->next_retired)
+        if ((*pp)->slot_prot && (*pp)->site == slot && (*pp)->orig_word == target) {
+            bpt_func *f = *pp;
+            *pp = f->next_retired;
+            return f;
+        }
+    return NULL;
+}
 #endif
+
+/* What the registry's site set holds for f: a native entry's address, or
+   the word a VM site or a slot switches. */
+BPT__PRIVATE const void *bpt__site_key(const bpt_func *f) {
+    return f->kind == BPT__SITE_NATIVE && !f->slot_prot ? f->fn : f->site;
+}
 
 /* The op a pattern's flags ask for (bp.c): BPT_OFF with no kind switches
    every kind off. */
@@ -106,7 +125,7 @@ BPT__PRIVATE bpt__op bpt__pattern_op(unsigned flags, bpt__ms *ms) {
 
 /* Apply the patterns in force in every session to a newly registered
    function, in the order they were set: the same protocol, no thread stopped. */
-static int bpt__apply_patterns(bpt_func *f, uint64_t *t) {
+BPT__PRIVATE int bpt__apply_patterns(bpt_func *f, uint64_t *t) {
     int i, rc;
     for (i = 0; i < BPT_MAX_SESSIONS; i++) {
         bpt__session *s = (bpt__session *)bpt__load_relaxed_ptr(&bpt__sessions.slot[i]);
@@ -185,7 +204,7 @@ BPT__PRIVATE uint32_t bpt__native_count(void) {
    earlier registration, goes back to the retired list: a thread may still
    be in that entry's stub and read it. Only a record nothing points at is
    freed. */
-static void bpt__native_discard(bpt_func *f) {
+BPT__PRIVATE void bpt__native_discard(bpt_func *f) {
     if (bpt__arch_padding_record(f->fn) == f) {
         f->next_retired = bpt__retired;
         bpt__retired = f;
@@ -403,7 +422,7 @@ static void bpt__registry_remove(bpt_func *f) {
     bpt__registry.funcs[ix] = bpt__registry.funcs[--bpt__registry.len];
     bpt__registry.funcs[ix]->registry_ix = ix;
     bpt__ptrset_remove(&bpt__registry.records, f);
-    bpt__ptrset_remove(&bpt__registry.sites, f->kind == BPT__SITE_NATIVE ? f->fn : f->site);
+    bpt__ptrset_remove(&bpt__registry.sites, bpt__site_key(f));
 }
 
 int bpt_unregister_module(const char *module) {

@@ -545,6 +545,30 @@ static int bpt__module_visit_entries(const bpt__module_object *m, const bpt__elf
    Thread safety: not by itself; the caller holds the code modification
    permission and keeps the module loaded for the duration of the call.
    Source: dl_iterate_phdr(3); gcc -fpatchable-function-entry. */
+/* Find a loaded module and open its file, checked against the image.
+   In: module as bpt__module_scan takes it; exe_buf (PATH_MAX bytes) for the
+   main program's path. Out: *m, *f (release f with bpt__elf_close, also
+   after a failure), *module_name. Returns 0 or bpt__module_scan's errors. */
+static int bpt__module_open(const char *module, char *exe_buf, bpt__module_object *m, bpt__elf_file *f,
+                            const char **module_name) {
+    int rc;
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    memset(m, 0, sizeof *m);
+    m->want = module;
+    m->exe_path = bpt__module_exe_path(exe_buf, PATH_MAX);
+    dl_iterate_phdr(bpt__module_match, m);
+    if (!m->found)
+        return bpt__fail(BPT_ENOENT, "module '%s' is not loaded", module ? module : "(main program)");
+    if (m->is_main && !m->exe_path)
+        return bpt__fail(BPT_ENOENT, "cannot resolve /proc/self/exe (is /proc mounted?)");
+    rc = bpt__elf_open(m->is_main ? "/proc/self/exe" : m->path, f);
+    if (rc == 0) rc = bpt__module_check_image(m, f);
+    if (rc == 0 && !(*module_name = bpt__intern(bpt__module_basename(m->path))))
+        rc = bpt__fail(BPT_ENOMEM, "no memory for the module name");
+    return rc;
+}
+
 BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const char **module_name,
                                   bpt__module_visit_fn visit, void *user) {
     char exe_buf[PATH_MAX];
@@ -555,21 +579,219 @@ BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const ch
     int rc;
     if (!module_name || !visit || (module && !*module))
         return bpt__fail(BPT_EINVAL, "module scan: module_name and visit must not be NULL, module not empty");
-    memset(&m, 0, sizeof m);
-    m.want = module;
-    m.exe_path = bpt__module_exe_path(exe_buf, sizeof exe_buf);
-    dl_iterate_phdr(bpt__module_match, &m);
-    if (!m.found)
-        return bpt__fail(BPT_ENOENT, "module '%s' is not loaded", module ? module : "(main program)");
-    if (m.is_main && !m.exe_path)
-        return bpt__fail(BPT_ENOENT, "cannot resolve /proc/self/exe (is /proc mounted?)");
-    rc = bpt__elf_open(m.is_main ? "/proc/self/exe" : m.path, &f);
-    if (rc == 0) rc = bpt__module_check_image(&m, &f);
-    if (rc == 0 && !(*module_name = bpt__intern(bpt__module_basename(m.path))))
-        rc = bpt__fail(BPT_ENOMEM, "no memory for the module name");
+    rc = bpt__module_open(module, exe_buf, &m, &f, module_name);
     if (rc == 0) rc = bpt__module_read_entries(&m, &f, &entries, &n);
     if (rc == 0) rc = bpt__module_visit_entries(&m, &f, entries, n, pad_bytes, visit, user);
     BPT_FREE(entries);
     bpt__elf_close(&f);
     return rc;
 }
+
+#if defined(BPT_NATIVE)
+/* >>imports: the slots a module calls other modules through, from its
+   dynamic relocations (System V gABI and the psABIs: Relocation):
+   - R_X86_64_JUMP_SLOT / R_AARCH64_JUMP_SLOT: a .got.plt entry, which the
+     module's PLT stub jumps through;
+   - R_X86_64_GLOB_DAT / R_AARCH64_GLOB_DAT: a .got entry, which code built
+     with -fno-plt calls through (and which a function's address taken
+     across modules is read from);
+   - R_X86_64_64 / R_AARCH64_ABS64 against a function, addend 0: a word of
+     a table of function pointers in the module's data, which the program
+     calls through (SQLite keeps pread64 and pwrite64 in such a table,
+     aSyscall[], and calls them only through it).
+   Each holds the target's address once bound. A JUMP_SLOT the dynamic
+   linker has not bound yet (lazy binding: no -z now, no LD_BIND_NOW) points
+   into the module's own .plt instead (x86-64: its stub's push; aarch64:
+   PLT0); its target is then found as the linker would find it, by name and
+   version: first in the global scope, then in the module's own dependencies
+   (its local scope, for a library dlopened with RTLD_LOCAL), dlvsym(3). */
+#include <dlfcn.h>
+#if defined(__x86_64__)
+#  define BPT__R_JUMP_SLOT R_X86_64_JUMP_SLOT
+#  define BPT__R_GLOB_DAT R_X86_64_GLOB_DAT
+#  define BPT__R_ABS64 R_X86_64_64
+#else
+#  define BPT__R_JUMP_SLOT R_AARCH64_JUMP_SLOT
+#  define BPT__R_GLOB_DAT R_AARCH64_GLOB_DAT
+#  define BPT__R_ABS64 R_AARCH64_ABS64
+#endif
+
+/* A section's bytes, or NULL with *size 0 when the file has none of that
+   type (type) and name (NULL: any). */
+static const Elf64_Shdr *bpt__elf_section_find(const bpt__elf_file *f, uint32_t type, const char *name) {
+    size_t i;
+    for (i = 0; i < f->shnum; i++)
+        if (f->sh[i].sh_type == type && (!name || strcmp(bpt__elf_section_name(f, &f->sh[i]), name) == 0))
+            return &f->sh[i];
+    return NULL;
+}
+
+/* The version a module asks of import symbol index `sym` (".gnu.version"
+   entry, named in ".gnu.version_r"), or NULL: unversioned. Out-of-range
+   data gives NULL: the lookup is then by name alone. */
+static const char *bpt__imports_version(const char *versym, size_t versym_size, const char *verneed,
+                                        size_t verneed_size, size_t verneed_count, const char *dynstr,
+                                        size_t dynstr_size, size_t sym) {
+    Elf64_Half want;
+    size_t off = 0, i;
+    if (!versym || (sym + 1) * sizeof want > versym_size) return NULL;
+    memcpy(&want, versym + sym * sizeof want, sizeof want);
+    want &= 0x7fff;                             /* the hidden bit */
+    if (want < 2 || !verneed) return NULL;      /* local or global: no version */
+    for (i = 0; i < verneed_count && bpt__elf_in_bounds(off, sizeof(Elf64_Verneed), verneed_size); i++) {
+        Elf64_Verneed vn;
+        size_t aoff;
+        unsigned k;
+        memcpy(&vn, verneed + off, sizeof vn);
+        for (k = 0, aoff = off + vn.vn_aux; k < vn.vn_cnt && bpt__elf_in_bounds(aoff, sizeof(Elf64_Vernaux), verneed_size); k++) {
+            Elf64_Vernaux va;
+            memcpy(&va, verneed + aoff, sizeof va);
+            if (va.vna_other == want) return va.vna_name < dynstr_size ? dynstr + va.vna_name : NULL;
+            if (!va.vna_next) break;
+            aoff += va.vna_next;
+        }
+        if (!vn.vn_next) break;
+        off += vn.vn_next;
+    }
+    return NULL;
+}
+
+/* Where the dynamic linker would bind name@version for this module: the
+   global scope, then the module's dependencies (path NULL: the main
+   program, whose scope is the global one). 0 when nothing defines it. */
+static uintptr_t bpt__imports_resolve(const char *path, const char *name, const char *version) {
+    void *p = version ? dlvsym(RTLD_DEFAULT, name, version) : dlsym(RTLD_DEFAULT, name), *h;
+    if (!p && path && (h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD)) != NULL) {
+        p = version ? dlvsym(h, name, version) : dlsym(h, name);
+        dlclose(h);
+    }
+    return (uintptr_t)p;
+}
+
+/* The import relocations of one SHT_RELA section, read in chunks. */
+typedef struct bpt__imports_scan {
+    const bpt__module_object *m;
+    const bpt__elf_file *f;
+    const char *dynstr, *versym, *verneed;
+    size_t dynstr_size, versym_size, verneed_size, verneed_count;
+    const Elf64_Sym *dynsym;
+    size_t ndynsym;
+    uintptr_t plt_lo, plt_hi;                   /* the module's .plt, where an unbound slot points */
+    bpt__import_visit_fn visit;
+    void *user;
+} bpt__imports_scan;
+
+static int bpt__imports_one(const bpt__imports_scan *sc, const Elf64_Rela *r) {
+    uint32_t type = (uint32_t)ELF64_R_TYPE(r->r_info);
+    size_t symix = (size_t)ELF64_R_SYM(r->r_info);
+    const Elf64_Sym *sym;
+    const char *name;
+    uintptr_t value, target;
+    void **slot;
+    int lazy;
+    unsigned st;
+    if (type != BPT__R_JUMP_SLOT && type != BPT__R_GLOB_DAT && !(type == BPT__R_ABS64 && r->r_addend == 0))
+        return 0;
+    if (symix == 0 || symix >= sc->ndynsym) return 0;
+    sym = &sc->dynsym[symix];
+    st = ELF64_ST_TYPE(sym->st_info);
+    if (st != STT_FUNC && st != STT_NOTYPE && st != STT_GNU_IFUNC) return 0;   /* data, TLS: not calls */
+    if (type == BPT__R_ABS64 && st == STT_NOTYPE) return 0;   /* a table word: only a known function */
+    if (sym->st_name == 0 || sym->st_name >= sc->dynstr_size || !sc->dynstr[sym->st_name]) return 0;
+    name = sc->dynstr + sym->st_name;
+    if (!bpt__module_segment(sc->m, r->r_offset, sizeof(void *), PF_R | PF_W) || (r->r_offset & 7))
+        return bpt__fail(BPT_EINVAL, "%s: malformed ELF: the slot of %s at 0x%llx is not an aligned pointer "
+                         "in a writable segment", sc->f->path, name, (unsigned long long)r->r_offset);
+    slot = (void **)(sc->m->bias + (uintptr_t)r->r_offset);
+    value = (uintptr_t)bpt__load_relaxed_ptr((bpt__atomic_ptr *)slot);
+    lazy = type == BPT__R_JUMP_SLOT && value >= sc->plt_lo && value < sc->plt_hi;
+    target = value;
+    if (lazy) {
+        const char *ver = bpt__imports_version(sc->versym, sc->versym_size, sc->verneed, sc->verneed_size,
+                                               sc->verneed_count, sc->dynstr, sc->dynstr_size, symix);
+        target = bpt__imports_resolve(sc->m->is_main ? NULL : sc->m->path, name, ver);
+    }
+    if (!target) return 0;   /* a weak import nothing defines, or one the linker would not bind either */
+    return sc->visit(slot, name, target, lazy, sc->user);
+}
+
+/* bpt__module_imports: visit every import slot of a loaded module (>>imports).
+   In: module, as bpt__module_scan takes it; visit and user, called per slot
+   in relocation order; a negative return stops and is returned.
+   Out: *module_name, the interned basename of the module's file.
+   Returns the number of slots visited, or bpt__module_scan's errors.
+   Not under the code modification permission: the caller keeps the module
+   loaded, and the lookups take the dynamic linker's lock, which a library's
+   constructor holds while it may wait for the permission. */
+BPT__PRIVATE int bpt__module_imports(const char *module, const char **module_name,
+                                     bpt__import_visit_fn visit, void *user) {
+    char exe_buf[PATH_MAX];
+    bpt__module_object m;
+    bpt__elf_file f;
+    bpt__imports_scan sc;
+    const Elf64_Shdr *dynsym, *s;
+    char *dynsym_bytes = NULL, *dynstr = NULL, *versym = NULL, *verneed = NULL;
+    size_t i;
+    int rc, visited = 0;
+    if (!module_name || !visit || (module && !*module))
+        return bpt__fail(BPT_EINVAL, "module imports: module_name and visit must not be NULL, module not empty");
+    memset(&sc, 0, sizeof sc);
+    rc = bpt__module_open(module, exe_buf, &m, &f, module_name);
+    dynsym = rc == 0 ? bpt__elf_section_find(&f, SHT_DYNSYM, NULL) : NULL;
+    if (rc == 0 && dynsym) {
+        if (dynsym->sh_entsize != sizeof(Elf64_Sym) || dynsym->sh_link == 0 || dynsym->sh_link >= f.shnum)
+            rc = bpt__fail(BPT_EINVAL, "%s: malformed ELF: .dynsym", f.path);
+        else if ((rc = bpt__elf_section_alloc(&f, dynsym, ".dynsym", &dynsym_bytes)) == 0 &&
+                 (rc = bpt__elf_section_alloc(&f, &f.sh[dynsym->sh_link], ".dynstr", &dynstr)) == 0) {
+            sc.dynsym = (const Elf64_Sym *)(const void *)dynsym_bytes;
+            sc.ndynsym = (size_t)(dynsym->sh_size / sizeof(Elf64_Sym));
+            sc.dynstr = dynstr;
+            sc.dynstr_size = (size_t)f.sh[dynsym->sh_link].sh_size;
+        }
+    }
+    if (rc == 0 && dynsym && (s = bpt__elf_section_find(&f, SHT_GNU_versym, NULL)) != NULL &&
+        (rc = bpt__elf_section_alloc(&f, s, ".gnu.version", &versym)) == 0)
+        sc.versym = versym, sc.versym_size = (size_t)s->sh_size;
+    if (rc == 0 && dynsym && (s = bpt__elf_section_find(&f, SHT_GNU_verneed, NULL)) != NULL &&
+        (rc = bpt__elf_section_alloc(&f, s, ".gnu.version_r", &verneed)) == 0)
+        sc.verneed = verneed, sc.verneed_size = (size_t)s->sh_size, sc.verneed_count = s->sh_info;
+    if (rc == 0 && (s = bpt__elf_section_find(&f, SHT_PROGBITS, ".plt")) != NULL) {
+        sc.plt_lo = m.bias + (uintptr_t)s->sh_addr;
+        sc.plt_hi = sc.plt_lo + (uintptr_t)s->sh_size;
+    }
+    sc.m = &m;
+    sc.f = &f;
+    sc.visit = visit;
+    sc.user = user;
+    /* Every SHT_RELA section against .dynsym: .rela.dyn and .rela.plt. */
+    for (i = 0; rc == 0 && dynsym && i < f.shnum; i++) {
+        const Elf64_Shdr *rs = &f.sh[i];
+        Elf64_Rela chunk[128];
+        uint64_t count, done;
+        if (rs->sh_type != SHT_RELA || rs->sh_link != (uint32_t)(dynsym - f.sh)) continue;
+        if (rs->sh_entsize != sizeof(Elf64_Rela) || rs->sh_size % sizeof(Elf64_Rela) != 0) {
+            rc = bpt__fail(BPT_EINVAL, "%s: malformed ELF: %s entry size %llu", f.path,
+                           bpt__elf_section_name(&f, rs), (unsigned long long)rs->sh_entsize);
+            break;
+        }
+        count = rs->sh_size / sizeof(Elf64_Rela);
+        for (done = 0; rc == 0 && done < count; ) {
+            size_t n = count - done < 128 ? (size_t)(count - done) : 128, k;
+            if ((rc = bpt__elf_pread(&f, rs->sh_offset + done * sizeof(Elf64_Rela), n * sizeof(Elf64_Rela),
+                                     chunk, "dynamic relocations")) < 0)
+                break;
+            for (k = 0; k < n && rc == 0; k++) {
+                rc = bpt__imports_one(&sc, &chunk[k]);
+                if (rc > 0) { visited += rc; rc = 0; }
+            }
+            done += n;
+        }
+    }
+    BPT_FREE(dynsym_bytes);
+    BPT_FREE(dynstr);
+    BPT_FREE(versym);
+    BPT_FREE(verneed);
+    bpt__elf_close(&f);
+    return rc < 0 ? rc : visited;
+}
+#endif /* BPT_NATIVE */

@@ -44,6 +44,7 @@ struct bpt__pattern_entry {
 
 BPT__PRIVATE int bpt__pattern_parse(const char *text, bpt__mfa *out);
 BPT__PRIVATE int bpt__mfa_match(const bpt__mfa *p, const char *module, const char *name, int arity);
+BPT__PRIVATE int bpt__glob(const char *pattern, const char *s);   /* '*' matches any run */
 BPT__PRIVATE int bpt__flags_check(unsigned flags);
 BPT__PRIVATE int bpt__ms_new(const bpt_match *m, unsigned extra, bpt__ms **out);
 BPT__PRIVATE void bpt__ms_ref(bpt__ms *ms);     /* NULL is no match spec: nothing to count */

@@ -28,6 +28,20 @@ BPT__DATA(struct bpt__registry, bpt__registry);   /* funcs.c */
 
 BPT__PRIVATE bpt__op bpt__pattern_op(unsigned flags, bpt__ms *ms);   /* a pattern's flags as a protocol op */
 
+/* Registration's steps (funcs.c), which slots.c shares; under the
+   permission. Reserve room, make a record, make it known (cannot fail
+   after the reserve), apply the patterns in force. */
+BPT__PRIVATE int bpt__registry_reserve(uint32_t extra);   /* 0 or BPT_ENOMEM */
+BPT__PRIVATE int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
+                               const void *addr, const char *who, bpt_func **out);
+BPT__PRIVATE void bpt__registry_add(bpt_func *f, const void *site_key);
+BPT__PRIVATE const void *bpt__site_key(const bpt_func *f);
+BPT__PRIVATE int bpt__apply_patterns(bpt_func *f, uint64_t *t);
+#if defined(BPT_NATIVE)
+BPT__PRIVATE void bpt__native_discard(bpt_func *f);   /* undo a record a failed registration made */
+BPT__PRIVATE bpt_func *bpt__slot_reuse(void *slot, uint64_t target);
+#endif
+
 #if defined(BPT_NATIVE)
 /* The address index of the native functions (symbols.c). */
 typedef struct bpt__addr_index bpt__addr_index;
@@ -48,3 +62,13 @@ BPT__PRIVATE const char *bpt__intern(const char *text);   /* NULL when out of me
 typedef int (*bpt__module_visit_fn)(void *fn, const char *name, uint64_t size, void *user);
 BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const char **module_name,
                                   bpt__module_visit_fn visit, void *user);
+/* Called once per import slot of the module (bpt__module_imports): slot,
+   the symbol's name (valid during the call), and target, the function the
+   slot calls (resolved first where the dynamic linker has not bound the
+   slot yet: then lazy is 1). Return 1 when it took the slot, 0 when it
+   passed, or a negative BPT_E* to stop (propagated). */
+#if defined(BPT_NATIVE)
+typedef int (*bpt__import_visit_fn)(void **slot, const char *name, uintptr_t target, int lazy, void *user);
+BPT__PRIVATE int bpt__module_imports(const char *module, const char **module_name,
+                                     bpt__import_visit_fn visit, void *user);
+#endif

@@ -222,6 +222,28 @@ BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_
     return 0;
 }
 
+/* A slot's trampoline (sites.h): the padding at block+0, the function at
+   block+32, the slot's entry:
+   fn     D503245F   bti c           a landing pad, for the PLT's br x17
+   fn+4   the site: NOP, then B fn-16 for good
+   fn+8   58000050   ldr x16, fn+16  the target
+   fn+12  D61F0200   br x16          x30 is the caller's (or return trace's)
+   fn+16  the target (8 bytes, aligned)
+   The stub returns to fn-4, whose branch lands on fn+8. */
+BPT__PRIVATE uint8_t *bpt__arch_tramp_init(uint8_t *block, uintptr_t target) {
+    const uint32_t code[4] = { 0xD503245Fu, BPT__A64_NOP, 0x58000050u, 0xD61F0200u };
+    uint8_t *fn = block + 32;
+    int i;
+    memset(block, 0, BPT__TRAMP_BYTES);   /* udf #0 where nothing goes */
+    for (i = 0; i < 8; i++) {
+        uint32_t nop = BPT__A64_NOP;
+        memcpy(block + 4 * i, &nop, 4);
+    }
+    memcpy(fn, code, sizeof code);
+    memcpy(fn + 16, &target, sizeof target);
+    return fn;
+}
+
 /* The record pointer at fn-32, all 8 bytes. */
 BPT__PRIVATE int bpt__arch_put_record(uint8_t *pre, const bpt_func *f) {
     memcpy(pre, &f, sizeof f);

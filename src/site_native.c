@@ -88,6 +88,20 @@ static void bpt__batch_close(bpt__code_batch *b) {
     b->cap = 0;
 }
 
+/* >>own calls: bptrace's own calls through a traced slot. The hit path
+   calls libc (mmap for a thread's first record, the futex wake, the clock
+   where there is no cycle counter) through its module's GOT: with those
+   slots traced, a hit would hit again, without end. So a thread notes
+   while it runs bptrace's native code (an entry's full path, a traced
+   return, bptrace's own threads), and a slot reached meanwhile is not
+   traced: the call goes straight on to its target. A signal handler's call
+   through a slot while its thread is inside bptrace goes untraced the same
+   way; its calls through entries are traced as before. */
+static BPT__THREAD_LOCAL unsigned bpt__in_bptrace;
+BPT__HOT BPT__INTREGS int bpt__own_call(const bpt_func *f) { return f->slot_prot && bpt__in_bptrace; }
+BPT__PRIVATE void bpt__own_enter(void) { bpt__in_bptrace++; }
+BPT__PRIVATE void bpt__own_leave(void) { bpt__in_bptrace--; }
+
 /* >>count path: the hit of a native entry whose active generation only
    counts (the COUNT shortcut, breakpoint.h), or does nothing (NONE), run
    by the entry stubs before they save the vector registers: this function
@@ -99,6 +113,7 @@ static void bpt__batch_close(bpt__code_batch *b) {
    The stub calls it only when the function's count_hint says that one
    generation counts or does nothing (breakpoint.h): a function that
    calls, times or traces returns goes to the full path at once.
+   CP0. A slot reached from bptrace's own code is not traced (>>own calls).
    CP1. The thread has its record (the full path makes it on a first hit).
    CP2. Pin, and read the active index once [G2], as bpt__breakpoint does.
    CP3. The generation's shortcut is COUNT or NONE, and no return-traced
@@ -114,6 +129,7 @@ BPT__ASM_CALLED BPT__INTREGS int bpt__native_count_path(bpt_func *f) {
     bpt__thread *rec = bpt__thread_self_or_null();
     const bpt__shortcut *sc;
     int done = 0;
+    if (bpt__own_call(f)) return BPT__COUNTED;                           /* CP0: nothing to count */
     if (!rec) return BPT__COUNT_FULL;                                     /* CP1 */
     bpt__pin_rec(rec);                                                    /* CP2 */
     sc = &f->shortcut[bpt__active_ix_load()];
@@ -131,36 +147,59 @@ BPT__ASM_CALLED BPT__INTREGS int bpt__native_count_path(bpt_func *f) {
    left to it (counted: BPT__COUNTED_WAKE). */
 BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted) {
     bpt__hit h;
+    if (bpt__own_call(f)) return;   /* >>own calls */
+    bpt__own_enter();
     if (counted == BPT__COUNTED_WAKE) {
         bpt__progress_wake();
-        return;
+    } else {
+        h.f = f;
+        h.frame = regs;
+        if (bpt__breakpoint(&h)) {
+            if (h.nwant) bpt__native_frame_push(&h, bpt__now_ns());
+            bpt__unpin(h.rec);
+        }
     }
-    h.f = f;
-    h.frame = regs;
-    if (bpt__breakpoint(&h)) {
-        if (h.nwant) bpt__native_frame_push(&h, bpt__now_ns());
-        bpt__unpin(h.rec);
-    }
+    bpt__own_leave();
 }
+#else
+BPT__PRIVATE void bpt__own_enter(void) {}   /* no slots without native sites */
+BPT__PRIVATE void bpt__own_leave(void) {}
 #endif /* BPT_NATIVE */
 
-/* The page array of the protocol's code writes, allocated at step 2 with
-   room for every native site of the change (a site's word never crosses a
-   page: it stays within a cache line), so that steps 5 and 9 allocate
-   nothing: running out of memory must happen before anything changes.
-   Returns 0 or BPT_ENOMEM. */
+/* The page arrays of the protocol's writes, allocated at step 2 with room
+   for every native site of the change (a site's word never crosses a
+   page: it stays within a cache line, or is an aligned pointer), so that
+   steps 5 and 9 allocate nothing: running out of memory must happen before
+   anything changes. Returns 0 or BPT_ENOMEM. */
 BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n) {
-    int i, native = 0;
-    sb->pages = NULL;
-    sb->n = sb->cap = 0;
-    for (i = 0; i < n; i++) native += fs[i]->kind == BPT__SITE_NATIVE;
-    if (!native) return 0;
+    int i, code = 0, slots = 0;
+    memset(sb, 0, sizeof *sb);
+    for (i = 0; i < n; i++)
+        if (fs[i]->kind == BPT__SITE_NATIVE) {
+            if (fs[i]->slot_prot) slots++;
+            else code++;
+        }
 #if defined(BPT_NATIVE)
-    if (!(sb->pages = (uintptr_t *)BPT_MALLOC(sizeof *sb->pages * (size_t)native)))
-        return bpt__fail(BPT_ENOMEM, "no memory to batch %d code writes; nothing changed", native);
-    sb->cap = native;
+    if (code && !(sb->code.pages = (uintptr_t *)BPT_MALLOC(sizeof *sb->code.pages * (size_t)code)))
+        return bpt__fail(BPT_ENOMEM, "no memory to batch %d code writes; nothing changed", code);
+    sb->code.cap = code;
+    if (slots && (!(sb->data.pages = (uintptr_t *)BPT_MALLOC(sizeof *sb->data.pages * (size_t)slots)) ||
+                  !(sb->data.prot = (unsigned *)BPT_MALLOC(sizeof *sb->data.prot * (size_t)slots)))) {
+        bpt__sites_batch_free(sb);
+        return bpt__fail(BPT_ENOMEM, "no memory to batch %d slot writes; nothing changed", slots);
+    }
+    sb->data.cap = slots;
+#else
+    (void)code; (void)slots;
 #endif
     return 0;
+}
+
+BPT__PRIVATE void bpt__sites_batch_free(bpt__sites_batch *sb) {
+    BPT_FREE(sb->code.pages);
+    BPT_FREE(sb->data.pages);
+    BPT_FREE(sb->data.prot);
+    memset(sb, 0, sizeof *sb);
 }
 
 /* The word a site holds now: an aligned load of word_size bytes (only the
@@ -171,14 +210,61 @@ static uint64_t bpt__site_read(const bpt_func *f) {
     return *(const volatile uint16_t *)f->site;
 }
 
+#if defined(BPT_NATIVE)
+/* Make the pages of the read-only slots among fs[0..n) that this batch
+   writes writable (read+write: data is never made executable), each once.
+   Returns 0, or BPT_EPERM with every page given back its protection. */
+static int bpt__slot_pages_open(bpt__slot_pages *d, bpt_func **fs, int n, int install) {
+    uintptr_t ps = bpt__page_size();
+    int i, k;
+    for (i = 0; i < n; i++) {
+        bpt_func *f = fs[i];
+        uintptr_t page = (uintptr_t)f->site & ~(ps - 1);
+        if (f->kind != BPT__SITE_NATIVE || !f->slot_prot || (f->slot_prot & PROT_WRITE) || f->installed == install)
+            continue;   /* code, a writable slot, or nothing to write */
+        for (k = 0; k < d->n && d->pages[k] != page; k++) {}
+        if (k < d->n) continue;   /* opened already */
+        if (mprotect((void *)page, ps, (int)f->slot_prot | PROT_WRITE) != 0) {
+            int e = errno;
+            for (k = 0; k < d->n; k++) mprotect((void *)d->pages[k], ps, (int)d->prot[k]);
+            d->n = 0;
+            return bpt__fail(BPT_EPERM, "%s:%s: mprotect(%p, +write) of its slot's page refused: %s; "
+                             "nothing was changed", f->module, f->name, (void *)page, strerror(e));
+        }
+        d->pages[d->n] = page;    /* fits: one page a slot at most (bpt__sites_batch_prepare) */
+        d->prot[d->n++] = f->slot_prot;
+    }
+    return 0;
+}
+
+/* A slot's one store: an aligned 8-byte pointer, single-copy atomic on
+   both architectures, so a call through the slot jumps to the old target
+   or the new, never to a torn one. [SL1] Release: the record and the
+   trampoline it points at were complete long before (bpt__slots_register
+   published them, page made read+execute and SYNC_CORE, before any slot
+   could point there: slots.c, SL0); a thread that loads the new value reaches
+   them through a control dependency, as it reaches a patched entry. */
+static void bpt__slot_write(bpt_func *f, uint64_t w) {
+    bpt__store_release_u64((bpt__atomic_u64 *)f->site, w);
+}
+
+static void bpt__slot_pages_close(bpt__slot_pages *d) {
+    int k;
+    for (k = 0; k < d->n; k++) mprotect((void *)d->pages[k], bpt__page_size(), (int)d->prot[k]);
+    d->n = 0;
+}
+#endif
+
 /* Write the breakpoint word (install) or the original (uninstall) into
    every site of fs[0..n) that needs it: one batch (sb, prepared for these
-   sites), each code page opened once. Before each store the writer checks
-   that the site holds the word it replaces, as ftrace_modify_code does:
-   a site that holds something else was changed behind bptrace's back (a
-   debugger's breakpoint, another patcher) and is left alone. *written
-   counts the sites written (the caller waits after writes, with SYNC_CORE
-   if *wrote_code). Returns 0; BPT_EPERM (mprotect refused) with nothing
+   sites), each code page and each read-only slot page opened once. Before
+   each store the writer checks that the site holds the word it replaces,
+   as ftrace_modify_code does: a site that holds something else was
+   changed behind bptrace's back (a debugger's breakpoint, another patcher,
+   the dynamic linker binding a slot lazily: see bpt_register_imports) and
+   is left alone. *written counts the sites written (the caller waits after
+   writes, with SYNC_CORE if *wrote_code: a slot is data, and needs no
+   SYNC_CORE). Returns 0; BPT_EPERM (mprotect refused) with nothing
    written; or BPT_ENOTPATCHABLE when some site held an unexpected word
    (the others are written). */
 BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, bpt__sites_batch *sb, int *written) {
@@ -186,10 +272,14 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
     *written = 0;
 #if defined(BPT_NATIVE)
     for (i = 0; i < n; i++)
-        if (fs[i]->kind == BPT__SITE_NATIVE && fs[i]->installed != install)
-            bpt__batch_add(sb, fs[i]->site, fs[i]->word_size);   /* fits: see bpt__sites_batch_prepare */
-    if (sb->n && bpt__batch_open(sb, install ? "install breakpoints" : "uninstall breakpoints") < 0) {
-        sb->n = 0;
+        if (fs[i]->kind == BPT__SITE_NATIVE && !fs[i]->slot_prot && fs[i]->installed != install)
+            bpt__batch_add(&sb->code, fs[i]->site, fs[i]->word_size);   /* fits: see bpt__sites_batch_prepare */
+    if (sb->code.n && bpt__batch_open(&sb->code, install ? "install breakpoints" : "uninstall breakpoints") < 0) {
+        sb->code.n = 0;
+        return BPT_EPERM;
+    }
+    if (bpt__slot_pages_open(&sb->data, fs, n, install) < 0) {
+        if (sb->code.n) bpt__batch_reprotect(&sb->code);
         return BPT_EPERM;
     }
 #else
@@ -201,15 +291,26 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
         uint64_t w = install ? f->bp_word : f->orig_word, expect = install ? f->orig_word : f->bp_word;
         uint64_t now;
         if (f->installed == install) continue;
-        if ((now = bpt__site_read(f)) != expect) {
+        if ((now = bpt__site_read(f)) != expect && f->slot_prot && !install && now == w) {
+            /* A slot switched back behind bptrace's back (slots.c, SL3):
+               off already, and the calls since went untraced. Said. */
+            rc = bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its slot %p already held its target again: the "
+                           "dynamic linker binding it lazily, or the program, wrote it while traced, and the "
+                           "calls through it since were not traced", f->module, f->name, f->arity, f->site);
+            f->installed = 0;
+            continue;
+        }
+        if (now != expect) {
             rc = bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its site %p holds 0x%llx where bptrace expects "
-                           "0x%llx: something else changed it (a debugger's breakpoint, another patcher); "
+                           "0x%llx: something else changed it (a debugger's breakpoint, another patcher%s); "
                            "left alone", f->module, f->name, f->arity, f->site,
-                           (unsigned long long)now, (unsigned long long)expect);
+                           (unsigned long long)now, (unsigned long long)expect,
+                           f->slot_prot ? ", the program itself, or the dynamic linker binding it lazily" : "");
             continue;
         }
         if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, w);
 #if defined(BPT_NATIVE)
+        else if (f->slot_prot) bpt__slot_write(f, w);
         else {
             bpt__arch_write_site((uint8_t *)f->site, w);
             *wrote_code = 1;
@@ -219,7 +320,8 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
         (*written)++;
     }
 #if defined(BPT_NATIVE)
-    if (sb->n) bpt__batch_reprotect(sb);
+    if (sb->code.n) bpt__batch_reprotect(&sb->code);
+    bpt__slot_pages_close(&sb->data);
 #endif
     return rc;
 }

@@ -229,6 +229,24 @@ BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_
     return 0;
 }
 
+/* A slot's trampoline (sites.h): the padding at block+8, the function at
+   block+32, whose entry word becomes the breakpoint's jump (it is never
+   taken: the slot points at the padding's call, fn-10), then
+   fn+2   FF 25 00 00 00 00   jmp *[fn+8]     on to the slot's target
+   fn+8   the target (8 bytes, aligned)
+   and int3 everywhere else. The stub returns to fn-4, whose jump lands on
+   fn+2: the traced function's own return address is still the caller's,
+   at the top of the stack, as at any entry. */
+BPT__PRIVATE uint8_t *bpt__arch_tramp_init(uint8_t *block, uintptr_t target) {
+    static const uint8_t jmp_next[6] = { 0xFF, 0x25, 0, 0, 0, 0 };
+    uint8_t *fn = block + 32;
+    memset(block, 0xCC, BPT__TRAMP_BYTES);
+    memset(fn - BPT__PAD_BYTES, 0x90, BPT__PAD_BYTES + 2);
+    memcpy(fn + 2, jmp_next, sizeof jmp_next);
+    memcpy(fn + 8, &target, sizeof target);
+    return fn;
+}
+
 /* Where the record goes in the padding: its low 6 bytes at fn-24. Returns 0,
    or BPT_ENOTPATCHABLE when it lies above 2^48 (a BPT_MALLOC that maps
    there, with 5-level paging). */

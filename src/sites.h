@@ -11,11 +11,29 @@ typedef struct bpt__code_batch {
     uintptr_t *pages;
     int n, cap;
 } bpt__code_batch;
-typedef bpt__code_batch bpt__sites_batch;   /* the protocol's batch, prepared at step 2 */
+/* The pages of the pointer slots one batch writes whose mapping is not
+   writable (a GOT under full RELRO, a table in .rodata): each made
+   writable once for the batch and given back its own protection after. */
+typedef struct bpt__slot_pages {
+    uintptr_t *pages;
+    unsigned *prot;               /* each page's protection outside the batch */
+    int n, cap;
+} bpt__slot_pages;
+/* The protocol's batch, prepared at step 2 with room for every site of
+   the change, so that the writes allocate nothing. */
+typedef struct bpt__sites_batch {
+    bpt__code_batch code;
+    bpt__slot_pages data;
+} bpt__sites_batch;
 
 BPT__PRIVATE void bpt__site_vm_write(bpt_func *f, uint64_t w);
 BPT__PRIVATE int bpt__site_vm_check(const bpt_vm_word *word, bpt_vm_word bp_word);
 BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n);
+BPT__PRIVATE void bpt__sites_batch_free(bpt__sites_batch *sb);
+/* While a thread runs bptrace's own code, its calls through traced slots
+   are not traced (>>own calls, site_native.c). */
+BPT__PRIVATE void bpt__own_enter(void);
+BPT__PRIVATE void bpt__own_leave(void);
 BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code,
                                   bpt__sites_batch *sb, int *written);
 
@@ -24,10 +42,12 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
 #    define BPT__PAD_BYTES 24      /* fn-24: the record, the stub's address, call/jmp/jmp */
 extern __attribute__((visibility("hidden"))) char bpt__x86_64_return_trampoline[];
 #    define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__x86_64_return_trampoline)
+#    define BPT__TRAMP_ENTRY (-10)   /* straight to the padding's call: no jump to take first */
 #  else
 #    define BPT__PAD_BYTES 32      /* fn-32: the record, the stub's address, mov/ldr/blr/b */
 extern __attribute__((visibility("hidden"))) char bpt__aarch64_return_trampoline[];
 #    define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__aarch64_return_trampoline)
+#    define BPT__TRAMP_ENTRY 0        /* bti c: a landing pad for the PLT's br x17 */
 #  endif
 
 /* What registration writes and what the protocol switches, for one entry. */
@@ -56,6 +76,16 @@ BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len);
 BPT__PRIVATE int bpt__arch_native_usable(const char *who);
 
 BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who);
+
+/* A pointer slot's trampoline (slots.c): a block of BPT__TRAMP_BYTES,
+   aligned to them, laid out as a BPT_TRACEABLE function whose entry word
+   always holds the breakpoint, followed by a jump to the slot's original
+   target. bpt__arch_tramp_init fills a fresh, writable block with the
+   padding's NOPs, the entry NOP and that jump, and returns the function's
+   address, for bpt__arch_entry_layout; the slot then points at
+   fn + BPT__TRAMP_ENTRY. */
+#define BPT__TRAMP_BYTES 64
+BPT__PRIVATE uint8_t *bpt__arch_tramp_init(uint8_t *block, uintptr_t target);
 /* Called by the entry stubs' assembly by name: not static. The count
    path's result is a number, which the stubs compare: */
 #define BPT__COUNT_FULL 0      /* nothing done: the full path must run */

@@ -1,0 +1,271 @@
+/* t_slot_table: BPT_TEST_CONCURRENCY
+   Function-pointer slots (bpt_register_slot, #21): an engine's table of
+   systems built by hand, one table in writable data and one const (in a
+   read-only mapping, made writable only while a slot is written).
+   - call_count is exact through both tables, also while 4 threads call
+     through them and the trace is switched on and off under them;
+   - call trace shows the arguments and return_from the value, read from the
+     registers as at a native entry;
+   - call_time counts the calls, call_memory the bytes; a call through a
+     slot that leaves by longjmp gives exception_from;
+   - after everything is off, every slot holds the function again, and the
+     const table's page is read-only again;
+   - refusals: NULL, misaligned, outside any mapping, a slot holding data,
+     a slot in code, twice; and BPT_ENOTSUP where there are no native sites
+     (tcc). */
+#define BPTRACE_IMPLEMENTATION
+#include "../bptrace.h"
+#include "check.h"
+#include <string.h>
+
+typedef long (*system_fn)(long, long);
+
+/* Not BPT_TRACEABLE: slots need nothing of the function. noinline, so that
+   calls through the tables stay calls. */
+__attribute__((noinline)) static long physics(long a, long b) { return a * 10 + b; }
+__attribute__((noinline)) static long render(long a, long b) { return a - b; }
+#if defined(BPT_NATIVE)
+#include <setjmp.h>
+static jmp_buf out_of_system;
+/* A system that leaves by longjmp (exception_from), or accounts memory. */
+__attribute__((noinline)) static long jumper(long a, long b) {
+    if (a) longjmp(out_of_system, 1);
+    bpt_account_memory(b);
+    return b;
+}
+static system_fn systems_jump[1] = { jumper };
+static system_fn *volatile table_jump = systems_jump;
+#endif
+
+static system_fn systems[2] = { physics, render };                 /* writable data */
+static system_fn const systems_ro[2] = { physics, render };        /* .rodata */
+static system_fn *volatile table_rw = systems;
+static system_fn const *volatile table_ro = systems_ro;
+
+/* A slot that bptrace switches while others call through it is loaded
+   with a relaxed atomic load, as bpt_register_slot asks (the same
+   instruction as a plain load; a data race in C11 terms without it). */
+#if defined(__TINYC__)
+#  define LOAD_SLOT(p) (*(p))
+#else
+#  define LOAD_SLOT(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#endif
+static long call_rw(int i, long a, long b) { return LOAD_SLOT(&table_rw[i])(a, b); }
+static long call_ro(int i, long a, long b) { return LOAD_SLOT(&table_ro[i])(a, b); }
+
+#if defined(BPT_NATIVE)
+#include <pthread.h>
+#include <sys/mman.h>
+
+/* The protection of the mapping holding p, from /proc/self/maps ("r--p"). */
+static void maps_perms(const void *p, char out[5]) {
+    char line[512];
+    FILE *fp = fopen("/proc/self/maps", "r");
+    strcpy(out, "????");
+    if (!fp) return;
+    while (fgets(line, sizeof line, fp)) {
+        unsigned long lo, hi;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && (uintptr_t)p >= lo && (uintptr_t)p < hi) {
+            memcpy(out, perms, 4);
+            out[4] = '\0';
+            break;
+        }
+    }
+    fclose(fp);
+}
+
+static uint64_t count_of(bpt_session s, bpt_func *f) {
+    bpt_info info;
+    memset(&info, 0, sizeof info);
+    CHECK_RC(bpt_trace_info(s, f, BPT_INFO_COUNT, &info), 0);
+    return info.count;
+}
+
+/* Four threads calling through both tables while the trace flips. */
+static int stop_callers;                      /* atomic */
+static long wrong_results;                    /* atomic */
+static void *caller(void *arg) {
+    long k = (long)(intptr_t)arg, n = 0;
+    while (!__atomic_load_n(&stop_callers, __ATOMIC_RELAXED)) {
+        if (call_rw(0, k, 1) != k * 10 + 1 || call_ro(1, k, 1) != k - 1)
+            __atomic_fetch_add(&wrong_results, 1, __ATOMIC_RELAXED);
+        n++;
+    }
+    return (void *)(intptr_t)n;
+}
+
+int main(void) {
+    bpt_session s;
+    bpt_func *f_rw = NULL, *f_ro = NULL, *f_render = NULL, *dup = NULL;
+    bpt_msg m[16];
+    char perms_before[5], perms_after[5], line[256];
+    static long not_code = 42;
+    void *unmapped;
+    int i, n;
+    long sum = 0;
+
+    /* Refusals first: each with its code, nothing registered. */
+    CHECK_RC(bpt_register_slot(NULL, "engine", "x", 2, &f_rw), BPT_EINVAL);
+    CHECK_RC(bpt_register_slot((void **)(void *)((char *)systems + 1), "engine", "x", 2, &f_rw), BPT_EINVAL);
+    unmapped = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(unmapped != MAP_FAILED, "mmap");
+    munmap(unmapped, 4096);
+    CHECK_RC(bpt_register_slot((void **)unmapped, "engine", "x", 2, &f_rw), BPT_EINVAL);
+    printf("outside any mapping: %s\n", bpt_last_error());
+    {
+        static void *holds_data;
+        holds_data = &not_code;
+        CHECK_RC(bpt_register_slot(&holds_data, "engine", "x", 2, &f_rw), BPT_EINVAL);
+        printf("data, not code: %s\n", bpt_last_error());
+    }
+    CHECK_RC(bpt_register_slot((void **)(void *)(((uintptr_t)physics + 7) & ~(uintptr_t)7), "engine", "x", 2, &f_rw),
+             BPT_ENOTPATCHABLE);
+    printf("in code: %s\n", bpt_last_error());
+    CHECK_RC(bpt_func_count(), 0);
+
+    maps_perms(&systems_ro[0], perms_before);
+    CHECK_RC(bpt_register_slot((void **)(void *)&systems[0], "engine", "physics", 2, &f_rw), 0);
+    CHECK_RC(bpt_register_slot((void **)(void *)&systems_ro[0], "engine_ro", "physics", 2, &f_ro), 0);
+    CHECK_RC(bpt_register_slot((void **)(void *)&systems_ro[1], "engine_ro", "render", 2, &f_render), 0);
+    CHECK_RC(bpt_register_slot((void **)(void *)&systems[0], "engine", "again", 2, &dup), BPT_EEXIST);
+    printf("const table's page: %s\n", perms_before);
+    CHECK(perms_before[1] == '-', "the const table is read-only (%s)", perms_before);
+
+    /* call_count, exact through both tables. */
+    CHECK_RC(bpt_session_create(NULL, &s), 0);
+    CHECK_RC(bpt_trace_pattern(s, "_:physics/2", BPT_COUNT, NULL), 2);
+    CHECK(systems[0] != physics, "the slot points at its trampoline while traced");
+    for (i = 0; i < 1000; i++) sum += call_rw(0, i, 1) + call_ro(0, i, 2) + call_ro(1, i, 1);
+    CHECK(count_of(s, f_rw) == 1000 && count_of(s, f_ro) == 1000, "counts %llu %llu, expected 1000 each",
+          (unsigned long long)count_of(s, f_rw), (unsigned long long)count_of(s, f_ro));
+    CHECK(count_of(s, f_render) == 0, "render not counted");
+    CHECK_RC(bpt_trace_pattern(s, "_:physics/2", BPT_OFF, NULL), 2);
+
+    /* Call trace with arguments, return_from with the value. */
+    {
+        bpt_match ms;
+        memset(&ms, 0, sizeof ms);
+        ms.ret = "i64";
+        CHECK_RC(bpt_trace_pattern(s, "engine_ro:render/2", BPT_CALL | BPT_RETURN, &ms), 1);
+        CHECK(call_ro(1, 50, 8) == 42, "render through the traced slot");
+        n = bpt_session_drain(s, m, 16);
+        for (i = 0; i < n; i++) {
+            bpt_format_dbg(&m[i], line, sizeof line);
+            printf("  %s\n", line);
+        }
+        CHECK(n == 2 && m[0].type == BPT_MSG_CALL && m[0].nargs == 2 && m[0].args[0] == 50 && m[0].args[1] == 8 &&
+              strcmp(m[0].name, "render") == 0 && m[1].type == BPT_MSG_RETURN_FROM && m[1].value == 42,
+              "call render(50, 8) and return_from 42: %d messages", n);
+        CHECK_RC(bpt_trace_pattern(s, "engine_ro:render/2", BPT_OFF, NULL), 1);
+    }
+
+    /* call_time. */
+    {
+        bpt_info info;
+        CHECK_RC(bpt_trace_pattern(s, "engine:physics/2", BPT_TIME, NULL), 1);
+        for (i = 0; i < 100; i++) sum += call_rw(0, i, 0);
+        memset(&info, 0, sizeof info);
+        CHECK_RC(bpt_trace_info(s, f_rw, BPT_INFO_TIME, &info), 0);
+        CHECK(info.calls == 100 && info.time_ns > 0, "call_time: %llu calls, %llu ns",
+              (unsigned long long)info.calls, (unsigned long long)info.time_ns);
+        CHECK_RC(bpt_trace_pattern(s, "engine:physics/2", BPT_OFF, NULL), 1);
+    }
+
+    /* Switched on and off under 4 calling threads; exact in steady windows. */
+    {
+        pthread_t t[4];
+        long flips = check_scale(4000), calls = 0, r;
+        for (i = 0; i < 4; i++) pthread_create(&t[i], NULL, caller, (void *)(intptr_t)(i + 1));
+        for (r = 0; r < flips; r++) {
+            CHECK_RC(bpt_trace_pattern(s, "_:_/2", BPT_COUNT, NULL), 3);
+            CHECK_RC(bpt_trace_pattern(s, "_:_/2", BPT_OFF, NULL), 3);
+        }
+        __atomic_store_n(&stop_callers, 1, __ATOMIC_RELAXED);
+        for (i = 0; i < 4; i++) {
+            void *ret;
+            pthread_join(t[i], &ret);
+            calls += (long)(intptr_t)ret;
+        }
+        printf("%ld flips of 3 slots under 4 threads: %ld calls, %ld wrong results\n", flips, calls, wrong_results);
+        CHECK(wrong_results == 0, "every call through a switching slot returned right");
+        CHECK_RC(bpt_trace_pattern(s, "_:_/2", BPT_COUNT, NULL), 3);
+        for (i = 0; i < 500; i++) sum += call_ro(1, i, 0);
+        CHECK(count_of(s, f_render) == 500, "after the flips, exact: %llu", (unsigned long long)count_of(s, f_render));
+        CHECK_RC(bpt_trace_pattern(s, "_:_/2", BPT_OFF, NULL), 3);
+    }
+
+    /* exception_from: a call through a traced slot that leaves by longjmp,
+       caught where nothing is traced and reported with bpt_unwind_to; and
+       call_memory, charged to the slot's function. */
+    {
+        bpt_func *f_jump = NULL;
+        bpt_info info;
+        volatile int unwound = -1;
+        CHECK_RC(bpt_register_slot((void **)(void *)&systems_jump[0], "engine", "jumper", 2, &f_jump), 0);
+        CHECK_RC(bpt_trace_pattern(s, "engine:jumper/2", BPT_CALL | BPT_RETURN | BPT_EXCEPTION, NULL), 1);
+        if (setjmp(out_of_system) == 0) __atomic_load_n(&table_jump[0], __ATOMIC_RELAXED)(1, 2);
+        else unwound = bpt_unwind_to(__builtin_frame_address(0));
+        CHECK(__atomic_load_n(&table_jump[0], __ATOMIC_RELAXED)(0, 7) == 7, "jumper(0, 7)");
+        n = bpt_session_drain(s, m, 16);
+        for (i = 0; i < n; i++) {
+            bpt_format_dbg(&m[i], line, sizeof line);
+            printf("  %s\n", line);
+        }
+        CHECK(unwound == 1, "bpt_unwind_to dropped %d frames", unwound);
+        CHECK(n == 4 && m[0].type == BPT_MSG_CALL && m[1].type == BPT_MSG_EXCEPTION_FROM &&
+              strcmp(m[1].exception_class, "unwind") == 0 && m[2].type == BPT_MSG_CALL &&
+              m[3].type == BPT_MSG_RETURN_FROM && m[3].value == 7,
+              "call, exception_from (unwind), call, return_from 7: %d messages", n);
+        CHECK_RC(bpt_trace_pattern(s, "engine:jumper/2", BPT_OFF, NULL), 1);
+        CHECK_RC(bpt_trace_pattern(s, "engine:jumper/2", BPT_MEMORY, NULL), 1);
+        for (i = 0; i < 10; i++) __atomic_load_n(&table_jump[0], __ATOMIC_RELAXED)(0, 100);
+        memset(&info, 0, sizeof info);
+        CHECK_RC(bpt_trace_info(s, f_jump, BPT_INFO_MEMORY, &info), 0);
+        CHECK(info.calls == 10 && info.memory_bytes == 1000, "call_memory: %llu calls, %llu bytes",
+              (unsigned long long)info.calls, (unsigned long long)info.memory_bytes);
+        CHECK_RC(bpt_trace_pattern(s, "engine:jumper/2", BPT_OFF, NULL), 1);
+        CHECK(systems_jump[0] == jumper, "jumper's slot restored");
+        CHECK_RC(bpt_unregister(f_jump), 0);
+    }
+
+    /* A slot written behind bptrace's back while traced (as a lazy binding
+       still in flight would, slots.c S3): detected when switched off, and
+       the slot is then off, not stuck. */
+    CHECK_RC(bpt_trace_pattern(s, "engine:physics/2", BPT_COUNT, NULL), 1);
+    __atomic_store_n(&systems[0], physics, __ATOMIC_RELAXED);
+    CHECK(call_rw(0, 1, 1) == 11, "the call goes straight to the function");
+    CHECK_RC(bpt_trace_pattern(s, "engine:physics/2", BPT_OFF, NULL), BPT_ENOTPATCHABLE);
+    printf("written behind bptrace's back: %s\n", bpt_last_error());
+    CHECK(strstr(bpt_last_error(), "dynamic linker") != NULL, "the message names the dynamic linker");
+    CHECK(!f_rw->installed && systems[0] == physics, "the slot is off");
+
+    /* Everything off: the slots hold the functions, the page is read-only. */
+    maps_perms(&systems_ro[0], perms_after);
+    CHECK(systems[0] == physics && systems_ro[0] == physics && systems_ro[1] == render,
+          "every slot holds its function again");
+    CHECK(strcmp(perms_before, perms_after) == 0, "the const table's page is %s again (now %s)", perms_before,
+          perms_after);
+    CHECK_RC(bpt_session_destroy(s), 0);
+    CHECK_RC(bpt_unregister(f_rw), 0);
+    CHECK_RC(bpt_unregister(f_ro), 0);
+    CHECK_RC(bpt_unregister(f_render), 0);
+    /* Registered again with the same function: its record comes back. */
+    CHECK_RC(bpt_register_slot((void **)(void *)&systems[0], "engine", "physics", 2, &dup), 0);
+    CHECK(dup == f_rw, "the retired record is reused");
+    CHECK_RC(bpt_unregister(dup), 0);
+    printf("sum %ld\n", sum);
+    return CHECK_DONE();
+}
+#else
+int main(void) {
+    bpt_func *f = NULL;
+    CHECK_RC(bpt_register_slot((void **)(void *)&systems[0], "engine", "physics", 2, &f), BPT_ENOTSUP);
+    printf("bpt_register_slot: %s\n", bpt_last_error());
+    CHECK_RC(bpt_register_imports(NULL, NULL), BPT_ENOTSUP);
+    printf("bpt_register_imports: %s\n", bpt_last_error());
+    CHECK(call_rw(0, 1, 2) == 12 && call_ro(1, 5, 2) == 3, "the tables still work");
+    return CHECK_SKIP("no native sites in this configuration (tcc or BPT_NO_NATIVE): slots need trampolines; "
+                      "BPT_ENOTSUP checked");
+}
+#endif
