@@ -1118,9 +1118,14 @@ BPT_API int bpt_register_module(const char *module);
    - only calls through this module's slots: a library's calls to its own
      functions, and other modules' calls (their own slots: register them
      too), are not;
-   - a call bptrace itself makes through a traced slot (its hit path calls
-     mmap, the futex, the clock) is not traced, nor one a signal handler
-     makes while its thread is inside bptrace (>>own calls, site_native.c);
+   - a call bptrace itself makes through a traced slot is not traced: from
+     its hit paths (mmap, the futex, the clock), its set path (mprotect,
+     malloc) and its own threads; nor one a signal handler makes while its
+     thread is there (>>own calls, site_native.c). Calls that draining,
+     formatting and bpt_session_write make are traced like the program's;
+   - functions that return twice or switch contexts (setjmp and its kin,
+     vfork, getcontext, swapcontext) are not registered: return trace
+     would lose their frame;
    - functions only: slots of data symbols are skipped, and so are slots
      whose target is not code (an untyped weak import nothing defines);
    - while a slot is traced, it holds the trampoline's address: code that
@@ -1129,17 +1134,25 @@ BPT_API int bpt_register_module(const char *module);
      several slots (a PLT slot and a table word) is registered once per
      slot, under the same name.
    Full RELRO (-z now -z relro): the GOT's page is made writable only for
-   each batch of slot writes, then read-only again. Lazy binding: a slot
-   the dynamic linker has not bound yet is bound first, to the symbol and
-   version the linker would choose (dlvsym(3): the global scope, then the
-   module's own dependencies). A lazy binding still in flight on another
+   each batch of slot writes, then given back the protection it has at that
+   moment (read again at each change: a program that changes a registered
+   slot's page protection while bptrace may write it races with bptrace).
+   Slots in shared mappings are refused. Lazy binding: a slot the dynamic
+   linker has not bound yet is bound first, by name and version
+   (dlvsym(3): the global scope, then the module's own dependencies),
+   which is the linker's choice unless the module was loaded with
+   RTLD_DEEPBIND or asks for an unversioned symbol that has several
+   versions (then the default version is bound). A lazy binding still in flight on another
    thread when tracing starts could write over the trampoline's address:
    that is detected, not silently lost: switching the trace off then
    fails with BPT_ENOTPATCHABLE naming the dynamic linker, and the calls in
-   between were untraced. Each call maps its trampolines' pages (64 bytes
-   a slot); records and trampolines are never freed (a thread may be on its
-   way into one), and a slot registered again with the same target reuses
-   its own. A module with bptrace inside it may register its own imports.
+   between were untraced. A store of the program's into a slot is never
+   overwritten (each switch is a compare-and-swap): the switch fails with
+   BPT_ENOTPATCHABLE instead. Each call maps pages of its own for its
+   trampolines (64 bytes a slot, at least one page a call); records and
+   trampolines are never freed (a thread may be on its way into one), and
+   a slot registered again with the same target reuses its own. A module
+   with bptrace inside it may register its own imports.
 
    Parameters
      module    NULL for the main executable, or the basename ("libfoo.so")
@@ -1180,10 +1193,12 @@ BPT_API int bpt_register_imports(const char *module, const char *pattern);
    __ATOMIC_RELAXED): the same instruction as a plain aligned load, and no
    data race in C11 terms while bptrace switches the slot). It is switched as bpt_register_imports' slots are, with
    the same trampolines, kinds and protocol; a slot in read-only memory is
-   made writable only while it is written. The program must not change
-   the slot while it is registered (a write is detected at the next switch:
-   BPT_ENOTPATCHABLE). Calls that do not load the slot (direct calls to the
-   same function) are not traced.
+   made writable only while it is written. A write of the program's to the
+   slot while it is registered is never overwritten: it is detected at the
+   next switch (BPT_ENOTPATCHABLE). Calls that do not load the slot (direct
+   calls to the same function) are not traced, and a function that returns
+   twice (setjmp-like) must not be return-traced through a slot. Each call
+   maps a page for its trampoline (4 KiB, or the system's page size).
 
    Parameters
      slot           the slot's address: pointer-aligned, mapped, readable,
@@ -1197,8 +1212,8 @@ BPT_API int bpt_register_imports(const char *module, const char *pattern);
      registered but a remembered pattern could not be applied.
    Errors
      BPT_EINVAL          a NULL; arity outside 0..255; the slot misaligned,
-                         outside any readable mapping, or holding an address
-                         that is not code
+                         outside any readable mapping, in a shared mapping,
+                         or holding an address that is not code
      BPT_ELIMIT          module or name over 127 bytes
      BPT_EEXIST          the slot is already registered
      BPT_ENOTPATCHABLE   the slot lies in executable memory
@@ -3461,8 +3476,9 @@ struct bpt_func {
     uint32_t count_hint;
     /* Beside it, in the cache line the stub reads: 0 for a code site; for
        a pointer slot (slots.c: a GOT entry, a function-pointer table), the
-       protection its page has when bptrace is not writing it (PROT_READ,
-       maybe PROT_WRITE: never 0). */
+       protection its page had at registration (PROT_READ, maybe
+       PROT_WRITE: never 0). Fixed while registered: hits read it as "a
+       slot". */
     uint32_t slot_prot;
     const char *module, *name;    /* interned */
     int arity;
@@ -3479,6 +3495,7 @@ struct bpt_func {
     void *fn;                     /* native: the function's address; slot: its trampoline's entry */
     uint64_t code_size;           /* native: bytes of code from the ELF symbol (0: unknown) */
     int signs_lr;                 /* native aarch64: the entry signs the return address (paciasp) */
+    unsigned page_prot;           /* slot: its page's protection at the current change's step 2 (set path) */
     const bpt_vm_ops *ops;        /* VM: argument access and formatting */
     bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */
     bpt__shortcut shortcut[2];    /* per generation, as GenericBp's data (>>shortcut above) */
@@ -3521,6 +3538,7 @@ enum { BPT__INT_ARG_REGS = 8, BPT__FP_ARG_REGS = 8 };
 /* >>protocol: the set path (bp.c). */
 BPT__PRIVATE int bpt__op_enables(const bpt__op *op);   /* switched on, or restarted */
 BPT__PRIVATE int bpt__permission_seize(const char *who);   /* 0, BPT_ENOMEM or BPT_EDEADLK */
+BPT__PRIVATE int bpt__set_path_allowed(const char *who);  /* its checks alone: 0, BPT_ENOMEM or BPT_EDEADLK */
 BPT__PRIVATE void bpt__permission_release(void);
 BPT__PRIVATE bpt__GenericBp *bpt__find_bp(const bpt_func *f, const bpt__session *s);
 BPT__PRIVATE int bpt__change_begin(const char *who, uint64_t *t);   /* step 1 */
@@ -3779,6 +3797,9 @@ BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len);
 BPT__PRIVATE int bpt__arch_native_usable(const char *who);
 
 BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who);
+
+/* Step 2 of a change that writes slots: their protections now (slots.c). */
+BPT__PRIVATE int bpt__slots_prot_refresh(bpt_func **fs, int n);
 
 /* A pointer slot's trampoline (slots.c): a block of BPT__TRAMP_BYTES,
    aligned to them, laid out as a BPT_TRACEABLE function whose entry word
@@ -8875,10 +8896,12 @@ bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame, bpt_vm_token *toke
     if (token) *token = 0;
     h.f = f;
     h.frame = frame;
+    bpt__own_enter();   /* its calls into libc through traced slots are bptrace's own (site_native.c) */
     if (bpt__breakpoint(&h)) {
         if (h.nwant) bpt__vm_frame_push(&h, bpt__now_ns(), token);
         bpt__unpin(h.rec);
     }
+    bpt__own_leave();
     return (bpt_vm_word)f->orig_word;   /* immutable while registered */
 }
 /*** End of hit.c ***/
@@ -9009,11 +9032,15 @@ static void bpt__batch_close(bpt__code_batch *b) {
    calls libc (mmap for a thread's first record, the futex wake, the clock
    where there is no cycle counter) through its module's GOT: with those
    slots traced, a hit would hit again, without end. So a thread notes
-   while it runs bptrace's native code (an entry's full path, a traced
-   return, bptrace's own threads), and a slot reached meanwhile is not
-   traced: the call goes straight on to its target. A signal handler's call
-   through a slot while its thread is inside bptrace goes untraced the same
-   way; its calls through entries are traced as before. */
+   while it runs bptrace's own code: a native entry's full path, a traced
+   return, a VM breakpoint, the set path (under the code modification
+   permission) and bptrace's own threads (the control server's). A slot
+   reached meanwhile is not traced: the call goes straight on to its
+   target. Not covered: a drainer's bpt_session_drain, the formatters and
+   bpt_session_write, whose calls through traced slots are traced like the
+   program's. A signal handler's call through a slot while its thread is
+   inside bptrace goes untraced too; its calls through entries are traced
+   as before. */
 static BPT__THREAD_LOCAL unsigned bpt__in_bptrace;
 BPT__HOT BPT__INTREGS int bpt__own_call(const bpt_func *f) { return f->slot_prot && bpt__in_bptrace; }
 BPT__PRIVATE void bpt__own_enter(void) { bpt__in_bptrace++; }
@@ -9087,7 +9114,9 @@ BPT__PRIVATE void bpt__own_leave(void) {}
    for every native site of the change (a site's word never crosses a
    page: it stays within a cache line, or is an aligned pointer), so that
    steps 5 and 9 allocate nothing: running out of memory must happen before
-   anything changes. Returns 0 or BPT_ENOMEM. */
+   anything changes. Slots' protections are read again here (slots.c).
+   Returns 0, BPT_ENOMEM, or a slot's refusal (BPT_EINVAL: no longer
+   mapped; BPT_ENOTSUP: no /proc/self/maps), with nothing changed. */
 BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n) {
     int i, code = 0, slots = 0;
     memset(sb, 0, sizeof *sb);
@@ -9097,6 +9126,10 @@ BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, i
             else code++;
         }
 #if defined(BPT_NATIVE)
+    if (slots) {
+        int rc = bpt__slots_prot_refresh(fs, n);   /* their pages as they are now (slots.c) */
+        if (rc < 0) return rc;
+    }
     if (code && !(sb->code.pages = (uintptr_t *)BPT_MALLOC(sizeof *sb->code.pages * (size_t)code)))
         return bpt__fail(BPT_ENOMEM, "no memory to batch %d code writes; nothing changed", code);
     sb->code.cap = code;
@@ -9137,11 +9170,11 @@ static int bpt__slot_pages_open(bpt__slot_pages *d, bpt_func **fs, int n, int in
     for (i = 0; i < n; i++) {
         bpt_func *f = fs[i];
         uintptr_t page = (uintptr_t)f->site & ~(ps - 1);
-        if (f->kind != BPT__SITE_NATIVE || !f->slot_prot || (f->slot_prot & PROT_WRITE) || f->installed == install)
+        if (f->kind != BPT__SITE_NATIVE || !f->slot_prot || (f->page_prot & PROT_WRITE) || f->installed == install)
             continue;   /* code, a writable slot, or nothing to write */
         for (k = 0; k < d->n && d->pages[k] != page; k++) {}
         if (k < d->n) continue;   /* opened already */
-        if (mprotect((void *)page, ps, (int)f->slot_prot | PROT_WRITE) != 0) {
+        if (mprotect((void *)page, ps, (int)f->page_prot | PROT_WRITE) != 0) {
             int e = errno;
             for (k = 0; k < d->n; k++) mprotect((void *)d->pages[k], ps, (int)d->prot[k]);
             d->n = 0;
@@ -9149,20 +9182,25 @@ static int bpt__slot_pages_open(bpt__slot_pages *d, bpt_func **fs, int n, int in
                              "nothing was changed", f->module, f->name, (void *)page, strerror(e));
         }
         d->pages[d->n] = page;    /* fits: one page a slot at most (bpt__sites_batch_prepare) */
-        d->prot[d->n++] = f->slot_prot;
+        d->prot[d->n++] = f->page_prot;
     }
     return 0;
 }
 
-/* A slot's one store: an aligned 8-byte pointer, single-copy atomic on
-   both architectures, so a call through the slot jumps to the old target
-   or the new, never to a torn one. [SL1] Release: the record and the
+/* A slot's one store, a compare-and-swap from the word bptrace expects
+   there: a store of the program's between the check and the write is never
+   overwritten (*seen: what the slot held, when it fails). An aligned 8-byte
+   pointer, single-copy atomic on both architectures, so a call through the
+   slot jumps to the old target or the new, never to a torn one. [SL1]
+   Release (bpt__cas_u64 is acq_rel): the record and the
    trampoline it points at were complete long before (bpt__slots_register
    published them, page made read+execute and SYNC_CORE, before any slot
    could point there: slots.c, SL0); a thread that loads the new value reaches
    them through a control dependency, as it reaches a patched entry. */
-static void bpt__slot_write(bpt_func *f, uint64_t w) {
-    bpt__store_release_u64((bpt__atomic_u64 *)f->site, w);
+static int bpt__slot_swap(bpt_func *f, uint64_t expect, uint64_t w, uint64_t *seen) {
+    if (bpt__cas_u64((bpt__atomic_u64 *)f->site, expect, w)) return 1;
+    *seen = bpt__load_relaxed_u64((bpt__atomic_u64 *)f->site);
+    return 0;
 }
 
 static void bpt__slot_pages_close(bpt__slot_pages *d) {
@@ -9207,8 +9245,15 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
         bpt_func *f = fs[i];
         uint64_t w = install ? f->bp_word : f->orig_word, expect = install ? f->orig_word : f->bp_word;
         uint64_t now;
+        int swapped = 0;
         if (f->installed == install) continue;
-        if ((now = bpt__site_read(f)) != expect && f->slot_prot && !install && now == w) {
+        now = bpt__site_read(f);
+#if defined(BPT_NATIVE)
+        if (f->slot_prot && now == expect) swapped = bpt__slot_swap(f, expect, w, &now);
+#else
+        (void)swapped;   /* no slots without native sites */
+#endif
+        if (now != expect && f->slot_prot && !install && now == w) {
             /* A slot switched back behind bptrace's back (slots.c, SL3):
                off already, and the calls since went untraced. Said. */
             rc = bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its slot %p already held its target again: the "
@@ -9227,7 +9272,7 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
         }
         if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, w);
 #if defined(BPT_NATIVE)
-        else if (f->slot_prot) bpt__slot_write(f, w);
+        else if (swapped) {}   /* written by bpt__slot_swap */
         else {
             bpt__arch_write_site((uint8_t *)f->site, w);
             *wrote_code = 1;
@@ -9800,27 +9845,6 @@ static int bpt__module_visit_entries(const bpt__module_object *m, const bpt__elf
     return visited;
 }
 
-/* bpt__module_scan: visit every patchable function entry of a loaded module.
-   In: module, NULL for the main program, else the basename ("libfoo.so") or
-   the path (as dlopen was given it) of a loaded object; the first match in
-   load order wins. pad_bytes, the bytes of padding before each function (24
-   on x86-64 with (26,24), 32 on aarch64 with (9,8)). visit and user: called
-   per entry in address order with the function's run-time address and name
-   (".symtab" name, else ".dynsym", else "fn_0x<link-time address>"); a
-   negative return stops the scan and is returned as is.
-   Out: *module_name, the interned basename of the module's file, set before
-   the first visit so that visit may use it.
-   Returns the number of entries visited (0 when the module has no
-   __patchable_function_entries section, or no section headers at all).
-   Errors (with bpt_last_error): BPT_EINVAL (NULL visit or module_name, empty
-   module; malformed ELF; the file differs from the loaded image; an entry
-   outside the module's code); BPT_ENOENT (not loaded; file gone); BPT_EPERM
-   (file unreadable: without it there is no section table to find the
-   entries, so nothing is visited); BPT_ENOTSUP (ELF32 or foreign byte
-   order); BPT_ENOMEM.
-   Thread safety: not by itself; the caller holds the code modification
-   permission and keeps the module loaded for the duration of the call.
-   Source: dl_iterate_phdr(3); gcc -fpatchable-function-entry. */
 /* Find a loaded module and open its file, checked against the image.
    In: module as bpt__module_scan takes it; exe_buf (PATH_MAX bytes) for the
    main program's path. Out: *m, *f (release f with bpt__elf_close, also
@@ -9845,6 +9869,27 @@ static int bpt__module_open(const char *module, char *exe_buf, bpt__module_objec
     return rc;
 }
 
+/* bpt__module_scan: visit every patchable function entry of a loaded module.
+   In: module, NULL for the main program, else the basename ("libfoo.so") or
+   the path (as dlopen was given it) of a loaded object; the first match in
+   load order wins. pad_bytes, the bytes of padding before each function (24
+   on x86-64 with (26,24), 32 on aarch64 with (9,8)). visit and user: called
+   per entry in address order with the function's run-time address and name
+   (".symtab" name, else ".dynsym", else "fn_0x<link-time address>"); a
+   negative return stops the scan and is returned as is.
+   Out: *module_name, the interned basename of the module's file, set before
+   the first visit so that visit may use it.
+   Returns the number of entries visited (0 when the module has no
+   __patchable_function_entries section, or no section headers at all).
+   Errors (with bpt_last_error): BPT_EINVAL (NULL visit or module_name, empty
+   module; malformed ELF; the file differs from the loaded image; an entry
+   outside the module's code); BPT_ENOENT (not loaded; file gone); BPT_EPERM
+   (file unreadable: without it there is no section table to find the
+   entries, so nothing is visited); BPT_ENOTSUP (ELF32 or foreign byte
+   order); BPT_ENOMEM.
+   Thread safety: not by itself; the caller holds the code modification
+   permission and keeps the module loaded for the duration of the call.
+   Source: dl_iterate_phdr(3); gcc -fpatchable-function-entry. */
 BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const char **module_name,
                                   bpt__module_visit_fn visit, void *user) {
     char exe_buf[PATH_MAX];
@@ -10124,7 +10169,7 @@ static void bpt__step_done(int step, int did, uint64_t *t) {
 /* Seize the code modification permission (step 1). Set-path calls from a
    tracer callback, a pinned section, or a callback run under the permission
    (an observer, a trace_info_each visitor) would wait for themselves. */
-BPT__PRIVATE int bpt__permission_seize(const char *who) {
+BPT__PRIVATE int bpt__set_path_allowed(const char *who) {
     bpt__thread *rec = bpt__thread_self();
     if (!rec) return bpt__fail(BPT_ENOMEM, "%s: no memory for the thread record", who);
     if (rec->in_tracer)
@@ -10134,8 +10179,17 @@ BPT__PRIVATE int bpt__permission_seize(const char *who) {
                          "modification permission (observer or trace_info_each visitor)", who);
     if (bpt__thread_pinned(rec))
         return bpt__fail(BPT_EDEADLK, "%s: called while pinned (bpt_thread_progress_pin)", who);
+    return 0;
+}
+
+BPT__PRIVATE int bpt__permission_seize(const char *who) {
+    bpt__thread *rec;
+    int rc = bpt__set_path_allowed(who);
+    if (rc < 0) return rc;
+    rec = bpt__thread_self_or_null();
     bpt__block_begin(rec);   /* a managed thread stays offline while it holds the permission */
     pthread_mutex_lock(&bpt__code_mod_permission);
+    bpt__own_enter();        /* its calls into libc (mprotect, malloc) are bptrace's own (site_native.c) */
     rec->holds_permission = 1;
     /* [L1] writer, opening: the count goes odd before any change an outside
        reader could see (api_root.h); the fence orders it before them. */
@@ -10149,6 +10203,7 @@ BPT__PRIVATE void bpt__permission_release(void) {
     /* [L1] writer, closing: even again, released after every change. */
     bpt__store_release_u64(&bpt__layout_seq, bpt__load_relaxed_u64(&bpt__layout_seq) + 1);
     rec->holds_permission = 0;
+    bpt__own_leave();
     pthread_mutex_unlock(&bpt__code_mod_permission);
     bpt__block_end(rec);
 }
@@ -10278,18 +10333,23 @@ BPT__PRIVATE int bpt__change_begin(const char *who, uint64_t *t) {
    function writes its list head [G1], which nobody reaches before step 5
    installs the word; a later session's breakpoint is parked in the head's
    to_insert, already pointing at the head, for step 5 to publish.
-   Returns 0 or BPT_ENOMEM with nothing changed. */
+   Returns 0, BPT_ENOMEM, or a slot's refusal (bpt__sites_batch_prepare),
+   with nothing changed. */
 static int bpt__allocate(bpt__change *c, bpt__session *s, bpt_func **fs, int n, const bpt__op *op) {
     unsigned staging = bpt_staging_bp_ix();
-    int i;
+    int i, rc;
     memset(c, 0, sizeof *c);
     c->s = s;
     c->op = op;
     c->items = (bpt__change_item *)BPT_MALLOC(sizeof *c->items * (size_t)(n ? n : 1));
     c->sites = (bpt_func **)BPT_MALLOC(sizeof *c->sites * (size_t)(n ? n : 1));
-    if (!c->items || !c->sites || bpt__sites_batch_prepare(&c->batch, fs, n) < 0) {
+    if (!c->items || !c->sites) {
         bpt__change_free(c);
         return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for %d changes", n);
+    }
+    if ((rc = bpt__sites_batch_prepare(&c->batch, fs, n)) < 0) {   /* with its reason */
+        bpt__change_free(c);
+        return rc;
     }
     for (i = 0; i < n; i++) {
         bpt__change_item *it = &c->items[c->n];
@@ -11169,6 +11229,7 @@ int bpt_func_count(void) {
 typedef struct bpt__mapping {
     uintptr_t lo, hi;
     unsigned prot;
+    int shared;                   /* MAP_SHARED: other processes read it too */
 } bpt__mapping;
 typedef struct bpt__maps {
     bpt__mapping *v;
@@ -11178,12 +11239,15 @@ typedef struct bpt__maps {
 static int bpt__maps_read(bpt__maps *m, const char *who) {
     char line[512], perms[8];
     FILE *fp = fopen("/proc/self/maps", "re");
+    int whole = 1;
     memset(m, 0, sizeof *m);
     if (!fp) return bpt__fail(BPT_ENOTSUP, "%s: cannot read /proc/self/maps (%s): the slots' mappings are "
                               "unknown", who, strerror(errno));
     while (fgets(line, sizeof line, fp)) {
         unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3) continue;
+        int start = whole;        /* a long path's rest is not a line of its own */
+        whole = strchr(line, '\n') != NULL;
+        if (!start || sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || strlen(perms) != 4) continue;
         if (m->n == m->cap) {
             size_t cap = m->cap ? m->cap * 2 : 64;
             bpt__mapping *v = (bpt__mapping *)BPT_MALLOC(sizeof *v * cap);
@@ -11199,6 +11263,7 @@ static int bpt__maps_read(bpt__maps *m, const char *who) {
         }
         m->v[m->n].lo = (uintptr_t)lo;
         m->v[m->n].hi = (uintptr_t)hi;
+        m->v[m->n].shared = perms[3] == 's';
         m->v[m->n++].prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
                             (perms[2] == 'x' ? PROT_EXEC : 0);
     }
@@ -11206,12 +11271,42 @@ static int bpt__maps_read(bpt__maps *m, const char *who) {
     return 0;
 }
 
-/* The protection of the mapping that holds [addr, addr + len), or -1. */
-static int bpt__maps_prot(const bpt__maps *m, uintptr_t addr, size_t len) {
+/* The mapping that holds [addr, addr + len), or NULL. */
+static const bpt__mapping *bpt__maps_find(const bpt__maps *m, uintptr_t addr, size_t len) {
     size_t i;
     for (i = 0; i < m->n; i++)
-        if (addr >= m->v[i].lo && addr - m->v[i].lo + len <= m->v[i].hi - m->v[i].lo) return (int)m->v[i].prot;
-    return -1;
+        if (addr >= m->v[i].lo && addr - m->v[i].lo + len <= m->v[i].hi - m->v[i].lo) return &m->v[i];
+    return NULL;
+}
+
+/* Its protection, or -1. */
+static int bpt__maps_prot(const bpt__maps *m, uintptr_t addr, size_t len) {
+    const bpt__mapping *x = bpt__maps_find(m, addr, len);
+    return x ? (int)x->prot : -1;
+}
+
+/* Step 2 of a change that writes slots (bpt__sites_batch_prepare): each
+   slot's protection as it is now, which the batch opens and restores. The
+   program may have changed it since registration (sealed a table it filled,
+   say): a protection remembered from then would make the write fault, or
+   take write access back from a page the program opened. Returns 0;
+   BPT_EINVAL when a slot is no longer mapped (its module unloaded without
+   bpt_unregister_module); BPT_ENOTSUP, BPT_ENOMEM. */
+BPT__PRIVATE int bpt__slots_prot_refresh(bpt_func **fs, int n) {
+    bpt__maps maps;
+    int i, rc = 0;
+    if ((rc = bpt__maps_read(&maps, "bpt_trace_pattern")) < 0) return rc;
+    for (i = 0; i < n && rc == 0; i++) {
+        int p;
+        if (fs[i]->kind != BPT__SITE_NATIVE || !fs[i]->slot_prot) continue;
+        if ((p = bpt__maps_prot(&maps, (uintptr_t)fs[i]->site, sizeof(void *))) <= 0)
+            rc = bpt__fail(BPT_EINVAL, "%s:%s: its slot %p is no longer mapped (its module unloaded without "
+                           "bpt_unregister_module?); nothing changed", fs[i]->module, fs[i]->name, fs[i]->site);
+        else
+            fs[i]->page_prot = (unsigned)p;
+    }
+    BPT_FREE(maps.v);
+    return rc;
 }
 
 /* One slot to register. */
@@ -11257,10 +11352,24 @@ static int bpt__slot_reqs_add(bpt__slot_reqs *r, void **slot, const char *name, 
     return 0;
 }
 
+/* Functions that return twice or switch contexts: the frame return trace
+   pushes at the first return is gone at the second (a longjmp back into
+   setjmp's caller, vfork's child and parent, a context resumed), and the
+   return trampoline would find no frame. Not registered. */
+static int bpt__returns_twice(const char *name) {
+    static const char *const names[] = { "setjmp", "_setjmp", "__sigsetjmp", "sigsetjmp", "savectx", "vfork",
+                                         "__vfork", "getcontext", "swapcontext" };
+    size_t i;
+    for (i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i]) == 0) return 1;
+    return 0;
+}
+
 /* bpt__module_imports' visitor: keep the slots whose name matches. */
 static int bpt__imports_collect(void **slot, const char *name, uintptr_t target, int lazy, void *user) {
     bpt__slot_reqs *r = (bpt__slot_reqs *)user;
     if (strncmp(name, "bpt_", 4) == 0) return 0;   /* bptrace's own API, from another module: would recurse */
+    if (bpt__returns_twice(name)) return 0;
     if (r->pattern && !bpt__glob(r->pattern, name)) return 0;
     return bpt__slot_reqs_add(r, slot, name, target, lazy) < 0 ? BPT_ENOMEM : 1;
 }
@@ -11299,7 +11408,8 @@ static int bpt__tramp_fill(uint8_t *block, bpt_func *f) {
    on), 0 (skip: imports only) or a BPT_E* code. */
 static int bpt__slot_check(const bpt__slot_req *q, const bpt__maps *maps, const char *module, int strict,
                            const char *who, unsigned *prot) {
-    int p = bpt__maps_prot(maps, (uintptr_t)q->slot, sizeof(void *)), tp;
+    const bpt__mapping *x = bpt__maps_find(maps, (uintptr_t)q->slot, sizeof(void *));
+    int p = x ? (int)x->prot : -1, tp;
     if (bpt__ptrset_has(&bpt__registry.sites, q->slot))
         return strict ? bpt__fail(BPT_EEXIST, "%s: %s:%s: the slot %p is already registered", who, module,
                                   q->name, (void *)q->slot)
@@ -11310,6 +11420,10 @@ static int bpt__slot_check(const bpt__slot_req *q, const bpt__maps *maps, const 
     if (p & PROT_EXEC)
         return bpt__fail(BPT_ENOTPATCHABLE, "%s: %s:%s: the slot %p lies in executable memory; a slot is data",
                          who, module, q->name, (void *)q->slot);
+    if (x->shared)
+        return bpt__fail(BPT_EINVAL, "%s: %s:%s: the slot %p lies in a shared mapping: another process would "
+                         "read the trampoline's address, which is mapped here only", who, module, q->name,
+                         (void *)q->slot);
     if (!(p & PROT_READ))
         return bpt__fail(BPT_EINVAL, "%s: %s:%s: the slot %p is not readable", who, module, q->name,
                          (void *)q->slot);
@@ -11334,7 +11448,7 @@ static int bpt__slot_record(const bpt__slot_req *q, const char *module, int arit
         const char *m = bpt__intern(module), *nm = bpt__intern(q->name);
         void *fn = f->fn;
         uint64_t size = f->code_size;
-        uint32_t fid = m && nm ? bpt__names_id(m, nm, arity, NULL, fn) : 0;
+        uint32_t fid = m && nm ? bpt__names_id(m, nm, arity, NULL, NULL) : 0;   /* as a fresh one's */
         if (!fid || bpt__registry_reserve(1) < 0) {
             bpt__native_discard(f);   /* back to the retired list: its trampoline points at it */
             return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s", who, module, q->name);
@@ -11351,6 +11465,7 @@ static int bpt__slot_record(const bpt__slot_req *q, const char *module, int arit
     f->arity = arity;
     f->kind = BPT__SITE_NATIVE;
     f->slot_prot = prot;
+    f->page_prot = prot;
     f->site = (void *)q->slot;
     f->orig_word = (uint64_t)q->target;
     f->word_size = sizeof(void *);
@@ -11471,7 +11586,10 @@ int bpt_register_imports(const char *module, const char *pattern) {
         return bpt__fail(BPT_EPATTERN, "bpt_register_imports: the pattern must be 1..%d bytes", BPT__NAME_MAX);
     reqs.pattern = pattern && strcmp(pattern, "_") != 0 ? pattern : NULL;
     if ((rc = bpt__arch_native_usable("bpt_register_imports")) < 0) return rc;
-    /* The scan and its lookups before the permission (>>imports, module.c). */
+    /* The scan and its lookups before the permission (>>imports, module.c),
+       but not where the permission's own checks would refuse: the lookups
+       take the dynamic linker's lock, which is no place for a pinned thread. */
+    if ((rc = bpt__set_path_allowed("bpt_register_imports")) < 0) return rc;
     if ((rc = bpt__module_imports(module, &mod, bpt__imports_collect, &reqs)) < 0) {
         bpt__slot_reqs_free(&reqs);
         return rc;

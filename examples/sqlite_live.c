@@ -1189,7 +1189,7 @@ static void libc_calls_off(struct demo *d, bpt_session s, bpt_func **fs)
 {
     struct profile_rows p;
     char pat[200];
-    int i, gone = 0, n = 0;
+    int i, gone = 0, names = 0;
     memset(&p, 0, sizeof p);
     for (i = 0; i < NLIBC; i++)
         if (fs[i]) {
@@ -1211,17 +1211,22 @@ static void libc_calls_off(struct demo *d, bpt_session s, bpt_func **fs)
             snprintf(pat, sizeof pat, "%s:%s/_", d->module, libc_calls[i]);
             set_pattern(d, s, pat, BPT_TIME | BPT_OFF, "BPT_TIME | BPT_OFF", NULL);
         }
-    for (i = 0; i < NLIBC; i++)
-        if (fs[i]) {
-            n++;
-            if (bpt_unregister(fs[i]) == 0)
-                gone++;
-            else {
+    /* A name may have several slots (SQLite's table holds pread64 twice:
+       its current and its default entry): every one goes. */
+    for (i = 0; i < NLIBC; i++) {
+        bpt_func *f;
+        names += fs[i] != NULL;
+        while (fs[i] && bpt_func_lookup(d->module, libc_calls[i], 0, &f) == 0) {
+            if (bpt_unregister(f) != 0) {
                 fprintf(stderr, "sqlite_live: bpt_unregister(%s): %s\n", libc_calls[i], bpt_last_error());
                 d->failed = 1;
+                break;
             }
+            gone++;
         }
-    printf("  %d of %d libc slots off and unregistered: each holds its libc function again\n", gone, n);
+    }
+    printf("  %d libc slots of %d functions off and unregistered: each holds its libc function again\n", gone,
+           names);
 }
 
 static void phase_call_time(struct demo *d)

@@ -172,9 +172,14 @@ BPT_API int bpt_register_module(const char *module);
    - only calls through this module's slots: a library's calls to its own
      functions, and other modules' calls (their own slots: register them
      too), are not;
-   - a call bptrace itself makes through a traced slot (its hit path calls
-     mmap, the futex, the clock) is not traced, nor one a signal handler
-     makes while its thread is inside bptrace (>>own calls, site_native.c);
+   - a call bptrace itself makes through a traced slot is not traced: from
+     its hit paths (mmap, the futex, the clock), its set path (mprotect,
+     malloc) and its own threads; nor one a signal handler makes while its
+     thread is there (>>own calls, site_native.c). Calls that draining,
+     formatting and bpt_session_write make are traced like the program's;
+   - functions that return twice or switch contexts (setjmp and its kin,
+     vfork, getcontext, swapcontext) are not registered: return trace
+     would lose their frame;
    - functions only: slots of data symbols are skipped, and so are slots
      whose target is not code (an untyped weak import nothing defines);
    - while a slot is traced, it holds the trampoline's address: code that
@@ -183,17 +188,25 @@ BPT_API int bpt_register_module(const char *module);
      several slots (a PLT slot and a table word) is registered once per
      slot, under the same name.
    Full RELRO (-z now -z relro): the GOT's page is made writable only for
-   each batch of slot writes, then read-only again. Lazy binding: a slot
-   the dynamic linker has not bound yet is bound first, to the symbol and
-   version the linker would choose (dlvsym(3): the global scope, then the
-   module's own dependencies). A lazy binding still in flight on another
+   each batch of slot writes, then given back the protection it has at that
+   moment (read again at each change: a program that changes a registered
+   slot's page protection while bptrace may write it races with bptrace).
+   Slots in shared mappings are refused. Lazy binding: a slot the dynamic
+   linker has not bound yet is bound first, by name and version
+   (dlvsym(3): the global scope, then the module's own dependencies),
+   which is the linker's choice unless the module was loaded with
+   RTLD_DEEPBIND or asks for an unversioned symbol that has several
+   versions (then the default version is bound). A lazy binding still in flight on another
    thread when tracing starts could write over the trampoline's address:
    that is detected, not silently lost: switching the trace off then
    fails with BPT_ENOTPATCHABLE naming the dynamic linker, and the calls in
-   between were untraced. Each call maps its trampolines' pages (64 bytes
-   a slot); records and trampolines are never freed (a thread may be on its
-   way into one), and a slot registered again with the same target reuses
-   its own. A module with bptrace inside it may register its own imports.
+   between were untraced. A store of the program's into a slot is never
+   overwritten (each switch is a compare-and-swap): the switch fails with
+   BPT_ENOTPATCHABLE instead. Each call maps pages of its own for its
+   trampolines (64 bytes a slot, at least one page a call); records and
+   trampolines are never freed (a thread may be on its way into one), and
+   a slot registered again with the same target reuses its own. A module
+   with bptrace inside it may register its own imports.
 
    Parameters
      module    NULL for the main executable, or the basename ("libfoo.so")
@@ -234,10 +247,12 @@ BPT_API int bpt_register_imports(const char *module, const char *pattern);
    __ATOMIC_RELAXED): the same instruction as a plain aligned load, and no
    data race in C11 terms while bptrace switches the slot). It is switched as bpt_register_imports' slots are, with
    the same trampolines, kinds and protocol; a slot in read-only memory is
-   made writable only while it is written. The program must not change
-   the slot while it is registered (a write is detected at the next switch:
-   BPT_ENOTPATCHABLE). Calls that do not load the slot (direct calls to the
-   same function) are not traced.
+   made writable only while it is written. A write of the program's to the
+   slot while it is registered is never overwritten: it is detected at the
+   next switch (BPT_ENOTPATCHABLE). Calls that do not load the slot (direct
+   calls to the same function) are not traced, and a function that returns
+   twice (setjmp-like) must not be return-traced through a slot. Each call
+   maps a page for its trampoline (4 KiB, or the system's page size).
 
    Parameters
      slot           the slot's address: pointer-aligned, mapped, readable,
@@ -251,8 +266,8 @@ BPT_API int bpt_register_imports(const char *module, const char *pattern);
      registered but a remembered pattern could not be applied.
    Errors
      BPT_EINVAL          a NULL; arity outside 0..255; the slot misaligned,
-                         outside any readable mapping, or holding an address
-                         that is not code
+                         outside any readable mapping, in a shared mapping,
+                         or holding an address that is not code
      BPT_ELIMIT          module or name over 127 bytes
      BPT_EEXIST          the slot is already registered
      BPT_ENOTPATCHABLE   the slot lies in executable memory

@@ -49,7 +49,7 @@ static void bpt__step_done(int step, int did, uint64_t *t) {
 /* Seize the code modification permission (step 1). Set-path calls from a
    tracer callback, a pinned section, or a callback run under the permission
    (an observer, a trace_info_each visitor) would wait for themselves. */
-BPT__PRIVATE int bpt__permission_seize(const char *who) {
+BPT__PRIVATE int bpt__set_path_allowed(const char *who) {
     bpt__thread *rec = bpt__thread_self();
     if (!rec) return bpt__fail(BPT_ENOMEM, "%s: no memory for the thread record", who);
     if (rec->in_tracer)
@@ -59,8 +59,17 @@ BPT__PRIVATE int bpt__permission_seize(const char *who) {
                          "modification permission (observer or trace_info_each visitor)", who);
     if (bpt__thread_pinned(rec))
         return bpt__fail(BPT_EDEADLK, "%s: called while pinned (bpt_thread_progress_pin)", who);
+    return 0;
+}
+
+BPT__PRIVATE int bpt__permission_seize(const char *who) {
+    bpt__thread *rec;
+    int rc = bpt__set_path_allowed(who);
+    if (rc < 0) return rc;
+    rec = bpt__thread_self_or_null();
     bpt__block_begin(rec);   /* a managed thread stays offline while it holds the permission */
     pthread_mutex_lock(&bpt__code_mod_permission);
+    bpt__own_enter();        /* its calls into libc (mprotect, malloc) are bptrace's own (site_native.c) */
     rec->holds_permission = 1;
     /* [L1] writer, opening: the count goes odd before any change an outside
        reader could see (api_root.h); the fence orders it before them. */
@@ -74,6 +83,7 @@ BPT__PRIVATE void bpt__permission_release(void) {
     /* [L1] writer, closing: even again, released after every change. */
     bpt__store_release_u64(&bpt__layout_seq, bpt__load_relaxed_u64(&bpt__layout_seq) + 1);
     rec->holds_permission = 0;
+    bpt__own_leave();
     pthread_mutex_unlock(&bpt__code_mod_permission);
     bpt__block_end(rec);
 }
@@ -203,18 +213,23 @@ BPT__PRIVATE int bpt__change_begin(const char *who, uint64_t *t) {
    function writes its list head [G1], which nobody reaches before step 5
    installs the word; a later session's breakpoint is parked in the head's
    to_insert, already pointing at the head, for step 5 to publish.
-   Returns 0 or BPT_ENOMEM with nothing changed. */
+   Returns 0, BPT_ENOMEM, or a slot's refusal (bpt__sites_batch_prepare),
+   with nothing changed. */
 static int bpt__allocate(bpt__change *c, bpt__session *s, bpt_func **fs, int n, const bpt__op *op) {
     unsigned staging = bpt_staging_bp_ix();
-    int i;
+    int i, rc;
     memset(c, 0, sizeof *c);
     c->s = s;
     c->op = op;
     c->items = (bpt__change_item *)BPT_MALLOC(sizeof *c->items * (size_t)(n ? n : 1));
     c->sites = (bpt_func **)BPT_MALLOC(sizeof *c->sites * (size_t)(n ? n : 1));
-    if (!c->items || !c->sites || bpt__sites_batch_prepare(&c->batch, fs, n) < 0) {
+    if (!c->items || !c->sites) {
         bpt__change_free(c);
         return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for %d changes", n);
+    }
+    if ((rc = bpt__sites_batch_prepare(&c->batch, fs, n)) < 0) {   /* with its reason */
+        bpt__change_free(c);
+        return rc;
     }
     for (i = 0; i < n; i++) {
         bpt__change_item *it = &c->items[c->n];

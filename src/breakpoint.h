@@ -104,8 +104,9 @@ struct bpt_func {
     uint32_t count_hint;
     /* Beside it, in the cache line the stub reads: 0 for a code site; for
        a pointer slot (slots.c: a GOT entry, a function-pointer table), the
-       protection its page has when bptrace is not writing it (PROT_READ,
-       maybe PROT_WRITE: never 0). */
+       protection its page had at registration (PROT_READ, maybe
+       PROT_WRITE: never 0). Fixed while registered: hits read it as "a
+       slot". */
     uint32_t slot_prot;
     const char *module, *name;    /* interned */
     int arity;
@@ -122,6 +123,7 @@ struct bpt_func {
     void *fn;                     /* native: the function's address; slot: its trampoline's entry */
     uint64_t code_size;           /* native: bytes of code from the ELF symbol (0: unknown) */
     int signs_lr;                 /* native aarch64: the entry signs the return address (paciasp) */
+    unsigned page_prot;           /* slot: its page's protection at the current change's step 2 (set path) */
     const bpt_vm_ops *ops;        /* VM: argument access and formatting */
     bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */
     bpt__shortcut shortcut[2];    /* per generation, as GenericBp's data (>>shortcut above) */
@@ -164,6 +166,7 @@ enum { BPT__INT_ARG_REGS = 8, BPT__FP_ARG_REGS = 8 };
 /* >>protocol: the set path (bp.c). */
 BPT__PRIVATE int bpt__op_enables(const bpt__op *op);   /* switched on, or restarted */
 BPT__PRIVATE int bpt__permission_seize(const char *who);   /* 0, BPT_ENOMEM or BPT_EDEADLK */
+BPT__PRIVATE int bpt__set_path_allowed(const char *who);  /* its checks alone: 0, BPT_ENOMEM or BPT_EDEADLK */
 BPT__PRIVATE void bpt__permission_release(void);
 BPT__PRIVATE bpt__GenericBp *bpt__find_bp(const bpt_func *f, const bpt__session *s);
 BPT__PRIVATE int bpt__change_begin(const char *who, uint64_t *t);   /* step 1 */

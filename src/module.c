@@ -524,27 +524,6 @@ static int bpt__module_visit_entries(const bpt__module_object *m, const bpt__elf
     return visited;
 }
 
-/* bpt__module_scan: visit every patchable function entry of a loaded module.
-   In: module, NULL for the main program, else the basename ("libfoo.so") or
-   the path (as dlopen was given it) of a loaded object; the first match in
-   load order wins. pad_bytes, the bytes of padding before each function (24
-   on x86-64 with (26,24), 32 on aarch64 with (9,8)). visit and user: called
-   per entry in address order with the function's run-time address and name
-   (".symtab" name, else ".dynsym", else "fn_0x<link-time address>"); a
-   negative return stops the scan and is returned as is.
-   Out: *module_name, the interned basename of the module's file, set before
-   the first visit so that visit may use it.
-   Returns the number of entries visited (0 when the module has no
-   __patchable_function_entries section, or no section headers at all).
-   Errors (with bpt_last_error): BPT_EINVAL (NULL visit or module_name, empty
-   module; malformed ELF; the file differs from the loaded image; an entry
-   outside the module's code); BPT_ENOENT (not loaded; file gone); BPT_EPERM
-   (file unreadable: without it there is no section table to find the
-   entries, so nothing is visited); BPT_ENOTSUP (ELF32 or foreign byte
-   order); BPT_ENOMEM.
-   Thread safety: not by itself; the caller holds the code modification
-   permission and keeps the module loaded for the duration of the call.
-   Source: dl_iterate_phdr(3); gcc -fpatchable-function-entry. */
 /* Find a loaded module and open its file, checked against the image.
    In: module as bpt__module_scan takes it; exe_buf (PATH_MAX bytes) for the
    main program's path. Out: *m, *f (release f with bpt__elf_close, also
@@ -569,6 +548,27 @@ static int bpt__module_open(const char *module, char *exe_buf, bpt__module_objec
     return rc;
 }
 
+/* bpt__module_scan: visit every patchable function entry of a loaded module.
+   In: module, NULL for the main program, else the basename ("libfoo.so") or
+   the path (as dlopen was given it) of a loaded object; the first match in
+   load order wins. pad_bytes, the bytes of padding before each function (24
+   on x86-64 with (26,24), 32 on aarch64 with (9,8)). visit and user: called
+   per entry in address order with the function's run-time address and name
+   (".symtab" name, else ".dynsym", else "fn_0x<link-time address>"); a
+   negative return stops the scan and is returned as is.
+   Out: *module_name, the interned basename of the module's file, set before
+   the first visit so that visit may use it.
+   Returns the number of entries visited (0 when the module has no
+   __patchable_function_entries section, or no section headers at all).
+   Errors (with bpt_last_error): BPT_EINVAL (NULL visit or module_name, empty
+   module; malformed ELF; the file differs from the loaded image; an entry
+   outside the module's code); BPT_ENOENT (not loaded; file gone); BPT_EPERM
+   (file unreadable: without it there is no section table to find the
+   entries, so nothing is visited); BPT_ENOTSUP (ELF32 or foreign byte
+   order); BPT_ENOMEM.
+   Thread safety: not by itself; the caller holds the code modification
+   permission and keeps the module loaded for the duration of the call.
+   Source: dl_iterate_phdr(3); gcc -fpatchable-function-entry. */
 BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const char **module_name,
                                   bpt__module_visit_fn visit, void *user) {
     char exe_buf[PATH_MAX];

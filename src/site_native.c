@@ -92,11 +92,15 @@ static void bpt__batch_close(bpt__code_batch *b) {
    calls libc (mmap for a thread's first record, the futex wake, the clock
    where there is no cycle counter) through its module's GOT: with those
    slots traced, a hit would hit again, without end. So a thread notes
-   while it runs bptrace's native code (an entry's full path, a traced
-   return, bptrace's own threads), and a slot reached meanwhile is not
-   traced: the call goes straight on to its target. A signal handler's call
-   through a slot while its thread is inside bptrace goes untraced the same
-   way; its calls through entries are traced as before. */
+   while it runs bptrace's own code: a native entry's full path, a traced
+   return, a VM breakpoint, the set path (under the code modification
+   permission) and bptrace's own threads (the control server's). A slot
+   reached meanwhile is not traced: the call goes straight on to its
+   target. Not covered: a drainer's bpt_session_drain, the formatters and
+   bpt_session_write, whose calls through traced slots are traced like the
+   program's. A signal handler's call through a slot while its thread is
+   inside bptrace goes untraced too; its calls through entries are traced
+   as before. */
 static BPT__THREAD_LOCAL unsigned bpt__in_bptrace;
 BPT__HOT BPT__INTREGS int bpt__own_call(const bpt_func *f) { return f->slot_prot && bpt__in_bptrace; }
 BPT__PRIVATE void bpt__own_enter(void) { bpt__in_bptrace++; }
@@ -170,7 +174,9 @@ BPT__PRIVATE void bpt__own_leave(void) {}
    for every native site of the change (a site's word never crosses a
    page: it stays within a cache line, or is an aligned pointer), so that
    steps 5 and 9 allocate nothing: running out of memory must happen before
-   anything changes. Returns 0 or BPT_ENOMEM. */
+   anything changes. Slots' protections are read again here (slots.c).
+   Returns 0, BPT_ENOMEM, or a slot's refusal (BPT_EINVAL: no longer
+   mapped; BPT_ENOTSUP: no /proc/self/maps), with nothing changed. */
 BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n) {
     int i, code = 0, slots = 0;
     memset(sb, 0, sizeof *sb);
@@ -180,6 +186,10 @@ BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, i
             else code++;
         }
 #if defined(BPT_NATIVE)
+    if (slots) {
+        int rc = bpt__slots_prot_refresh(fs, n);   /* their pages as they are now (slots.c) */
+        if (rc < 0) return rc;
+    }
     if (code && !(sb->code.pages = (uintptr_t *)BPT_MALLOC(sizeof *sb->code.pages * (size_t)code)))
         return bpt__fail(BPT_ENOMEM, "no memory to batch %d code writes; nothing changed", code);
     sb->code.cap = code;
@@ -220,11 +230,11 @@ static int bpt__slot_pages_open(bpt__slot_pages *d, bpt_func **fs, int n, int in
     for (i = 0; i < n; i++) {
         bpt_func *f = fs[i];
         uintptr_t page = (uintptr_t)f->site & ~(ps - 1);
-        if (f->kind != BPT__SITE_NATIVE || !f->slot_prot || (f->slot_prot & PROT_WRITE) || f->installed == install)
+        if (f->kind != BPT__SITE_NATIVE || !f->slot_prot || (f->page_prot & PROT_WRITE) || f->installed == install)
             continue;   /* code, a writable slot, or nothing to write */
         for (k = 0; k < d->n && d->pages[k] != page; k++) {}
         if (k < d->n) continue;   /* opened already */
-        if (mprotect((void *)page, ps, (int)f->slot_prot | PROT_WRITE) != 0) {
+        if (mprotect((void *)page, ps, (int)f->page_prot | PROT_WRITE) != 0) {
             int e = errno;
             for (k = 0; k < d->n; k++) mprotect((void *)d->pages[k], ps, (int)d->prot[k]);
             d->n = 0;
@@ -232,20 +242,25 @@ static int bpt__slot_pages_open(bpt__slot_pages *d, bpt_func **fs, int n, int in
                              "nothing was changed", f->module, f->name, (void *)page, strerror(e));
         }
         d->pages[d->n] = page;    /* fits: one page a slot at most (bpt__sites_batch_prepare) */
-        d->prot[d->n++] = f->slot_prot;
+        d->prot[d->n++] = f->page_prot;
     }
     return 0;
 }
 
-/* A slot's one store: an aligned 8-byte pointer, single-copy atomic on
-   both architectures, so a call through the slot jumps to the old target
-   or the new, never to a torn one. [SL1] Release: the record and the
+/* A slot's one store, a compare-and-swap from the word bptrace expects
+   there: a store of the program's between the check and the write is never
+   overwritten (*seen: what the slot held, when it fails). An aligned 8-byte
+   pointer, single-copy atomic on both architectures, so a call through the
+   slot jumps to the old target or the new, never to a torn one. [SL1]
+   Release (bpt__cas_u64 is acq_rel): the record and the
    trampoline it points at were complete long before (bpt__slots_register
    published them, page made read+execute and SYNC_CORE, before any slot
    could point there: slots.c, SL0); a thread that loads the new value reaches
    them through a control dependency, as it reaches a patched entry. */
-static void bpt__slot_write(bpt_func *f, uint64_t w) {
-    bpt__store_release_u64((bpt__atomic_u64 *)f->site, w);
+static int bpt__slot_swap(bpt_func *f, uint64_t expect, uint64_t w, uint64_t *seen) {
+    if (bpt__cas_u64((bpt__atomic_u64 *)f->site, expect, w)) return 1;
+    *seen = bpt__load_relaxed_u64((bpt__atomic_u64 *)f->site);
+    return 0;
 }
 
 static void bpt__slot_pages_close(bpt__slot_pages *d) {
@@ -290,8 +305,15 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
         bpt_func *f = fs[i];
         uint64_t w = install ? f->bp_word : f->orig_word, expect = install ? f->orig_word : f->bp_word;
         uint64_t now;
+        int swapped = 0;
         if (f->installed == install) continue;
-        if ((now = bpt__site_read(f)) != expect && f->slot_prot && !install && now == w) {
+        now = bpt__site_read(f);
+#if defined(BPT_NATIVE)
+        if (f->slot_prot && now == expect) swapped = bpt__slot_swap(f, expect, w, &now);
+#else
+        (void)swapped;   /* no slots without native sites */
+#endif
+        if (now != expect && f->slot_prot && !install && now == w) {
             /* A slot switched back behind bptrace's back (slots.c, SL3):
                off already, and the calls since went untraced. Said. */
             rc = bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its slot %p already held its target again: the "
@@ -310,7 +332,7 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
         }
         if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, w);
 #if defined(BPT_NATIVE)
-        else if (f->slot_prot) bpt__slot_write(f, w);
+        else if (swapped) {}   /* written by bpt__slot_swap */
         else {
             bpt__arch_write_site((uint8_t *)f->site, w);
             *wrote_code = 1;

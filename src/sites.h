@@ -77,6 +77,9 @@ BPT__PRIVATE int bpt__arch_native_usable(const char *who);
 
 BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who);
 
+/* Step 2 of a change that writes slots: their protections now (slots.c). */
+BPT__PRIVATE int bpt__slots_prot_refresh(bpt_func **fs, int n);
+
 /* A pointer slot's trampoline (slots.c): a block of BPT__TRAMP_BYTES,
    aligned to them, laid out as a BPT_TRACEABLE function whose entry word
    always holds the breakpoint, followed by a jump to the slot's original

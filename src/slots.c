@@ -51,6 +51,7 @@
 typedef struct bpt__mapping {
     uintptr_t lo, hi;
     unsigned prot;
+    int shared;                   /* MAP_SHARED: other processes read it too */
 } bpt__mapping;
 typedef struct bpt__maps {
     bpt__mapping *v;
@@ -60,12 +61,15 @@ typedef struct bpt__maps {
 static int bpt__maps_read(bpt__maps *m, const char *who) {
     char line[512], perms[8];
     FILE *fp = fopen("/proc/self/maps", "re");
+    int whole = 1;
     memset(m, 0, sizeof *m);
     if (!fp) return bpt__fail(BPT_ENOTSUP, "%s: cannot read /proc/self/maps (%s): the slots' mappings are "
                               "unknown", who, strerror(errno));
     while (fgets(line, sizeof line, fp)) {
         unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3) continue;
+        int start = whole;        /* a long path's rest is not a line of its own */
+        whole = strchr(line, '\n') != NULL;
+        if (!start || sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || strlen(perms) != 4) continue;
         if (m->n == m->cap) {
             size_t cap = m->cap ? m->cap * 2 : 64;
             bpt__mapping *v = (bpt__mapping *)BPT_MALLOC(sizeof *v * cap);
@@ -81,6 +85,7 @@ static int bpt__maps_read(bpt__maps *m, const char *who) {
         }
         m->v[m->n].lo = (uintptr_t)lo;
         m->v[m->n].hi = (uintptr_t)hi;
+        m->v[m->n].shared = perms[3] == 's';
         m->v[m->n++].prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
                             (perms[2] == 'x' ? PROT_EXEC : 0);
     }
@@ -88,12 +93,42 @@ static int bpt__maps_read(bpt__maps *m, const char *who) {
     return 0;
 }
 
-/* The protection of the mapping that holds [addr, addr + len), or -1. */
-static int bpt__maps_prot(const bpt__maps *m, uintptr_t addr, size_t len) {
+/* The mapping that holds [addr, addr + len), or NULL. */
+static const bpt__mapping *bpt__maps_find(const bpt__maps *m, uintptr_t addr, size_t len) {
     size_t i;
     for (i = 0; i < m->n; i++)
-        if (addr >= m->v[i].lo && addr - m->v[i].lo + len <= m->v[i].hi - m->v[i].lo) return (int)m->v[i].prot;
-    return -1;
+        if (addr >= m->v[i].lo && addr - m->v[i].lo + len <= m->v[i].hi - m->v[i].lo) return &m->v[i];
+    return NULL;
+}
+
+/* Its protection, or -1. */
+static int bpt__maps_prot(const bpt__maps *m, uintptr_t addr, size_t len) {
+    const bpt__mapping *x = bpt__maps_find(m, addr, len);
+    return x ? (int)x->prot : -1;
+}
+
+/* Step 2 of a change that writes slots (bpt__sites_batch_prepare): each
+   slot's protection as it is now, which the batch opens and restores. The
+   program may have changed it since registration (sealed a table it filled,
+   say): a protection remembered from then would make the write fault, or
+   take write access back from a page the program opened. Returns 0;
+   BPT_EINVAL when a slot is no longer mapped (its module unloaded without
+   bpt_unregister_module); BPT_ENOTSUP, BPT_ENOMEM. */
+BPT__PRIVATE int bpt__slots_prot_refresh(bpt_func **fs, int n) {
+    bpt__maps maps;
+    int i, rc = 0;
+    if ((rc = bpt__maps_read(&maps, "bpt_trace_pattern")) < 0) return rc;
+    for (i = 0; i < n && rc == 0; i++) {
+        int p;
+        if (fs[i]->kind != BPT__SITE_NATIVE || !fs[i]->slot_prot) continue;
+        if ((p = bpt__maps_prot(&maps, (uintptr_t)fs[i]->site, sizeof(void *))) <= 0)
+            rc = bpt__fail(BPT_EINVAL, "%s:%s: its slot %p is no longer mapped (its module unloaded without "
+                           "bpt_unregister_module?); nothing changed", fs[i]->module, fs[i]->name, fs[i]->site);
+        else
+            fs[i]->page_prot = (unsigned)p;
+    }
+    BPT_FREE(maps.v);
+    return rc;
 }
 
 /* One slot to register. */
@@ -139,10 +174,24 @@ static int bpt__slot_reqs_add(bpt__slot_reqs *r, void **slot, const char *name, 
     return 0;
 }
 
+/* Functions that return twice or switch contexts: the frame return trace
+   pushes at the first return is gone at the second (a longjmp back into
+   setjmp's caller, vfork's child and parent, a context resumed), and the
+   return trampoline would find no frame. Not registered. */
+static int bpt__returns_twice(const char *name) {
+    static const char *const names[] = { "setjmp", "_setjmp", "__sigsetjmp", "sigsetjmp", "savectx", "vfork",
+                                         "__vfork", "getcontext", "swapcontext" };
+    size_t i;
+    for (i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i]) == 0) return 1;
+    return 0;
+}
+
 /* bpt__module_imports' visitor: keep the slots whose name matches. */
 static int bpt__imports_collect(void **slot, const char *name, uintptr_t target, int lazy, void *user) {
     bpt__slot_reqs *r = (bpt__slot_reqs *)user;
     if (strncmp(name, "bpt_", 4) == 0) return 0;   /* bptrace's own API, from another module: would recurse */
+    if (bpt__returns_twice(name)) return 0;
     if (r->pattern && !bpt__glob(r->pattern, name)) return 0;
     return bpt__slot_reqs_add(r, slot, name, target, lazy) < 0 ? BPT_ENOMEM : 1;
 }
@@ -181,7 +230,8 @@ static int bpt__tramp_fill(uint8_t *block, bpt_func *f) {
    on), 0 (skip: imports only) or a BPT_E* code. */
 static int bpt__slot_check(const bpt__slot_req *q, const bpt__maps *maps, const char *module, int strict,
                            const char *who, unsigned *prot) {
-    int p = bpt__maps_prot(maps, (uintptr_t)q->slot, sizeof(void *)), tp;
+    const bpt__mapping *x = bpt__maps_find(maps, (uintptr_t)q->slot, sizeof(void *));
+    int p = x ? (int)x->prot : -1, tp;
     if (bpt__ptrset_has(&bpt__registry.sites, q->slot))
         return strict ? bpt__fail(BPT_EEXIST, "%s: %s:%s: the slot %p is already registered", who, module,
                                   q->name, (void *)q->slot)
@@ -192,6 +242,10 @@ static int bpt__slot_check(const bpt__slot_req *q, const bpt__maps *maps, const 
     if (p & PROT_EXEC)
         return bpt__fail(BPT_ENOTPATCHABLE, "%s: %s:%s: the slot %p lies in executable memory; a slot is data",
                          who, module, q->name, (void *)q->slot);
+    if (x->shared)
+        return bpt__fail(BPT_EINVAL, "%s: %s:%s: the slot %p lies in a shared mapping: another process would "
+                         "read the trampoline's address, which is mapped here only", who, module, q->name,
+                         (void *)q->slot);
     if (!(p & PROT_READ))
         return bpt__fail(BPT_EINVAL, "%s: %s:%s: the slot %p is not readable", who, module, q->name,
                          (void *)q->slot);
@@ -216,7 +270,7 @@ static int bpt__slot_record(const bpt__slot_req *q, const char *module, int arit
         const char *m = bpt__intern(module), *nm = bpt__intern(q->name);
         void *fn = f->fn;
         uint64_t size = f->code_size;
-        uint32_t fid = m && nm ? bpt__names_id(m, nm, arity, NULL, fn) : 0;
+        uint32_t fid = m && nm ? bpt__names_id(m, nm, arity, NULL, NULL) : 0;   /* as a fresh one's */
         if (!fid || bpt__registry_reserve(1) < 0) {
             bpt__native_discard(f);   /* back to the retired list: its trampoline points at it */
             return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s", who, module, q->name);
@@ -233,6 +287,7 @@ static int bpt__slot_record(const bpt__slot_req *q, const char *module, int arit
     f->arity = arity;
     f->kind = BPT__SITE_NATIVE;
     f->slot_prot = prot;
+    f->page_prot = prot;
     f->site = (void *)q->slot;
     f->orig_word = (uint64_t)q->target;
     f->word_size = sizeof(void *);
@@ -353,7 +408,10 @@ int bpt_register_imports(const char *module, const char *pattern) {
         return bpt__fail(BPT_EPATTERN, "bpt_register_imports: the pattern must be 1..%d bytes", BPT__NAME_MAX);
     reqs.pattern = pattern && strcmp(pattern, "_") != 0 ? pattern : NULL;
     if ((rc = bpt__arch_native_usable("bpt_register_imports")) < 0) return rc;
-    /* The scan and its lookups before the permission (>>imports, module.c). */
+    /* The scan and its lookups before the permission (>>imports, module.c),
+       but not where the permission's own checks would refuse: the lookups
+       take the dynamic linker's lock, which is no place for a pinned thread. */
+    if ((rc = bpt__set_path_allowed("bpt_register_imports")) < 0) return rc;
     if ((rc = bpt__module_imports(module, &mod, bpt__imports_collect, &reqs)) < 0) {
         bpt__slot_reqs_free(&reqs);
         return rc;

@@ -2,17 +2,22 @@
    Function-pointer slots (bpt_register_slot, #21): an engine's table of
    systems built by hand, one table in writable data and one const (in a
    read-only mapping, made writable only while a slot is written).
-   - call_count is exact through both tables, also while 4 threads call
-     through them and the trace is switched on and off under them;
+   - call_count is exact through both tables; switched on and off 4000
+     times while 4 threads call through them, every call returns right, and
+     the count is exact again after;
    - call trace shows the arguments and return_from the value, read from the
      registers as at a native entry;
    - call_time counts the calls, call_memory the bytes; a call through a
      slot that leaves by longjmp gives exception_from;
    - after everything is off, every slot holds the function again, and the
      const table's page is read-only again;
-   - refusals: NULL, misaligned, outside any mapping, a slot holding data,
-     a slot in code, twice; and BPT_ENOTSUP where there are no native sites
-     (tcc). */
+   - a table's page sealed read-only by the program after registration, then
+     opened again: each switch writes it and leaves it as it found it (a
+     protection remembered from registration faulted, and took write access
+     back);
+   - refusals: NULL, misaligned, outside any mapping, a shared mapping, a
+     slot holding data, a slot in code, twice; and BPT_ENOTSUP where there
+     are no native sites (tcc). */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
@@ -122,7 +127,43 @@ int main(void) {
     CHECK_RC(bpt_register_slot((void **)(void *)(((uintptr_t)physics + 7) & ~(uintptr_t)7), "engine", "x", 2, &f_rw),
              BPT_ENOTPATCHABLE);
     printf("in code: %s\n", bpt_last_error());
+    {
+        system_fn *shared = (system_fn *)mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        CHECK(shared != MAP_FAILED, "mmap shared");
+        if (shared != MAP_FAILED) {
+            shared[0] = physics;
+            CHECK_RC(bpt_register_slot((void **)(void *)shared, "engine", "x", 2, &f_rw), BPT_EINVAL);
+            printf("shared mapping: %s\n", bpt_last_error());
+            munmap((void *)shared, 4096);
+        }
+    }
     CHECK_RC(bpt_func_count(), 0);
+
+    /* A table the program seals after filling it, and opens again. */
+    {
+        system_fn *page = (system_fn *)mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        bpt_func *f_page = NULL;
+        char p1[5], p2[5];
+        CHECK(page != MAP_FAILED, "mmap");
+        if (page != MAP_FAILED) {
+            page[0] = physics;
+            CHECK_RC(bpt_register_slot((void **)(void *)page, "sealed", "physics", 2, &f_page), 0);
+            CHECK_RC(bpt_session_create(NULL, &s), 0);
+            mprotect((void *)page, 4096, PROT_READ);   /* sealed after registration */
+            CHECK_RC(bpt_trace_pattern(s, "sealed:_/_", BPT_COUNT, NULL), 1);
+            maps_perms(page, p1);
+            CHECK(__atomic_load_n(&page[0], __ATOMIC_RELAXED)(3, 4) == 34 && count_of(s, f_page) == 1, "sealed, traced");
+            mprotect((void *)page, 4096, PROT_READ | PROT_WRITE);   /* opened again */
+            CHECK_RC(bpt_trace_pattern(s, "sealed:_/_", BPT_OFF, NULL), 1);
+            maps_perms(page, p2);
+            page[1] = render;   /* the program writes its page: still writable */
+            printf("sealed page after the switch on: %s; opened page after the switch off: %s\n", p1, p2);
+            CHECK(strcmp(p1, "r--p") == 0 && strcmp(p2, "rw-p") == 0, "each switch left the page as it found it");
+            CHECK(page[0] == physics, "restored");
+            CHECK_RC(bpt_session_destroy(s), 0);
+            CHECK_RC(bpt_unregister(f_page), 0);
+        }
+    }
 
     maps_perms(&systems_ro[0], perms_before);
     CHECK_RC(bpt_register_slot((void **)(void *)&systems[0], "engine", "physics", 2, &f_rw), 0);
