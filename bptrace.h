@@ -1533,7 +1533,9 @@ typedef struct bpt_match {
                switched on; NULL: every call, no actions but the flags'
    Returns        the number of registered functions matched (>= 0), or a BPT_E* code
    Errors
-     BPT_EINVAL     pattern is NULL
+     BPT_EINVAL     pattern is NULL; or a matched pointer slot is no longer
+                    mapped (its module unloaded without bpt_unregister_module):
+                    nothing changed
      BPT_EPATTERN   pattern empty or malformed (bpt_last_error says where);
                     match->args or match->ret names an unknown type, has more
                     than 8 types, ends with ','; ret is not exactly one type
@@ -1544,13 +1546,18 @@ typedef struct bpt_match {
      BPT_ESESSION   s is stale or destroyed
      BPT_ENOTSUP    BPT_RETURN, BPT_EXCEPTION or BPT_RETURN_TO in flags on
                     native functions where a CET shadow stack or a guarded
-                    control stack is active
+                    control stack is active; pointer slots to switch and no
+                    /proc/self/maps to read their pages' protections from
      BPT_ENOMEM     nothing changed (also: the thread's record)
-     BPT_EPERM      native sites: mprotect refused a code write; the settings
+     BPT_EPERM      native sites and slots: mprotect refused a code write (or
+                    a read-only slot's page); the settings
                     are committed, but the functions whose word could not be
                     written stay untraced, and the pattern is not remembered
      BPT_ENOTPATCHABLE  a site did not hold the word bptrace expected there
-                    (a debugger's breakpoint, another patcher changed it):
+                    (a debugger's breakpoint, another patcher changed it; a
+                    slot written by the program or by lazy binding, which a
+                    switch-off finds already holding its target and counts
+                    as off):
                     that site is left alone, the others are written, and as
                     with BPT_EPERM the settings are committed and the pattern
                     is not remembered. A switch-off that could not restore a
