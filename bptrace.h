@@ -50,6 +50,10 @@
        BPT_MALLOC(n)      implementation  Allocator (default: malloc). Every allocation on the
        BPT_FREE(p)        implementation  trace_pattern and session paths goes through it; a NULL
                                           return gives BPT_ENOMEM and changes nothing.
+                                          Breakpoints and call counters switched off are
+                                          kept for reuse, not freed: their memory stays at
+                                          its peak (~170 bytes for each function a
+                                          session traces).
        BPT_HIT_MAP(n)     implementation  The hit path's memory (default: mmap, zero-filled): a
        BPT_HIT_UNMAP(p,n) implementation  thread's record, shadow stacks, trace buffers and
                                           call_count pages, made on a thread's first use. Never
@@ -3471,6 +3475,14 @@ enum bpt__shortcut_kind { BPT__SHORTCUT_NONE, BPT__SHORTCUT_COUNT, BPT__SHORTCUT
 typedef struct bpt__shortcut {
     uint32_t kind;                /* enum bpt__shortcut_kind */
     void *count;                  /* COUNT: the BpCount (kind_count.c) */
+    /* COUNT: the BpCount's dir and off, copied at step 3, so that a counted
+       hit reads nothing that the set path writes: the BpCount's refc
+       changes at every step 3 and 11 that touches it. A store to a line
+       that another core reads costs both cores a transfer of the line:
+       while one worker counted 10,000 functions, switching them off took
+       step 3 1.17 ms with the hits reading the BpCount, 0.21 ms with these
+       copies (bench/pattern_scale.c; PERFORMANCE.md, issue #16). */
+    uintptr_t count_dir, count_off;
 } bpt__shortcut;
 
 struct bpt_func {
@@ -3571,7 +3583,7 @@ BPT_KINDS(BPT__KIND_HOOKS)
 #undef BPT__KIND_HOOKS
 /* The count kind's hit without a GenericBp, for the COUNT shortcut. */
 BPT__HOT void bpt__kind_count_add(bpt__thread *rec, void *count);
-BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, void *count);   /* 0: page not mapped */
+BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, uintptr_t dir, uintptr_t off, void *count);   /* 0: page not mapped */
 /*** End of breakpoint.h ***/
 
 /*** Begin file timem.h ***/
@@ -3886,6 +3898,16 @@ BPT__PRIVATE int bpt__ptrset_reserve(bpt__ptrset *set, size_t extra);   /* 0 or 
 BPT__PRIVATE void bpt__ptrset_add(bpt__ptrset *set, const void *p);     /* after reserve */
 BPT__PRIVATE void bpt__ptrset_remove(bpt__ptrset *set, const void *p);
 
+/* Blocks of one size that the set path frees and allocates again at every
+   change (ptrset.c, >>recycle): GenericBps and BpCounts. */
+typedef struct bpt__recycle {
+    void *head;                   /* the free blocks, linked through their first word */
+    size_t size;                  /* bytes of each block */
+} bpt__recycle;
+
+BPT__PRIVATE void *bpt__recycle_take(bpt__recycle *r);           /* NULL: out of memory */
+BPT__PRIVATE void bpt__recycle_give(bpt__recycle *r, void *p);   /* p may be NULL */
+
 /* Every registered function (funcs.c). */
 struct bpt__registry {
     bpt_func **funcs;             /* the registered functions, in registration order */
@@ -3901,6 +3923,8 @@ BPT__PRIVATE bpt__op bpt__pattern_op(unsigned flags, bpt__ms *ms);   /* a patter
    permission. Reserve room, make a record, make it known (cannot fail
    after the reserve), apply the patterns in force. */
 BPT__PRIVATE int bpt__registry_reserve(uint32_t extra);   /* 0 or BPT_ENOMEM */
+BPT__PRIVATE int bpt__register_args_check(const char *who, const char *what, const void *site, const char *module,
+                                          const char *name, int arity, bpt_func **out);
 BPT__PRIVATE int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
                                const void *addr, const char *who, bpt_func **out);
 BPT__PRIVATE void bpt__registry_add(bpt_func *f, const void *site_key);
@@ -3908,7 +3932,9 @@ BPT__PRIVATE const void *bpt__site_key(const bpt_func *f);
 BPT__PRIVATE int bpt__apply_patterns(bpt_func *f, uint64_t *t);
 #if defined(BPT_NATIVE)
 BPT__PRIVATE void bpt__native_discard(bpt_func *f);   /* undo a record a failed registration made */
-BPT__PRIVATE bpt_func *bpt__slot_reuse(void *slot, uint64_t target);
+BPT__PRIVATE bpt_func *bpt__retired_take(const void *fn, const void *slot, uint64_t target);
+BPT__PRIVATE int bpt__func_renew(bpt_func *f, const char *module, const char *name, int arity, const void *addr,
+                                 const char *who);
 #endif
 
 #if defined(BPT_NATIVE)
@@ -5089,7 +5115,9 @@ BPT__PRIVATE void bpt__locks_init(void) {
 /*** End of locks.c ***/
 
 /*** Begin file ptrset.c ***/
-/* ptrset.c: a set of pointers. Open addressing with linear probing and
+/* ptrset.c: the set path's containers: a set of pointers, and free lists
+   of blocks of one size (>>recycle, at the end).
+   A set of pointers: Open addressing with linear probing and
    backward-shift deletion: membership, insertion and removal in O(1), with
    no tombstones left behind. The registry (funcs.c) keeps two, to validate
    the bpt_func handles a caller passes in and to refuse a site registered
@@ -5147,6 +5175,33 @@ BPT__PRIVATE void bpt__ptrset_remove(bpt__ptrset *set, const void *p) {
             i = j;
         }
     }
+}
+
+/* >>recycle: the set path's blocks of one size, kept for reuse instead of
+   freed. Switching call_count off 10,000 functions frees 10,000 GenericBps
+   and as many BpCounts at steps 11 and 12; switching it on again allocates
+   as many at step 2. Through malloc, each such change also merged the
+   freed chunks (malloc_consolidate) at its next large allocation: about a
+   fifth of a change's time in bench/pattern_scale.c. A block given back
+   goes on the list and the next take reuses it, so the list holds at most
+   the peak number of breakpoints, and no block is ever handed back to
+   BPT_FREE. As BEAM gives its breakpoint data an allocator type of its own
+   (ERTS_ALC_T_BPD). Under the code modification permission: no lock. */
+BPT__PRIVATE void *bpt__recycle_take(bpt__recycle *r) {
+    void *p = r->head;
+    if (!p) return BPT_MALLOC(r->size);
+    memcpy(&r->head, p, sizeof r->head);
+    return p;
+}
+
+#ifndef BPT__RECYCLE_NOTE   /* a test's hook: when a block is given back (t_protocol_steps) */
+#  define BPT__RECYCLE_NOTE(p) ((void)0)
+#endif
+BPT__PRIVATE void bpt__recycle_give(bpt__recycle *r, void *p) {
+    if (!p) return;
+    BPT__RECYCLE_NOTE(p);
+    memcpy(p, &r->head, sizeof r->head);
+    r->head = p;
 }
 /*** End of ptrset.c ***/
 
@@ -6129,12 +6184,18 @@ BPT__PRIVATE int bpt__pattern_parse(const char *text, bpt__mfa *out) {
 }
 
 /* Glob match: '*' matches any run, everything else itself. Iterative, with
-   one backtrack point: linear in practice, never recursive. */
+   one backtrack point: linear in practice, never recursive. A pattern that
+   ends in '*' matches the rest of s at once: "*" and "prefix*" are the
+   common patterns, and bpt_trace_pattern matches every registered name. */
 BPT__PRIVATE int bpt__glob(const char *p, const char *s) {
     const char *star = NULL, *resume = NULL;
     while (*s) {
-        if (*p == '*') { star = p++; resume = s; }
-        else if (*p == *s) { p++; s++; }
+        if (*p == '*') {
+            while (*p == '*') p++;
+            if (!*p) return 1;   /* a trailing '*' takes the rest */
+            star = p - 1;
+            resume = s;
+        } else if (*p == *s) { p++; s++; }
         else if (star) { p = star + 1; s = ++resume; }
         else return 0;
     }
@@ -8590,15 +8651,18 @@ static uint64_t bpt__count_sum(bpt__BpCount *c) {
 /* Step 2: a fresh counter when the change switches counting on where the
    staging generation has none. A slot used before is zeroed in every
    mapped page: no hit can reach it (see the top of this file). */
+/* BpCounts, recycled (>>recycle in ptrset.c). */
+static bpt__recycle bpt__count_blocks = { NULL, sizeof(bpt__BpCount) };
+
 BPT__PRIVATE int bpt__kind_count_prepare(const bpt__op *op, const bpt__GenericBpData *staging, void **out) {
     bpt__BpCount *bc;
     bpt__thread *rec;
     uint32_t slot;
     *out = NULL;
     if (!bpt__op_enables(op) || (staging && (staging->flags & BPT__BPF_COUNT))) return 0;
-    if (!(bc = (bpt__BpCount *)BPT_MALLOC(sizeof *bc))) return BPT_ENOMEM;
+    if (!(bc = (bpt__BpCount *)bpt__recycle_take(&bpt__count_blocks))) return BPT_ENOMEM;
     if (bpt__count_slot_take(&slot) < 0) {   /* more than BPT__COUNT_SLOTS counted breakpoints */
-        BPT_FREE(bc);
+        bpt__recycle_give(&bpt__count_blocks, bc);
         return BPT_ENOMEM;
     }
     bc->dir = offsetof(bpt__thread, counts) + slot / BPT__COUNT_PAGE_SLOTS * sizeof(bpt__atomic_ptr);
@@ -8627,7 +8691,7 @@ BPT__PRIVATE void bpt__kind_count_unref(void *data) {
     bpt__BpCount *c = (bpt__BpCount *)data;
     if (c && --c->refc == 0) {
         bpt__count_slot_give(c->slot);
-        BPT_FREE(c);
+        bpt__recycle_give(&bpt__count_blocks, c);
     }
 }
 
@@ -8675,22 +8739,26 @@ static bpt__atomic_u64 *bpt__count_page_map(bpt__thread *rec, const bpt__BpCount
    relaxed load. Returns 0, having counted nothing, when the page is not
    mapped yet. The count path of native entries (site_native.c) calls this
    alone, with the integer registers only (>>intregs in port.h); the
-   others call bpt__kind_count_add. */
-BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, void *count) {
-    bpt__BpCount *c = (bpt__BpCount *)count;
+   others call bpt__kind_count_add. `dir` and `off` are the BpCount's
+   (the count path passes its shortcut's copies); `count` is the BpCount,
+   whose spill takes a count that a handler nested in this thread's own
+   update makes. */
+BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, uintptr_t dir, uintptr_t off, void *count) {
+    bpt__atomic_ptr *at = (bpt__atomic_ptr *)(void *)((char *)rec + dir);
     bpt__atomic_u64 *page;
 #if defined(BPT__SIGNAL_ATOMIC_INC)
-    if (!(page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(bpt__count_dir(rec, c)))) return 0;
-    bpt__owner_inc1_u64(&page[c->off]);   /* [H1] one instruction: a handler cannot split it */
+    (void)count;
+    if (!(page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(at))) return 0;
+    bpt__owner_inc1_u64(&page[off]);   /* [H1] one instruction: a handler cannot split it */
 #else
     if (rec->counting) {   /* [H1] a handler nested in this thread's update */
-        bpt__fetch_add_u64(&c->spill, 1);
+        bpt__fetch_add_u64(&((bpt__BpCount *)count)->spill, 1);
         return 1;
     }
     rec->counting = 1;
     bpt__compiler_barrier();   /* [H1] marked before the load: a handler from here on spills */
-    page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(bpt__count_dir(rec, c));
-    if (page) bpt__owner_inc_u64(&page[c->off], 1);
+    page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(at);
+    if (page) bpt__owner_inc_u64(&page[off], 1);
     bpt__compiler_barrier();   /* [H1] stored before the mark is cleared */
     rec->counting = 0;
     if (!page) return 0;
@@ -8704,8 +8772,8 @@ BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, void *count)
    kind's hook below. */
 BPT__HOT void bpt__kind_count_add(bpt__thread *rec, void *count) {
     bpt__BpCount *c = (bpt__BpCount *)count;
-    if (bpt__kind_count_try_add(rec, count)) return;
-    if (bpt__count_page_map(rec, c) == NULL || !bpt__kind_count_try_add(rec, count))
+    if (bpt__kind_count_try_add(rec, c->dir, c->off, count)) return;
+    if (bpt__count_page_map(rec, c) == NULL || !bpt__kind_count_try_add(rec, c->dir, c->off, count))
         bpt__fetch_add_u64(&c->spill, 1);
 }
 
@@ -9064,7 +9132,8 @@ BPT__PRIVATE void bpt__own_leave(void) { bpt__in_bptrace--; }
    The stub calls it only when the function's count_hint says that one
    generation counts or does nothing (breakpoint.h): a function that
    calls, times or traces returns goes to the full path at once.
-   CP0. A slot reached from bptrace's own code is not traced (>>own calls).
+   A slot never comes here (its hint is 0, bp.c): bptrace's own calls
+   through it are left untraced by the full path (>>own calls).
    CP1. The thread has its record (the full path makes it on a first hit).
    CP2. Pin, and read the active index once [G2], as bpt__breakpoint does.
    CP3. The generation's shortcut is COUNT or NONE, and no return-traced
@@ -9079,14 +9148,16 @@ BPT__PRIVATE void bpt__own_leave(void) { bpt__in_bptrace--; }
 BPT__ASM_CALLED BPT__INTREGS int bpt__native_count_path(bpt_func *f) {
     bpt__thread *rec = bpt__thread_self_or_null();
     const bpt__shortcut *sc;
+    uint32_t kind;
     int done = 0;
-    if (bpt__own_call(f)) return BPT__COUNTED;                           /* CP0: nothing to count */
     if (!rec) return BPT__COUNT_FULL;                                     /* CP1 */
     bpt__pin_rec(rec);                                                    /* CP2 */
     sc = &f->shortcut[bpt__active_ix_load()];
+    kind = sc->kind;
     if (rec->shadow_depth[BPT__STACK_NATIVE] == 0) {                      /* CP3 */
-        if (sc->kind == BPT__SHORTCUT_COUNT) done = bpt__kind_count_try_add(rec, sc->count);   /* CP4 */
-        else done = sc->kind == BPT__SHORTCUT_NONE;
+        if (kind == BPT__SHORTCUT_COUNT)                                  /* CP4 */
+            done = bpt__kind_count_try_add(rec, sc->count_dir, sc->count_off, sc->count);
+        else done = kind == BPT__SHORTCUT_NONE;
     }
     if (bpt__unpin_quiet(rec))                                            /* CP5 */
         return done ? BPT__COUNTED_WAKE : BPT__COUNT_FULL;   /* the full path's unpin wakes */
@@ -10311,10 +10382,13 @@ typedef struct bpt__change {
     int rc;                       /* a refusal at step 5 or 9 (BPT_EPERM): the change goes on */
 } bpt__change;
 
+/* GenericBps, recycled (>>recycle in ptrset.c). */
+static bpt__recycle bpt__bp_blocks = { NULL, sizeof(bpt__GenericBp) };
+
 static void bpt__change_free(bpt__change *c) {
     int i;
     for (i = 0; i < c->n; i++) {
-        if (c->items[i].fresh) BPT_FREE(c->items[i].g);
+        if (c->items[i].fresh) bpt__recycle_give(&bpt__bp_blocks, c->items[i].g);
         bpt__kinds_discard(c->items[i].prepared);
     }
     BPT_FREE(c->items);
@@ -10371,7 +10445,7 @@ static int bpt__allocate(bpt__change *c, bpt__session *s, bpt_func **fs, int n, 
         c->n++;
         if (!g && !bpt__op_enables(op)) continue;
         if (!g) {
-            if (!(g = (bpt__GenericBp *)BPT_MALLOC(sizeof *g))) goto enomem;
+            if (!(g = (bpt__GenericBp *)bpt__recycle_take(&bpt__bp_blocks))) goto enomem;
             memset(g, 0, sizeof *g);
             g->orig_instr = fs[i]->orig_word;
             g->session = s;
@@ -10402,9 +10476,19 @@ enomem:
 }
 
 /* The entry stubs' hint (bpt_func.count_hint): may the count path finish
-   a hit on f in either generation? */
+   a hit on f in either generation? Never for a slot: a slot reached from
+   bptrace's own code is not traced (>>own calls in site_native.c), and the
+   full path makes that check, so that the count path of every other
+   function does not.
+   Stored only when it changes: every stub reads the hint's line, and a
+   store, even of the same value, takes the line from each core that reads
+   it. Storing it at both steps 3 and 11 of every change made switching
+   10,000 counted functions off take 3.0 ms instead of 2.3 while a worker
+   called them (bench/pattern_scale.c; PERFORMANCE.md, issue #16). */
 static void bpt__count_hint_update(bpt_func *f) {
-    f->count_hint = f->shortcut[0].kind != BPT__SHORTCUT_WALK || f->shortcut[1].kind != BPT__SHORTCUT_WALK;
+    uint32_t hint = !f->slot_prot &&
+                    (f->shortcut[0].kind != BPT__SHORTCUT_WALK || f->shortcut[1].kind != BPT__SHORTCUT_WALK);
+    if (f->count_hint != hint) f->count_hint = hint;
 }
 
 /* Step 3's summary of generation ix on f for the hit (>>shortcut in
@@ -10424,11 +10508,14 @@ static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
             only = &g->data[ix];
         }
     sc->count = NULL;
+    sc->count_dir = sc->count_off = 0;
     if (active == 0) {
         sc->kind = BPT__SHORTCUT_NONE;
     } else if (active == 1 && (only->flags & BPT__BPF_ACTIVE_ALL) == BPT__BPF_ACTIVE(BPT__KIX_COUNT)) {
         sc->kind = BPT__SHORTCUT_COUNT;
         sc->count = only->data[BPT__KIX_COUNT];
+        sc->count_dir = ((const bpt__BpCount *)sc->count)->dir;
+        sc->count_off = ((const bpt__BpCount *)sc->count)->off;
     } else {
         sc->kind = BPT__SHORTCUT_WALK;
     }
@@ -10561,8 +10648,11 @@ static int bpt__consolidate(bpt__change *c) {
     for (i = 0; i < c->n; i++) {
         bpt__atomic_ptr *prev = &c->items[i].f->gen_bp;
         bpt__GenericBp *g;
-        c->items[i].f->shortcut[active ^ 1] = c->items[i].f->shortcut[active];
-        bpt__count_hint_update(c->items[i].f);
+        bpt_func *f = c->items[i].f;
+        if (f->shortcut[active ^ 1].kind != f->shortcut[active].kind ||
+            f->shortcut[active ^ 1].count != f->shortcut[active].count)   /* dir and off follow count */
+            f->shortcut[active ^ 1] = f->shortcut[active];   /* only when it differs, as the hint */
+        bpt__count_hint_update(f);
         for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev); g;
              g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev)) {
             if (g != c->items[i].g) { prev = &g->next; continue; }
@@ -10590,7 +10680,7 @@ static int bpt__free_unlinked(bpt__change *c) {
         c->to_free = g->next_to_free;
         bpt__kinds_unref(&g->data[0]);
         bpt__kinds_unref(&g->data[1]);
-        BPT_FREE(g);
+        bpt__recycle_give(&bpt__bp_blocks, g);
     }
     return did;
 }
@@ -10715,29 +10805,41 @@ static void bpt__func_release(bpt_func *f) {
 }
 
 #if defined(BPT_NATIVE)
-/* A retired native record for fn, unlinked from the retired list, or NULL. */
-static bpt_func *bpt__func_reuse(void *fn) {
+/* A retired record, unlinked from the retired list, or NULL: with slot
+   NULL, a native entry's, for the function at fn (its padding points at
+   the record); else a slot's (slots.c), for that slot and target (its
+   trampoline already jumps there). */
+BPT__PRIVATE bpt_func *bpt__retired_take(const void *fn, const void *slot, uint64_t target) {
     bpt_func **pp;
-    for (pp = &bpt__retired; *pp; pp = &(*pp)->next_retired)
-        if ((*pp)->fn == fn) {
-            bpt_func *f = *pp;
+    for (pp = &bpt__retired; *pp; pp = &(*pp)->next_retired) {
+        bpt_func *f = *pp;
+        if (slot ? f->slot_prot && f->site == slot && f->orig_word == target : !f->slot_prot && f->fn == fn) {
             *pp = f->next_retired;
             return f;
         }
+    }
     return NULL;
 }
 
-/* A retired slot record (slots.c) for this slot and target, unlinked
-   from the retired list, or NULL: its trampoline already jumps there. */
-BPT__PRIVATE bpt_func *bpt__slot_reuse(void *slot, uint64_t target) {
-    bpt_func **pp;
-    for (pp = &bpt__retired; *pp; pp = &(*pp)->next_retired)
-        if ((*pp)->slot_prot && (*pp)->site == slot && (*pp)->orig_word == target) {
-            bpt_func *f = *pp;
-            *pp = f->next_retired;
-            return f;
-        }
-    return NULL;
+/* A retired record made new for module:name/arity, as bpt__func_new makes
+   a fresh one (addr: what the name entry keeps, as there), every other
+   field cleared. Returns 0, or BPT_ENOMEM with f back on the retired list
+   (something may still point at it: an entry's padding, a trampoline). */
+BPT__PRIVATE int bpt__func_renew(bpt_func *f, const char *module, const char *name, int arity, const void *addr,
+                                 const char *who) {
+    const char *m = bpt__intern(module), *nm = bpt__intern(name);
+    uint32_t fid = m && nm ? bpt__names_id(m, nm, arity, NULL, addr) : 0;
+    if (!fid || bpt__registry_reserve(1) < 0) {
+        f->next_retired = bpt__retired;
+        bpt__retired = f;
+        return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
+    }
+    memset(f, 0, sizeof *f);
+    f->module = m;
+    f->name = nm;
+    f->arity = arity;
+    f->fid = fid;
+    return 0;
 }
 #endif
 
@@ -10779,8 +10881,8 @@ BPT__PRIVATE int bpt__apply_patterns(bpt_func *f, uint64_t *t) {
 /* The checks every registration makes of its arguments (who: the API
    call; what: its site argument's name). Returns 0, BPT_EINVAL or
    BPT_ELIMIT. */
-static int bpt__register_args_check(const char *who, const char *what, const void *site, const char *module,
-                                    const char *name, int arity, bpt_func **out) {
+BPT__PRIVATE int bpt__register_args_check(const char *who, const char *what, const void *site, const char *module,
+                                          const char *name, int arity, bpt_func **out) {
     if (!site || !module || !name || !out)
         return bpt__fail(BPT_EINVAL, "%s: %s, module, name and out must not be NULL", who, what);
     if (arity < 0 || arity > 255)
@@ -10851,21 +10953,10 @@ BPT__PRIVATE void bpt__native_discard(bpt_func *f) {
 /* A native function record from its checked layout (not yet registered). */
 static int bpt__native_new(void *fn, const char *module, const char *name, int arity,
                            const bpt__entry_layout *l, const char *who, bpt_func **out) {
-    bpt_func *f = bpt__func_reuse(fn);
+    bpt_func *f = bpt__retired_take(fn, NULL, 0);
     int rc;
     if (f) {   /* registered before: the padding already points at this record */
-        const char *m = bpt__intern(module), *nm = bpt__intern(name);
-        uint32_t fid = m && nm ? bpt__names_id(m, nm, arity, NULL, fn) : 0;
-        if (!fid || bpt__registry_reserve(1) < 0) {
-            f->next_retired = bpt__retired;
-            bpt__retired = f;
-            return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
-        }
-        memset(f, 0, sizeof *f);
-        f->module = m;
-        f->name = nm;
-        f->arity = arity;
-        f->fid = fid;
+        if ((rc = bpt__func_renew(f, module, name, arity, fn, who)) < 0) return rc;
     } else if ((rc = bpt__func_new(module, name, arity, NULL, fn, who, &f)) < 0) {
         return rc;
     }
@@ -11448,22 +11539,13 @@ static int bpt__slot_check(const bpt__slot_req *q, const bpt__maps *maps, const 
    target (its trampoline is ready: SL2), or a new one, to fill. */
 static int bpt__slot_record(const bpt__slot_req *q, const char *module, int arity, unsigned prot,
                             const char *who, bpt_func **out, int *fresh) {
-    bpt_func *f = bpt__slot_reuse(q->slot, q->target);
+    bpt_func *f = bpt__retired_take(NULL, (const void *)q->slot, q->target);
     int rc;
     *fresh = !f;
-    if (f) {
-        const char *m = bpt__intern(module), *nm = bpt__intern(q->name);
+    if (f) {   /* its trampoline stays: fn and code_size survive the renewal */
         void *fn = f->fn;
         uint64_t size = f->code_size;
-        uint32_t fid = m && nm ? bpt__names_id(m, nm, arity, NULL, NULL) : 0;   /* as a fresh one's */
-        if (!fid || bpt__registry_reserve(1) < 0) {
-            bpt__native_discard(f);   /* back to the retired list: its trampoline points at it */
-            return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s", who, module, q->name);
-        }
-        memset(f, 0, sizeof *f);
-        f->module = m;
-        f->name = nm;
-        f->fid = fid;
+        if ((rc = bpt__func_renew(f, module, q->name, arity, NULL, who)) < 0) return rc;
         f->fn = fn;
         f->code_size = size;
     } else if ((rc = bpt__func_new(module, q->name, arity, NULL, NULL, who, &f)) < 0) {
@@ -11493,9 +11575,8 @@ static void bpt__slot_bind(const bpt__slot_req *q) {
    bpt_register_slot: strict 1, refusing instead). All or nothing, as
    bpt_register_module. Under the permission. Returns how many were
    registered, or a BPT_E* code. */
-static int bpt__slots_register(bpt__slot_reqs *reqs, const char *module, int arity, int strict, const char *who,
-                               bpt_func **first) {
-    bpt__maps maps;
+static int bpt__slots_register(bpt__slot_reqs *reqs, const bpt__maps *maps, const char *module, int arity,
+                               int strict, const char *who, bpt_func **first) {
     bpt_func **fs = NULL;
     int *fresh = NULL, i, n = 0, nfresh = 0, rc, k;
     unsigned *prot = NULL;
@@ -11503,16 +11584,15 @@ static int bpt__slots_register(bpt__slot_reqs *reqs, const char *module, int ari
     size_t bytes = 0;
     bpt__addr_index *ix = NULL;
     uint64_t t = bpt__now_ns();
-    if ((rc = bpt__maps_read(&maps, who)) < 0) return rc;
     fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (size_t)(reqs->n + 1));
     fresh = (int *)BPT_MALLOC(sizeof *fresh * (size_t)(reqs->n + 1));
     prot = (unsigned *)BPT_MALLOC(sizeof *prot * (size_t)(reqs->n + 1));
-    if (!fs || !fresh || !prot) rc = bpt__fail(BPT_ENOMEM, "%s: no memory for %d slots", who, reqs->n);
+    rc = !fs || !fresh || !prot ? bpt__fail(BPT_ENOMEM, "%s: no memory for %d slots", who, reqs->n) : 0;
     /* Check everything, then make every record, before anything changes.
        The requests that pass move to the front. */
     for (i = 0, k = 0; rc >= 0 && i < reqs->n; i++) {
         unsigned p = 0;
-        int ok = bpt__slot_check(&reqs->v[i], &maps, module, strict, who, &p);
+        int ok = bpt__slot_check(&reqs->v[i], maps, module, strict, who, &p);
         if (ok < 0) {
             rc = ok;
         } else if (ok) {
@@ -11570,7 +11650,6 @@ static int bpt__slots_register(bpt__slot_reqs *reqs, const char *module, int ari
     } else {
         BPT_FREE(ix);
     }
-    BPT_FREE(maps.v);
     BPT_FREE(fs);
     BPT_FREE(fresh);
     BPT_FREE(prot);
@@ -11585,6 +11664,7 @@ int bpt_register_imports(const char *module, const char *pattern) {
                      "aarch64 without BPT_NO_NATIVE (its trampolines are native code)");
 #else
     bpt__slot_reqs reqs;
+    bpt__maps maps;
     const char *mod = NULL;
     int rc;
     memset(&reqs, 0, sizeof reqs);
@@ -11605,7 +11685,10 @@ int bpt_register_imports(const char *module, const char *pattern) {
         bpt__slot_reqs_free(&reqs);
         return rc;
     }
-    rc = bpt__slots_register(&reqs, mod, 0, 0, "bpt_register_imports", NULL);
+    if ((rc = bpt__maps_read(&maps, "bpt_register_imports")) == 0) {
+        rc = bpt__slots_register(&reqs, &maps, mod, 0, 0, "bpt_register_imports", NULL);
+        BPT_FREE(maps.v);
+    }
     bpt__permission_release();
     bpt__slot_reqs_free(&reqs);
     return rc;
@@ -11619,34 +11702,29 @@ int bpt_register_slot(void **slot, const char *module, const char *name, int ari
                      "aarch64 without BPT_NO_NATIVE (its trampolines are native code)");
 #else
     bpt__slot_reqs reqs;
+    bpt__maps maps;
     bpt_func *f = NULL;
     int rc;
     memset(&reqs, 0, sizeof reqs);
-    if (!slot || !module || !name || !out)
-        return bpt__fail(BPT_EINVAL, "bpt_register_slot: slot, module, name and out must not be NULL");
-    if (arity < 0 || arity > 255) return bpt__fail(BPT_EINVAL, "bpt_register_slot: arity %d is outside 0..255", arity);
-    if (strlen(module) > BPT__NAME_MAX || strlen(name) > BPT__NAME_MAX)
-        return bpt__fail(BPT_ELIMIT, "bpt_register_slot: module and name are limited to %d bytes", BPT__NAME_MAX);
+    if ((rc = bpt__register_args_check("bpt_register_slot", "slot", slot, module, name, arity, out)) < 0) return rc;
     if ((uintptr_t)slot & (sizeof(void *) - 1))
         return bpt__fail(BPT_EINVAL, "bpt_register_slot: %s:%s: the slot %p is not pointer-aligned", module,
                          name, (void *)slot);
     if ((rc = bpt__arch_native_usable("bpt_register_slot")) < 0) return rc;
     if ((rc = bpt__permission_seize("bpt_register_slot")) < 0) return rc;
-    {
-        bpt__maps maps;
-        /* Read the slot only once it is known to be mapped. */
-        if ((rc = bpt__maps_read(&maps, "bpt_register_slot")) == 0) {
-            if (bpt__maps_prot(&maps, (uintptr_t)slot, sizeof *slot) < 0 ||
-                !(bpt__maps_prot(&maps, (uintptr_t)slot, sizeof *slot) & PROT_READ))
-                rc = bpt__fail(BPT_EINVAL, "bpt_register_slot: %s:%s: the slot %p lies outside any readable "
-                               "mapping", module, name, (void *)slot);
-            BPT_FREE(maps.v);
-        }
+    if ((rc = bpt__maps_read(&maps, "bpt_register_slot")) == 0) {
+        /* Read the slot only once it is known to be mapped; the same
+           snapshot then serves the checks of bpt__slots_register. */
+        int prot = bpt__maps_prot(&maps, (uintptr_t)slot, sizeof *slot);
+        if (prot < 0 || !(prot & PROT_READ))
+            rc = bpt__fail(BPT_EINVAL, "bpt_register_slot: %s:%s: the slot %p lies outside any readable "
+                           "mapping", module, name, (void *)slot);
+        if (rc == 0)
+            rc = bpt__slot_reqs_add(&reqs, slot, name,
+                                    (uintptr_t)bpt__load_relaxed_ptr((bpt__atomic_ptr *)slot), 0);
+        if (rc == 0) rc = bpt__slots_register(&reqs, &maps, module, arity, 1, "bpt_register_slot", &f);
+        BPT_FREE(maps.v);
     }
-    if (rc == 0)
-        rc = bpt__slot_reqs_add(&reqs, slot, name,
-                                (uintptr_t)bpt__load_relaxed_ptr((bpt__atomic_ptr *)slot), 0);
-    if (rc == 0) rc = bpt__slots_register(&reqs, module, arity, 1, "bpt_register_slot", &f);
     bpt__permission_release();
     bpt__slot_reqs_free(&reqs);
     if (f) *out = f;

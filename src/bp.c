@@ -184,10 +184,13 @@ typedef struct bpt__change {
     int rc;                       /* a refusal at step 5 or 9 (BPT_EPERM): the change goes on */
 } bpt__change;
 
+/* GenericBps, recycled (>>recycle in ptrset.c). */
+static bpt__recycle bpt__bp_blocks = { NULL, sizeof(bpt__GenericBp) };
+
 static void bpt__change_free(bpt__change *c) {
     int i;
     for (i = 0; i < c->n; i++) {
-        if (c->items[i].fresh) BPT_FREE(c->items[i].g);
+        if (c->items[i].fresh) bpt__recycle_give(&bpt__bp_blocks, c->items[i].g);
         bpt__kinds_discard(c->items[i].prepared);
     }
     BPT_FREE(c->items);
@@ -244,7 +247,7 @@ static int bpt__allocate(bpt__change *c, bpt__session *s, bpt_func **fs, int n, 
         c->n++;
         if (!g && !bpt__op_enables(op)) continue;
         if (!g) {
-            if (!(g = (bpt__GenericBp *)BPT_MALLOC(sizeof *g))) goto enomem;
+            if (!(g = (bpt__GenericBp *)bpt__recycle_take(&bpt__bp_blocks))) goto enomem;
             memset(g, 0, sizeof *g);
             g->orig_instr = fs[i]->orig_word;
             g->session = s;
@@ -275,9 +278,19 @@ enomem:
 }
 
 /* The entry stubs' hint (bpt_func.count_hint): may the count path finish
-   a hit on f in either generation? */
+   a hit on f in either generation? Never for a slot: a slot reached from
+   bptrace's own code is not traced (>>own calls in site_native.c), and the
+   full path makes that check, so that the count path of every other
+   function does not.
+   Stored only when it changes: every stub reads the hint's line, and a
+   store, even of the same value, takes the line from each core that reads
+   it. Storing it at both steps 3 and 11 of every change made switching
+   10,000 counted functions off take 3.0 ms instead of 2.3 while a worker
+   called them (bench/pattern_scale.c; PERFORMANCE.md, issue #16). */
 static void bpt__count_hint_update(bpt_func *f) {
-    f->count_hint = f->shortcut[0].kind != BPT__SHORTCUT_WALK || f->shortcut[1].kind != BPT__SHORTCUT_WALK;
+    uint32_t hint = !f->slot_prot &&
+                    (f->shortcut[0].kind != BPT__SHORTCUT_WALK || f->shortcut[1].kind != BPT__SHORTCUT_WALK);
+    if (f->count_hint != hint) f->count_hint = hint;
 }
 
 /* Step 3's summary of generation ix on f for the hit (>>shortcut in
@@ -297,11 +310,14 @@ static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
             only = &g->data[ix];
         }
     sc->count = NULL;
+    sc->count_dir = sc->count_off = 0;
     if (active == 0) {
         sc->kind = BPT__SHORTCUT_NONE;
     } else if (active == 1 && (only->flags & BPT__BPF_ACTIVE_ALL) == BPT__BPF_ACTIVE(BPT__KIX_COUNT)) {
         sc->kind = BPT__SHORTCUT_COUNT;
         sc->count = only->data[BPT__KIX_COUNT];
+        sc->count_dir = ((const bpt__BpCount *)sc->count)->dir;
+        sc->count_off = ((const bpt__BpCount *)sc->count)->off;
     } else {
         sc->kind = BPT__SHORTCUT_WALK;
     }
@@ -434,8 +450,11 @@ static int bpt__consolidate(bpt__change *c) {
     for (i = 0; i < c->n; i++) {
         bpt__atomic_ptr *prev = &c->items[i].f->gen_bp;
         bpt__GenericBp *g;
-        c->items[i].f->shortcut[active ^ 1] = c->items[i].f->shortcut[active];
-        bpt__count_hint_update(c->items[i].f);
+        bpt_func *f = c->items[i].f;
+        if (f->shortcut[active ^ 1].kind != f->shortcut[active].kind ||
+            f->shortcut[active ^ 1].count != f->shortcut[active].count)   /* dir and off follow count */
+            f->shortcut[active ^ 1] = f->shortcut[active];   /* only when it differs, as the hint */
+        bpt__count_hint_update(f);
         for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev); g;
              g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev)) {
             if (g != c->items[i].g) { prev = &g->next; continue; }
@@ -463,7 +482,7 @@ static int bpt__free_unlinked(bpt__change *c) {
         c->to_free = g->next_to_free;
         bpt__kinds_unref(&g->data[0]);
         bpt__kinds_unref(&g->data[1]);
-        BPT_FREE(g);
+        bpt__recycle_give(&bpt__bp_blocks, g);
     }
     return did;
 }

@@ -50,6 +50,10 @@
        BPT_MALLOC(n)      implementation  Allocator (default: malloc). Every allocation on the
        BPT_FREE(p)        implementation  trace_pattern and session paths goes through it; a NULL
                                           return gives BPT_ENOMEM and changes nothing.
+                                          Breakpoints and call counters switched off are
+                                          kept for reuse, not freed: their memory stays at
+                                          its peak (~170 bytes for each function a
+                                          session traces).
        BPT_HIT_MAP(n)     implementation  The hit path's memory (default: mmap, zero-filled): a
        BPT_HIT_UNMAP(p,n) implementation  thread's record, shadow stacks, trace buffers and
                                           call_count pages, made on a thread's first use. Never

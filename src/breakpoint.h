@@ -92,6 +92,14 @@ enum bpt__shortcut_kind { BPT__SHORTCUT_NONE, BPT__SHORTCUT_COUNT, BPT__SHORTCUT
 typedef struct bpt__shortcut {
     uint32_t kind;                /* enum bpt__shortcut_kind */
     void *count;                  /* COUNT: the BpCount (kind_count.c) */
+    /* COUNT: the BpCount's dir and off, copied at step 3, so that a counted
+       hit reads nothing that the set path writes: the BpCount's refc
+       changes at every step 3 and 11 that touches it. A store to a line
+       that another core reads costs both cores a transfer of the line:
+       while one worker counted 10,000 functions, switching them off took
+       step 3 1.17 ms with the hits reading the BpCount, 0.21 ms with these
+       copies (bench/pattern_scale.c; PERFORMANCE.md, issue #16). */
+    uintptr_t count_dir, count_off;
 } bpt__shortcut;
 
 struct bpt_func {
@@ -192,4 +200,4 @@ BPT_KINDS(BPT__KIND_HOOKS)
 #undef BPT__KIND_HOOKS
 /* The count kind's hit without a GenericBp, for the COUNT shortcut. */
 BPT__HOT void bpt__kind_count_add(bpt__thread *rec, void *count);
-BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, void *count);   /* 0: page not mapped */
+BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, uintptr_t dir, uintptr_t off, void *count);   /* 0: page not mapped */

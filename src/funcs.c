@@ -80,29 +80,41 @@ static void bpt__func_release(bpt_func *f) {
 }
 
 #if defined(BPT_NATIVE)
-/* A retired native record for fn, unlinked from the retired list, or NULL. */
-static bpt_func *bpt__func_reuse(void *fn) {
+/* A retired record, unlinked from the retired list, or NULL: with slot
+   NULL, a native entry's, for the function at fn (its padding points at
+   the record); else a slot's (slots.c), for that slot and target (its
+   trampoline already jumps there). */
+BPT__PRIVATE bpt_func *bpt__retired_take(const void *fn, const void *slot, uint64_t target) {
     bpt_func **pp;
-    for (pp = &bpt__retired; *pp; pp = &(*pp)->next_retired)
-        if ((*pp)->fn == fn) {
-            bpt_func *f = *pp;
+    for (pp = &bpt__retired; *pp; pp = &(*pp)->next_retired) {
+        bpt_func *f = *pp;
+        if (slot ? f->slot_prot && f->site == slot && f->orig_word == target : !f->slot_prot && f->fn == fn) {
             *pp = f->next_retired;
             return f;
         }
+    }
     return NULL;
 }
 
-/* A retired slot record (slots.c) for this slot and target, unlinked
-   from the retired list, or NULL: its trampoline already jumps there. */
-BPT__PRIVATE bpt_func *bpt__slot_reuse(void *slot, uint64_t target) {
-    bpt_func **pp;
-    for (pp = &bpt__retired; *pp; pp = &(*pp)->next_retired)
-        if ((*pp)->slot_prot && (*pp)->site == slot && (*pp)->orig_word == target) {
-            bpt_func *f = *pp;
-            *pp = f->next_retired;
-            return f;
-        }
-    return NULL;
+/* A retired record made new for module:name/arity, as bpt__func_new makes
+   a fresh one (addr: what the name entry keeps, as there), every other
+   field cleared. Returns 0, or BPT_ENOMEM with f back on the retired list
+   (something may still point at it: an entry's padding, a trampoline). */
+BPT__PRIVATE int bpt__func_renew(bpt_func *f, const char *module, const char *name, int arity, const void *addr,
+                                 const char *who) {
+    const char *m = bpt__intern(module), *nm = bpt__intern(name);
+    uint32_t fid = m && nm ? bpt__names_id(m, nm, arity, NULL, addr) : 0;
+    if (!fid || bpt__registry_reserve(1) < 0) {
+        f->next_retired = bpt__retired;
+        bpt__retired = f;
+        return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
+    }
+    memset(f, 0, sizeof *f);
+    f->module = m;
+    f->name = nm;
+    f->arity = arity;
+    f->fid = fid;
+    return 0;
 }
 #endif
 
@@ -144,8 +156,8 @@ BPT__PRIVATE int bpt__apply_patterns(bpt_func *f, uint64_t *t) {
 /* The checks every registration makes of its arguments (who: the API
    call; what: its site argument's name). Returns 0, BPT_EINVAL or
    BPT_ELIMIT. */
-static int bpt__register_args_check(const char *who, const char *what, const void *site, const char *module,
-                                    const char *name, int arity, bpt_func **out) {
+BPT__PRIVATE int bpt__register_args_check(const char *who, const char *what, const void *site, const char *module,
+                                          const char *name, int arity, bpt_func **out) {
     if (!site || !module || !name || !out)
         return bpt__fail(BPT_EINVAL, "%s: %s, module, name and out must not be NULL", who, what);
     if (arity < 0 || arity > 255)
@@ -216,21 +228,10 @@ BPT__PRIVATE void bpt__native_discard(bpt_func *f) {
 /* A native function record from its checked layout (not yet registered). */
 static int bpt__native_new(void *fn, const char *module, const char *name, int arity,
                            const bpt__entry_layout *l, const char *who, bpt_func **out) {
-    bpt_func *f = bpt__func_reuse(fn);
+    bpt_func *f = bpt__retired_take(fn, NULL, 0);
     int rc;
     if (f) {   /* registered before: the padding already points at this record */
-        const char *m = bpt__intern(module), *nm = bpt__intern(name);
-        uint32_t fid = m && nm ? bpt__names_id(m, nm, arity, NULL, fn) : 0;
-        if (!fid || bpt__registry_reserve(1) < 0) {
-            f->next_retired = bpt__retired;
-            bpt__retired = f;
-            return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
-        }
-        memset(f, 0, sizeof *f);
-        f->module = m;
-        f->name = nm;
-        f->arity = arity;
-        f->fid = fid;
+        if ((rc = bpt__func_renew(f, module, name, arity, fn, who)) < 0) return rc;
     } else if ((rc = bpt__func_new(module, name, arity, NULL, fn, who, &f)) < 0) {
         return rc;
     }

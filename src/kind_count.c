@@ -119,15 +119,18 @@ static uint64_t bpt__count_sum(bpt__BpCount *c) {
 /* Step 2: a fresh counter when the change switches counting on where the
    staging generation has none. A slot used before is zeroed in every
    mapped page: no hit can reach it (see the top of this file). */
+/* BpCounts, recycled (>>recycle in ptrset.c). */
+static bpt__recycle bpt__count_blocks = { NULL, sizeof(bpt__BpCount) };
+
 BPT__PRIVATE int bpt__kind_count_prepare(const bpt__op *op, const bpt__GenericBpData *staging, void **out) {
     bpt__BpCount *bc;
     bpt__thread *rec;
     uint32_t slot;
     *out = NULL;
     if (!bpt__op_enables(op) || (staging && (staging->flags & BPT__BPF_COUNT))) return 0;
-    if (!(bc = (bpt__BpCount *)BPT_MALLOC(sizeof *bc))) return BPT_ENOMEM;
+    if (!(bc = (bpt__BpCount *)bpt__recycle_take(&bpt__count_blocks))) return BPT_ENOMEM;
     if (bpt__count_slot_take(&slot) < 0) {   /* more than BPT__COUNT_SLOTS counted breakpoints */
-        BPT_FREE(bc);
+        bpt__recycle_give(&bpt__count_blocks, bc);
         return BPT_ENOMEM;
     }
     bc->dir = offsetof(bpt__thread, counts) + slot / BPT__COUNT_PAGE_SLOTS * sizeof(bpt__atomic_ptr);
@@ -156,7 +159,7 @@ BPT__PRIVATE void bpt__kind_count_unref(void *data) {
     bpt__BpCount *c = (bpt__BpCount *)data;
     if (c && --c->refc == 0) {
         bpt__count_slot_give(c->slot);
-        BPT_FREE(c);
+        bpt__recycle_give(&bpt__count_blocks, c);
     }
 }
 
@@ -204,22 +207,26 @@ static bpt__atomic_u64 *bpt__count_page_map(bpt__thread *rec, const bpt__BpCount
    relaxed load. Returns 0, having counted nothing, when the page is not
    mapped yet. The count path of native entries (site_native.c) calls this
    alone, with the integer registers only (>>intregs in port.h); the
-   others call bpt__kind_count_add. */
-BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, void *count) {
-    bpt__BpCount *c = (bpt__BpCount *)count;
+   others call bpt__kind_count_add. `dir` and `off` are the BpCount's
+   (the count path passes its shortcut's copies); `count` is the BpCount,
+   whose spill takes a count that a handler nested in this thread's own
+   update makes. */
+BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, uintptr_t dir, uintptr_t off, void *count) {
+    bpt__atomic_ptr *at = (bpt__atomic_ptr *)(void *)((char *)rec + dir);
     bpt__atomic_u64 *page;
 #if defined(BPT__SIGNAL_ATOMIC_INC)
-    if (!(page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(bpt__count_dir(rec, c)))) return 0;
-    bpt__owner_inc1_u64(&page[c->off]);   /* [H1] one instruction: a handler cannot split it */
+    (void)count;
+    if (!(page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(at))) return 0;
+    bpt__owner_inc1_u64(&page[off]);   /* [H1] one instruction: a handler cannot split it */
 #else
     if (rec->counting) {   /* [H1] a handler nested in this thread's update */
-        bpt__fetch_add_u64(&c->spill, 1);
+        bpt__fetch_add_u64(&((bpt__BpCount *)count)->spill, 1);
         return 1;
     }
     rec->counting = 1;
     bpt__compiler_barrier();   /* [H1] marked before the load: a handler from here on spills */
-    page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(bpt__count_dir(rec, c));
-    if (page) bpt__owner_inc_u64(&page[c->off], 1);
+    page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(at);
+    if (page) bpt__owner_inc_u64(&page[off], 1);
     bpt__compiler_barrier();   /* [H1] stored before the mark is cleared */
     rec->counting = 0;
     if (!page) return 0;
@@ -233,8 +240,8 @@ BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, void *count)
    kind's hook below. */
 BPT__HOT void bpt__kind_count_add(bpt__thread *rec, void *count) {
     bpt__BpCount *c = (bpt__BpCount *)count;
-    if (bpt__kind_count_try_add(rec, count)) return;
-    if (bpt__count_page_map(rec, c) == NULL || !bpt__kind_count_try_add(rec, count))
+    if (bpt__kind_count_try_add(rec, c->dir, c->off, count)) return;
+    if (bpt__count_page_map(rec, c) == NULL || !bpt__kind_count_try_add(rec, c->dir, c->off, count))
         bpt__fetch_add_u64(&c->spill, 1);
 }
 

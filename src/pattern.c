@@ -43,12 +43,18 @@ BPT__PRIVATE int bpt__pattern_parse(const char *text, bpt__mfa *out) {
 }
 
 /* Glob match: '*' matches any run, everything else itself. Iterative, with
-   one backtrack point: linear in practice, never recursive. */
+   one backtrack point: linear in practice, never recursive. A pattern that
+   ends in '*' matches the rest of s at once: "*" and "prefix*" are the
+   common patterns, and bpt_trace_pattern matches every registered name. */
 BPT__PRIVATE int bpt__glob(const char *p, const char *s) {
     const char *star = NULL, *resume = NULL;
     while (*s) {
-        if (*p == '*') { star = p++; resume = s; }
-        else if (*p == *s) { p++; s++; }
+        if (*p == '*') {
+            while (*p == '*') p++;
+            if (!*p) return 1;   /* a trailing '*' takes the rest */
+            star = p - 1;
+            resume = s;
+        } else if (*p == *s) { p++; s++; }
         else if (star) { p = star + 1; s = ++resume; }
         else return 0;
     }

@@ -17,6 +17,16 @@ BPT__PRIVATE int bpt__ptrset_reserve(bpt__ptrset *set, size_t extra);   /* 0 or 
 BPT__PRIVATE void bpt__ptrset_add(bpt__ptrset *set, const void *p);     /* after reserve */
 BPT__PRIVATE void bpt__ptrset_remove(bpt__ptrset *set, const void *p);
 
+/* Blocks of one size that the set path frees and allocates again at every
+   change (ptrset.c, >>recycle): GenericBps and BpCounts. */
+typedef struct bpt__recycle {
+    void *head;                   /* the free blocks, linked through their first word */
+    size_t size;                  /* bytes of each block */
+} bpt__recycle;
+
+BPT__PRIVATE void *bpt__recycle_take(bpt__recycle *r);           /* NULL: out of memory */
+BPT__PRIVATE void bpt__recycle_give(bpt__recycle *r, void *p);   /* p may be NULL */
+
 /* Every registered function (funcs.c). */
 struct bpt__registry {
     bpt_func **funcs;             /* the registered functions, in registration order */
@@ -32,6 +42,8 @@ BPT__PRIVATE bpt__op bpt__pattern_op(unsigned flags, bpt__ms *ms);   /* a patter
    permission. Reserve room, make a record, make it known (cannot fail
    after the reserve), apply the patterns in force. */
 BPT__PRIVATE int bpt__registry_reserve(uint32_t extra);   /* 0 or BPT_ENOMEM */
+BPT__PRIVATE int bpt__register_args_check(const char *who, const char *what, const void *site, const char *module,
+                                          const char *name, int arity, bpt_func **out);
 BPT__PRIVATE int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
                                const void *addr, const char *who, bpt_func **out);
 BPT__PRIVATE void bpt__registry_add(bpt_func *f, const void *site_key);
@@ -39,7 +51,9 @@ BPT__PRIVATE const void *bpt__site_key(const bpt_func *f);
 BPT__PRIVATE int bpt__apply_patterns(bpt_func *f, uint64_t *t);
 #if defined(BPT_NATIVE)
 BPT__PRIVATE void bpt__native_discard(bpt_func *f);   /* undo a record a failed registration made */
-BPT__PRIVATE bpt_func *bpt__slot_reuse(void *slot, uint64_t target);
+BPT__PRIVATE bpt_func *bpt__retired_take(const void *fn, const void *slot, uint64_t target);
+BPT__PRIVATE int bpt__func_renew(bpt_func *f, const char *module, const char *name, int arity, const void *addr,
+                                 const char *who);
 #endif
 
 #if defined(BPT_NATIVE)

@@ -117,7 +117,8 @@ BPT__PRIVATE void bpt__own_leave(void) { bpt__in_bptrace--; }
    The stub calls it only when the function's count_hint says that one
    generation counts or does nothing (breakpoint.h): a function that
    calls, times or traces returns goes to the full path at once.
-   CP0. A slot reached from bptrace's own code is not traced (>>own calls).
+   A slot never comes here (its hint is 0, bp.c): bptrace's own calls
+   through it are left untraced by the full path (>>own calls).
    CP1. The thread has its record (the full path makes it on a first hit).
    CP2. Pin, and read the active index once [G2], as bpt__breakpoint does.
    CP3. The generation's shortcut is COUNT or NONE, and no return-traced
@@ -132,14 +133,16 @@ BPT__PRIVATE void bpt__own_leave(void) { bpt__in_bptrace--; }
 BPT__ASM_CALLED BPT__INTREGS int bpt__native_count_path(bpt_func *f) {
     bpt__thread *rec = bpt__thread_self_or_null();
     const bpt__shortcut *sc;
+    uint32_t kind;
     int done = 0;
-    if (bpt__own_call(f)) return BPT__COUNTED;                           /* CP0: nothing to count */
     if (!rec) return BPT__COUNT_FULL;                                     /* CP1 */
     bpt__pin_rec(rec);                                                    /* CP2 */
     sc = &f->shortcut[bpt__active_ix_load()];
+    kind = sc->kind;
     if (rec->shadow_depth[BPT__STACK_NATIVE] == 0) {                      /* CP3 */
-        if (sc->kind == BPT__SHORTCUT_COUNT) done = bpt__kind_count_try_add(rec, sc->count);   /* CP4 */
-        else done = sc->kind == BPT__SHORTCUT_NONE;
+        if (kind == BPT__SHORTCUT_COUNT)                                  /* CP4 */
+            done = bpt__kind_count_try_add(rec, sc->count_dir, sc->count_off, sc->count);
+        else done = kind == BPT__SHORTCUT_NONE;
     }
     if (bpt__unpin_quiet(rec))                                            /* CP5 */
         return done ? BPT__COUNTED_WAKE : BPT__COUNT_FULL;   /* the full path's unpin wakes */

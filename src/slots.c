@@ -263,22 +263,13 @@ static int bpt__slot_check(const bpt__slot_req *q, const bpt__maps *maps, const 
    target (its trampoline is ready: SL2), or a new one, to fill. */
 static int bpt__slot_record(const bpt__slot_req *q, const char *module, int arity, unsigned prot,
                             const char *who, bpt_func **out, int *fresh) {
-    bpt_func *f = bpt__slot_reuse(q->slot, q->target);
+    bpt_func *f = bpt__retired_take(NULL, (const void *)q->slot, q->target);
     int rc;
     *fresh = !f;
-    if (f) {
-        const char *m = bpt__intern(module), *nm = bpt__intern(q->name);
+    if (f) {   /* its trampoline stays: fn and code_size survive the renewal */
         void *fn = f->fn;
         uint64_t size = f->code_size;
-        uint32_t fid = m && nm ? bpt__names_id(m, nm, arity, NULL, NULL) : 0;   /* as a fresh one's */
-        if (!fid || bpt__registry_reserve(1) < 0) {
-            bpt__native_discard(f);   /* back to the retired list: its trampoline points at it */
-            return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s", who, module, q->name);
-        }
-        memset(f, 0, sizeof *f);
-        f->module = m;
-        f->name = nm;
-        f->fid = fid;
+        if ((rc = bpt__func_renew(f, module, q->name, arity, NULL, who)) < 0) return rc;
         f->fn = fn;
         f->code_size = size;
     } else if ((rc = bpt__func_new(module, q->name, arity, NULL, NULL, who, &f)) < 0) {
@@ -308,9 +299,8 @@ static void bpt__slot_bind(const bpt__slot_req *q) {
    bpt_register_slot: strict 1, refusing instead). All or nothing, as
    bpt_register_module. Under the permission. Returns how many were
    registered, or a BPT_E* code. */
-static int bpt__slots_register(bpt__slot_reqs *reqs, const char *module, int arity, int strict, const char *who,
-                               bpt_func **first) {
-    bpt__maps maps;
+static int bpt__slots_register(bpt__slot_reqs *reqs, const bpt__maps *maps, const char *module, int arity,
+                               int strict, const char *who, bpt_func **first) {
     bpt_func **fs = NULL;
     int *fresh = NULL, i, n = 0, nfresh = 0, rc, k;
     unsigned *prot = NULL;
@@ -318,16 +308,15 @@ static int bpt__slots_register(bpt__slot_reqs *reqs, const char *module, int ari
     size_t bytes = 0;
     bpt__addr_index *ix = NULL;
     uint64_t t = bpt__now_ns();
-    if ((rc = bpt__maps_read(&maps, who)) < 0) return rc;
     fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (size_t)(reqs->n + 1));
     fresh = (int *)BPT_MALLOC(sizeof *fresh * (size_t)(reqs->n + 1));
     prot = (unsigned *)BPT_MALLOC(sizeof *prot * (size_t)(reqs->n + 1));
-    if (!fs || !fresh || !prot) rc = bpt__fail(BPT_ENOMEM, "%s: no memory for %d slots", who, reqs->n);
+    rc = !fs || !fresh || !prot ? bpt__fail(BPT_ENOMEM, "%s: no memory for %d slots", who, reqs->n) : 0;
     /* Check everything, then make every record, before anything changes.
        The requests that pass move to the front. */
     for (i = 0, k = 0; rc >= 0 && i < reqs->n; i++) {
         unsigned p = 0;
-        int ok = bpt__slot_check(&reqs->v[i], &maps, module, strict, who, &p);
+        int ok = bpt__slot_check(&reqs->v[i], maps, module, strict, who, &p);
         if (ok < 0) {
             rc = ok;
         } else if (ok) {
@@ -385,7 +374,6 @@ static int bpt__slots_register(bpt__slot_reqs *reqs, const char *module, int ari
     } else {
         BPT_FREE(ix);
     }
-    BPT_FREE(maps.v);
     BPT_FREE(fs);
     BPT_FREE(fresh);
     BPT_FREE(prot);
@@ -400,6 +388,7 @@ int bpt_register_imports(const char *module, const char *pattern) {
                      "aarch64 without BPT_NO_NATIVE (its trampolines are native code)");
 #else
     bpt__slot_reqs reqs;
+    bpt__maps maps;
     const char *mod = NULL;
     int rc;
     memset(&reqs, 0, sizeof reqs);
@@ -420,7 +409,10 @@ int bpt_register_imports(const char *module, const char *pattern) {
         bpt__slot_reqs_free(&reqs);
         return rc;
     }
-    rc = bpt__slots_register(&reqs, mod, 0, 0, "bpt_register_imports", NULL);
+    if ((rc = bpt__maps_read(&maps, "bpt_register_imports")) == 0) {
+        rc = bpt__slots_register(&reqs, &maps, mod, 0, 0, "bpt_register_imports", NULL);
+        BPT_FREE(maps.v);
+    }
     bpt__permission_release();
     bpt__slot_reqs_free(&reqs);
     return rc;
@@ -434,34 +426,29 @@ int bpt_register_slot(void **slot, const char *module, const char *name, int ari
                      "aarch64 without BPT_NO_NATIVE (its trampolines are native code)");
 #else
     bpt__slot_reqs reqs;
+    bpt__maps maps;
     bpt_func *f = NULL;
     int rc;
     memset(&reqs, 0, sizeof reqs);
-    if (!slot || !module || !name || !out)
-        return bpt__fail(BPT_EINVAL, "bpt_register_slot: slot, module, name and out must not be NULL");
-    if (arity < 0 || arity > 255) return bpt__fail(BPT_EINVAL, "bpt_register_slot: arity %d is outside 0..255", arity);
-    if (strlen(module) > BPT__NAME_MAX || strlen(name) > BPT__NAME_MAX)
-        return bpt__fail(BPT_ELIMIT, "bpt_register_slot: module and name are limited to %d bytes", BPT__NAME_MAX);
+    if ((rc = bpt__register_args_check("bpt_register_slot", "slot", slot, module, name, arity, out)) < 0) return rc;
     if ((uintptr_t)slot & (sizeof(void *) - 1))
         return bpt__fail(BPT_EINVAL, "bpt_register_slot: %s:%s: the slot %p is not pointer-aligned", module,
                          name, (void *)slot);
     if ((rc = bpt__arch_native_usable("bpt_register_slot")) < 0) return rc;
     if ((rc = bpt__permission_seize("bpt_register_slot")) < 0) return rc;
-    {
-        bpt__maps maps;
-        /* Read the slot only once it is known to be mapped. */
-        if ((rc = bpt__maps_read(&maps, "bpt_register_slot")) == 0) {
-            if (bpt__maps_prot(&maps, (uintptr_t)slot, sizeof *slot) < 0 ||
-                !(bpt__maps_prot(&maps, (uintptr_t)slot, sizeof *slot) & PROT_READ))
-                rc = bpt__fail(BPT_EINVAL, "bpt_register_slot: %s:%s: the slot %p lies outside any readable "
-                               "mapping", module, name, (void *)slot);
-            BPT_FREE(maps.v);
-        }
+    if ((rc = bpt__maps_read(&maps, "bpt_register_slot")) == 0) {
+        /* Read the slot only once it is known to be mapped; the same
+           snapshot then serves the checks of bpt__slots_register. */
+        int prot = bpt__maps_prot(&maps, (uintptr_t)slot, sizeof *slot);
+        if (prot < 0 || !(prot & PROT_READ))
+            rc = bpt__fail(BPT_EINVAL, "bpt_register_slot: %s:%s: the slot %p lies outside any readable "
+                           "mapping", module, name, (void *)slot);
+        if (rc == 0)
+            rc = bpt__slot_reqs_add(&reqs, slot, name,
+                                    (uintptr_t)bpt__load_relaxed_ptr((bpt__atomic_ptr *)slot), 0);
+        if (rc == 0) rc = bpt__slots_register(&reqs, &maps, module, arity, 1, "bpt_register_slot", &f);
+        BPT_FREE(maps.v);
     }
-    if (rc == 0)
-        rc = bpt__slot_reqs_add(&reqs, slot, name,
-                                (uintptr_t)bpt__load_relaxed_ptr((bpt__atomic_ptr *)slot), 0);
-    if (rc == 0) rc = bpt__slots_register(&reqs, module, arity, 1, "bpt_register_slot", &f);
     bpt__permission_release();
     bpt__slot_reqs_free(&reqs);
     if (f) *out = f;

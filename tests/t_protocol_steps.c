@@ -2,12 +2,15 @@
    The protocol observer runs at the end of each step, under the permission,
    and looks at the GenericBp structures directly (this file includes the
    implementation). Allocation goes through BPT_MALLOC/BPT_FREE hooks that
-   note when each block is freed. */
+   note when each block is freed, and a GenericBp given back to bptrace's
+   free list (>>recycle in ptrset.c) is noted as freed. */
 #include <stddef.h>   /* only compiler headers before bptrace.h: it sets _GNU_SOURCE */
 static void *track_malloc(size_t n);
 static void track_free(void *p);
+static void track_given(void *p);
 #define BPT_MALLOC(n) track_malloc(n)
 #define BPT_FREE(p) track_free(p)
+#define BPT__RECYCLE_NOTE(p) track_given(p)
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
@@ -19,7 +22,7 @@ static uint64_t watched_freed_at_waits;
 static int last_step;            /* the last step the observer saw end */
 
 static void *track_malloc(size_t n) { return malloc(n); }
-static void track_free(void *p) {
+static void track_given(void *p) {
     if (p && p == watched) {
         bpt_progress_stats ps;
         bpt_thread_progress_stats(&ps);
@@ -27,6 +30,9 @@ static void track_free(void *p) {
         watched_freed_at_waits = ps.waits;
         watched = NULL;
     }
+}
+static void track_free(void *p) {
+    track_given(p);
     free(p);
 }
 

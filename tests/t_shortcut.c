@@ -15,7 +15,13 @@
    - the first paused while installed: NONE, nothing counted, no message;
    - everything off: no breakpoint word, nothing counted.
    Each state is also checked against the shortcut itself, so that a change
-   that stopped choosing it would not pass unnoticed. */
+   that stopped choosing it would not pass unnoticed.
+   Then two things that keep a change of many functions fast (issue #16's
+   10,000-function change):
+   - a COUNT shortcut carries its BpCount's dir and off, the count path's
+     only reads of it, so counted hits read no line the set path writes;
+   - set-path blocks are recycled (>>recycle in ptrset.c): given back, the
+     next take returns them, newest first, and an empty list allocates. */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
@@ -64,6 +70,33 @@ static void expect(const char *what, unsigned kind, uint64_t c1, uint64_t c2, in
     CHECK(m == msgs2, "%s: session 2 sent %d messages, expected %d", what, m, msgs2);
 }
 
+/* The COUNT shortcut carries its BpCount's dir and off: the count path's
+   only reads of it, so that a counted hit reads no line the set path
+   writes (the BpCount's refc). */
+static void check_count_copies(void) {
+    const bpt__shortcut *sc = &f->shortcut[bpt_active_bp_ix()];
+    CHECK(sc->kind == BPT__SHORTCUT_COUNT, "counting (%u)", sc->kind);
+    CHECK(sc->count_dir == ((const bpt__BpCount *)sc->count)->dir &&
+              sc->count_off == ((const bpt__BpCount *)sc->count)->off,
+          "the COUNT shortcut carries its BpCount's dir and off");
+}
+
+static void check_recycle(void) {
+    bpt__recycle r = { NULL, 48 };
+    void *a = bpt__recycle_take(&r), *b = bpt__recycle_take(&r), *c;
+    CHECK(a && b && a != b, "an empty list allocates (%p %p)", a, b);
+    bpt__recycle_give(&r, a);
+    bpt__recycle_give(&r, b);
+    bpt__recycle_give(&r, NULL);   /* nothing */
+    c = bpt__recycle_take(&r);
+    CHECK(c == b, "the newest block first (%p, gave %p)", c, b);
+    c = bpt__recycle_take(&r);
+    CHECK(c == a, "then the older (%p, gave %p)", c, a);
+    CHECK(r.head == NULL, "then the list is empty");
+    free(a);
+    free(b);
+}
+
 int main(void) {
     code[0] = 0x1234;
     CHECK_RC(bpt_register_vm(&code[0], BP, "sc", "f", 1, &ops, &f), 0);
@@ -73,6 +106,8 @@ int main(void) {
     CHECK_RC(bpt_trace_pattern(s1, "sc:f/1", BPT_COUNT, NULL), 1);
     calls(10);
     expect("one session counts", BPT__SHORTCUT_COUNT, 10, 0, 0);
+    check_count_copies();
+    check_recycle();
 
     CHECK_RC(bpt_trace_pattern(s2, "sc:f/1", BPT_COUNT, NULL), 1);
     calls(5);
