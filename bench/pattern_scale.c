@@ -10,6 +10,12 @@
    takes to collect it while the workers call them, and their stall.
    An "idle" row gives the stall the workers see in an idle window as long
    as the op: on a shared 2-core machine the scheduler's noise floor.
+   `steps`: where the time of an enable and a disable goes, step by step
+   (the protocol observer, bpt_set_protocol_observer), with the worker
+   calling every function: the median of 21 of each, in us, per step that
+   took 1 us or more. A step that is slower with the worker than without
+   (BENCH_WORKERS=0) is where the two cores pass cache lines back and
+   forth (PERFORMANCE.md, issue #16's 10,000-function change).
    Section 4 runs 1 worker by default (with the patching thread that fills
    2 cores; BENCH_WORKERS=2 oversubscribes them and measures the scheduler),
    section 5 the 2 callers the issue asks for. */
@@ -156,12 +162,46 @@ static int cmp_uptr(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+enum { STEP_RUNS = 21 };
+static double step_us[2][14][STEP_RUNS];
+static int step_op, step_run;
+static void step_observer(int step, int did, uint64_t ns, void *user) {
+    (void)did; (void)user;
+    step_us[step_op][step][step_run] = (double)ns / 1e3;
+}
+
+/* The `steps` rows: an enable and a disable, each step's median. */
+static void steps_rows(void) {
+    static const char *const op[2] = { "enable", "disable" };
+    char what[96], list[256];
+    bpt_set_protocol_observer(step_observer, NULL);
+    for (step_run = 0; step_run < STEP_RUNS; step_run++) {
+        step_op = 0;
+        op_enable();
+        step_op = 1;
+        op_disable();
+    }
+    bpt_set_protocol_observer(NULL, NULL);
+    for (int o = 0; o < 2; o++) {
+        size_t len = 0;
+        double total = 0;
+        for (int st = 1; st <= 13; st++) {
+            bench_stat m = bench_stats(step_us[o][st], STEP_RUNS);
+            total += m.med;
+            if (m.med >= 1.0 && len < sizeof list - 32)
+                len += (size_t)snprintf(list + len, sizeof list - len, "%s%d:%.0f", len ? " " : "", st, m.med);
+        }
+        snprintf(what, sizeof what, "%d fns: %s by step, %d worker%s", gen_n, op[o], nworkers, nworkers == 1 ? "" : "s");
+        printf("%-4s %-46s %11.2f  %-24s %-9s step:us %s\n", "4", what, total, "", "us", list);
+    }
+}
+
 int main(int argc, char **argv) {
-    int info = argc > 1 && !strcmp(argv[1], "info");
+    int info = argc > 1 && !strcmp(argv[1], "info"), steps = argc > 1 && !strcmp(argv[1], "steps");
     int runs = gen_n >= 50000 ? 5 : 9;
     if (getenv("BENCH_WORKERS")) nworkers = atoi(getenv("BENCH_WORKERS"));
     else if (info) nworkers = 2;
-    if (nworkers < 1 || nworkers > MAXW) nworkers = 2;
+    if (nworkers < (steps ? 0 : 1) || nworkers > MAXW) nworkers = 2;
     double d[3][16], s[3][16], flt[2][16];
     char what[96], ratio[96], sec[4];
     bpt_progress_stats ps;
@@ -185,7 +225,9 @@ int main(int argc, char **argv) {
     for (int w = 0; w < nworkers; w++) pthread_create(&workers[w], NULL, worker, (void *)(intptr_t)w);
     usleep(20000);
     snprintf(sec, sizeof sec, "%d", info ? 5 : 4);
-    if (!info) {
+    if (steps) {
+        steps_rows();
+    } else if (!info) {
         for (int r = 0; r < runs; r++) {
             timed(op_enable, &d[1][r], &s[1][r]);
             flt[0][r] = (double)last_faults;

@@ -86,6 +86,8 @@ rm -rf "$B/bench_trace.bpt" "$B/bench_uftrace.data" "$B/ms_of.err"
 
 "$B/bench_vs_urcu"
 for n in 1000 10000 50000; do "$B/bench_pattern_$n"; done
+"$B/bench_pattern_10000" steps                       # where the time goes, step by step
+BENCH_WORKERS=0 "$B/bench_pattern_10000" steps       # the same with no worker
 "$B/bench_pattern_1000" info
 
 # Section 6: SQLite built with the patchable-entry flags (its 1,562 functions
