@@ -8648,12 +8648,12 @@ static uint64_t bpt__count_sum(bpt__BpCount *c) {
     return sum;
 }
 
-/* Step 2: a fresh counter when the change switches counting on where the
-   staging generation has none. A slot used before is zeroed in every
-   mapped page: no hit can reach it (see the top of this file). */
 /* BpCounts, recycled (>>recycle in ptrset.c). */
 static bpt__recycle bpt__count_blocks = { NULL, sizeof(bpt__BpCount) };
 
+/* Step 2: a fresh counter when the change switches counting on where the
+   staging generation has none. A slot used before is zeroed in every
+   mapped page: no hit can reach it (see the top of this file). */
 BPT__PRIVATE int bpt__kind_count_prepare(const bpt__op *op, const bpt__GenericBpData *staging, void **out) {
     bpt__BpCount *bc;
     bpt__thread *rec;
@@ -10483,7 +10483,7 @@ enomem:
    Stored only when it changes: every stub reads the hint's line, and a
    store, even of the same value, takes the line from each core that reads
    it. Storing it at both steps 3 and 11 of every change made switching
-   10,000 counted functions off take 3.0 ms instead of 2.3 while a worker
+   10,000 counted functions off take 3.0 ms instead of 2.45 while a worker
    called them (bench/pattern_scale.c; PERFORMANCE.md, issue #16). */
 static void bpt__count_hint_update(bpt_func *f) {
     uint32_t hint = !f->slot_prot &&

@@ -285,7 +285,7 @@ enomem:
    Stored only when it changes: every stub reads the hint's line, and a
    store, even of the same value, takes the line from each core that reads
    it. Storing it at both steps 3 and 11 of every change made switching
-   10,000 counted functions off take 3.0 ms instead of 2.3 while a worker
+   10,000 counted functions off take 3.0 ms instead of 2.45 while a worker
    called them (bench/pattern_scale.c; PERFORMANCE.md, issue #16). */
 static void bpt__count_hint_update(bpt_func *f) {
     uint32_t hint = !f->slot_prot &&

@@ -116,12 +116,12 @@ static uint64_t bpt__count_sum(bpt__BpCount *c) {
     return sum;
 }
 
-/* Step 2: a fresh counter when the change switches counting on where the
-   staging generation has none. A slot used before is zeroed in every
-   mapped page: no hit can reach it (see the top of this file). */
 /* BpCounts, recycled (>>recycle in ptrset.c). */
 static bpt__recycle bpt__count_blocks = { NULL, sizeof(bpt__BpCount) };
 
+/* Step 2: a fresh counter when the change switches counting on where the
+   staging generation has none. A slot used before is zeroed in every
+   mapped page: no hit can reach it (see the top of this file). */
 BPT__PRIVATE int bpt__kind_count_prepare(const bpt__op *op, const bpt__GenericBpData *staging, void **out) {
     bpt__BpCount *bc;
     bpt__thread *rec;
