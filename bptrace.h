@@ -8632,9 +8632,10 @@ static void bpt__count_slot_give(uint32_t slot) {
     if (slot / 64 < bpt__count_slots.first) bpt__count_slots.first = slot / 64;
 }
 
-/* Where rec holds the pointer to the page of c's slot. */
-BPT__HOT BPT__INTREGS bpt__atomic_ptr *bpt__count_dir(bpt__thread *rec, const bpt__BpCount *c) {
-    return (bpt__atomic_ptr *)(void *)((char *)rec + c->dir);
+/* Where rec holds the pointer to the page of a slot: dir is its BpCount's
+   (or a COUNT shortcut's copy of it), a byte offset into the record. */
+BPT__HOT BPT__INTREGS bpt__atomic_ptr *bpt__count_dir(bpt__thread *rec, uintptr_t dir) {
+    return (bpt__atomic_ptr *)(void *)((char *)rec + dir);
 }
 
 /* Every thread's counter of c's slot, plus the spill. Never blocks a hit. */
@@ -8642,7 +8643,7 @@ static uint64_t bpt__count_sum(bpt__BpCount *c) {
     uint64_t sum = bpt__load_relaxed_u64(&c->spill);
     bpt__thread *rec;
     for (rec = bpt__thread_records(); rec; rec = rec->next) {
-        bpt__atomic_u64 *page = (bpt__atomic_u64 *)bpt__load_acquire_ptr(bpt__count_dir(rec, c));   /* [P1] */
+        bpt__atomic_u64 *page = (bpt__atomic_u64 *)bpt__load_acquire_ptr(bpt__count_dir(rec, c->dir));   /* [P1] */
         if (page) sum += bpt__load_relaxed_u64(&page[c->off]);
     }
     return sum;
@@ -8673,7 +8674,7 @@ BPT__PRIVATE int bpt__kind_count_prepare(const bpt__op *op, const bpt__GenericBp
     bpt__store_relaxed_u64(&bc->spill, 0);
     if (slot < bpt__count_slots.high) {
         for (rec = bpt__thread_records(); rec; rec = rec->next) {
-            bpt__atomic_u64 *page = (bpt__atomic_u64 *)bpt__load_acquire_ptr(bpt__count_dir(rec, bc));   /* [P1] */
+            bpt__atomic_u64 *page = (bpt__atomic_u64 *)bpt__load_acquire_ptr(bpt__count_dir(rec, bc->dir));   /* [P1] */
             if (page) bpt__store_relaxed_u64(&page[bc->off], 0);
         }
     } else {
@@ -8724,7 +8725,7 @@ BPT__PRIVATE void bpt__kind_count_stage(bpt__GenericBpData *d, const bpt__op *op
 /* A thread's first count in a page: map it (BPT_HIT_MAP) and publish it
    [P1]. NULL when the map is refused. */
 static bpt__atomic_u64 *bpt__count_page_map(bpt__thread *rec, const bpt__BpCount *c) {
-    bpt__atomic_ptr *dir = bpt__count_dir(rec, c);
+    bpt__atomic_ptr *dir = bpt__count_dir(rec, c->dir);
     void *p = BPT_HIT_MAP(BPT__COUNT_PAGE_BYTES);
     if (p && !bpt__cas_ptr(dir, NULL, p)) {   /* [P1] pairs with the readers' acquire loads */
         BPT_HIT_UNMAP(p, BPT__COUNT_PAGE_BYTES);   /* a handler nested on this thread mapped it first */
@@ -8744,7 +8745,7 @@ static bpt__atomic_u64 *bpt__count_page_map(bpt__thread *rec, const bpt__BpCount
    whose spill takes a count that a handler nested in this thread's own
    update makes. */
 BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, uintptr_t dir, uintptr_t off, void *count) {
-    bpt__atomic_ptr *at = (bpt__atomic_ptr *)(void *)((char *)rec + dir);
+    bpt__atomic_ptr *at = bpt__count_dir(rec, dir);
     bpt__atomic_u64 *page;
 #if defined(BPT__SIGNAL_ATOMIC_INC)
     (void)count;

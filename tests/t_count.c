@@ -248,7 +248,7 @@ int main(void) {
     {
         bpt__thread *rec = bpt__thread_self_or_null();
         bpt__BpCount *c = count_data(f);
-        bpt__atomic_u64 *page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(bpt__count_dir(rec, c));
+        bpt__atomic_u64 *page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(bpt__count_dir(rec, c->dir));
         uint64_t v;
         rec->counting = 1;
         v = bpt__load_relaxed_u64(&page[c->off]);
