@@ -2654,6 +2654,19 @@ BPT_API int bpt_control_address(char *buf, size_t size);
 #else
 #  define bpt__hide_provenance(p) ((void)0)
 #endif
+/* Branch hints for the hit path: which way the common case goes, so the
+   compiler lays it out as the straight line (no taken branch) and moves
+   the rare side (the fence fallback, a first pin, a sleeping waiter) out
+   of it. liburcu's read side is laid out this way; without the hints
+   gcc put each rare side inline and jumped over it, 4 taken branches per
+   pin+unpin (PERFORMANCE.md, section 3). Hints only: no behaviour. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__)
+#  define BPT__LIKELY(x) __builtin_expect(!!(x), 1)
+#  define BPT__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#  define BPT__LIKELY(x) (x)
+#  define BPT__UNLIKELY(x) (x)
+#endif
 /* The few small functions of every hit (pin, unpin, the session walk):
    inlined into the entry handler, which saves a call, a return and their
    spills per hit (callgrind: 178 to 150 instructions per counted call,
@@ -4036,7 +4049,7 @@ BPT__PRIVATE bpt__thread *bpt__thread_records(void) {
 
 /* The light side of an asymmetric barrier pair [B1] [B2]. */
 BPT__HOT BPT__INTREGS void bpt__light_barrier(void) {
-    if (bpt__load_relaxed_u32(&bpt__progress.light_pins))
+    if (BPT__LIKELY(bpt__load_relaxed_u32(&bpt__progress.light_pins)))
         bpt__compiler_barrier();
     else
         bpt__fence_seq_cst();
@@ -4100,7 +4113,7 @@ static bpt__thread *bpt__thread_create(void) {
 /* The calling thread's record, created on first use; NULL only if memory ran out. */
 BPT__PRIVATE bpt__thread *bpt__thread_self(void) {
     bpt__thread *rec = bpt__thread_self_or_null();
-    return rec ? rec : bpt__thread_create();
+    return BPT__LIKELY(rec != NULL) ? rec : bpt__thread_create();
 }
 
 /* End a section: publish the new state [B3]. Returns nonzero when a waiter
@@ -4110,7 +4123,7 @@ BPT__PRIVATE bpt__thread *bpt__thread_self(void) {
 BPT__HOT BPT__INTREGS int bpt__state_store(bpt__thread *rec, uint64_t state) {
     bpt__store_release_u64(&rec->state, state);          /* [B3] pairs with the waiter's acquire load */
     bpt__light_barrier();                                /* [B2] pairs with the waiter's heavy barrier */
-    return bpt__load_relaxed_u32(&bpt__progress.futex) != 0;
+    return BPT__UNLIKELY(bpt__load_relaxed_u32(&bpt__progress.futex) != 0);
 }
 
 /* Wake the waiters that sleep until some section ends [B2]. */
@@ -4130,7 +4143,7 @@ BPT__PRIVATE void bpt__state_store_and_wake(bpt__thread *rec, uint64_t state) {
    a nesting level. */
 BPT__HOT BPT__INTREGS void bpt__pin_rec(bpt__thread *rec) {
     uint64_t s = bpt__load_relaxed_u64(&rec->state);
-    if ((s & BPT__NEST_MASK) == 0) {   /* quiescent: the section starts here */
+    if (BPT__LIKELY((s & BPT__NEST_MASK) == 0)) {   /* quiescent: the section starts here */
         /* The acquire pairs with the waiter's epoch advance: a section that
            reads the new epoch sees the waiter's earlier stores. */
         s = bpt__load_acquire_u64(&bpt__progress.epoch) << BPT__NEST_BITS | 1;
@@ -4153,7 +4166,7 @@ BPT__HOT bpt__thread *bpt__pin(void) {
    bpt__progress_wake (see bpt__state_store). */
 BPT__HOT BPT__INTREGS int bpt__unpin_quiet(bpt__thread *rec) {
     uint64_t s = bpt__load_relaxed_u64(&rec->state);
-    if ((s & BPT__NEST_MASK) == 1)   /* the end of an unmanaged thread's section */
+    if (BPT__LIKELY((s & BPT__NEST_MASK) == 1))   /* the end of an unmanaged thread's section */
         return bpt__state_store(rec, 0);
     if (s & BPT__PINS)
         bpt__store_relaxed_u64(&rec->state, s - 1);
@@ -4162,7 +4175,7 @@ BPT__HOT BPT__INTREGS int bpt__unpin_quiet(bpt__thread *rec) {
 }
 
 BPT__HOT void bpt__unpin(bpt__thread *rec) {
-    if (rec && bpt__unpin_quiet(rec)) bpt__progress_wake();
+    if (rec && BPT__UNLIKELY(bpt__unpin_quiet(rec))) bpt__progress_wake();
 }
 
 BPT__PRIVATE int bpt__thread_pinned(const bpt__thread *rec) {
@@ -7530,9 +7543,24 @@ static void bpt__timem_resume_callers(bpt__thread *rec, int stack, const bpt__fr
     }
 }
 
+/* Copy n sessions' wishes, one fixed-size assignment each (a return
+   serves one session in the common case). The empty asm keeps it a loop:
+   without it gcc makes the loop a call to memmove, whose wide, overlapping
+   stores the code after it cannot forward to its loads of the copy. The
+   return's first load of sess[0].actions then waited for them: a third of
+   bpt__native_return's time under call_time (perf record, bench_overhead
+   time; PERFORMANCE.md). */
+static void bpt__frame_sessions_copy(bpt__frame_session *to, const bpt__frame_session *from, uint32_t n) {
+    uint32_t i;
+    for (i = 0; i < n; i++) {
+        to[i] = from[i];
+        bpt__compiler_barrier();
+    }
+}
+
 static void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, bpt__now2 *now) {
     uint32_t i;
-    memcpy(fr->sess, h->want, sizeof(bpt__frame_session) * h->nwant);
+    bpt__frame_sessions_copy(fr->sess, h->want, h->nwant);
     fr->nsess = h->nwant;
     fr->fid = h->f->fid;
     fr->caller_fid = 0;
@@ -7585,11 +7613,10 @@ static int bpt__frame_lower(bpt__thread *rec, int stack, uint32_t d) {
 
 /* Copy a frame out of its slot: its fields, and the sessions it has, not
    the slots it does not use (a frame is 256 bytes with BPT_FRAME_SESSIONS
-   4; a return serves one session in the common case). */
+   4). */
 static void bpt__frame_copy(bpt__frame *to, const bpt__frame *from) {
-    uint32_t i;
     memcpy(to, from, offsetof(bpt__frame, sess));
-    for (i = 0; i < from->nsess; i++) to->sess[i] = from->sess[i];   /* fixed-size copies: no call */
+    bpt__frame_sessions_copy(to->sess, from->sess, from->nsess);
 }
 
 /* Copy out the top frame, then release it, and the tombstones it covered
@@ -8749,17 +8776,17 @@ BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, uintptr_t di
     bpt__atomic_u64 *page;
 #if defined(BPT__SIGNAL_ATOMIC_INC)
     (void)count;
-    if (!(page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(at))) return 0;
+    if (BPT__UNLIKELY(!(page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(at)))) return 0;
     bpt__owner_inc1_u64(&page[off]);   /* [H1] one instruction: a handler cannot split it */
 #else
-    if (rec->counting) {   /* [H1] a handler nested in this thread's update */
+    if (BPT__UNLIKELY(rec->counting)) {   /* [H1] a handler nested in this thread's update */
         bpt__fetch_add_u64(&((bpt__BpCount *)count)->spill, 1);
         return 1;
     }
     rec->counting = 1;
     bpt__compiler_barrier();   /* [H1] marked before the load: a handler from here on spills */
     page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(at);
-    if (page) bpt__owner_inc_u64(&page[off], 1);
+    if (BPT__LIKELY(page != NULL)) bpt__owner_inc_u64(&page[off], 1);
     bpt__compiler_barrier();   /* [H1] stored before the mark is cleared */
     rec->counting = 0;
     if (!page) return 0;
@@ -9151,16 +9178,16 @@ BPT__ASM_CALLED BPT__INTREGS int bpt__native_count_path(bpt_func *f) {
     const bpt__shortcut *sc;
     uint32_t kind;
     int done = 0;
-    if (!rec) return BPT__COUNT_FULL;                                     /* CP1 */
+    if (BPT__UNLIKELY(!rec)) return BPT__COUNT_FULL;                      /* CP1 */
     bpt__pin_rec(rec);                                                    /* CP2 */
     sc = &f->shortcut[bpt__active_ix_load()];
     kind = sc->kind;
-    if (rec->shadow_depth[BPT__STACK_NATIVE] == 0) {                      /* CP3 */
-        if (kind == BPT__SHORTCUT_COUNT)                                  /* CP4 */
+    if (BPT__LIKELY(rec->shadow_depth[BPT__STACK_NATIVE] == 0)) {         /* CP3 */
+        if (BPT__LIKELY(kind == BPT__SHORTCUT_COUNT))                     /* CP4 */
             done = bpt__kind_count_try_add(rec, sc->count_dir, sc->count_off, sc->count);
         else done = kind == BPT__SHORTCUT_NONE;
     }
-    if (bpt__unpin_quiet(rec))                                            /* CP5 */
+    if (BPT__UNLIKELY(bpt__unpin_quiet(rec)))                             /* CP5 */
         return done ? BPT__COUNTED_WAKE : BPT__COUNT_FULL;   /* the full path's unpin wakes */
     return done ? BPT__COUNTED : BPT__COUNT_FULL;
 }

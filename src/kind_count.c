@@ -217,17 +217,17 @@ BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, uintptr_t di
     bpt__atomic_u64 *page;
 #if defined(BPT__SIGNAL_ATOMIC_INC)
     (void)count;
-    if (!(page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(at))) return 0;
+    if (BPT__UNLIKELY(!(page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(at)))) return 0;
     bpt__owner_inc1_u64(&page[off]);   /* [H1] one instruction: a handler cannot split it */
 #else
-    if (rec->counting) {   /* [H1] a handler nested in this thread's update */
+    if (BPT__UNLIKELY(rec->counting)) {   /* [H1] a handler nested in this thread's update */
         bpt__fetch_add_u64(&((bpt__BpCount *)count)->spill, 1);
         return 1;
     }
     rec->counting = 1;
     bpt__compiler_barrier();   /* [H1] marked before the load: a handler from here on spills */
     page = (bpt__atomic_u64 *)bpt__load_relaxed_ptr(at);
-    if (page) bpt__owner_inc_u64(&page[off], 1);
+    if (BPT__LIKELY(page != NULL)) bpt__owner_inc_u64(&page[off], 1);
     bpt__compiler_barrier();   /* [H1] stored before the mark is cleared */
     rec->counting = 0;
     if (!page) return 0;

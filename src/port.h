@@ -101,6 +101,19 @@
 #else
 #  define bpt__hide_provenance(p) ((void)0)
 #endif
+/* Branch hints for the hit path: which way the common case goes, so the
+   compiler lays it out as the straight line (no taken branch) and moves
+   the rare side (the fence fallback, a first pin, a sleeping waiter) out
+   of it. liburcu's read side is laid out this way; without the hints
+   gcc put each rare side inline and jumped over it, 4 taken branches per
+   pin+unpin (PERFORMANCE.md, section 3). Hints only: no behaviour. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__)
+#  define BPT__LIKELY(x) __builtin_expect(!!(x), 1)
+#  define BPT__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#  define BPT__LIKELY(x) (x)
+#  define BPT__UNLIKELY(x) (x)
+#endif
 /* The few small functions of every hit (pin, unpin, the session walk):
    inlined into the entry handler, which saves a call, a return and their
    spills per hit (callgrind: 178 to 150 instructions per counted call,

@@ -65,7 +65,7 @@ BPT__PRIVATE bpt__thread *bpt__thread_records(void) {
 
 /* The light side of an asymmetric barrier pair [B1] [B2]. */
 BPT__HOT BPT__INTREGS void bpt__light_barrier(void) {
-    if (bpt__load_relaxed_u32(&bpt__progress.light_pins))
+    if (BPT__LIKELY(bpt__load_relaxed_u32(&bpt__progress.light_pins)))
         bpt__compiler_barrier();
     else
         bpt__fence_seq_cst();
@@ -129,7 +129,7 @@ static bpt__thread *bpt__thread_create(void) {
 /* The calling thread's record, created on first use; NULL only if memory ran out. */
 BPT__PRIVATE bpt__thread *bpt__thread_self(void) {
     bpt__thread *rec = bpt__thread_self_or_null();
-    return rec ? rec : bpt__thread_create();
+    return BPT__LIKELY(rec != NULL) ? rec : bpt__thread_create();
 }
 
 /* End a section: publish the new state [B3]. Returns nonzero when a waiter
@@ -139,7 +139,7 @@ BPT__PRIVATE bpt__thread *bpt__thread_self(void) {
 BPT__HOT BPT__INTREGS int bpt__state_store(bpt__thread *rec, uint64_t state) {
     bpt__store_release_u64(&rec->state, state);          /* [B3] pairs with the waiter's acquire load */
     bpt__light_barrier();                                /* [B2] pairs with the waiter's heavy barrier */
-    return bpt__load_relaxed_u32(&bpt__progress.futex) != 0;
+    return BPT__UNLIKELY(bpt__load_relaxed_u32(&bpt__progress.futex) != 0);
 }
 
 /* Wake the waiters that sleep until some section ends [B2]. */
@@ -159,7 +159,7 @@ BPT__PRIVATE void bpt__state_store_and_wake(bpt__thread *rec, uint64_t state) {
    a nesting level. */
 BPT__HOT BPT__INTREGS void bpt__pin_rec(bpt__thread *rec) {
     uint64_t s = bpt__load_relaxed_u64(&rec->state);
-    if ((s & BPT__NEST_MASK) == 0) {   /* quiescent: the section starts here */
+    if (BPT__LIKELY((s & BPT__NEST_MASK) == 0)) {   /* quiescent: the section starts here */
         /* The acquire pairs with the waiter's epoch advance: a section that
            reads the new epoch sees the waiter's earlier stores. */
         s = bpt__load_acquire_u64(&bpt__progress.epoch) << BPT__NEST_BITS | 1;
@@ -182,7 +182,7 @@ BPT__HOT bpt__thread *bpt__pin(void) {
    bpt__progress_wake (see bpt__state_store). */
 BPT__HOT BPT__INTREGS int bpt__unpin_quiet(bpt__thread *rec) {
     uint64_t s = bpt__load_relaxed_u64(&rec->state);
-    if ((s & BPT__NEST_MASK) == 1)   /* the end of an unmanaged thread's section */
+    if (BPT__LIKELY((s & BPT__NEST_MASK) == 1))   /* the end of an unmanaged thread's section */
         return bpt__state_store(rec, 0);
     if (s & BPT__PINS)
         bpt__store_relaxed_u64(&rec->state, s - 1);
@@ -191,7 +191,7 @@ BPT__HOT BPT__INTREGS int bpt__unpin_quiet(bpt__thread *rec) {
 }
 
 BPT__HOT void bpt__unpin(bpt__thread *rec) {
-    if (rec && bpt__unpin_quiet(rec)) bpt__progress_wake();
+    if (rec && BPT__UNLIKELY(bpt__unpin_quiet(rec))) bpt__progress_wake();
 }
 
 BPT__PRIVATE int bpt__thread_pinned(const bpt__thread *rec) {

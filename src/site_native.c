@@ -135,16 +135,16 @@ BPT__ASM_CALLED BPT__INTREGS int bpt__native_count_path(bpt_func *f) {
     const bpt__shortcut *sc;
     uint32_t kind;
     int done = 0;
-    if (!rec) return BPT__COUNT_FULL;                                     /* CP1 */
+    if (BPT__UNLIKELY(!rec)) return BPT__COUNT_FULL;                      /* CP1 */
     bpt__pin_rec(rec);                                                    /* CP2 */
     sc = &f->shortcut[bpt__active_ix_load()];
     kind = sc->kind;
-    if (rec->shadow_depth[BPT__STACK_NATIVE] == 0) {                      /* CP3 */
-        if (kind == BPT__SHORTCUT_COUNT)                                  /* CP4 */
+    if (BPT__LIKELY(rec->shadow_depth[BPT__STACK_NATIVE] == 0)) {         /* CP3 */
+        if (BPT__LIKELY(kind == BPT__SHORTCUT_COUNT))                     /* CP4 */
             done = bpt__kind_count_try_add(rec, sc->count_dir, sc->count_off, sc->count);
         else done = kind == BPT__SHORTCUT_NONE;
     }
-    if (bpt__unpin_quiet(rec))                                            /* CP5 */
+    if (BPT__UNLIKELY(bpt__unpin_quiet(rec)))                             /* CP5 */
         return done ? BPT__COUNTED_WAKE : BPT__COUNT_FULL;   /* the full path's unpin wakes */
     return done ? BPT__COUNTED : BPT__COUNT_FULL;
 }
