@@ -59,11 +59,14 @@
                                           call_count pages, made on a thread's first use. Never
                                           malloc: a hit may run inside malloc (a program's own
                                           traced malloc, or a signal handler). NULL: that use is
-                                          untraced or its record dropped, counted.
-       BPT_MAX_THREADS    implementation  Per-thread slots of the call_time/call_memory tables.
-                                          Default 64. Threads beyond it share one overflow table.
-                                          (Trace buffers and call_count counters have no such
-                                          limit: every thread has its own.)
+                                          untraced or its record dropped, counted. A replacement
+                                          must return zero-filled memory, as mmap does.
+       BPT_MAX_THREADS    implementation  Per-thread slots of the call_time/call_memory tables
+                                          held in each breakpoint. Default 64. Threads beyond it
+                                          keep their tables in an array mapped for them (512 KiB
+                                          of address space a breakpoint, 4 KiB of memory for
+                                          every 512 such threads): every thread has its own, as
+                                          it has its own trace buffer and call_count counters.
        BPT_MAX_SESSIONS   implementation  Trace sessions alive at once. Default 64 (1..65535).
        BPT_NO_NATIVE      everywhere      Leave out native entry patching (BPT_TRACEABLE expands to
                                           nothing; bpt_register_native returns BPT_ENOTSUP).
@@ -138,9 +141,8 @@
          default mmap): its record on its first pin, its buffer on its first
          record in a session, its shadow stack on its first return frame, a
          page of its call_count counters on its first count there, a
-         call_time/call_memory table on its first charge of a function. The
-         one lock: call_time/call_memory of threads past BPT_MAX_THREADS
-         share a table under a mutex (no hit waits for its own thread).
+         call_time/call_memory table on its first charge of a function. No
+         hit takes a lock, however many threads there are.
          A record is a copy into the thread's own chunk and one release
          store; a full buffer grows by a chunk (mapped, a batch at a time)
          up to max_chunks, then drops it (counted, and marked in the
@@ -2223,7 +2225,7 @@ static inline uint64_t bpt__sdt_word(decltype(nullptr)) { return 0; }
    fences order them as they would order its own loads.
 */
 #define BPT_ROOT_MAGIC   0x31544f4f52545042ull   /* "BPTROOT1", little-endian */
-#define BPT_ROOT_VERSION 1u
+#define BPT_ROOT_VERSION 2u   /* 2: call_time's tables past MAX_THREADS (TIMEM_MORE), no overflow table */
 
 /* The structures a reader walks: (ID, the implementation's type). */
 #define BPT_ROOT_STRUCTS(X) \
@@ -2303,7 +2305,7 @@ static inline uint64_t bpt__sdt_word(decltype(nullptr)) { return 0; }
     X(PATTERN_ARITY,       PATTERN, mfa.arity)      /* int: -1 for any */ \
     X(PATTERN_FLAGS,       PATTERN, flags)          /* unsigned: the BPT_* flags it was set with */ \
     X(TIMEM_TABLES,        TIMEM,   table)          /* MAX_THREADS pointers to TABLE, by thread record index */ \
-    X(TIMEM_OVERFLOW,      TIMEM,   overflow)       /* pointer: the TABLE of threads past MAX_THREADS */ \
+    X(TIMEM_MORE,          TIMEM,   more)           /* pointer (NULL: none): TIMEM_MORE pointers to TABLE, by index - MAX_THREADS */ \
     X(TIMEM_CARRIED,       TIMEM,   carried)        /* pointer: the TABLE of earlier collections' sums */ \
     X(TABLE_CAP,           TABLE,   cap)            /* u32: cells, a power of two */ \
     X(TABLE_CELLS,         TABLE,   cell)           /* the first of cap CELLs (the width of one) */ \
@@ -2329,7 +2331,7 @@ static inline uint64_t bpt__sdt_word(decltype(nullptr)) { return 0; }
     X(MAX_SESSIONS) X(LANE_DIRS) X(LANES_PER_DIR) X(COUNT_PAGES) X(COUNT_PAGE_SLOTS) \
     X(SHADOW_FRAMES) X(NEST_BITS) X(ONLINE) X(NKINDS) X(KIND_COUNT) \
     X(ENTRY_PAD)   /* bytes before a native entry that its hit runs through (0: no native sites) */ \
-    X(MAX_THREADS) X(KIND_TIME)
+    X(MAX_THREADS) X(KIND_TIME) X(TIMEM_MORE)
 
 enum bpt_root_struct {
 #define BPT__ROOT_S(id, type) BPT_ROOT_S_##id,
@@ -3147,7 +3149,6 @@ struct bpt__thread {
                                        tag given (fibers.c); native frames carry their stack's tag.
                                        64 bits: a tag is made at every switch, and one reused
                                        while its stack still has frames would mix two stacks */
-    int in_timem_overflow;          /* owner only: updating a shared overflow time table (timem.c) */
     void *volatile timem_charging;  /* owner only: the call_time tables being charged (timem.c) [H1] */
     bpt__atomic_ptr timem_free;     /* idle call_time tables this thread mapped, to reuse (timem.c) [T2];
                                        kept when the record is reused */
@@ -3625,17 +3626,23 @@ typedef struct bpt__timem_table {
     bpt__timem_cell cell[1];
 } bpt__timem_table;
 
-enum { BPT__TIMEM_HIT_CAP = 64 };   /* a hit's first table: 64 cells fill most of a page */
+enum {
+    BPT__TIMEM_HIT_CAP = 64,    /* a hit's first table: 64 cells fill most of a page */
+    BPT__TIMEM_MORE = 65536     /* thread records past BPT_MAX_THREADS that get a table: as
+                                   many as get a trace buffer (session.h's lane directory) */
+};
 
 struct bpt__BpTimem {
-    bpt__atomic_ptr table[BPT_MAX_THREADS];   /* bpt__timem_table *, per thread slot */
-    bpt__timem_table *overflow;               /* shared by threads past BPT_MAX_THREADS */
-    pthread_mutex_t overflow_lock;
+    bpt__atomic_ptr table[BPT_MAX_THREADS];   /* bpt__timem_table *, by thread record index */
+    bpt__atomic_ptr more;                     /* bpt__atomic_ptr[BPT__TIMEM_MORE]: the tables of thread
+                                                 records past BPT_MAX_THREADS, by index - BPT_MAX_THREADS;
+                                                 mapped by the first charge that needs it [T3] */
     bpt__timem_table *carried;                /* set path: the sums of earlier collections */
     struct bpt__BpTimem *prev;                /* set path: idle tables a collection could not
                                                  merge (out of memory), summed by the next one */
-    bpt__atomic_u64 lost;                     /* charges dropped: no memory for a table, or a
-                                                 signal handler nested in an overflow update */
+    bpt__atomic_u64 lost;                     /* charges dropped: no memory for a table, a thread
+                                                 record past both, or a signal handler nested in
+                                                 an update of these tables [H1] */
     uint32_t refc;                            /* set path: generations that point here */
 };
 
@@ -5084,11 +5091,9 @@ BPT__PRIVATE int bpt__rec_decode(const bpt__decoder *d, bpt__stream *st, const b
         a time.
      3. bpt__intern_lock (intern.c): the table of interned names, and the
         name table that gives records their ids (names.c).
-   Leaves, never held while another is taken: a session's drain_lock
-   (session.c), a call_time table's overflow_lock (timem.c). The hit path
-   takes none of them, except the overflow table's of threads beyond
-   BPT_MAX_THREADS, and that only with a lock no hit can nest in (timem.c);
-   trace buffers have no overflow lane (every thread has its own).
+   A leaf, never held while another is taken: a session's drain_lock
+   (session.c). The hit path takes none of them: every thread has its own
+   trace buffer and call_time tables, however many threads there are.
 
    fork() copies locks as they are: one held by another thread would stay
    held in the child forever. The prepare handler takes the locks of the
@@ -6896,8 +6901,10 @@ BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
    mapping process -> {calls, own time (ns), memory (bytes)}. A table is
    created on its thread's first charge and written only by that thread, so
    the hit and return paths update it with plain stores, no atomics, no
-   lock. Threads beyond BPT_MAX_THREADS share one overflow table under a
-   mutex, as BEAM's dirty schedulers do.
+   lock. Every thread has its own: the first BPT_MAX_THREADS thread records
+   find theirs in the breakpoint's data, the others in an array mapped for
+   them [T3]. (BEAM's dirty schedulers share one table under a lock; a
+   hit here never takes one.)
 
    Nobody else may read a table its owner may be writing. bpt_trace_info
    therefore collects in nine steps, C1-C9 (OTP 29's method; bpt__timem_collect):
@@ -7016,22 +7023,67 @@ static bpt__timem_table *bpt__timem_table_grow(bpt__timem_table *t, bpt__thread 
     return n;
 }
 
+/* [T3] The tables of thread records past BPT_MAX_THREADS: an array of
+   BPT__TIMEM_MORE table pointers, mapped by the first charge that needs
+   it and published by CAS, as a session's lane directory is (session.c
+   [R1]): two such threads, or a signal handler nested on one, may race to
+   map it, and the loser unmaps its own. It is 512 KiB of address space,
+   zero-filled, and memory only where touched: one page for every 512
+   threads that charge. The set path reads it only while its tables are
+   idle (C5, C8), and only the slots of thread records that exist. */
+#define BPT__TIMEM_MORE_BYTES ((size_t)BPT__TIMEM_MORE * sizeof(bpt__atomic_ptr))
+
+/* The slot of thread record `index`'s table in t: NULL past both arrays,
+   or when `more` is not mapped (make = 0: the set path's look; make = 1:
+   a charge maps it, NULL if that fails). */
+static bpt__atomic_ptr *bpt__timem_slot(bpt__BpTimem *t, uint32_t index, int make) {
+    bpt__atomic_ptr *more;
+    if (index < BPT_MAX_THREADS) return &t->table[index];
+    if (index - BPT_MAX_THREADS >= BPT__TIMEM_MORE) return NULL;
+    more = (bpt__atomic_ptr *)bpt__load_acquire_ptr(&t->more);   /* [T3] */
+    if (!more && make) {
+        bpt__atomic_ptr *fresh = (bpt__atomic_ptr *)BPT_HIT_MAP(BPT__TIMEM_MORE_BYTES);   /* zero-filled */
+        if (!fresh) return NULL;
+        if (bpt__cas_ptr(&t->more, NULL, (void *)fresh)) {   /* [T3] release: pairs with the acquire above */
+            more = fresh;
+        } else {
+            BPT_HIT_UNMAP((void *)fresh, BPT__TIMEM_MORE_BYTES);
+            more = (bpt__atomic_ptr *)bpt__load_acquire_ptr(&t->more);
+        }
+    }
+    return more ? &more[index - BPT_MAX_THREADS] : NULL;
+}
+
+/* Thread record index k's table in t, or NULL (the set path, on idle
+   tables [T1]). */
+static bpt__timem_table *bpt__timem_table_at(const bpt__BpTimem *t, uint32_t k) {
+    bpt__atomic_ptr *slot = bpt__timem_slot((bpt__BpTimem *)t, k, 0);
+    return slot ? (bpt__timem_table *)bpt__load_acquire_ptr(slot) : NULL;   /* [T1] */
+}
+
+/* How many thread record indexes may hold a table of t: every index below
+   it; none above, since records are made in index order. */
+static uint32_t bpt__timem_slots(const bpt__BpTimem *t) {
+    uint32_t n = bpt__threads_count();
+    if (n > BPT_MAX_THREADS && !bpt__load_acquire_ptr((bpt__atomic_ptr *)&t->more)) n = BPT_MAX_THREADS;
+    return n;
+}
+
 BPT__PRIVATE bpt__BpTimem *bpt__timem_new(void) {
     bpt__BpTimem *t = (bpt__BpTimem *)BPT_MALLOC(sizeof *t);
     if (!t) return NULL;
     memset(t, 0, sizeof *t);
-    pthread_mutex_init(&t->overflow_lock, NULL);
     t->refc = 1;
     return t;
 }
 
 BPT__PRIVATE void bpt__timem_free(bpt__BpTimem *t) {
-    int i;
-    for (i = 0; i < BPT_MAX_THREADS; i++) bpt__timem_table_free((bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[i]), 0);
-    bpt__timem_table_free(t->overflow, 0);
+    uint32_t k, n = bpt__timem_slots(t);
+    void *more = bpt__load_relaxed_ptr(&t->more);
+    for (k = 0; k < n; k++) bpt__timem_table_free(bpt__timem_table_at(t, k), 0);
+    if (more) BPT_HIT_UNMAP(more, BPT__TIMEM_MORE_BYTES);
     bpt__timem_table_free(t->carried, 0);
     if (t->prev) bpt__timem_free(t->prev);
-    pthread_mutex_destroy(&t->overflow_lock);
     BPT_FREE(t);
 }
 
@@ -7070,12 +7122,14 @@ BPT__PRIVATE void bpt__timem_point(bpt__GenericBpData *d, bpt__BpTimem *t) {
    (another function, or session) goes ahead. */
 static void bpt__timem_charge_own(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
                                   uint64_t calls, uint64_t ns, int64_t mem) {
+    bpt__atomic_ptr *slot = bpt__timem_slot(t, rec->index, 1);
     bpt__timem_table *tab, *grown;
     bpt__timem_cell *c;
-    tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index]);
+    if (!slot) { bpt__fetch_add_u64(&t->lost, 1); return; }   /* no memory for `more`, or past it */
+    tab = (bpt__timem_table *)bpt__load_relaxed_ptr(slot);
     while (!tab || !(c = bpt__timem_cell_of(tab, process))) {
         if (!(grown = bpt__timem_table_grow(tab, rec))) { bpt__fetch_add_u64(&t->lost, 1); return; }
-        bpt__store_release_ptr(&t->table[rec->index], grown);   /* [T1] */
+        bpt__store_release_ptr(slot, grown);   /* [T1] */
         bpt__timem_table_free(tab, 1);
         tab = grown;
     }
@@ -7086,37 +7140,13 @@ static void bpt__timem_charge_own(bpt__BpTimem *t, bpt__thread *rec, uint64_t pr
 
 BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
                                     uint64_t calls, uint64_t ns, int64_t mem) {
-    bpt__timem_table *grown;
-    bpt__timem_cell *c;
-    if (rec->index < BPT_MAX_THREADS) {
-        void *outer = rec->timem_charging;
-        if (outer == (void *)t) { bpt__fetch_add_u64(&t->lost, 1); return; }   /* [H1] nested in this update */
-        rec->timem_charging = t;
-        bpt__compiler_barrier();   /* [H1] marked before the table is touched */
-        bpt__timem_charge_own(t, rec, process, calls, ns, mem);
-        bpt__compiler_barrier();   /* [H1] */
-        rec->timem_charging = outer;
-        return;
-    } else {
-        if (rec->in_timem_overflow) { bpt__fetch_add_u64(&t->lost, 1); return; }   /* a nested handler */
-        rec->in_timem_overflow = 1;
-        pthread_mutex_lock(&t->overflow_lock);
-        while (!t->overflow || !(c = bpt__timem_cell_of(t->overflow, process))) {
-            if (!(grown = bpt__timem_table_grow(t->overflow, rec))) {
-                pthread_mutex_unlock(&t->overflow_lock);
-                rec->in_timem_overflow = 0;
-                bpt__fetch_add_u64(&t->lost, 1);
-                return;
-            }
-            bpt__timem_table_free(t->overflow, 1);
-            t->overflow = grown;
-        }
-        c->calls += calls;
-        c->time_ns += ns;
-        c->mem += mem;
-        pthread_mutex_unlock(&t->overflow_lock);
-        rec->in_timem_overflow = 0;
-    }
+    void *outer = rec->timem_charging;
+    if (outer == (void *)t) { bpt__fetch_add_u64(&t->lost, 1); return; }   /* [H1] nested in this update */
+    rec->timem_charging = t;
+    bpt__compiler_barrier();   /* [H1] marked before the table is touched */
+    bpt__timem_charge_own(t, rec, process, calls, ns, mem);
+    bpt__compiler_barrier();   /* [H1] */
+    rec->timem_charging = outer;
 }
 
 /* call_time / call_memory of one breakpoint, from the sums the last
@@ -7163,11 +7193,11 @@ BPT__PRIVATE uint32_t bpt__timem_nprocs(const bpt__BpTimem *tm) {
 static uint32_t bpt__timem_cells(const bpt__BpTimem *t) {
     uint32_t k, n = 0;
     for (; t; t = t->prev) {
-        for (k = 0; k < BPT_MAX_THREADS; k++) {
-            const bpt__timem_table *tab = (const bpt__timem_table *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&t->table[k]);   /* [T1] */
+        uint32_t slots = bpt__timem_slots(t);
+        for (k = 0; k < slots; k++) {
+            const bpt__timem_table *tab = bpt__timem_table_at(t, k);
             if (tab) n += tab->used;
         }
-        if (t->overflow) n += t->overflow->used;
         if (t->carried) n += t->carried->used;
     }
     return n;
@@ -7184,9 +7214,8 @@ static bpt__timem_table *bpt__timem_merge(const bpt__BpTimem *real) {
     while (cap < cells * 2 + 2) cap *= 2;
     if (!(m = bpt__timem_table_new(cap, NULL))) return NULL;
     for (; real; real = real->prev) {
-        for (k = 0; k < BPT_MAX_THREADS; k++)
-            bpt__timem_table_add(m, (const bpt__timem_table *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&real->table[k]));   /* [T1] */
-        bpt__timem_table_add(m, real->overflow);
+        uint32_t slots = bpt__timem_slots(real);
+        for (k = 0; k < slots; k++) bpt__timem_table_add(m, bpt__timem_table_at(real, k));
         bpt__timem_table_add(m, real->carried);
     }
     return m;
@@ -13124,7 +13153,7 @@ BPT__ROOT_LINKAGE BPT__ROOT_KEEP const bpt_root_record bpt_root = {
     {   /* in BPT_ROOT_CONSTS's order */
         BPT_MAX_SESSIONS, BPT__LANE_DIRS, BPT__LANES_PER_DIR, BPT__COUNT_PAGES, BPT__COUNT_PAGE_SLOTS,
         BPT_SHADOW_FRAMES, BPT__NEST_BITS, BPT__ONLINE, BPT__NKINDS, BPT__KIX_COUNT, BPT__ROOT_PAD,
-        BPT_MAX_THREADS, BPT__KIX_TIME
+        BPT_MAX_THREADS, BPT__KIX_TIME, BPT__TIMEM_MORE
     },
     { BPT_KINDS(BPT__ROOT_KIND_FLAG) },
     {   /* in BPT_ROOT_GLOBALS's order */
@@ -13135,7 +13164,7 @@ BPT__ROOT_LINKAGE BPT__ROOT_KEEP const bpt_root_record bpt_root = {
     }
 };
 /* The tables above are positional: one entry per row of their lists. */
-typedef char bpt__root_consts_fit[BPT_ROOT_NCONSTS == 13 && BPT_ROOT_NGLOBALS == 9 ? 1 : -1];
+typedef char bpt__root_consts_fit[BPT_ROOT_NCONSTS == 14 && BPT_ROOT_NGLOBALS == 9 ? 1 : -1];
 
 #undef BPT__ROOT_SIZE
 #undef BPT__ROOT_OFF
@@ -13184,7 +13213,7 @@ static void bpt__root_field_want(const bpt_root_record *r, int f, uint64_t *lo, 
     case BPT_ROOT_F_FUNC_FN: case BPT_ROOT_F_FUNC_GEN_BP: case BPT_ROOT_F_BP_SESSION:
     case BPT_ROOT_F_BP_NEXT: case BPT_ROOT_F_FRAME_F: case BPT_ROOT_F_SESSION_TRACER:
     case BPT_ROOT_F_SESSION_PATTERNS: case BPT_ROOT_F_PATTERN_NEXT:
-    case BPT_ROOT_F_TIMEM_OVERFLOW: case BPT_ROOT_F_TIMEM_CARRIED:
+    case BPT_ROOT_F_TIMEM_MORE: case BPT_ROOT_F_TIMEM_CARRIED:
         *lo = *hi = 8; return;          /* a pointer: 64-bit targets only */
     default: *lo = 1; *hi = 8; *word = 1; return;
     }
@@ -13224,7 +13253,7 @@ int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, size_t why
             c[BPT_ROOT_C_SHADOW_FRAMES] == 0 || c[BPT_ROOT_C_SHADOW_FRAMES] > (1u << 24) ||
             c[BPT_ROOT_C_NEST_BITS] == 0 || c[BPT_ROOT_C_NEST_BITS] > 32 || c[BPT_ROOT_C_ENTRY_PAD] > 256 ||
             c[BPT_ROOT_C_MAX_THREADS] == 0 || c[BPT_ROOT_C_MAX_THREADS] > 65536 ||
-            c[BPT_ROOT_C_KIND_TIME] >= c[BPT_ROOT_C_NKINDS])
+            c[BPT_ROOT_C_KIND_TIME] >= c[BPT_ROOT_C_NKINDS] || c[BPT_ROOT_C_TIMEM_MORE] > (1u << 24))
             return bpt__root_refuse(why, why_len, BPT_EFORMAT, "a root constant is out of range "
                                     "(kinds %llu, count pages %llu)", BPT__U(c[BPT_ROOT_C_NKINDS]), BPT__U(c[BPT_ROOT_C_COUNT_PAGES]));
     }

@@ -49,7 +49,7 @@
    fences order them as they would order its own loads.
 */
 #define BPT_ROOT_MAGIC   0x31544f4f52545042ull   /* "BPTROOT1", little-endian */
-#define BPT_ROOT_VERSION 1u
+#define BPT_ROOT_VERSION 2u   /* 2: call_time's tables past MAX_THREADS (TIMEM_MORE), no overflow table */
 
 /* The structures a reader walks: (ID, the implementation's type). */
 #define BPT_ROOT_STRUCTS(X) \
@@ -129,7 +129,7 @@
     X(PATTERN_ARITY,       PATTERN, mfa.arity)      /* int: -1 for any */ \
     X(PATTERN_FLAGS,       PATTERN, flags)          /* unsigned: the BPT_* flags it was set with */ \
     X(TIMEM_TABLES,        TIMEM,   table)          /* MAX_THREADS pointers to TABLE, by thread record index */ \
-    X(TIMEM_OVERFLOW,      TIMEM,   overflow)       /* pointer: the TABLE of threads past MAX_THREADS */ \
+    X(TIMEM_MORE,          TIMEM,   more)           /* pointer (NULL: none): TIMEM_MORE pointers to TABLE, by index - MAX_THREADS */ \
     X(TIMEM_CARRIED,       TIMEM,   carried)        /* pointer: the TABLE of earlier collections' sums */ \
     X(TABLE_CAP,           TABLE,   cap)            /* u32: cells, a power of two */ \
     X(TABLE_CELLS,         TABLE,   cell)           /* the first of cap CELLs (the width of one) */ \
@@ -155,7 +155,7 @@
     X(MAX_SESSIONS) X(LANE_DIRS) X(LANES_PER_DIR) X(COUNT_PAGES) X(COUNT_PAGE_SLOTS) \
     X(SHADOW_FRAMES) X(NEST_BITS) X(ONLINE) X(NKINDS) X(KIND_COUNT) \
     X(ENTRY_PAD)   /* bytes before a native entry that its hit runs through (0: no native sites) */ \
-    X(MAX_THREADS) X(KIND_TIME)
+    X(MAX_THREADS) X(KIND_TIME) X(TIMEM_MORE)
 
 enum bpt_root_struct {
 #define BPT__ROOT_S(id, type) BPT_ROOT_S_##id,

@@ -59,11 +59,14 @@
                                           call_count pages, made on a thread's first use. Never
                                           malloc: a hit may run inside malloc (a program's own
                                           traced malloc, or a signal handler). NULL: that use is
-                                          untraced or its record dropped, counted.
-       BPT_MAX_THREADS    implementation  Per-thread slots of the call_time/call_memory tables.
-                                          Default 64. Threads beyond it share one overflow table.
-                                          (Trace buffers and call_count counters have no such
-                                          limit: every thread has its own.)
+                                          untraced or its record dropped, counted. A replacement
+                                          must return zero-filled memory, as mmap does.
+       BPT_MAX_THREADS    implementation  Per-thread slots of the call_time/call_memory tables
+                                          held in each breakpoint. Default 64. Threads beyond it
+                                          keep their tables in an array mapped for them (512 KiB
+                                          of address space a breakpoint, 4 KiB of memory for
+                                          every 512 such threads): every thread has its own, as
+                                          it has its own trace buffer and call_count counters.
        BPT_MAX_SESSIONS   implementation  Trace sessions alive at once. Default 64 (1..65535).
        BPT_NO_NATIVE      everywhere      Leave out native entry patching (BPT_TRACEABLE expands to
                                           nothing; bpt_register_native returns BPT_ENOTSUP).
@@ -138,9 +141,8 @@
          default mmap): its record on its first pin, its buffer on its first
          record in a session, its shadow stack on its first return frame, a
          page of its call_count counters on its first count there, a
-         call_time/call_memory table on its first charge of a function. The
-         one lock: call_time/call_memory of threads past BPT_MAX_THREADS
-         share a table under a mutex (no hit waits for its own thread).
+         call_time/call_memory table on its first charge of a function. No
+         hit takes a lock, however many threads there are.
          A record is a copy into the thread's own chunk and one release
          store; a full buffer grows by a chunk (mapped, a batch at a time)
          up to max_chunks, then drops it (counted, and marked in the

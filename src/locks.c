@@ -11,11 +11,9 @@
         a time.
      3. bpt__intern_lock (intern.c): the table of interned names, and the
         name table that gives records their ids (names.c).
-   Leaves, never held while another is taken: a session's drain_lock
-   (session.c), a call_time table's overflow_lock (timem.c). The hit path
-   takes none of them, except the overflow table's of threads beyond
-   BPT_MAX_THREADS, and that only with a lock no hit can nest in (timem.c);
-   trace buffers have no overflow lane (every thread has its own).
+   A leaf, never held while another is taken: a session's drain_lock
+   (session.c). The hit path takes none of them: every thread has its own
+   trace buffer and call_time tables, however many threads there are.
 
    fork() copies locks as they are: one held by another thread would stay
    held in the child forever. The prepare handler takes the locks of the

@@ -39,7 +39,6 @@ struct bpt__thread {
                                        tag given (fibers.c); native frames carry their stack's tag.
                                        64 bits: a tag is made at every switch, and one reused
                                        while its stack still has frames would mix two stacks */
-    int in_timem_overflow;          /* owner only: updating a shared overflow time table (timem.c) */
     void *volatile timem_charging;  /* owner only: the call_time tables being charged (timem.c) [H1] */
     bpt__atomic_ptr timem_free;     /* idle call_time tables this thread mapped, to reuse (timem.c) [T2];
                                        kept when the record is reused */

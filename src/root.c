@@ -72,7 +72,7 @@ BPT__ROOT_LINKAGE BPT__ROOT_KEEP const bpt_root_record bpt_root = {
     {   /* in BPT_ROOT_CONSTS's order */
         BPT_MAX_SESSIONS, BPT__LANE_DIRS, BPT__LANES_PER_DIR, BPT__COUNT_PAGES, BPT__COUNT_PAGE_SLOTS,
         BPT_SHADOW_FRAMES, BPT__NEST_BITS, BPT__ONLINE, BPT__NKINDS, BPT__KIX_COUNT, BPT__ROOT_PAD,
-        BPT_MAX_THREADS, BPT__KIX_TIME
+        BPT_MAX_THREADS, BPT__KIX_TIME, BPT__TIMEM_MORE
     },
     { BPT_KINDS(BPT__ROOT_KIND_FLAG) },
     {   /* in BPT_ROOT_GLOBALS's order */
@@ -83,7 +83,7 @@ BPT__ROOT_LINKAGE BPT__ROOT_KEEP const bpt_root_record bpt_root = {
     }
 };
 /* The tables above are positional: one entry per row of their lists. */
-typedef char bpt__root_consts_fit[BPT_ROOT_NCONSTS == 13 && BPT_ROOT_NGLOBALS == 9 ? 1 : -1];
+typedef char bpt__root_consts_fit[BPT_ROOT_NCONSTS == 14 && BPT_ROOT_NGLOBALS == 9 ? 1 : -1];
 
 #undef BPT__ROOT_SIZE
 #undef BPT__ROOT_OFF
@@ -132,7 +132,7 @@ static void bpt__root_field_want(const bpt_root_record *r, int f, uint64_t *lo, 
     case BPT_ROOT_F_FUNC_FN: case BPT_ROOT_F_FUNC_GEN_BP: case BPT_ROOT_F_BP_SESSION:
     case BPT_ROOT_F_BP_NEXT: case BPT_ROOT_F_FRAME_F: case BPT_ROOT_F_SESSION_TRACER:
     case BPT_ROOT_F_SESSION_PATTERNS: case BPT_ROOT_F_PATTERN_NEXT:
-    case BPT_ROOT_F_TIMEM_OVERFLOW: case BPT_ROOT_F_TIMEM_CARRIED:
+    case BPT_ROOT_F_TIMEM_MORE: case BPT_ROOT_F_TIMEM_CARRIED:
         *lo = *hi = 8; return;          /* a pointer: 64-bit targets only */
     default: *lo = 1; *hi = 8; *word = 1; return;
     }
@@ -172,7 +172,7 @@ int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, size_t why
             c[BPT_ROOT_C_SHADOW_FRAMES] == 0 || c[BPT_ROOT_C_SHADOW_FRAMES] > (1u << 24) ||
             c[BPT_ROOT_C_NEST_BITS] == 0 || c[BPT_ROOT_C_NEST_BITS] > 32 || c[BPT_ROOT_C_ENTRY_PAD] > 256 ||
             c[BPT_ROOT_C_MAX_THREADS] == 0 || c[BPT_ROOT_C_MAX_THREADS] > 65536 ||
-            c[BPT_ROOT_C_KIND_TIME] >= c[BPT_ROOT_C_NKINDS])
+            c[BPT_ROOT_C_KIND_TIME] >= c[BPT_ROOT_C_NKINDS] || c[BPT_ROOT_C_TIMEM_MORE] > (1u << 24))
             return bpt__root_refuse(why, why_len, BPT_EFORMAT, "a root constant is out of range "
                                     "(kinds %llu, count pages %llu)", BPT__U(c[BPT_ROOT_C_NKINDS]), BPT__U(c[BPT_ROOT_C_COUNT_PAGES]));
     }

@@ -5,8 +5,10 @@
    mapping process -> {calls, own time (ns), memory (bytes)}. A table is
    created on its thread's first charge and written only by that thread, so
    the hit and return paths update it with plain stores, no atomics, no
-   lock. Threads beyond BPT_MAX_THREADS share one overflow table under a
-   mutex, as BEAM's dirty schedulers do.
+   lock. Every thread has its own: the first BPT_MAX_THREADS thread records
+   find theirs in the breakpoint's data, the others in an array mapped for
+   them [T3]. (BEAM's dirty schedulers share one table under a lock; a
+   hit here never takes one.)
 
    Nobody else may read a table its owner may be writing. bpt_trace_info
    therefore collects in nine steps, C1-C9 (OTP 29's method; bpt__timem_collect):
@@ -126,22 +128,67 @@ static bpt__timem_table *bpt__timem_table_grow(bpt__timem_table *t, bpt__thread 
     return n;
 }
 
+/* [T3] The tables of thread records past BPT_MAX_THREADS: an array of
+   BPT__TIMEM_MORE table pointers, mapped by the first charge that needs
+   it and published by CAS, as a session's lane directory is (session.c
+   [R1]): two such threads, or a signal handler nested on one, may race to
+   map it, and the loser unmaps its own. It is 512 KiB of address space,
+   zero-filled, and memory only where touched: one page for every 512
+   threads that charge. The set path reads it only while its tables are
+   idle (C5, C8), and only the slots of thread records that exist. */
+#define BPT__TIMEM_MORE_BYTES ((size_t)BPT__TIMEM_MORE * sizeof(bpt__atomic_ptr))
+
+/* The slot of thread record `index`'s table in t: NULL past both arrays,
+   or when `more` is not mapped (make = 0: the set path's look; make = 1:
+   a charge maps it, NULL if that fails). */
+static bpt__atomic_ptr *bpt__timem_slot(bpt__BpTimem *t, uint32_t index, int make) {
+    bpt__atomic_ptr *more;
+    if (index < BPT_MAX_THREADS) return &t->table[index];
+    if (index - BPT_MAX_THREADS >= BPT__TIMEM_MORE) return NULL;
+    more = (bpt__atomic_ptr *)bpt__load_acquire_ptr(&t->more);   /* [T3] */
+    if (!more && make) {
+        bpt__atomic_ptr *fresh = (bpt__atomic_ptr *)BPT_HIT_MAP(BPT__TIMEM_MORE_BYTES);   /* zero-filled */
+        if (!fresh) return NULL;
+        if (bpt__cas_ptr(&t->more, NULL, (void *)fresh)) {   /* [T3] release: pairs with the acquire above */
+            more = fresh;
+        } else {
+            BPT_HIT_UNMAP((void *)fresh, BPT__TIMEM_MORE_BYTES);
+            more = (bpt__atomic_ptr *)bpt__load_acquire_ptr(&t->more);
+        }
+    }
+    return more ? &more[index - BPT_MAX_THREADS] : NULL;
+}
+
+/* Thread record index k's table in t, or NULL (the set path, on idle
+   tables [T1]). */
+static bpt__timem_table *bpt__timem_table_at(const bpt__BpTimem *t, uint32_t k) {
+    bpt__atomic_ptr *slot = bpt__timem_slot((bpt__BpTimem *)t, k, 0);
+    return slot ? (bpt__timem_table *)bpt__load_acquire_ptr(slot) : NULL;   /* [T1] */
+}
+
+/* How many thread record indexes may hold a table of t: every index below
+   it; none above, since records are made in index order. */
+static uint32_t bpt__timem_slots(const bpt__BpTimem *t) {
+    uint32_t n = bpt__threads_count();
+    if (n > BPT_MAX_THREADS && !bpt__load_acquire_ptr((bpt__atomic_ptr *)&t->more)) n = BPT_MAX_THREADS;
+    return n;
+}
+
 BPT__PRIVATE bpt__BpTimem *bpt__timem_new(void) {
     bpt__BpTimem *t = (bpt__BpTimem *)BPT_MALLOC(sizeof *t);
     if (!t) return NULL;
     memset(t, 0, sizeof *t);
-    pthread_mutex_init(&t->overflow_lock, NULL);
     t->refc = 1;
     return t;
 }
 
 BPT__PRIVATE void bpt__timem_free(bpt__BpTimem *t) {
-    int i;
-    for (i = 0; i < BPT_MAX_THREADS; i++) bpt__timem_table_free((bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[i]), 0);
-    bpt__timem_table_free(t->overflow, 0);
+    uint32_t k, n = bpt__timem_slots(t);
+    void *more = bpt__load_relaxed_ptr(&t->more);
+    for (k = 0; k < n; k++) bpt__timem_table_free(bpt__timem_table_at(t, k), 0);
+    if (more) BPT_HIT_UNMAP(more, BPT__TIMEM_MORE_BYTES);
     bpt__timem_table_free(t->carried, 0);
     if (t->prev) bpt__timem_free(t->prev);
-    pthread_mutex_destroy(&t->overflow_lock);
     BPT_FREE(t);
 }
 
@@ -180,12 +227,14 @@ BPT__PRIVATE void bpt__timem_point(bpt__GenericBpData *d, bpt__BpTimem *t) {
    (another function, or session) goes ahead. */
 static void bpt__timem_charge_own(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
                                   uint64_t calls, uint64_t ns, int64_t mem) {
+    bpt__atomic_ptr *slot = bpt__timem_slot(t, rec->index, 1);
     bpt__timem_table *tab, *grown;
     bpt__timem_cell *c;
-    tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index]);
+    if (!slot) { bpt__fetch_add_u64(&t->lost, 1); return; }   /* no memory for `more`, or past it */
+    tab = (bpt__timem_table *)bpt__load_relaxed_ptr(slot);
     while (!tab || !(c = bpt__timem_cell_of(tab, process))) {
         if (!(grown = bpt__timem_table_grow(tab, rec))) { bpt__fetch_add_u64(&t->lost, 1); return; }
-        bpt__store_release_ptr(&t->table[rec->index], grown);   /* [T1] */
+        bpt__store_release_ptr(slot, grown);   /* [T1] */
         bpt__timem_table_free(tab, 1);
         tab = grown;
     }
@@ -196,37 +245,13 @@ static void bpt__timem_charge_own(bpt__BpTimem *t, bpt__thread *rec, uint64_t pr
 
 BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
                                     uint64_t calls, uint64_t ns, int64_t mem) {
-    bpt__timem_table *grown;
-    bpt__timem_cell *c;
-    if (rec->index < BPT_MAX_THREADS) {
-        void *outer = rec->timem_charging;
-        if (outer == (void *)t) { bpt__fetch_add_u64(&t->lost, 1); return; }   /* [H1] nested in this update */
-        rec->timem_charging = t;
-        bpt__compiler_barrier();   /* [H1] marked before the table is touched */
-        bpt__timem_charge_own(t, rec, process, calls, ns, mem);
-        bpt__compiler_barrier();   /* [H1] */
-        rec->timem_charging = outer;
-        return;
-    } else {
-        if (rec->in_timem_overflow) { bpt__fetch_add_u64(&t->lost, 1); return; }   /* a nested handler */
-        rec->in_timem_overflow = 1;
-        pthread_mutex_lock(&t->overflow_lock);
-        while (!t->overflow || !(c = bpt__timem_cell_of(t->overflow, process))) {
-            if (!(grown = bpt__timem_table_grow(t->overflow, rec))) {
-                pthread_mutex_unlock(&t->overflow_lock);
-                rec->in_timem_overflow = 0;
-                bpt__fetch_add_u64(&t->lost, 1);
-                return;
-            }
-            bpt__timem_table_free(t->overflow, 1);
-            t->overflow = grown;
-        }
-        c->calls += calls;
-        c->time_ns += ns;
-        c->mem += mem;
-        pthread_mutex_unlock(&t->overflow_lock);
-        rec->in_timem_overflow = 0;
-    }
+    void *outer = rec->timem_charging;
+    if (outer == (void *)t) { bpt__fetch_add_u64(&t->lost, 1); return; }   /* [H1] nested in this update */
+    rec->timem_charging = t;
+    bpt__compiler_barrier();   /* [H1] marked before the table is touched */
+    bpt__timem_charge_own(t, rec, process, calls, ns, mem);
+    bpt__compiler_barrier();   /* [H1] */
+    rec->timem_charging = outer;
 }
 
 /* call_time / call_memory of one breakpoint, from the sums the last
@@ -273,11 +298,11 @@ BPT__PRIVATE uint32_t bpt__timem_nprocs(const bpt__BpTimem *tm) {
 static uint32_t bpt__timem_cells(const bpt__BpTimem *t) {
     uint32_t k, n = 0;
     for (; t; t = t->prev) {
-        for (k = 0; k < BPT_MAX_THREADS; k++) {
-            const bpt__timem_table *tab = (const bpt__timem_table *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&t->table[k]);   /* [T1] */
+        uint32_t slots = bpt__timem_slots(t);
+        for (k = 0; k < slots; k++) {
+            const bpt__timem_table *tab = bpt__timem_table_at(t, k);
             if (tab) n += tab->used;
         }
-        if (t->overflow) n += t->overflow->used;
         if (t->carried) n += t->carried->used;
     }
     return n;
@@ -294,9 +319,8 @@ static bpt__timem_table *bpt__timem_merge(const bpt__BpTimem *real) {
     while (cap < cells * 2 + 2) cap *= 2;
     if (!(m = bpt__timem_table_new(cap, NULL))) return NULL;
     for (; real; real = real->prev) {
-        for (k = 0; k < BPT_MAX_THREADS; k++)
-            bpt__timem_table_add(m, (const bpt__timem_table *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&real->table[k]));   /* [T1] */
-        bpt__timem_table_add(m, real->overflow);
+        uint32_t slots = bpt__timem_slots(real);
+        for (k = 0; k < slots; k++) bpt__timem_table_add(m, bpt__timem_table_at(real, k));
         bpt__timem_table_add(m, real->carried);
     }
     return m;

@@ -23,17 +23,23 @@ typedef struct bpt__timem_table {
     bpt__timem_cell cell[1];
 } bpt__timem_table;
 
-enum { BPT__TIMEM_HIT_CAP = 64 };   /* a hit's first table: 64 cells fill most of a page */
+enum {
+    BPT__TIMEM_HIT_CAP = 64,    /* a hit's first table: 64 cells fill most of a page */
+    BPT__TIMEM_MORE = 65536     /* thread records past BPT_MAX_THREADS that get a table: as
+                                   many as get a trace buffer (session.h's lane directory) */
+};
 
 struct bpt__BpTimem {
-    bpt__atomic_ptr table[BPT_MAX_THREADS];   /* bpt__timem_table *, per thread slot */
-    bpt__timem_table *overflow;               /* shared by threads past BPT_MAX_THREADS */
-    pthread_mutex_t overflow_lock;
+    bpt__atomic_ptr table[BPT_MAX_THREADS];   /* bpt__timem_table *, by thread record index */
+    bpt__atomic_ptr more;                     /* bpt__atomic_ptr[BPT__TIMEM_MORE]: the tables of thread
+                                                 records past BPT_MAX_THREADS, by index - BPT_MAX_THREADS;
+                                                 mapped by the first charge that needs it [T3] */
     bpt__timem_table *carried;                /* set path: the sums of earlier collections */
     struct bpt__BpTimem *prev;                /* set path: idle tables a collection could not
                                                  merge (out of memory), summed by the next one */
-    bpt__atomic_u64 lost;                     /* charges dropped: no memory for a table, or a
-                                                 signal handler nested in an overflow update */
+    bpt__atomic_u64 lost;                     /* charges dropped: no memory for a table, a thread
+                                                 record past both, or a signal handler nested in
+                                                 an update of these tables [H1] */
     uint32_t refc;                            /* set path: generations that point here */
 };
 

@@ -15,8 +15,9 @@
      sent by main every 200 us) that call traced functions,
    while main switches the patterns on and off, reads trace_info and
    drains (all of which may allocate: main is not a hit-path thread).
-   BPT_MAX_THREADS is 2, so that threads past it charge call_time to the
-   shared overflow table (its growth included).
+   BPT_MAX_THREADS is 2, so that threads past it charge call_time to
+   tables in the array mapped for them (timem.c [T3]; its mapping and the
+   tables' growth included).
    Claims: 0 allocations on hit-path threads; every kind ran; call_count
    counted at least every round.
    Not under ASAN (it replaces malloc itself). */

@@ -9,7 +9,7 @@
      never go down, never exceed the calls made, and end exact; a thread
      held inside a long traced call does not delay bpt_trace_info;
    - pause, restart, off; a tprof-style table.
-   The overflow table (threads past BPT_MAX_THREADS) is t_timem_overflow. */
+   Threads past BPT_MAX_THREADS, with tables of their own, are t_timem_threads. */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"

@@ -254,30 +254,41 @@ static int rd_timem_table(rd_target *t, uint64_t addr, uint64_t *calls, uint64_t
     return 0;
 }
 
-/* call_time's sums for a breakpoint's tables at addr: the carried sums of
-   earlier collections, the overflow table and every thread's table, read
-   while their owners write them. A table that fails to read is read again
-   from its pointer once (its owner may have grown out of it), else left
+/* One call_time table pointer, read again from its slot at slot_addr if
+   the table fails to read (its owner may have grown out of it), else left
    out and the sums marked approximate. */
-static int rd_timem(rd_target *t, uint64_t addr, rd_func *f) {
-    uint32_t n = rd_const(t, BPT_ROOT_C_MAX_THREADS), i;
+static int rd_timem_one(rd_target *t, uint64_t ta, uint64_t slot_addr, rd_func *f, uint64_t *calls, uint64_t *ns) {
+    if (!ta || rd_timem_table(t, ta, calls, ns) == 0) return 0;
+    if (slot_addr && rd_u64(t, slot_addr, &ta, "a call_time table") == 0 && (!ta || rd_timem_table(t, ta, calls, ns) == 0))
+        return 0;
+    f->time_approx = 1;
+    return t->reads_left == 0 || t->bytes_left == 0 ? rd_fail(t, RD_EFAULT, "call_time's tables", slot_addr ? slot_addr : ta) : 0;
+}
+
+/* call_time's sums for a breakpoint's tables at addr, read while their
+   owners write them: the carried sums of earlier collections, the tables
+   of the first MAX_THREADS thread records, and those of the threads past
+   them (TIMEM_MORE), each from its thread's slot. */
+static int rd_timem(rd_target *t, const rd_snapshot *s, uint64_t addr, rd_func *f) {
+    uint32_t n = rd_const(t, BPT_ROOT_C_MAX_THREADS), nmore = rd_const(t, BPT_ROOT_C_TIMEM_MORE), i;
     unsigned char *tm = (unsigned char *)malloc(rd_size(t, BPT_ROOT_S_TIMEM));
-    uint64_t calls = 0, ns = 0;
+    uint64_t calls = 0, ns = 0, more, tables = addr + t->root.field_off[BPT_ROOT_F_TIMEM_TABLES];
     int rc;
     if (!tm) return RD_ENOMEM;
     if ((rc = rd_bytes(t, addr, tm, rd_size(t, BPT_ROOT_S_TIMEM), "call_time's tables"))) { free(tm); return rc; }
-    for (i = 0; i < n + 2 && !rc; i++) {
+    rc = rd_timem_one(t, rd_field(t, tm, BPT_ROOT_F_TIMEM_CARRIED), 0, f, &calls, &ns);
+    for (i = 0; i < n && !rc; i++) {
         uint64_t ta;
-        if (i == n) ta = rd_field(t, tm, BPT_ROOT_F_TIMEM_OVERFLOW);
-        else if (i == n + 1) ta = rd_field(t, tm, BPT_ROOT_F_TIMEM_CARRIED);
-        else memcpy(&ta, (const unsigned char *)rd_field_ptr(t, tm, BPT_ROOT_F_TIMEM_TABLES) + 8ull * i, 8);
-        if (!ta) continue;
-        if (rd_timem_table(t, ta, &calls, &ns) == 0) continue;
-        if (i < n && rd_u64(t, addr + t->root.field_off[BPT_ROOT_F_TIMEM_TABLES] + 8ull * i, &ta, "a call_time table") == 0 &&
-            ta && rd_timem_table(t, ta, &calls, &ns) == 0)
-            continue;
-        if (t->reads_left == 0 || t->bytes_left == 0) rc = rd_fail(t, RD_EFAULT, "call_time's tables", addr);
-        f->time_approx = 1;
+        memcpy(&ta, (const unsigned char *)rd_field_ptr(t, tm, BPT_ROOT_F_TIMEM_TABLES) + 8ull * i, 8);
+        rc = rd_timem_one(t, ta, tables + 8ull * i, f, &calls, &ns);
+    }
+    more = rd_field(t, tm, BPT_ROOT_F_TIMEM_MORE);
+    for (i = 0; more && i < s->nthreads && !rc; i++) {
+        uint32_t k = s->threads[i].index;
+        uint64_t ta;
+        if (k < n || k - n >= nmore) continue;
+        if ((rc = rd_u64(t, more + 8ull * (k - n), &ta, "a call_time table's slot"))) break;
+        rc = rd_timem_one(t, ta, more + 8ull * (k - n), f, &calls, &ns);
     }
     free(tm);
     f->timed = 1;
@@ -331,7 +342,7 @@ static int rd_func_bps(rd_target *t, const rd_snapshot *s, rd_func *f, uint64_t 
             if (k == rd_const(t, BPT_ROOT_C_KIND_TIME)) {
                 uint64_t tm;
                 memcpy(&tm, (const unsigned char *)rd_field_ptr(t, d, BPT_ROOT_F_BPDATA_DATA) + 8 * k, 8);
-                if ((rc = rd_timem(t, tm, f))) break;
+                if ((rc = rd_timem(t, s, tm, f))) break;
             }
         }
         if (!rc && !rd_session_name(t, rd_field(t, buf, BPT_ROOT_F_BP_SESSION), sname, sizeof sname)) {

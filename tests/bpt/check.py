@@ -9,7 +9,10 @@
       in top; pstack shows each worker in hold <- middle <- outer (and maybe
       in tick); the sessions, their patterns and lanes; each
       worker's loop ran on across the reads, and no thread was ever traced or
-      stopped (/proc/PID/task/*/status, sampled every 2 ms while bpt ran).
+      stopped (/proc/PID/task/*/status, sampled every 2 ms while bpt ran);
+      once the workers stop calling tick, top's call_time for it is the
+      program's own to the digit (the target is built with
+      BPT_MAX_THREADS=2: some of its tables are past the breakpoint's slots).
   check.py sample BPT TARGET
       TARGET --burn: the workers spend their time in burn(), registered but
       untraced, under hold <- middle <- outer. bpt sample names burn the
@@ -43,6 +46,10 @@ class Target:
         self.time = [int(x) for x in self.p.stdout.readline().split()[1:]]
         spins = [int(x) for x in self.p.stdout.readline().split()[1:]]
         return tick, spins
+    def pause(self):
+        self.p.stdin.write("pause\n"); self.p.stdin.flush()
+        if self.p.stdout.readline().strip() != "paused":
+            fail("target did not pause")
     def quit(self):
         self.p.stdin.write("quit\n"); self.p.stdin.flush()
         rc = self.p.wait(timeout=60)
@@ -156,6 +163,17 @@ def live(bpt, target, runner):
     if w.bad or w.samples < 5:
         fail("a thread was stopped or traced while bpt read: %s (%d samples)" % (w.bad[:3], w.samples))
     print("workers ran on: %s -> %s -> %s; %d status samples, none stopped or traced" % (spins0, spins1, spins2, w.samples))
+    # tick's call_time, exact: the workers stop calling it, bpt sums the
+    # tables its threads charged (built with BPT_MAX_THREADS=2, some are in
+    # the array past the breakpoint's slots), then the program sums them.
+    t.pause()
+    r = run([bpt, "top", str(t.pid), "-n", "1", "-d", "0.1"])
+    m = re.search(r"^\s*\d+\s+\d+\s+[\d.]+\s+([\d.]+)\s+target:tick/1$", r.stdout, re.M)
+    t.info()
+    own = "%.1f" % (t.time[1] / 1e6)
+    if not m or m.group(1) != own:
+        fail("top: tick's own time once paused should be the program's own %s ms, not %s" % (own, m and m.group(1)))
+    print("tick's call_time once paused: bpt %s ms, program %s ms" % (m.group(1), own))
     t.quit()
 
 def sample(bpt, target):

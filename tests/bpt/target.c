@@ -8,6 +8,9 @@
      info   prints "tick COUNT" (its own bpt_trace_info, session counts),
             "time CALLS NS" (tick's call_time in session times) and "spins S1 S2 S3"
             (each worker's loop count, which grows while the worker runs)
+     pause  the workers stop calling tick() (they stay inside hold()):
+            prints "paused" once none is inside tick, whose call_time
+            then stops moving
      quit   stops the workers, destroys the sessions, exits 0
 
    --exit-after MS: exit by itself after MS milliseconds (the test of a
@@ -25,7 +28,7 @@
 #include <unistd.h>
 
 enum { WORKERS = 3 };
-static volatile int stop, inside, burning;
+static volatile int stop, inside, burning, pausing, paused;
 static volatile unsigned long spins[WORKERS];
 static int tids[WORKERS];
 
@@ -44,8 +47,13 @@ static long (*volatile call_burn)(long) = burn;
 BPT_TRACEABLE long hold(long k) {
     long acc = 0;
     __atomic_fetch_add(&inside, 1, __ATOMIC_SEQ_CST);
+    int acked = 0;
     while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
-        acc += burning ? call_burn(k) : call_tick(k);
+        if (__atomic_load_n(&pausing, __ATOMIC_ACQUIRE)) {
+            if (!acked++) __atomic_fetch_add(&paused, 1, __ATOMIC_RELEASE);   /* out of tick() for good */
+        } else {
+            acc += burning ? call_burn(k) : call_tick(k);
+        }
         spins[k]++;
     }
     return acc;
@@ -116,6 +124,11 @@ int main(int argc, char **argv) {
             if ((rc = bpt_trace_info(times, f[1], BPT_INFO_TIME, &info)) < 0) fail("trace_info time", rc);
             printf("time %llu %llu\nspins %lu %lu %lu\n", (unsigned long long)info.calls, (unsigned long long)info.time_ns,
                    spins[0], spins[1], spins[2]);
+            fflush(stdout);
+        } else if (!strncmp(line, "pause", 5)) {
+            __atomic_store_n(&pausing, 1, __ATOMIC_RELEASE);
+            while (__atomic_load_n(&paused, __ATOMIC_ACQUIRE) < WORKERS) usleep(1000);
+            printf("paused\n");
             fflush(stdout);
         } else if (!strncmp(line, "quit", 4)) {
             break;
