@@ -2717,6 +2717,15 @@ BPT_API int bpt_control_address(char *buf, size_t size);
 #if !defined(__TINYC__) && !defined(BPT__SANITIZED) && defined(__x86_64__) && \
     (defined(__GNUC__) || defined(__clang__))
 #  define BPT__INTREGS __attribute__((target("general-regs-only")))
+/* >>keeps regs: on x86-64 the count path itself (and nothing it inlines)
+   is also built with no_caller_saved_registers: it saves and restores
+   each integer register it uses (gcc: 4 pushes), but rax, its result. The
+   entry stub's count route then saves only rax and its argument register
+   before the call, not all eight argument registers (site_x86_64.c).
+   EFLAGS aside, which no function's entry holds live. The attribute
+   needs the integer registers only: gcc does not save vector state. */
+#  define BPT__KEEPS_REGS __attribute__((no_caller_saved_registers))
+#  define BPT__COUNT_KEEPS_REGS 1
 #elif !defined(__TINYC__) && !defined(BPT__SANITIZED) && defined(__aarch64__) && \
     defined(__GNUC__) && !defined(__clang__)
 /* gcc for aarch64 would also call libgcc's out-of-line atomics (a call,
@@ -2725,6 +2734,9 @@ BPT_API int bpt_control_address(char *buf, size_t size);
 #else
 #  define BPT__INTREGS
 #  define BPT__COUNT_SAVES_FP 1
+#endif
+#if !defined(BPT__KEEPS_REGS)
+#  define BPT__KEEPS_REGS
 #endif
 
 /* Tests name points of the frame code where a signal handler's nested run
@@ -3856,7 +3868,7 @@ BPT__PRIVATE uint8_t *bpt__arch_tramp_init(uint8_t *block, uintptr_t target);
 #define BPT__COUNTED_WAKE 2    /* done; a thread-progress waiter sleeps: wake it, every register saved */
 #define BPT__STR_(x) #x
 #define BPT__STR(x) BPT__STR_(x)
-BPT__ASM_CALLED BPT__INTREGS int bpt__native_count_path(bpt_func *f);
+BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS int bpt__native_count_path(bpt_func *f);
 BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted);
 #endif
 /*** End of sites.h ***/
@@ -6352,19 +6364,21 @@ BPT__PRIVATE void bpt__pattern_entry_free(bpt__pattern_entry *e) {
 
 #if defined(BPT_NATIVE) && defined(__x86_64__)
 
-/* The entry stub: save the integer argument registers in a bpt__regs
-   frame and, when the record's count_hint allows, call the count path,
-   bpt__native_count_path(record), which handles a function that only
-   counts with the integer registers alone (>>count path, site_native.c).
-   Otherwise save the vector argument registers too and call
+/* The entry stub: when the record's count_hint allows, call the count
+   path, bpt__native_count_path(record), which handles a function that
+   only counts with the integer registers alone (>>count path,
+   site_native.c); it keeps every register but rax (>>keeps regs in
+   port.h), so only rax and rdi are saved around it. Otherwise save the
+   integer and vector argument registers in a bpt__regs frame and call
    bpt__native_entry(record, frame, what the count path said). Restore and
    return to fn-4. The ABI leaves rsp 16-aligned here, but the
    stub realigns it all the same: a caller compiled with gcc's IPA stack
    alignment may not have aligned it. The frame also holds rbp, so that
    the handler finds the traced function's own return slot at 16(%rbp),
    which return trace swaps (frames.c). Where the count path may use vector
-   registers (BPT__COUNT_SAVES_FP, >>intregs in port.h) they are saved
-   before it instead. */
+   registers (BPT__COUNT_SAVES_FP, >>intregs in port.h: tcc, a sanitizer)
+   it does not keep the others either: the stub then saves the frame,
+   vector registers included, before it calls the count path. */
 #define BPT__X86_SAVE_XMM \
     "    movaps %xmm0, 80(%rsp)\n" \
     "    movaps %xmm1, 96(%rsp)\n" \
@@ -6397,12 +6411,53 @@ typedef char bpt__count_hint_at_0[offsetof(struct bpt_func, count_hint) == 0 ? 1
     "    movq -20(%r11), %rdi\n" \
     "    shlq $16, %rdi\n" \
     "    shrq $16, %rdi\n"
+#if defined(BPT__COUNT_KEEPS_REGS)
+/* The count route where the count path keeps every register but rax
+   (>>keeps regs in port.h). The record and its hint are read with r11
+   alone (free: the entry holds nothing in it), so a function the count
+   path cannot finish goes to the full path at once. Otherwise save rax (a
+   variadic callee's count of vector arguments) and rdi (the argument),
+   keep the stack as the ABI has it at a call (entry + 3 words), call,
+   and on COUNTED restore the two and return to fn-4. The full path gets
+   what the count path said in r11d. */
+#  define BPT__X86_COUNT_ROUTE \
+    "    movq (%rsp), %r11\n"             /* return address = fn-4 */ \
+    "    movq -20(%r11), %r11\n"          /* fn-24: the record's 6 bytes, 2 of the stub's above */ \
+    "    shlq $16, %r11\n" \
+    "    shrq $16, %r11\n" \
+    "    cmpl $0, (%r11)\n"               /* the record's count_hint, at its offset 0 */ \
+    "    je 4f\n"                         /* 0: the count path cannot finish this function */ \
+    "    pushq %rax\n" \
+    "    pushq %rdi\n" \
+    "    subq $8, %rsp\n" \
+    "    movq %r11, %rdi\n" \
+    "    call bpt__native_count_path\n" \
+    "    cmpl $" BPT__STR(BPT__COUNTED) ", %eax\n" \
+    "    jne 1f\n" \
+    "    addq $8, %rsp\n" \
+    "    popq %rdi\n" \
+    "    popq %rax\n" \
+    "    ret\n" \
+    "1:\n" \
+    "    movl %eax, %r11d\n"              /* FULL or WAKE */ \
+    "    addq $8, %rsp\n" \
+    "    popq %rdi\n" \
+    "    popq %rax\n" \
+    "    jmp 5f\n" \
+    "4:\n" \
+    "    movl $" BPT__STR(BPT__COUNT_FULL) ", %r11d\n" \
+    "5:\n"
+#  define BPT__X86_FULL_WHAT "    movl %r11d, %edx\n"   /* what the count route said */
+#else
+#  define BPT__X86_COUNT_ROUTE ""
+#  define BPT__X86_FULL_WHAT ""
+#endif
 __asm__(
     "    .text\n"
     "    .p2align 4\n"
     "    .type bpt__x86_64_stub, @function\n"
     "bpt__x86_64_stub:\n"
-    "    movq (%rsp), %r11\n"              /* return address = fn-4 */
+    BPT__X86_COUNT_ROUTE
     "    pushq %rbp\n"
     "    movq %rsp, %rbp\n"
     "    andq $-16, %rsp\n"
@@ -6415,6 +6470,12 @@ __asm__(
     "    movq %r9, 40(%rsp)\n"
     "    movq %rax, 48(%rsp)\n"
     "    movq %r10, 56(%rsp)\n"
+#if defined(BPT__COUNT_KEEPS_REGS)
+    BPT__X86_FULL_WHAT
+    "    movq 8(%rbp), %r11\n"             /* fn-4 */
+    BPT__X86_RECORD_TO_RDI
+#else
+    "    movq 8(%rbp), %r11\n"             /* return address = fn-4 */
     BPT__X86_XMM_BEFORE_COUNT
     BPT__X86_RECORD_TO_RDI
     "    xorl %edx, %edx\n"               /* BPT__COUNT_FULL, for the full path */
@@ -6430,6 +6491,7 @@ __asm__(
     "    movq 8(%rbp), %r11\n"             /* fn-4 again: the count path used r11 */
     BPT__X86_RECORD_TO_RDI
     "3:\n"                                /* the full path, every argument register saved */
+#endif
     BPT__X86_XMM_FOR_ENTRY
     "    movq %rbp, 64(%rsp)\n"
     "    movq %rsp, %rsi\n"
@@ -9183,7 +9245,8 @@ BPT__PRIVATE void bpt__own_leave(void) { bpt__in_bptrace--; }
    by the entry stubs before they save the vector registers: this function
    and everything it inlines use the integer registers only (>>intregs in
    port.h; tests/count_path_check.sh checks the compiled code). It makes
-   no call. Anything it cannot finish that way it leaves untouched to the
+   no call. On x86-64 it also keeps every integer register but rax
+   (>>keeps regs in port.h), and the stub saves none of the others first. Anything it cannot finish that way it leaves untouched to the
    full path, bpt__native_entry, which the stub then calls with every
    argument register saved:
    The stub calls it only when the function's count_hint says that one
@@ -9202,7 +9265,7 @@ BPT__PRIVATE void bpt__own_leave(void) { bpt__in_bptrace--; }
        call, a system call being no place for the integer registers alone.
    Returns BPT__COUNTED, BPT__COUNTED_WAKE, or BPT__COUNT_FULL having
    changed nothing but a pin it took back. */
-BPT__ASM_CALLED BPT__INTREGS int bpt__native_count_path(bpt_func *f) {
+BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS int bpt__native_count_path(bpt_func *f) {
     bpt__thread *rec = bpt__thread_self_or_null();
     const bpt__shortcut *sc;
     uint32_t kind;

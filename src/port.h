@@ -162,6 +162,15 @@
 #if !defined(__TINYC__) && !defined(BPT__SANITIZED) && defined(__x86_64__) && \
     (defined(__GNUC__) || defined(__clang__))
 #  define BPT__INTREGS __attribute__((target("general-regs-only")))
+/* >>keeps regs: on x86-64 the count path itself (and nothing it inlines)
+   is also built with no_caller_saved_registers: it saves and restores
+   each integer register it uses (gcc: 4 pushes), but rax, its result. The
+   entry stub's count route then saves only rax and its argument register
+   before the call, not all eight argument registers (site_x86_64.c).
+   EFLAGS aside, which no function's entry holds live. The attribute
+   needs the integer registers only: gcc does not save vector state. */
+#  define BPT__KEEPS_REGS __attribute__((no_caller_saved_registers))
+#  define BPT__COUNT_KEEPS_REGS 1
 #elif !defined(__TINYC__) && !defined(BPT__SANITIZED) && defined(__aarch64__) && \
     defined(__GNUC__) && !defined(__clang__)
 /* gcc for aarch64 would also call libgcc's out-of-line atomics (a call,
@@ -170,6 +179,9 @@
 #else
 #  define BPT__INTREGS
 #  define BPT__COUNT_SAVES_FP 1
+#endif
+#if !defined(BPT__KEEPS_REGS)
+#  define BPT__KEEPS_REGS
 #endif
 
 /* Tests name points of the frame code where a signal handler's nested run

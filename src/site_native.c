@@ -111,7 +111,8 @@ BPT__PRIVATE void bpt__own_leave(void) { bpt__in_bptrace--; }
    by the entry stubs before they save the vector registers: this function
    and everything it inlines use the integer registers only (>>intregs in
    port.h; tests/count_path_check.sh checks the compiled code). It makes
-   no call. Anything it cannot finish that way it leaves untouched to the
+   no call. On x86-64 it also keeps every integer register but rax
+   (>>keeps regs in port.h), and the stub saves none of the others first. Anything it cannot finish that way it leaves untouched to the
    full path, bpt__native_entry, which the stub then calls with every
    argument register saved:
    The stub calls it only when the function's count_hint says that one
@@ -130,7 +131,7 @@ BPT__PRIVATE void bpt__own_leave(void) { bpt__in_bptrace--; }
        call, a system call being no place for the integer registers alone.
    Returns BPT__COUNTED, BPT__COUNTED_WAKE, or BPT__COUNT_FULL having
    changed nothing but a pin it took back. */
-BPT__ASM_CALLED BPT__INTREGS int bpt__native_count_path(bpt_func *f) {
+BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS int bpt__native_count_path(bpt_func *f) {
     bpt__thread *rec = bpt__thread_self_or_null();
     const bpt__shortcut *sc;
     uint32_t kind;
