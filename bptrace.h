@@ -2717,9 +2717,9 @@ BPT_API int bpt_control_address(char *buf, size_t size);
 #if !defined(__TINYC__) && !defined(BPT__SANITIZED) && defined(__x86_64__) && \
     (defined(__GNUC__) || defined(__clang__))
 #  define BPT__INTREGS __attribute__((target("general-regs-only")))
-/* >>keeps regs: on x86-64 the count path itself (and nothing it inlines)
-   is also built with no_caller_saved_registers: it saves and restores
-   each integer register it uses (gcc: 4 pushes), but rax, its result. The
+/* >>keeps regs: on x86-64 the count path is also built with
+   no_caller_saved_registers: it saves and restores each integer register
+   it uses (gcc: 4 pushes, clang: 7), but rax, its result. The
    entry stub's count route then saves only rax and its argument register
    before the call, not all eight argument registers (site_x86_64.c).
    EFLAGS aside, which no function's entry holds live. The attribute
@@ -3640,8 +3640,9 @@ typedef struct bpt__timem_table {
 
 enum {
     BPT__TIMEM_HIT_CAP = 64,    /* a hit's first table: 64 cells fill most of a page */
-    BPT__TIMEM_MORE = 65536     /* thread records past BPT_MAX_THREADS that get a table: as
-                                   many as get a trace buffer (session.h's lane directory) */
+    BPT__TIMEM_MORE = 65536     /* thread records past BPT_MAX_THREADS that get a table: the
+                                   count of records that get a trace buffer (session.h's lane
+                                   directory), past the first BPT_MAX_THREADS */
 };
 
 struct bpt__BpTimem {
@@ -7106,7 +7107,7 @@ static bpt__atomic_ptr *bpt__timem_slot(bpt__BpTimem *t, uint32_t index, int mak
     if (!more && make) {
         bpt__atomic_ptr *fresh = (bpt__atomic_ptr *)BPT_HIT_MAP(BPT__TIMEM_MORE_BYTES);   /* zero-filled */
         if (!fresh) return NULL;
-        if (bpt__cas_ptr(&t->more, NULL, (void *)fresh)) {   /* [T3] release: pairs with the acquire above */
+        if (bpt__cas_ptr(&t->more, NULL, (void *)fresh)) {   /* [T3] release: pairs with the acquire loads of `more` */
             more = fresh;
         } else {
             BPT_HIT_UNMAP((void *)fresh, BPT__TIMEM_MORE_BYTES);
@@ -9246,9 +9247,10 @@ BPT__PRIVATE void bpt__own_leave(void) { bpt__in_bptrace--; }
    and everything it inlines use the integer registers only (>>intregs in
    port.h; tests/count_path_check.sh checks the compiled code). It makes
    no call. On x86-64 it also keeps every integer register but rax
-   (>>keeps regs in port.h), and the stub saves none of the others first. Anything it cannot finish that way it leaves untouched to the
-   full path, bpt__native_entry, which the stub then calls with every
-   argument register saved:
+   (>>keeps regs in port.h), and the stub saves none of the others first.
+   Anything it cannot finish that way it leaves untouched to the full
+   path, bpt__native_entry, which the stub then calls with every argument
+   register saved:
    The stub calls it only when the function's count_hint says that one
    generation counts or does nothing (breakpoint.h): a function that
    calls, times or traces returns goes to the full path at once.

@@ -162,9 +162,9 @@
 #if !defined(__TINYC__) && !defined(BPT__SANITIZED) && defined(__x86_64__) && \
     (defined(__GNUC__) || defined(__clang__))
 #  define BPT__INTREGS __attribute__((target("general-regs-only")))
-/* >>keeps regs: on x86-64 the count path itself (and nothing it inlines)
-   is also built with no_caller_saved_registers: it saves and restores
-   each integer register it uses (gcc: 4 pushes), but rax, its result. The
+/* >>keeps regs: on x86-64 the count path is also built with
+   no_caller_saved_registers: it saves and restores each integer register
+   it uses (gcc: 4 pushes, clang: 7), but rax, its result. The
    entry stub's count route then saves only rax and its argument register
    before the call, not all eight argument registers (site_x86_64.c).
    EFLAGS aside, which no function's entry holds live. The attribute

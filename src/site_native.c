@@ -112,9 +112,10 @@ BPT__PRIVATE void bpt__own_leave(void) { bpt__in_bptrace--; }
    and everything it inlines use the integer registers only (>>intregs in
    port.h; tests/count_path_check.sh checks the compiled code). It makes
    no call. On x86-64 it also keeps every integer register but rax
-   (>>keeps regs in port.h), and the stub saves none of the others first. Anything it cannot finish that way it leaves untouched to the
-   full path, bpt__native_entry, which the stub then calls with every
-   argument register saved:
+   (>>keeps regs in port.h), and the stub saves none of the others first.
+   Anything it cannot finish that way it leaves untouched to the full
+   path, bpt__native_entry, which the stub then calls with every argument
+   register saved:
    The stub calls it only when the function's count_hint says that one
    generation counts or does nothing (breakpoint.h): a function that
    calls, times or traces returns goes to the full path at once.

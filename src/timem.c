@@ -149,7 +149,7 @@ static bpt__atomic_ptr *bpt__timem_slot(bpt__BpTimem *t, uint32_t index, int mak
     if (!more && make) {
         bpt__atomic_ptr *fresh = (bpt__atomic_ptr *)BPT_HIT_MAP(BPT__TIMEM_MORE_BYTES);   /* zero-filled */
         if (!fresh) return NULL;
-        if (bpt__cas_ptr(&t->more, NULL, (void *)fresh)) {   /* [T3] release: pairs with the acquire above */
+        if (bpt__cas_ptr(&t->more, NULL, (void *)fresh)) {   /* [T3] release: pairs with the acquire loads of `more` */
             more = fresh;
         } else {
             BPT_HIT_UNMAP((void *)fresh, BPT__TIMEM_MORE_BYTES);

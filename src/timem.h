@@ -25,8 +25,9 @@ typedef struct bpt__timem_table {
 
 enum {
     BPT__TIMEM_HIT_CAP = 64,    /* a hit's first table: 64 cells fill most of a page */
-    BPT__TIMEM_MORE = 65536     /* thread records past BPT_MAX_THREADS that get a table: as
-                                   many as get a trace buffer (session.h's lane directory) */
+    BPT__TIMEM_MORE = 65536     /* thread records past BPT_MAX_THREADS that get a table: the
+                                   count of records that get a trace buffer (session.h's lane
+                                   directory), past the first BPT_MAX_THREADS */
 };
 
 struct bpt__BpTimem {
