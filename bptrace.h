@@ -2723,9 +2723,16 @@ BPT_API int bpt_control_address(char *buf, size_t size);
    entry stub's count route then saves only rax and its argument register
    before the call, not all eight argument registers (site_x86_64.c).
    EFLAGS aside, which no function's entry holds live. The attribute
-   needs the integer registers only: gcc does not save vector state. */
-#  define BPT__KEEPS_REGS __attribute__((no_caller_saved_registers))
-#  define BPT__COUNT_KEEPS_REGS 1
+   needs the integer registers only: gcc does not save vector state.
+   Only where the compiler says it knows the attribute (gcc 7, clang 5):
+   one that ignored it would let the count path clobber registers the
+   stub no longer saves; elsewhere the stub saves them all, as before. */
+#  if defined(__has_attribute)
+#    if __has_attribute(no_caller_saved_registers)
+#      define BPT__KEEPS_REGS __attribute__((no_caller_saved_registers))
+#      define BPT__COUNT_KEEPS_REGS 1
+#    endif
+#  endif
 #elif !defined(__TINYC__) && !defined(BPT__SANITIZED) && defined(__aarch64__) && \
     defined(__GNUC__) && !defined(__clang__)
 /* gcc for aarch64 would also call libgcc's out-of-line atomics (a call,
