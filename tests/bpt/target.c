@@ -50,7 +50,10 @@ BPT_TRACEABLE long hold(long k) {
     int acked = 0;
     while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
         if (__atomic_load_n(&pausing, __ATOMIC_ACQUIRE)) {
-            if (!acked++) __atomic_fetch_add(&paused, 1, __ATOMIC_RELEASE);   /* out of tick() for good */
+            if (!acked) {   /* out of tick() for good */
+                acked = 1;
+                __atomic_fetch_add(&paused, 1, __ATOMIC_RELEASE);
+            }
         } else {
             acc += burning ? call_burn(k) : call_tick(k);
         }
