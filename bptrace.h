@@ -3187,13 +3187,20 @@ struct bpt__thread {
 #define BPT__NEST_MASK ((1u << BPT__NEST_BITS) - 1)
 #define BPT__ONLINE (1u << (BPT__NEST_BITS - 1))   /* a managed thread, online */
 #define BPT__PINS (BPT__ONLINE - 1)                /* the pins open */
+#define BPT__PIN_FENCE ((uint64_t)1 << 63)        /* in pin_word only: pins fence (progress.c) */
+#define BPT__FUTEX_FENCE 2u                        /* in the futex word: unpins fence (progress.c) */
 
 /* Thread progress's shared state (progress.c). Declared here for the root
    record (root.c), which tells an outside reader where the epoch, the
    counters and the list of records are. */
 struct bpt__progress_state {
     bpt__atomic_u64 epoch;          /* global epoch; starts at 1 */
-    bpt__atomic_u32 futex;          /* 1: a waiter sleeps (or is about to) */
+    /* What a pin stores (>>pin word in progress.c): epoch << 16 | 1, and
+       BPT__PIN_FENCE while pins must fence (no membarrier). Written at
+       init and by each waiter, after the epoch. */
+    bpt__atomic_u64 pin_word;
+    bpt__atomic_u32 futex;          /* bit 0: a waiter sleeps (or is about to); BPT__FUTEX_FENCE:
+                                       set for good while sections end with a fence (progress.c) */
     bpt__atomic_ptr records;        /* bpt__thread list head, push-only */
     bpt__atomic_u32 nrecords;
     bpt__atomic_u32 light_pins;     /* membarrier PRIVATE_EXPEDITED registered */
@@ -4034,11 +4041,11 @@ BPT__PRIVATE int bpt__module_imports(const char *module, const char **module_nam
 
    The barrier pairs (each named where it is used):
    [B1] pin:    store state; light barrier; read breakpoint data
-        waiter: advance epoch; heavy barrier; read states
+        waiter: advance the epoch (then the pin word); heavy barrier; read states
         Either the waiter sees the pin, or the reader sees every store the
         waiter made before advancing the epoch.
    [B2] unpin:  release-store 0; light barrier; read the futex word
-        waiter: store futex word = 1; heavy barrier; re-read the state
+        waiter: set bit 0 of the futex word; heavy barrier; re-read the state
         Either the waiter sees the unpin, or the unpinner sees the waiter
         asleep and wakes it: no lost wake-up.
    [B3] the waiter's acquire load of a state pairs with the release store
@@ -4046,12 +4053,33 @@ BPT__PRIVATE int bpt__module_imports(const char *module, const char **module_nam
         reader's accesses happen before whatever the waiter does next (a free).
    The light barrier is a compiler barrier once membarrier(PRIVATE_EXPEDITED)
    is registered (the heavy barrier then runs a full barrier on every running
-   thread); otherwise both sides use a full fence. */
+   thread); otherwise both sides use a full fence.
+
+   >>pin word. A pin does not read the epoch itself: it reads pin_word,
+   the state it stores made ready (epoch << 16 | 1), with BPT__PIN_FENCE
+   (bit 63) set while pins must fence, so that one load and one test
+   replace a shift, an or, and a load and test of light_pins. Init clears
+   the flag once membarrier is registered; each waiter stores the new word
+   after it advanced the epoch, with a release that pairs with the pin's
+   acquire load. A pin that reads the word before that store records the
+   old epoch, and the waiter waits for its section to end, as for any pin
+   that came before the advance: later, never earlier. Bit 63 is epoch bit
+   47 in a state: past 2^47 waits (4.5 years of waits back to back at one
+   a microsecond) every pin would fence and record an older epoch than the
+   waiter's: slower, never unsafe.
+
+   The unpin's side of the same flag is BPT__FUTEX_FENCE in the futex
+   word, set from the start and cleared by init once membarrier is
+   registered: the unpin's one look at the futex word [B2] then also says
+   whether it must fence first. While the flag is set that look is never
+   0, so the unpin fences and looks again; the waiters and the wake keep
+   the flag as they set and clear bit 0. */
 
 #define BPT__WAIT_SPINS 200
 
 BPT__SHARED struct bpt__progress_state bpt__progress = {
-    1, 0, NULL, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0
+    1, (uint64_t)1 << BPT__NEST_BITS | 1 | BPT__PIN_FENCE, BPT__FUTEX_FENCE, NULL, 0, 0, 0,
+    PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0
 };
 
 static pthread_once_t bpt__progress_once = PTHREAD_ONCE_INIT;
@@ -4074,15 +4102,11 @@ BPT__PRIVATE bpt__thread *bpt__thread_records(void) {
     return (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records);
 }
 
-/* The light side of an asymmetric barrier pair [B1] [B2]. */
-BPT__HOT BPT__INTREGS void bpt__light_barrier(void) {
-    if (BPT__LIKELY(bpt__load_relaxed_u32(&bpt__progress.light_pins)))
-        bpt__compiler_barrier();
-    else
-        bpt__fence_seq_cst();
-}
-
-/* The heavy side [B1] [B2]: after it, every thread's earlier stores are
+/* The light side of the asymmetric barrier pairs [B1] [B2] is inline in
+   the pin and the unpin: a compiler barrier once membarrier is registered,
+   a fence otherwise, chosen by a flag the pin and the unpin load anyway
+   (>>pin word).
+   The heavy side [B1] [B2]: after it, every thread's earlier stores are
    visible to us and our earlier stores to every thread. */
 BPT__PRIVATE void bpt__heavy_barrier(void) {
     bpt__fence_seq_cst();
@@ -4148,14 +4172,26 @@ BPT__PRIVATE bpt__thread *bpt__thread_self(void) {
    wake, a system call, is left to the caller so that the count path can
    end its section with the integer registers alone (>>intregs in port.h). */
 BPT__HOT BPT__INTREGS int bpt__state_store(bpt__thread *rec, uint64_t state) {
+    uint32_t futex;
     bpt__store_release_u64(&rec->state, state);          /* [B3] pairs with the waiter's acquire load */
-    bpt__light_barrier();                                /* [B2] pairs with the waiter's heavy barrier */
-    return BPT__UNLIKELY(bpt__load_relaxed_u32(&bpt__progress.futex) != 0);
+    bpt__compiler_barrier();                             /* [B2] light barrier, if membarrier is registered */
+    futex = bpt__load_relaxed_u32(&bpt__progress.futex);
+    if (BPT__LIKELY(futex == 0)) return 0;               /* no sleeper, and no fence needed */
+    if (futex & BPT__FUTEX_FENCE) {                      /* no membarrier (>>pin word) */
+        bpt__fence_seq_cst();                            /* [B2] light barrier: a fence */
+        futex = bpt__load_relaxed_u32(&bpt__progress.futex);
+    }
+    return BPT__UNLIKELY((futex & 1) != 0);
+}
+
+/* The futex word with no sleeper: 0, or the fence flag (>>pin word). */
+static uint32_t bpt__futex_idle(void) {
+    return bpt__load_relaxed_u32(&bpt__progress.futex) & BPT__FUTEX_FENCE;
 }
 
 /* Wake the waiters that sleep until some section ends [B2]. */
 BPT__NOINLINE void bpt__progress_wake(void) {
-    bpt__store_relaxed_u32(&bpt__progress.futex, 0);
+    bpt__store_relaxed_u32(&bpt__progress.futex, bpt__futex_idle());
     bpt__fetch_add_u64(&bpt__progress.futex_wakes, 1);
     bpt__futex_wake(&bpt__progress.futex, INT_MAX);
 }
@@ -4171,11 +4207,17 @@ BPT__PRIVATE void bpt__state_store_and_wake(bpt__thread *rec, uint64_t state) {
 BPT__HOT BPT__INTREGS void bpt__pin_rec(bpt__thread *rec) {
     uint64_t s = bpt__load_relaxed_u64(&rec->state);
     if (BPT__LIKELY((s & BPT__NEST_MASK) == 0)) {   /* quiescent: the section starts here */
-        /* The acquire pairs with the waiter's epoch advance: a section that
-           reads the new epoch sees the waiter's earlier stores. */
-        s = bpt__load_acquire_u64(&bpt__progress.epoch) << BPT__NEST_BITS | 1;
-        bpt__store_relaxed_u64(&rec->state, s);
-        bpt__light_barrier();                  /* [B1] pairs with the waiter's heavy barrier */
+        /* The acquire pairs with the waiter's release of the pin word
+           (>>pin word): a section that reads the new epoch in it sees the
+           waiter's earlier stores. */
+        s = bpt__load_acquire_u64(&bpt__progress.pin_word);
+        if (BPT__LIKELY(!(s & BPT__PIN_FENCE))) {
+            bpt__store_relaxed_u64(&rec->state, s);
+            bpt__compiler_barrier();           /* [B1] light barrier: membarrier is registered */
+        } else {
+            bpt__store_relaxed_u64(&rec->state, s & ~BPT__PIN_FENCE);
+            bpt__fence_seq_cst();              /* [B1] light barrier: no membarrier */
+        }
     } else {   /* nested, or a managed online thread: its reports cover it */
         BPT_ASSERT((s & BPT__PINS) != BPT__PINS);
         bpt__store_relaxed_u64(&rec->state, s + 1);
@@ -4272,7 +4314,7 @@ BPT__PRIVATE void bpt__progress_atfork_child(bpt__thread *self) {
         self->tid = bpt__gettid();
         if (self->process == parent_tid) self->process = self->tid;
     }
-    bpt__store_relaxed_u32(&bpt__progress.futex, 0);
+    bpt__store_relaxed_u32(&bpt__progress.futex, bpt__futex_idle());
     pthread_mutex_init(&bpt__progress.wait_lock, NULL);
 }
 
@@ -4291,11 +4333,12 @@ static void bpt__wait_for_record(bpt__thread *rec, uint64_t target) {
         /* Sleep. Announce it, then look again after the heavy barrier [B2]:
            an unpin that came before it is seen here, and one after it sees
            the announcement and wakes us. */
-        bpt__store_seq_cst_u32(&bpt__progress.futex, 1);
+        uint32_t asleep = 1 | bpt__futex_idle();
+        bpt__store_seq_cst_u32(&bpt__progress.futex, asleep);
         bpt__heavy_barrier();
         if (bpt__state_done(bpt__load_acquire_u64(&rec->state), target)) break;
         bpt__fetch_add_u64(&bpt__progress.futex_sleeps, 1);
-        bpt__futex_wait(&bpt__progress.futex, 1);
+        bpt__futex_wait(&bpt__progress.futex, asleep);
     }
 }
 
@@ -4314,8 +4357,14 @@ static void bpt__progress_init(void) {
     /* light_pins is set only after registration succeeded: a reader that
        sees it knows every later heavy barrier reaches it. */
     if (bpt__membarrier_register(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED,
-                                 BPT__MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED))
+                                 BPT__MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED)) {
         bpt__store_release_u32(&bpt__progress.light_pins, 1);
+        /* >>pin word: no fence from here on. No pin has run yet (a pin
+           needs a record, made after this), and no wait (it inits first). */
+        bpt__store_release_u64(&bpt__progress.pin_word,
+                               bpt__load_relaxed_u64(&bpt__progress.pin_word) & ~BPT__PIN_FENCE);
+        bpt__store_release_u32(&bpt__progress.futex, 0);
+    }
     if (bpt__membarrier_register(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE,
                                  BPT__MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE)) {
         bpt__store_release_u32(&bpt__progress.sync_core, 1);
@@ -4390,6 +4439,10 @@ static int bpt__progress_wait(int sync_core) {
     /* The acq_rel increment releases every store made before the wait to a
        pin that reads the new epoch (the pin's acquire load). */
     target = bpt__fetch_add_u64(&bpt__progress.epoch, 1) + 1;
+    /* >>pin word: pins record the new epoch from here on. One waiter at a
+       time (wait_lock), so the words are stored in epoch order. */
+    bpt__store_release_u64(&bpt__progress.pin_word, target << BPT__NEST_BITS | 1 |
+                           (bpt__load_relaxed_u64(&bpt__progress.pin_word) & BPT__PIN_FENCE));
     t0 = bpt__now_ns();
     BPT_PROBE(bptrace, progress__wait__start, bpt__gettid(), target, sync_core);
     bpt__heavy_barrier();                       /* [B1] pairs with the pin's light barrier */

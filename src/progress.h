@@ -58,13 +58,20 @@ struct bpt__thread {
 #define BPT__NEST_MASK ((1u << BPT__NEST_BITS) - 1)
 #define BPT__ONLINE (1u << (BPT__NEST_BITS - 1))   /* a managed thread, online */
 #define BPT__PINS (BPT__ONLINE - 1)                /* the pins open */
+#define BPT__PIN_FENCE ((uint64_t)1 << 63)        /* in pin_word only: pins fence (progress.c) */
+#define BPT__FUTEX_FENCE 2u                        /* in the futex word: unpins fence (progress.c) */
 
 /* Thread progress's shared state (progress.c). Declared here for the root
    record (root.c), which tells an outside reader where the epoch, the
    counters and the list of records are. */
 struct bpt__progress_state {
     bpt__atomic_u64 epoch;          /* global epoch; starts at 1 */
-    bpt__atomic_u32 futex;          /* 1: a waiter sleeps (or is about to) */
+    /* What a pin stores (>>pin word in progress.c): epoch << 16 | 1, and
+       BPT__PIN_FENCE while pins must fence (no membarrier). Written at
+       init and by each waiter, after the epoch. */
+    bpt__atomic_u64 pin_word;
+    bpt__atomic_u32 futex;          /* bit 0: a waiter sleeps (or is about to); BPT__FUTEX_FENCE:
+                                       set for good while sections end with a fence (progress.c) */
     bpt__atomic_ptr records;        /* bpt__thread list head, push-only */
     bpt__atomic_u32 nrecords;
     bpt__atomic_u32 light_pins;     /* membarrier PRIVATE_EXPEDITED registered */

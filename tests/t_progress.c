@@ -880,6 +880,31 @@ static void phase_g(void) {
            "records of exited threads are not reused", (unsigned)s1.records, pinning_threads);
     TCHECK(s1.threads <= 2, "g: %u thread records in use with only main (and the watchdog) alive",
            (unsigned)s1.threads);
+
+    /* The pin word (>>pin word in progress.c): a pin records the epoch of
+       the last wait, never the fence flag, and the flags follow the mode. A
+       waiter that left the word behind would not fail a wait, only make
+       it wait for sections that began after it: so this looks at it. */
+    {
+        bpt__thread *rec;
+        uint64_t st, epoch, word = bpt__load_relaxed_u64(&bpt__progress.pin_word);
+        uint32_t futex = bpt__load_relaxed_u32(&bpt__progress.futex);
+        TCHECK_RC(bpt_thread_progress_wait(), 0);
+        epoch = bpt__load_relaxed_u64(&bpt__progress.epoch);
+        bpt_thread_progress_pin();
+        rec = bpt__thread_self_or_null();
+        st = rec ? bpt__load_relaxed_u64(&rec->state) : 0;
+        bpt_thread_progress_unpin();
+        printf("g: pin word 0x%" PRIx64 ", futex word %u; after a wait to epoch %" PRIu64
+               " a pin stores 0x%" PRIx64 "\n", word, (unsigned)futex, epoch, st);
+        TCHECK(st == (epoch << BPT__NEST_BITS | 1), "g: a pin after the wait to epoch %" PRIu64
+               " stores 0x%" PRIx64 ", not epoch << 16 | 1", epoch, st);
+        TCHECK(!(word & BPT__PIN_FENCE) == (s1.membarrier != 0), "g: pin word 0x%" PRIx64
+               ": its fence flag must be set exactly when membarrier is not used (%d)", word, s1.membarrier);
+        TCHECK(!(futex & BPT__FUTEX_FENCE) == (s1.membarrier != 0), "g: futex word %u: its fence flag"
+               " must be set exactly when membarrier is not used (%d)", (unsigned)futex, s1.membarrier);
+        TCHECK(bpt__load_relaxed_u64(&rec->state) == 0, "g: quiescent again after the unpin");
+    }
 }
 
 int main(void) {

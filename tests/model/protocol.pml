@@ -104,6 +104,7 @@ GenericBp bp[NG];
 #define NEST(s)  ((s) & 7)
 #define EPOCH(s) ((s) >> 3)
 byte epoch = 1;         /* bpt__progress.epoch */
+byte pinw = 1;          /* bpt__progress.pin_word's epoch: what a pin records (>>pin word) */
 byte st[NR];            /* each reader's rec->state; 0: quiescent */
 bit futex;              /* bpt__progress.futex: 1 while the waiter sleeps or is about to */
 
@@ -117,7 +118,7 @@ byte users[2];          /* (b): running hits that chose data half 0, half 1 */
 /* ---- Thread progress, the read side (bpt__pin, bpt__unpin) ----------------- */
 
 /* Pin: one load of the thread's own state and one store, nothing atomic.
-   Here the load is merged with the load of the global epoch: only this thread
+   Here the load is merged with the load of the pin word: only this thread
    writes its state, and what can run on the same thread in between, a signal
    handler, runs at the point the caller marks between pin_load and
    pin_store. A handler that pins and unpins there leaves the state as it
@@ -129,7 +130,7 @@ inline pin_load(r, s) {
     atomic {
         s = st[r];                              /* the one load of the own state */
         if
-        :: NEST(s) == 0 -> s = (epoch << 3) | 1 /* acquire load of the global epoch */
+        :: NEST(s) == 0 -> s = (pinw << 3) | 1  /* acquire load of the pin word */
         :: else -> s = s + 1                    /* nested: keep the outer section's epoch */
         fi
     }
@@ -180,7 +181,8 @@ inline unpin_store(r, s) {
    state once more, then futex_wait(&futex, 1), which returns at once if the
    word is no longer 1, and otherwise when an unpin resets it and wakes it. */
 inline progress_wait() {
-    atomic { epoch++; t = epoch; assert(epoch < 32) };   /* fetch_add; [B1] heavy barrier after it */
+    atomic { epoch++; t = epoch; assert(epoch < 32) };   /* fetch_add */
+    pinw = t;                                   /* the pin word, a separate release store; [B1] heavy barrier after it */
     w = 0;
     do
     :: w < NR ->
