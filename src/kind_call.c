@@ -58,21 +58,37 @@ static void bpt__native_args(const bpt__regs *r, const uint8_t *types, int n, ui
    strings. VM sites read them through ops->arg; native sites from the
    stub's register frame (integer and floating-point registers counted
    separately, as the ABI assigns them). Returns the words used. */
-static uint32_t bpt__call_args(const bpt_func *f, const bpt__ms *ms, const void *frame, uint64_t *w) {
+static uint32_t bpt__call_args_spec(const bpt_func *f, const bpt__ms *ms, const void *frame, uint64_t *w);
+#if defined(BPT_NATIVE)
+typedef char bpt__args_fit[(int)BPT_MAX_ARGS >= (int)BPT__INT_ARG_REGS ? 1 : -1];   /* every register's word fits */
+#endif
+BPT__HOT uint32_t bpt__call_args(const bpt_func *f, const bpt__ms *ms, const void *frame, uint64_t *w) {
+#if defined(BPT_NATIVE)
+    if (!(ms && ms->nspec) && f->kind == BPT__SITE_NATIVE) {   /* the common case, inline: integer registers */
+        const bpt__regs *r = (const bpt__regs *)frame;
+        int i, n = f->arity < BPT_MAX_ARGS ? f->arity : BPT_MAX_ARGS;
+        if (n == 0) return 0;
+        /* Every integer argument register at once, a fixed-size copy (a
+           loop of n was 25 instructions for 2 arguments); the record's
+           length takes the first n. Arguments past the registers (on the
+           stack) read as 0. w has room (bpt__args_fit, above). */
+        memcpy(w + 1, r->gpr, sizeof(uint64_t) * BPT__INT_ARG_REGS);
+        for (i = BPT__INT_ARG_REGS; i < n; i++) w[1 + i] = 0;
+        w[0] = (uint64_t)n << 32;   /* every type BPT_ARG_I64 (0), no strings */
+        return 1 + (uint32_t)n;
+    }
+#endif
+    return bpt__call_args_spec(f, ms, frame, w);
+}
+
+/* The general case, out of line: an argument spec, or a VM site. */
+static uint32_t bpt__call_args_spec(const bpt_func *f, const bpt__ms *ms, const void *frame, uint64_t *w) {
     int i, n = ms && ms->nspec ? ms->nspec : (f->arity < BPT_MAX_ARGS ? f->arity : BPT_MAX_ARGS);
     uint8_t types[BPT_MAX_ARGS];
     uint64_t *args = w + 1, typeword = 0;
     char *str;
     size_t used = 0;
     if (n == 0) return 0;
-#if defined(BPT_NATIVE)
-    if (!(ms && ms->nspec) && f->kind == BPT__SITE_NATIVE) {   /* the common case: integer registers */
-        const bpt__regs *r = (const bpt__regs *)frame;
-        for (i = 0; i < n; i++) args[i] = i < BPT__INT_ARG_REGS ? r->gpr[i] : 0;
-        w[0] = (uint64_t)n << 32;   /* every type BPT_ARG_I64 (0), no strings */
-        return 1 + (uint32_t)n;
-    }
-#endif
     if (ms && ms->nspec) memcpy(types, ms->spec, (size_t)n);
     else memset(types, BPT_ARG_I64, sizeof types);
     if (f->kind == BPT__SITE_VM) {

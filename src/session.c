@@ -64,6 +64,7 @@ static void bpt__lane_forget(bpt__lane *lane) {
     if (lane->chunks) {   /* the next record opens chunk `next`, where the reader now starts */
         bpt__lane_rebuild(lane, next);
         lane->cur = NULL;
+        lane->wp = lane->wend = NULL;   /* >>fits: no chunk */
         lane->head = next;
         lane->unreported = 0;
         bpt__store_relaxed_u64(&lane->opened, next);   /* nothing open: nothing to read */
@@ -192,16 +193,21 @@ static bpt__atomic_ptr *bpt__lane_slot(bpt__session *s, uint32_t index, int make
     return dir ? &dir[index % BPT__LANES_PER_DIR] : NULL;
 }
 
-/* The calling thread's lane, made on its first record in the session:
-   the thread's documented first use, which allocates. The common case is
-   two dependent loads. */
-static bpt__lane *bpt__lane_get(bpt__session *s, const bpt__thread *rec) {
-    bpt__atomic_ptr *slot, *dir;
-    bpt__lane *lane;
+/* The calling thread's lane if it has one: two dependent loads. */
+BPT__HOT bpt__lane *bpt__lane_find(bpt__session *s, const bpt__thread *rec) {
+    bpt__atomic_ptr *dir;
     if (rec->index < BPT__LANES_PER_DIR * BPT__LANE_DIRS &&
-        (dir = (bpt__atomic_ptr *)bpt__load_acquire_ptr(&s->lane_dir[rec->index / BPT__LANES_PER_DIR])) != NULL &&   /* [R1] */
-        (lane = (bpt__lane *)bpt__load_acquire_ptr(&dir[rec->index % BPT__LANES_PER_DIR])) != NULL)   /* [R1] */
-        return lane;
+        (dir = (bpt__atomic_ptr *)bpt__load_acquire_ptr(&s->lane_dir[rec->index / BPT__LANES_PER_DIR])) != NULL)   /* [R1] */
+        return (bpt__lane *)bpt__load_acquire_ptr(&dir[rec->index % BPT__LANES_PER_DIR]);   /* [R1] */
+    return NULL;
+}
+
+/* The calling thread's lane, made on its first record in the session:
+   the thread's documented first use, which allocates. */
+static bpt__lane *bpt__lane_get(bpt__session *s, const bpt__thread *rec) {
+    bpt__atomic_ptr *slot;
+    bpt__lane *lane = bpt__lane_find(s, rec);
+    if (lane) return lane;
     if (!(slot = bpt__lane_slot(s, rec->index, 1))) return NULL;
     if ((lane = (bpt__lane *)bpt__load_acquire_ptr(slot)) != NULL) return lane;   /* [R1] */
     if (!(lane = bpt__lane_new(s, rec->index))) return NULL;
@@ -421,18 +427,23 @@ static int bpt__lane_prepare(bpt__session *s, bpt__lane *lane, const bpt__thread
     return 1;
 }
 
-/* Copy one record into the lane. The common case is a copy of 16 to 24
-   bytes and one release store. */
-static void bpt__lane_put(bpt__session *s, bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r) {
-    uint32_t bytes = bpt__rec_bytes(r);
+/* >>fits: does a record of `bytes` go into the current chunk as it is:
+   room, the same thread and process, an anchor young enough? The compare
+   of wp covers two more cases: no current chunk (wp and wend are then
+   NULL: a lane starts zeroed, and a fork child's is reset so), and records
+   lost since the last one that fit (bpt__lane_lost counts them in
+   `unreported` only with no chunk, or once wp is past wend). Integers,
+   not pointers: wp may be NULL. */
+BPT__HOT int bpt__lane_fits(const bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r, uint32_t bytes) {
+    return (uintptr_t)lane->wp + bytes <= (uintptr_t)lane->wend && lane->ctx_tid == rec->tid &&
+           lane->ctx_process == rec->process && !bpt__lane_anchor_stale(lane, r->ticks);
+}
+
+/* Copy a record that fits (bpt__lane_fits) into the current chunk, and
+   publish it: a copy of 16 to 40 bytes and one release store. */
+BPT__HOT void bpt__lane_copy(bpt__lane *lane, const bpt__rec *r, uint32_t bytes) {
     unsigned char *p = lane->wp;
-    bpt__chunk *c;
-    if (!lane->cur || p + bytes > lane->wend || lane->unreported || lane->ctx_tid != rec->tid ||
-        lane->ctx_process != rec->process || bpt__lane_anchor_stale(lane, r->ticks)) {
-        if (!bpt__lane_prepare(s, lane, rec, r, bytes)) return;
-        p = lane->wp;
-    }
-    c = lane->cur;
+    bpt__chunk *c = lane->cur;
     /* Fixed-size copies (inlined), not one of variable size: gcc makes that
        a rep movsq, whose start-up was a quarter of this function's time for
        a call record of two arguments (3 words; perf, bench_overhead call). */
@@ -450,6 +461,15 @@ static void bpt__lane_put(bpt__session *s, bpt__lane *lane, const bpt__thread *r
     bpt__owner_inc_u64(&lane->written, 1);
     /* [R2] pairs with the drainer's acquire of fill. */
     bpt__store_release_u32(&c->fill, (uint32_t)(lane->wp - bpt__chunk_data(c)));
+}
+
+/* Put one record into the lane: open a chunk, mark losses and contexts
+   first where needed (bpt__lane_prepare), or drop it when the buffer is
+   full. */
+static void bpt__lane_put(bpt__session *s, bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r) {
+    uint32_t bytes = bpt__rec_bytes(r);
+    if (!bpt__lane_fits(lane, rec, r, bytes) && !bpt__lane_prepare(s, lane, rec, r, bytes)) return;
+    bpt__lane_copy(lane, r, bytes);
 }
 
 /* A callback tracer gets the record as a message, in the traced thread. */
@@ -481,20 +501,23 @@ static void bpt__usdt_call(bpt__session *s, bpt__lane *lane, bpt__thread *rec, c
     bpt__owner_inc_u64(&lane->delivered, 1);
 }
 
-/* Hand one record to the session's tracer. Called pinned, from the hit path. */
-BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r) {
-    bpt__lane *lane;
-    if (rec->sending) {   /* a signal handler nested on this thread's send */
-        bpt__atomic_ptr *slot = bpt__lane_slot(s, rec->index, 0);
-        if (slot && (lane = (bpt__lane *)bpt__load_acquire_ptr(slot)) != NULL)   /* [R1] */
-            bpt__fetch_add_u64(&lane->lost, 1);
-        else   /* the interrupted send is making the lane */
-            bpt__fetch_add_u64(&s->lost_laneless, 1);
-        return;
-    }
-    rec->sending = 1;
-    bpt__compiler_barrier();   /* [H1] set before the lane is touched, as a signal handler sees it */
-    if (!(lane = bpt__lane_get(s, rec)))   /* out of memory: the record is lost (counted), nothing else is */
+/* A signal handler's send nested on its own thread's send: the lane may
+   be mid-update, so the record is lost, and counted. */
+BPT__NOINLINE void bpt__session_send_nested(bpt__session *s, const bpt__thread *rec) {
+    bpt__lane *lane = bpt__lane_find(s, rec);
+    if (lane)
+        bpt__fetch_add_u64(&lane->lost, 1);
+    else   /* the interrupted send is making the lane */
+        bpt__fetch_add_u64(&s->lost_laneless, 1);
+}
+
+/* Everything but a record that fits the thread's current chunk: the
+   thread's first record in the session (its lane is made), a callback
+   tracer, the USDT probes, a new chunk, a full buffer. Out of line, so
+   that the common case below saves no registers for it. */
+BPT__NOINLINE void bpt__session_send_slow(bpt__session *s, bpt__thread *rec, const bpt__rec *r) {
+    bpt__lane *lane = bpt__lane_get(s, rec);
+    if (!lane)   /* out of memory: the record is lost (counted), nothing else is */
         bpt__fetch_add_u64(&s->lost_laneless, 1);
     else if (s->tracer)
         bpt__tracer_call(s, lane, rec, r);
@@ -502,6 +525,25 @@ BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt
         bpt__usdt_call(s, lane, rec, r);
     else
         bpt__lane_put(s, lane, rec, r);
+}
+
+/* Hand one record to the session's tracer. Called pinned, from the hit
+   path. The common case, inline: the thread's lane exists, the session
+   buffers its records, and the record fits the current chunk. */
+BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r) {
+    bpt__lane *lane;
+    uint32_t bytes = bpt__rec_bytes(r);
+    if (BPT__UNLIKELY(rec->sending)) {   /* a signal handler nested on this thread's send */
+        bpt__session_send_nested(s, rec);
+        return;
+    }
+    rec->sending = 1;
+    bpt__compiler_barrier();   /* [H1] set before the lane is touched, as a signal handler sees it */
+    lane = bpt__lane_find(s, rec);
+    if (BPT__LIKELY(lane && !s->tracer && !s->usdt && bpt__lane_fits(lane, rec, r, bytes)))
+        bpt__lane_copy(lane, r, bytes);
+    else
+        bpt__session_send_slow(s, rec, r);
     bpt__compiler_barrier();   /* [H1] */
     rec->sending = 0;
 }
