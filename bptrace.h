@@ -3506,15 +3506,18 @@ enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
    CALL_OPS) and BEAM's call_count-only breakpoints take their own short
    path. WALK is the general case: every session's GenericBp, every kind
    (hit.c). COUNT: exactly one session's breakpoint is active and it only
-   counts; `count` is its BpCount. NONE: nothing is active (a breakpoint
-   word not yet removed, or every kind paused). A shortcut is a summary of
+   counts; `data` is its BpCount. ONE: exactly one session's breakpoint is
+   active, for anything but counting alone (the common case of a single
+   tracer); `data` is that GenericBp, whose kinds the hit runs without
+   walking the list. NONE: nothing is active (a breakpoint word not yet
+   removed, or every kind paused). A shortcut is a summary of
    the GenericBp data of the same generation and follows its rules: step 3
    writes the staging one, the commit publishes it with the index [G2],
    step 11 copies it, after the wait that keeps hits off it. */
-enum bpt__shortcut_kind { BPT__SHORTCUT_NONE, BPT__SHORTCUT_COUNT, BPT__SHORTCUT_WALK };
+enum bpt__shortcut_kind { BPT__SHORTCUT_NONE, BPT__SHORTCUT_COUNT, BPT__SHORTCUT_WALK, BPT__SHORTCUT_ONE };
 typedef struct bpt__shortcut {
     uint32_t kind;                /* enum bpt__shortcut_kind */
-    void *count;                  /* COUNT: the BpCount (kind_count.c) */
+    void *data;                   /* COUNT: the BpCount (kind_count.c); ONE: the bpt__GenericBp */
     /* COUNT: the BpCount's dir and off, copied at step 3, so that a counted
        hit reads nothing that the set path writes: the BpCount's refc
        changes at every step 3 and 11 that touches it. A store to a line
@@ -9141,9 +9144,10 @@ BPT__PRIVATE void bpt__kind_memory_info(const bpt__GenericBpData *d, unsigned wh
 /* hit.c: what a breakpoint does when a thread reaches it.
    Pin, read the active index once, and do what the generation's shortcut
    says (>>shortcut, breakpoint.h): nothing; count for the one session that
-   only counts; or walk the function's GenericBp list (one per session) and
-   run each active kind of each session's active generation (kind_*.c:
-   count, call trace, call_time, call_memory). Unpin. No lock, no wait: this
+   only counts; run the kinds of the one session that is active; or walk
+   the function's GenericBp list (one per session) and run each active
+   kind of each session's active generation (kind_*.c: count, call trace,
+   call_time, call_memory). Unpin. No lock, no wait: this
    is op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c.
    A native entry whose generation only counts never gets here: the stub's
    count path (site_native.c) does the COUNT and NONE shortcuts' work first,
@@ -9156,23 +9160,34 @@ BPT__PRIVATE void bpt__kind_memory_info(const bpt__GenericBpData *d, unsigned wh
 BPT__SHARED bpt__atomic_u32 bpt__active_ix;
 BPT__HOT BPT__INTREGS unsigned bpt__active_ix_load(void) { return bpt__load_acquire_u32(&bpt__active_ix); }
 
+/* One session's breakpoint g in generation ix: run each active kind, in
+   the table's order (kind_*.c). */
+BPT__HOT void bpt__breakpoint_run(bpt__hit *h, bpt__GenericBp *g, unsigned ix) {
+    const bpt__GenericBpData *d = &g->data[ix];
+    if (!d->flags) return;
+#define BPT__KIND_HIT(NAME, name, flag) \
+    if (d->flags & BPT__BPF_ACTIVE(BPT__KIX_##NAME)) bpt__kind_##name##_hit(h, g->session, d);
+    BPT_KINDS(BPT__KIND_HIT)
+#undef BPT__KIND_HIT
+}
+
 /* The general case: walk every session's breakpoint on h->f in generation
-   ix and run each active kind. Out of line, so that the shortcuts' path
-   through bpt__breakpoint stays small (no spills of the walk's registers). */
+   ix and run each. Out of line, as the ONE shortcut's run below, so that
+   the shortcuts' path through bpt__breakpoint stays small (no spills of
+   their registers). */
 BPT__NOINLINE void bpt__breakpoint_walk(bpt__hit *h, unsigned ix) {
     bpt__GenericBp *g;
     /* [G1] Acquire loads of the list pair with the release stores that
        link a GenericBp (steps 2 and 5, bp.c) and unlink one (step 11). */
     for (g = (bpt__GenericBp *)bpt__load_acquire_ptr(&h->f->gen_bp); g;
-         g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next)) {
-        const bpt__GenericBpData *d = &g->data[ix];
-        if (!d->flags) continue;
-        /* Each active kind, in the table's order (kind_*.c). */
-#define BPT__KIND_HIT(NAME, name, flag) \
-        if (d->flags & BPT__BPF_ACTIVE(BPT__KIX_##NAME)) bpt__kind_##name##_hit(h, g->session, d);
-        BPT_KINDS(BPT__KIND_HIT)
-#undef BPT__KIND_HIT
-    }
+         g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next))
+        bpt__breakpoint_run(h, g, ix);
+}
+
+/* The ONE shortcut: the one session's breakpoint that step 3 found
+   active in generation ix, with no walk of the list (>>shortcut). */
+BPT__NOINLINE void bpt__breakpoint_one(bpt__hit *h, bpt__GenericBp *g, unsigned ix) {
+    bpt__breakpoint_run(h, g, ix);
 }
 
 /* Run every session's breakpoint on h->f; gather in h who wants a return
@@ -9195,7 +9210,10 @@ BPT__HOT int bpt__breakpoint(bpt__hit *h) {
     case BPT__SHORTCUT_NONE:
         break;
     case BPT__SHORTCUT_COUNT:
-        bpt__kind_count_add(rec, f->shortcut[ix].count);
+        bpt__kind_count_add(rec, f->shortcut[ix].data);
+        break;
+    case BPT__SHORTCUT_ONE:
+        bpt__breakpoint_one(h, (bpt__GenericBp *)f->shortcut[ix].data, ix);
         break;
     default:
         bpt__breakpoint_walk(h, ix);
@@ -9396,7 +9414,7 @@ BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS int bpt__native_count_path(bpt_func
     kind = sc->kind;
     if (BPT__LIKELY(rec->shadow_depth[BPT__STACK_NATIVE] == 0)) {         /* CP3 */
         if (BPT__LIKELY(kind == BPT__SHORTCUT_COUNT))                     /* CP4 */
-            done = bpt__kind_count_try_add(rec, sc->count_dir, sc->count_off, sc->count);
+            done = bpt__kind_count_try_add(rec, sc->count_dir, sc->count_off, sc->data);
         else done = kind == BPT__SHORTCUT_NONE;
     }
     if (BPT__UNLIKELY(bpt__unpin_quiet(rec)))                             /* CP5 */
@@ -10725,9 +10743,13 @@ enomem:
    it. Storing it at both steps 3 and 11 of every change made switching
    10,000 counted functions off take 3.0 ms instead of 2.45 while a worker
    called them (bench/pattern_scale.c; PERFORMANCE.md, issue #16). */
+static int bpt__shortcut_counts_only(uint32_t kind) {
+    return kind == BPT__SHORTCUT_NONE || kind == BPT__SHORTCUT_COUNT;
+}
+
 static void bpt__count_hint_update(bpt_func *f) {
     uint32_t hint = !f->slot_prot &&
-                    (f->shortcut[0].kind != BPT__SHORTCUT_WALK || f->shortcut[1].kind != BPT__SHORTCUT_WALK);
+                    (bpt__shortcut_counts_only(f->shortcut[0].kind) || bpt__shortcut_counts_only(f->shortcut[1].kind));
     if (f->count_hint != hint) f->count_hint = hint;
 }
 
@@ -10737,7 +10759,7 @@ static void bpt__count_hint_update(bpt_func *f) {
    commit. A paused kind (ON without ACTIVE) does nothing on a hit, so only
    the ACTIVE bits matter. */
 static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
-    bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp), *g;
+    bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp), *g, *only_g = NULL;
     const bpt__GenericBpData *only = NULL;
     int active = 0;
     bpt__shortcut *sc = &f->shortcut[ix];
@@ -10746,16 +10768,23 @@ static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
         if (g->data[ix].flags & BPT__BPF_ACTIVE_ALL) {
             active++;
             only = &g->data[ix];
+            only_g = g;
         }
-    sc->count = NULL;
+    sc->data = NULL;
     sc->count_dir = sc->count_off = 0;
     if (active == 0) {
         sc->kind = BPT__SHORTCUT_NONE;
     } else if (active == 1 && (only->flags & BPT__BPF_ACTIVE_ALL) == BPT__BPF_ACTIVE(BPT__KIX_COUNT)) {
         sc->kind = BPT__SHORTCUT_COUNT;
-        sc->count = only->data[BPT__KIX_COUNT];
-        sc->count_dir = ((const bpt__BpCount *)sc->count)->dir;
-        sc->count_off = ((const bpt__BpCount *)sc->count)->off;
+        sc->data = only->data[BPT__KIX_COUNT];
+        sc->count_dir = ((const bpt__BpCount *)sc->data)->dir;
+        sc->count_off = ((const bpt__BpCount *)sc->data)->off;
+    } else if (active == 1) {
+        /* Linked or parked in to_insert, which step 5 links before the
+           commit publishes this generation; freed only after step 12's
+           wait, when no hit can read this shortcut any more. */
+        sc->kind = BPT__SHORTCUT_ONE;
+        sc->data = only_g;
     } else {
         sc->kind = BPT__SHORTCUT_WALK;
     }
@@ -10890,7 +10919,7 @@ static int bpt__consolidate(bpt__change *c) {
         bpt__GenericBp *g;
         bpt_func *f = c->items[i].f;
         if (f->shortcut[active ^ 1].kind != f->shortcut[active].kind ||
-            f->shortcut[active ^ 1].count != f->shortcut[active].count)   /* dir and off follow count */
+            f->shortcut[active ^ 1].data != f->shortcut[active].data)   /* dir and off follow data */
             f->shortcut[active ^ 1] = f->shortcut[active];   /* only when it differs, as the hint */
         bpt__count_hint_update(f);
         for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev); g;

@@ -287,9 +287,13 @@ enomem:
    it. Storing it at both steps 3 and 11 of every change made switching
    10,000 counted functions off take 3.0 ms instead of 2.45 while a worker
    called them (bench/pattern_scale.c; PERFORMANCE.md, issue #16). */
+static int bpt__shortcut_counts_only(uint32_t kind) {
+    return kind == BPT__SHORTCUT_NONE || kind == BPT__SHORTCUT_COUNT;
+}
+
 static void bpt__count_hint_update(bpt_func *f) {
     uint32_t hint = !f->slot_prot &&
-                    (f->shortcut[0].kind != BPT__SHORTCUT_WALK || f->shortcut[1].kind != BPT__SHORTCUT_WALK);
+                    (bpt__shortcut_counts_only(f->shortcut[0].kind) || bpt__shortcut_counts_only(f->shortcut[1].kind));
     if (f->count_hint != hint) f->count_hint = hint;
 }
 
@@ -299,7 +303,7 @@ static void bpt__count_hint_update(bpt_func *f) {
    commit. A paused kind (ON without ACTIVE) does nothing on a hit, so only
    the ACTIVE bits matter. */
 static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
-    bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp), *g;
+    bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp), *g, *only_g = NULL;
     const bpt__GenericBpData *only = NULL;
     int active = 0;
     bpt__shortcut *sc = &f->shortcut[ix];
@@ -308,16 +312,23 @@ static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
         if (g->data[ix].flags & BPT__BPF_ACTIVE_ALL) {
             active++;
             only = &g->data[ix];
+            only_g = g;
         }
-    sc->count = NULL;
+    sc->data = NULL;
     sc->count_dir = sc->count_off = 0;
     if (active == 0) {
         sc->kind = BPT__SHORTCUT_NONE;
     } else if (active == 1 && (only->flags & BPT__BPF_ACTIVE_ALL) == BPT__BPF_ACTIVE(BPT__KIX_COUNT)) {
         sc->kind = BPT__SHORTCUT_COUNT;
-        sc->count = only->data[BPT__KIX_COUNT];
-        sc->count_dir = ((const bpt__BpCount *)sc->count)->dir;
-        sc->count_off = ((const bpt__BpCount *)sc->count)->off;
+        sc->data = only->data[BPT__KIX_COUNT];
+        sc->count_dir = ((const bpt__BpCount *)sc->data)->dir;
+        sc->count_off = ((const bpt__BpCount *)sc->data)->off;
+    } else if (active == 1) {
+        /* Linked or parked in to_insert, which step 5 links before the
+           commit publishes this generation; freed only after step 12's
+           wait, when no hit can read this shortcut any more. */
+        sc->kind = BPT__SHORTCUT_ONE;
+        sc->data = only_g;
     } else {
         sc->kind = BPT__SHORTCUT_WALK;
     }
@@ -452,7 +463,7 @@ static int bpt__consolidate(bpt__change *c) {
         bpt__GenericBp *g;
         bpt_func *f = c->items[i].f;
         if (f->shortcut[active ^ 1].kind != f->shortcut[active].kind ||
-            f->shortcut[active ^ 1].count != f->shortcut[active].count)   /* dir and off follow count */
+            f->shortcut[active ^ 1].data != f->shortcut[active].data)   /* dir and off follow data */
             f->shortcut[active ^ 1] = f->shortcut[active];   /* only when it differs, as the hint */
         bpt__count_hint_update(f);
         for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev); g;

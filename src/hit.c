@@ -1,9 +1,10 @@
 /* hit.c: what a breakpoint does when a thread reaches it.
    Pin, read the active index once, and do what the generation's shortcut
    says (>>shortcut, breakpoint.h): nothing; count for the one session that
-   only counts; or walk the function's GenericBp list (one per session) and
-   run each active kind of each session's active generation (kind_*.c:
-   count, call trace, call_time, call_memory). Unpin. No lock, no wait: this
+   only counts; run the kinds of the one session that is active; or walk
+   the function's GenericBp list (one per session) and run each active
+   kind of each session's active generation (kind_*.c: count, call trace,
+   call_time, call_memory). Unpin. No lock, no wait: this
    is op_i_generic_breakpoint / erts_generic_breakpoint in beam_bp.c.
    A native entry whose generation only counts never gets here: the stub's
    count path (site_native.c) does the COUNT and NONE shortcuts' work first,
@@ -17,23 +18,34 @@
 BPT__SHARED bpt__atomic_u32 bpt__active_ix;
 BPT__HOT BPT__INTREGS unsigned bpt__active_ix_load(void) { return bpt__load_acquire_u32(&bpt__active_ix); }
 
+/* One session's breakpoint g in generation ix: run each active kind, in
+   the table's order (kind_*.c). */
+BPT__HOT void bpt__breakpoint_run(bpt__hit *h, bpt__GenericBp *g, unsigned ix) {
+    const bpt__GenericBpData *d = &g->data[ix];
+    if (!d->flags) return;
+#define BPT__KIND_HIT(NAME, name, flag) \
+    if (d->flags & BPT__BPF_ACTIVE(BPT__KIX_##NAME)) bpt__kind_##name##_hit(h, g->session, d);
+    BPT_KINDS(BPT__KIND_HIT)
+#undef BPT__KIND_HIT
+}
+
 /* The general case: walk every session's breakpoint on h->f in generation
-   ix and run each active kind. Out of line, so that the shortcuts' path
-   through bpt__breakpoint stays small (no spills of the walk's registers). */
+   ix and run each. Out of line, as the ONE shortcut's run below, so that
+   the shortcuts' path through bpt__breakpoint stays small (no spills of
+   their registers). */
 BPT__NOINLINE void bpt__breakpoint_walk(bpt__hit *h, unsigned ix) {
     bpt__GenericBp *g;
     /* [G1] Acquire loads of the list pair with the release stores that
        link a GenericBp (steps 2 and 5, bp.c) and unlink one (step 11). */
     for (g = (bpt__GenericBp *)bpt__load_acquire_ptr(&h->f->gen_bp); g;
-         g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next)) {
-        const bpt__GenericBpData *d = &g->data[ix];
-        if (!d->flags) continue;
-        /* Each active kind, in the table's order (kind_*.c). */
-#define BPT__KIND_HIT(NAME, name, flag) \
-        if (d->flags & BPT__BPF_ACTIVE(BPT__KIX_##NAME)) bpt__kind_##name##_hit(h, g->session, d);
-        BPT_KINDS(BPT__KIND_HIT)
-#undef BPT__KIND_HIT
-    }
+         g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next))
+        bpt__breakpoint_run(h, g, ix);
+}
+
+/* The ONE shortcut: the one session's breakpoint that step 3 found
+   active in generation ix, with no walk of the list (>>shortcut). */
+BPT__NOINLINE void bpt__breakpoint_one(bpt__hit *h, bpt__GenericBp *g, unsigned ix) {
+    bpt__breakpoint_run(h, g, ix);
 }
 
 /* Run every session's breakpoint on h->f; gather in h who wants a return
@@ -56,7 +68,10 @@ BPT__HOT int bpt__breakpoint(bpt__hit *h) {
     case BPT__SHORTCUT_NONE:
         break;
     case BPT__SHORTCUT_COUNT:
-        bpt__kind_count_add(rec, f->shortcut[ix].count);
+        bpt__kind_count_add(rec, f->shortcut[ix].data);
+        break;
+    case BPT__SHORTCUT_ONE:
+        bpt__breakpoint_one(h, (bpt__GenericBp *)f->shortcut[ix].data, ix);
         break;
     default:
         bpt__breakpoint_walk(h, ix);

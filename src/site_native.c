@@ -143,7 +143,7 @@ BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS int bpt__native_count_path(bpt_func
     kind = sc->kind;
     if (BPT__LIKELY(rec->shadow_depth[BPT__STACK_NATIVE] == 0)) {         /* CP3 */
         if (BPT__LIKELY(kind == BPT__SHORTCUT_COUNT))                     /* CP4 */
-            done = bpt__kind_count_try_add(rec, sc->count_dir, sc->count_off, sc->count);
+            done = bpt__kind_count_try_add(rec, sc->count_dir, sc->count_off, sc->data);
         else done = kind == BPT__SHORTCUT_NONE;
     }
     if (BPT__UNLIKELY(bpt__unpin_quiet(rec)))                             /* CP5 */

@@ -1,16 +1,20 @@
 /* t_shortcut: the hit's shortcut per generation (>>shortcut in breakpoint.h;
    issue #16, item 6). Step 3 sums up every session's breakpoint on a
    function as NONE, COUNT (one session counts, nothing else is active) or
-   WALK; the hit takes the shortcut of the generation it reads. Claims,
-   each on one VM function, with exact counts and messages after each
-   change:
+   ONE (one session active, for more than counting) or WALK; the hit takes
+   the shortcut of the generation it reads. Claims, each on one VM
+   function, with exact counts and messages after each change:
    - one session counting: COUNT, and the count is exact;
    - a second session starts counting the same function: its breakpoint is
      parked in the list head's to_insert at step 3 and linked at step 5,
      and must be part of the summary (WALK): both sessions count;
    - the first session pauses: COUNT for the second alone, whose counter
      the shortcut must name (not the first's);
-   - the second adds call trace: WALK, counts and call messages both;
+   - the second adds call trace: ONE, naming the second's GenericBp (not
+     the paused first's), counts and call messages both;
+   - the first traces calls too: WALK, and each session gets its own
+     messages;
+   - the first back to counting only, paused: ONE for the second again;
    - all of the second switched off, the first restarted: COUNT from 0;
    - the first paused while installed: NONE, nothing counted, no message;
    - everything off: no breakpoint word, nothing counted.
@@ -76,9 +80,22 @@ static void expect(const char *what, unsigned kind, uint64_t c1, uint64_t c2, in
 static void check_count_copies(void) {
     const bpt__shortcut *sc = &f->shortcut[bpt_active_bp_ix()];
     CHECK(sc->kind == BPT__SHORTCUT_COUNT, "counting (%u)", sc->kind);
-    CHECK(sc->count_dir == ((const bpt__BpCount *)sc->count)->dir &&
-              sc->count_off == ((const bpt__BpCount *)sc->count)->off,
+    CHECK(sc->count_dir == ((const bpt__BpCount *)sc->data)->dir &&
+              sc->count_off == ((const bpt__BpCount *)sc->data)->off,
           "the COUNT shortcut carries its BpCount's dir and off");
+}
+
+/* The ONE shortcut names the GenericBp of session s, the one active. */
+static void check_one(bpt_session s, const char *who) {
+    const bpt__shortcut *sc = &f->shortcut[bpt_active_bp_ix()];
+    const bpt__GenericBp *g;
+    for (g = (const bpt__GenericBp *)bpt__load_acquire_ptr(&f->gen_bp); g;
+         g = (const bpt__GenericBp *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&g->next))
+        if (g->session->id == s.id) break;
+    CHECK(g != NULL, "%s has a GenericBp on f", who);
+    CHECK(sc->kind == BPT__SHORTCUT_ONE && sc->data == (const void *)g,
+          "the ONE shortcut names %s's GenericBp (kind %u, %p, expected %p)", who, sc->kind, sc->data,
+          (const void *)g);
 }
 
 static void check_recycle(void) {
@@ -119,7 +136,25 @@ int main(void) {
 
     CHECK_RC(bpt_trace_pattern(s2, "sc:f/1", BPT_CALL, NULL), 1);
     calls(2);
-    expect("the second adds call trace", BPT__SHORTCUT_WALK, 15, 10, 2);
+    expect("the second adds call trace", BPT__SHORTCUT_ONE, 15, 10, 2);
+    check_one(s2, "the second session");
+
+    CHECK_RC(bpt_trace_pattern(s1, "sc:f/1", BPT_CALL, NULL), 1);
+    calls(3);
+    {
+        int m1 = drained(s1);
+        expect("the first traces calls too", BPT__SHORTCUT_WALK, 15, 13, 3);
+        CHECK(m1 == 3, "the first traces calls too: session 1 sent %d messages, expected 3", m1);
+    }
+
+    CHECK_RC(bpt_trace_pattern(s1, "sc:f/1", BPT_CALL | BPT_OFF, NULL), 1);
+    calls(1);
+    {
+        int m1 = drained(s1);
+        expect("the first back to counting, paused", BPT__SHORTCUT_ONE, 15, 14, 1);
+        CHECK(m1 == 0, "the first back to counting, paused: session 1 sent %d messages, expected 0", m1);
+    }
+    check_one(s2, "the second session");
 
     CHECK_RC(bpt_trace_pattern(s2, "sc:f/1", BPT_OFF, NULL), 1);
     CHECK_RC(bpt_trace_pattern(s1, "sc:f/1", BPT_COUNT | BPT_RESTART, NULL), 1);
