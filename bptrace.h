@@ -4619,6 +4619,8 @@ enum { BPT__CLOCK_GETTIME = 0, BPT__CLOCK_TSC = 1, BPT__CLOCK_CNTVCT = 2 };
 static struct {
     bpt__clock_cal cal;           /* set once, before ready */
     bpt__atomic_u32 ready;        /* release-stored after cal [K1] */
+    bpt__atomic_u32 on_counter;   /* ready, and the CPU's counter is the clock: the hit
+                                     path's one test (release-stored after ready [K1]) */
 } bpt__clock;
 static pthread_once_t bpt__clock_once = PTHREAD_ONCE_INIT;
 
@@ -4709,6 +4711,9 @@ static void bpt__clock_init(void) {
         c->source = BPT__CLOCK_GETTIME;
     }
     bpt__store_release_u32(&bpt__clock.ready, 1);   /* [K1] */
+#if defined(BPT__CLOCK_COUNTER)
+    if (c->source == BPT__CLOCK_COUNTER) bpt__store_release_u32(&bpt__clock.on_counter, 1);   /* [K1] */
+#endif
 }
 
 /* Calibrate, once per process. Thread progress's initialisation calls it,
@@ -4721,6 +4726,9 @@ BPT__PRIVATE void bpt__clock_calibrate(void) {
 /* The counter: what a record keeps. One instruction where the CPU's
    counter is usable; no conversion. */
 BPT__HOT uint64_t bpt__now_ticks(void) {
+#if defined(BPT__CLOCK_COUNTER)
+    if (BPT__LIKELY(bpt__load_acquire_u32(&bpt__clock.on_counter))) return bpt__clock_ticks();   /* [K1] */
+#endif
     if (!bpt__load_acquire_u32(&bpt__clock.ready)) bpt__clock_calibrate();   /* [K1] */
 #if defined(BPT__CLOCK_COUNTER)
     if (bpt__clock.cal.source == BPT__CLOCK_COUNTER) return bpt__clock_ticks();
@@ -4784,7 +4792,12 @@ BPT__PRIVATE void bpt__clock_cal_get(bpt__clock_cal *out) {
 /* Nanoseconds on CLOCK_MONOTONIC's scale: one counter read and three
    multiplies, once calibrated. */
 BPT__HOT uint64_t bpt__now_ns(void) {
-    uint64_t t = bpt__now_ticks();
+    uint64_t t;
+#if defined(BPT__CLOCK_COUNTER)
+    if (BPT__LIKELY(bpt__load_acquire_u32(&bpt__clock.on_counter)))   /* [K1] */
+        return bpt__clock_cal_ns(&bpt__clock.cal, bpt__clock_ticks());
+#endif
+    t = bpt__now_ticks();   /* calibrates if it must */
 #if defined(BPT__CLOCK_COUNTER)
     if (bpt__clock.cal.source == BPT__CLOCK_COUNTER) return bpt__clock_cal_ns(&bpt__clock.cal, t);
 #endif
@@ -7899,7 +7912,7 @@ static void bpt__frame_send(bpt__thread *rec, const bpt__frame *fr, unsigned act
 }
 
 /* A record of one word: its header, now. */
-static void bpt__frame_rec(bpt__recbuf *b, int type, uint32_t id, uint16_t info, uint64_t word) {
+BPT__HOT void bpt__frame_rec(bpt__recbuf *b, int type, uint32_t id, uint16_t info, uint64_t word) {
     b->h.ticks = bpt__now_ticks();
     b->h.type = (uint8_t)type;
     b->h.words = 1;

@@ -45,6 +45,8 @@ enum { BPT__CLOCK_GETTIME = 0, BPT__CLOCK_TSC = 1, BPT__CLOCK_CNTVCT = 2 };
 static struct {
     bpt__clock_cal cal;           /* set once, before ready */
     bpt__atomic_u32 ready;        /* release-stored after cal [K1] */
+    bpt__atomic_u32 on_counter;   /* ready, and the CPU's counter is the clock: the hit
+                                     path's one test (release-stored after ready [K1]) */
 } bpt__clock;
 static pthread_once_t bpt__clock_once = PTHREAD_ONCE_INIT;
 
@@ -135,6 +137,9 @@ static void bpt__clock_init(void) {
         c->source = BPT__CLOCK_GETTIME;
     }
     bpt__store_release_u32(&bpt__clock.ready, 1);   /* [K1] */
+#if defined(BPT__CLOCK_COUNTER)
+    if (c->source == BPT__CLOCK_COUNTER) bpt__store_release_u32(&bpt__clock.on_counter, 1);   /* [K1] */
+#endif
 }
 
 /* Calibrate, once per process. Thread progress's initialisation calls it,
@@ -147,6 +152,9 @@ BPT__PRIVATE void bpt__clock_calibrate(void) {
 /* The counter: what a record keeps. One instruction where the CPU's
    counter is usable; no conversion. */
 BPT__HOT uint64_t bpt__now_ticks(void) {
+#if defined(BPT__CLOCK_COUNTER)
+    if (BPT__LIKELY(bpt__load_acquire_u32(&bpt__clock.on_counter))) return bpt__clock_ticks();   /* [K1] */
+#endif
     if (!bpt__load_acquire_u32(&bpt__clock.ready)) bpt__clock_calibrate();   /* [K1] */
 #if defined(BPT__CLOCK_COUNTER)
     if (bpt__clock.cal.source == BPT__CLOCK_COUNTER) return bpt__clock_ticks();
@@ -210,7 +218,12 @@ BPT__PRIVATE void bpt__clock_cal_get(bpt__clock_cal *out) {
 /* Nanoseconds on CLOCK_MONOTONIC's scale: one counter read and three
    multiplies, once calibrated. */
 BPT__HOT uint64_t bpt__now_ns(void) {
-    uint64_t t = bpt__now_ticks();
+    uint64_t t;
+#if defined(BPT__CLOCK_COUNTER)
+    if (BPT__LIKELY(bpt__load_acquire_u32(&bpt__clock.on_counter)))   /* [K1] */
+        return bpt__clock_cal_ns(&bpt__clock.cal, bpt__clock_ticks());
+#endif
+    t = bpt__now_ticks();   /* calibrates if it must */
 #if defined(BPT__CLOCK_COUNTER)
     if (bpt__clock.cal.source == BPT__CLOCK_COUNTER) return bpt__clock_cal_ns(&bpt__clock.cal, t);
 #endif

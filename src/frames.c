@@ -350,7 +350,7 @@ static void bpt__frame_send(bpt__thread *rec, const bpt__frame *fr, unsigned act
 }
 
 /* A record of one word: its header, now. */
-static void bpt__frame_rec(bpt__recbuf *b, int type, uint32_t id, uint16_t info, uint64_t word) {
+BPT__HOT void bpt__frame_rec(bpt__recbuf *b, int type, uint32_t id, uint16_t info, uint64_t word) {
     b->h.ticks = bpt__now_ticks();
     b->h.type = (uint8_t)type;
     b->h.words = 1;
