@@ -277,6 +277,11 @@ enomem:
     return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: out of memory allocating breakpoints; nothing changed");
 }
 
+/* May the count path finish a hit in a generation with this shortcut? */
+static int bpt__shortcut_counts_only(uint32_t kind) {
+    return kind == BPT__SHORTCUT_NONE || kind == BPT__SHORTCUT_COUNT;
+}
+
 /* The entry stubs' hint (bpt_func.count_hint): may the count path finish
    a hit on f in either generation? Never for a slot: a slot reached from
    bptrace's own code is not traced (>>own calls in site_native.c), and the
@@ -287,10 +292,6 @@ enomem:
    it. Storing it at both steps 3 and 11 of every change made switching
    10,000 counted functions off take 3.0 ms instead of 2.45 while a worker
    called them (bench/pattern_scale.c; PERFORMANCE.md, issue #16). */
-static int bpt__shortcut_counts_only(uint32_t kind) {
-    return kind == BPT__SHORTCUT_NONE || kind == BPT__SHORTCUT_COUNT;
-}
-
 static void bpt__count_hint_update(bpt_func *f) {
     uint32_t hint = !f->slot_prot &&
                     (bpt__shortcut_counts_only(f->shortcut[0].kind) || bpt__shortcut_counts_only(f->shortcut[1].kind));
