@@ -2225,7 +2225,9 @@ static inline uint64_t bpt__sdt_word(decltype(nullptr)) { return 0; }
    fences order them as they would order its own loads.
 */
 #define BPT_ROOT_MAGIC   0x31544f4f52545042ull   /* "BPTROOT1", little-endian */
-#define BPT_ROOT_VERSION 2u   /* 2: call_time's tables past MAX_THREADS (TIMEM_MORE), no overflow table */
+#define BPT_ROOT_VERSION 3u   /* 2: call_time's tables past MAX_THREADS (TIMEM_MORE), no overflow table;
+                                 3: frames keep no entry time (FRAME_TS gone: no reader used it, and
+                                 its clock read cost every return-traced entry ~20 instructions) */
 
 /* The structures a reader walks: (ID, the implementation's type). */
 #define BPT_ROOT_STRUCTS(X) \
@@ -2273,7 +2275,6 @@ static inline uint64_t bpt__sdt_word(decltype(nullptr)) { return 0; }
     X(COUNT_SPILL,         COUNT,   spill)          /* u64: added (hits without a page) */ \
     X(FRAME_FID,           FRAME,   fid)            /* u32: the function's id */ \
     X(FRAME_F,             FRAME,   f)              /* pointer: its FUNC (compare, do not follow) */ \
-    X(FRAME_TS,            FRAME,   ts_ns)          /* u64: entry time, ns */ \
     X(FRAME_FIBER,         FRAME,   fiber)          /* u64: the stack it was pushed on (native) */ \
     X(FRAME_GONE,          FRAME,   gone)           /* u8: a tombstone (ended under another stack) */ \
     X(SESSION_ID,          SESSION, id)             /* u64: its weak id */ \
@@ -3245,6 +3246,7 @@ struct bpt__session {
     bpt_tracer_fn tracer;
     void *tracer_user;
     int usdt;                     /* 1: records go to the bptrace USDT probes (probes.c) */
+    int buffered;                 /* 1: records go to the lanes' chunks (no tracer, not usdt): the send's one test */
     uint32_t chunk_bytes, chunks; /* each lane's chunks, at its start */
     uint32_t max_chunks;          /* the most chunks a lane grows to (session.c >>growth) */
     int flight_recorder;          /* 1: a full lane overwrites its oldest unread chunk */
@@ -3346,7 +3348,7 @@ struct bpt__lane_reader {
     uint64_t records;
 };
 
-BPT__PRIVATE bpt__session *bpt__session_lookup(uint64_t id);   /* pinned or under the permission */
+BPT__HOT bpt__session *bpt__session_lookup(uint64_t id);   /* pinned or under the permission */
 BPT__PRIVATE bpt__session *bpt__session_pin(bpt_session handle, const char *who, bpt__thread **rec, int *rc);
 BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out);
 BPT__PRIVATE void bpt__session_free(bpt__session *s);
@@ -3741,7 +3743,6 @@ struct bpt__frame {
     bpt_func *f;                  /* for call_time: native records live forever; a VM function
                                      is not unregistered while its calls run (bpt_unregister) */
     uint64_t process;             /* the process the call runs in */
-    uint64_t ts_ns;               /* entry time */
     uint64_t fiber;               /* native: the tag of the stack it was pushed on (fibers.c) */
     uint16_t nsess;
     uint8_t unhooked;             /* native: 1 while an unwind has the original address back in
@@ -3771,7 +3772,7 @@ BPT__PRIVATE int bpt__frame_mine(const bpt__thread *rec, int stack, const bpt__f
 /* Pause (0) or resume (1) the call_time of the frames the thread times now:
    a fiber switch (fibers.c), as a process switch. */
 BPT__PRIVATE void bpt__frames_fiber_timem(bpt__thread *rec, int resume);
-BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *token);
+BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, bpt_vm_token *token);
 #if defined(BPT_NATIVE)
 BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h);
 BPT__PRIVATE void bpt__native_settle(bpt__hit *h);
@@ -3779,7 +3780,7 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h);
    ("unwind" or "throw") and are popped; tail: sp's own frame is shared by
    a tail call, alive. Pinned. */
 BPT__PRIVATE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int tail, const char *cls);
-BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h, uint64_t now);
+BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h);
 /* The thread's sigaltstack [*lo, *hi) (empty: none); 1 when it runs on it now. */
 BPT__PRIVATE int bpt__altstack_bounds(uintptr_t *lo, uintptr_t *hi);
 /* Called by the return trampolines' assembly by name: not static. */
@@ -5414,7 +5415,7 @@ BPT__PRIVATE void bpt__sessions_atfork_child(void) {
 }
 
 /* The live session of handle `id`, or NULL. The caller is pinned or holds the permission. */
-BPT__PRIVATE bpt__session *bpt__session_lookup(uint64_t id) {
+BPT__HOT bpt__session *bpt__session_lookup(uint64_t id) {
     uint64_t slot = id & 0xffff;
     bpt__session *s;
     if (id == 0 || slot >= BPT_MAX_SESSIONS) return NULL;
@@ -5854,7 +5855,7 @@ BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt
     rec->sending = 1;
     bpt__compiler_barrier();   /* [H1] set before the lane is touched, as a signal handler sees it */
     lane = bpt__lane_find(s, rec);
-    if (BPT__LIKELY(lane && !s->tracer && !s->usdt && bpt__lane_fits(lane, rec, r, bytes)))
+    if (BPT__LIKELY(lane && s->buffered && bpt__lane_fits(lane, rec, r, bytes)))
         bpt__lane_copy(lane, r, bytes);
     else
         bpt__session_send_slow(s, rec, r);
@@ -6041,6 +6042,7 @@ BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **ou
     s->tracer = d->tracer;
     s->tracer_user = d->tracer_user;
     s->usdt = d->usdt != 0;
+    s->buffered = !s->tracer && !s->usdt;
     s->chunk_bytes = d->chunk_bytes ? d->chunk_bytes : 16384;
     s->chunks = d->chunks ? d->chunks : 16;
     s->flight_recorder = d->flight_recorder != 0;
@@ -7584,7 +7586,10 @@ BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *
       unwound (longjmp, a host's throw) without returning: exception_from,
       newest first. Then return_from, and return_to once the chain of tail
       calls sharing that stack pointer ends. Continue at the original
-      address.
+      address. The common return, the top frame of one session with no
+      tail call and no return_to, copies out only what it sends
+      (bpt__native_return_one); the rest go the general way
+      (bpt__native_return_chain).
    F3. Unwind (bpt_unwind_to): the host says how far it unwound.
    Every step looks only at the frames of the stack the thread runs on now:
    a thread that switches stacks (fibers.c) tags each frame with its
@@ -7616,6 +7621,7 @@ BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *
 static void bpt__frame_skipped(bpt__session *s) { bpt__fetch_add_u64(&s->frames_skipped, 1); }
 
 BPT__PRIVATE void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype) {
+    bpt__frame_session *w;
     uint32_t i;
     actions &= BPT__FRAME_ACTIONS | BPT__KINDS | BPT__FRAME_CPU;   /* a kind that wants a frame keeps its bit */
     h->wanted |= actions;
@@ -7626,27 +7632,32 @@ BPT__PRIVATE void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned act
             return;
         }
     if (h->nwant == BPT_FRAME_SESSIONS) { bpt__frame_skipped(s); return; }
-    memset(&h->want[h->nwant], 0, sizeof h->want[0]);
-    h->want[h->nwant].id = s->id;
-    h->want[h->nwant].actions = actions;
-    h->want[h->nwant].rettype = rettype;
+    w = &h->want[h->nwant];
+    w->id = s->id;
+    w->actions = actions;
+    w->rettype = rettype;
+    w->since = w->own_ns = 0;
+    w->mem = 0;
     h->want_s[h->nwant++] = s;
+}
+
+/* A shadow stack's first use: one mapping per thread record (BPT_HIT_MAP:
+   the call may be a traced malloc's), kept for its life (records are
+   reused, never freed), so a thread that exits with live frames leaks
+   nothing. Out of line: the mapping's call would make every reserve save
+   registers. 0: no memory. */
+BPT__NOINLINE int bpt__frame_stack_map(bpt__thread *rec, int stack) {
+    rec->shadow[stack] = (bpt__frame *)BPT_HIT_MAP(sizeof(bpt__frame) * BPT_SHADOW_FRAMES);
+    return rec->shadow[stack] != NULL;
 }
 
 /* Reserve the next frame of a shadow stack (F1's first half), marked as
    being filled, or NULL when it is full or cannot be allocated. *mark gets
    the mark to put back when the frame is filled (bpt__frame_filled). */
-static bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack, uint32_t *mark) {
+BPT__HOT bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack, uint32_t *mark) {
     uint32_t d = rec->shadow_depth[stack];
-    if (!rec->shadow[stack]) {
-        /* First use: one mapping per thread record (BPT_HIT_MAP: the call
-           may be a traced malloc's), kept for its life (records are
-           reused, never freed), so a thread that exits with live frames
-           leaks nothing. */
-        rec->shadow[stack] = (bpt__frame *)BPT_HIT_MAP(sizeof(bpt__frame) * BPT_SHADOW_FRAMES);
-        if (!rec->shadow[stack]) return NULL;
-    }
-    if (d >= BPT_SHADOW_FRAMES) return NULL;
+    if (BPT__UNLIKELY(!rec->shadow[stack]) && !bpt__frame_stack_map(rec, stack)) return NULL;
+    if (BPT__UNLIKELY(d >= BPT_SHADOW_FRAMES)) return NULL;
     rec->shadow[stack][d].gone = 0;   /* whose it is holds from the start (bpt__frame_mine) */
     rec->shadow[stack][d].fiber = rec->fiber;
     *mark = rec->shadow_filling[stack];
@@ -7705,10 +7716,21 @@ static bpt__now2 bpt__now2_at(uint64_t wall) {
     return n;
 }
 
-static uint64_t bpt__now_for(const bpt__frame_session *fs, bpt__now2 *now) {
-    if (!(fs->actions & BPT__FRAME_CPU)) return now->wall;
+/* "Now" for a new frame: the clock is read only when one of its sessions
+   times the call (a return trace alone needs no time at entry). */
+BPT__HOT bpt__now2 bpt__now2_for(const bpt__hit *h) {
+    return bpt__now2_at((h->wanted & BPT__FRAME_TIMEM) ? bpt__now_ns() : 0);
+}
+
+/* The CPU clock's first read: out of line, so that a frame timed by the
+   wall clock saves no registers for its call. */
+BPT__NOINLINE uint64_t bpt__now_cpu(bpt__now2 *now) {
     if (!now->cpu) now->cpu = bpt__thread_cpu_ns();
     return now->cpu;
+}
+
+static uint64_t bpt__now_for(const bpt__frame_session *fs, bpt__now2 *now) {
+    return (fs->actions & BPT__FRAME_CPU) ? bpt__now_cpu(now) : now->wall;
 }
 
 static void bpt__timem_pause(bpt__frame_session *fs, bpt__now2 *now) {
@@ -7762,24 +7784,33 @@ static void bpt__timem_resume_callers(bpt__thread *rec, int stack, const bpt__fr
    time; PERFORMANCE.md). */
 static void bpt__frame_sessions_copy(bpt__frame_session *to, const bpt__frame_session *from, uint32_t n) {
     uint32_t i;
+    if (BPT__LIKELY(n == 1)) {   /* no loop */
+        to[0] = from[0];
+        return;
+    }
     for (i = 0; i < n; i++) {
         to[i] = from[i];
         bpt__compiler_barrier();
     }
 }
 
-static void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, bpt__now2 *now) {
+/* The sessions of a new frame that time it start now. Out of line, as
+   rare for return trace. */
+BPT__NOINLINE void bpt__frame_start_timem(bpt__frame *fr, bpt__now2 *now) {
     uint32_t i;
+    for (i = 0; i < fr->nsess; i++)
+        if (fr->sess[i].actions & BPT__FRAME_TIMEM) fr->sess[i].since = bpt__now_for(&fr->sess[i], now);
+}
+
+BPT__HOT void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, bpt__now2 *now) {
     bpt__frame_sessions_copy(fr->sess, h->want, h->nwant);
-    fr->nsess = h->nwant;
+    fr->nsess = (uint16_t)h->nwant;
     fr->fid = h->f->fid;
     fr->caller_fid = 0;
     fr->f = h->f;
     fr->process = h->rec->process;
-    fr->ts_ns = now->wall;
     fr->unhooked = 0;
-    for (i = 0; (h->wanted & BPT__FRAME_TIMEM) && i < fr->nsess; i++)
-        if (fr->sess[i].actions & BPT__FRAME_TIMEM) fr->sess[i].since = bpt__now_for(&fr->sess[i], now);
+    if (h->wanted & BPT__FRAME_TIMEM) bpt__frame_start_timem(fr, now);
 }
 
 /* A frame was reserved at index d: pause the callers below it that its
@@ -7893,14 +7924,13 @@ static int bpt__frame_wants(const bpt__frame *fr, unsigned actions) {
     return 0;
 }
 
-/* A frame's record to its session i, if that session asked for `action`
-   and still lives. Pinned (session lookup). */
-static void bpt__frame_send_one(bpt__thread *rec, const bpt__frame *fr, uint32_t i, unsigned action,
-                                const bpt__rec *r) {
+/* A frame's record to one of its sessions, fs, if that session asked for
+   `action` and still lives. Pinned (session lookup). */
+static void bpt__frame_send_one(bpt__thread *rec, const bpt__frame_session *fs, unsigned action, const bpt__rec *r) {
     bpt__session *s;
     if (rec->in_tracer) return;   /* a tracer's own calls are not traced */
-    if (!(fr->sess[i].actions & action)) return;
-    if (!(s = bpt__session_lookup(fr->sess[i].id))) return;   /* ended: frames do nothing */
+    if (!(fs->actions & action)) return;
+    if (!(s = bpt__session_lookup(fs->id))) return;   /* ended: frames do nothing */
     if (!bpt__session_admit(s, rec)) return;
     bpt__session_send(s, rec, r);
 }
@@ -7908,7 +7938,7 @@ static void bpt__frame_send_one(bpt__thread *rec, const bpt__frame *fr, uint32_t
 /* The record to each of a frame's sessions that asked for `action`. */
 static void bpt__frame_send(bpt__thread *rec, const bpt__frame *fr, unsigned action, const bpt__rec *r) {
     uint32_t i;
-    for (i = 0; i < fr->nsess; i++) bpt__frame_send_one(rec, fr, i, action, r);
+    for (i = 0; i < fr->nsess; i++) bpt__frame_send_one(rec, &fr->sess[i], action, r);
 }
 
 /* A record of one word: its header, now. */
@@ -7930,20 +7960,30 @@ static void bpt__frame_unwound(bpt__thread *rec, const bpt__frame *fr, const cha
     bpt__frame_send(rec, fr, BPT_EXCEPTION, &b.h);
 }
 
-/* return_from to the frame's session i, with the value its ret spec asks
-   for; a string is copied now: it may not outlive the return. */
-static void bpt__frame_returned_one(bpt__thread *rec, const bpt__frame *fr, uint32_t i, uint64_t value) {
+/* return_from with a string value: its bytes are copied now, since they
+   may not outlive the return. Out of line: its copy would make every
+   return_from save registers. */
+BPT__NOINLINE void bpt__frame_returned_str(bpt__thread *rec, uint32_t fid, const bpt__frame_session *fs,
+                                           const char *str) {
     bpt__recbuf b;
-    uint8_t type = fr->sess[i].rettype;
-    bpt__frame_rec(&b, BPT_MSG_RETURN_FROM, fr->fid, type, value);
-    if (type == BPT_ARG_STR) {
-        const char *str = (const char *)(uintptr_t)value;
-        size_t len = str ? strnlen(str, BPT_MSG_STR_BYTES - 1) : 6;
-        memset(b.w, 0, BPT_MSG_STR_BYTES);
-        memcpy(b.w, str ? str : "(null)", len);
-        b.h.words = (uint8_t)((len + 1 + 7) / 8);
+    size_t len = str ? strnlen(str, BPT_MSG_STR_BYTES - 1) : 6;
+    bpt__frame_rec(&b, BPT_MSG_RETURN_FROM, fid, BPT_ARG_STR, 0);
+    memset(b.w, 0, BPT_MSG_STR_BYTES);
+    memcpy(b.w, str ? str : "(null)", len);
+    b.h.words = (uint8_t)((len + 1 + 7) / 8);
+    bpt__frame_send_one(rec, fs, BPT_RETURN | BPT_EXCEPTION, &b.h);
+}
+
+/* return_from for function fid to one session of its frame, fs, with the
+   value its ret spec asks for. */
+static void bpt__frame_returned_one(bpt__thread *rec, uint32_t fid, const bpt__frame_session *fs, uint64_t value) {
+    bpt__recbuf b;
+    if (BPT__UNLIKELY(fs->rettype == BPT_ARG_STR)) {
+        bpt__frame_returned_str(rec, fid, fs, (const char *)(uintptr_t)value);
+        return;
     }
-    bpt__frame_send_one(rec, fr, i, BPT_RETURN | BPT_EXCEPTION, &b.h);
+    bpt__frame_rec(&b, BPT_MSG_RETURN_FROM, fid, fs->rettype, value);
+    bpt__frame_send_one(rec, fs, BPT_RETURN | BPT_EXCEPTION, &b.h);
 }
 
 /* return_from to each session of a frame, one record each, with the value
@@ -7953,7 +7993,7 @@ static void bpt__frame_returned(bpt__thread *rec, const bpt__frame *fr, uint64_t
     uint32_t i;
     for (i = 0; i < fr->nsess; i++)
         if (fr->sess[i].actions & (BPT_RETURN | BPT_EXCEPTION))
-            bpt__frame_returned_one(rec, fr, i, fr->sess[i].rettype == BPT_ARG_F64 ? fp_value : int_value);
+            bpt__frame_returned_one(rec, fr->fid, &fr->sess[i], fr->sess[i].rettype == BPT_ARG_F64 ? fp_value : int_value);
 }
 
 /* return_to: execution resumes in function fid, or in code that is not a
@@ -8057,7 +8097,7 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h) {
 }
 
 /* F1: the entry handler's frame, after every session has been walked. */
-BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t wall) {
+BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h) {
     bpt__thread *rec = h->rec;
     bpt__regs *r = (bpt__regs *)(uintptr_t)h->frame;
     uintptr_t *slot = bpt__arch_ret_slot(r), sp = bpt__arch_entry_sp(r);
@@ -8066,7 +8106,7 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t wall) {
     bpt__frame *fr;
     uint32_t i, mark = 0;
     long k;
-    bpt__now2 now = bpt__now2_at(wall);
+    bpt__now2 now = bpt__now2_for(h);
     /* A tail call shares the frame of the call it replaces; there must be one. */
     if (tail && !((k = bpt__frame_find(rec, rec->shadow_depth[BPT__STACK_NATIVE], 0)) >= 0 &&
                   rec->shadow[BPT__STACK_NATIVE][k].sp == sp))
@@ -8086,20 +8126,42 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h, uint64_t wall) {
     if (!tail) *slot = bpt__arch_ret_sign(h->f, BPT__RETURN_TRAMPOLINE, sp);
 }
 
-/* F2: called by the return trampoline with the stack pointer the
-   traced function had at entry and its return registers; returns where to
-   continue. Not static: the trampoline's assembly calls it by name. */
-BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
-    bpt__thread *rec = bpt__thread_self_or_null();
+/* F2, the common return, without copying the whole frame out: the frame
+   is on top, ends its chain (no tail call shares it: ret != 0), serves one
+   session, which does not ask for return_to, and no tombstone lies under
+   it. It copies out what the frame's end (call_time, call_memory) and the
+   return_from read, releases the frame [H1], then ends it and sends.
+   Returns the address to continue at, or 0 when the frame is not such a
+   one (bpt__native_return_chain's). Pinned. */
+static uintptr_t bpt__native_return_one(bpt__thread *rec, uint32_t k, const bpt__retregs *r) {
+    const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][k];
+    bpt__frame one;   /* only what bpt__frame_end and the return_from read */
+    uintptr_t ret;
+    if (k + 1 != rec->shadow_depth[BPT__STACK_NATIVE] || !fr->ret || fr->nsess != 1 ||
+        (fr->sess[0].actions & BPT_RETURN_TO) || (k > 0 && fr[-1].gone))
+        return 0;
+    one.sess[0] = fr->sess[0];
+    one.nsess = 1;
+    one.fid = fr->fid;
+    one.f = fr->f;
+    one.process = fr->process;
+    ret = fr->ret;
+    bpt__compiler_barrier();   /* [H1] copied out before it is released */
+    rec->shadow_depth[BPT__STACK_NATIVE] = k;
+    if (one.sess[0].actions & BPT__FRAME_TIMEM) bpt__frame_end(rec, BPT__STACK_NATIVE, &one);
+    if (one.sess[0].actions & (BPT_RETURN | BPT_EXCEPTION))
+        bpt__frame_returned_one(rec, one.fid, &one.sess[0],
+                                one.sess[0].rettype == BPT_ARG_F64 ? r->fp[0][0] : r->gpr[0]);
+    return ret;
+}
+
+/* F2, every other return: frame k (of sp) and what lies above it and
+   below it in its chain. Returns the address to continue at. Pinned. */
+BPT__NOINLINE uintptr_t bpt__native_return_chain(bpt__thread *rec, long k, uintptr_t sp, const bpt__retregs *r) {
     uint32_t i, to_sessions = 0;
-    long k = rec ? bpt__frame_find(rec, rec->shadow_depth[BPT__STACK_NATIVE], sp) : -1;
     const bpt_func *resumed;
     bpt__frame fr, to;
     uintptr_t ret;
-    bpt__own_enter();   /* >>own calls (site_native.c) */
-    if (k < 0 && rec) k = bpt__frame_adopt(rec, sp);
-    if (k < 0) bpt__frames_lost(sp);
-    bpt__pin();
     /* 2a. Frames of this stack above ours were unwound without returning
        (frames of other fibers' stacks above it stay: they are suspended). */
     for (i = rec->shadow_depth[BPT__STACK_NATIVE]; i-- > (uint32_t)k + 1;) {
@@ -8138,6 +8200,21 @@ BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
         resumed = bpt__symbolize(ret);
         bpt__frame_return_to(rec, &to, resumed ? resumed->fid : 0, ret);
     }
+    return ret;
+}
+
+/* F2: called by the return trampoline with the stack pointer the
+   traced function had at entry and its return registers; returns where to
+   continue. Not static: the trampoline's assembly calls it by name. */
+BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    long k = rec ? bpt__frame_find(rec, rec->shadow_depth[BPT__STACK_NATIVE], sp) : -1;
+    uintptr_t ret;
+    bpt__own_enter();   /* >>own calls (site_native.c) */
+    if (k < 0 && rec) k = bpt__frame_adopt(rec, sp);
+    if (k < 0) bpt__frames_lost(sp);
+    bpt__pin();
+    if (!(ret = bpt__native_return_one(rec, (uint32_t)k, r))) ret = bpt__native_return_chain(rec, k, sp, r);
     bpt__unpin(rec);
     bpt__own_leave();
     return ret;
@@ -8167,10 +8244,10 @@ int bpt_unwind_to(const void *spp) {
 
 /* >>vm frames: the token is (check value << 32) | (index + 1) on the
    thread's VM stack. */
-BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t wall, bpt_vm_token *token) {
+BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, bpt_vm_token *token) {
     bpt__thread *rec = h->rec;
     uint32_t i, mark = 0;
-    bpt__now2 now = bpt__now2_at(wall);
+    bpt__now2 now = bpt__now2_for(h);
     bpt__frame *fr = token ? bpt__frame_reserve(rec, BPT__STACK_VM, &mark) : NULL;
     const bpt_vm_ops *ops = h->f->ops;
     bpt_func *caller;
@@ -9242,7 +9319,7 @@ bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame, bpt_vm_token *toke
     h.frame = frame;
     bpt__own_enter();   /* its calls into libc through traced slots are bptrace's own (site_native.c) */
     if (bpt__breakpoint(&h)) {
-        if (h.nwant) bpt__vm_frame_push(&h, bpt__now_ns(), token);
+        if (h.nwant) bpt__vm_frame_push(&h, token);
         bpt__unpin(h.rec);
     }
     bpt__own_leave();
@@ -9448,7 +9525,7 @@ BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted
         h.f = f;
         h.frame = regs;
         if (bpt__breakpoint(&h)) {
-            if (h.nwant) bpt__native_frame_push(&h, bpt__now_ns());
+            if (h.nwant) bpt__native_frame_push(&h);
             bpt__unpin(h.rec);
         }
     }

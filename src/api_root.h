@@ -49,7 +49,9 @@
    fences order them as they would order its own loads.
 */
 #define BPT_ROOT_MAGIC   0x31544f4f52545042ull   /* "BPTROOT1", little-endian */
-#define BPT_ROOT_VERSION 2u   /* 2: call_time's tables past MAX_THREADS (TIMEM_MORE), no overflow table */
+#define BPT_ROOT_VERSION 3u   /* 2: call_time's tables past MAX_THREADS (TIMEM_MORE), no overflow table;
+                                 3: frames keep no entry time (FRAME_TS gone: no reader used it, and
+                                 its clock read cost every return-traced entry ~20 instructions) */
 
 /* The structures a reader walks: (ID, the implementation's type). */
 #define BPT_ROOT_STRUCTS(X) \
@@ -97,7 +99,6 @@
     X(COUNT_SPILL,         COUNT,   spill)          /* u64: added (hits without a page) */ \
     X(FRAME_FID,           FRAME,   fid)            /* u32: the function's id */ \
     X(FRAME_F,             FRAME,   f)              /* pointer: its FUNC (compare, do not follow) */ \
-    X(FRAME_TS,            FRAME,   ts_ns)          /* u64: entry time, ns */ \
     X(FRAME_FIBER,         FRAME,   fiber)          /* u64: the stack it was pushed on (native) */ \
     X(FRAME_GONE,          FRAME,   gone)           /* u8: a tombstone (ended under another stack) */ \
     X(SESSION_ID,          SESSION, id)             /* u64: its weak id */ \

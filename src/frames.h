@@ -40,7 +40,6 @@ struct bpt__frame {
     bpt_func *f;                  /* for call_time: native records live forever; a VM function
                                      is not unregistered while its calls run (bpt_unregister) */
     uint64_t process;             /* the process the call runs in */
-    uint64_t ts_ns;               /* entry time */
     uint64_t fiber;               /* native: the tag of the stack it was pushed on (fibers.c) */
     uint16_t nsess;
     uint8_t unhooked;             /* native: 1 while an unwind has the original address back in
@@ -70,7 +69,7 @@ BPT__PRIVATE int bpt__frame_mine(const bpt__thread *rec, int stack, const bpt__f
 /* Pause (0) or resume (1) the call_time of the frames the thread times now:
    a fiber switch (fibers.c), as a process switch. */
 BPT__PRIVATE void bpt__frames_fiber_timem(bpt__thread *rec, int resume);
-BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, uint64_t now, bpt_vm_token *token);
+BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, bpt_vm_token *token);
 #if defined(BPT_NATIVE)
 BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h);
 BPT__PRIVATE void bpt__native_settle(bpt__hit *h);
@@ -78,7 +77,7 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h);
    ("unwind" or "throw") and are popped; tail: sp's own frame is shared by
    a tail call, alive. Pinned. */
 BPT__PRIVATE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int tail, const char *cls);
-BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h, uint64_t now);
+BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h);
 /* The thread's sigaltstack [*lo, *hi) (empty: none); 1 when it runs on it now. */
 BPT__PRIVATE int bpt__altstack_bounds(uintptr_t *lo, uintptr_t *hi);
 /* Called by the return trampolines' assembly by name: not static. */

@@ -87,7 +87,7 @@ bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame, bpt_vm_token *toke
     h.frame = frame;
     bpt__own_enter();   /* its calls into libc through traced slots are bptrace's own (site_native.c) */
     if (bpt__breakpoint(&h)) {
-        if (h.nwant) bpt__vm_frame_push(&h, bpt__now_ns(), token);
+        if (h.nwant) bpt__vm_frame_push(&h, token);
         bpt__unpin(h.rec);
     }
     bpt__own_leave();

@@ -100,7 +100,7 @@ BPT__PRIVATE void bpt__sessions_atfork_child(void) {
 }
 
 /* The live session of handle `id`, or NULL. The caller is pinned or holds the permission. */
-BPT__PRIVATE bpt__session *bpt__session_lookup(uint64_t id) {
+BPT__HOT bpt__session *bpt__session_lookup(uint64_t id) {
     uint64_t slot = id & 0xffff;
     bpt__session *s;
     if (id == 0 || slot >= BPT_MAX_SESSIONS) return NULL;
@@ -540,7 +540,7 @@ BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt
     rec->sending = 1;
     bpt__compiler_barrier();   /* [H1] set before the lane is touched, as a signal handler sees it */
     lane = bpt__lane_find(s, rec);
-    if (BPT__LIKELY(lane && !s->tracer && !s->usdt && bpt__lane_fits(lane, rec, r, bytes)))
+    if (BPT__LIKELY(lane && s->buffered && bpt__lane_fits(lane, rec, r, bytes)))
         bpt__lane_copy(lane, r, bytes);
     else
         bpt__session_send_slow(s, rec, r);
@@ -727,6 +727,7 @@ BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **ou
     s->tracer = d->tracer;
     s->tracer_user = d->tracer_user;
     s->usdt = d->usdt != 0;
+    s->buffered = !s->tracer && !s->usdt;
     s->chunk_bytes = d->chunk_bytes ? d->chunk_bytes : 16384;
     s->chunks = d->chunks ? d->chunks : 16;
     s->flight_recorder = d->flight_recorder != 0;

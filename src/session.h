@@ -12,6 +12,7 @@ struct bpt__session {
     bpt_tracer_fn tracer;
     void *tracer_user;
     int usdt;                     /* 1: records go to the bptrace USDT probes (probes.c) */
+    int buffered;                 /* 1: records go to the lanes' chunks (no tracer, not usdt): the send's one test */
     uint32_t chunk_bytes, chunks; /* each lane's chunks, at its start */
     uint32_t max_chunks;          /* the most chunks a lane grows to (session.c >>growth) */
     int flight_recorder;          /* 1: a full lane overwrites its oldest unread chunk */
@@ -113,7 +114,7 @@ struct bpt__lane_reader {
     uint64_t records;
 };
 
-BPT__PRIVATE bpt__session *bpt__session_lookup(uint64_t id);   /* pinned or under the permission */
+BPT__HOT bpt__session *bpt__session_lookup(uint64_t id);   /* pinned or under the permission */
 BPT__PRIVATE bpt__session *bpt__session_pin(bpt_session handle, const char *who, bpt__thread **rec, int *rc);
 BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out);
 BPT__PRIVATE void bpt__session_free(bpt__session *s);

@@ -164,7 +164,7 @@ BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted
         h.f = f;
         h.frame = regs;
         if (bpt__breakpoint(&h)) {
-            if (h.nwant) bpt__native_frame_push(&h, bpt__now_ns());
+            if (h.nwant) bpt__native_frame_push(&h);
             bpt__unpin(h.rec);
         }
     }

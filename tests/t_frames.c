@@ -173,6 +173,8 @@ static double (*volatile p_f64)(double) = r_f64;
 static pair (*volatile p_pair)(int64_t, int64_t) = r_pair;
 static mix (*volatile p_mix)(float, int) = r_mix;
 static dmix (*volatile p_dmix)(double, int64_t) = r_dmix;
+BPT_TRACEABLE const char *r_str(int64_t x) { return x ? "one string" : NULL; }
+static const char *(*volatile p_str)(int64_t) = r_str;
 
 static int64_t (*volatile p_deep)(int64_t);
 BPT_TRACEABLE int64_t deep(int64_t n) { return n == 0 ? 0 : p_deep(n - 1) + 1; }
@@ -304,6 +306,7 @@ static void test_native(void) {
     reg((void *)fA, "A"); reg((void *)fB, "B"); reg((void *)fC, "C");
     reg((void *)r_i64, "r_i64"); reg((void *)r_f64, "r_f64"); reg((void *)r_pair, "r_pair");
     reg((void *)r_mix, "r_mix"); reg((void *)r_dmix, "r_dmix"); reg((void *)deep, "deep");
+    reg((void *)r_str, "str");
     reg((void *)lZ, "Z"); reg((void *)lY, "Y"); reg((void *)lX, "X"); reg((void *)lT, "T");
     reg((void *)tA, "tA"); reg((void *)tB, "tB");
     reg((void *)F, "F"); reg((void *)G, "G"); reg((void *)W, "W");
@@ -332,7 +335,7 @@ static void test_native(void) {
         expect_log("A->B->C->B", seq, (int)(sizeof seq / sizeof seq[0]));
         CHECK(pA(20) == 10, "A(20) again");
         log_n = 0;
-        CHECK_RC(bpt_trace_pattern(s, "frames:_/_", BPT_CALL | BPT_OFF, NULL), 20);
+        CHECK_RC(bpt_trace_pattern(s, "frames:_/_", BPT_CALL | BPT_OFF, NULL), 21);
         CHECK(pA(20) == 10 && log_n == 0, "untraced: %d messages", log_n);
     }
 
@@ -362,7 +365,25 @@ static void test_native(void) {
         printf("  %s\n", line);
         log_n = 0;
     }
-    CHECK_RC(bpt_trace_pattern(s, "frames:_/_", BPT_CALL | BPT_OFF, NULL), 20);
+    /* A string return value: its bytes are copied at the return (NULL as
+       "(null)"), one session's frame on top: F2's common return. */
+    m.ret = "str";
+    m.args = NULL;
+    CHECK_RC(bpt_trace_pattern(s, "frames:str/_", BPT_CALL | BPT_RETURN, &m), 1);
+    {
+        char line[256];
+        CHECK(strcmp(p_str(1), "one string") == 0 && p_str(0) == NULL, "r_str");
+        CHECK(log_n == 4, "%d messages", log_n);
+        CHECK(log_n == 4 && log_msgs[1].type == BPT_MSG_RETURN_FROM && log_msgs[1].value_type == BPT_ARG_STR &&
+              strcmp(log_msgs[1].str, "one string") == 0, "return_from str: \"%s\"", log_msgs[1].str);
+        CHECK(log_n == 4 && log_msgs[3].type == BPT_MSG_RETURN_FROM && strcmp(log_msgs[3].str, "(null)") == 0,
+              "return_from NULL str: \"%s\"", log_msgs[3].str);
+        bpt_format_dbg(&log_msgs[1], line, sizeof line);
+        CHECK(strstr(line, "returned from frames:str/1 -> \"one string\"") != NULL, "dbg line: %s", line);
+        printf("  %s\n", line);
+        log_n = 0;
+    }
+    CHECK_RC(bpt_trace_pattern(s, "frames:_/_", BPT_CALL | BPT_OFF, NULL), 21);
     check_values("after");
     log_n = 0;
 
@@ -447,7 +468,7 @@ static void test_native(void) {
                   "return trace still on: the last message is return_from X 7");
             log_n = 0;
         }
-        CHECK_RC(bpt_trace_pattern(s, "frames:_/_", BPT_CALL | BPT_OFF, NULL), 20);
+        CHECK_RC(bpt_trace_pattern(s, "frames:_/_", BPT_CALL | BPT_OFF, NULL), 21);
     }
 
     printf("native: tail calls\n");
@@ -468,7 +489,7 @@ static void test_native(void) {
         expect_log("tail call", seq, (int)(sizeof seq / sizeof seq[0]));
         CHECK(p_tA(1) == 15 && log_n == 5, "again: %d messages", log_n);
         log_n = 0;
-        CHECK_RC(bpt_trace_pattern(s, "frames:_/_", BPT_CALL | BPT_OFF, NULL), 20);
+        CHECK_RC(bpt_trace_pattern(s, "frames:_/_", BPT_CALL | BPT_OFF, NULL), 21);
     }
     /* Two sessions with return trace on one call: one frame, one swap, a
        return_from for each. */
@@ -499,7 +520,7 @@ static void test_native(void) {
         for (i = 0, round = 0; i < log_n; i++) round += log_msgs[i].type == BPT_MSG_RETURN_FROM;
         CHECK(log_n == 75 && round == 25, "%d messages, %d return_from", log_n, round);
         log_n = 0;
-        CHECK_RC(bpt_trace_pattern(s, "frames:_/_", BPT_CALL | BPT_OFF, NULL), 20);
+        CHECK_RC(bpt_trace_pattern(s, "frames:_/_", BPT_CALL | BPT_OFF, NULL), 21);
     }
     CHECK_RC(bpt_session_destroy(s), 0);
 
