@@ -246,7 +246,12 @@ BPT__HOT void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, bpt__now2 *now)
     fr->f = h->f;
     fr->process = h->rec->process;
     fr->unhooked = 0;
-    if (h->wanted & BPT__FRAME_TIMEM) bpt__frame_start_timem(fr, now);
+    if (h->wanted & BPT__FRAME_TIMEM) {
+        if (BPT__LIKELY(h->nwant == 1 && !(h->wanted & BPT__FRAME_CPU)))
+            fr->sess[0].since = now->wall;   /* the one session times it, by the wall clock */
+        else
+            bpt__frame_start_timem(fr, now);
+    }
 }
 
 /* A frame was reserved at index d: pause the callers below it that its
@@ -268,7 +273,7 @@ static void bpt__frame_end(bpt__thread *rec, int stack, bpt__frame *fr) {
     if (i == fr->nsess) return;
     now = bpt__now2_at(bpt__now_ns());
     bpt__timem_charge_frame(rec, fr, &now);
-    bpt__timem_resume_callers(rec, stack, fr, &now);
+    if (rec->shadow_depth[stack]) bpt__timem_resume_callers(rec, stack, fr, &now);   /* none below: no caller */
 }
 
 /* Lower a shadow stack's depth from d to d - 1, unless a signal handler on
@@ -553,7 +558,7 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h) {
         for (i = 0; i < h->nwant; i++) bpt__frame_skipped(h->want_s[i]);
         return;
     }
-    if (h->wanted & BPT__FRAME_TIMEM)
+    if ((h->wanted & BPT__FRAME_TIMEM) && fr != rec->shadow[BPT__STACK_NATIVE])   /* no frame below: no caller */
         bpt__timem_pause_callers(h, BPT__STACK_NATIVE, (uint32_t)(fr - rec->shadow[BPT__STACK_NATIVE]), &now);
     bpt__frame_fill(fr, h, &now);
     fr->sp = sp;
@@ -691,7 +696,7 @@ BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, bpt_vm_token *token) {
         for (i = 0; i < h->nwant; i++) bpt__frame_skipped(h->want_s[i]);
         return;
     }
-    if (h->wanted & BPT__FRAME_TIMEM)
+    if ((h->wanted & BPT__FRAME_TIMEM) && fr != rec->shadow[BPT__STACK_VM])   /* no frame below: no caller */
         bpt__timem_pause_callers(h, BPT__STACK_VM, (uint32_t)(fr - rec->shadow[BPT__STACK_VM]), &now);
     bpt__frame_fill(fr, h, &now);
     if (++rec->vm_serial == 0) rec->vm_serial = 1;

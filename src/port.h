@@ -114,6 +114,17 @@
 #  define BPT__LIKELY(x) (x)
 #  define BPT__UNLIKELY(x) (x)
 #endif
+/* >>trap: stop the process where a state cannot be represented (a pin
+   nested past its count's bits), in every build: an assert would let
+   NDEBUG run on and corrupt the state. On gcc and clang it is one trap
+   instruction (ud2, brk) and no call, so a path that makes no call
+   (>>intregs) saves no registers and keeps no stack aligned for it
+   (callgrind: the count path 74.6 to 70.8 instructions). */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__)
+#  define BPT__TRAP() __builtin_trap()
+#else
+#  define BPT__TRAP() abort()
+#endif
 /* The few small functions of every hit (pin, unpin, the session walk):
    inlined into the entry handler, which saves a call, a return and their
    spills per hit (callgrind: 178 to 150 instructions per counted call,

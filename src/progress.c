@@ -201,7 +201,7 @@ BPT__HOT BPT__INTREGS void bpt__pin_rec(bpt__thread *rec) {
             bpt__fence_seq_cst();              /* [B1] light barrier: no membarrier */
         }
     } else {   /* nested, or a managed online thread: its reports cover it */
-        BPT_ASSERT((s & BPT__PINS) != BPT__PINS);
+        if (BPT__UNLIKELY((s & BPT__PINS) == BPT__PINS)) BPT__TRAP();   /* one more would carry into ONLINE */
         bpt__store_relaxed_u64(&rec->state, s + 1);
     }
 }

@@ -96,13 +96,24 @@ static void bpt__timem_table_free(bpt__timem_table *t, int hit) {
     else BPT_FREE(t);
 }
 
+/* Where process's cell is in t, or the free cell where it would go:
+   open addressing, linear probing (process 0 marks a free cell). */
+static uint32_t bpt__timem_probe(const bpt__timem_table *t, uint64_t process) {
+    uint32_t i = (uint32_t)((process * 0x9E3779B97F4A7C15ull) >> 40) & (t->cap - 1);
+    while (t->cell[i].process != process && t->cell[i].process != 0) i = (i + 1) & (t->cap - 1);
+    return i;
+}
+
+/* The cell of process in t, or NULL: nothing is claimed. */
+static bpt__timem_cell *bpt__timem_cell_find(bpt__timem_table *t, uint64_t process) {
+    uint32_t i = bpt__timem_probe(t, process);
+    return t->cell[i].process == process ? &t->cell[i] : NULL;
+}
+
 /* The cell of process in t, or a free one claimed for it; NULL if t is half full. */
 static bpt__timem_cell *bpt__timem_cell_of(bpt__timem_table *t, uint64_t process) {
-    uint32_t i = (uint32_t)((process * 0x9E3779B97F4A7C15ull) >> 40) & (t->cap - 1);
-    for (;; i = (i + 1) & (t->cap - 1)) {
-        if (t->cell[i].process == process) return &t->cell[i];
-        if (t->cell[i].process == 0) break;
-    }
+    uint32_t i = bpt__timem_probe(t, process);
+    if (t->cell[i].process == process) return &t->cell[i];
     if ((t->used + 1) * 2 > t->cap) return NULL;
     t->used++;
     t->cell[i].process = process;
@@ -217,16 +228,21 @@ BPT__PRIVATE void bpt__timem_point(bpt__GenericBpData *d, bpt__BpTimem *t) {
     }
 }
 
-/* Charge one thread's calls, time and memory for process (the hit and
-   return paths, pinned). Only the owner writes its table; a table that must
+/* Add to a cell. */
+static void bpt__timem_cell_charge(bpt__timem_cell *c, uint64_t calls, uint64_t ns, int64_t mem) {
+    c->calls += calls;
+    c->time_ns += ns;
+    c->mem += mem;
+}
+
+/* The general half of bpt__timem_charge_own: make what is missing (the
+   `more` slots, the thread's table, a cell for process, a table twice as
+   large) and charge. Only the owner writes its table; a table that must
    grow is replaced (published with a release store) and the old one freed
-   at once: nobody reads a table its owner may be writing (see above).
-   A signal handler nested in the owner's update of the same tables would
-   interleave with it (a lost add, a table grown and freed twice): its
-   charge is dropped and counted in `lost` [H1]. One of other tables
-   (another function, or session) goes ahead. */
-static void bpt__timem_charge_own(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
-                                  uint64_t calls, uint64_t ns, int64_t mem) {
+   at once: nobody reads a table its owner may be writing (see above). Out
+   of line: its calls would make every charge save registers. */
+BPT__NOINLINE void bpt__timem_charge_new(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
+                                         uint64_t calls, uint64_t ns, int64_t mem) {
     bpt__atomic_ptr *slot = bpt__timem_slot(t, rec->index, 1);
     bpt__timem_table *tab, *grown;
     bpt__timem_cell *c;
@@ -238,9 +254,27 @@ static void bpt__timem_charge_own(bpt__BpTimem *t, bpt__thread *rec, uint64_t pr
         bpt__timem_table_free(tab, 1);
         tab = grown;
     }
-    c->calls += calls;
-    c->time_ns += ns;
-    c->mem += mem;
+    bpt__timem_cell_charge(c, calls, ns, mem);
+}
+
+/* Charge one thread's calls, time and memory for process (the hit and
+   return paths, pinned). The common case finds the thread's table and the
+   process's cell in it, and adds; the rest is bpt__timem_charge_new.
+   A signal handler nested in the owner's update of the same tables would
+   interleave with it (a lost add, a table grown and freed twice): its
+   charge is dropped and counted in `lost` [H1]. One of other tables
+   (another function, or session) goes ahead. */
+static void bpt__timem_charge_own(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
+                                  uint64_t calls, uint64_t ns, int64_t mem) {
+    bpt__timem_table *tab;
+    bpt__timem_cell *c;
+    if (BPT__LIKELY(rec->index < BPT_MAX_THREADS &&
+                    (tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index])) != NULL &&
+                    (c = bpt__timem_cell_find(tab, process)) != NULL)) {
+        bpt__timem_cell_charge(c, calls, ns, mem);
+        return;
+    }
+    bpt__timem_charge_new(t, rec, process, calls, ns, mem);
 }
 
 BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
