@@ -56,7 +56,7 @@
    frames) has the call's return untraced, counted. */
 static void bpt__frame_skipped(bpt__session *s) { bpt__fetch_add_u64(&s->frames_skipped, 1); }
 
-BPT__PRIVATE void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype) {
+BPT__HOT void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype) {
     bpt__frame_session *w;
     uint32_t i;
     actions &= BPT__FRAME_ACTIONS | BPT__KINDS | BPT__FRAME_CPU;   /* a kind that wants a frame keeps its bit */
@@ -367,7 +367,7 @@ static int bpt__frame_wants(const bpt__frame *fr, unsigned actions) {
 
 /* A frame's record to one of its sessions, fs, if that session asked for
    `action` and still lives. Pinned (session lookup). */
-static void bpt__frame_send_one(bpt__thread *rec, const bpt__frame_session *fs, unsigned action, const bpt__rec *r) {
+BPT__HOT void bpt__frame_send_one(bpt__thread *rec, const bpt__frame_session *fs, unsigned action, const bpt__rec *r) {
     bpt__session *s;
     if (rec->in_tracer) return;   /* a tracer's own calls are not traced */
     if (!(fs->actions & action)) return;

@@ -60,7 +60,7 @@ struct bpt__hit {
     bpt__session *want_s[BPT_FRAME_SESSIONS];   /* for counting a skipped frame */
 };
 
-BPT__PRIVATE void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype);
+BPT__HOT void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype);
 BPT__HOT int bpt__breakpoint(bpt__hit *h);   /* hit.c: the hit path; 1: pinned, push h's frame, then unpin */
 BPT__PRIVATE int bpt__frame_filling(const bpt__thread *rec, int stack, uint32_t d);   /* being pushed [H1] */
 /* A frame of the stack the thread runs on now, not ended (native frames of
