@@ -3366,7 +3366,7 @@ BPT__PRIVATE void bpt__session_free(bpt__session *s);
 BPT__HOT int bpt__session_admit(bpt__session *s, bpt__thread *rec);
 BPT__PRIVATE void bpt__msg_header(bpt_msg *m, unsigned type, uint64_t thread, uint64_t process,
                                   uint64_t ts_ns, uint64_t session);
-BPT__HOT void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r);
+BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r);
 BPT__PRIVATE void bpt__session_read(bpt__session *s, bpt__lane_reader *rd);   /* under drain_lock */
 BPT__PRIVATE uint64_t bpt__lane_number(const bpt__lane *lane);
 BPT__PRIVATE bpt__stream *bpt__lane_stream(bpt__lane *lane);
@@ -5856,7 +5856,7 @@ BPT__NOINLINE void bpt__session_send_slow(bpt__session *s, bpt__thread *rec, con
 /* Hand one record to the session's tracer. Called pinned, from the hit
    path. The common case, inline: the thread's lane exists, the session
    buffers its records, and the record fits the current chunk. */
-BPT__HOT void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r) {
+BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r) {
     bpt__lane *lane;
     uint32_t bytes = bpt__rec_bytes(r);
     if (BPT__UNLIKELY(rec->sending)) {   /* a signal handler nested on this thread's send */

@@ -530,7 +530,7 @@ BPT__NOINLINE void bpt__session_send_slow(bpt__session *s, bpt__thread *rec, con
 /* Hand one record to the session's tracer. Called pinned, from the hit
    path. The common case, inline: the thread's lane exists, the session
    buffers its records, and the record fits the current chunk. */
-BPT__HOT void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r) {
+BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r) {
     bpt__lane *lane;
     uint32_t bytes = bpt__rec_bytes(r);
     if (BPT__UNLIKELY(rec->sending)) {   /* a signal handler nested on this thread's send */

@@ -121,7 +121,7 @@ BPT__PRIVATE void bpt__session_free(bpt__session *s);
 BPT__HOT int bpt__session_admit(bpt__session *s, bpt__thread *rec);
 BPT__PRIVATE void bpt__msg_header(bpt_msg *m, unsigned type, uint64_t thread, uint64_t process,
                                   uint64_t ts_ns, uint64_t session);
-BPT__HOT void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r);
+BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r);
 BPT__PRIVATE void bpt__session_read(bpt__session *s, bpt__lane_reader *rd);   /* under drain_lock */
 BPT__PRIVATE uint64_t bpt__lane_number(const bpt__lane *lane);
 BPT__PRIVATE bpt__stream *bpt__lane_stream(bpt__lane *lane);
