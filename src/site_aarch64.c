@@ -63,7 +63,7 @@ typedef char bpt__count_hint_at_0[offsetof(struct bpt_func, count_hint) == 0 ? 1
 #endif
 __asm__(
     "    .text\n"
-    "    .p2align 4\n"
+    "    .p2align 6\n"                   /* a cache line (>>line aligned, port.h) */
     "    .type bpt__aarch64_stub, %function\n"
     "bpt__aarch64_stub:\n"
     "    hint #34\n"

@@ -132,7 +132,7 @@ BPT__PRIVATE void bpt__own_leave(void) { bpt__in_bptrace--; }
        call, a system call being no place for the integer registers alone.
    Returns BPT__COUNTED, BPT__COUNTED_WAKE, or BPT__COUNT_FULL having
    changed nothing but a pin it took back. */
-BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS int bpt__native_count_path(bpt_func *f) {
+BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_count_path(bpt_func *f) {
     bpt__thread *rec = bpt__thread_self_or_null();
     const bpt__shortcut *sc;
     uint32_t kind;

@@ -127,7 +127,7 @@ typedef char bpt__count_hint_at_0[offsetof(struct bpt_func, count_hint) == 0 ? 1
 #endif
 __asm__(
     "    .text\n"
-    "    .p2align 4\n"
+    "    .p2align 6\n"                   /* a cache line (>>line aligned, port.h) */
     "    .type bpt__x86_64_stub, @function\n"
     "bpt__x86_64_stub:\n"
     BPT__X86_COUNT_ROUTE

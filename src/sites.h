@@ -96,6 +96,6 @@ BPT__PRIVATE uint8_t *bpt__arch_tramp_init(uint8_t *block, uintptr_t target);
 #define BPT__COUNTED_WAKE 2    /* done; a thread-progress waiter sleeps: wake it, every register saved */
 #define BPT__STR_(x) #x
 #define BPT__STR(x) BPT__STR_(x)
-BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS int bpt__native_count_path(bpt_func *f);
+BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_count_path(bpt_func *f);
 BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted);
 #endif
