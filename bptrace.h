@@ -7197,7 +7197,8 @@ static void bpt__timem_table_free(bpt__timem_table *t, int hit) {
 }
 
 /* Where process's cell is in t, or the free cell where it would go:
-   open addressing, linear probing (process 0 marks a free cell). */
+   open addressing, linear probing (process 0 marks a free cell). The loop
+   ends: a table is never more than half full (bpt__timem_cell_of). */
 static uint32_t bpt__timem_probe(const bpt__timem_table *t, uint64_t process) {
     uint32_t i = (uint32_t)((process * 0x9E3779B97F4A7C15ull) >> 40) & (t->cap - 1);
     while (t->cell[i].process != process && t->cell[i].process != 0) i = (i + 1) & (t->cap - 1);
@@ -7850,14 +7851,17 @@ static void bpt__frame_sessions_copy(bpt__frame_session *to, const bpt__frame_se
     }
 }
 
-/* The sessions of a new frame that time it start now. Out of line, as
-   rare for return trace. */
+/* The sessions of a new frame that time it start now: the general case,
+   out of line (several sessions, or the CPU clock); bpt__frame_fill
+   starts the one wall-clock session's time itself. */
 BPT__NOINLINE void bpt__frame_start_timem(bpt__frame *fr, bpt__now2 *now) {
     uint32_t i;
     for (i = 0; i < fr->nsess; i++)
         if (fr->sess[i].actions & BPT__FRAME_TIMEM) fr->sess[i].since = bpt__now_for(&fr->sess[i], now);
 }
 
+/* F1's second half: fill the reserved frame with what the hit gathered
+   (h->want), and start the time of the sessions that time the call. */
 BPT__HOT void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, bpt__now2 *now) {
     bpt__frame_sessions_copy(fr->sess, h->want, h->nwant);
     fr->nsess = (uint16_t)h->nwant;

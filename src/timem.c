@@ -97,7 +97,8 @@ static void bpt__timem_table_free(bpt__timem_table *t, int hit) {
 }
 
 /* Where process's cell is in t, or the free cell where it would go:
-   open addressing, linear probing (process 0 marks a free cell). */
+   open addressing, linear probing (process 0 marks a free cell). The loop
+   ends: a table is never more than half full (bpt__timem_cell_of). */
 static uint32_t bpt__timem_probe(const bpt__timem_table *t, uint64_t process) {
     uint32_t i = (uint32_t)((process * 0x9E3779B97F4A7C15ull) >> 40) & (t->cap - 1);
     while (t->cell[i].process != process && t->cell[i].process != 0) i = (i + 1) & (t->cap - 1);
