@@ -269,6 +269,9 @@ static void bpt__timem_charge_own(bpt__BpTimem *t, bpt__thread *rec, uint64_t pr
                                   uint64_t calls, uint64_t ns, int64_t mem) {
     bpt__timem_table *tab;
     bpt__timem_cell *c;
+    /* The first case of bpt__timem_slot, written out: with a call to it
+       here gcc kept this charge out of line (callgrind, bench_overhead
+       time: 630 to 656 instructions per call). */
     if (BPT__LIKELY(rec->index < BPT_MAX_THREADS &&
                     (tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index])) != NULL &&
                     (c = bpt__timem_cell_find(tab, process)) != NULL)) {
