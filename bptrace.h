@@ -155,6 +155,15 @@
          table being updated (lost), a frame being pushed (kept, never
          settled by it). Frames that a longjmp or a throw left behind are
          settled at the thread's next traced call or return.
+       - Not supported: a signal handler that leaves by longjmp or
+         siglongjmp after it interrupted bptrace's own code on its thread
+         (a native entry's or return's handler, bpt_vm_breakpoint, a pinned
+         section), as POSIX forbids it after interrupting any function that
+         is not async-signal-safe. That section never ends: the thread stays
+         pinned, so a set-path call made on it returns BPT_EDEADLK and one
+         made on another thread waits for it without end, and the thread's
+         later records are dropped (counted). A handler that leaves so must
+         run only where no traced call can be under way on its thread.
        - A C++ throw through return frames (return trace, exception trace,
          return_to, call_time, call_memory): the frames it unwinds get
          exception_from "throw" when the catch begins, and the frames left
