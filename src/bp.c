@@ -324,6 +324,9 @@ static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
         sc->data = only->data[BPT__KIX_COUNT];
         sc->count_dir = ((const bpt__BpCount *)sc->data)->dir;
         sc->count_off = ((const bpt__BpCount *)sc->data)->off;
+    } else if (active == 1 && (only->flags & BPT__BPF_ACTIVE_ALL) == BPT__BPF_ACTIVE(BPT__KIX_CALL)) {
+        sc->kind = BPT__SHORTCUT_CALL;   /* as ONE below: linked by step 5, freed after step 12 */
+        sc->data = only_g;
     } else if (active == 1) {
         /* Linked or parked in to_insert, which step 5 links before the
            commit publishes this generation; freed only after step 12's

@@ -83,18 +83,21 @@ enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
    CALL_OPS) and BEAM's call_count-only breakpoints take their own short
    path. WALK is the general case: every session's GenericBp, every kind
    (hit.c). COUNT: exactly one session's breakpoint is active and it only
-   counts; `data` is its BpCount. ONE: exactly one session's breakpoint is
-   active, for anything but counting alone (the common case of a single
-   tracer); `data` is that GenericBp, whose kinds the hit runs without
-   walking the list. NONE: nothing is active (a breakpoint word not yet
+   counts; `data` is its BpCount. CALL: exactly one session's breakpoint
+   is active and it only traces calls (with or without return trace, which
+   is the call kind's match spec); `data` is that GenericBp, and the hit
+   runs the call kind alone. ONE: exactly one session's breakpoint is
+   active, for anything else (several kinds, call_time, call_memory);
+   `data` is that GenericBp, whose kinds the hit runs without walking the
+   list. NONE: nothing is active (a breakpoint word not yet
    removed, or every kind paused). A shortcut is a summary of
    the GenericBp data of the same generation and follows its rules: step 3
    writes the staging one, the commit publishes it with the index [G2],
    step 11 copies it, after the wait that keeps hits off it. */
-enum bpt__shortcut_kind { BPT__SHORTCUT_NONE, BPT__SHORTCUT_COUNT, BPT__SHORTCUT_WALK, BPT__SHORTCUT_ONE };
+enum bpt__shortcut_kind { BPT__SHORTCUT_NONE, BPT__SHORTCUT_COUNT, BPT__SHORTCUT_WALK, BPT__SHORTCUT_ONE, BPT__SHORTCUT_CALL };
 typedef struct bpt__shortcut {
     uint32_t kind;                /* enum bpt__shortcut_kind */
-    void *data;                   /* COUNT: the BpCount (kind_count.c); ONE: the bpt__GenericBp */
+    void *data;                   /* COUNT: the BpCount (kind_count.c); CALL, ONE: the bpt__GenericBp */
     /* COUNT: the BpCount's dir and off, copied at step 3, so that a counted
        hit reads nothing that the set path writes: the BpCount's refc
        changes at every step 3 and 11 that touches it. A store to a line

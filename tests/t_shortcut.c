@@ -1,7 +1,8 @@
 /* t_shortcut: the hit's shortcut per generation (>>shortcut in breakpoint.h;
    issue #16, item 6). Step 3 sums up every session's breakpoint on a
-   function as NONE, COUNT (one session counts, nothing else is active) or
-   ONE (one session active, for more than counting) or WALK; the hit takes
+   function as NONE, COUNT (one session counts, nothing else is active),
+   CALL (one session traces calls, nothing else is active), ONE (one
+   session active, for anything else) or WALK; the hit takes
    the shortcut of the generation it reads. Claims, each on one VM
    function, with exact counts and messages after each change:
    - one session counting: COUNT, and the count is exact;
@@ -15,6 +16,8 @@
    - the first traces calls too: WALK, and each session gets its own
      messages;
    - the first back to counting only, paused: ONE for the second again;
+   - the second stops counting: CALL (call trace alone), naming the
+     second's GenericBp, call messages only;
    - all of the second switched off, the first restarted: COUNT from 0;
    - the first paused while installed: NONE, nothing counted, no message;
    - everything off: no breakpoint word, nothing counted.
@@ -85,16 +88,16 @@ static void check_count_copies(void) {
           "the COUNT shortcut carries its BpCount's dir and off");
 }
 
-/* The ONE shortcut names the GenericBp of session s, the one active. */
-static void check_one(bpt_session s, const char *who) {
+/* The ONE or CALL shortcut names the GenericBp of session s, the one active. */
+static void check_named(unsigned kind, bpt_session s, const char *who) {
     const bpt__shortcut *sc = &f->shortcut[bpt_active_bp_ix()];
     const bpt__GenericBp *g;
     for (g = (const bpt__GenericBp *)bpt__load_acquire_ptr(&f->gen_bp); g;
          g = (const bpt__GenericBp *)bpt__load_acquire_ptr((bpt__atomic_ptr *)&g->next))
         if (g->session->id == s.id) break;
     CHECK(g != NULL, "%s has a GenericBp on f", who);
-    CHECK(sc->kind == BPT__SHORTCUT_ONE && sc->data == (const void *)g,
-          "the ONE shortcut names %s's GenericBp (kind %u, %p, expected %p)", who, sc->kind, sc->data,
+    CHECK(sc->kind == kind && sc->data == (const void *)g,
+          "the shortcut %u names %s's GenericBp (kind %u, %p, expected %p)", kind, who, sc->kind, sc->data,
           (const void *)g);
 }
 
@@ -137,7 +140,7 @@ int main(void) {
     CHECK_RC(bpt_trace_pattern(s2, "sc:f/1", BPT_CALL, NULL), 1);
     calls(2);
     expect("the second adds call trace", BPT__SHORTCUT_ONE, 15, 10, 2);
-    check_one(s2, "the second session");
+    check_named(BPT__SHORTCUT_ONE, s2, "the second session");
 
     CHECK_RC(bpt_trace_pattern(s1, "sc:f/1", BPT_CALL, NULL), 1);
     calls(3);
@@ -154,7 +157,12 @@ int main(void) {
         expect("the first back to counting, paused", BPT__SHORTCUT_ONE, 15, 14, 1);
         CHECK(m1 == 0, "the first back to counting, paused: session 1 sent %d messages, expected 0", m1);
     }
-    check_one(s2, "the second session");
+    check_named(BPT__SHORTCUT_ONE, s2, "the second session");
+
+    CHECK_RC(bpt_trace_pattern(s2, "sc:f/1", BPT_COUNT | BPT_OFF, NULL), 1);
+    calls(2);
+    expect("the second traces calls only", BPT__SHORTCUT_CALL, 15, 0, 2);
+    check_named(BPT__SHORTCUT_CALL, s2, "the second session");
 
     CHECK_RC(bpt_trace_pattern(s2, "sc:f/1", BPT_OFF, NULL), 1);
     CHECK_RC(bpt_trace_pattern(s1, "sc:f/1", BPT_COUNT | BPT_RESTART, NULL), 1);
