@@ -317,24 +317,23 @@ static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
         }
     sc->data = NULL;
     sc->count_dir = sc->count_off = 0;
-    if (active == 0) {
-        sc->kind = BPT__SHORTCUT_NONE;
-    } else if (active == 1 && (only->flags & BPT__BPF_ACTIVE_ALL) == BPT__BPF_ACTIVE(BPT__KIX_COUNT)) {
-        sc->kind = BPT__SHORTCUT_COUNT;
-        sc->data = only->data[BPT__KIX_COUNT];
-        sc->count_dir = ((const bpt__BpCount *)sc->data)->dir;
-        sc->count_off = ((const bpt__BpCount *)sc->data)->off;
-    } else if (active == 1 && (only->flags & BPT__BPF_ACTIVE_ALL) == BPT__BPF_ACTIVE(BPT__KIX_CALL)) {
-        sc->kind = BPT__SHORTCUT_CALL;   /* as ONE below: linked by step 5, freed after step 12 */
-        sc->data = only_g;
-    } else if (active == 1) {
-        /* Linked or parked in to_insert, which step 5 links before the
-           commit publishes this generation; freed only after step 12's
-           wait, when no hit can read this shortcut any more. */
-        sc->kind = BPT__SHORTCUT_ONE;
-        sc->data = only_g;
+    if (active != 1) {
+        sc->kind = active == 0 ? BPT__SHORTCUT_NONE : BPT__SHORTCUT_WALK;
     } else {
-        sc->kind = BPT__SHORTCUT_WALK;
+        unsigned kinds = only->flags & BPT__BPF_ACTIVE_ALL;   /* the one session's kinds */
+        if (kinds == BPT__BPF_ACTIVE(BPT__KIX_COUNT)) {
+            sc->kind = BPT__SHORTCUT_COUNT;
+            sc->data = only->data[BPT__KIX_COUNT];
+            sc->count_dir = ((const bpt__BpCount *)sc->data)->dir;
+            sc->count_off = ((const bpt__BpCount *)sc->data)->off;
+        } else {
+            /* CALL (call trace only) or ONE (any other mix): the GenericBp
+               is linked, or parked in to_insert, which step 5 links before
+               the commit publishes this generation; freed only after step
+               12's wait, when no hit can read this shortcut any more. */
+            sc->kind = kinds == BPT__BPF_ACTIVE(BPT__KIX_CALL) ? BPT__SHORTCUT_CALL : BPT__SHORTCUT_ONE;
+            sc->data = only_g;
+        }
     }
     bpt__count_hint_update(f);
 }
