@@ -6486,7 +6486,8 @@ BPT__PRIVATE void bpt__pattern_entry_free(bpt__pattern_entry *e) {
    BPT_TRACEABLE compiles a function with 24 NOP bytes before it and a 2-byte
    NOP at its entry (gcc: 90 90, clang: 66 90), after an endbr64 when
    -fcf-protection is on. Registration fills the padding once, while nothing
-   can execute it; afterwards only the 2-byte entry word ever changes. Both
+   can execute it, and makes the entry NOP the one instruction 66 90
+   (>>renop); afterwards only the 2-byte entry word ever changes. Both
    entries share the padding; only the resume jump's displacement differs:
 
    fn-24  bpt_func *, its low 6 bytes (a user-space address fits in 48 bits)
@@ -6496,11 +6497,12 @@ BPT__PRIVATE void bpt__pattern_entry_free(bpt__pattern_entry *e) {
    fn-2   EB F6              jmp fn-10           the bounce the site jumps to
 
    plain entry (site = fn)                  endbr64 entry (site = fn+4)
-   fn+0   90 90 <-> EB FC    jmp fn-2        fn+0   F3 0F 1E FA        endbr64
-                                            fn+4   90 90 <-> EB F8    jmp fn-2
+   fn+0   66 90 <-> EB FC    jmp fn-2        fn+0   F3 0F 1E FA        endbr64
+                                            fn+4   66 90 <-> EB F8    jmp fn-2
 
    Why:
-   - A thread may sit between gcc's two single-byte NOPs when the word
+   - A thread may sit between gcc's two single-byte NOPs when registration
+     makes them 66 90 (it runs 90, a NOP) or, had it not, when the word
      changes; it then executes the jump's displacement byte alone, so that
      byte must be a harmless one-byte instruction: FC is CLD (the direction
      flag is clear at every function entry, SysV ABI 3.2.1), F8 is CLC
@@ -6756,7 +6758,17 @@ BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_
                          name, fnp, BPT__PAD_BYTES);
     l->site = site;
     l->word_size = 2;
-    l->orig_word = (uint64_t)site[0] | (uint64_t)site[1] << 8;
+    /* >>renop: the word an untraced site holds once registered is one
+       two-byte NOP, 66 90, whatever the compiler emitted: gcc emits two
+       one-byte NOPs, 90 90, and every traceable call, traced or not, ran
+       both: the second NOPs were 477 of the 33,216 instructions of one of
+       bench/sqlite_flags.c's transactions.
+       bpt__native_prepare writes it with the site's one aligned store. A
+       thread may run the function meanwhile, and whatever it fetches is a
+       NOP: 90 90, 66 90, or a mix of the two words' bytes (which is one of
+       them); a thread that stood between gcc's NOPs goes on at the second
+       byte, 90 in both. After that no thread can stand inside the word. */
+    l->orig_word = 0x9066;   /* 66 90, little-endian */
     l->bp_word = endbr ? 0xF8EB : 0xFCEB;   /* jmp fn-2: EB F8 from fn+6 (CLC alone), EB FC from fn+2 (CLD alone) */
     return 0;
 }
@@ -6773,7 +6785,9 @@ BPT__PRIVATE uint8_t *bpt__arch_tramp_init(uint8_t *block, uintptr_t target) {
     static const uint8_t jmp_next[6] = { 0xFF, 0x25, 0, 0, 0, 0 };
     uint8_t *fn = block + 32;
     memset(block, 0xCC, BPT__TRAMP_BYTES);
-    memset(fn - BPT__PAD_BYTES, 0x90, BPT__PAD_BYTES + 2);
+    memset(fn - BPT__PAD_BYTES, 0x90, BPT__PAD_BYTES);
+    fn[0] = 0x66;   /* the entry NOP of a registered site (>>renop) */
+    fn[1] = 0x90;
     memcpy(fn + 2, jmp_next, sizeof jmp_next);
     memcpy(fn + 8, &target, sizeof target);
     return fn;
@@ -9815,21 +9829,36 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
 }
 
 #if defined(BPT_NATIVE)
+/* Does the site hold another word than the layout's orig_word, the NOP it
+   is to hold once registered? (x86-64 gcc: 90 90, to become 66 90.) */
+static int bpt__site_renop_needed(const bpt__entry_layout *l) {
+    uint64_t now = 0;
+    memcpy(&now, l->site, l->word_size);   /* little-endian, as orig_word */
+    return now != l->orig_word;
+}
+
 /* Fill the pre-entry padding of fs[0..n) (layouts ls) in one batch of code
    writes. Nothing executes the padding before a site is installed, so plain
-   stores do; the icache is synced for aarch64. Returns 0 or BPT_EPERM /
-   BPT_ENOMEM / BPT_ENOTPATCHABLE (a record the padding cannot hold) with
-   nothing written. */
+   stores do; the icache is synced for aarch64. Where the compiler's entry
+   NOP is not the layout's orig_word (gcc's two one-byte NOPs on x86-64), the
+   site gets orig_word too, by the one aligned store that installs use: a
+   thread may be running the function, and every word it can fetch, whole or
+   mixed from old and new bytes, is a NOP (site_x86_64.c, >>renop). Returns 0
+   or BPT_EPERM / BPT_ENOMEM / BPT_ENOTPATCHABLE (a record the padding cannot
+   hold) with nothing written. */
 BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who) {
     bpt__code_batch batch = { NULL, 0, 0 };
     int i, rc;
     for (i = 0; i < n; i++)   /* the record pointer, read by the stub */
         if ((rc = bpt__arch_put_record(ls[i].pre, fs[i])) < 0) return rc;
-    for (i = 0; i < n; i++)
-        if (bpt__batch_add(&batch, (uint8_t *)fs[i]->fn - BPT__PAD_BYTES, BPT__PAD_BYTES) < 0) {
+    for (i = 0; i < n; i++) {
+        uint8_t *pad = (uint8_t *)fs[i]->fn - BPT__PAD_BYTES;
+        uint8_t *end = bpt__site_renop_needed(&ls[i]) ? ls[i].site + ls[i].word_size : (uint8_t *)fs[i]->fn;
+        if (bpt__batch_add(&batch, pad, (size_t)(end - pad)) < 0) {
             BPT_FREE(batch.pages);
             return bpt__fail(BPT_ENOMEM, "%s: no memory to batch %d code writes", who, n);
         }
+    }
     if ((rc = bpt__batch_open(&batch, who)) < 0) {
         BPT_FREE(batch.pages);
         return rc;
@@ -9838,6 +9867,10 @@ BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n
         uint8_t *pad = (uint8_t *)fs[i]->fn - BPT__PAD_BYTES;
         memcpy(pad, ls[i].pre, BPT__PAD_BYTES);
         bpt__arch_sync_icache(pad, BPT__PAD_BYTES);
+        if (bpt__site_renop_needed(&ls[i])) {
+            bpt__arch_write_site(ls[i].site, ls[i].orig_word);
+            bpt__arch_sync_icache(ls[i].site, ls[i].word_size);
+        }
     }
     bpt__batch_close(&batch);
     return 0;

@@ -354,21 +354,36 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
 }
 
 #if defined(BPT_NATIVE)
+/* Does the site hold another word than the layout's orig_word, the NOP it
+   is to hold once registered? (x86-64 gcc: 90 90, to become 66 90.) */
+static int bpt__site_renop_needed(const bpt__entry_layout *l) {
+    uint64_t now = 0;
+    memcpy(&now, l->site, l->word_size);   /* little-endian, as orig_word */
+    return now != l->orig_word;
+}
+
 /* Fill the pre-entry padding of fs[0..n) (layouts ls) in one batch of code
    writes. Nothing executes the padding before a site is installed, so plain
-   stores do; the icache is synced for aarch64. Returns 0 or BPT_EPERM /
-   BPT_ENOMEM / BPT_ENOTPATCHABLE (a record the padding cannot hold) with
-   nothing written. */
+   stores do; the icache is synced for aarch64. Where the compiler's entry
+   NOP is not the layout's orig_word (gcc's two one-byte NOPs on x86-64), the
+   site gets orig_word too, by the one aligned store that installs use: a
+   thread may be running the function, and every word it can fetch, whole or
+   mixed from old and new bytes, is a NOP (site_x86_64.c, >>renop). Returns 0
+   or BPT_EPERM / BPT_ENOMEM / BPT_ENOTPATCHABLE (a record the padding cannot
+   hold) with nothing written. */
 BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who) {
     bpt__code_batch batch = { NULL, 0, 0 };
     int i, rc;
     for (i = 0; i < n; i++)   /* the record pointer, read by the stub */
         if ((rc = bpt__arch_put_record(ls[i].pre, fs[i])) < 0) return rc;
-    for (i = 0; i < n; i++)
-        if (bpt__batch_add(&batch, (uint8_t *)fs[i]->fn - BPT__PAD_BYTES, BPT__PAD_BYTES) < 0) {
+    for (i = 0; i < n; i++) {
+        uint8_t *pad = (uint8_t *)fs[i]->fn - BPT__PAD_BYTES;
+        uint8_t *end = bpt__site_renop_needed(&ls[i]) ? ls[i].site + ls[i].word_size : (uint8_t *)fs[i]->fn;
+        if (bpt__batch_add(&batch, pad, (size_t)(end - pad)) < 0) {
             BPT_FREE(batch.pages);
             return bpt__fail(BPT_ENOMEM, "%s: no memory to batch %d code writes", who, n);
         }
+    }
     if ((rc = bpt__batch_open(&batch, who)) < 0) {
         BPT_FREE(batch.pages);
         return rc;
@@ -377,6 +392,10 @@ BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n
         uint8_t *pad = (uint8_t *)fs[i]->fn - BPT__PAD_BYTES;
         memcpy(pad, ls[i].pre, BPT__PAD_BYTES);
         bpt__arch_sync_icache(pad, BPT__PAD_BYTES);
+        if (bpt__site_renop_needed(&ls[i])) {
+            bpt__arch_write_site(ls[i].site, ls[i].orig_word);
+            bpt__arch_sync_icache(ls[i].site, ls[i].word_size);
+        }
     }
     bpt__batch_close(&batch);
     return 0;

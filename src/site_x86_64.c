@@ -3,7 +3,8 @@
    BPT_TRACEABLE compiles a function with 24 NOP bytes before it and a 2-byte
    NOP at its entry (gcc: 90 90, clang: 66 90), after an endbr64 when
    -fcf-protection is on. Registration fills the padding once, while nothing
-   can execute it; afterwards only the 2-byte entry word ever changes. Both
+   can execute it, and makes the entry NOP the one instruction 66 90
+   (>>renop); afterwards only the 2-byte entry word ever changes. Both
    entries share the padding; only the resume jump's displacement differs:
 
    fn-24  bpt_func *, its low 6 bytes (a user-space address fits in 48 bits)
@@ -13,11 +14,12 @@
    fn-2   EB F6              jmp fn-10           the bounce the site jumps to
 
    plain entry (site = fn)                  endbr64 entry (site = fn+4)
-   fn+0   90 90 <-> EB FC    jmp fn-2        fn+0   F3 0F 1E FA        endbr64
-                                            fn+4   90 90 <-> EB F8    jmp fn-2
+   fn+0   66 90 <-> EB FC    jmp fn-2        fn+0   F3 0F 1E FA        endbr64
+                                            fn+4   66 90 <-> EB F8    jmp fn-2
 
    Why:
-   - A thread may sit between gcc's two single-byte NOPs when the word
+   - A thread may sit between gcc's two single-byte NOPs when registration
+     makes them 66 90 (it runs 90, a NOP) or, had it not, when the word
      changes; it then executes the jump's displacement byte alone, so that
      byte must be a harmless one-byte instruction: FC is CLD (the direction
      flag is clear at every function entry, SysV ABI 3.2.1), F8 is CLC
@@ -274,7 +276,17 @@ BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_
                          name, fnp, BPT__PAD_BYTES);
     l->site = site;
     l->word_size = 2;
-    l->orig_word = (uint64_t)site[0] | (uint64_t)site[1] << 8;
+    /* >>renop: the word an untraced site holds once registered is one
+       two-byte NOP, 66 90, whatever the compiler emitted: gcc emits two
+       one-byte NOPs, 90 90, and every traceable call, traced or not, ran
+       both: the second NOPs were 477 of the 33,216 instructions of one of
+       bench/sqlite_flags.c's transactions.
+       bpt__native_prepare writes it with the site's one aligned store. A
+       thread may run the function meanwhile, and whatever it fetches is a
+       NOP: 90 90, 66 90, or a mix of the two words' bytes (which is one of
+       them); a thread that stood between gcc's NOPs goes on at the second
+       byte, 90 in both. After that no thread can stand inside the word. */
+    l->orig_word = 0x9066;   /* 66 90, little-endian */
     l->bp_word = endbr ? 0xF8EB : 0xFCEB;   /* jmp fn-2: EB F8 from fn+6 (CLC alone), EB FC from fn+2 (CLD alone) */
     return 0;
 }
@@ -291,7 +303,9 @@ BPT__PRIVATE uint8_t *bpt__arch_tramp_init(uint8_t *block, uintptr_t target) {
     static const uint8_t jmp_next[6] = { 0xFF, 0x25, 0, 0, 0, 0 };
     uint8_t *fn = block + 32;
     memset(block, 0xCC, BPT__TRAMP_BYTES);
-    memset(fn - BPT__PAD_BYTES, 0x90, BPT__PAD_BYTES + 2);
+    memset(fn - BPT__PAD_BYTES, 0x90, BPT__PAD_BYTES);
+    fn[0] = 0x66;   /* the entry NOP of a registered site (>>renop) */
+    fn[1] = 0x90;
     memcpy(fn + 2, jmp_next, sizeof jmp_next);
     memcpy(fn + 8, &target, sizeof target);
     return fn;

@@ -9,7 +9,11 @@
      code_bytes(fn, out, n)       its first n bytes into out;
      native_reg(fn, module, name, arity)
                                   bpt_register_native, CHECKed to succeed
-                                  (NULL if it did not).
+                                  (NULL if it did not);
+     entry_as_registered(b)       turns an entry's compiled bytes b[0..6)
+                                  into what registration leaves there while
+                                  it is untraced: x86-64 gcc's 90 90 becomes
+                                  the one NOP 66 90 (site_x86_64.c, >>renop).
    Where it has none (tcc, BPT_NO_NATIVE) a native test has nothing of its own
    to run: NATIVE_UNSUPPORTED_MAIN(what) is its main(). It checks that native
    registration says BPT_ENOTSUP (a function, a NULL function, the module
@@ -25,6 +29,15 @@ static inline unsigned char code_byte(const void *fn, int i) { return ((const vo
 static inline void code_bytes(const void *fn, unsigned char *out, int n) {
     int i;
     for (i = 0; i < n; i++) out[i] = code_byte(fn, i);
+}
+
+static inline void entry_as_registered(unsigned char *b) {
+#if defined(__x86_64__)
+    int at = b[0] == 0xF3 && b[1] == 0x0F && b[2] == 0x1E && b[3] == 0xFA ? 4 : 0;   /* endbr64 first */
+    if (b[at] == 0x90 && b[at + 1] == 0x90) b[at] = 0x66;
+#else
+    (void)b;   /* aarch64: the compiled NOP word stays */
+#endif
 }
 
 static inline bpt_func *native_reg(void *fn, const char *module, const char *name, int arity) {

@@ -1,35 +1,41 @@
 /* t_native_midsled: a thread stopped inside the entry word while it changes.
    gcc compiles BPT_TRACEABLE's entry word as two one-byte NOPs, 90 90, so a
-   thread may have executed the first and not yet the second when the word
-   becomes the breakpoint EB FC (jmp -4, to the bounce at fn-2). It then
-   executes FC, which is CLD: harmless at a function entry, where the
-   direction flag is clear (after an endbr64 the word is EB F8, and F8 is
-   CLC, harmless where the flags are dead). This test makes
-   that happen deterministically instead of hoping a race hits it:
-   the thread sets the x86 trap flag right before the call; a SIGTRAP handler
-   single-steps it until it stands at entry+1 (the second NOP), then holds it
-   there, blocked in read() inside the handler. The main thread changes the
-   entry word meanwhile, then releases it.
+   thread may have executed the first and not yet the second when
+   registration makes the word the one instruction 66 90 (site_x86_64.c,
+   >>renop), and then when it becomes the breakpoint EB FC (jmp -4, to the
+   bounce at fn-2). The thread then executes 90 (a NOP), or FC, which is
+   CLD: harmless at a function entry, where the direction flag is clear
+   (after an endbr64 the word is EB F8, and F8 is CLC, harmless where the
+   flags are dead). This test makes that happen deterministically instead
+   of hoping a race hits it: the thread sets the x86 trap flag right before
+   the call; a SIGTRAP handler single-steps it until it stands at entry+1
+   (the second NOP), then holds it there, blocked in read() inside the
+   handler. The main thread registers the function and changes the entry
+   word meanwhile, then releases it.
 
    Which states can a thread stopped at entry+1 meet? It got there by
    executing a single 90 at the entry, so the word was 90 90 when it
-   fetched the entry; a thread that fetches EB FC takes the whole 2-byte jump
-   and never stands at entry+1 (checked below: the step after the entry lands
-   at fn-2, the bounce to the call into the stub), and the stub's call
-   returns to a jump to entry+2. So the reachable transitions are the ones
-   that happen while it is held:
-     90 90 -> EB FC                 it executes FC (CLD) and goes on at entry+2;
-     90 90 -> EB FC -> 90 90        it executes 90 (NOP), as if nothing happened;
-     90 90 -> EB FC -> 90 90 -> EB FC   FC again.
+   fetched the entry: the function was not registered yet. A thread that
+   fetches 66 90 or EB FC runs the whole word and never stands at entry+1
+   (checked below: the step over a registered entry lands at entry+2, the
+   step over the breakpoint at fn-2, the bounce to the call into the stub),
+   and the stub's call returns to a jump to entry+2. So the reachable
+   transitions are the ones that happen while it is held:
+     90 90 -> 66 90 -> EB FC            it executes FC (CLD) and goes on at entry+2;
+     90 90 -> 66 90 -> EB FC -> 66 90   it executes 90 (NOP), as if nothing happened;
+     ... -> EB FC -> 66 90 -> EB FC     FC again.
    In each case the held call must return the right value and is not counted
    (it entered before the breakpoint), and the next call hits the breakpoint.
+   Each scenario needs the compiled 90 90 again: the test unregisters the
+   function and writes 90 90 back, as a freshly loaded copy would hold.
    A held thread is not pinned, so the protocol's waits do not wait for it;
    it has a thread record, so with BPT_NO_MEMBARRIER the SYNC_CORE fallback
    signals it inside its SIGTRAP handler, and it must still answer.
 
    Only gcc's build has 90 90 (detected at run time from the entry bytes).
    clang's entry word is the single instruction 66 90, so no thread can stop
-   inside it: checked by stepping over it (the next stop is entry+2).
+   inside it: checked by stepping over it (the next stop is entry+2), as it
+   is for gcc's once registered.
    aarch64's entry is one 4-byte NOP, D503201F: nothing to stand inside,
    checked as such. tcc has no native support: BPT_ENOTSUP, then a skip.
 
@@ -46,6 +52,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #if defined(BPT_NATIVE)
@@ -172,8 +179,22 @@ static void finish(pthread_t t, job *j, const char *what) {
     printf("  %s: mid(%ld) = %ld after %d single steps\n", what, j->arg, j->result, steps);
 }
 
-/* One held scenario: hold at site+1, apply the changes (flags, 0-terminated)
-   with the expected word after each, release, check the call. */
+/* Unregister mid and write its compiled entry word, 90 90, back: the
+   state of a freshly loaded copy, which a thread can stand inside. */
+static void unregister_as_compiled(void) {
+    uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE), page = site & ~(ps - 1);   /* the word stays in one line */
+    CHECK_RC(bpt_unregister(fmid), 0);
+    fmid = NULL;
+    CHECK_RC(mprotect((void *)page, ps, PROT_READ | PROT_WRITE | PROT_EXEC), 0);
+    ((volatile unsigned char *)site)[0] = 0x90;
+    ((volatile unsigned char *)site)[1] = 0x90;
+    CHECK_RC(mprotect((void *)page, ps, PROT_READ | PROT_EXEC), 0);
+}
+
+/* One held scenario (gcc): hold at site+1 of the unregistered function,
+   register it (the word becomes 66 90), apply the changes (flags,
+   0-terminated) with the expected word after each, release, check the
+   call. */
 static void held_scenario(const char *what, const unsigned *changes, long arg) {
     pthread_t t;
     job j;
@@ -185,14 +206,30 @@ static void held_scenario(const char *what, const unsigned *changes, long arg) {
     if (c == 'H') {
         CHECK(held_rip == site + 1, "held at %p, entry+1 is %p", (void *)held_rip, (void *)(site + 1));
         check_word(0x90, 0x90, "while held");
+        CHECK_RC(bpt_register_native((void *)mid, "mid", "mid", 1, &fmid), 0);
+        check_word(0x66, 0x90, "after registration (thread held)");
         for (i = 0; changes[i]; i++) {
             int on = !(changes[i] & BPT_OFF);
             CHECK_RC(bpt_trace_pattern(sess, "mid:mid/1", changes[i], NULL), 1);
-            check_word(on ? 0xEB : 0x90, on ? bp_disp : 0x90, on ? "after install (thread held)" : "after removal (thread held)");
+            check_word(on ? 0xEB : 0x66, on ? bp_disp : 0x90, on ? "after install (thread held)" : "after removal (thread held)");
         }
         printf("  releasing: it executes %02x at entry+1\n", code_byte((void *)site, 1));
         release();
     }
+    finish(t, &j, what);
+}
+
+/* A step over the registered, untraced entry: one instruction, 66 90. */
+static void step_over_registered(const char *what) {
+    pthread_t t;
+    job j;
+    char c;
+    printf("step over the registered, untraced entry (%s)\n", what);
+    check_word(0x66, 0x90, "registered, untraced");
+    c = start(&t, &j, MODE_OBSERVE, 11);
+    CHECK(c == 'J', "observe: the thread reports '%c'", c);
+    CHECK(after_site_rip == site + 2, "the step over 66 90 landed at entry%+ld, expected entry+2",
+          (long)(after_site_rip - site));
     finish(t, &j, what);
 }
 
@@ -223,30 +260,26 @@ static void x86_tests(void) {
     CHECK_RC(sigaction(SIGTRAP, &sa, NULL), 0);
     CHECK_RC(pipe(held_pipe), 0);
     CHECK_RC(pipe(release_pipe), 0);
-    CHECK_RC(bpt_register_native((void *)mid, "mid", "mid", 1, &fmid), 0);
     CHECK_RC(bpt_session_create(NULL, &sess), 0);
 
     if (!gcc_sled) {
         /* clang: 66 90 is one instruction; a step over it lands at entry+2. */
         printf("not applicable: this compiler's entry word is the single instruction 66 90, so no thread can "
                "stand inside it; checking that instead\n");
-        CHECK(code_byte((void *)site, 0) == 0x66 && code_byte((void *)site, 1) == 0x90, "entry word is not 66 90");
-        c = start(&t, &j, MODE_OBSERVE, 11);
-        CHECK(c == 'J', "observe: the thread reports '%c'", c);
-        CHECK(after_site_rip == site + 2, "the step over 66 90 landed at entry%+ld, expected entry+2",
-              (long)(after_site_rip - site));
-        finish(t, &j, "step over 66 90");
+        CHECK_RC(bpt_register_native((void *)mid, "mid", "mid", 1, &fmid), 0);
+        step_over_registered("clang's 66 90");
     } else {
-        /* 1. Untraced: the step after the entry lands at entry+1 (between the NOPs). */
-        printf("step over the untraced entry\n");
+        /* 1. Unregistered: the step after the entry lands at entry+1 (between the NOPs). */
+        printf("step over the unregistered entry\n");
         c = start(&t, &j, MODE_OBSERVE, 1);
         CHECK(c == 'J', "observe: the thread reports '%c'", c);
         CHECK(after_site_rip == site + 1, "the step over 90 landed at entry%+ld, expected entry+1",
               (long)(after_site_rip - site));
-        finish(t, &j, "untraced");
+        finish(t, &j, "unregistered");
 
-        /* 2. Held at entry+1 while the breakpoint is installed: it executes FC (CLD). */
-        held_scenario("held at entry+1 while the breakpoint is installed", install, 2);
+        /* 2. Held at entry+1 while it is registered and the breakpoint
+           installed: it executes FC (CLD). */
+        held_scenario("held at entry+1 while mid is registered and the breakpoint is installed", install, 2);
         n = count_of_mid();
         CHECK(n == 0, "the held call entered before the breakpoint: count %ld, expected 0", n);
         CHECK(mid_p(3) == 24, "a plain call after the release");
@@ -286,23 +319,29 @@ static void x86_tests(void) {
           (long)(stub_pushed - (uintptr_t)mid));
     CHECK(count_of_mid() == n + 1, "the stepped call is counted: %ld -> %ld", n, count_of_mid());
 
-    /* Remove it: back to the compiled word. */
+    /* Remove it: back to the registered word, 66 90 for either compiler,
+       which a step runs as one instruction. */
     CHECK_RC(bpt_trace_pattern(sess, "mid:mid/1", BPT_OFF, NULL), 1);
-    check_word(gcc_sled ? 0x90 : 0x66, 0x90, "removed");
+    check_word(0x66, 0x90, "removed");
+    if (gcc_sled) step_over_registered("gcc's 90 90, registered");
 
     if (gcc_sled) {
-        /* 4. Held while installed and removed again: it executes 90 (NOP). */
-        held_scenario("held at entry+1 while the breakpoint is installed and removed", install_remove, 5);
+        /* 4. Held while registered, installed and removed again: it executes 90 (NOP). */
+        unregister_as_compiled();
+        held_scenario("held at entry+1 while mid is registered, the breakpoint installed and removed",
+                      install_remove, 5);
         CHECK(count_of_mid() == -1, "no count after the removal");
 
         /* 5. Installed, removed, installed again: FC once more. */
-        held_scenario("held at entry+1 while the breakpoint is installed, removed and installed", install_remove_install, 6);
+        unregister_as_compiled();
+        held_scenario("held at entry+1 while mid is registered, the breakpoint installed, removed and installed",
+                      install_remove_install, 6);
         n = count_of_mid();
         CHECK(n == 0, "the held call is not counted: %ld", n);
         CHECK(mid_p(7) == 52, "a plain call after the release");
         CHECK(count_of_mid() == 1, "the next call is counted: %ld", count_of_mid());
         CHECK_RC(bpt_trace_pattern(sess, "mid:mid/1", BPT_OFF, NULL), 1);
-        check_word(0x90, 0x90, "at the end");
+        check_word(0x66, 0x90, "at the end");
     }
     CHECK_RC(bpt_thread_progress_stats(&ps), 0);
     printf("thread progress: membarrier %d, sync_core %d (0: the held thread got the fallback signal "

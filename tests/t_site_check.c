@@ -90,8 +90,8 @@ static void native_sites(void) {
     bpt_info info;
 #  if defined(__x86_64__)
     n = 2;
-    foreign[0] = 0x66; foreign[1] = 0x90;   /* another two-byte NOP than the compiler's */
-    if (wa[0] == 0x66) { foreign[0] = 0x90; foreign[1] = 0x90; }
+    /* gcc's compiled NOP, 90 90: not the word registration leaves, 66 90 (>>renop). */
+    foreign[0] = 0x90; foreign[1] = 0x90;
 #  else
     n = 4;
     memcpy(foreign, "\x3f\x20\x03\xd5", 4);   /* hint #1 (yield): not the NOP bptrace expects */
