@@ -6767,7 +6767,9 @@ BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_
        thread may run the function meanwhile, and whatever it fetches is a
        NOP: 90 90, 66 90, or a mix of the two words' bytes (which is one of
        them); a thread that stood between gcc's NOPs goes on at the second
-       byte, 90 in both. After that no thread can stand inside the word. */
+       byte, 90 in both. After that no thread can stand inside the word.
+       No SYNC_CORE wait follows: a core that still runs the old word runs
+       NOPs as well. */
     l->orig_word = 0x9066;   /* 66 90, little-endian */
     l->bp_word = endbr ? 0xF8EB : 0xFCEB;   /* jmp fn-2: EB F8 from fn+6 (CLC alone), EB FC from fn+2 (CLD alone) */
     return 0;
