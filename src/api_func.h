@@ -71,11 +71,14 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
 
 /* bpt_register_native: register one BPT_TRACEABLE C function by hand, so
    that trace patterns can match it; patterns in force apply at once. Only
-   its entry's padding and, while traced, one aligned entry word ever
-   change. bptrace does not know the size of a function registered by hand,
-   so caller and return_to name it for return addresses up to the next
-   registered entry (at most 64 KiB past its own); bpt_register_module takes
-   sizes from the ELF symbols and names exactly.
+   its entry's padding and one aligned entry word ever change: the word
+   while traced, and, at registration on x86-64, gcc's two one-byte entry
+   NOPs, which become the one NOP 66 90 that clang compiles (an untraced
+   call then runs one instruction there, as under Linux ftrace; threads may
+   be running the function meanwhile). bptrace does not know the size of a
+   function registered by hand, so caller and return_to name it for return
+   addresses up to the next registered entry (at most 64 KiB past its own);
+   bpt_register_module takes sizes from the ELF symbols and names exactly.
 
    Parameters
      fn             the function's address; its entry must be as BPT_TRACEABLE
@@ -96,10 +99,11 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
                          entry word is not a NOP (optionally after endbr64 /
                          bti c / paciasp), it crosses a cache line (x86-64) or
                          is misaligned (aarch64); bpt_last_error shows the bytes
-     BPT_EPERM           mprotect refused writing the padding: the function
-                         is untouched; the message gives errno (e.g. SELinux
-                         execmod, a read-only file mapping); or, with *out
-                         set, refused installing a remembered pattern
+     BPT_EPERM           mprotect refused writing the padding or the entry
+                         NOP: the function is untouched; the message gives
+                         errno (e.g. SELinux execmod, a read-only file
+                         mapping); or, with *out set, refused installing a
+                         remembered pattern
      BPT_ENOTSUP         tcc, BPT_NO_NATIVE or another architecture; or a CET
                          shadow stack (x86-64) or a guarded control stack
                          (aarch64) is active, which native tracing would trip
