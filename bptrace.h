@@ -9857,10 +9857,9 @@ BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n
     int i, rc;
     for (i = 0; i < n; i++)   /* the record pointer, read by the stub */
         if ((rc = bpt__arch_put_record(ls[i].pre, fs[i])) < 0) return rc;
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < n; i++) {   /* the padding and the site after it */
         uint8_t *pad = (uint8_t *)fs[i]->fn - BPT__PAD_BYTES;
-        uint8_t *end = bpt__site_renop_needed(&ls[i]) ? ls[i].site + ls[i].word_size : (uint8_t *)fs[i]->fn;
-        if (bpt__batch_add(&batch, pad, (size_t)(end - pad)) < 0) {
+        if (bpt__batch_add(&batch, pad, (size_t)(ls[i].site + ls[i].word_size - pad)) < 0) {
             BPT_FREE(batch.pages);
             return bpt__fail(BPT_ENOMEM, "%s: no memory to batch %d code writes", who, n);
         }

@@ -145,23 +145,24 @@ fi
 if command -v valgrind >/dev/null; then
     N=${CG_CALLS:-200000}
     mkdir -p "$B/bench_callgrind"
+    # cg_ir OUT COMMAND...: the instructions of COMMAND's first thread
+    # (callgrind writes OUT-01 for it, OUT-02 for the next, ...).
+    cg_ir() { local out=$1; shift
+              rm -f "$out" "$out"-[0-9]*
+              valgrind --tool=callgrind --smc-check=all --separate-threads=yes --callgrind-out-file="$out" \
+                  "$@" >/dev/null 2>&1
+              grep '^summary:' "$out-01" | awk '{print $2}'; }
     for m in plain off count call return time; do
-        tot() { rm -f "$1" "$1"-[0-9]*
-                valgrind --tool=callgrind --smc-check=all --separate-threads=yes --callgrind-out-file="$1" \
-                    "$B/bench_overhead" "$m" "$2" >/dev/null 2>&1
-                grep '^summary:' "$1-01" | awk '{print $2}'; }
-        a=$(tot "$B/bench_callgrind/cg.$m" "$N"); z=$(tot "$B/bench_callgrind/cg0.$m" 0)
+        a=$(cg_ir "$B/bench_callgrind/cg.$m" "$B/bench_overhead" "$m" "$N")
+        z=$(cg_ir "$B/bench_callgrind/cg0.$m" "$B/bench_overhead" "$m" 0)
         printf '%-4s %-46s %11s  %-24s %-9s %s\n' cg "leaf mix: $m" \
             "$(echo "$a $z $N" | awk '{printf "%.1f", ($1-$2)/$3}')" "" "Ir/call" \
             "callgrind_annotate $B/bench_callgrind/cg.$m-01"
     done
     # The probes' share (section 7): the same two modes built without them.
     for m in count call; do
-        tot() { rm -f "$1" "$1"-[0-9]*
-                valgrind --tool=callgrind --smc-check=all --separate-threads=yes --callgrind-out-file="$1" \
-                    "$B/bench_overhead_noprobes" "$m" "$2" >/dev/null 2>&1
-                grep '^summary:' "$1-01" | awk '{print $2}'; }
-        a=$(tot "$B/bench_callgrind/cgnp.$m" "$N"); z=$(tot "$B/bench_callgrind/cgnp0.$m" 0)
+        a=$(cg_ir "$B/bench_callgrind/cgnp.$m" "$B/bench_overhead_noprobes" "$m" "$N")
+        z=$(cg_ir "$B/bench_callgrind/cgnp0.$m" "$B/bench_overhead_noprobes" "$m" 0)
         printf '%-4s %-46s %11s  %-24s %-9s %s\n' cg "leaf mix: $m, probes compiled out" \
             "$(echo "$a $z $N" | awk '{printf "%.1f", ($1-$2)/$3}')" "" "Ir/call" "(section 7)"
     done
@@ -173,9 +174,8 @@ if command -v valgrind >/dev/null; then
     # per traceable call, and the code layout's alignment NOPs.
     if [ -x "$B/bench_sqlite_flags" ] && [ -x "$B/bench_sqlite_plain" ]; then
         for s in plain flags; do
-            txi() { rm -f "$1"; valgrind --tool=callgrind --callgrind-out-file="$1" "$B/bench_sqlite_$s" "$2" >/dev/null 2>&1
-                    grep '^summary:' "$1" | awk '{print $2}'; }
-            a=$(txi "$B/bench_callgrind/sq.$s.2" 20000); z=$(txi "$B/bench_callgrind/sq.$s.1" 10000)
+            a=$(cg_ir "$B/bench_callgrind/sq.$s.2" "$B/bench_sqlite_$s" 20000)
+            z=$(cg_ir "$B/bench_callgrind/sq.$s.1" "$B/bench_sqlite_$s" 10000)
             eval "sq_$s=$(echo "$a $z" | awk '{printf "%.0f", ($1-$2)/10000}')"
         done
         printf '%-4s %-46s %11s  %-24s %-9s %s\n' cg "SQLite without the flags" "$sq_plain" "" "Ir/tx" "(section 6)"
