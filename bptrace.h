@@ -3069,6 +3069,7 @@ typedef struct bpt__clock_cal {
 
 BPT__HOT uint64_t bpt__now_ns(void);
 BPT__HOT uint64_t bpt__now_ticks(void);   /* the counter (ns for clock_gettime) */
+BPT__HOT BPT__INTREGS int bpt__now_ticks_counter(uint64_t *ticks);   /* 0: not on the CPU's counter */
 BPT__PRIVATE void bpt__clock_calibrate(void);   /* once; thread progress's init calls it */
 BPT__PRIVATE uint64_t bpt__thread_cpu_ns(void);   /* the thread's CPU time (call_time with time_cpu) */
 BPT__PRIVATE void bpt__clock_cal_get(bpt__clock_cal *out);   /* the live calibration */
@@ -3106,7 +3107,10 @@ enum {
     BPT__REC_CALL_CALLER = 0x10,  /* CALL info: caller address and id follow */
     BPT__REC_CALL_USER = 0x20,    /* CALL info: a match spec message id follows */
     BPT__REC_MAX_WORDS = 1 + BPT_MAX_ARGS + BPT_MSG_STR_BYTES / 8 + 2 + 1,
-    BPT__REC_MAX_BYTES = (int)sizeof(bpt__rec) + 8 * BPT__REC_MAX_WORDS
+    BPT__REC_MAX_BYTES = (int)sizeof(bpt__rec) + 8 * BPT__REC_MAX_WORDS,
+    /* What a plain call record is written with (>>plain call in kind_call.c):
+       the header, the types word, every argument's */
+    BPT__CALL_PLAIN_ROOM = (int)sizeof(bpt__rec) + 8 * (1 + BPT_MAX_ARGS)
 };
 
 /* Room for the largest record, built on the stack before it is sent. */
@@ -3391,6 +3395,16 @@ BPT__HOT int bpt__session_admit(bpt__session *s, bpt__thread *rec);
 BPT__PRIVATE void bpt__msg_header(bpt_msg *m, unsigned type, uint64_t thread, uint64_t process,
                                   uint64_t ts_ns, uint64_t session);
 BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r);
+/* A send's parts, for the call path (site_native.c), which writes its
+   record in place with the integer registers alone (>>intregs, port.h):
+   mark the thread's send [H1] (0: one is open already), find room as it
+   is in a session that buffers (NULL: the full path's send must run),
+   publish what was written at the lane's wp, unmark. */
+BPT__HOT BPT__INTREGS int bpt__send_begin(bpt__thread *rec);
+BPT__HOT BPT__INTREGS bpt__lane *bpt__lane_room(bpt__session *s, const bpt__thread *rec, uint64_t ticks,
+                                                uint32_t room);
+BPT__HOT BPT__INTREGS void bpt__lane_publish(bpt__lane *lane, uint32_t bytes);
+BPT__HOT BPT__INTREGS void bpt__send_end(bpt__thread *rec);
 BPT__PRIVATE void bpt__session_read(bpt__session *s, bpt__lane_reader *rd);   /* under drain_lock */
 BPT__PRIVATE uint64_t bpt__lane_number(const bpt__lane *lane);
 BPT__PRIVATE bpt__stream *bpt__lane_stream(bpt__lane *lane);
@@ -3546,7 +3560,12 @@ enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
    counts; `data` is its BpCount. CALL: exactly one session's breakpoint
    is active and it only traces calls (with or without return trace, which
    is the call kind's match spec); `data` is that GenericBp, and the hit
-   runs the call kind alone. ONE: exactly one session's breakpoint is
+   runs the call kind alone. CALL_PLAIN: a CALL whose record needs nothing
+   but the function and its integer arguments: no match spec, or one with
+   no predicate, argument spec, message or action (no return trace), into
+   a session that buffers its records and sets no rate limit. A native
+   entry's call path (site_native.c) writes that record with the integer
+   registers alone; anywhere else it is a CALL. ONE: exactly one session's breakpoint is
    active, for anything else (several kinds, call_time, call_memory);
    `data` is that GenericBp, whose kinds the hit runs without walking the
    list. NONE: nothing is active (a breakpoint word not yet
@@ -3554,7 +3573,10 @@ enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
    the GenericBp data of the same generation and follows its rules: step 3
    writes the staging one, the commit publishes it with the index [G2],
    step 11 copies it, after the wait that keeps hits off it. */
-enum bpt__shortcut_kind { BPT__SHORTCUT_NONE, BPT__SHORTCUT_COUNT, BPT__SHORTCUT_WALK, BPT__SHORTCUT_ONE, BPT__SHORTCUT_CALL };
+enum bpt__shortcut_kind {
+    BPT__SHORTCUT_NONE, BPT__SHORTCUT_COUNT, BPT__SHORTCUT_WALK, BPT__SHORTCUT_ONE, BPT__SHORTCUT_CALL,
+    BPT__SHORTCUT_CALL_PLAIN
+};
 typedef struct bpt__shortcut {
     uint32_t kind;                /* enum bpt__shortcut_kind */
     void *data;                   /* COUNT: the BpCount (kind_count.c); CALL, ONE: the bpt__GenericBp */
@@ -3569,13 +3591,14 @@ typedef struct bpt__shortcut {
 } bpt__shortcut;
 
 struct bpt_func {
-    /* First, at offset 0, where the entry stubs read it: whether the count
-       path (site_native.c) may finish a hit, that is, whether either
-       generation's shortcut is COUNT or NONE. A hint, written by the set
-       path with the shortcuts; the count path decides under its pin. A
-       function that also calls, times or traces returns skips the count
-       path's call. */
-    uint32_t count_hint;
+    /* First, at offset 0, where the entry stubs read it: which short path
+       the stub tries before the full one (site_native.c), BPT__HINT_*
+       in sites.h: the count path when either generation's shortcut is
+       COUNT or NONE, the call path when either is CALL_PLAIN, else none. A
+       hint, written by the set path with the shortcuts; the path decides
+       under its pin. A function that times, traces returns or mixes kinds
+       goes to the full path at once. */
+    uint32_t path_hint;
     /* Beside it, in the cache line the stub reads: 0 for a code site; for
        a pointer slot (slots.c: a GOT entry, a function-pointer table), the
        protection its page had at registration (PROT_READ, maybe
@@ -3667,6 +3690,12 @@ BPT_KINDS(BPT__KIND_HOOKS)
 /* The count kind's hit without a GenericBp, for the COUNT shortcut. */
 BPT__HOT void bpt__kind_count_add(bpt__thread *rec, void *count);
 BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, uintptr_t dir, uintptr_t off, void *count);   /* 0: page not mapped */
+#if defined(BPT_NATIVE)
+/* The call kind's plain record (>>plain call in kind_call.c), for the call
+   path: written in place at p, which has BPT__CALL_PLAIN_ROOM bytes. */
+BPT__HOT BPT__INTREGS uint32_t bpt__call_rec_plain(unsigned char *p, const bpt_func *f, const uint64_t *gpr,
+                                                   uint64_t ticks);
+#endif
 /*** End of breakpoint.h ***/
 
 /*** Begin file timem.h ***/
@@ -3866,6 +3895,13 @@ BPT__PRIVATE void bpt__own_leave(void);
 BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code,
                                   bpt__sites_batch *sb, int *written);
 
+/* A native entry's stub reads the record's path_hint (breakpoint.h) and
+   tries the short path it names, with the integer registers alone
+   (site_native.c); the set path writes it (bp.c) in every build. */
+#define BPT__HINT_FULL 0       /* none: the full path at once */
+#define BPT__HINT_COUNT 1      /* the count path (COUNT, NONE) */
+#define BPT__HINT_CALL 2       /* the call path (CALL_PLAIN, NONE) */
+
 #if defined(BPT_NATIVE)
 #  if defined(__x86_64__)
 #    define BPT__PAD_BYTES 24      /* fn-24: the record, the stub's address, call/jmp/jmp */
@@ -3918,14 +3954,18 @@ BPT__PRIVATE int bpt__slots_prot_refresh(bpt_func **fs, int n);
    fn + BPT__TRAMP_ENTRY. */
 #define BPT__TRAMP_BYTES 64
 BPT__PRIVATE uint8_t *bpt__arch_tramp_init(uint8_t *block, uintptr_t target);
-/* Called by the entry stubs' assembly by name: not static. The count
+/* Called by the entry stubs' assembly by name: not static. A short
    path's result is a number, which the stubs compare: */
-#define BPT__COUNT_FULL 0      /* nothing done: the full path must run */
-#define BPT__COUNTED 1         /* done */
-#define BPT__COUNTED_WAKE 2    /* done; a thread-progress waiter sleeps: wake it, every register saved */
+#define BPT__PATH_FULL 0       /* nothing done: the full path must run */
+#define BPT__PATH_DONE 1       /* done */
+#define BPT__PATH_DONE_WAKE 2  /* done; a thread-progress waiter sleeps: wake it, every register saved */
 #define BPT__STR_(x) #x
 #define BPT__STR(x) BPT__STR_(x)
 BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_count_path(bpt_func *f);
+/* args: the integer argument registers, in order (x86-64: rdi rsi rdx rcx
+   r8 r9; aarch64: x0-x7), as the stub saved them. An ordinary function
+   otherwise: the stub saves what it may clobber. */
+BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_path(bpt_func *f, const uint64_t *args);
 BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted);
 #endif
 /*** End of sites.h ***/
@@ -4671,7 +4711,7 @@ static uint64_t bpt__clock_monotonic(void) {
 
 #if defined(__x86_64__) && !defined(BPT_NO_CYCLE_CLOCK)
 #  define BPT__CLOCK_COUNTER BPT__CLOCK_TSC
-static inline uint64_t bpt__clock_ticks(void) {
+BPT__HOT BPT__INTREGS uint64_t bpt__clock_ticks(void) {
     uint32_t lo, hi;
     __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
     return (uint64_t)hi << 32 | lo;
@@ -4692,7 +4732,7 @@ static int bpt__clock_counter_usable(void) {
 static uint64_t bpt__clock_nominal_hz(void) { return 0; }   /* measured (bpt__clock_rate) */
 #elif defined(__aarch64__) && !defined(BPT_NO_CYCLE_CLOCK)
 #  define BPT__CLOCK_COUNTER BPT__CLOCK_CNTVCT
-static inline uint64_t bpt__clock_ticks(void) {
+BPT__HOT BPT__INTREGS uint64_t bpt__clock_ticks(void) {
     uint64_t v;
     /* isb: the read is not taken early, before the code around it. */
     __asm__ __volatile__("isb; mrs %0, cntvct_el0" : "=r"(v) :: "memory");
@@ -4773,6 +4813,21 @@ BPT__HOT uint64_t bpt__now_ticks(void) {
     if (bpt__clock.cal.source == BPT__CLOCK_COUNTER) return bpt__clock_ticks();
 #endif
     return bpt__clock_monotonic();
+}
+
+/* The counter for a path that keeps to the integer registers and makes
+   no call (>>intregs in port.h; the call path, site_native.c): 1 and the
+   reading in *ticks where the CPU's counter is the clock, else 0 and
+   nothing read (the full path reads clock_gettime). */
+BPT__HOT BPT__INTREGS int bpt__now_ticks_counter(uint64_t *ticks) {
+#if defined(BPT__CLOCK_COUNTER)
+    if (BPT__LIKELY(bpt__load_acquire_u32(&bpt__clock.on_counter))) {   /* [K1] */
+        *ticks = bpt__clock_ticks();
+        return 1;
+    }
+#endif
+    (void)ticks;
+    return 0;
 }
 
 /* d ticks in ns with calibration c: three 64-bit multiplies (no 128-bit
@@ -5470,7 +5525,7 @@ static bpt__chunk *bpt__lane_chunk(const bpt__lane *lane, uint64_t i) {
     return (bpt__chunk *)bpt__load_relaxed_ptr(&lane->slot[i % lane->cap]);
 }
 
-static unsigned char *bpt__chunk_data(bpt__chunk *c) { return (unsigned char *)c + BPT__CHUNK_HEAD; }
+BPT__HOT BPT__INTREGS unsigned char *bpt__chunk_data(bpt__chunk *c) { return (unsigned char *)c + BPT__CHUNK_HEAD; }
 
 static size_t bpt__chunk_stride(uint32_t chunk_bytes) { return BPT__CHUNK_HEAD + (size_t)chunk_bytes; }
 
@@ -5547,10 +5602,10 @@ static bpt__atomic_ptr *bpt__lane_slot(bpt__session *s, uint32_t index, int make
 }
 
 /* The calling thread's lane if it has one: two dependent loads. */
-BPT__HOT bpt__lane *bpt__lane_find(bpt__session *s, const bpt__thread *rec) {
+BPT__HOT BPT__INTREGS bpt__lane *bpt__lane_find(bpt__session *s, const bpt__thread *rec) {
     bpt__atomic_ptr *dir;
-    if (rec->index < BPT__LANES_PER_DIR * BPT__LANE_DIRS &&
-        (dir = (bpt__atomic_ptr *)bpt__load_acquire_ptr(&s->lane_dir[rec->index / BPT__LANES_PER_DIR])) != NULL)   /* [R1] */
+    if (BPT__LIKELY(rec->index < BPT__LANES_PER_DIR * BPT__LANE_DIRS &&
+                    (dir = (bpt__atomic_ptr *)bpt__load_acquire_ptr(&s->lane_dir[rec->index / BPT__LANES_PER_DIR])) != NULL))   /* [R1] */
         return (bpt__lane *)bpt__load_acquire_ptr(&dir[rec->index % BPT__LANES_PER_DIR]);   /* [R1] */
     return NULL;
 }
@@ -5739,7 +5794,7 @@ static void bpt__lane_lost(bpt__lane *lane, uint64_t ticks) {
 
 /* Is the lane's anchor too old for a record read at `ticks` (or younger
    than it: the counter went back)? Unsigned: both in one compare. */
-static int bpt__lane_anchor_stale(const bpt__lane *lane, uint64_t ticks) {
+BPT__HOT BPT__INTREGS int bpt__lane_anchor_stale(const bpt__lane *lane, uint64_t ticks) {
     return ticks - lane->anchor_tick > lane->anchor_span;
 }
 
@@ -5781,22 +5836,47 @@ static int bpt__lane_prepare(bpt__session *s, bpt__lane *lane, const bpt__thread
 }
 
 /* >>fits: does a record of `bytes` go into the current chunk as it is:
-   room, the same thread and process, an anchor young enough? The compare
-   of wp covers two more cases: no current chunk (wp and wend are then
-   NULL: a lane starts zeroed, and a fork child's is reset so), and records
-   lost since the last one that fit (bpt__lane_lost counts them in
-   `unreported` only with no chunk, or once wp is past wend). Integers,
-   not pointers: wp may be NULL. */
-BPT__HOT int bpt__lane_fits(const bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r, uint32_t bytes) {
-    return (uintptr_t)lane->wp + bytes <= (uintptr_t)lane->wend && lane->ctx_tid == rec->tid &&
-           lane->ctx_process == rec->process && !bpt__lane_anchor_stale(lane, r->ticks);
+   room, the same thread and process, an anchor young enough for its
+   `ticks`? The compare of wp covers two more cases: no current chunk (wp
+   and wend are then NULL: a lane starts zeroed, and a fork child's is
+   reset so), and records lost since the last one that fit
+   (bpt__lane_lost counts them in `unreported` only with no chunk, or once
+   wp is past wend). Integers, not pointers: wp may be NULL. */
+BPT__HOT BPT__INTREGS int bpt__lane_fits(const bpt__lane *lane, const bpt__thread *rec, uint64_t ticks,
+                                         uint32_t bytes) {
+    return BPT__LIKELY((uintptr_t)lane->wp + bytes <= (uintptr_t)lane->wend) &&
+           BPT__LIKELY(lane->ctx_tid == rec->tid) && BPT__LIKELY(lane->ctx_process == rec->process) &&
+           BPT__LIKELY(!bpt__lane_anchor_stale(lane, ticks));
+}
+
+/* The thread's lane in s, a session that buffers its records, if a record
+   of at most `room` bytes read at `ticks` goes into its current chunk as
+   it is (>>fits), else NULL: the common case of a send, for
+   bpt__session_send and the call path (site_native.c), which then write
+   the record at the lane's wp and publish it. Called with the thread's
+   send marked (bpt__send_begin). */
+BPT__HOT BPT__INTREGS bpt__lane *bpt__lane_room(bpt__session *s, const bpt__thread *rec, uint64_t ticks,
+                                                uint32_t room) {
+    bpt__lane *lane = bpt__lane_find(s, rec);
+    if (BPT__LIKELY(lane != NULL) && BPT__LIKELY(bpt__lane_fits(lane, rec, ticks, room))) return lane;
+    return NULL;
+}
+
+/* Publish the record of `bytes` just written at the lane's wp: move wp
+   past it, count it, and release the chunk's new fill. */
+BPT__HOT BPT__INTREGS void bpt__lane_publish(bpt__lane *lane, uint32_t bytes) {
+    bpt__chunk *c = lane->cur;
+    lane->wp += bytes;
+    c->nrec++;
+    bpt__owner_inc_u64(&lane->written, 1);
+    /* [R2] pairs with the drainer's acquire of fill. */
+    bpt__store_release_u32(&c->fill, (uint32_t)(lane->wp - bpt__chunk_data(c)));
 }
 
 /* Copy a record that fits (bpt__lane_fits) into the current chunk, and
    publish it: a copy of 16 to 40 bytes and one release store. */
 BPT__HOT void bpt__lane_copy(bpt__lane *lane, const bpt__rec *r, uint32_t bytes) {
     unsigned char *p = lane->wp;
-    bpt__chunk *c = lane->cur;
     /* Fixed-size copies (inlined), not one of variable size: gcc makes that
        a rep movsq, whose start-up was a quarter of this function's time for
        a call record of two arguments (3 words; perf, bench_overhead call). */
@@ -5809,11 +5889,7 @@ BPT__HOT void bpt__lane_copy(bpt__lane *lane, const bpt__rec *r, uint32_t bytes)
     case 4: memcpy(p + sizeof *r, r + 1, 32); break;
     default: memcpy(p + sizeof *r, r + 1, 8u * r->words);
     }
-    lane->wp = p + bytes;
-    c->nrec++;
-    bpt__owner_inc_u64(&lane->written, 1);
-    /* [R2] pairs with the drainer's acquire of fill. */
-    bpt__store_release_u32(&c->fill, (uint32_t)(lane->wp - bpt__chunk_data(c)));
+    bpt__lane_publish(lane, bytes);
 }
 
 /* Put one record into the lane: open a chunk, mark losses and contexts
@@ -5821,7 +5897,7 @@ BPT__HOT void bpt__lane_copy(bpt__lane *lane, const bpt__rec *r, uint32_t bytes)
    full. */
 static void bpt__lane_put(bpt__session *s, bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r) {
     uint32_t bytes = bpt__rec_bytes(r);
-    if (!bpt__lane_fits(lane, rec, r, bytes) && !bpt__lane_prepare(s, lane, rec, r, bytes)) return;
+    if (!bpt__lane_fits(lane, rec, r->ticks, bytes) && !bpt__lane_prepare(s, lane, rec, r, bytes)) return;
     bpt__lane_copy(lane, r, bytes);
 }
 
@@ -5880,25 +5956,36 @@ BPT__NOINLINE void bpt__session_send_slow(bpt__session *s, bpt__thread *rec, con
         bpt__lane_put(s, lane, rec, r);
 }
 
+/* [H1] A thread's send is marked while it touches its lane, so that a
+   signal handler's send nested on it leaves the lane alone (its record is
+   lost, and counted: bpt__session_send_nested). bpt__send_begin returns 0,
+   marking nothing, when a send is open already. */
+BPT__HOT BPT__INTREGS int bpt__send_begin(bpt__thread *rec) {
+    if (BPT__UNLIKELY(rec->sending)) return 0;
+    rec->sending = 1;
+    bpt__compiler_barrier();   /* [H1] set before the lane is touched, as a signal handler sees it */
+    return 1;
+}
+BPT__HOT BPT__INTREGS void bpt__send_end(bpt__thread *rec) {
+    bpt__compiler_barrier();   /* [H1] cleared after the lane's last store */
+    rec->sending = 0;
+}
+
 /* Hand one record to the session's tracer. Called pinned, from the hit
    path. The common case, inline: the thread's lane exists, the session
    buffers its records, and the record fits the current chunk. */
 BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r) {
     bpt__lane *lane;
     uint32_t bytes = bpt__rec_bytes(r);
-    if (BPT__UNLIKELY(rec->sending)) {   /* a signal handler nested on this thread's send */
+    if (!bpt__send_begin(rec)) {   /* a signal handler nested on this thread's send */
         bpt__session_send_nested(s, rec);
         return;
     }
-    rec->sending = 1;
-    bpt__compiler_barrier();   /* [H1] set before the lane is touched, as a signal handler sees it */
-    lane = bpt__lane_find(s, rec);
-    if (BPT__LIKELY(lane && s->buffered && bpt__lane_fits(lane, rec, r, bytes)))
+    if (BPT__LIKELY(s->buffered) && (lane = bpt__lane_room(s, rec, r->ticks, bytes)) != NULL)
         bpt__lane_copy(lane, r, bytes);
     else
         bpt__session_send_slow(s, rec, r);
-    bpt__compiler_barrier();   /* [H1] */
-    rec->sending = 0;
+    bpt__send_end(rec);
 }
 
 /* recon_trace's rule: at most rate_max messages (per window, if one is set);
@@ -6525,13 +6612,17 @@ BPT__PRIVATE void bpt__pattern_entry_free(bpt__pattern_entry *e) {
 
 #if defined(BPT_NATIVE) && defined(__x86_64__)
 
-/* The entry stub: when the record's count_hint allows, call the count
-   path, bpt__native_count_path(record), which handles a function that
-   only counts with the integer registers alone (>>count path,
-   site_native.c); it keeps every register but rax (>>keeps regs in
-   port.h), so only rax and rdi are saved around it. Otherwise save the
-   integer and vector argument registers in a bpt__regs frame and call
-   bpt__native_entry(record, frame, what the count path said). Restore and
+/* The entry stub: when the record's path_hint says so, call a short
+   path with the integer registers alone: the count path,
+   bpt__native_count_path(record), for a function that only counts, or
+   the call path, bpt__native_call_path(record, args), for one that only
+   traces calls (>>count path, >>call path in site_native.c). The count
+   path keeps every register but rax (>>keeps regs in port.h), so only rax
+   and rdi are saved around it; the call route saves the eight integer
+   registers a function's entry may hold. Otherwise, or when the
+   short path declines, save the integer and vector argument registers in
+   a bpt__regs frame and call bpt__native_entry(record, frame, what the
+   short path said). Restore and
    return to fn-4. The ABI leaves rsp 16-aligned here, but the
    stub realigns it all the same: a caller compiled with gcc's IPA stack
    alignment may not have aligned it. The frame also holds rbp, so that
@@ -6558,7 +6649,7 @@ BPT__PRIVATE void bpt__pattern_entry_free(bpt__pattern_entry *e) {
     "    movaps 160(%rsp), %xmm5\n" \
     "    movaps 176(%rsp), %xmm6\n" \
     "    movaps 192(%rsp), %xmm7\n"
-typedef char bpt__count_hint_at_0[offsetof(struct bpt_func, count_hint) == 0 ? 1 : -1];   /* the stub reads it there */
+typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 : -1];   /* the stub reads it there */
 #if defined(BPT__COUNT_SAVES_FP)
 #  define BPT__X86_XMM_BEFORE_COUNT BPT__X86_SAVE_XMM
 #  define BPT__X86_XMM_AFTER_COUNT BPT__X86_LOAD_XMM
@@ -6573,27 +6664,34 @@ typedef char bpt__count_hint_at_0[offsetof(struct bpt_func, count_hint) == 0 ? 1
     "    shlq $16, %rdi\n" \
     "    shrq $16, %rdi\n"
 #if defined(BPT__COUNT_KEEPS_REGS)
-/* The count route where the count path keeps every register but rax
-   (>>keeps regs in port.h). The record and its hint are read with r11
-   alone (free: the entry holds nothing in it), so a function the count
-   path cannot finish goes to the full path at once. Otherwise save rax (a
-   variadic callee's count of vector arguments) and rdi (the argument),
-   keep the stack as the ABI has it at a call (entry + 3 words), call,
-   and on COUNTED restore the two and return to fn-4. The full path gets
-   what the count path said in r11d. */
-#  define BPT__X86_COUNT_ROUTE \
+/* The short routes, where the count and call paths keep every register
+   but rax (>>keeps regs in port.h). The record and its hint are read with
+   r11 alone (free: the entry holds nothing in it), so a function neither
+   path can finish goes to the full path at once.
+   The count route (BPT__HINT_COUNT): save rax (a variadic callee's count
+   of vector arguments) and rdi (the argument), keep the stack as the ABI
+   has it at a call (entry + 3 words), call, and on DONE restore the two
+   and return to fn-4.
+   The call route (BPT__HINT_CALL): the call path is an ordinary function
+   (it saves the registers a callee must keep, and clobbers the others but
+   r11's), so push every register a function's entry may hold that it
+   may clobber, r9 down to rdi, so that rdi..r9 lie in order at rsp (the
+   path's args); 8 words keep the stack 16-aligned. Call with the record in
+   rdi and rsp in rsi, and pop them all.
+   The full path gets what the short path said in r11d. */
+#  define BPT__X86_SHORT_ROUTES \
     "    movq (%rsp), %r11\n"             /* return address = fn-4 */ \
     "    movq -20(%r11), %r11\n"          /* fn-24: the record's 6 bytes, 2 of the stub's above */ \
     "    shlq $16, %r11\n" \
     "    shrq $16, %r11\n" \
-    "    cmpl $0, (%r11)\n"               /* the record's count_hint, at its offset 0 */ \
-    "    je 4f\n"                         /* 0: the count path cannot finish this function */ \
+    "    cmpl $" BPT__STR(BPT__HINT_COUNT) ", (%r11)\n"   /* the record's path_hint, at its offset 0 */ \
+    "    jne 6f\n" \
     "    pushq %rax\n" \
     "    pushq %rdi\n" \
     "    subq $8, %rsp\n" \
     "    movq %r11, %rdi\n" \
     "    call bpt__native_count_path\n" \
-    "    cmpl $" BPT__STR(BPT__COUNTED) ", %eax\n" \
+    "    cmpl $" BPT__STR(BPT__PATH_DONE) ", %eax\n" \
     "    jne 1f\n" \
     "    addq $8, %rsp\n" \
     "    popq %rdi\n" \
@@ -6605,12 +6703,41 @@ typedef char bpt__count_hint_at_0[offsetof(struct bpt_func, count_hint) == 0 ? 1
     "    popq %rdi\n" \
     "    popq %rax\n" \
     "    jmp 5f\n" \
+    "6:\n" \
+    "    cmpl $" BPT__STR(BPT__HINT_CALL) ", (%r11)\n" \
+    "    jne 4f\n"                         /* BPT__HINT_FULL: neither path can finish this function */ \
+    "    pushq %rax\n" \
+    "    pushq %r10\n" \
+    "    pushq %r9\n" \
+    "    pushq %r8\n" \
+    "    pushq %rcx\n" \
+    "    pushq %rdx\n" \
+    "    pushq %rsi\n" \
+    "    pushq %rdi\n" \
+    "    movq %rsp, %rsi\n"               /* args: rdi rsi rdx rcx r8 r9; 16-aligned */ \
+    "    movq %r11, %rdi\n" \
+    "    call bpt__native_call_path\n" \
+    "    popq %rdi\n" \
+    "    popq %rsi\n" \
+    "    popq %rdx\n" \
+    "    popq %rcx\n" \
+    "    popq %r8\n" \
+    "    popq %r9\n" \
+    "    popq %r10\n" \
+    "    cmpl $" BPT__STR(BPT__PATH_DONE) ", %eax\n" \
+    "    jne 7f\n" \
+    "    popq %rax\n" \
+    "    ret\n" \
+    "7:\n" \
+    "    movl %eax, %r11d\n"              /* FULL or WAKE */ \
+    "    popq %rax\n" \
+    "    jmp 5f\n" \
     "4:\n" \
-    "    movl $" BPT__STR(BPT__COUNT_FULL) ", %r11d\n" \
+    "    movl $" BPT__STR(BPT__PATH_FULL) ", %r11d\n" \
     "5:\n"
 #  define BPT__X86_FULL_WHAT "    movl %r11d, %edx\n"   /* what the count route said */
 #else
-#  define BPT__X86_COUNT_ROUTE ""
+#  define BPT__X86_SHORT_ROUTES ""
 #  define BPT__X86_FULL_WHAT ""
 #endif
 __asm__(
@@ -6618,7 +6745,7 @@ __asm__(
     "    .p2align 6\n"                   /* a cache line (>>line aligned, port.h) */
     "    .type bpt__x86_64_stub, @function\n"
     "bpt__x86_64_stub:\n"
-    BPT__X86_COUNT_ROUTE
+    BPT__X86_SHORT_ROUTES
     "    pushq %rbp\n"
     "    movq %rsp, %rbp\n"
     "    andq $-16, %rsp\n"
@@ -6639,15 +6766,22 @@ __asm__(
     "    movq 8(%rbp), %r11\n"             /* return address = fn-4 */
     BPT__X86_XMM_BEFORE_COUNT
     BPT__X86_RECORD_TO_RDI
-    "    xorl %edx, %edx\n"               /* BPT__COUNT_FULL, for the full path */
-    "    cmpl $0, (%rdi)\n"               /* the record's count_hint, at its offset 0 */
-    "    je 3f\n"                         /* 0: the count path cannot finish this function */
+    "    xorl %edx, %edx\n"               /* BPT__PATH_FULL, for the full path */
+    "    cmpl $" BPT__STR(BPT__HINT_COUNT) ", (%rdi)\n"   /* the record's path_hint, at its offset 0 */
+    "    je 6f\n"
+    "    cmpl $" BPT__STR(BPT__HINT_CALL) ", (%rdi)\n"
+    "    jne 3f\n"                         /* BPT__HINT_FULL: neither path can finish this function */
+    "    movq %rsp, %rsi\n"               /* args: the frame's first six words, rdi..r9 */
+    "    call bpt__native_call_path\n"
+    "    jmp 7f\n"
+    "6:\n"
     "    call bpt__native_count_path\n"
-    "    cmpl $" BPT__STR(BPT__COUNTED) ", %eax\n"
+    "7:\n"
+    "    cmpl $" BPT__STR(BPT__PATH_DONE) ", %eax\n"
     "    jne 1f\n"
     BPT__X86_XMM_AFTER_COUNT
     "    jmp 2f\n"
-    "1:\n"                                /* the count path said FULL or WAKE */
+    "1:\n"                                /* the short path said FULL or WAKE */
     "    movl %eax, %edx\n"
     "    movq 8(%rbp), %r11\n"             /* fn-4 again: the count path used r11 */
     BPT__X86_RECORD_TO_RDI
@@ -6878,11 +7012,13 @@ BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
 
 /* The entry stub: `hint #34` is bti c (a landing pad for the blr). It
    saves x0-x9 and its own return address (fn-4) in a bpt__regs frame and,
-   when the record's count_hint allows, calls the count path,
-   bpt__native_count_path(record), which handles a
-   function that only counts with the integer registers alone (>>count
-   path, site_native.c). Otherwise it saves q0-q7 too and calls
-   bpt__native_entry(record, frame, what the count path said). Then it
+   when the record's path_hint says so, calls a short path with the
+   integer registers alone: the count path, bpt__native_count_path(record),
+   for a function that only counts, or the call path,
+   bpt__native_call_path(record, frame), for one that only traces calls
+   (>>count path, >>call path in site_native.c). Otherwise, or when the
+   short path declines, it saves q0-q7 too and calls
+   bpt__native_entry(record, frame, what the short path said). Then it
    restores, puts the caller's return address back in x30 and returns to
    fn-4 with `ret x16`. Where the count path may use the vector registers
    (BPT__COUNT_SAVES_FP, >>intregs in port.h: clang has no
@@ -6897,7 +7033,7 @@ BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
     "    ldp q2, q3, [sp, #112]\n" \
     "    ldp q4, q5, [sp, #144]\n" \
     "    ldp q6, q7, [sp, #176]\n"
-typedef char bpt__count_hint_at_0[offsetof(struct bpt_func, count_hint) == 0 ? 1 : -1];   /* the stub reads it there */
+typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 : -1];   /* the stub reads it there */
 #if defined(BPT__COUNT_SAVES_FP)
 #  define BPT__A64_Q_BEFORE_COUNT BPT__A64_SAVE_Q
 #  define BPT__A64_Q_AFTER_COUNT BPT__A64_LOAD_Q
@@ -6922,15 +7058,23 @@ __asm__(
     "    str x30, [sp, #208]\n"
     BPT__A64_Q_BEFORE_COUNT
     "    ldur x0, [x30, #-28]\n"
-    "    ldr w16, [x0]\n"                 /* the record's count_hint, at its offset 0 */
-    "    mov w2, #" BPT__STR(BPT__COUNT_FULL) "\n"   /* for the full path */
-    "    cbz w16, 3f\n"                   /* 0: the count path cannot finish this function */
+    "    ldr w16, [x0]\n"                 /* the record's path_hint, at its offset 0 */
+    "    mov w2, #" BPT__STR(BPT__PATH_FULL) "\n"   /* for the full path */
+    "    cmp w16, #" BPT__STR(BPT__HINT_COUNT) "\n"
+    "    b.eq 6f\n"
+    "    cmp w16, #" BPT__STR(BPT__HINT_CALL) "\n"
+    "    b.ne 3f\n"                       /* BPT__HINT_FULL: neither path can finish this function */
+    "    mov x1, sp\n"                    /* args: the frame's x0-x7 */
+    "    bl bpt__native_call_path\n"
+    "    b 7f\n"
+    "6:\n"
     "    bl bpt__native_count_path\n"
-    "    cmp w0, #" BPT__STR(BPT__COUNTED) "\n"
+    "7:\n"
+    "    cmp w0, #" BPT__STR(BPT__PATH_DONE) "\n"
     "    b.ne 1f\n"
     BPT__A64_Q_AFTER_COUNT
     "    b 2f\n"
-    "1:\n"                                /* the count path said FULL or WAKE */
+    "1:\n"                                /* the short path said FULL or WAKE */
     "    mov w2, w0\n"
     "    ldr x16, [sp, #208]\n"            /* fn-4 again: the call took x30 */
     "    ldur x0, [x16, #-28]\n"
@@ -8845,30 +8989,58 @@ static void bpt__native_args(const bpt__regs *r, const uint8_t *types, int n, ui
 }
 #endif
 
+#if defined(BPT_NATIVE)
+typedef char bpt__args_fit[(int)BPT_MAX_ARGS >= (int)BPT__INT_ARG_REGS ? 1 : -1];   /* every register's word fits */
+
+/* >>plain call: a CALL record's words for a native site's integer
+   arguments, as the record format has them (>>tracefile in
+   api_session.h): the types word (every type BPT_ARG_I64, no strings),
+   then the first n = min(arity, BPT_MAX_ARGS) values. Every integer
+   argument register is copied at once, a fixed-size copy (a loop of n was
+   25 instructions for 2 arguments), and the record's length takes the
+   first n; arguments past the registers (on the stack) read as 0. So it
+   writes 1 + BPT_MAX_ARGS words at w (bpt__args_fit: every register's
+   word fits). Returns the record's words: 1 + n, or 0 for a function of
+   no argument. Integer registers only (>>intregs in port.h): the call
+   path writes the record with it, in place. */
+BPT__HOT BPT__INTREGS uint32_t bpt__call_args_plain(const bpt_func *f, const uint64_t *gpr, uint64_t *w) {
+    int i, n = f->arity < BPT_MAX_ARGS ? f->arity : BPT_MAX_ARGS;
+    if (n == 0) return 0;
+    memcpy(w + 1, gpr, sizeof(uint64_t) * BPT__INT_ARG_REGS);
+    /* A fixed count too (x86-64: 2, aarch64: none), not up to n: clang made
+       that loop a call to memset, which the call path may not make. */
+    for (i = BPT__INT_ARG_REGS; i < BPT_MAX_ARGS; i++) w[1 + i] = 0;
+    w[0] = (uint64_t)n << 32;   /* every type BPT_ARG_I64 (0), no strings */
+    return 1 + (uint32_t)n;
+}
+
+/* The call path's record (CALL_PLAIN, site_native.c), written in place at
+   p, which has BPT__CALL_PLAIN_ROOM bytes: the header, then
+   bpt__call_args_plain's words. The same record the call kind's hit
+   sends for a call with no match spec. Returns its bytes. */
+BPT__HOT BPT__INTREGS uint32_t bpt__call_rec_plain(unsigned char *p, const bpt_func *f, const uint64_t *gpr,
+                                                   uint64_t ticks) {
+    bpt__rec *h = (bpt__rec *)(void *)p;   /* chunk memory: 8-aligned, no declared type */
+    uint32_t words = bpt__call_args_plain(f, gpr, (uint64_t *)(void *)(h + 1));
+    h->ticks = ticks;
+    h->type = BPT_MSG_CALL;
+    h->words = (uint8_t)words;
+    h->info = (uint16_t)(words ? words - 1 : 0);   /* the argument count */
+    h->id = f->fid;
+    return (uint32_t)sizeof *h + 8u * words;
+}
+#endif
+
 /* A call record's arguments, as the match spec's argument spec says, or
    the first `arity` as i64: the types word, the values, then copied
    strings. VM sites read them through ops->arg; native sites from the
    stub's register frame (integer and floating-point registers counted
    separately, as the ABI assigns them). Returns the words used. */
 static uint32_t bpt__call_args_spec(const bpt_func *f, const bpt__ms *ms, const void *frame, uint64_t *w);
-#if defined(BPT_NATIVE)
-typedef char bpt__args_fit[(int)BPT_MAX_ARGS >= (int)BPT__INT_ARG_REGS ? 1 : -1];   /* every register's word fits */
-#endif
 BPT__HOT uint32_t bpt__call_args(const bpt_func *f, const bpt__ms *ms, const void *frame, uint64_t *w) {
 #if defined(BPT_NATIVE)
-    if (!(ms && ms->nspec) && f->kind == BPT__SITE_NATIVE) {   /* the common case, inline: integer registers */
-        const bpt__regs *r = (const bpt__regs *)frame;
-        int i, n = f->arity < BPT_MAX_ARGS ? f->arity : BPT_MAX_ARGS;
-        if (n == 0) return 0;
-        /* Every integer argument register at once, a fixed-size copy (a
-           loop of n was 25 instructions for 2 arguments); the record's
-           length takes the first n. Arguments past the registers (on the
-           stack) read as 0. w has room (bpt__args_fit, above). */
-        memcpy(w + 1, r->gpr, sizeof(uint64_t) * BPT__INT_ARG_REGS);
-        for (i = BPT__INT_ARG_REGS; i < n; i++) w[1 + i] = 0;
-        w[0] = (uint64_t)n << 32;   /* every type BPT_ARG_I64 (0), no strings */
-        return 1 + (uint32_t)n;
-    }
+    if (!(ms && ms->nspec) && f->kind == BPT__SITE_NATIVE)   /* the common case, inline */
+        return bpt__call_args_plain(f, ((const bpt__regs *)frame)->gpr, w);
 #endif
     return bpt__call_args_spec(f, ms, frame, w);
 }
@@ -9420,6 +9592,7 @@ BPT__HOT int bpt__breakpoint(bpt__hit *h) {
         bpt__kind_count_add(rec, f->shortcut[ix].data);
         break;
     case BPT__SHORTCUT_CALL:
+    case BPT__SHORTCUT_CALL_PLAIN:   /* here, as CALL: the call path (site_native.c) declined it */
         bpt__breakpoint_call(h, (bpt__GenericBp *)f->shortcut[ix].data, ix);
         break;
     case BPT__SHORTCUT_ONE:
@@ -9597,9 +9770,10 @@ BPT__PRIVATE void bpt__own_leave(void) { bpt__in_bptrace--; }
    Anything it cannot finish that way it leaves untouched to the full
    path, bpt__native_entry, which the stub then calls with every argument
    register saved:
-   The stub calls it only when the function's count_hint says that one
-   generation counts or does nothing (breakpoint.h): a function that
-   calls, times or traces returns goes to the full path at once.
+   The stub calls it only when the function's path_hint is
+   BPT__HINT_COUNT: one generation counts or does nothing (breakpoint.h).
+   A function that only traces calls goes to the call path (below), one
+   that times, traces returns or mixes kinds to the full path at once.
    A slot never comes here (its hint is 0, bp.c): bptrace's own calls
    through it are left untraced by the full path (>>own calls).
    CP1. The thread has its record (the full path makes it on a first hit).
@@ -9611,14 +9785,14 @@ BPT__PRIVATE void bpt__own_leave(void) { bpt__in_bptrace--; }
        full path maps it).
    CP5. Unpin; a waiter sleeping on the futex is woken by the stub's second
        call, a system call being no place for the integer registers alone.
-   Returns BPT__COUNTED, BPT__COUNTED_WAKE, or BPT__COUNT_FULL having
+   Returns BPT__PATH_DONE, BPT__PATH_DONE_WAKE, or BPT__PATH_FULL having
    changed nothing but a pin it took back. */
 BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_count_path(bpt_func *f) {
     bpt__thread *rec = bpt__thread_self_or_null();
     const bpt__shortcut *sc;
     uint32_t kind;
     int done = 0;
-    if (BPT__UNLIKELY(!rec)) return BPT__COUNT_FULL;                      /* CP1 */
+    if (BPT__UNLIKELY(!rec)) return BPT__PATH_FULL;                      /* CP1 */
     bpt__pin_rec(rec);                                                    /* CP2 */
     sc = &f->shortcut[bpt__active_ix_load()];
     kind = sc->kind;
@@ -9628,18 +9802,75 @@ BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_c
         else done = kind == BPT__SHORTCUT_NONE;
     }
     if (BPT__UNLIKELY(bpt__unpin_quiet(rec)))                             /* CP5 */
-        return done ? BPT__COUNTED_WAKE : BPT__COUNT_FULL;   /* the full path's unpin wakes */
-    return done ? BPT__COUNTED : BPT__COUNT_FULL;
+        return done ? BPT__PATH_DONE_WAKE : BPT__PATH_FULL;   /* the full path's unpin wakes */
+    return done ? BPT__PATH_DONE : BPT__PATH_FULL;
+}
+
+/* >>call path: the hit of a native entry whose active generation traces
+   calls for one session and asks for nothing but the call record (the
+   CALL_PLAIN shortcut, breakpoint.h), or does nothing (NONE). As the count
+   path: run by the entry stubs before they save the vector registers,
+   with the integer registers only and no call (>>intregs in port.h;
+   tests/count_path_check.sh checks it); unlike the count path it may
+   clobber what a callee may, and the stub saves those registers, which it
+   hands over as args. It writes the record straight into the
+   thread's current chunk, where the full path builds it on the stack and
+   copies it there (kind_call.c, session.c): the same record, the same
+   protocol. Anything it cannot finish that way it leaves untouched to the
+   full path. The stub calls it when the function's path_hint is
+   BPT__HINT_CALL, with args pointing at the integer argument registers it
+   saved.
+   CL1. The thread has its record (the full path makes it on a first hit).
+   CL2. Pin, and read the active index once [G2], as bpt__breakpoint does.
+   CL3. The generation's shortcut is CALL_PLAIN, and no return-traced
+       frame is open on the thread (CP3's reason); NONE is done at once.
+   CL4. The session is alive [S2], the thread is not inside a tracer of
+       its own, and the clock is the CPU's counter (clock_gettime is a
+       call): read it.
+   CL5. Mark the thread's send [H1] (a signal handler's send nested on it
+       leaves the lane alone); if none was open and the current chunk has
+       room as it is (>>fits in session.c), write the record at its end and
+       publish it with the chunk's fill [R2]; unmark. A first record, a
+       full chunk, a stale anchor: the full path's send.
+   CL6. Unpin, as CP5.
+   Returns BPT__PATH_DONE, BPT__PATH_DONE_WAKE, or BPT__PATH_FULL having
+   changed nothing but a pin it took back. */
+BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_path(bpt_func *f, const uint64_t *args) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    const bpt__shortcut *sc;
+    int done = 0;
+    if (BPT__UNLIKELY(!rec)) return BPT__PATH_FULL;                       /* CL1 */
+    bpt__pin_rec(rec);                                                    /* CL2 */
+    sc = &f->shortcut[bpt__active_ix_load()];
+    if (BPT__LIKELY(sc->kind == BPT__SHORTCUT_CALL_PLAIN && rec->shadow_depth[BPT__STACK_NATIVE] == 0)) {   /* CL3 */
+        bpt__session *s = ((const bpt__GenericBp *)sc->data)->session;
+        uint64_t ticks;
+        bpt__lane *lane;
+        if (BPT__LIKELY(!rec->in_tracer && !bpt__load_relaxed_u32(&s->dead) &&   /* CL4 [S2] */
+                        bpt__now_ticks_counter(&ticks)) &&
+            BPT__LIKELY(bpt__send_begin(rec))) {                                /* CL5 [H1] */
+            if (BPT__LIKELY((lane = bpt__lane_room(s, rec, ticks, BPT__CALL_PLAIN_ROOM)) != NULL)) {
+                bpt__lane_publish(lane, bpt__call_rec_plain(lane->wp, f, args, ticks));   /* [R2] */
+                done = 1;
+            }
+            bpt__send_end(rec);
+        }
+    } else {
+        done = sc->kind == BPT__SHORTCUT_NONE;
+    }
+    if (BPT__UNLIKELY(bpt__unpin_quiet(rec)))                             /* CL6 */
+        return done ? BPT__PATH_DONE_WAKE : BPT__PATH_FULL;
+    return done ? BPT__PATH_DONE : BPT__PATH_FULL;
 }
 
 /* The full path, with every argument register saved in regs: the general
    hit (hit.c), then the return frame; or only the wake the count path
-   left to it (counted: BPT__COUNTED_WAKE). */
+   left to it (counted: BPT__PATH_DONE_WAKE). */
 BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted) {
     bpt__hit h;
     if (bpt__own_call(f)) return;   /* >>own calls */
     bpt__own_enter();
-    if (counted == BPT__COUNTED_WAKE) {
+    if (counted == BPT__PATH_DONE_WAKE) {
         bpt__progress_wake();
     } else {
         h.f = f;
@@ -10966,20 +11197,37 @@ static int bpt__shortcut_counts_only(uint32_t kind) {
     return kind == BPT__SHORTCUT_NONE || kind == BPT__SHORTCUT_COUNT;
 }
 
-/* The entry stubs' hint (bpt_func.count_hint): may the count path finish
-   a hit on f in either generation? Never for a slot: a slot reached from
-   bptrace's own code is not traced (>>own calls in site_native.c), and the
-   full path makes that check, so that the count path of every other
-   function does not.
+/* The entry stubs' hint (bpt_func.path_hint, BPT__HINT_* in sites.h):
+   may the count path finish a hit on f in either generation, or else the
+   call path? Never for a slot: a slot reached from bptrace's own code is
+   not traced (>>own calls in site_native.c), and the full path makes that
+   check, so that the short paths of every other function do not.
    Stored only when it changes: every stub reads the hint's line, and a
    store, even of the same value, takes the line from each core that reads
    it. Storing it at both steps 3 and 11 of every change made switching
    10,000 counted functions off take 3.0 ms instead of 2.45 while a worker
    called them (bench/pattern_scale.c; PERFORMANCE.md, issue #16). */
-static void bpt__count_hint_update(bpt_func *f) {
-    uint32_t hint = !f->slot_prot &&
-                    (bpt__shortcut_counts_only(f->shortcut[0].kind) || bpt__shortcut_counts_only(f->shortcut[1].kind));
-    if (f->count_hint != hint) f->count_hint = hint;
+static void bpt__path_hint_update(bpt_func *f) {
+    uint32_t hint = BPT__HINT_FULL;
+    if (f->slot_prot) {
+        /* a slot: the full path */
+    } else if (bpt__shortcut_counts_only(f->shortcut[0].kind) || bpt__shortcut_counts_only(f->shortcut[1].kind)) {
+        hint = BPT__HINT_COUNT;
+    } else if (f->shortcut[0].kind == BPT__SHORTCUT_CALL_PLAIN || f->shortcut[1].kind == BPT__SHORTCUT_CALL_PLAIN) {
+        hint = BPT__HINT_CALL;
+    }
+    if (f->path_hint != hint) f->path_hint = hint;
+}
+
+/* Does a CALL shortcut's record need nothing but the function and its
+   integer arguments (CALL_PLAIN, >>shortcut in breakpoint.h)? The match
+   spec's and the session's fields are fixed while the breakpoint holds
+   them. */
+static int bpt__call_plain(const bpt__GenericBp *g, const bpt__GenericBpData *d) {
+    const bpt__ms *ms = (const bpt__ms *)d->data[BPT__KIX_CALL];
+    const bpt__session *s = g->session;
+    return s->buffered && !s->rate_max &&
+           (!ms || (!ms->pred && !ms->nspec && !ms->message_id && !ms->actions));
 }
 
 /* Step 3's summary of generation ix on f for the hit (>>shortcut in
@@ -11011,15 +11259,16 @@ static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
             sc->count_dir = ((const bpt__BpCount *)sc->data)->dir;
             sc->count_off = ((const bpt__BpCount *)sc->data)->off;
         } else {
-            /* CALL (call trace only) or ONE (any other mix): the GenericBp
+            /* CALL, CALL_PLAIN (call trace only) or ONE (any other mix): the GenericBp
                is linked, or parked in to_insert, which step 5 links before
                the commit publishes this generation; freed only after step
                12's wait, when no hit can read this shortcut any more. */
-            sc->kind = kinds == BPT__BPF_ACTIVE(BPT__KIX_CALL) ? BPT__SHORTCUT_CALL : BPT__SHORTCUT_ONE;
+            if (kinds != BPT__BPF_ACTIVE(BPT__KIX_CALL)) sc->kind = BPT__SHORTCUT_ONE;
+            else sc->kind = bpt__call_plain(only_g, only) ? BPT__SHORTCUT_CALL_PLAIN : BPT__SHORTCUT_CALL;
             sc->data = only_g;
         }
     }
-    bpt__count_hint_update(f);
+    bpt__path_hint_update(f);
 }
 
 /* Step 3: stage. Only staging generations change; running code reads the
@@ -11152,7 +11401,7 @@ static int bpt__consolidate(bpt__change *c) {
         if (f->shortcut[active ^ 1].kind != f->shortcut[active].kind ||
             f->shortcut[active ^ 1].data != f->shortcut[active].data)   /* dir and off follow data */
             f->shortcut[active ^ 1] = f->shortcut[active];   /* only when it differs, as the hint */
-        bpt__count_hint_update(f);
+        bpt__path_hint_update(f);
         for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev); g;
              g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev)) {
             if (g != c->items[i].g) { prev = &g->next; continue; }

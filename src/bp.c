@@ -282,20 +282,37 @@ static int bpt__shortcut_counts_only(uint32_t kind) {
     return kind == BPT__SHORTCUT_NONE || kind == BPT__SHORTCUT_COUNT;
 }
 
-/* The entry stubs' hint (bpt_func.count_hint): may the count path finish
-   a hit on f in either generation? Never for a slot: a slot reached from
-   bptrace's own code is not traced (>>own calls in site_native.c), and the
-   full path makes that check, so that the count path of every other
-   function does not.
+/* The entry stubs' hint (bpt_func.path_hint, BPT__HINT_* in sites.h):
+   may the count path finish a hit on f in either generation, or else the
+   call path? Never for a slot: a slot reached from bptrace's own code is
+   not traced (>>own calls in site_native.c), and the full path makes that
+   check, so that the short paths of every other function do not.
    Stored only when it changes: every stub reads the hint's line, and a
    store, even of the same value, takes the line from each core that reads
    it. Storing it at both steps 3 and 11 of every change made switching
    10,000 counted functions off take 3.0 ms instead of 2.45 while a worker
    called them (bench/pattern_scale.c; PERFORMANCE.md, issue #16). */
-static void bpt__count_hint_update(bpt_func *f) {
-    uint32_t hint = !f->slot_prot &&
-                    (bpt__shortcut_counts_only(f->shortcut[0].kind) || bpt__shortcut_counts_only(f->shortcut[1].kind));
-    if (f->count_hint != hint) f->count_hint = hint;
+static void bpt__path_hint_update(bpt_func *f) {
+    uint32_t hint = BPT__HINT_FULL;
+    if (f->slot_prot) {
+        /* a slot: the full path */
+    } else if (bpt__shortcut_counts_only(f->shortcut[0].kind) || bpt__shortcut_counts_only(f->shortcut[1].kind)) {
+        hint = BPT__HINT_COUNT;
+    } else if (f->shortcut[0].kind == BPT__SHORTCUT_CALL_PLAIN || f->shortcut[1].kind == BPT__SHORTCUT_CALL_PLAIN) {
+        hint = BPT__HINT_CALL;
+    }
+    if (f->path_hint != hint) f->path_hint = hint;
+}
+
+/* Does a CALL shortcut's record need nothing but the function and its
+   integer arguments (CALL_PLAIN, >>shortcut in breakpoint.h)? The match
+   spec's and the session's fields are fixed while the breakpoint holds
+   them. */
+static int bpt__call_plain(const bpt__GenericBp *g, const bpt__GenericBpData *d) {
+    const bpt__ms *ms = (const bpt__ms *)d->data[BPT__KIX_CALL];
+    const bpt__session *s = g->session;
+    return s->buffered && !s->rate_max &&
+           (!ms || (!ms->pred && !ms->nspec && !ms->message_id && !ms->actions));
 }
 
 /* Step 3's summary of generation ix on f for the hit (>>shortcut in
@@ -327,15 +344,16 @@ static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
             sc->count_dir = ((const bpt__BpCount *)sc->data)->dir;
             sc->count_off = ((const bpt__BpCount *)sc->data)->off;
         } else {
-            /* CALL (call trace only) or ONE (any other mix): the GenericBp
+            /* CALL, CALL_PLAIN (call trace only) or ONE (any other mix): the GenericBp
                is linked, or parked in to_insert, which step 5 links before
                the commit publishes this generation; freed only after step
                12's wait, when no hit can read this shortcut any more. */
-            sc->kind = kinds == BPT__BPF_ACTIVE(BPT__KIX_CALL) ? BPT__SHORTCUT_CALL : BPT__SHORTCUT_ONE;
+            if (kinds != BPT__BPF_ACTIVE(BPT__KIX_CALL)) sc->kind = BPT__SHORTCUT_ONE;
+            else sc->kind = bpt__call_plain(only_g, only) ? BPT__SHORTCUT_CALL_PLAIN : BPT__SHORTCUT_CALL;
             sc->data = only_g;
         }
     }
-    bpt__count_hint_update(f);
+    bpt__path_hint_update(f);
 }
 
 /* Step 3: stage. Only staging generations change; running code reads the
@@ -468,7 +486,7 @@ static int bpt__consolidate(bpt__change *c) {
         if (f->shortcut[active ^ 1].kind != f->shortcut[active].kind ||
             f->shortcut[active ^ 1].data != f->shortcut[active].data)   /* dir and off follow data */
             f->shortcut[active ^ 1] = f->shortcut[active];   /* only when it differs, as the hint */
-        bpt__count_hint_update(f);
+        bpt__path_hint_update(f);
         for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev); g;
              g = (bpt__GenericBp *)bpt__load_relaxed_ptr(prev)) {
             if (g != c->items[i].g) { prev = &g->next; continue; }

@@ -86,7 +86,12 @@ enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
    counts; `data` is its BpCount. CALL: exactly one session's breakpoint
    is active and it only traces calls (with or without return trace, which
    is the call kind's match spec); `data` is that GenericBp, and the hit
-   runs the call kind alone. ONE: exactly one session's breakpoint is
+   runs the call kind alone. CALL_PLAIN: a CALL whose record needs nothing
+   but the function and its integer arguments: no match spec, or one with
+   no predicate, argument spec, message or action (no return trace), into
+   a session that buffers its records and sets no rate limit. A native
+   entry's call path (site_native.c) writes that record with the integer
+   registers alone; anywhere else it is a CALL. ONE: exactly one session's breakpoint is
    active, for anything else (several kinds, call_time, call_memory);
    `data` is that GenericBp, whose kinds the hit runs without walking the
    list. NONE: nothing is active (a breakpoint word not yet
@@ -94,7 +99,10 @@ enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
    the GenericBp data of the same generation and follows its rules: step 3
    writes the staging one, the commit publishes it with the index [G2],
    step 11 copies it, after the wait that keeps hits off it. */
-enum bpt__shortcut_kind { BPT__SHORTCUT_NONE, BPT__SHORTCUT_COUNT, BPT__SHORTCUT_WALK, BPT__SHORTCUT_ONE, BPT__SHORTCUT_CALL };
+enum bpt__shortcut_kind {
+    BPT__SHORTCUT_NONE, BPT__SHORTCUT_COUNT, BPT__SHORTCUT_WALK, BPT__SHORTCUT_ONE, BPT__SHORTCUT_CALL,
+    BPT__SHORTCUT_CALL_PLAIN
+};
 typedef struct bpt__shortcut {
     uint32_t kind;                /* enum bpt__shortcut_kind */
     void *data;                   /* COUNT: the BpCount (kind_count.c); CALL, ONE: the bpt__GenericBp */
@@ -109,13 +117,14 @@ typedef struct bpt__shortcut {
 } bpt__shortcut;
 
 struct bpt_func {
-    /* First, at offset 0, where the entry stubs read it: whether the count
-       path (site_native.c) may finish a hit, that is, whether either
-       generation's shortcut is COUNT or NONE. A hint, written by the set
-       path with the shortcuts; the count path decides under its pin. A
-       function that also calls, times or traces returns skips the count
-       path's call. */
-    uint32_t count_hint;
+    /* First, at offset 0, where the entry stubs read it: which short path
+       the stub tries before the full one (site_native.c), BPT__HINT_*
+       in sites.h: the count path when either generation's shortcut is
+       COUNT or NONE, the call path when either is CALL_PLAIN, else none. A
+       hint, written by the set path with the shortcuts; the path decides
+       under its pin. A function that times, traces returns or mixes kinds
+       goes to the full path at once. */
+    uint32_t path_hint;
     /* Beside it, in the cache line the stub reads: 0 for a code site; for
        a pointer slot (slots.c: a GOT entry, a function-pointer table), the
        protection its page had at registration (PROT_READ, maybe
@@ -207,3 +216,9 @@ BPT_KINDS(BPT__KIND_HOOKS)
 /* The count kind's hit without a GenericBp, for the COUNT shortcut. */
 BPT__HOT void bpt__kind_count_add(bpt__thread *rec, void *count);
 BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, uintptr_t dir, uintptr_t off, void *count);   /* 0: page not mapped */
+#if defined(BPT_NATIVE)
+/* The call kind's plain record (>>plain call in kind_call.c), for the call
+   path: written in place at p, which has BPT__CALL_PLAIN_ROOM bytes. */
+BPT__HOT BPT__INTREGS uint32_t bpt__call_rec_plain(unsigned char *p, const bpt_func *f, const uint64_t *gpr,
+                                                   uint64_t ticks);
+#endif

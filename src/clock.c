@@ -58,7 +58,7 @@ static uint64_t bpt__clock_monotonic(void) {
 
 #if defined(__x86_64__) && !defined(BPT_NO_CYCLE_CLOCK)
 #  define BPT__CLOCK_COUNTER BPT__CLOCK_TSC
-static inline uint64_t bpt__clock_ticks(void) {
+BPT__HOT BPT__INTREGS uint64_t bpt__clock_ticks(void) {
     uint32_t lo, hi;
     __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
     return (uint64_t)hi << 32 | lo;
@@ -79,7 +79,7 @@ static int bpt__clock_counter_usable(void) {
 static uint64_t bpt__clock_nominal_hz(void) { return 0; }   /* measured (bpt__clock_rate) */
 #elif defined(__aarch64__) && !defined(BPT_NO_CYCLE_CLOCK)
 #  define BPT__CLOCK_COUNTER BPT__CLOCK_CNTVCT
-static inline uint64_t bpt__clock_ticks(void) {
+BPT__HOT BPT__INTREGS uint64_t bpt__clock_ticks(void) {
     uint64_t v;
     /* isb: the read is not taken early, before the code around it. */
     __asm__ __volatile__("isb; mrs %0, cntvct_el0" : "=r"(v) :: "memory");
@@ -160,6 +160,21 @@ BPT__HOT uint64_t bpt__now_ticks(void) {
     if (bpt__clock.cal.source == BPT__CLOCK_COUNTER) return bpt__clock_ticks();
 #endif
     return bpt__clock_monotonic();
+}
+
+/* The counter for a path that keeps to the integer registers and makes
+   no call (>>intregs in port.h; the call path, site_native.c): 1 and the
+   reading in *ticks where the CPU's counter is the clock, else 0 and
+   nothing read (the full path reads clock_gettime). */
+BPT__HOT BPT__INTREGS int bpt__now_ticks_counter(uint64_t *ticks) {
+#if defined(BPT__CLOCK_COUNTER)
+    if (BPT__LIKELY(bpt__load_acquire_u32(&bpt__clock.on_counter))) {   /* [K1] */
+        *ticks = bpt__clock_ticks();
+        return 1;
+    }
+#endif
+    (void)ticks;
+    return 0;
 }
 
 /* d ticks in ns with calibration c: three 64-bit multiplies (no 128-bit

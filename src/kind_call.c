@@ -53,30 +53,58 @@ static void bpt__native_args(const bpt__regs *r, const uint8_t *types, int n, ui
 }
 #endif
 
+#if defined(BPT_NATIVE)
+typedef char bpt__args_fit[(int)BPT_MAX_ARGS >= (int)BPT__INT_ARG_REGS ? 1 : -1];   /* every register's word fits */
+
+/* >>plain call: a CALL record's words for a native site's integer
+   arguments, as the record format has them (>>tracefile in
+   api_session.h): the types word (every type BPT_ARG_I64, no strings),
+   then the first n = min(arity, BPT_MAX_ARGS) values. Every integer
+   argument register is copied at once, a fixed-size copy (a loop of n was
+   25 instructions for 2 arguments), and the record's length takes the
+   first n; arguments past the registers (on the stack) read as 0. So it
+   writes 1 + BPT_MAX_ARGS words at w (bpt__args_fit: every register's
+   word fits). Returns the record's words: 1 + n, or 0 for a function of
+   no argument. Integer registers only (>>intregs in port.h): the call
+   path writes the record with it, in place. */
+BPT__HOT BPT__INTREGS uint32_t bpt__call_args_plain(const bpt_func *f, const uint64_t *gpr, uint64_t *w) {
+    int i, n = f->arity < BPT_MAX_ARGS ? f->arity : BPT_MAX_ARGS;
+    if (n == 0) return 0;
+    memcpy(w + 1, gpr, sizeof(uint64_t) * BPT__INT_ARG_REGS);
+    /* A fixed count too (x86-64: 2, aarch64: none), not up to n: clang made
+       that loop a call to memset, which the call path may not make. */
+    for (i = BPT__INT_ARG_REGS; i < BPT_MAX_ARGS; i++) w[1 + i] = 0;
+    w[0] = (uint64_t)n << 32;   /* every type BPT_ARG_I64 (0), no strings */
+    return 1 + (uint32_t)n;
+}
+
+/* The call path's record (CALL_PLAIN, site_native.c), written in place at
+   p, which has BPT__CALL_PLAIN_ROOM bytes: the header, then
+   bpt__call_args_plain's words. The same record the call kind's hit
+   sends for a call with no match spec. Returns its bytes. */
+BPT__HOT BPT__INTREGS uint32_t bpt__call_rec_plain(unsigned char *p, const bpt_func *f, const uint64_t *gpr,
+                                                   uint64_t ticks) {
+    bpt__rec *h = (bpt__rec *)(void *)p;   /* chunk memory: 8-aligned, no declared type */
+    uint32_t words = bpt__call_args_plain(f, gpr, (uint64_t *)(void *)(h + 1));
+    h->ticks = ticks;
+    h->type = BPT_MSG_CALL;
+    h->words = (uint8_t)words;
+    h->info = (uint16_t)(words ? words - 1 : 0);   /* the argument count */
+    h->id = f->fid;
+    return (uint32_t)sizeof *h + 8u * words;
+}
+#endif
+
 /* A call record's arguments, as the match spec's argument spec says, or
    the first `arity` as i64: the types word, the values, then copied
    strings. VM sites read them through ops->arg; native sites from the
    stub's register frame (integer and floating-point registers counted
    separately, as the ABI assigns them). Returns the words used. */
 static uint32_t bpt__call_args_spec(const bpt_func *f, const bpt__ms *ms, const void *frame, uint64_t *w);
-#if defined(BPT_NATIVE)
-typedef char bpt__args_fit[(int)BPT_MAX_ARGS >= (int)BPT__INT_ARG_REGS ? 1 : -1];   /* every register's word fits */
-#endif
 BPT__HOT uint32_t bpt__call_args(const bpt_func *f, const bpt__ms *ms, const void *frame, uint64_t *w) {
 #if defined(BPT_NATIVE)
-    if (!(ms && ms->nspec) && f->kind == BPT__SITE_NATIVE) {   /* the common case, inline: integer registers */
-        const bpt__regs *r = (const bpt__regs *)frame;
-        int i, n = f->arity < BPT_MAX_ARGS ? f->arity : BPT_MAX_ARGS;
-        if (n == 0) return 0;
-        /* Every integer argument register at once, a fixed-size copy (a
-           loop of n was 25 instructions for 2 arguments); the record's
-           length takes the first n. Arguments past the registers (on the
-           stack) read as 0. w has room (bpt__args_fit, above). */
-        memcpy(w + 1, r->gpr, sizeof(uint64_t) * BPT__INT_ARG_REGS);
-        for (i = BPT__INT_ARG_REGS; i < n; i++) w[1 + i] = 0;
-        w[0] = (uint64_t)n << 32;   /* every type BPT_ARG_I64 (0), no strings */
-        return 1 + (uint32_t)n;
-    }
+    if (!(ms && ms->nspec) && f->kind == BPT__SITE_NATIVE)   /* the common case, inline */
+        return bpt__call_args_plain(f, ((const bpt__regs *)frame)->gpr, w);
 #endif
     return bpt__call_args_spec(f, ms, frame, w);
 }

@@ -117,7 +117,7 @@ static bpt__chunk *bpt__lane_chunk(const bpt__lane *lane, uint64_t i) {
     return (bpt__chunk *)bpt__load_relaxed_ptr(&lane->slot[i % lane->cap]);
 }
 
-static unsigned char *bpt__chunk_data(bpt__chunk *c) { return (unsigned char *)c + BPT__CHUNK_HEAD; }
+BPT__HOT BPT__INTREGS unsigned char *bpt__chunk_data(bpt__chunk *c) { return (unsigned char *)c + BPT__CHUNK_HEAD; }
 
 static size_t bpt__chunk_stride(uint32_t chunk_bytes) { return BPT__CHUNK_HEAD + (size_t)chunk_bytes; }
 
@@ -194,10 +194,10 @@ static bpt__atomic_ptr *bpt__lane_slot(bpt__session *s, uint32_t index, int make
 }
 
 /* The calling thread's lane if it has one: two dependent loads. */
-BPT__HOT bpt__lane *bpt__lane_find(bpt__session *s, const bpt__thread *rec) {
+BPT__HOT BPT__INTREGS bpt__lane *bpt__lane_find(bpt__session *s, const bpt__thread *rec) {
     bpt__atomic_ptr *dir;
-    if (rec->index < BPT__LANES_PER_DIR * BPT__LANE_DIRS &&
-        (dir = (bpt__atomic_ptr *)bpt__load_acquire_ptr(&s->lane_dir[rec->index / BPT__LANES_PER_DIR])) != NULL)   /* [R1] */
+    if (BPT__LIKELY(rec->index < BPT__LANES_PER_DIR * BPT__LANE_DIRS &&
+                    (dir = (bpt__atomic_ptr *)bpt__load_acquire_ptr(&s->lane_dir[rec->index / BPT__LANES_PER_DIR])) != NULL))   /* [R1] */
         return (bpt__lane *)bpt__load_acquire_ptr(&dir[rec->index % BPT__LANES_PER_DIR]);   /* [R1] */
     return NULL;
 }
@@ -386,7 +386,7 @@ static void bpt__lane_lost(bpt__lane *lane, uint64_t ticks) {
 
 /* Is the lane's anchor too old for a record read at `ticks` (or younger
    than it: the counter went back)? Unsigned: both in one compare. */
-static int bpt__lane_anchor_stale(const bpt__lane *lane, uint64_t ticks) {
+BPT__HOT BPT__INTREGS int bpt__lane_anchor_stale(const bpt__lane *lane, uint64_t ticks) {
     return ticks - lane->anchor_tick > lane->anchor_span;
 }
 
@@ -428,22 +428,47 @@ static int bpt__lane_prepare(bpt__session *s, bpt__lane *lane, const bpt__thread
 }
 
 /* >>fits: does a record of `bytes` go into the current chunk as it is:
-   room, the same thread and process, an anchor young enough? The compare
-   of wp covers two more cases: no current chunk (wp and wend are then
-   NULL: a lane starts zeroed, and a fork child's is reset so), and records
-   lost since the last one that fit (bpt__lane_lost counts them in
-   `unreported` only with no chunk, or once wp is past wend). Integers,
-   not pointers: wp may be NULL. */
-BPT__HOT int bpt__lane_fits(const bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r, uint32_t bytes) {
-    return (uintptr_t)lane->wp + bytes <= (uintptr_t)lane->wend && lane->ctx_tid == rec->tid &&
-           lane->ctx_process == rec->process && !bpt__lane_anchor_stale(lane, r->ticks);
+   room, the same thread and process, an anchor young enough for its
+   `ticks`? The compare of wp covers two more cases: no current chunk (wp
+   and wend are then NULL: a lane starts zeroed, and a fork child's is
+   reset so), and records lost since the last one that fit
+   (bpt__lane_lost counts them in `unreported` only with no chunk, or once
+   wp is past wend). Integers, not pointers: wp may be NULL. */
+BPT__HOT BPT__INTREGS int bpt__lane_fits(const bpt__lane *lane, const bpt__thread *rec, uint64_t ticks,
+                                         uint32_t bytes) {
+    return BPT__LIKELY((uintptr_t)lane->wp + bytes <= (uintptr_t)lane->wend) &&
+           BPT__LIKELY(lane->ctx_tid == rec->tid) && BPT__LIKELY(lane->ctx_process == rec->process) &&
+           BPT__LIKELY(!bpt__lane_anchor_stale(lane, ticks));
+}
+
+/* The thread's lane in s, a session that buffers its records, if a record
+   of at most `room` bytes read at `ticks` goes into its current chunk as
+   it is (>>fits), else NULL: the common case of a send, for
+   bpt__session_send and the call path (site_native.c), which then write
+   the record at the lane's wp and publish it. Called with the thread's
+   send marked (bpt__send_begin). */
+BPT__HOT BPT__INTREGS bpt__lane *bpt__lane_room(bpt__session *s, const bpt__thread *rec, uint64_t ticks,
+                                                uint32_t room) {
+    bpt__lane *lane = bpt__lane_find(s, rec);
+    if (BPT__LIKELY(lane != NULL) && BPT__LIKELY(bpt__lane_fits(lane, rec, ticks, room))) return lane;
+    return NULL;
+}
+
+/* Publish the record of `bytes` just written at the lane's wp: move wp
+   past it, count it, and release the chunk's new fill. */
+BPT__HOT BPT__INTREGS void bpt__lane_publish(bpt__lane *lane, uint32_t bytes) {
+    bpt__chunk *c = lane->cur;
+    lane->wp += bytes;
+    c->nrec++;
+    bpt__owner_inc_u64(&lane->written, 1);
+    /* [R2] pairs with the drainer's acquire of fill. */
+    bpt__store_release_u32(&c->fill, (uint32_t)(lane->wp - bpt__chunk_data(c)));
 }
 
 /* Copy a record that fits (bpt__lane_fits) into the current chunk, and
    publish it: a copy of 16 to 40 bytes and one release store. */
 BPT__HOT void bpt__lane_copy(bpt__lane *lane, const bpt__rec *r, uint32_t bytes) {
     unsigned char *p = lane->wp;
-    bpt__chunk *c = lane->cur;
     /* Fixed-size copies (inlined), not one of variable size: gcc makes that
        a rep movsq, whose start-up was a quarter of this function's time for
        a call record of two arguments (3 words; perf, bench_overhead call). */
@@ -456,11 +481,7 @@ BPT__HOT void bpt__lane_copy(bpt__lane *lane, const bpt__rec *r, uint32_t bytes)
     case 4: memcpy(p + sizeof *r, r + 1, 32); break;
     default: memcpy(p + sizeof *r, r + 1, 8u * r->words);
     }
-    lane->wp = p + bytes;
-    c->nrec++;
-    bpt__owner_inc_u64(&lane->written, 1);
-    /* [R2] pairs with the drainer's acquire of fill. */
-    bpt__store_release_u32(&c->fill, (uint32_t)(lane->wp - bpt__chunk_data(c)));
+    bpt__lane_publish(lane, bytes);
 }
 
 /* Put one record into the lane: open a chunk, mark losses and contexts
@@ -468,7 +489,7 @@ BPT__HOT void bpt__lane_copy(bpt__lane *lane, const bpt__rec *r, uint32_t bytes)
    full. */
 static void bpt__lane_put(bpt__session *s, bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r) {
     uint32_t bytes = bpt__rec_bytes(r);
-    if (!bpt__lane_fits(lane, rec, r, bytes) && !bpt__lane_prepare(s, lane, rec, r, bytes)) return;
+    if (!bpt__lane_fits(lane, rec, r->ticks, bytes) && !bpt__lane_prepare(s, lane, rec, r, bytes)) return;
     bpt__lane_copy(lane, r, bytes);
 }
 
@@ -527,25 +548,36 @@ BPT__NOINLINE void bpt__session_send_slow(bpt__session *s, bpt__thread *rec, con
         bpt__lane_put(s, lane, rec, r);
 }
 
+/* [H1] A thread's send is marked while it touches its lane, so that a
+   signal handler's send nested on it leaves the lane alone (its record is
+   lost, and counted: bpt__session_send_nested). bpt__send_begin returns 0,
+   marking nothing, when a send is open already. */
+BPT__HOT BPT__INTREGS int bpt__send_begin(bpt__thread *rec) {
+    if (BPT__UNLIKELY(rec->sending)) return 0;
+    rec->sending = 1;
+    bpt__compiler_barrier();   /* [H1] set before the lane is touched, as a signal handler sees it */
+    return 1;
+}
+BPT__HOT BPT__INTREGS void bpt__send_end(bpt__thread *rec) {
+    bpt__compiler_barrier();   /* [H1] cleared after the lane's last store */
+    rec->sending = 0;
+}
+
 /* Hand one record to the session's tracer. Called pinned, from the hit
    path. The common case, inline: the thread's lane exists, the session
    buffers its records, and the record fits the current chunk. */
 BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r) {
     bpt__lane *lane;
     uint32_t bytes = bpt__rec_bytes(r);
-    if (BPT__UNLIKELY(rec->sending)) {   /* a signal handler nested on this thread's send */
+    if (!bpt__send_begin(rec)) {   /* a signal handler nested on this thread's send */
         bpt__session_send_nested(s, rec);
         return;
     }
-    rec->sending = 1;
-    bpt__compiler_barrier();   /* [H1] set before the lane is touched, as a signal handler sees it */
-    lane = bpt__lane_find(s, rec);
-    if (BPT__LIKELY(lane && s->buffered && bpt__lane_fits(lane, rec, r, bytes)))
+    if (BPT__LIKELY(s->buffered) && (lane = bpt__lane_room(s, rec, r->ticks, bytes)) != NULL)
         bpt__lane_copy(lane, r, bytes);
     else
         bpt__session_send_slow(s, rec, r);
-    bpt__compiler_barrier();   /* [H1] */
-    rec->sending = 0;
+    bpt__send_end(rec);
 }
 
 /* recon_trace's rule: at most rate_max messages (per window, if one is set);

@@ -122,6 +122,16 @@ BPT__HOT int bpt__session_admit(bpt__session *s, bpt__thread *rec);
 BPT__PRIVATE void bpt__msg_header(bpt_msg *m, unsigned type, uint64_t thread, uint64_t process,
                                   uint64_t ts_ns, uint64_t session);
 BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt__rec *r);
+/* A send's parts, for the call path (site_native.c), which writes its
+   record in place with the integer registers alone (>>intregs, port.h):
+   mark the thread's send [H1] (0: one is open already), find room as it
+   is in a session that buffers (NULL: the full path's send must run),
+   publish what was written at the lane's wp, unmark. */
+BPT__HOT BPT__INTREGS int bpt__send_begin(bpt__thread *rec);
+BPT__HOT BPT__INTREGS bpt__lane *bpt__lane_room(bpt__session *s, const bpt__thread *rec, uint64_t ticks,
+                                                uint32_t room);
+BPT__HOT BPT__INTREGS void bpt__lane_publish(bpt__lane *lane, uint32_t bytes);
+BPT__HOT BPT__INTREGS void bpt__send_end(bpt__thread *rec);
 BPT__PRIVATE void bpt__session_read(bpt__session *s, bpt__lane_reader *rd);   /* under drain_lock */
 BPT__PRIVATE uint64_t bpt__lane_number(const bpt__lane *lane);
 BPT__PRIVATE bpt__stream *bpt__lane_stream(bpt__lane *lane);

@@ -32,11 +32,13 @@
 
 /* The entry stub: `hint #34` is bti c (a landing pad for the blr). It
    saves x0-x9 and its own return address (fn-4) in a bpt__regs frame and,
-   when the record's count_hint allows, calls the count path,
-   bpt__native_count_path(record), which handles a
-   function that only counts with the integer registers alone (>>count
-   path, site_native.c). Otherwise it saves q0-q7 too and calls
-   bpt__native_entry(record, frame, what the count path said). Then it
+   when the record's path_hint says so, calls a short path with the
+   integer registers alone: the count path, bpt__native_count_path(record),
+   for a function that only counts, or the call path,
+   bpt__native_call_path(record, frame), for one that only traces calls
+   (>>count path, >>call path in site_native.c). Otherwise, or when the
+   short path declines, it saves q0-q7 too and calls
+   bpt__native_entry(record, frame, what the short path said). Then it
    restores, puts the caller's return address back in x30 and returns to
    fn-4 with `ret x16`. Where the count path may use the vector registers
    (BPT__COUNT_SAVES_FP, >>intregs in port.h: clang has no
@@ -51,7 +53,7 @@
     "    ldp q2, q3, [sp, #112]\n" \
     "    ldp q4, q5, [sp, #144]\n" \
     "    ldp q6, q7, [sp, #176]\n"
-typedef char bpt__count_hint_at_0[offsetof(struct bpt_func, count_hint) == 0 ? 1 : -1];   /* the stub reads it there */
+typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 : -1];   /* the stub reads it there */
 #if defined(BPT__COUNT_SAVES_FP)
 #  define BPT__A64_Q_BEFORE_COUNT BPT__A64_SAVE_Q
 #  define BPT__A64_Q_AFTER_COUNT BPT__A64_LOAD_Q
@@ -76,15 +78,23 @@ __asm__(
     "    str x30, [sp, #208]\n"
     BPT__A64_Q_BEFORE_COUNT
     "    ldur x0, [x30, #-28]\n"
-    "    ldr w16, [x0]\n"                 /* the record's count_hint, at its offset 0 */
-    "    mov w2, #" BPT__STR(BPT__COUNT_FULL) "\n"   /* for the full path */
-    "    cbz w16, 3f\n"                   /* 0: the count path cannot finish this function */
+    "    ldr w16, [x0]\n"                 /* the record's path_hint, at its offset 0 */
+    "    mov w2, #" BPT__STR(BPT__PATH_FULL) "\n"   /* for the full path */
+    "    cmp w16, #" BPT__STR(BPT__HINT_COUNT) "\n"
+    "    b.eq 6f\n"
+    "    cmp w16, #" BPT__STR(BPT__HINT_CALL) "\n"
+    "    b.ne 3f\n"                       /* BPT__HINT_FULL: neither path can finish this function */
+    "    mov x1, sp\n"                    /* args: the frame's x0-x7 */
+    "    bl bpt__native_call_path\n"
+    "    b 7f\n"
+    "6:\n"
     "    bl bpt__native_count_path\n"
-    "    cmp w0, #" BPT__STR(BPT__COUNTED) "\n"
+    "7:\n"
+    "    cmp w0, #" BPT__STR(BPT__PATH_DONE) "\n"
     "    b.ne 1f\n"
     BPT__A64_Q_AFTER_COUNT
     "    b 2f\n"
-    "1:\n"                                /* the count path said FULL or WAKE */
+    "1:\n"                                /* the short path said FULL or WAKE */
     "    mov w2, w0\n"
     "    ldr x16, [sp, #208]\n"            /* fn-4 again: the call took x30 */
     "    ldur x0, [x16, #-28]\n"

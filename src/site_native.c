@@ -116,9 +116,10 @@ BPT__PRIVATE void bpt__own_leave(void) { bpt__in_bptrace--; }
    Anything it cannot finish that way it leaves untouched to the full
    path, bpt__native_entry, which the stub then calls with every argument
    register saved:
-   The stub calls it only when the function's count_hint says that one
-   generation counts or does nothing (breakpoint.h): a function that
-   calls, times or traces returns goes to the full path at once.
+   The stub calls it only when the function's path_hint is
+   BPT__HINT_COUNT: one generation counts or does nothing (breakpoint.h).
+   A function that only traces calls goes to the call path (below), one
+   that times, traces returns or mixes kinds to the full path at once.
    A slot never comes here (its hint is 0, bp.c): bptrace's own calls
    through it are left untraced by the full path (>>own calls).
    CP1. The thread has its record (the full path makes it on a first hit).
@@ -130,14 +131,14 @@ BPT__PRIVATE void bpt__own_leave(void) { bpt__in_bptrace--; }
        full path maps it).
    CP5. Unpin; a waiter sleeping on the futex is woken by the stub's second
        call, a system call being no place for the integer registers alone.
-   Returns BPT__COUNTED, BPT__COUNTED_WAKE, or BPT__COUNT_FULL having
+   Returns BPT__PATH_DONE, BPT__PATH_DONE_WAKE, or BPT__PATH_FULL having
    changed nothing but a pin it took back. */
 BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_count_path(bpt_func *f) {
     bpt__thread *rec = bpt__thread_self_or_null();
     const bpt__shortcut *sc;
     uint32_t kind;
     int done = 0;
-    if (BPT__UNLIKELY(!rec)) return BPT__COUNT_FULL;                      /* CP1 */
+    if (BPT__UNLIKELY(!rec)) return BPT__PATH_FULL;                      /* CP1 */
     bpt__pin_rec(rec);                                                    /* CP2 */
     sc = &f->shortcut[bpt__active_ix_load()];
     kind = sc->kind;
@@ -147,18 +148,75 @@ BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_c
         else done = kind == BPT__SHORTCUT_NONE;
     }
     if (BPT__UNLIKELY(bpt__unpin_quiet(rec)))                             /* CP5 */
-        return done ? BPT__COUNTED_WAKE : BPT__COUNT_FULL;   /* the full path's unpin wakes */
-    return done ? BPT__COUNTED : BPT__COUNT_FULL;
+        return done ? BPT__PATH_DONE_WAKE : BPT__PATH_FULL;   /* the full path's unpin wakes */
+    return done ? BPT__PATH_DONE : BPT__PATH_FULL;
+}
+
+/* >>call path: the hit of a native entry whose active generation traces
+   calls for one session and asks for nothing but the call record (the
+   CALL_PLAIN shortcut, breakpoint.h), or does nothing (NONE). As the count
+   path: run by the entry stubs before they save the vector registers,
+   with the integer registers only and no call (>>intregs in port.h;
+   tests/count_path_check.sh checks it); unlike the count path it may
+   clobber what a callee may, and the stub saves those registers, which it
+   hands over as args. It writes the record straight into the
+   thread's current chunk, where the full path builds it on the stack and
+   copies it there (kind_call.c, session.c): the same record, the same
+   protocol. Anything it cannot finish that way it leaves untouched to the
+   full path. The stub calls it when the function's path_hint is
+   BPT__HINT_CALL, with args pointing at the integer argument registers it
+   saved.
+   CL1. The thread has its record (the full path makes it on a first hit).
+   CL2. Pin, and read the active index once [G2], as bpt__breakpoint does.
+   CL3. The generation's shortcut is CALL_PLAIN, and no return-traced
+       frame is open on the thread (CP3's reason); NONE is done at once.
+   CL4. The session is alive [S2], the thread is not inside a tracer of
+       its own, and the clock is the CPU's counter (clock_gettime is a
+       call): read it.
+   CL5. Mark the thread's send [H1] (a signal handler's send nested on it
+       leaves the lane alone); if none was open and the current chunk has
+       room as it is (>>fits in session.c), write the record at its end and
+       publish it with the chunk's fill [R2]; unmark. A first record, a
+       full chunk, a stale anchor: the full path's send.
+   CL6. Unpin, as CP5.
+   Returns BPT__PATH_DONE, BPT__PATH_DONE_WAKE, or BPT__PATH_FULL having
+   changed nothing but a pin it took back. */
+BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_path(bpt_func *f, const uint64_t *args) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    const bpt__shortcut *sc;
+    int done = 0;
+    if (BPT__UNLIKELY(!rec)) return BPT__PATH_FULL;                       /* CL1 */
+    bpt__pin_rec(rec);                                                    /* CL2 */
+    sc = &f->shortcut[bpt__active_ix_load()];
+    if (BPT__LIKELY(sc->kind == BPT__SHORTCUT_CALL_PLAIN && rec->shadow_depth[BPT__STACK_NATIVE] == 0)) {   /* CL3 */
+        bpt__session *s = ((const bpt__GenericBp *)sc->data)->session;
+        uint64_t ticks;
+        bpt__lane *lane;
+        if (BPT__LIKELY(!rec->in_tracer && !bpt__load_relaxed_u32(&s->dead) &&   /* CL4 [S2] */
+                        bpt__now_ticks_counter(&ticks)) &&
+            BPT__LIKELY(bpt__send_begin(rec))) {                                /* CL5 [H1] */
+            if (BPT__LIKELY((lane = bpt__lane_room(s, rec, ticks, BPT__CALL_PLAIN_ROOM)) != NULL)) {
+                bpt__lane_publish(lane, bpt__call_rec_plain(lane->wp, f, args, ticks));   /* [R2] */
+                done = 1;
+            }
+            bpt__send_end(rec);
+        }
+    } else {
+        done = sc->kind == BPT__SHORTCUT_NONE;
+    }
+    if (BPT__UNLIKELY(bpt__unpin_quiet(rec)))                             /* CL6 */
+        return done ? BPT__PATH_DONE_WAKE : BPT__PATH_FULL;
+    return done ? BPT__PATH_DONE : BPT__PATH_FULL;
 }
 
 /* The full path, with every argument register saved in regs: the general
    hit (hit.c), then the return frame; or only the wake the count path
-   left to it (counted: BPT__COUNTED_WAKE). */
+   left to it (counted: BPT__PATH_DONE_WAKE). */
 BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted) {
     bpt__hit h;
     if (bpt__own_call(f)) return;   /* >>own calls */
     bpt__own_enter();
-    if (counted == BPT__COUNTED_WAKE) {
+    if (counted == BPT__PATH_DONE_WAKE) {
         bpt__progress_wake();
     } else {
         h.f = f;

@@ -39,13 +39,17 @@
 
 #if defined(BPT_NATIVE) && defined(__x86_64__)
 
-/* The entry stub: when the record's count_hint allows, call the count
-   path, bpt__native_count_path(record), which handles a function that
-   only counts with the integer registers alone (>>count path,
-   site_native.c); it keeps every register but rax (>>keeps regs in
-   port.h), so only rax and rdi are saved around it. Otherwise save the
-   integer and vector argument registers in a bpt__regs frame and call
-   bpt__native_entry(record, frame, what the count path said). Restore and
+/* The entry stub: when the record's path_hint says so, call a short
+   path with the integer registers alone: the count path,
+   bpt__native_count_path(record), for a function that only counts, or
+   the call path, bpt__native_call_path(record, args), for one that only
+   traces calls (>>count path, >>call path in site_native.c). The count
+   path keeps every register but rax (>>keeps regs in port.h), so only rax
+   and rdi are saved around it; the call route saves the eight integer
+   registers a function's entry may hold. Otherwise, or when the
+   short path declines, save the integer and vector argument registers in
+   a bpt__regs frame and call bpt__native_entry(record, frame, what the
+   short path said). Restore and
    return to fn-4. The ABI leaves rsp 16-aligned here, but the
    stub realigns it all the same: a caller compiled with gcc's IPA stack
    alignment may not have aligned it. The frame also holds rbp, so that
@@ -72,7 +76,7 @@
     "    movaps 160(%rsp), %xmm5\n" \
     "    movaps 176(%rsp), %xmm6\n" \
     "    movaps 192(%rsp), %xmm7\n"
-typedef char bpt__count_hint_at_0[offsetof(struct bpt_func, count_hint) == 0 ? 1 : -1];   /* the stub reads it there */
+typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 : -1];   /* the stub reads it there */
 #if defined(BPT__COUNT_SAVES_FP)
 #  define BPT__X86_XMM_BEFORE_COUNT BPT__X86_SAVE_XMM
 #  define BPT__X86_XMM_AFTER_COUNT BPT__X86_LOAD_XMM
@@ -87,27 +91,34 @@ typedef char bpt__count_hint_at_0[offsetof(struct bpt_func, count_hint) == 0 ? 1
     "    shlq $16, %rdi\n" \
     "    shrq $16, %rdi\n"
 #if defined(BPT__COUNT_KEEPS_REGS)
-/* The count route where the count path keeps every register but rax
-   (>>keeps regs in port.h). The record and its hint are read with r11
-   alone (free: the entry holds nothing in it), so a function the count
-   path cannot finish goes to the full path at once. Otherwise save rax (a
-   variadic callee's count of vector arguments) and rdi (the argument),
-   keep the stack as the ABI has it at a call (entry + 3 words), call,
-   and on COUNTED restore the two and return to fn-4. The full path gets
-   what the count path said in r11d. */
-#  define BPT__X86_COUNT_ROUTE \
+/* The short routes, where the count and call paths keep every register
+   but rax (>>keeps regs in port.h). The record and its hint are read with
+   r11 alone (free: the entry holds nothing in it), so a function neither
+   path can finish goes to the full path at once.
+   The count route (BPT__HINT_COUNT): save rax (a variadic callee's count
+   of vector arguments) and rdi (the argument), keep the stack as the ABI
+   has it at a call (entry + 3 words), call, and on DONE restore the two
+   and return to fn-4.
+   The call route (BPT__HINT_CALL): the call path is an ordinary function
+   (it saves the registers a callee must keep, and clobbers the others but
+   r11's), so push every register a function's entry may hold that it
+   may clobber, r9 down to rdi, so that rdi..r9 lie in order at rsp (the
+   path's args); 8 words keep the stack 16-aligned. Call with the record in
+   rdi and rsp in rsi, and pop them all.
+   The full path gets what the short path said in r11d. */
+#  define BPT__X86_SHORT_ROUTES \
     "    movq (%rsp), %r11\n"             /* return address = fn-4 */ \
     "    movq -20(%r11), %r11\n"          /* fn-24: the record's 6 bytes, 2 of the stub's above */ \
     "    shlq $16, %r11\n" \
     "    shrq $16, %r11\n" \
-    "    cmpl $0, (%r11)\n"               /* the record's count_hint, at its offset 0 */ \
-    "    je 4f\n"                         /* 0: the count path cannot finish this function */ \
+    "    cmpl $" BPT__STR(BPT__HINT_COUNT) ", (%r11)\n"   /* the record's path_hint, at its offset 0 */ \
+    "    jne 6f\n" \
     "    pushq %rax\n" \
     "    pushq %rdi\n" \
     "    subq $8, %rsp\n" \
     "    movq %r11, %rdi\n" \
     "    call bpt__native_count_path\n" \
-    "    cmpl $" BPT__STR(BPT__COUNTED) ", %eax\n" \
+    "    cmpl $" BPT__STR(BPT__PATH_DONE) ", %eax\n" \
     "    jne 1f\n" \
     "    addq $8, %rsp\n" \
     "    popq %rdi\n" \
@@ -119,12 +130,41 @@ typedef char bpt__count_hint_at_0[offsetof(struct bpt_func, count_hint) == 0 ? 1
     "    popq %rdi\n" \
     "    popq %rax\n" \
     "    jmp 5f\n" \
+    "6:\n" \
+    "    cmpl $" BPT__STR(BPT__HINT_CALL) ", (%r11)\n" \
+    "    jne 4f\n"                         /* BPT__HINT_FULL: neither path can finish this function */ \
+    "    pushq %rax\n" \
+    "    pushq %r10\n" \
+    "    pushq %r9\n" \
+    "    pushq %r8\n" \
+    "    pushq %rcx\n" \
+    "    pushq %rdx\n" \
+    "    pushq %rsi\n" \
+    "    pushq %rdi\n" \
+    "    movq %rsp, %rsi\n"               /* args: rdi rsi rdx rcx r8 r9; 16-aligned */ \
+    "    movq %r11, %rdi\n" \
+    "    call bpt__native_call_path\n" \
+    "    popq %rdi\n" \
+    "    popq %rsi\n" \
+    "    popq %rdx\n" \
+    "    popq %rcx\n" \
+    "    popq %r8\n" \
+    "    popq %r9\n" \
+    "    popq %r10\n" \
+    "    cmpl $" BPT__STR(BPT__PATH_DONE) ", %eax\n" \
+    "    jne 7f\n" \
+    "    popq %rax\n" \
+    "    ret\n" \
+    "7:\n" \
+    "    movl %eax, %r11d\n"              /* FULL or WAKE */ \
+    "    popq %rax\n" \
+    "    jmp 5f\n" \
     "4:\n" \
-    "    movl $" BPT__STR(BPT__COUNT_FULL) ", %r11d\n" \
+    "    movl $" BPT__STR(BPT__PATH_FULL) ", %r11d\n" \
     "5:\n"
 #  define BPT__X86_FULL_WHAT "    movl %r11d, %edx\n"   /* what the count route said */
 #else
-#  define BPT__X86_COUNT_ROUTE ""
+#  define BPT__X86_SHORT_ROUTES ""
 #  define BPT__X86_FULL_WHAT ""
 #endif
 __asm__(
@@ -132,7 +172,7 @@ __asm__(
     "    .p2align 6\n"                   /* a cache line (>>line aligned, port.h) */
     "    .type bpt__x86_64_stub, @function\n"
     "bpt__x86_64_stub:\n"
-    BPT__X86_COUNT_ROUTE
+    BPT__X86_SHORT_ROUTES
     "    pushq %rbp\n"
     "    movq %rsp, %rbp\n"
     "    andq $-16, %rsp\n"
@@ -153,15 +193,22 @@ __asm__(
     "    movq 8(%rbp), %r11\n"             /* return address = fn-4 */
     BPT__X86_XMM_BEFORE_COUNT
     BPT__X86_RECORD_TO_RDI
-    "    xorl %edx, %edx\n"               /* BPT__COUNT_FULL, for the full path */
-    "    cmpl $0, (%rdi)\n"               /* the record's count_hint, at its offset 0 */
-    "    je 3f\n"                         /* 0: the count path cannot finish this function */
+    "    xorl %edx, %edx\n"               /* BPT__PATH_FULL, for the full path */
+    "    cmpl $" BPT__STR(BPT__HINT_COUNT) ", (%rdi)\n"   /* the record's path_hint, at its offset 0 */
+    "    je 6f\n"
+    "    cmpl $" BPT__STR(BPT__HINT_CALL) ", (%rdi)\n"
+    "    jne 3f\n"                         /* BPT__HINT_FULL: neither path can finish this function */
+    "    movq %rsp, %rsi\n"               /* args: the frame's first six words, rdi..r9 */
+    "    call bpt__native_call_path\n"
+    "    jmp 7f\n"
+    "6:\n"
     "    call bpt__native_count_path\n"
-    "    cmpl $" BPT__STR(BPT__COUNTED) ", %eax\n"
+    "7:\n"
+    "    cmpl $" BPT__STR(BPT__PATH_DONE) ", %eax\n"
     "    jne 1f\n"
     BPT__X86_XMM_AFTER_COUNT
     "    jmp 2f\n"
-    "1:\n"                                /* the count path said FULL or WAKE */
+    "1:\n"                                /* the short path said FULL or WAKE */
     "    movl %eax, %edx\n"
     "    movq 8(%rbp), %r11\n"             /* fn-4 again: the count path used r11 */
     BPT__X86_RECORD_TO_RDI

@@ -37,6 +37,13 @@ BPT__PRIVATE void bpt__own_leave(void);
 BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code,
                                   bpt__sites_batch *sb, int *written);
 
+/* A native entry's stub reads the record's path_hint (breakpoint.h) and
+   tries the short path it names, with the integer registers alone
+   (site_native.c); the set path writes it (bp.c) in every build. */
+#define BPT__HINT_FULL 0       /* none: the full path at once */
+#define BPT__HINT_COUNT 1      /* the count path (COUNT, NONE) */
+#define BPT__HINT_CALL 2       /* the call path (CALL_PLAIN, NONE) */
+
 #if defined(BPT_NATIVE)
 #  if defined(__x86_64__)
 #    define BPT__PAD_BYTES 24      /* fn-24: the record, the stub's address, call/jmp/jmp */
@@ -89,13 +96,17 @@ BPT__PRIVATE int bpt__slots_prot_refresh(bpt_func **fs, int n);
    fn + BPT__TRAMP_ENTRY. */
 #define BPT__TRAMP_BYTES 64
 BPT__PRIVATE uint8_t *bpt__arch_tramp_init(uint8_t *block, uintptr_t target);
-/* Called by the entry stubs' assembly by name: not static. The count
+/* Called by the entry stubs' assembly by name: not static. A short
    path's result is a number, which the stubs compare: */
-#define BPT__COUNT_FULL 0      /* nothing done: the full path must run */
-#define BPT__COUNTED 1         /* done */
-#define BPT__COUNTED_WAKE 2    /* done; a thread-progress waiter sleeps: wake it, every register saved */
+#define BPT__PATH_FULL 0       /* nothing done: the full path must run */
+#define BPT__PATH_DONE 1       /* done */
+#define BPT__PATH_DONE_WAKE 2  /* done; a thread-progress waiter sleeps: wake it, every register saved */
 #define BPT__STR_(x) #x
 #define BPT__STR(x) BPT__STR_(x)
 BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_count_path(bpt_func *f);
+/* args: the integer argument registers, in order (x86-64: rdi rsi rdx rcx
+   r8 r9; aarch64: x0-x7), as the stub saved them. An ordinary function
+   otherwise: the stub saves what it may clobber. */
+BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_path(bpt_func *f, const uint64_t *args);
 BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted);
 #endif

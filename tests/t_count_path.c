@@ -5,12 +5,12 @@
    only counts, and leave everything else untouched to the full path.
    Claims:
    1. Its results, called directly on a registered function:
-      - BPT__COUNTED, one more count, once the thread has its record and
+      - BPT__PATH_DONE, one more count, once the thread has its record and
         counter page (CP1, CP4);
-      - BPT__COUNT_FULL and no count when the generation does more than
+      - BPT__PATH_FULL and no count when the generation does more than
         count (call trace) or a return-traced frame is open (CP3);
-      - BPT__COUNTED and no count when the function is paused (NONE);
-      - BPT__COUNTED_WAKE when a thread-progress waiter sleeps (CP5).
+      - BPT__PATH_DONE and no count when the function is paused (NONE);
+      - BPT__PATH_DONE_WAKE when a thread-progress waiter sleeps (CP5).
    2. Through the stub, a counted function's arguments arrive whole: eight
       doubles (xmm0-7, v0-v7), six integers, and a variadic call's al (the
       count of vector registers, SysV), and its result is right, while the
@@ -79,14 +79,14 @@ static void direct(void) {
     c = count_of(fleaf);
     r = bpt__native_count_path(fleaf);
     printf("   counted only: %d, count %llu -> %llu\n", r, (unsigned long long)c, (unsigned long long)count_of(fleaf));
-    CHECK(r == BPT__COUNTED, "counted only: %d, expected BPT__COUNTED", r);
+    CHECK(r == BPT__PATH_DONE, "counted only: %d, expected BPT__PATH_DONE", r);
     CHECK(count_of(fleaf) == c + 1, "one more count");
 
     CHECK_RC(bpt_trace_pattern(s, "cp:leaf/1", BPT_CALL, NULL), 1);
     c = count_of(fleaf);
     r = bpt__native_count_path(fleaf);
     printf("   count and call trace: %d\n", r);
-    CHECK(r == BPT__COUNT_FULL, "count and call trace: %d, expected BPT__COUNT_FULL", r);
+    CHECK(r == BPT__PATH_FULL, "count and call trace: %d, expected BPT__PATH_FULL", r);
     CHECK(count_of(fleaf) == c, "nothing counted by the declined path");
     CHECK_RC(bpt_trace_pattern(s, "cp:leaf/1", BPT_CALL | BPT_OFF, NULL), 1);
     {
@@ -98,7 +98,7 @@ static void direct(void) {
     c = count_of(fleaf);
     r = bpt__native_count_path(fleaf);
     printf("   paused: %d\n", r);
-    CHECK(r == BPT__COUNTED, "paused (NONE): %d, expected BPT__COUNTED", r);
+    CHECK(r == BPT__PATH_DONE, "paused (NONE): %d, expected BPT__PATH_DONE", r);
     CHECK(count_of(fleaf) == c, "nothing counted while paused");
     CHECK_RC(bpt_trace_pattern(s, "cp:leaf/1", BPT_COUNT | BPT_RESTART, NULL), 1);
 
@@ -109,7 +109,7 @@ static void direct(void) {
     bpt__store_relaxed_u32(&bpt__progress.futex, 1 | idle);
     r = bpt__native_count_path(fleaf);
     printf("   a waiter sleeps: %d\n", r);
-    CHECK(r == BPT__COUNTED_WAKE, "a sleeping waiter: %d, expected BPT__COUNTED_WAKE", r);
+    CHECK(r == BPT__PATH_DONE_WAKE, "a sleeping waiter: %d, expected BPT__PATH_DONE_WAKE", r);
     CHECK(bpt__load_relaxed_u32(&bpt__progress.futex) == (1 | idle), "the path itself woke nobody");
     bpt__progress_wake();
     CHECK(bpt__load_relaxed_u32(&bpt__progress.futex) == idle, "the wake clears the flag, and only it");

@@ -1,7 +1,8 @@
 /* t_shortcut: the hit's shortcut per generation (>>shortcut in breakpoint.h;
    issue #16, item 6). Step 3 sums up every session's breakpoint on a
    function as NONE, COUNT (one session counts, nothing else is active),
-   CALL (one session traces calls, nothing else is active), ONE (one
+   CALL (one session traces calls, nothing else is active), CALL_PLAIN (a
+   CALL whose record is the function and its arguments alone), ONE (one
    session active, for anything else) or WALK; the hit takes
    the shortcut of the generation it reads. Claims, each on one VM
    function, with exact counts and messages after each change:
@@ -16,8 +17,10 @@
    - the first traces calls too: WALK, and each session gets its own
      messages;
    - the first back to counting only, paused: ONE for the second again;
-   - the second stops counting: CALL (call trace alone), naming the
-     second's GenericBp, call messages only;
+   - the second stops counting: CALL_PLAIN (call trace alone, no match
+     spec, a session that buffers with no rate limit), naming the second's
+     GenericBp, call messages only; CALL under a predicate, with a message,
+     and for a session with a rate limit;
    - all of the second switched off, the first restarted: COUNT from 0;
    - the first paused while installed: NONE, nothing counted, no message;
    - everything off: no breakpoint word, nothing counted.
@@ -101,6 +104,11 @@ static void check_named(unsigned kind, bpt_session s, const char *who) {
           (const void *)g);
 }
 
+static int match_all(const uint64_t *args, int nargs, void *user) {
+    (void)args; (void)nargs; (void)user;
+    return 1;
+}
+
 static void check_recycle(void) {
     bpt__recycle r = { NULL, 48 };
     void *a = bpt__recycle_take(&r), *b = bpt__recycle_take(&r), *c;
@@ -161,8 +169,40 @@ int main(void) {
 
     CHECK_RC(bpt_trace_pattern(s2, "sc:f/1", BPT_COUNT | BPT_OFF, NULL), 1);
     calls(2);
-    expect("the second traces calls only", BPT__SHORTCUT_CALL, 15, 0, 2);
-    check_named(BPT__SHORTCUT_CALL, s2, "the second session");
+    expect("the second traces calls only", BPT__SHORTCUT_CALL_PLAIN, 15, 0, 2);
+    check_named(BPT__SHORTCUT_CALL_PLAIN, s2, "the second session");
+
+    {   /* a predicate: the record waits on it, so not plain */
+        bpt_match m;
+        memset(&m, 0, sizeof m);
+        m.pred = match_all;
+        CHECK_RC(bpt_trace_pattern(s2, "sc:f/1", BPT_CALL, &m), 1);
+        calls(3);
+        expect("the second's calls under a predicate", BPT__SHORTCUT_CALL, 15, 0, 3);
+        check_named(BPT__SHORTCUT_CALL, s2, "the second session");
+        m.pred = NULL;
+        m.message = "tagged";
+        CHECK_RC(bpt_trace_pattern(s2, "sc:f/1", BPT_CALL, &m), 1);
+        calls(1);
+        expect("the second's calls with a message", BPT__SHORTCUT_CALL, 15, 0, 1);
+    }
+    {   /* a session with a rate limit: the limit is counted per record */
+        bpt_session_desc d;
+        bpt_session s3;
+        memset(&d, 0, sizeof d);
+        d.rate_max = 1000;
+        CHECK_RC(bpt_session_create(&d, &s3), 0);
+        CHECK_RC(bpt_trace_pattern(s2, "sc:f/1", BPT_CALL | BPT_OFF, NULL), 1);
+        CHECK_RC(bpt_trace_pattern(s3, "sc:f/1", BPT_CALL, NULL), 1);
+        calls(2);
+        CHECK(shortcut() == BPT__SHORTCUT_CALL, "a session with a rate limit traces calls: shortcut %u, expected CALL",
+              shortcut());
+        CHECK(drained(s3) == 2, "the limited session's 2 calls");
+        CHECK_RC(bpt_session_destroy(s3), 0);
+        CHECK_RC(bpt_trace_pattern(s2, "sc:f/1", BPT_CALL, NULL), 1);
+        calls(2);
+        expect("the second traces calls only, again", BPT__SHORTCUT_CALL_PLAIN, 15, 0, 2);
+    }
 
     CHECK_RC(bpt_trace_pattern(s2, "sc:f/1", BPT_OFF, NULL), 1);
     CHECK_RC(bpt_trace_pattern(s1, "sc:f/1", BPT_COUNT | BPT_RESTART, NULL), 1);

@@ -3,7 +3,7 @@
    systems built by hand, one table in writable data and one const (in a
    read-only mapping, made writable only while a slot is written).
    - call_count is exact through both tables, on the full path (a slot's
-     count_hint is 0: the count path makes no own-call check); switched on and off 4000
+     path_hint is 0: the count path makes no own-call check); switched on and off 4000
      times while 4 threads call through them, every call returns right, and
      the count is exact again after;
    - call trace shows the arguments and return_from the value, read from the
@@ -180,8 +180,8 @@ int main(void) {
     CHECK(systems[0] != physics, "the slot points at its trampoline while traced");
     /* A slot's hits take the full path, which leaves bptrace's own calls
        through it untraced (>>own calls): the count path does not check. */
-    CHECK(f_rw->count_hint == 0 && f_ro->count_hint == 0, "a slot's count_hint is 0 (%u %u)", f_rw->count_hint,
-          f_ro->count_hint);
+    CHECK(f_rw->path_hint == 0 && f_ro->path_hint == 0, "a slot's path_hint is 0 (%u %u)", f_rw->path_hint,
+          f_ro->path_hint);
     for (i = 0; i < 1000; i++) sum += call_rw(0, i, 1) + call_ro(0, i, 2) + call_ro(1, i, 1);
     CHECK(count_of(s, f_rw) == 1000 && count_of(s, f_ro) == 1000, "counts %llu %llu, expected 1000 each",
           (unsigned long long)count_of(s, f_rw), (unsigned long long)count_of(s, f_ro));

@@ -1,0 +1,447 @@
+/* t_call_path: BPT_TEST_CONCURRENCY
+   The call path of native entries (>>call path in site_native.c; issue
+   #16): a function whose active generation traces calls for one session
+   and asks for nothing but the call record (the CALL_PLAIN shortcut,
+   breakpoint.h) is traced by the entry stub with the integer registers
+   alone, the record written straight into the thread's current chunk. It
+   must write the record the full path writes, and leave everything else
+   untouched to the full path.
+   Claims:
+   1. Its results, called directly on a registered function:
+      - BPT__PATH_DONE and one record, the given argument in it, once the
+        thread has its lane (CL5: the first record goes the full way);
+      - BPT__PATH_FULL and no record when the generation asks for more: a
+        predicate, return trace, count and call trace together (CL3);
+        when the thread is inside a send already (a signal handler
+        nested on it, CL5 [H1]) or inside a tracer (CL4); when the clock
+        is not the CPU's counter (CL4);
+      - BPT__PATH_DONE and no record when nothing is active (NONE);
+      - BPT__PATH_DONE_WAKE when a thread-progress waiter sleeps (CL6).
+   2. The same record as the full path: the same calls traced through the
+      stub with the path and with the hint set to the full path give the
+      same messages, timestamps aside.
+   3. Through the stub, arguments arrive whole (six integers, eight doubles
+      and a variadic call's al) and the records carry the integers.
+   4. Fresh threads, with chunks so small that each fills every few
+      hundred records, and a drainer that falls behind: every thread's
+      records arrive in order, a gap only after a DROPPED marker, and
+      delivered + dropped = produced = calls, exactly.
+   5. A signal handler calls the traced function while its thread is in
+      the call path: the thread's records all arrive in order; the
+      handler's records arrive or are counted as dropped, exactly.
+   6. Inside a return-traced function (CL3 declines while its frame is
+      open) the leaf's call records and the outer return_from arrive.
+   tests/count_path_check.sh checks the compiled path itself. */
+#define BPTRACE_IMPLEMENTATION
+#include "../bptrace.h"
+#include "check.h"
+#include "native_fixture.h"
+#include <signal.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/time.h>
+
+#if defined(BPT_NATIVE)   /* gcc and clang: stdatomic.h too */
+#include <stdatomic.h>
+
+BPT_TRACEABLE double fp8(double a, double b, double c, double d, double e, double f, double g, double h) {
+    return a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h;
+}
+BPT_TRACEABLE long int6(long a, long b, long c, long d, long e, long f) { return a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f; }
+BPT_TRACEABLE double va_sum(int n, ...) {
+    va_list ap;
+    double sum = 0;
+    int i;
+    va_start(ap, n);
+    for (i = 0; i < n; i++) sum += (i + 1) * va_arg(ap, double);
+    va_end(ap);
+    return sum;
+}
+BPT_TRACEABLE long leaf(long x) { return x + 1; }
+BPT_TRACEABLE long outer(long x) { return leaf(x) * 2; }
+
+static bpt_func *ffp8, *fint6, *fva, *fleaf, *fouter;
+static bpt_session s;
+
+enum { MAXM = 4096 };
+static bpt_msg msgs[MAXM];
+
+/* Drain s into msgs; returns how many (at most MAXM). */
+static int drain_all(bpt_session from) {
+    int n = 0, k;
+    while (n < MAXM && (k = bpt_session_drain(from, msgs + n, MAXM - n)) > 0) n += k;
+    return n;
+}
+
+static int pattern(const char *p, unsigned flags, const bpt_match *m) {
+    int rc = bpt_trace_pattern(s, p, flags, m);
+    CHECK(rc == 1, "bpt_trace_pattern(%s, 0x%x) = %d (%s)", p, flags, rc, bpt_last_error());
+    return rc;
+}
+
+static int match_all(const uint64_t *args, int nargs, void *user) {
+    (void)args; (void)nargs; (void)user;
+    return 1;
+}
+
+/* The path as the stub calls it, with x in the first argument register. */
+static int call_path(bpt_func *f, long x) {
+    uint64_t args[BPT__INT_ARG_REGS];
+    memset(args, 0, sizeof args);
+    args[0] = (uint64_t)x;
+    return bpt__native_call_path(f, args);
+}
+
+/* A record through the stub, drained: the thread's lane, its current
+   chunk and a fresh anchor (the full path renews one older than 1 ms,
+   which the call path declines: under qemu a pattern change takes that
+   long), so that the direct call after it finds room as it is. */
+static void fresh_anchor(void) {
+    long (*volatile p)(long) = leaf;
+    CHECK(p(0) == 1, "leaf(0)");
+    drain_all(s);
+}
+
+/* A declined case: FULL, and nothing written. */
+static void declines(const char *what, int r) {
+    int n = drain_all(s);
+    printf("   %-44s %d, %d records\n", what, r, n);
+    CHECK(r == BPT__PATH_FULL, "%s: %d, expected BPT__PATH_FULL", what, r);
+    CHECK(n == 0, "%s: %d records written by the declined path", what, n);
+}
+
+/* 1. The path's results, called directly. */
+static void direct(void) {
+    bpt_match m;
+    bpt__thread *rec;
+    uint32_t idle, on;
+    int r, n;
+    printf("1. bpt__native_call_path called directly%s\n",
+#if defined(BPT__COUNT_SAVES_FP)
+           " (BPT__COUNT_SAVES_FP: this build's stub saves the vector registers first)"
+#else
+           " (integer registers only)"
+#endif
+    );
+    pattern("cp:leaf/1", BPT_CALL, NULL);
+    CHECK(fleaf->path_hint == BPT__HINT_CALL, "call trace alone: the hint is CALL (%u)", fleaf->path_hint);
+    fresh_anchor();   /* the lane made by the full path */
+    r = call_path(fleaf, 4242);
+    n = drain_all(s);
+    printf("   plain call trace: %d, %d record(s), argument %lld\n", r, n, n ? (long long)msgs[0].args[0] : -1);
+    CHECK(r == BPT__PATH_DONE, "plain call trace: %d, expected BPT__PATH_DONE", r);
+    CHECK(n == 1 && msgs[0].type == BPT_MSG_CALL && strcmp(msgs[0].name, "leaf") == 0 && msgs[0].nargs == 1 &&
+              msgs[0].args[0] == 4242 && msgs[0].argtype[0] == BPT_ARG_I64,
+          "one call record of leaf(4242)");
+
+    memset(&m, 0, sizeof m);
+    m.pred = match_all;
+    pattern("cp:leaf/1", BPT_CALL, &m);
+    CHECK(fleaf->path_hint == BPT__HINT_FULL, "a predicate: the hint is FULL (%u)", fleaf->path_hint);
+    declines("a predicate (CALL):", call_path(fleaf, 1));
+    pattern("cp:leaf/1", BPT_CALL | BPT_RETURN, NULL);
+    declines("return trace (CALL):", call_path(fleaf, 1));
+    pattern("cp:leaf/1", BPT_CALL, NULL);
+    pattern("cp:leaf/1", BPT_COUNT, NULL);
+    declines("count and call trace (ONE):", call_path(fleaf, 1));
+    pattern("cp:leaf/1", BPT_COUNT | BPT_OFF, NULL);
+
+    rec = bpt__thread_self_or_null();
+    CHECK(rec != NULL, "the thread has its record");
+    if (!rec) return;
+    rec->sending = 1;   /* as a signal handler nested on this thread's send sees it */
+    declines("inside a send (nested):", call_path(fleaf, 1));
+    rec->sending = 0;
+    rec->in_tracer = 1;
+    declines("inside a tracer:", call_path(fleaf, 1));
+    rec->in_tracer = 0;
+    on = bpt__load_relaxed_u32(&bpt__clock.on_counter);
+    bpt__store_relaxed_u32(&bpt__clock.on_counter, 0);   /* as where the clock is clock_gettime */
+    declines("the clock not the CPU's counter:", call_path(fleaf, 1));
+    bpt__store_relaxed_u32(&bpt__clock.on_counter, on);
+
+    /* A waiter sleeps on the futex: the path says so, and does not wake
+       it itself (a system call); bpt__progress_wake is what the stub's
+       second call runs. */
+    fresh_anchor();
+    idle = bpt__load_relaxed_u32(&bpt__progress.futex);
+    bpt__store_relaxed_u32(&bpt__progress.futex, 1 | idle);
+    r = call_path(fleaf, 7);
+    printf("   a waiter sleeps: %d\n", r);
+    CHECK(r == BPT__PATH_DONE_WAKE, "a sleeping waiter: %d, expected BPT__PATH_DONE_WAKE", r);
+    CHECK(bpt__load_relaxed_u32(&bpt__progress.futex) == (1 | idle), "the path itself woke nobody");
+    bpt__progress_wake();
+    CHECK(drain_all(s) == 1 && msgs[0].args[0] == 7, "the record written all the same");
+
+    pattern("cp:leaf/1", BPT_CALL | BPT_OFF, NULL);
+    r = call_path(fleaf, 1);
+    n = drain_all(s);
+    printf("   nothing active (NONE): %d, %d records\n", r, n);
+    CHECK(r == BPT__PATH_DONE && n == 0, "NONE: %d and %d records, expected BPT__PATH_DONE and none", r, n);
+}
+
+/* 2. The same record as the full path's: int6's and leaf's calls written
+   by the path (called directly, so that it surely ran), then by the stub
+   with the hint set to the full path. */
+static void same_as_full(void) {
+    long (*volatile p6)(long, long, long, long, long, long) = int6;
+    long (*volatile p1)(long) = leaf;   /* called through a pointer: clang drops an unused call of a pure function */
+    uint64_t args6[BPT__INT_ARG_REGS];
+    bpt_msg a[8], b[8];
+    int i, na, nb, same = 0, r6, r1;
+    pattern("cp:int6/6", BPT_CALL, NULL);
+    pattern("cp:leaf/1", BPT_CALL, NULL);
+    memset(args6, 0, sizeof args6);
+    for (i = 0; i < 6; i++) args6[i] = (uint64_t)(long)(i % 2 ? -(i + 1) : i + 1);   /* 1 -2 3 -4 5 -6 */
+    fresh_anchor();
+    r6 = bpt__native_call_path(fint6, args6);
+    r1 = call_path(fleaf, 99);
+    na = drain_all(s);
+    memcpy(a, msgs, sizeof a);
+    fint6->path_hint = BPT__HINT_FULL;   /* the stub goes the full way (the set path is idle) */
+    fleaf->path_hint = BPT__HINT_FULL;
+    p6(1, -2, 3, -4, 5, -6);
+    p1(99);
+    nb = drain_all(s);
+    memcpy(b, msgs, sizeof b);
+    fint6->path_hint = BPT__HINT_CALL;
+    fleaf->path_hint = BPT__HINT_CALL;
+    for (i = 0; i < na && i < nb && i < 8; i++) {
+        a[i].ts_ns = b[i].ts_ns = 0;
+        same += memcmp(&a[i], &b[i], sizeof a[i]) == 0;
+    }
+    printf("2. int6 and leaf by the call path (%d %d), then by the full path: %d and %d messages, %d the same\n", r6,
+           r1, na, nb, same);
+    CHECK(r6 == BPT__PATH_DONE && r1 == BPT__PATH_DONE, "the path wrote both (%d %d)", r6, r1);
+    CHECK(na == 2 && nb == 2 && same == 2, "the call path's messages are the full path's, timestamps aside");
+    CHECK(na == 2 && a[0].nargs == 6 && (long)a[0].args[1] == -2 && (long)a[0].args[5] == -6 &&
+              a[1].nargs == 1 && a[1].args[0] == 99,
+          "int6's six arguments and leaf's one in the records");
+    pattern("cp:int6/6", BPT_CALL | BPT_OFF, NULL);
+    pattern("cp:leaf/1", BPT_CALL | BPT_OFF, NULL);
+}
+
+/* 3. Arguments through the stub's call path. */
+static void arguments(void) {
+    double (*volatile p8)(double, double, double, double, double, double, double, double) = fp8;
+    long (*volatile p6)(long, long, long, long, long, long) = int6;
+    double (*volatile pva)(int, ...) = va_sum;
+    double want = fp8(1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5, 8.5);
+    double wantva = va_sum(8, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5, 8.5);
+    long wanti = int6(1, 2, 3, 4, 5, 6);
+    int i, k, n, bad = 0, recs = 0, right = 0, i6 = 0;
+    pattern("cp:fp8/8", BPT_CALL, NULL);
+    pattern("cp:int6/6", BPT_CALL, NULL);
+    pattern("cp:va_sum/_", BPT_CALL, NULL);
+    for (k = 0; k < 10; k++) {
+        for (i = 0; i < 100; i++) {
+            bad += p8(1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5, 8.5) != want;
+            bad += p6(1, 2, 3, 4, 5, 6 + i) != wanti + 6 * i;
+            bad += pva(8, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5, 8.5) != wantva;
+        }
+        n = drain_all(s);
+        for (i = 0; i < n; i++) {
+            recs++;
+            if (strcmp(msgs[i].name, "int6") == 0)
+                right += msgs[i].nargs == 6 && msgs[i].args[0] == 1 && msgs[i].args[4] == 5 &&
+                         msgs[i].args[5] == (uint64_t)(6 + i6++ % 100);
+            else if (strcmp(msgs[i].name, "fp8") == 0)
+                right += msgs[i].nargs == 8 &&   /* x86-64: the two past the six registers read 0 */
+                         (BPT__INT_ARG_REGS >= 8 || (msgs[i].args[6] == 0 && msgs[i].args[7] == 0));
+            else
+                right += strcmp(msgs[i].name, "va_sum") == 0 && msgs[i].nargs == 1 && msgs[i].args[0] == 8;
+        }
+    }
+    printf("3. 1000 traced calls each of fp8 (8 doubles), int6 (6 longs) and va_sum (variadic, 8 doubles): "
+           "%d wrong results; %d records, %d as expected\n", bad, recs, right);
+    CHECK(bad == 0, "every argument arrived whole");
+    CHECK(recs == 3000 && right == 3000, "every call's record, its integer arguments in it");
+    pattern("cp:fp8/8", BPT_CALL | BPT_OFF, NULL);
+    pattern("cp:int6/6", BPT_CALL | BPT_OFF, NULL);
+    pattern("cp:va_sum/_", BPT_CALL | BPT_OFF, NULL);
+}
+
+/* 4. Fresh threads, small chunks, a drainer. */
+enum { THREADS = 8 };
+static bpt_session small;
+static long per_thread;
+static _Atomic int threads_done;
+static pthread_barrier_t start, end;
+static void *caller(void *arg) {
+    long i, sum = 0;
+    long (*volatile p)(long) = leaf;
+    (void)arg;
+    /* All start, and none exits, until every one has its thread record:
+       a record reused while its lane's buffer is full would carry the
+       last owner's losses into the next owner's (not this test's concern). */
+    pthread_barrier_wait(&start);
+    for (i = 0; i < per_thread; i++) sum += p(i);
+    atomic_fetch_add(&threads_done, 1);
+    pthread_barrier_wait(&end);
+    return (void *)(intptr_t)(sum == per_thread * (per_thread + 1) / 2);
+}
+
+static void fresh_threads(void) {
+    bpt_session_desc d;
+    bpt_session_counts c;
+    pthread_t t[THREADS];
+    uint32_t tid[THREADS];
+    long next[THREADS];
+    void *ok;
+    int i, k, n, good = 0, ntid = 0, order = 1, last_round = 0;
+    uint64_t got = 0, markers = 0;
+    per_thread = check_scale(100000);
+    memset(&d, 0, sizeof d);
+    d.chunk_bytes = 4096;   /* about 200 records a chunk */
+    d.chunks = 2;
+    d.max_chunks = 4;
+    CHECK_RC(bpt_session_create(&d, &small), 0);
+    CHECK_RC(bpt_trace_pattern(small, "cp:leaf/1", BPT_CALL, NULL), 1);
+    atomic_store(&threads_done, 0);
+    pthread_barrier_init(&start, NULL, THREADS);
+    pthread_barrier_init(&end, NULL, THREADS);
+    for (i = 0; i < THREADS; i++) CHECK_RC(pthread_create(&t[i], NULL, caller, NULL), 0);
+    while (!last_round) {
+        last_round = atomic_load(&threads_done) == THREADS;   /* one more drain after the last call */
+        while ((n = bpt_session_drain(small, msgs, MAXM)) > 0)
+            for (i = 0; i < n; i++) {
+                for (k = 0; k < ntid && tid[k] != msgs[i].thread; k++) {}
+                if (k == ntid && ntid < THREADS) { tid[ntid] = msgs[i].thread; next[ntid++] = 0; }
+                if (msgs[i].type == BPT_MSG_DROPPED) {
+                    markers += msgs[i].value;
+                    if (k < ntid) next[k] = -1;   /* records lost: the sequence resumes anywhere after */
+                    continue;
+                }
+                if (msgs[i].type != BPT_MSG_CALL) continue;
+                got++;
+                if (k < ntid) {
+                    if (next[k] >= 0 ? (long)msgs[i].args[0] != next[k] : (long)msgs[i].args[0] < 0) order = 0;
+                    next[k] = (long)msgs[i].args[0] + 1;
+                }
+            }
+        if (!last_round) usleep(200);
+    }
+    for (i = 0; i < THREADS; i++) {
+        pthread_join(t[i], &ok);
+        good += ok != NULL;
+    }
+    pthread_barrier_destroy(&start);
+    pthread_barrier_destroy(&end);
+    CHECK_RC(bpt_session_stats(small, &c), 0);
+    printf("4. %d fresh threads x %ld calls, 2-4 chunks of 4 KiB each: %llu records drained, %llu dropped "
+           "(%llu in DROPPED markers), produced %llu\n", THREADS, per_thread, (unsigned long long)got,
+           (unsigned long long)c.dropped, (unsigned long long)markers, (unsigned long long)c.produced);
+    CHECK(good == THREADS, "results right on %d of %d threads", good, THREADS);
+    CHECK(order, "each thread's records in its order, a gap only after a DROPPED marker");
+    CHECK(c.produced == (uint64_t)THREADS * (uint64_t)per_thread, "produced %llu, calls %llu",
+          (unsigned long long)c.produced, (unsigned long long)THREADS * (unsigned long long)per_thread);
+    CHECK(got + c.dropped == c.produced && c.pending == 0, "drained %llu + dropped %llu = produced %llu",
+          (unsigned long long)got, (unsigned long long)c.dropped, (unsigned long long)c.produced);
+    /* A thread's losses after its last record are counted, with no record
+       after them to mark them in its stream. */
+    CHECK(markers <= c.dropped, "the DROPPED markers say %llu, the counter %llu", (unsigned long long)markers,
+          (unsigned long long)c.dropped);
+    CHECK_RC(bpt_session_destroy(small), 0);
+}
+
+/* 5. A signal handler's calls on a thread in the call path. */
+static volatile long handler_calls;
+static void on_alarm(int sig) {
+    long (*volatile p)(long) = leaf;
+    (void)sig;
+    p(-1);
+    handler_calls++;
+}
+
+static void signals(void) {
+    struct itimerval it;
+    struct sigaction sa;
+    bpt_session_counts c;
+    long (*volatile p)(long) = leaf;
+    long i, calls = check_scale(400000), next = 0, mine = 0, theirs = 0, bad = 0;
+    int n, k;
+    pattern("cp:leaf/1", BPT_CALL, NULL);
+    drain_all(s);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGALRM, &sa, NULL);
+    memset(&it, 0, sizeof it);
+    it.it_interval.tv_usec = 50;
+    it.it_value.tv_usec = 50;
+    setitimer(ITIMER_REAL, &it, NULL);
+    for (i = 0; i < calls; i++) {
+        bad += p(i) != i + 1;
+        if (i % 1000 == 999)   /* drain as it goes: the buffer never fills */
+            while ((n = bpt_session_drain(s, msgs, MAXM)) > 0)
+                for (k = 0; k < n; k++) {
+                    if ((long)msgs[k].args[0] == -1) { theirs++; continue; }
+                    if ((long)msgs[k].args[0] != next) bad++;
+                    next = (long)msgs[k].args[0] + 1;
+                    mine++;
+                }
+    }
+    memset(&it, 0, sizeof it);
+    setitimer(ITIMER_REAL, &it, NULL);
+    while ((n = bpt_session_drain(s, msgs, MAXM)) > 0)
+        for (k = 0; k < n; k++) {
+            if ((long)msgs[k].args[0] == -1) { theirs++; continue; }
+            if ((long)msgs[k].args[0] != next) bad++;
+            next = (long)msgs[k].args[0] + 1;
+            mine++;
+        }
+    CHECK_RC(bpt_session_stats(s, &c), 0);
+    printf("5. %ld calls with a SIGALRM handler calling leaf every 50 us: %ld of the thread's records in order, "
+           "%ld of the handler's %ld calls recorded, %llu dropped\n", calls, mine, theirs, (long)handler_calls,
+           (unsigned long long)c.dropped);
+    CHECK(bad == 0, "%ld wrong results or records out of order", bad);
+    CHECK(mine == calls, "every call of the thread recorded: %ld of %ld", mine, calls);
+    CHECK((uint64_t)theirs + c.dropped == (uint64_t)handler_calls, "the handler's %ld calls: %ld recorded + %llu dropped",
+          (long)handler_calls, theirs, (unsigned long long)c.dropped);
+    pattern("cp:leaf/1", BPT_CALL | BPT_OFF, NULL);
+}
+
+/* 6. Inside a return-traced function. */
+static void inside_return_trace(void) {
+    long (*volatile p)(long) = outer;
+    int n, i, calls = 0, returns = 0;
+    pattern("cp:leaf/1", BPT_CALL, NULL);
+    pattern("cp:outer/1", BPT_CALL | BPT_RETURN, NULL);
+    for (i = 0; i < 10; i++) CHECK(p(i) == (i + 1) * 2, "outer(%d)", i);
+    n = drain_all(s);
+    for (i = 0; i < n; i++) {
+        calls += msgs[i].type == BPT_MSG_CALL && strcmp(msgs[i].name, "leaf") == 0 && msgs[i].args[0] == (uint64_t)(calls);
+        returns += msgs[i].type == BPT_MSG_RETURN_FROM && strcmp(msgs[i].name, "outer") == 0;
+    }
+    printf("6. 10 calls of return-traced outer, each calling call-traced leaf: %d leaf records, %d return_from\n",
+           calls, returns);
+    CHECK(calls == 10 && returns == 10, "leaf's records under an open frame (%d) and outer's return_from (%d)", calls,
+          returns);
+    pattern("cp:outer/1", BPT_OFF, NULL);
+    pattern("cp:leaf/1", BPT_OFF, NULL);
+}
+
+int main(void) {
+    bpt_clock clk;
+    ffp8 = native_reg((void *)fp8, "cp", "fp8", 8);
+    fint6 = native_reg((void *)int6, "cp", "int6", 6);
+    fva = native_reg((void *)va_sum, "cp", "va_sum", 1);
+    fleaf = native_reg((void *)leaf, "cp", "leaf", 1);
+    fouter = native_reg((void *)outer, "cp", "outer", 1);
+    if (!ffp8 || !fint6 || !fva || !fleaf || !fouter) return CHECK_DONE();
+    CHECK_RC(bpt_clock_info(&clk), 0);
+    if (strcmp(clk.source, "clock_gettime") == 0)
+        CHECK_SKIP("the clock is clock_gettime here: the call path declines every hit (CL4)");
+    CHECK_RC(bpt_session_create(NULL, &s), 0);
+    direct();
+    same_as_full();
+    arguments();
+    fresh_threads();
+    signals();
+    inside_return_trace();
+    CHECK_RC(bpt_session_destroy(s), 0);
+    return CHECK_DONE();
+}
+#else
+NATIVE_UNSUPPORTED_MAIN("no native entry, so no call path")
+#endif
