@@ -96,9 +96,12 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
    r11 alone (free: the entry holds nothing in it), so a function neither
    path can finish goes to the full path at once.
    The count route (BPT__HINT_COUNT): save rax (a variadic callee's count
-   of vector arguments) and rdi (the argument), keep the stack as the ABI
-   has it at a call (entry + 3 words), call, and on DONE restore the two
-   and return to fn-4.
+   of vector arguments) and rdi (the argument), call, and on DONE restore
+   the two and return to fn-4. The stub is entered with rsp 16-aligned
+   (below), so two words keep it so at the call, as the ABI has it
+   (tests/stub_align_check.sh reads rsp at each C function the stub and
+   the trampoline call; a third word of padding here had the count path
+   entered with rsp 8 off, until 2026-11-28).
    The call route (BPT__HINT_CALL): the call path is an ordinary function
    (it saves the registers a callee must keep, and clobbers the others but
    r11's), so push every register a function's entry may hold that it
@@ -114,19 +117,16 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
     "    cmpl $" BPT__STR(BPT__HINT_COUNT) ", (%r11)\n"   /* the record's path_hint, at its offset 0 */ \
     "    jne 6f\n" \
     "    pushq %rax\n" \
-    "    pushq %rdi\n" \
-    "    subq $8, %rsp\n" \
+    "    pushq %rdi\n"                    /* 2 words: 16-aligned at the call */ \
     "    movq %r11, %rdi\n" \
     "    call bpt__native_count_path\n" \
     "    cmpl $" BPT__STR(BPT__PATH_DONE) ", %eax\n" \
     "    jne 1f\n" \
-    "    addq $8, %rsp\n" \
     "    popq %rdi\n" \
     "    popq %rax\n" \
     "    ret\n" \
     "1:\n" \
     "    movl %eax, %r11d\n"              /* FULL or WAKE */ \
-    "    addq $8, %rsp\n" \
     "    popq %rdi\n" \
     "    popq %rax\n" \
     "    jmp 5f\n" \
