@@ -44,19 +44,8 @@
 #if defined(BPT_NATIVE)   /* gcc and clang: stdatomic.h too */
 #include <stdatomic.h>
 
-BPT_TRACEABLE double fp8(double a, double b, double c, double d, double e, double f, double g, double h) {
-    return a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h;
-}
-BPT_TRACEABLE long int6(long a, long b, long c, long d, long e, long f) { return a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f; }
-BPT_TRACEABLE double va_sum(int n, ...) {
-    va_list ap;
-    double sum = 0;
-    int i;
-    va_start(ap, n);
-    for (i = 0; i < n; i++) sum += (i + 1) * va_arg(ap, double);
-    va_end(ap);
-    return sum;
-}
+#include "args_fixture.h"   /* fp8, int6, va_sum */
+
 BPT_TRACEABLE long leaf(long x) { return x + 1; }
 BPT_TRACEABLE long outer(long x) { return leaf(x) * 2; }
 
@@ -353,13 +342,26 @@ static void on_alarm(int sig) {
     handler_calls++;
 }
 
+/* Take what the session holds: the thread's records must come in order
+   (*next: the argument expected next), the handler's (argument -1) are
+   counted apart. */
+static void take_ordered(long *next, long *mine, long *theirs, long *bad) {
+    int n, k;
+    while ((n = bpt_session_drain(s, msgs, MAXM)) > 0)
+        for (k = 0; k < n; k++) {
+            if ((long)msgs[k].args[0] == -1) { (*theirs)++; continue; }
+            if ((long)msgs[k].args[0] != *next) (*bad)++;
+            *next = (long)msgs[k].args[0] + 1;
+            (*mine)++;
+        }
+}
+
 static void signals(void) {
     struct itimerval it;
     struct sigaction sa;
     bpt_session_counts c;
     long (*volatile p)(long) = leaf;
     long i, calls = check_scale(400000), next = 0, mine = 0, theirs = 0, bad = 0;
-    int n, k;
     pattern("cp:leaf/1", BPT_CALL, NULL);
     drain_all(s);
     memset(&sa, 0, sizeof sa);
@@ -372,24 +374,11 @@ static void signals(void) {
     setitimer(ITIMER_REAL, &it, NULL);
     for (i = 0; i < calls; i++) {
         bad += p(i) != i + 1;
-        if (i % 1000 == 999)   /* drain as it goes: the buffer never fills */
-            while ((n = bpt_session_drain(s, msgs, MAXM)) > 0)
-                for (k = 0; k < n; k++) {
-                    if ((long)msgs[k].args[0] == -1) { theirs++; continue; }
-                    if ((long)msgs[k].args[0] != next) bad++;
-                    next = (long)msgs[k].args[0] + 1;
-                    mine++;
-                }
+        if (i % 1000 == 999) take_ordered(&next, &mine, &theirs, &bad);   /* as it goes: the buffer never fills */
     }
     memset(&it, 0, sizeof it);
     setitimer(ITIMER_REAL, &it, NULL);
-    while ((n = bpt_session_drain(s, msgs, MAXM)) > 0)
-        for (k = 0; k < n; k++) {
-            if ((long)msgs[k].args[0] == -1) { theirs++; continue; }
-            if ((long)msgs[k].args[0] != next) bad++;
-            next = (long)msgs[k].args[0] + 1;
-            mine++;
-        }
+    take_ordered(&next, &mine, &theirs, &bad);
     CHECK_RC(bpt_session_stats(s, &c), 0);
     printf("5. %ld calls with a SIGALRM handler calling leaf every 50 us: %ld of the thread's records in order, "
            "%ld of the handler's %ld calls recorded, %llu dropped\n", calls, mine, theirs, (long)handler_calls,

@@ -34,21 +34,8 @@
 #if defined(BPT_NATIVE)   /* gcc and clang: stdatomic.h too */
 #include <stdatomic.h>
 
-BPT_TRACEABLE double fp8(double a, double b, double c, double d, double e, double f, double g, double h) {
-    return a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h;
-}
-BPT_TRACEABLE long int6(long a, long b, long c, long d, long e, long f) { return a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f; }
-/* Variadic: the caller passes the number of vector registers used in al
-   (SysV), which the callee's prologue reads to save them for va_arg. */
-BPT_TRACEABLE double va_sum(int n, ...) {
-    va_list ap;
-    double sum = 0;
-    int i;
-    va_start(ap, n);
-    for (i = 0; i < n; i++) sum += (i + 1) * va_arg(ap, double);
-    va_end(ap);
-    return sum;
-}
+#include "args_fixture.h"   /* fp8, int6, va_sum */
+
 BPT_TRACEABLE long leaf(long x) { return x + 1; }
 BPT_TRACEABLE long outer(long x) { return leaf(x) * 2; }
 
