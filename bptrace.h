@@ -9864,8 +9864,8 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_path(bpt_fun
 }
 
 /* The full path, with every argument register saved in regs: the general
-   hit (hit.c), then the return frame; or only the wake the count path
-   left to it (counted: BPT__PATH_DONE_WAKE). */
+   hit (hit.c), then the return frame; or only the wake a short path left
+   to it (counted: BPT__PATH_DONE_WAKE, from the count or the call path). */
 BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted) {
     bpt__hit h;
     if (bpt__own_call(f)) return;   /* >>own calls */
