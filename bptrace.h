@@ -3110,7 +3110,9 @@ enum {
     BPT__REC_MAX_BYTES = (int)sizeof(bpt__rec) + 8 * BPT__REC_MAX_WORDS,
     /* What a plain call record is written with (>>plain call in kind_call.c):
        the header, the types word, every argument's */
-    BPT__CALL_PLAIN_ROOM = (int)sizeof(bpt__rec) + 8 * (1 + BPT_MAX_ARGS)
+    BPT__CALL_PLAIN_ROOM = (int)sizeof(bpt__rec) + 8 * (1 + BPT_MAX_ARGS),
+    /* A return_from of one word (the plain return, frames.c) */
+    BPT__RETURN_PLAIN_BYTES = (int)sizeof(bpt__rec) + 8
 };
 
 /* Room for the largest record, built on the stack before it is sent. */
@@ -3563,9 +3565,13 @@ enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
    runs the call kind alone. CALL_PLAIN: a CALL whose record needs nothing
    but the function and its integer arguments: no match spec, or one with
    no predicate, argument spec, message or action (no return trace), into
-   a session that buffers its records and sets no rate limit. A native
-   entry's call path (site_native.c) writes that record with the integer
-   registers alone; anywhere else it is a CALL. ONE: exactly one session's breakpoint is
+   a session that buffers its records and sets no rate limit.
+   CALL_RETURN: a CALL_PLAIN but for the match spec's actions, which ask
+   for return_from (return_trace, exception_trace) and nothing else: the
+   call record, and a return frame (frames.c) of one session. A native
+   entry's call-return path (site_native.c) writes the record, and pushes
+   the frame, with the integer registers alone; anywhere else it is a
+   CALL. ONE: exactly one session's breakpoint is
    active, for anything else (several kinds, call_time, call_memory);
    `data` is that GenericBp, whose kinds the hit runs without walking the
    list. NONE: nothing is active (a breakpoint word not yet
@@ -3575,7 +3581,7 @@ enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
    step 11 copies it, after the wait that keeps hits off it. */
 enum bpt__shortcut_kind {
     BPT__SHORTCUT_NONE, BPT__SHORTCUT_COUNT, BPT__SHORTCUT_WALK, BPT__SHORTCUT_ONE, BPT__SHORTCUT_CALL,
-    BPT__SHORTCUT_CALL_PLAIN
+    BPT__SHORTCUT_CALL_PLAIN, BPT__SHORTCUT_CALL_RETURN
 };
 typedef struct bpt__shortcut {
     uint32_t kind;                /* enum bpt__shortcut_kind */
@@ -3594,10 +3600,11 @@ struct bpt_func {
     /* First, at offset 0, where the entry stubs read it: which short path
        the stub tries before the full one (site_native.c), BPT__HINT_*
        in sites.h: the count path when either generation's shortcut is
-       COUNT or NONE, the call path when either is CALL_PLAIN, else none. A
+       COUNT or NONE, the call path when either is CALL_PLAIN, the
+       call-return path when either is CALL_RETURN, else none. A
        hint, written by the set path with the shortcuts; the path decides
-       under its pin. A function that times, traces returns or mixes kinds
-       goes to the full path at once. */
+       under its pin. A function that times, traces returns with more
+       than return_from, or mixes kinds goes to the full path at once. */
     uint32_t path_hint;
     /* Beside it, in the cache line the stub reads: 0 for a code site; for
        a pointer slot (slots.c: a GOT entry, a function-pointer table), the
@@ -3848,6 +3855,12 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h);
    a tail call, alive. Pinned. */
 BPT__PRIVATE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int tail, const char *cls);
 BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h);
+/* The call path's F0 check and F1 (CALL_RETURN, site_native.c). */
+BPT__HOT BPT__INTREGS int bpt__native_frames_settled(const bpt__thread *rec, uintptr_t sp);
+BPT__HOT BPT__INTREGS int bpt__native_frame_plain_ok(const bpt__thread *rec, const bpt_func *f, const uintptr_t *slot);
+BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_func *f, uint64_t session_id,
+                                                        unsigned actions, uint8_t rettype, uintptr_t sp,
+                                                        uintptr_t *slot);
 /* The thread's sigaltstack [*lo, *hi) (empty: none); 1 when it runs on it now. */
 BPT__PRIVATE int bpt__altstack_bounds(uintptr_t *lo, uintptr_t *hi);
 /* Called by the return trampolines' assembly by name: not static. */
@@ -3901,6 +3914,7 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
 #define BPT__HINT_FULL 0       /* none: the full path at once */
 #define BPT__HINT_COUNT 1      /* the count path (COUNT, NONE) */
 #define BPT__HINT_CALL 2       /* the call path (CALL_PLAIN, NONE) */
+#define BPT__HINT_CALL_RETURN 3   /* the call-return path (CALL_RETURN, NONE) */
 
 #if defined(BPT_NATIVE)
 #  if defined(__x86_64__)
@@ -3908,11 +3922,17 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
 extern __attribute__((visibility("hidden"))) char bpt__x86_64_return_trampoline[];
 #    define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__x86_64_return_trampoline)
 #    define BPT__TRAMP_ENTRY (-10)   /* straight to the padding's call: no jump to take first */
+/* The call path's return slot (site_native.c): the one the call pushed,
+   at the entry sp (bpt__arch_ret_slot's, from the stack pointer alone). */
+#    define BPT__ARCH_SHORT_RET_SLOT(args, sp) ((void)(args), (uintptr_t *)(sp))
 #  else
 #    define BPT__PAD_BYTES 32      /* fn-32: the record, the stub's address, mov/ldr/blr/b */
 extern __attribute__((visibility("hidden"))) char bpt__aarch64_return_trampoline[];
 #    define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__aarch64_return_trampoline)
 #    define BPT__TRAMP_ENTRY 0        /* bti c: a landing pad for the PLT's br x17 */
+/* The call path's return slot (site_native.c): x9 in the stub's frame,
+   which args is (bpt__arch_ret_slot's). */
+#    define BPT__ARCH_SHORT_RET_SLOT(args, sp) ((void)(sp), (uintptr_t *)&(args)[9])
 #  endif
 
 /* What registration writes and what the protocol switches, for one entry. */
@@ -3963,9 +3983,12 @@ BPT__PRIVATE uint8_t *bpt__arch_tramp_init(uint8_t *block, uintptr_t target);
 #define BPT__STR(x) BPT__STR_(x)
 BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_count_path(bpt_func *f);
 /* args: the integer argument registers, in order (x86-64: rdi rsi rdx rcx
-   r8 r9; aarch64: x0-x7), as the stub saved them. An ordinary function
+   r8 r9; aarch64: x0-x7), as the stub saved them; sp: the function's
+   stack pointer at entry (bpt__arch_entry_sp). An ordinary function
    otherwise: the stub saves what it may clobber. */
-BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_path(bpt_func *f, const uint64_t *args);
+BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_path(bpt_func *f, uint64_t *args, uintptr_t sp);
+BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_return_path(bpt_func *f, uint64_t *args,
+                                                                                 uintptr_t sp);
 BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted);
 #endif
 /*** End of sites.h ***/
@@ -6675,12 +6698,14 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
    (tests/stub_align_check.sh reads rsp at each C function the stub and
    the trampoline call; a third word of padding here had the count path
    entered with rsp 8 off, until 2026-11-28).
-   The call route (BPT__HINT_CALL): the call path is an ordinary function
+   The call route (BPT__HINT_CALL, BPT__HINT_CALL_RETURN: the call path or
+   the call-return path, by the hint): each is an ordinary function
    (it saves the registers a callee must keep, and clobbers the others but
    r11's), so push every register a function's entry may hold that it
    may clobber, r9 down to rdi, so that rdi..r9 lie in order at rsp (the
    path's args); 8 words keep the stack 16-aligned. Call with the record in
-   rdi and rsp in rsi, and pop them all.
+   rdi, rsp in rsi and the function's entry sp in rdx (above the 8 words
+   and the stub's own return address), and pop them all.
    The full path gets what the short path said in r11d. */
 #  define BPT__X86_SHORT_ROUTES \
     "    movq (%rsp), %r11\n"             /* return address = fn-4 */ \
@@ -6705,7 +6730,7 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
     "    jmp 5f\n" \
     "6:\n" \
     "    cmpl $" BPT__STR(BPT__HINT_CALL) ", (%r11)\n" \
-    "    jne 4f\n"                         /* BPT__HINT_FULL: neither path can finish this function */ \
+    "    jb 4f\n"                          /* BPT__HINT_FULL: no short path can finish this function */ \
     "    pushq %rax\n" \
     "    pushq %r10\n" \
     "    pushq %r9\n" \
@@ -6715,8 +6740,14 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
     "    pushq %rsi\n" \
     "    pushq %rdi\n" \
     "    movq %rsp, %rsi\n"               /* args: rdi rsi rdx rcx r8 r9; 16-aligned */ \
+    "    leaq 72(%rsp), %rdx\n"           /* the entry sp: 8 words and fn-4 up */ \
     "    movq %r11, %rdi\n" \
+    "    jne 8f\n"                         /* the hint's compare above still: CALL_RETURN */ \
     "    call bpt__native_call_path\n" \
+    "    jmp 9f\n" \
+    "8:\n" \
+    "    call bpt__native_call_return_path\n" \
+    "9:\n" \
     "    popq %rdi\n" \
     "    popq %rsi\n" \
     "    popq %rdx\n" \
@@ -6770,9 +6801,14 @@ __asm__(
     "    cmpl $" BPT__STR(BPT__HINT_COUNT) ", (%rdi)\n"   /* the record's path_hint, at its offset 0 */
     "    je 6f\n"
     "    cmpl $" BPT__STR(BPT__HINT_CALL) ", (%rdi)\n"
-    "    jne 3f\n"                         /* BPT__HINT_FULL: neither path can finish this function */
+    "    jb 3f\n"                          /* BPT__HINT_FULL: no short path can finish this function */
     "    movq %rsp, %rsi\n"               /* args: the frame's first six words, rdi..r9 */
+    "    leaq 16(%rbp), %rdx\n"           /* the entry sp (bpt__arch_entry_sp); the flags stay */
+    "    jne 8f\n"
     "    call bpt__native_call_path\n"
+    "    jmp 7f\n"
+    "8:\n"
+    "    call bpt__native_call_return_path\n"
     "    jmp 7f\n"
     "6:\n"
     "    call bpt__native_count_path\n"
@@ -7015,7 +7051,9 @@ BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
    when the record's path_hint says so, calls a short path with the
    integer registers alone: the count path, bpt__native_count_path(record),
    for a function that only counts, or the call path,
-   bpt__native_call_path(record, frame), for one that only traces calls
+   bpt__native_call_path(record, frame, entry sp), for one that only
+   traces calls, or the call-return path, bpt__native_call_return_path
+   (the same arguments), for one that traces calls and their returns
    (>>count path, >>call path in site_native.c). Otherwise, or when the
    short path declines, it saves q0-q7 too and calls
    bpt__native_entry(record, frame, what the short path said). Then it
@@ -7034,6 +7072,7 @@ BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
     "    ldp q4, q5, [sp, #144]\n" \
     "    ldp q6, q7, [sp, #176]\n"
 typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 : -1];   /* the stub reads it there */
+typedef char bpt__regs_224[sizeof(bpt__regs) == 224 ? 1 : -1];   /* the stub's frame, and the entry sp above it */
 #if defined(BPT__COUNT_SAVES_FP)
 #  define BPT__A64_Q_BEFORE_COUNT BPT__A64_SAVE_Q
 #  define BPT__A64_Q_AFTER_COUNT BPT__A64_LOAD_Q
@@ -7063,9 +7102,14 @@ __asm__(
     "    cmp w16, #" BPT__STR(BPT__HINT_COUNT) "\n"
     "    b.eq 6f\n"
     "    cmp w16, #" BPT__STR(BPT__HINT_CALL) "\n"
-    "    b.ne 3f\n"                       /* BPT__HINT_FULL: neither path can finish this function */
+    "    b.lo 3f\n"                       /* BPT__HINT_FULL: no short path can finish this function */
     "    mov x1, sp\n"                    /* args: the frame's x0-x7 */
+    "    add x2, sp, #224\n"              /* the entry sp (bpt__arch_entry_sp) */
+    "    b.ne 8f\n"
     "    bl bpt__native_call_path\n"
+    "    b 7f\n"
+    "8:\n"
+    "    bl bpt__native_call_return_path\n"
     "    b 7f\n"
     "6:\n"
     "    bl bpt__native_count_path\n"
@@ -7887,13 +7931,11 @@ BPT__NOINLINE int bpt__frame_stack_map(bpt__thread *rec, int stack) {
     return rec->shadow[stack] != NULL;
 }
 
-/* Reserve the next frame of a shadow stack (F1's first half), marked as
-   being filled, or NULL when it is full or cannot be allocated. *mark gets
-   the mark to put back when the frame is filled (bpt__frame_filled). */
-BPT__HOT bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack, uint32_t *mark) {
+/* Reserve the next frame of a shadow stack that is mapped and has room
+   (F1's first half), marked as being filled. *mark gets the mark to put
+   back when the frame is filled (bpt__frame_filled). */
+BPT__HOT BPT__INTREGS bpt__frame *bpt__frame_reserve_mapped(bpt__thread *rec, int stack, uint32_t *mark) {
     uint32_t d = rec->shadow_depth[stack];
-    if (BPT__UNLIKELY(!rec->shadow[stack]) && !bpt__frame_stack_map(rec, stack)) return NULL;
-    if (BPT__UNLIKELY(d >= BPT_SHADOW_FRAMES)) return NULL;
     rec->shadow[stack][d].gone = 0;   /* whose it is holds from the start (bpt__frame_mine) */
     rec->shadow[stack][d].fiber = rec->fiber;
     *mark = rec->shadow_filling[stack];
@@ -7904,8 +7946,17 @@ BPT__HOT bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack, uint32_t *m
     return &rec->shadow[stack][d];
 }
 
+/* Reserve the next frame of a shadow stack, as bpt__frame_reserve_mapped,
+   mapping the stack on its first use; NULL when it is full or cannot be
+   mapped. */
+BPT__HOT bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack, uint32_t *mark) {
+    if (BPT__UNLIKELY(!rec->shadow[stack]) && !bpt__frame_stack_map(rec, stack)) return NULL;
+    if (BPT__UNLIKELY(rec->shadow_depth[stack] >= BPT_SHADOW_FRAMES)) return NULL;
+    return bpt__frame_reserve_mapped(rec, stack, mark);
+}
+
 /* The reserved frame is filled: put the mark back as it was. */
-static void bpt__frame_filled(bpt__thread *rec, int stack, uint32_t mark) {
+BPT__HOT BPT__INTREGS void bpt__frame_filled(bpt__thread *rec, int stack, uint32_t mark) {
     bpt__compiler_barrier();   /* [H1] every field stored before the mark goes */
     rec->shadow_filling[stack] = mark;
 }
@@ -8378,6 +8429,57 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h) {
     if (!tail) *slot = bpt__arch_ret_sign(h->f, BPT__RETURN_TRAMPOLINE, sp);
 }
 
+/* F0 and F1 for the call path (CALL_RETURN, site_native.c), with the
+   integer registers alone and no call. bpt__native_frames_settled: would
+   F0 find nothing to settle at a call whose stack pointer at entry is sp?
+   No frame, or the top one is this fiber's, complete, and a live caller's
+   (above sp). Anything else (a frame left by a longjmp or a throw, a
+   tail call's shared frame, a suspended fiber's frame on top, a frame
+   being pushed) is the full path's. */
+BPT__HOT BPT__INTREGS int bpt__native_frames_settled(const bpt__thread *rec, uintptr_t sp) {
+    uint32_t d = rec->shadow_depth[BPT__STACK_NATIVE];
+    const bpt__frame *top;
+    if (BPT__LIKELY(d == 0)) return 1;
+    top = &rec->shadow[BPT__STACK_NATIVE][d - 1];
+    return rec->shadow_filling[BPT__STACK_NATIVE] != d && !top->gone && top->fiber == rec->fiber && top->sp > sp;
+}
+
+/* May the call path push a frame here: the shadow stack is mapped (the
+   full path maps it), has room, and the return address in *slot is not
+   the trampoline (a tail call shares its caller's frame: the full path's)
+   nor signed (aarch64 paciasp: the full path signs the trampoline's)? */
+BPT__HOT BPT__INTREGS int bpt__native_frame_plain_ok(const bpt__thread *rec, const bpt_func *f, const uintptr_t *slot) {
+    return rec->shadow[BPT__STACK_NATIVE] && rec->shadow_depth[BPT__STACK_NATIVE] < BPT_SHADOW_FRAMES &&
+           *slot != BPT__RETURN_TRAMPOLINE && !f->signs_lr;
+}
+
+/* F1 for one session that asks for return_from alone (actions: its match
+   spec's, rettype its return type), once bpt__native_frame_plain_ok said
+   yes: the frame bpt__native_frame_push would push for that hit, and the
+   return slot swapped to the trampoline. */
+BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_func *f, uint64_t session_id,
+                                                        unsigned actions, uint8_t rettype, uintptr_t sp,
+                                                        uintptr_t *slot) {
+    uint32_t mark;
+    bpt__frame *fr = bpt__frame_reserve_mapped(rec, BPT__STACK_NATIVE, &mark);
+    bpt__frame_session *fs = &fr->sess[0];
+    fs->id = session_id;
+    fs->actions = actions & (BPT__FRAME_ACTIONS | BPT__KINDS | BPT__FRAME_CPU);   /* as bpt__hit_want_frame */
+    fs->rettype = rettype;
+    fs->since = fs->own_ns = 0;
+    fs->mem = 0;
+    fr->nsess = 1;
+    fr->fid = f->fid;
+    fr->caller_fid = 0;
+    fr->f = f;
+    fr->process = rec->process;
+    fr->unhooked = 0;
+    fr->sp = sp;
+    fr->ret = *slot;
+    bpt__frame_filled(rec, BPT__STACK_NATIVE, mark);
+    *slot = BPT__RETURN_TRAMPOLINE;
+}
+
 /* F2, the common return, without copying the whole frame out: the frame
    is on top, ends its chain (no tail call shares it: ret != 0), serves one
    session, which does not ask for return_to, and no tombstone lies under
@@ -8404,6 +8506,56 @@ static uintptr_t bpt__native_return_one(bpt__thread *rec, uint32_t k, const bpt_
     if (one.sess[0].actions & (BPT_RETURN | BPT_EXCEPTION))
         bpt__frame_returned_one(rec, one.fid, &one.sess[0],
                                 one.sess[0].rettype == BPT_ARG_F64 ? r->fp[0][0] : r->gpr[0]);
+    return ret;
+}
+
+/* F2, the plain return: the common return (as bpt__native_return_one)
+   whose one session asks for return_from alone (return or exception
+   trace: no return_to, call_time, call_memory, string value), buffers its
+   records with no rate limit, on the CPU's counter clock. The record goes
+   straight into the thread's current chunk, as the call path writes a
+   call's (site_native.c), where bpt__native_return_one copies the frame
+   out, builds the record on the stack and copies it there: the same
+   record, the same protocol.
+   PR1. The frame is such a one, and the thread is not inside a tracer.
+   PR2. Its session lives [S1] [S2] and takes records plainly; read the clock.
+   PR3. Mark the send [H1]; if the current chunk has room as it is (>>fits
+       in session.c), write return_from at its end and publish it with the
+       chunk's fill [R2]. Release the frame [H1] (its fields were read
+       before), unmark.
+   Returns the address to continue at, or 0 having changed nothing (a
+   nested send, a first record, a full chunk, a stale anchor): then
+   bpt__native_return_one's way. Pinned. */
+static uintptr_t bpt__native_return_plain(bpt__thread *rec, uint32_t k, const bpt__retregs *r) {
+    const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][k];
+    const bpt__frame_session *fs = &fr->sess[0];
+    uintptr_t ret = fr->ret;
+    bpt__session *s;
+    bpt__lane *lane;
+    bpt__rec *h;
+    uint64_t ticks;
+    if (k + 1 != rec->shadow_depth[BPT__STACK_NATIVE] || !ret || fr->nsess != 1 ||   /* PR1 */
+        (fs->actions & (BPT_RETURN_TO | BPT__FRAME_TIMEM)) || !(fs->actions & (BPT_RETURN | BPT_EXCEPTION)) ||
+        fs->rettype == BPT_ARG_STR || (k > 0 && fr[-1].gone) || rec->in_tracer)
+        return 0;
+    if (!(s = bpt__session_lookup(fs->id)) || !s->buffered || s->rate_max ||   /* PR2 */
+        !bpt__now_ticks_counter(&ticks) || !bpt__send_begin(rec))              /* PR3 [H1] */
+        return 0;
+    if (BPT__LIKELY((lane = bpt__lane_room(s, rec, ticks, BPT__RETURN_PLAIN_BYTES)) != NULL)) {
+        h = (bpt__rec *)(void *)lane->wp;   /* chunk memory: 8-aligned, no declared type */
+        h->ticks = ticks;
+        h->type = BPT_MSG_RETURN_FROM;
+        h->words = 1;
+        h->info = fs->rettype;
+        h->id = fr->fid;
+        *(uint64_t *)(void *)(h + 1) = fs->rettype == BPT_ARG_F64 ? r->fp[0][0] : r->gpr[0];
+        bpt__lane_publish(lane, BPT__RETURN_PLAIN_BYTES);   /* [R2] */
+        bpt__compiler_barrier();   /* [H1] read out before it is released */
+        rec->shadow_depth[BPT__STACK_NATIVE] = k;
+    } else {
+        ret = 0;
+    }
+    bpt__send_end(rec);
     return ret;
 }
 
@@ -8465,8 +8617,9 @@ BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
     bpt__own_enter();   /* >>own calls (site_native.c) */
     if (k < 0 && rec) k = bpt__frame_adopt(rec, sp);
     if (k < 0) bpt__frames_lost(sp);
-    bpt__pin();
-    if (!(ret = bpt__native_return_one(rec, (uint32_t)k, r))) ret = bpt__native_return_chain(rec, k, sp, r);
+    bpt__pin_rec(rec);   /* a frame was found: the thread has its record */
+    if (!(ret = bpt__native_return_plain(rec, (uint32_t)k, r)) && !(ret = bpt__native_return_one(rec, (uint32_t)k, r)))
+        ret = bpt__native_return_chain(rec, k, sp, r);
     bpt__unpin(rec);
     bpt__own_leave();
     return ret;
@@ -9593,6 +9746,7 @@ BPT__HOT int bpt__breakpoint(bpt__hit *h) {
         break;
     case BPT__SHORTCUT_CALL:
     case BPT__SHORTCUT_CALL_PLAIN:   /* here, as CALL: the call path (site_native.c) declined it */
+    case BPT__SHORTCUT_CALL_RETURN:
         bpt__breakpoint_call(h, (bpt__GenericBp *)f->shortcut[ix].data, ix);
         break;
     case BPT__SHORTCUT_ONE:
@@ -9760,6 +9914,13 @@ BPT__HOT BPT__INTREGS int bpt__own_call(const bpt_func *f) { return f->slot_prot
 BPT__PRIVATE void bpt__own_enter(void) { bpt__in_bptrace++; }
 BPT__PRIVATE void bpt__own_leave(void) { bpt__in_bptrace--; }
 
+/* CP5, CL6 and CR7: unpin, and the result. */
+BPT__HOT BPT__INTREGS int bpt__short_path_unpin(bpt__thread *rec, int done) {
+    if (BPT__UNLIKELY(bpt__unpin_quiet(rec)))
+        return done ? BPT__PATH_DONE_WAKE : BPT__PATH_FULL;   /* the full path's unpin wakes */
+    return done ? BPT__PATH_DONE : BPT__PATH_FULL;
+}
+
 /* >>count path: the hit of a native entry whose active generation only
    counts (the COUNT shortcut, breakpoint.h), or does nothing (NONE), run
    by the entry stubs before they save the vector registers: this function
@@ -9773,7 +9934,8 @@ BPT__PRIVATE void bpt__own_leave(void) { bpt__in_bptrace--; }
    The stub calls it only when the function's path_hint is
    BPT__HINT_COUNT: one generation counts or does nothing (breakpoint.h).
    A function that only traces calls goes to the call path (below), one
-   that times, traces returns or mixes kinds to the full path at once.
+   that traces calls and their returns alone to the call-return path, one
+   that times or mixes kinds to the full path at once.
    A slot never comes here (its hint is 0, bp.c): bptrace's own calls
    through it are left untraced by the full path (>>own calls).
    CP1. The thread has its record (the full path makes it on a first hit).
@@ -9801,9 +9963,7 @@ BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_c
             done = bpt__kind_count_try_add(rec, sc->count_dir, sc->count_off, sc->data);
         else done = kind == BPT__SHORTCUT_NONE;
     }
-    if (BPT__UNLIKELY(bpt__unpin_quiet(rec)))                             /* CP5 */
-        return done ? BPT__PATH_DONE_WAKE : BPT__PATH_FULL;   /* the full path's unpin wakes */
-    return done ? BPT__PATH_DONE : BPT__PATH_FULL;
+    return bpt__short_path_unpin(rec, done);                              /* CP5 */
 }
 
 /* >>call path: the hit of a native entry whose active generation traces
@@ -9819,11 +9979,14 @@ BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_c
    protocol. Anything it cannot finish that way it leaves untouched to the
    full path. The stub calls it when the function's path_hint is
    BPT__HINT_CALL, with args pointing at the integer argument registers it
-   saved.
+   saved (on aarch64 the whole bpt__regs frame) and sp, the function's
+   stack pointer at entry (bpt__arch_entry_sp).
    CL1. The thread has its record (the full path makes it on a first hit).
    CL2. Pin, and read the active index once [G2], as bpt__breakpoint does.
-   CL3. The generation's shortcut is CALL_PLAIN, and no return-traced
-       frame is open on the thread (CP3's reason); NONE is done at once.
+   CL3. The generation's shortcut is CALL_PLAIN, and F0 would settle
+       nothing: every frame open on the thread is a live caller's
+       (bpt__native_frames_settled, frames.c; else the full path, which
+       may send exception_from). NONE is done at once.
    CL4. The session is alive [S2], the thread is not inside a tracer of
        its own, and the clock is the CPU's counter (clock_gettime is a
        call): read it.
@@ -9834,33 +9997,83 @@ BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_c
        full chunk, a stale anchor: the full path's send.
    CL6. Unpin, as CP5.
    Returns BPT__PATH_DONE, BPT__PATH_DONE_WAKE, or BPT__PATH_FULL having
-   changed nothing but a pin it took back. */
-BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_path(bpt_func *f, const uint64_t *args) {
+   changed nothing but a pin it took back.
+   The call-return path below is its twin for CALL_RETURN; each is a
+   function of its own so that neither pays for the other's registers
+   (one function for both saved 5 registers a call event, 164.9 -> 184.8
+   instructions; callgrind, bench_overhead call). */
+
+/* CL4 and CL5, for both paths: 1 when the call record is written. */
+BPT__HOT BPT__INTREGS int bpt__call_path_record(bpt__thread *rec, bpt_func *f, bpt__session *s,
+                                                const uint64_t *args) {
+    uint64_t ticks;
+    bpt__lane *lane;
+    int done = 0;
+    if (BPT__LIKELY(!rec->in_tracer && !bpt__load_relaxed_u32(&s->dead) &&   /* CL4 [S2] */
+                    bpt__now_ticks_counter(&ticks)) &&
+        BPT__LIKELY(bpt__send_begin(rec))) {                                /* CL5 [H1] */
+        if (BPT__LIKELY((lane = bpt__lane_room(s, rec, ticks, BPT__CALL_PLAIN_ROOM)) != NULL)) {
+            bpt__lane_publish(lane, bpt__call_rec_plain(lane->wp, f, args, ticks));   /* [R2] */
+            done = 1;
+        }
+        bpt__send_end(rec);
+    }
+    return done;
+}
+
+BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_path(bpt_func *f, uint64_t *args, uintptr_t sp) {
     bpt__thread *rec = bpt__thread_self_or_null();
     const bpt__shortcut *sc;
     int done = 0;
     if (BPT__UNLIKELY(!rec)) return BPT__PATH_FULL;                       /* CL1 */
     bpt__pin_rec(rec);                                                    /* CL2 */
     sc = &f->shortcut[bpt__active_ix_load()];
-    if (BPT__LIKELY(sc->kind == BPT__SHORTCUT_CALL_PLAIN && rec->shadow_depth[BPT__STACK_NATIVE] == 0)) {   /* CL3 */
-        bpt__session *s = ((const bpt__GenericBp *)sc->data)->session;
-        uint64_t ticks;
-        bpt__lane *lane;
-        if (BPT__LIKELY(!rec->in_tracer && !bpt__load_relaxed_u32(&s->dead) &&   /* CL4 [S2] */
-                        bpt__now_ticks_counter(&ticks)) &&
-            BPT__LIKELY(bpt__send_begin(rec))) {                                /* CL5 [H1] */
-            if (BPT__LIKELY((lane = bpt__lane_room(s, rec, ticks, BPT__CALL_PLAIN_ROOM)) != NULL)) {
-                bpt__lane_publish(lane, bpt__call_rec_plain(lane->wp, f, args, ticks));   /* [R2] */
-                done = 1;
-            }
-            bpt__send_end(rec);
+    if (BPT__LIKELY(sc->kind == BPT__SHORTCUT_CALL_PLAIN) && BPT__LIKELY(bpt__native_frames_settled(rec, sp)))   /* CL3 */
+        done = bpt__call_path_record(rec, f, ((const bpt__GenericBp *)sc->data)->session, args);   /* CL4, CL5 */
+    else
+        done = sc->kind == BPT__SHORTCUT_NONE;
+    return bpt__short_path_unpin(rec, done);                               /* CL6 */
+}
+
+/* >>call-return path: the call path's twin for a generation that traces
+   calls and their returns for one session, asking for the call record and
+   return_from alone (CALL_RETURN, breakpoint.h): the record, then the
+   return frame, both as the full path makes them. The stub calls it when
+   the function's path_hint is BPT__HINT_CALL_RETURN, as it calls the call
+   path. The return takes the plain return (frames.c).
+   CR1, CR2. As CL1, CL2.
+   CR3. The shortcut is CALL_RETURN, F0 would settle nothing (as CL3), and
+       a frame can be pushed here (bpt__native_frame_plain_ok: the shadow
+       stack is mapped and has room, not a tail call, not a signed return
+       address). NONE is done at once.
+   CR4, CR5. As CL4, CL5: the call record.
+   CR6. Push the return frame and swap the return address for the
+       trampoline (F1, bpt__native_frame_push_plain), after the record, as
+       the full path does.
+   CR7. Unpin, as CP5.
+   Returns as the call path. */
+BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_return_path(bpt_func *f, uint64_t *args,
+                                                                                 uintptr_t sp) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    uintptr_t *slot = BPT__ARCH_SHORT_RET_SLOT(args, sp);
+    const bpt__shortcut *sc;
+    unsigned ix;
+    int done = 0;
+    if (BPT__UNLIKELY(!rec)) return BPT__PATH_FULL;                       /* CR1 */
+    bpt__pin_rec(rec);                                                    /* CR2 */
+    ix = bpt__active_ix_load();
+    sc = &f->shortcut[ix];
+    if (BPT__LIKELY(sc->kind == BPT__SHORTCUT_CALL_RETURN) && BPT__LIKELY(bpt__native_frames_settled(rec, sp)) &&
+        BPT__LIKELY(bpt__native_frame_plain_ok(rec, f, slot))) {                                  /* CR3 */
+        const bpt__GenericBp *g = (const bpt__GenericBp *)sc->data;
+        if ((done = bpt__call_path_record(rec, f, g->session, args))) {                            /* CR4, CR5 */
+            const bpt__ms *ms = (const bpt__ms *)g->data[ix].data[BPT__KIX_CALL];   /* the same generation [G2] */
+            bpt__native_frame_push_plain(rec, f, g->session->id, ms->actions, ms->rettype, sp, slot);   /* CR6 */
         }
     } else {
         done = sc->kind == BPT__SHORTCUT_NONE;
     }
-    if (BPT__UNLIKELY(bpt__unpin_quiet(rec)))                             /* CL6 */
-        return done ? BPT__PATH_DONE_WAKE : BPT__PATH_FULL;
-    return done ? BPT__PATH_DONE : BPT__PATH_FULL;
+    return bpt__short_path_unpin(rec, done);                               /* CR7 */
 }
 
 /* The full path, with every argument register saved in regs: the general
@@ -11199,7 +11412,7 @@ static int bpt__shortcut_counts_only(uint32_t kind) {
 
 /* The entry stubs' hint (bpt_func.path_hint, BPT__HINT_* in sites.h):
    may the count path finish a hit on f in either generation, or else the
-   call path? Never for a slot: a slot reached from bptrace's own code is
+   call path, or else the call-return path? Never for a slot: a slot reached from bptrace's own code is
    not traced (>>own calls in site_native.c), and the full path makes that
    check, so that the short paths of every other function do not.
    Stored only when it changes: every stub reads the hint's line, and a
@@ -11215,19 +11428,25 @@ static void bpt__path_hint_update(bpt_func *f) {
         hint = BPT__HINT_COUNT;
     } else if (f->shortcut[0].kind == BPT__SHORTCUT_CALL_PLAIN || f->shortcut[1].kind == BPT__SHORTCUT_CALL_PLAIN) {
         hint = BPT__HINT_CALL;
+    } else if (f->shortcut[0].kind == BPT__SHORTCUT_CALL_RETURN || f->shortcut[1].kind == BPT__SHORTCUT_CALL_RETURN) {
+        hint = BPT__HINT_CALL_RETURN;
     }
     if (f->path_hint != hint) f->path_hint = hint;
 }
 
-/* Does a CALL shortcut's record need nothing but the function and its
-   integer arguments (CALL_PLAIN, >>shortcut in breakpoint.h)? The match
-   spec's and the session's fields are fixed while the breakpoint holds
-   them. */
-static int bpt__call_plain(const bpt__GenericBp *g, const bpt__GenericBpData *d) {
+/* Which CALL does a call trace alone get (>>shortcut in breakpoint.h)?
+   CALL_PLAIN when its record needs nothing but the function and its
+   integer arguments, CALL_RETURN when that record and a return frame of
+   one session (return_trace, exception_trace: nothing else), else CALL.
+   The match spec's and the session's fields are fixed while the
+   breakpoint holds them. */
+static uint32_t bpt__call_shortcut(const bpt__GenericBp *g, const bpt__GenericBpData *d) {
     const bpt__ms *ms = (const bpt__ms *)d->data[BPT__KIX_CALL];
     const bpt__session *s = g->session;
-    return s->buffered && !s->rate_max &&
-           (!ms || (!ms->pred && !ms->nspec && !ms->message_id && !ms->actions));
+    if (!s->buffered || s->rate_max || (ms && (ms->pred || ms->nspec || ms->message_id)))
+        return BPT__SHORTCUT_CALL;
+    if (!ms || !ms->actions) return BPT__SHORTCUT_CALL_PLAIN;
+    return (ms->actions & ~(unsigned)(BPT_RETURN | BPT_EXCEPTION)) ? BPT__SHORTCUT_CALL : BPT__SHORTCUT_CALL_RETURN;
 }
 
 /* Step 3's summary of generation ix on f for the hit (>>shortcut in
@@ -11259,12 +11478,12 @@ static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
             sc->count_dir = ((const bpt__BpCount *)sc->data)->dir;
             sc->count_off = ((const bpt__BpCount *)sc->data)->off;
         } else {
-            /* CALL, CALL_PLAIN (call trace only) or ONE (any other mix): the GenericBp
+            /* CALL, CALL_PLAIN, CALL_RETURN (call trace only) or ONE (any other mix): the GenericBp
                is linked, or parked in to_insert, which step 5 links before
                the commit publishes this generation; freed only after step
                12's wait, when no hit can read this shortcut any more. */
             if (kinds != BPT__BPF_ACTIVE(BPT__KIX_CALL)) sc->kind = BPT__SHORTCUT_ONE;
-            else sc->kind = bpt__call_plain(only_g, only) ? BPT__SHORTCUT_CALL_PLAIN : BPT__SHORTCUT_CALL;
+            else sc->kind = bpt__call_shortcut(only_g, only);
             sc->data = only_g;
         }
     }

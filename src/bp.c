@@ -284,7 +284,7 @@ static int bpt__shortcut_counts_only(uint32_t kind) {
 
 /* The entry stubs' hint (bpt_func.path_hint, BPT__HINT_* in sites.h):
    may the count path finish a hit on f in either generation, or else the
-   call path? Never for a slot: a slot reached from bptrace's own code is
+   call path, or else the call-return path? Never for a slot: a slot reached from bptrace's own code is
    not traced (>>own calls in site_native.c), and the full path makes that
    check, so that the short paths of every other function do not.
    Stored only when it changes: every stub reads the hint's line, and a
@@ -300,19 +300,25 @@ static void bpt__path_hint_update(bpt_func *f) {
         hint = BPT__HINT_COUNT;
     } else if (f->shortcut[0].kind == BPT__SHORTCUT_CALL_PLAIN || f->shortcut[1].kind == BPT__SHORTCUT_CALL_PLAIN) {
         hint = BPT__HINT_CALL;
+    } else if (f->shortcut[0].kind == BPT__SHORTCUT_CALL_RETURN || f->shortcut[1].kind == BPT__SHORTCUT_CALL_RETURN) {
+        hint = BPT__HINT_CALL_RETURN;
     }
     if (f->path_hint != hint) f->path_hint = hint;
 }
 
-/* Does a CALL shortcut's record need nothing but the function and its
-   integer arguments (CALL_PLAIN, >>shortcut in breakpoint.h)? The match
-   spec's and the session's fields are fixed while the breakpoint holds
-   them. */
-static int bpt__call_plain(const bpt__GenericBp *g, const bpt__GenericBpData *d) {
+/* Which CALL does a call trace alone get (>>shortcut in breakpoint.h)?
+   CALL_PLAIN when its record needs nothing but the function and its
+   integer arguments, CALL_RETURN when that record and a return frame of
+   one session (return_trace, exception_trace: nothing else), else CALL.
+   The match spec's and the session's fields are fixed while the
+   breakpoint holds them. */
+static uint32_t bpt__call_shortcut(const bpt__GenericBp *g, const bpt__GenericBpData *d) {
     const bpt__ms *ms = (const bpt__ms *)d->data[BPT__KIX_CALL];
     const bpt__session *s = g->session;
-    return s->buffered && !s->rate_max &&
-           (!ms || (!ms->pred && !ms->nspec && !ms->message_id && !ms->actions));
+    if (!s->buffered || s->rate_max || (ms && (ms->pred || ms->nspec || ms->message_id)))
+        return BPT__SHORTCUT_CALL;
+    if (!ms || !ms->actions) return BPT__SHORTCUT_CALL_PLAIN;
+    return (ms->actions & ~(unsigned)(BPT_RETURN | BPT_EXCEPTION)) ? BPT__SHORTCUT_CALL : BPT__SHORTCUT_CALL_RETURN;
 }
 
 /* Step 3's summary of generation ix on f for the hit (>>shortcut in
@@ -344,12 +350,12 @@ static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
             sc->count_dir = ((const bpt__BpCount *)sc->data)->dir;
             sc->count_off = ((const bpt__BpCount *)sc->data)->off;
         } else {
-            /* CALL, CALL_PLAIN (call trace only) or ONE (any other mix): the GenericBp
+            /* CALL, CALL_PLAIN, CALL_RETURN (call trace only) or ONE (any other mix): the GenericBp
                is linked, or parked in to_insert, which step 5 links before
                the commit publishes this generation; freed only after step
                12's wait, when no hit can read this shortcut any more. */
             if (kinds != BPT__BPF_ACTIVE(BPT__KIX_CALL)) sc->kind = BPT__SHORTCUT_ONE;
-            else sc->kind = bpt__call_plain(only_g, only) ? BPT__SHORTCUT_CALL_PLAIN : BPT__SHORTCUT_CALL;
+            else sc->kind = bpt__call_shortcut(only_g, only);
             sc->data = only_g;
         }
     }

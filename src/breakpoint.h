@@ -89,9 +89,13 @@ enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
    runs the call kind alone. CALL_PLAIN: a CALL whose record needs nothing
    but the function and its integer arguments: no match spec, or one with
    no predicate, argument spec, message or action (no return trace), into
-   a session that buffers its records and sets no rate limit. A native
-   entry's call path (site_native.c) writes that record with the integer
-   registers alone; anywhere else it is a CALL. ONE: exactly one session's breakpoint is
+   a session that buffers its records and sets no rate limit.
+   CALL_RETURN: a CALL_PLAIN but for the match spec's actions, which ask
+   for return_from (return_trace, exception_trace) and nothing else: the
+   call record, and a return frame (frames.c) of one session. A native
+   entry's call-return path (site_native.c) writes the record, and pushes
+   the frame, with the integer registers alone; anywhere else it is a
+   CALL. ONE: exactly one session's breakpoint is
    active, for anything else (several kinds, call_time, call_memory);
    `data` is that GenericBp, whose kinds the hit runs without walking the
    list. NONE: nothing is active (a breakpoint word not yet
@@ -101,7 +105,7 @@ enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
    step 11 copies it, after the wait that keeps hits off it. */
 enum bpt__shortcut_kind {
     BPT__SHORTCUT_NONE, BPT__SHORTCUT_COUNT, BPT__SHORTCUT_WALK, BPT__SHORTCUT_ONE, BPT__SHORTCUT_CALL,
-    BPT__SHORTCUT_CALL_PLAIN
+    BPT__SHORTCUT_CALL_PLAIN, BPT__SHORTCUT_CALL_RETURN
 };
 typedef struct bpt__shortcut {
     uint32_t kind;                /* enum bpt__shortcut_kind */
@@ -120,10 +124,11 @@ struct bpt_func {
     /* First, at offset 0, where the entry stubs read it: which short path
        the stub tries before the full one (site_native.c), BPT__HINT_*
        in sites.h: the count path when either generation's shortcut is
-       COUNT or NONE, the call path when either is CALL_PLAIN, else none. A
+       COUNT or NONE, the call path when either is CALL_PLAIN, the
+       call-return path when either is CALL_RETURN, else none. A
        hint, written by the set path with the shortcuts; the path decides
-       under its pin. A function that times, traces returns or mixes kinds
-       goes to the full path at once. */
+       under its pin. A function that times, traces returns with more
+       than return_from, or mixes kinds goes to the full path at once. */
     uint32_t path_hint;
     /* Beside it, in the cache line the stub reads: 0 for a code site; for
        a pointer slot (slots.c: a GOT entry, a function-pointer table), the

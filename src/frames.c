@@ -87,13 +87,11 @@ BPT__NOINLINE int bpt__frame_stack_map(bpt__thread *rec, int stack) {
     return rec->shadow[stack] != NULL;
 }
 
-/* Reserve the next frame of a shadow stack (F1's first half), marked as
-   being filled, or NULL when it is full or cannot be allocated. *mark gets
-   the mark to put back when the frame is filled (bpt__frame_filled). */
-BPT__HOT bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack, uint32_t *mark) {
+/* Reserve the next frame of a shadow stack that is mapped and has room
+   (F1's first half), marked as being filled. *mark gets the mark to put
+   back when the frame is filled (bpt__frame_filled). */
+BPT__HOT BPT__INTREGS bpt__frame *bpt__frame_reserve_mapped(bpt__thread *rec, int stack, uint32_t *mark) {
     uint32_t d = rec->shadow_depth[stack];
-    if (BPT__UNLIKELY(!rec->shadow[stack]) && !bpt__frame_stack_map(rec, stack)) return NULL;
-    if (BPT__UNLIKELY(d >= BPT_SHADOW_FRAMES)) return NULL;
     rec->shadow[stack][d].gone = 0;   /* whose it is holds from the start (bpt__frame_mine) */
     rec->shadow[stack][d].fiber = rec->fiber;
     *mark = rec->shadow_filling[stack];
@@ -104,8 +102,17 @@ BPT__HOT bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack, uint32_t *m
     return &rec->shadow[stack][d];
 }
 
+/* Reserve the next frame of a shadow stack, as bpt__frame_reserve_mapped,
+   mapping the stack on its first use; NULL when it is full or cannot be
+   mapped. */
+BPT__HOT bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack, uint32_t *mark) {
+    if (BPT__UNLIKELY(!rec->shadow[stack]) && !bpt__frame_stack_map(rec, stack)) return NULL;
+    if (BPT__UNLIKELY(rec->shadow_depth[stack] >= BPT_SHADOW_FRAMES)) return NULL;
+    return bpt__frame_reserve_mapped(rec, stack, mark);
+}
+
 /* The reserved frame is filled: put the mark back as it was. */
-static void bpt__frame_filled(bpt__thread *rec, int stack, uint32_t mark) {
+BPT__HOT BPT__INTREGS void bpt__frame_filled(bpt__thread *rec, int stack, uint32_t mark) {
     bpt__compiler_barrier();   /* [H1] every field stored before the mark goes */
     rec->shadow_filling[stack] = mark;
 }
@@ -578,6 +585,57 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h) {
     if (!tail) *slot = bpt__arch_ret_sign(h->f, BPT__RETURN_TRAMPOLINE, sp);
 }
 
+/* F0 and F1 for the call path (CALL_RETURN, site_native.c), with the
+   integer registers alone and no call. bpt__native_frames_settled: would
+   F0 find nothing to settle at a call whose stack pointer at entry is sp?
+   No frame, or the top one is this fiber's, complete, and a live caller's
+   (above sp). Anything else (a frame left by a longjmp or a throw, a
+   tail call's shared frame, a suspended fiber's frame on top, a frame
+   being pushed) is the full path's. */
+BPT__HOT BPT__INTREGS int bpt__native_frames_settled(const bpt__thread *rec, uintptr_t sp) {
+    uint32_t d = rec->shadow_depth[BPT__STACK_NATIVE];
+    const bpt__frame *top;
+    if (BPT__LIKELY(d == 0)) return 1;
+    top = &rec->shadow[BPT__STACK_NATIVE][d - 1];
+    return rec->shadow_filling[BPT__STACK_NATIVE] != d && !top->gone && top->fiber == rec->fiber && top->sp > sp;
+}
+
+/* May the call path push a frame here: the shadow stack is mapped (the
+   full path maps it), has room, and the return address in *slot is not
+   the trampoline (a tail call shares its caller's frame: the full path's)
+   nor signed (aarch64 paciasp: the full path signs the trampoline's)? */
+BPT__HOT BPT__INTREGS int bpt__native_frame_plain_ok(const bpt__thread *rec, const bpt_func *f, const uintptr_t *slot) {
+    return rec->shadow[BPT__STACK_NATIVE] && rec->shadow_depth[BPT__STACK_NATIVE] < BPT_SHADOW_FRAMES &&
+           *slot != BPT__RETURN_TRAMPOLINE && !f->signs_lr;
+}
+
+/* F1 for one session that asks for return_from alone (actions: its match
+   spec's, rettype its return type), once bpt__native_frame_plain_ok said
+   yes: the frame bpt__native_frame_push would push for that hit, and the
+   return slot swapped to the trampoline. */
+BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_func *f, uint64_t session_id,
+                                                        unsigned actions, uint8_t rettype, uintptr_t sp,
+                                                        uintptr_t *slot) {
+    uint32_t mark;
+    bpt__frame *fr = bpt__frame_reserve_mapped(rec, BPT__STACK_NATIVE, &mark);
+    bpt__frame_session *fs = &fr->sess[0];
+    fs->id = session_id;
+    fs->actions = actions & (BPT__FRAME_ACTIONS | BPT__KINDS | BPT__FRAME_CPU);   /* as bpt__hit_want_frame */
+    fs->rettype = rettype;
+    fs->since = fs->own_ns = 0;
+    fs->mem = 0;
+    fr->nsess = 1;
+    fr->fid = f->fid;
+    fr->caller_fid = 0;
+    fr->f = f;
+    fr->process = rec->process;
+    fr->unhooked = 0;
+    fr->sp = sp;
+    fr->ret = *slot;
+    bpt__frame_filled(rec, BPT__STACK_NATIVE, mark);
+    *slot = BPT__RETURN_TRAMPOLINE;
+}
+
 /* F2, the common return, without copying the whole frame out: the frame
    is on top, ends its chain (no tail call shares it: ret != 0), serves one
    session, which does not ask for return_to, and no tombstone lies under
@@ -604,6 +662,56 @@ static uintptr_t bpt__native_return_one(bpt__thread *rec, uint32_t k, const bpt_
     if (one.sess[0].actions & (BPT_RETURN | BPT_EXCEPTION))
         bpt__frame_returned_one(rec, one.fid, &one.sess[0],
                                 one.sess[0].rettype == BPT_ARG_F64 ? r->fp[0][0] : r->gpr[0]);
+    return ret;
+}
+
+/* F2, the plain return: the common return (as bpt__native_return_one)
+   whose one session asks for return_from alone (return or exception
+   trace: no return_to, call_time, call_memory, string value), buffers its
+   records with no rate limit, on the CPU's counter clock. The record goes
+   straight into the thread's current chunk, as the call path writes a
+   call's (site_native.c), where bpt__native_return_one copies the frame
+   out, builds the record on the stack and copies it there: the same
+   record, the same protocol.
+   PR1. The frame is such a one, and the thread is not inside a tracer.
+   PR2. Its session lives [S1] [S2] and takes records plainly; read the clock.
+   PR3. Mark the send [H1]; if the current chunk has room as it is (>>fits
+       in session.c), write return_from at its end and publish it with the
+       chunk's fill [R2]. Release the frame [H1] (its fields were read
+       before), unmark.
+   Returns the address to continue at, or 0 having changed nothing (a
+   nested send, a first record, a full chunk, a stale anchor): then
+   bpt__native_return_one's way. Pinned. */
+static uintptr_t bpt__native_return_plain(bpt__thread *rec, uint32_t k, const bpt__retregs *r) {
+    const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][k];
+    const bpt__frame_session *fs = &fr->sess[0];
+    uintptr_t ret = fr->ret;
+    bpt__session *s;
+    bpt__lane *lane;
+    bpt__rec *h;
+    uint64_t ticks;
+    if (k + 1 != rec->shadow_depth[BPT__STACK_NATIVE] || !ret || fr->nsess != 1 ||   /* PR1 */
+        (fs->actions & (BPT_RETURN_TO | BPT__FRAME_TIMEM)) || !(fs->actions & (BPT_RETURN | BPT_EXCEPTION)) ||
+        fs->rettype == BPT_ARG_STR || (k > 0 && fr[-1].gone) || rec->in_tracer)
+        return 0;
+    if (!(s = bpt__session_lookup(fs->id)) || !s->buffered || s->rate_max ||   /* PR2 */
+        !bpt__now_ticks_counter(&ticks) || !bpt__send_begin(rec))              /* PR3 [H1] */
+        return 0;
+    if (BPT__LIKELY((lane = bpt__lane_room(s, rec, ticks, BPT__RETURN_PLAIN_BYTES)) != NULL)) {
+        h = (bpt__rec *)(void *)lane->wp;   /* chunk memory: 8-aligned, no declared type */
+        h->ticks = ticks;
+        h->type = BPT_MSG_RETURN_FROM;
+        h->words = 1;
+        h->info = fs->rettype;
+        h->id = fr->fid;
+        *(uint64_t *)(void *)(h + 1) = fs->rettype == BPT_ARG_F64 ? r->fp[0][0] : r->gpr[0];
+        bpt__lane_publish(lane, BPT__RETURN_PLAIN_BYTES);   /* [R2] */
+        bpt__compiler_barrier();   /* [H1] read out before it is released */
+        rec->shadow_depth[BPT__STACK_NATIVE] = k;
+    } else {
+        ret = 0;
+    }
+    bpt__send_end(rec);
     return ret;
 }
 
@@ -665,8 +773,9 @@ BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
     bpt__own_enter();   /* >>own calls (site_native.c) */
     if (k < 0 && rec) k = bpt__frame_adopt(rec, sp);
     if (k < 0) bpt__frames_lost(sp);
-    bpt__pin();
-    if (!(ret = bpt__native_return_one(rec, (uint32_t)k, r))) ret = bpt__native_return_chain(rec, k, sp, r);
+    bpt__pin_rec(rec);   /* a frame was found: the thread has its record */
+    if (!(ret = bpt__native_return_plain(rec, (uint32_t)k, r)) && !(ret = bpt__native_return_one(rec, (uint32_t)k, r)))
+        ret = bpt__native_return_chain(rec, k, sp, r);
     bpt__unpin(rec);
     bpt__own_leave();
     return ret;

@@ -78,6 +78,12 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h);
    a tail call, alive. Pinned. */
 BPT__PRIVATE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int tail, const char *cls);
 BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h);
+/* The call path's F0 check and F1 (CALL_RETURN, site_native.c). */
+BPT__HOT BPT__INTREGS int bpt__native_frames_settled(const bpt__thread *rec, uintptr_t sp);
+BPT__HOT BPT__INTREGS int bpt__native_frame_plain_ok(const bpt__thread *rec, const bpt_func *f, const uintptr_t *slot);
+BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_func *f, uint64_t session_id,
+                                                        unsigned actions, uint8_t rettype, uintptr_t sp,
+                                                        uintptr_t *slot);
 /* The thread's sigaltstack [*lo, *hi) (empty: none); 1 when it runs on it now. */
 BPT__PRIVATE int bpt__altstack_bounds(uintptr_t *lo, uintptr_t *hi);
 /* Called by the return trampolines' assembly by name: not static. */

@@ -82,6 +82,7 @@ BPT__HOT int bpt__breakpoint(bpt__hit *h) {
         break;
     case BPT__SHORTCUT_CALL:
     case BPT__SHORTCUT_CALL_PLAIN:   /* here, as CALL: the call path (site_native.c) declined it */
+    case BPT__SHORTCUT_CALL_RETURN:
         bpt__breakpoint_call(h, (bpt__GenericBp *)f->shortcut[ix].data, ix);
         break;
     case BPT__SHORTCUT_ONE:

@@ -22,7 +22,9 @@ enum {
     BPT__REC_MAX_BYTES = (int)sizeof(bpt__rec) + 8 * BPT__REC_MAX_WORDS,
     /* What a plain call record is written with (>>plain call in kind_call.c):
        the header, the types word, every argument's */
-    BPT__CALL_PLAIN_ROOM = (int)sizeof(bpt__rec) + 8 * (1 + BPT_MAX_ARGS)
+    BPT__CALL_PLAIN_ROOM = (int)sizeof(bpt__rec) + 8 * (1 + BPT_MAX_ARGS),
+    /* A return_from of one word (the plain return, frames.c) */
+    BPT__RETURN_PLAIN_BYTES = (int)sizeof(bpt__rec) + 8
 };
 
 /* Room for the largest record, built on the stack before it is sent. */

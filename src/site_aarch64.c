@@ -35,7 +35,9 @@
    when the record's path_hint says so, calls a short path with the
    integer registers alone: the count path, bpt__native_count_path(record),
    for a function that only counts, or the call path,
-   bpt__native_call_path(record, frame), for one that only traces calls
+   bpt__native_call_path(record, frame, entry sp), for one that only
+   traces calls, or the call-return path, bpt__native_call_return_path
+   (the same arguments), for one that traces calls and their returns
    (>>count path, >>call path in site_native.c). Otherwise, or when the
    short path declines, it saves q0-q7 too and calls
    bpt__native_entry(record, frame, what the short path said). Then it
@@ -54,6 +56,7 @@
     "    ldp q4, q5, [sp, #144]\n" \
     "    ldp q6, q7, [sp, #176]\n"
 typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 : -1];   /* the stub reads it there */
+typedef char bpt__regs_224[sizeof(bpt__regs) == 224 ? 1 : -1];   /* the stub's frame, and the entry sp above it */
 #if defined(BPT__COUNT_SAVES_FP)
 #  define BPT__A64_Q_BEFORE_COUNT BPT__A64_SAVE_Q
 #  define BPT__A64_Q_AFTER_COUNT BPT__A64_LOAD_Q
@@ -83,9 +86,14 @@ __asm__(
     "    cmp w16, #" BPT__STR(BPT__HINT_COUNT) "\n"
     "    b.eq 6f\n"
     "    cmp w16, #" BPT__STR(BPT__HINT_CALL) "\n"
-    "    b.ne 3f\n"                       /* BPT__HINT_FULL: neither path can finish this function */
+    "    b.lo 3f\n"                       /* BPT__HINT_FULL: no short path can finish this function */
     "    mov x1, sp\n"                    /* args: the frame's x0-x7 */
+    "    add x2, sp, #224\n"              /* the entry sp (bpt__arch_entry_sp) */
+    "    b.ne 8f\n"
     "    bl bpt__native_call_path\n"
+    "    b 7f\n"
+    "8:\n"
+    "    bl bpt__native_call_return_path\n"
     "    b 7f\n"
     "6:\n"
     "    bl bpt__native_count_path\n"

@@ -102,12 +102,14 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
    (tests/stub_align_check.sh reads rsp at each C function the stub and
    the trampoline call; a third word of padding here had the count path
    entered with rsp 8 off, until 2026-11-28).
-   The call route (BPT__HINT_CALL): the call path is an ordinary function
+   The call route (BPT__HINT_CALL, BPT__HINT_CALL_RETURN: the call path or
+   the call-return path, by the hint): each is an ordinary function
    (it saves the registers a callee must keep, and clobbers the others but
    r11's), so push every register a function's entry may hold that it
    may clobber, r9 down to rdi, so that rdi..r9 lie in order at rsp (the
    path's args); 8 words keep the stack 16-aligned. Call with the record in
-   rdi and rsp in rsi, and pop them all.
+   rdi, rsp in rsi and the function's entry sp in rdx (above the 8 words
+   and the stub's own return address), and pop them all.
    The full path gets what the short path said in r11d. */
 #  define BPT__X86_SHORT_ROUTES \
     "    movq (%rsp), %r11\n"             /* return address = fn-4 */ \
@@ -132,7 +134,7 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
     "    jmp 5f\n" \
     "6:\n" \
     "    cmpl $" BPT__STR(BPT__HINT_CALL) ", (%r11)\n" \
-    "    jne 4f\n"                         /* BPT__HINT_FULL: neither path can finish this function */ \
+    "    jb 4f\n"                          /* BPT__HINT_FULL: no short path can finish this function */ \
     "    pushq %rax\n" \
     "    pushq %r10\n" \
     "    pushq %r9\n" \
@@ -142,8 +144,14 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
     "    pushq %rsi\n" \
     "    pushq %rdi\n" \
     "    movq %rsp, %rsi\n"               /* args: rdi rsi rdx rcx r8 r9; 16-aligned */ \
+    "    leaq 72(%rsp), %rdx\n"           /* the entry sp: 8 words and fn-4 up */ \
     "    movq %r11, %rdi\n" \
+    "    jne 8f\n"                         /* the hint's compare above still: CALL_RETURN */ \
     "    call bpt__native_call_path\n" \
+    "    jmp 9f\n" \
+    "8:\n" \
+    "    call bpt__native_call_return_path\n" \
+    "9:\n" \
     "    popq %rdi\n" \
     "    popq %rsi\n" \
     "    popq %rdx\n" \
@@ -197,9 +205,14 @@ __asm__(
     "    cmpl $" BPT__STR(BPT__HINT_COUNT) ", (%rdi)\n"   /* the record's path_hint, at its offset 0 */
     "    je 6f\n"
     "    cmpl $" BPT__STR(BPT__HINT_CALL) ", (%rdi)\n"
-    "    jne 3f\n"                         /* BPT__HINT_FULL: neither path can finish this function */
+    "    jb 3f\n"                          /* BPT__HINT_FULL: no short path can finish this function */
     "    movq %rsp, %rsi\n"               /* args: the frame's first six words, rdi..r9 */
+    "    leaq 16(%rbp), %rdx\n"           /* the entry sp (bpt__arch_entry_sp); the flags stay */
+    "    jne 8f\n"
     "    call bpt__native_call_path\n"
+    "    jmp 7f\n"
+    "8:\n"
+    "    call bpt__native_call_return_path\n"
     "    jmp 7f\n"
     "6:\n"
     "    call bpt__native_count_path\n"

@@ -43,6 +43,7 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
 #define BPT__HINT_FULL 0       /* none: the full path at once */
 #define BPT__HINT_COUNT 1      /* the count path (COUNT, NONE) */
 #define BPT__HINT_CALL 2       /* the call path (CALL_PLAIN, NONE) */
+#define BPT__HINT_CALL_RETURN 3   /* the call-return path (CALL_RETURN, NONE) */
 
 #if defined(BPT_NATIVE)
 #  if defined(__x86_64__)
@@ -50,11 +51,17 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
 extern __attribute__((visibility("hidden"))) char bpt__x86_64_return_trampoline[];
 #    define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__x86_64_return_trampoline)
 #    define BPT__TRAMP_ENTRY (-10)   /* straight to the padding's call: no jump to take first */
+/* The call path's return slot (site_native.c): the one the call pushed,
+   at the entry sp (bpt__arch_ret_slot's, from the stack pointer alone). */
+#    define BPT__ARCH_SHORT_RET_SLOT(args, sp) ((void)(args), (uintptr_t *)(sp))
 #  else
 #    define BPT__PAD_BYTES 32      /* fn-32: the record, the stub's address, mov/ldr/blr/b */
 extern __attribute__((visibility("hidden"))) char bpt__aarch64_return_trampoline[];
 #    define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__aarch64_return_trampoline)
 #    define BPT__TRAMP_ENTRY 0        /* bti c: a landing pad for the PLT's br x17 */
+/* The call path's return slot (site_native.c): x9 in the stub's frame,
+   which args is (bpt__arch_ret_slot's). */
+#    define BPT__ARCH_SHORT_RET_SLOT(args, sp) ((void)(sp), (uintptr_t *)&(args)[9])
 #  endif
 
 /* What registration writes and what the protocol switches, for one entry. */
@@ -105,8 +112,11 @@ BPT__PRIVATE uint8_t *bpt__arch_tramp_init(uint8_t *block, uintptr_t target);
 #define BPT__STR(x) BPT__STR_(x)
 BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_count_path(bpt_func *f);
 /* args: the integer argument registers, in order (x86-64: rdi rsi rdx rcx
-   r8 r9; aarch64: x0-x7), as the stub saved them. An ordinary function
+   r8 r9; aarch64: x0-x7), as the stub saved them; sp: the function's
+   stack pointer at entry (bpt__arch_entry_sp). An ordinary function
    otherwise: the stub saves what it may clobber. */
-BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_path(bpt_func *f, const uint64_t *args);
+BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_path(bpt_func *f, uint64_t *args, uintptr_t sp);
+BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_return_path(bpt_func *f, uint64_t *args,
+                                                                                 uintptr_t sp);
 BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted);
 #endif

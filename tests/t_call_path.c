@@ -29,8 +29,19 @@
    5. A signal handler calls the traced function while its thread is in
       the call path: the thread's records all arrive in order; the
       handler's records arrive or are counted as dropped, exactly.
-   6. Inside a return-traced function (CL3 declines while its frame is
-      open) the leaf's call records and the outer return_from arrive.
+   6. Inside a return-traced function (its frame is a live caller's, CL3)
+      the leaf's call records and the outer return_from arrive.
+   7. Call and return trace alone (CALL_RETURN), the path called directly:
+      DONE, the call record, a frame the full path would push (the
+      original return address in it, the trampoline in the return slot);
+      FULL and nothing changed for a tail call (the slot holds the
+      trampoline already), a full shadow stack, a frame left below the
+      call (F0 must settle it), a frame being pushed; the return through
+      that frame: return_from and the original address.
+   8. Through the stub, call and return trace of nested functions (outer,
+      leaf; and exception_trace with a double's return value) give the
+      messages the full path gives, timestamps aside, with the plain
+      return (frames.c) writing the return_from.
    tests/count_path_check.sh checks the compiled path itself. */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
@@ -48,8 +59,9 @@
 
 BPT_TRACEABLE long leaf(long x) { return x + 1; }
 BPT_TRACEABLE long outer(long x) { return leaf(x) * 2; }
+BPT_TRACEABLE double half(double x) { return x / 2; }
 
-static bpt_func *ffp8, *fint6, *fva, *fleaf, *fouter;
+static bpt_func *ffp8, *fint6, *fva, *fleaf, *fouter, *fhalf;
 static bpt_session s;
 
 enum { MAXM = 4096 };
@@ -73,12 +85,36 @@ static int match_all(const uint64_t *args, int nargs, void *user) {
     return 1;
 }
 
+/* The path as the stub calls it: a made-up stub frame, the argument
+   registers `in` at its start, and the entry sp above it, whose return
+   slot (x86-64: the word at the entry sp; aarch64: x9 in the frame) holds
+   `ret`. *sp_out: that entry sp. The call-return path where the hint
+   names it, else the call path, as the stub chooses. */
+enum { FRAME_WORDS = 48, ENTRY_AT = 40 };
+static uint64_t fake[FRAME_WORDS];
+static uintptr_t *fake_slot(void) {
+#if defined(__x86_64__)
+    return (uintptr_t *)&fake[ENTRY_AT];
+#else
+    return (uintptr_t *)&fake[9];
+#endif
+}
+static int path_at(bpt_func *f, const uint64_t *in, uintptr_t ret, uintptr_t *sp_out) {
+    uintptr_t sp = (uintptr_t)&fake[ENTRY_AT];
+    memset(fake, 0, sizeof fake);
+    memcpy(fake, in, sizeof(uint64_t) * BPT__INT_ARG_REGS);
+    *fake_slot() = ret;
+    if (sp_out) *sp_out = sp;
+    if (f->path_hint == BPT__HINT_CALL_RETURN) return bpt__native_call_return_path(f, fake, sp);
+    return bpt__native_call_path(f, fake, sp);
+}
+
 /* The path as the stub calls it, with x in the first argument register. */
 static int call_path(bpt_func *f, long x) {
     uint64_t args[BPT__INT_ARG_REGS];
     memset(args, 0, sizeof args);
     args[0] = (uint64_t)x;
-    return bpt__native_call_path(f, args);
+    return path_at(f, args, 0x1234, NULL);
 }
 
 /* A record through the stub, drained: the thread's lane, its current
@@ -106,7 +142,7 @@ static int call_path_done(bpt_func *f, const uint64_t *args, int waiter, uint32_
             *idle = bpt__load_relaxed_u32(&bpt__progress.futex);   /* 0, or the fence flag (progress.c) */
             bpt__store_relaxed_u32(&bpt__progress.futex, 1 | *idle);
         }
-        r = bpt__native_call_path(f, args);
+        r = path_at(f, args, 0x1234, NULL);
         if (r != BPT__PATH_FULL) break;
         if (waiter) bpt__store_relaxed_u32(&bpt__progress.futex, *idle);
         n = drain_all(s);
@@ -159,8 +195,9 @@ static void direct(void) {
     pattern("cp:leaf/1", BPT_CALL, &m);
     CHECK(fleaf->path_hint == BPT__HINT_FULL, "a predicate: the hint is FULL (%u)", fleaf->path_hint);
     declines("a predicate (CALL):", call_path(fleaf, 1));
-    pattern("cp:leaf/1", BPT_CALL | BPT_RETURN, NULL);
-    declines("return trace (CALL):", call_path(fleaf, 1));
+    pattern("cp:leaf/1", BPT_CALL | BPT_RETURN_TO, NULL);
+    CHECK(fleaf->path_hint == BPT__HINT_FULL, "return_to: the hint is FULL (%u)", fleaf->path_hint);
+    declines("return_to (CALL):", call_path(fleaf, 1));
     pattern("cp:leaf/1", BPT_CALL, NULL);
     pattern("cp:leaf/1", BPT_COUNT, NULL);
     declines("count and call trace (ONE):", call_path(fleaf, 1));
@@ -442,6 +479,140 @@ static void inside_return_trace(void) {
     pattern("cp:leaf/1", BPT_OFF, NULL);
 }
 
+/* 7. CALL_RETURN, the path called directly. */
+static void call_return_direct(void) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    uint64_t args[BPT__INT_ARG_REGS];
+    const bpt__frame *fr;
+    uintptr_t sp;
+    uint32_t saved;
+    int r, n;
+    pattern("cp:leaf/1", BPT_CALL | BPT_RETURN, NULL);
+    CHECK(fleaf->path_hint == BPT__HINT_CALL_RETURN, "call and return trace: the hint is CALL_RETURN (%u)",
+          fleaf->path_hint);
+    CHECK(fleaf->shortcut[bpt_active_bp_ix()].kind == BPT__SHORTCUT_CALL_RETURN, "the shortcut is CALL_RETURN");
+    if (!rec) return;
+    memset(args, 0, sizeof args);
+    args[0] = 77;
+    r = BPT__PATH_FULL;
+    for (n = 0; n < 50 && r == BPT__PATH_FULL; n++) {   /* past a stale anchor, as call_path_done */
+        fresh_anchor();
+        CHECK(rec->shadow_depth[BPT__STACK_NATIVE] == 0, "no frame left by leaf's own call");
+        r = path_at(fleaf, args, 0xabcd0, &sp);
+        if (r == BPT__PATH_FULL) CHECK(drain_all(s) == 0 && *fake_slot() == 0xabcd0, "a declined try changed nothing");
+    }
+    fr = rec->shadow_depth[BPT__STACK_NATIVE] ? &rec->shadow[BPT__STACK_NATIVE][rec->shadow_depth[BPT__STACK_NATIVE] - 1]
+                                              : NULL;
+    printf("7. CALL_RETURN called directly: %d, depth %u, frame ret %#lx sp ok %d, slot is the trampoline %d\n", r,
+           rec->shadow_depth[BPT__STACK_NATIVE], fr ? (unsigned long)fr->ret : 0UL, fr && fr->sp == sp,
+           *fake_slot() == BPT__RETURN_TRAMPOLINE);
+    CHECK(r == BPT__PATH_DONE, "CALL_RETURN: %d, expected BPT__PATH_DONE", r);
+    CHECK(fr && rec->shadow_depth[BPT__STACK_NATIVE] == 1 && fr->ret == 0xabcd0 && fr->sp == sp && fr->nsess == 1 &&
+              fr->f == fleaf && fr->fid == fleaf->fid && fr->sess[0].id == s.id &&
+              (fr->sess[0].actions & (BPT_RETURN | BPT_EXCEPTION | BPT_RETURN_TO)) == BPT_RETURN &&
+              fr->sess[0].rettype == BPT_ARG_I64 && !fr->gone && !fr->unhooked,
+          "the frame the full path pushes");
+    CHECK(*fake_slot() == BPT__RETURN_TRAMPOLINE, "the return slot holds the trampoline");
+    n = drain_all(s);
+    CHECK(n == 1 && msgs[0].type == BPT_MSG_CALL && msgs[0].args[0] == 77, "the call record of leaf(77)");
+    /* The frame stays open: a call at the same entry sp finds it dead (F0
+       must settle it). */
+    declines("CALL_RETURN, a frame left below (F0):", path_at(fleaf, args, 0xabcd1, NULL));
+    CHECK(rec->shadow_depth[BPT__STACK_NATIVE] == 1, "nothing pushed");
+    {   /* the return, as the trampoline makes it: return_from, and the original address */
+        bpt__retregs rr;
+        uintptr_t to;
+        memset(&rr, 0, sizeof rr);
+        rr.gpr[0] = 55;
+        to = bpt__native_return(sp, &rr);
+        n = drain_all(s);
+        printf("   the return: to %#lx, depth %u, %d record(s)\n", (unsigned long)to, rec->shadow_depth[BPT__STACK_NATIVE],
+               n);
+        CHECK(to == 0xabcd0 && rec->shadow_depth[BPT__STACK_NATIVE] == 0,
+              "the return goes to the original address and pops the frame");
+        CHECK(n == 1 && msgs[0].type == BPT_MSG_RETURN_FROM && strcmp(msgs[0].name, "leaf") == 0 && msgs[0].value == 55 &&
+                  msgs[0].value_type == BPT_ARG_I64,
+              "leaf's return_from, 55");
+    }
+
+    fresh_anchor();
+    declines("CALL_RETURN, a tail call (the trampoline):", path_at(fleaf, args, BPT__RETURN_TRAMPOLINE, NULL));
+    *fake_slot() = 0xabcd4;   /* a return address the path could swap */
+    declines("CALL_RETURN, given to the call path:", bpt__native_call_path(fleaf, fake, (uintptr_t)&fake[ENTRY_AT]));
+    pattern("cp:leaf/1", BPT_CALL, NULL);
+    fresh_anchor();
+    *fake_slot() = 0xabcd4;
+    declines("CALL_PLAIN, given to the call-return path:",
+             bpt__native_call_return_path(fleaf, fake, (uintptr_t)&fake[ENTRY_AT]));
+    CHECK(*fake_slot() == 0xabcd4 && rec->shadow_depth[BPT__STACK_NATIVE] == 0, "no frame, the slot untouched");
+    pattern("cp:leaf/1", BPT_CALL | BPT_RETURN, NULL);
+    saved = rec->shadow_depth[BPT__STACK_NATIVE];
+    rec->shadow_filling[BPT__STACK_NATIVE] = 1;   /* as a handler sees the frame its thread is pushing */
+    rec->shadow_depth[BPT__STACK_NATIVE] = 1;
+    rec->shadow[BPT__STACK_NATIVE][0].sp = UINTPTR_MAX;   /* a live caller's, but being filled */
+    rec->shadow[BPT__STACK_NATIVE][0].gone = 0;
+    rec->shadow[BPT__STACK_NATIVE][0].fiber = rec->fiber;
+    declines("CALL_RETURN, a frame being pushed:", path_at(fleaf, args, 0xabcd2, NULL));
+    rec->shadow_filling[BPT__STACK_NATIVE] = 0;
+    rec->shadow_depth[BPT__STACK_NATIVE] = BPT_SHADOW_FRAMES;
+    rec->shadow[BPT__STACK_NATIVE][BPT_SHADOW_FRAMES - 1].sp = UINTPTR_MAX;
+    rec->shadow[BPT__STACK_NATIVE][BPT_SHADOW_FRAMES - 1].gone = 0;
+    rec->shadow[BPT__STACK_NATIVE][BPT_SHADOW_FRAMES - 1].fiber = rec->fiber;
+    declines("CALL_RETURN, the shadow stack full:", path_at(fleaf, args, 0xabcd3, NULL));
+    rec->shadow_depth[BPT__STACK_NATIVE] = saved;
+    CHECK(*fake_slot() == 0xabcd3, "the slot untouched");
+    pattern("cp:leaf/1", BPT_OFF, NULL);
+}
+
+/* 8. CALL_RETURN through the stub, against the full path. */
+static int run_nested(bpt_msg *out, int max) {
+    long (*volatile p)(long) = outer;
+    double (*volatile ph)(double) = half;
+    int i, n;
+    for (i = 0; i < 4; i++) {
+        CHECK(p(i) == (i + 1) * 2, "outer(%d)", i);
+        CHECK(ph(i + 0.5) == (i + 0.5) / 2, "half(%d.5)", i);
+    }
+    n = drain_all(s);
+    if (n > max) n = max;
+    memcpy(out, msgs, sizeof *out * (size_t)n);
+    return n;
+}
+static void call_return_same_as_full(void) {
+    static bpt_msg a[64], b[64];
+    bpt_match m;
+    int i, na, nb, same = 0, calls = 0, rets = 0;
+    memset(&m, 0, sizeof m);
+    m.actions = BPT_EXCEPTION;
+    m.ret = "f64";
+    pattern("cp:outer/1", BPT_CALL | BPT_RETURN, NULL);
+    pattern("cp:leaf/1", BPT_CALL | BPT_RETURN, NULL);
+    pattern("cp:half/1", BPT_CALL, &m);
+    CHECK(fhalf->shortcut[bpt_active_bp_ix()].kind == BPT__SHORTCUT_CALL_RETURN,
+          "exception_trace with an f64 return: CALL_RETURN");
+    fresh_anchor();
+    na = run_nested(a, 64);
+    fouter->path_hint = fleaf->path_hint = fhalf->path_hint = BPT__HINT_FULL;   /* the set path is idle */
+    nb = run_nested(b, 64);
+    fouter->path_hint = fleaf->path_hint = fhalf->path_hint = BPT__HINT_CALL;
+    for (i = 0; i < na && i < nb; i++) {
+        a[i].ts_ns = b[i].ts_ns = 0;
+        same += memcmp(&a[i], &b[i], sizeof a[i]) == 0;
+        calls += a[i].type == BPT_MSG_CALL;
+        rets += a[i].type == BPT_MSG_RETURN_FROM;
+    }
+    printf("8. outer/leaf/half, call and return trace: %d messages by the short paths, %d by the full path, %d the "
+           "same (%d calls, %d return_from)\n", na, nb, same, calls, rets);
+    CHECK(na == 24 && nb == 24 && same == 24 && calls == 12 && rets == 12,
+          "the short paths' messages are the full path's, timestamps aside");
+    CHECK(na == 24 && a[1].type == BPT_MSG_CALL && a[2].type == BPT_MSG_RETURN_FROM && a[2].value == 1 &&
+              a[3].type == BPT_MSG_RETURN_FROM && a[3].value == 2 && a[5].type == BPT_MSG_RETURN_FROM,
+          "leaf's return_from (1), then outer's (2), then half's");
+    pattern("cp:half/1", BPT_OFF, NULL);
+    pattern("cp:outer/1", BPT_OFF, NULL);
+    pattern("cp:leaf/1", BPT_OFF, NULL);
+}
+
 int main(void) {
     bpt_clock clk;
     ffp8 = native_reg((void *)fp8, "cp", "fp8", 8);
@@ -449,7 +620,8 @@ int main(void) {
     fva = native_reg((void *)va_sum, "cp", "va_sum", 1);
     fleaf = native_reg((void *)leaf, "cp", "leaf", 1);
     fouter = native_reg((void *)outer, "cp", "outer", 1);
-    if (!ffp8 || !fint6 || !fva || !fleaf || !fouter) return CHECK_DONE();
+    fhalf = native_reg((void *)half, "cp", "half", 1);
+    if (!ffp8 || !fint6 || !fva || !fleaf || !fouter || !fhalf) return CHECK_DONE();
     CHECK_RC(bpt_clock_info(&clk), 0);
     if (strcmp(clk.source, "clock_gettime") == 0)
         CHECK_SKIP("the clock is clock_gettime here: the call path declines every hit (CL4)");
@@ -460,6 +632,8 @@ int main(void) {
     fresh_threads();
     signals();
     inside_return_trace();
+    call_return_direct();
+    call_return_same_as_full();
     CHECK_RC(bpt_session_destroy(s), 0);
     return CHECK_DONE();
 }

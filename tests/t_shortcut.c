@@ -2,7 +2,8 @@
    issue #16, item 6). Step 3 sums up every session's breakpoint on a
    function as NONE, COUNT (one session counts, nothing else is active),
    CALL (one session traces calls, nothing else is active), CALL_PLAIN (a
-   CALL whose record is the function and its arguments alone), ONE (one
+   CALL whose record is the function and its arguments alone),
+   CALL_RETURN (a CALL_PLAIN that asks for return_from too), ONE (one
    session active, for anything else) or WALK; the hit takes
    the shortcut of the generation it reads. Claims, each on one VM
    function, with exact counts and messages after each change:
@@ -20,7 +21,8 @@
    - the second stops counting: CALL_PLAIN (call trace alone, no match
      spec, a session that buffers with no rate limit), naming the second's
      GenericBp, call messages only; CALL under a predicate, with a message,
-     and for a session with a rate limit;
+     and for a session with a rate limit; CALL_RETURN for return or
+     exception trace alone, CALL with return_to or the caller too;
    - all of the second switched off, the first restarted: COUNT from 0;
    - the first paused while installed: NONE, nothing counted, no message;
    - everything off: no breakpoint word, nothing counted.
@@ -185,6 +187,23 @@ int main(void) {
         CHECK_RC(bpt_trace_pattern(s2, "sc:f/1", BPT_CALL, &m), 1);
         calls(1);
         expect("the second's calls with a message", BPT__SHORTCUT_CALL, 15, 0, 1);
+        /* return trace alone: the record and a frame (CALL_RETURN); more
+           than return_from (return_to, caller): CALL. The shortcut alone:
+           a VM call with a frame needs its token back (t_vm_frames). */
+        CHECK_RC(bpt_trace_pattern(s2, "sc:f/1", BPT_CALL | BPT_RETURN, NULL), 1);
+        check_named(BPT__SHORTCUT_CALL_RETURN, s2, "return trace: the second session");
+        m.message = NULL;
+        m.actions = BPT_EXCEPTION;
+        m.ret = "f64";
+        CHECK_RC(bpt_trace_pattern(s2, "sc:f/1", BPT_CALL, &m), 1);
+        check_named(BPT__SHORTCUT_CALL_RETURN, s2, "exception trace, an f64 value: the second session");
+        CHECK_RC(bpt_trace_pattern(s2, "sc:f/1", BPT_CALL | BPT_RETURN_TO, NULL), 1);
+        CHECK(shortcut() == BPT__SHORTCUT_CALL, "return_to: shortcut %u, expected CALL", shortcut());
+        m.actions = BPT_RETURN | BPT_MS_CALLER;
+        m.ret = NULL;
+        CHECK_RC(bpt_trace_pattern(s2, "sc:f/1", BPT_CALL, &m), 1);
+        CHECK(shortcut() == BPT__SHORTCUT_CALL, "return trace with the caller: shortcut %u, expected CALL", shortcut());
+        drained(s2);
     }
     {   /* a session with a rate limit: the limit is counted per record */
         bpt_session_desc d;
