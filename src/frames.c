@@ -15,7 +15,9 @@
       entry, which names the frame, and write the return trampoline's
       address in its place (x86-64: the slot the call pushed; aarch64: x9,
       which the stub moves back to x30). Once per call, however many
-      sessions asked: the frame lists them.
+      sessions asked: the frame lists them. A call that asks for return_from
+      alone, for one session, gets the same frame from the entry stub's
+      call-return path (bpt__native_frame_push_plain, site_native.c).
    F2. Return (bpt__native_return, from the trampoline): find the newest
       frame whose stack pointer is the returning one. Frames above it were
       unwound (longjmp, a host's throw) without returning: exception_from,
@@ -23,7 +25,9 @@
       calls sharing that stack pointer ends. Continue at the original
       address. The common return, the top frame of one session with no
       tail call and no return_to, copies out only what it sends
-      (bpt__native_return_one); the rest go the general way
+      (bpt__native_return_one), or, when it asks for return_from alone,
+      writes that straight into the thread's chunk (the plain return,
+      bpt__native_return_plain, PR1-PR3); the rest go the general way
       (bpt__native_return_chain).
    F3. Unwind (bpt_unwind_to): the host says how far it unwound.
    Every step looks only at the frames of the stack the thread runs on now:
@@ -636,44 +640,15 @@ BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_fu
     *slot = BPT__RETURN_TRAMPOLINE;
 }
 
-/* F2, the common return, without copying the whole frame out: the frame
-   is on top, ends its chain (no tail call shares it: ret != 0), serves one
-   session, which does not ask for return_to, and no tombstone lies under
-   it. It copies out what the frame's end (call_time, call_memory) and the
-   return_from read, releases the frame [H1], then ends it and sends.
-   Returns the address to continue at, or 0 when the frame is not such a
-   one (bpt__native_return_chain's). Pinned. */
-static uintptr_t bpt__native_return_one(bpt__thread *rec, uint32_t k, const bpt__retregs *r) {
-    const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][k];
-    bpt__frame one;   /* only what bpt__frame_end and the return_from read */
-    uintptr_t ret;
-    if (k + 1 != rec->shadow_depth[BPT__STACK_NATIVE] || !fr->ret || fr->nsess != 1 ||
-        (fr->sess[0].actions & BPT_RETURN_TO) || (k > 0 && fr[-1].gone))
-        return 0;
-    one.sess[0] = fr->sess[0];
-    one.nsess = 1;
-    one.fid = fr->fid;
-    one.f = fr->f;
-    one.process = fr->process;
-    ret = fr->ret;
-    bpt__compiler_barrier();   /* [H1] copied out before it is released */
-    rec->shadow_depth[BPT__STACK_NATIVE] = k;
-    if (one.sess[0].actions & BPT__FRAME_TIMEM) bpt__frame_end(rec, BPT__STACK_NATIVE, &one);
-    if (one.sess[0].actions & (BPT_RETURN | BPT_EXCEPTION))
-        bpt__frame_returned_one(rec, one.fid, &one.sess[0],
-                                one.sess[0].rettype == BPT_ARG_F64 ? r->fp[0][0] : r->gpr[0]);
-    return ret;
-}
-
-/* F2, the plain return: the common return (as bpt__native_return_one)
-   whose one session asks for return_from alone (return or exception
-   trace: no return_to, call_time, call_memory, string value), buffers its
-   records with no rate limit, on the CPU's counter clock. The record goes
-   straight into the thread's current chunk, as the call path writes a
-   call's (site_native.c), where bpt__native_return_one copies the frame
-   out, builds the record on the stack and copies it there: the same
-   record, the same protocol.
-   PR1. The frame is such a one, and the thread is not inside a tracer.
+/* F2, the plain return: a common return (bpt__native_return_one, below,
+   has checked the frame) whose session asks for return_from alone (return
+   or exception trace: no call_time, call_memory or string value), buffers
+   its records with no rate limit, on the CPU's counter clock. The record
+   goes straight into the thread's current chunk, as the call path writes
+   a call's (site_native.c), where bpt__native_return_one copies the
+   frame out, builds the record on the stack and copies it there: the
+   same record, the same protocol.
+   PR1. The frame asks for that, and the thread is not inside a tracer.
    PR2. Its session lives [S1] [S2] and takes records plainly; read the clock.
    PR3. Mark the send [H1]; if the current chunk has room as it is (>>fits
        in session.c), write return_from at its end and publish it with the
@@ -681,7 +656,7 @@ static uintptr_t bpt__native_return_one(bpt__thread *rec, uint32_t k, const bpt_
        before), unmark.
    Returns the address to continue at, or 0 having changed nothing (a
    nested send, a first record, a full chunk, a stale anchor): then
-   bpt__native_return_one's way. Pinned. */
+   bpt__native_return_one's own way. Pinned. */
 static uintptr_t bpt__native_return_plain(bpt__thread *rec, uint32_t k, const bpt__retregs *r) {
     const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][k];
     const bpt__frame_session *fs = &fr->sess[0];
@@ -690,9 +665,8 @@ static uintptr_t bpt__native_return_plain(bpt__thread *rec, uint32_t k, const bp
     bpt__lane *lane;
     bpt__rec *h;
     uint64_t ticks;
-    if (k + 1 != rec->shadow_depth[BPT__STACK_NATIVE] || !ret || fr->nsess != 1 ||   /* PR1 */
-        (fs->actions & (BPT_RETURN_TO | BPT__FRAME_TIMEM)) || !(fs->actions & (BPT_RETURN | BPT_EXCEPTION)) ||
-        fs->rettype == BPT_ARG_STR || (k > 0 && fr[-1].gone) || rec->in_tracer)
+    if ((fs->actions & BPT__FRAME_TIMEM) || !(fs->actions & (BPT_RETURN | BPT_EXCEPTION)) ||   /* PR1 */
+        fs->rettype == BPT_ARG_STR || rec->in_tracer)
         return 0;
     if (!(s = bpt__session_lookup(fs->id)) || !s->buffered || s->rate_max ||   /* PR2 */
         !bpt__now_ticks_counter(&ticks) || !bpt__send_begin(rec))              /* PR3 [H1] */
@@ -712,6 +686,37 @@ static uintptr_t bpt__native_return_plain(bpt__thread *rec, uint32_t k, const bp
         ret = 0;
     }
     bpt__send_end(rec);
+    return ret;
+}
+
+/* F2, the common return, without copying the whole frame out: the frame
+   is on top, ends its chain (no tail call shares it: ret != 0), serves one
+   session, which does not ask for return_to, and no tombstone lies under
+   it. The plain return (above) first; else it copies out what the frame's
+   end (call_time, call_memory) and the return_from read, releases the
+   frame [H1], then ends it and sends.
+   Returns the address to continue at, or 0 when the frame is not such a
+   one (bpt__native_return_chain's). Pinned. */
+static uintptr_t bpt__native_return_one(bpt__thread *rec, uint32_t k, const bpt__retregs *r) {
+    const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][k];
+    bpt__frame one;   /* only what bpt__frame_end and the return_from read */
+    uintptr_t ret;
+    if (k + 1 != rec->shadow_depth[BPT__STACK_NATIVE] || !fr->ret || fr->nsess != 1 ||
+        (fr->sess[0].actions & BPT_RETURN_TO) || (k > 0 && fr[-1].gone))
+        return 0;
+    if ((ret = bpt__native_return_plain(rec, k, r)) != 0) return ret;
+    one.sess[0] = fr->sess[0];
+    one.nsess = 1;
+    one.fid = fr->fid;
+    one.f = fr->f;
+    one.process = fr->process;
+    ret = fr->ret;
+    bpt__compiler_barrier();   /* [H1] copied out before it is released */
+    rec->shadow_depth[BPT__STACK_NATIVE] = k;
+    if (one.sess[0].actions & BPT__FRAME_TIMEM) bpt__frame_end(rec, BPT__STACK_NATIVE, &one);
+    if (one.sess[0].actions & (BPT_RETURN | BPT_EXCEPTION))
+        bpt__frame_returned_one(rec, one.fid, &one.sess[0],
+                                one.sess[0].rettype == BPT_ARG_F64 ? r->fp[0][0] : r->gpr[0]);
     return ret;
 }
 
@@ -774,8 +779,7 @@ BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
     if (k < 0 && rec) k = bpt__frame_adopt(rec, sp);
     if (k < 0) bpt__frames_lost(sp);
     bpt__pin_rec(rec);   /* a frame was found: the thread has its record */
-    if (!(ret = bpt__native_return_plain(rec, (uint32_t)k, r)) && !(ret = bpt__native_return_one(rec, (uint32_t)k, r)))
-        ret = bpt__native_return_chain(rec, k, sp, r);
+    if (!(ret = bpt__native_return_one(rec, (uint32_t)k, r))) ret = bpt__native_return_chain(rec, k, sp, r);
     bpt__unpin(rec);
     bpt__own_leave();
     return ret;
