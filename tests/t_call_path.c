@@ -42,6 +42,11 @@
       leaf; and exception_trace with a double's return value) give the
       messages the full path gives, timestamps aside, with the plain
       return (frames.c) writing the return_from.
+   9. Claim 5 with call and return trace (the call-return path and the
+      plain return): a signal handler calls the traced function while its
+      thread is in either; every one of the thread's calls is followed by
+      its own return_from, in order; the handler's records arrive or are
+      counted as dropped, exactly; no frame is left behind.
    tests/count_path_check.sh checks the compiled path itself. */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
@@ -459,6 +464,79 @@ static void signals(void) {
     pattern("cp:leaf/1", BPT_CALL | BPT_OFF, NULL);
 }
 
+/* 9. Claim 5 under call and return trace. The thread's leaf(i) returns
+   i + 1, the handler's leaf(-1) returns 0: each record says whose it is. */
+typedef struct { long next, calls, returns, their_calls, their_returns, bad; int open; } ret_tally;
+static void take_with_returns(ret_tally *t) {
+    int n, k;
+    while ((n = bpt_session_drain(s, msgs, MAXM)) > 0)
+        for (k = 0; k < n; k++) {
+            const bpt_msg *m = &msgs[k];
+            if (m->type == BPT_MSG_CALL && (long)m->args[0] == -1) {
+                t->their_calls++;
+            } else if (m->type == BPT_MSG_CALL) {
+                t->bad += (long)m->args[0] != t->next || t->open;   /* in order, after the last one returned */
+                t->next = (long)m->args[0] + 1;
+                t->open = 1;
+                t->calls++;
+            } else if (m->type == BPT_MSG_RETURN_FROM && m->value == 0) {
+                t->their_returns++;
+            } else if (m->type == BPT_MSG_RETURN_FROM) {
+                t->bad += !t->open || (long)m->value != t->next;   /* the open call's own value */
+                t->open = 0;
+                t->returns++;
+            }
+        }
+}
+
+static void signals_with_returns(void) {
+    struct itimerval it;
+    struct sigaction sa;
+    bpt_session_counts c;
+    long (*volatile p)(long) = leaf;
+    long i, calls = check_scale(200000), wrong = 0;
+    bpt__thread *rec = bpt__thread_self_or_null();
+    ret_tally t;
+    memset(&t, 0, sizeof t);
+    pattern("cp:leaf/1", BPT_CALL | BPT_RETURN, NULL);
+    CHECK(fleaf->path_hint == BPT__HINT_CALL_RETURN, "the hint is CALL_RETURN (%u)", fleaf->path_hint);
+    drain_all(s);
+    CHECK_RC(bpt_session_stats(s, &c), 0);
+    handler_calls = 0;
+    {
+        uint64_t dropped0 = c.dropped;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_alarm;
+        sa.sa_flags = SA_RESTART;
+        sigaction(SIGALRM, &sa, NULL);
+        memset(&it, 0, sizeof it);
+        it.it_interval.tv_usec = 50;
+        it.it_value.tv_usec = 50;
+        setitimer(ITIMER_REAL, &it, NULL);
+        for (i = 0; i < calls; i++) {
+            wrong += p(i) != i + 1;
+            if (i % 1000 == 999) take_with_returns(&t);   /* as it goes: the buffer never fills */
+        }
+        memset(&it, 0, sizeof it);
+        setitimer(ITIMER_REAL, &it, NULL);
+        take_with_returns(&t);
+        CHECK_RC(bpt_session_stats(s, &c), 0);
+        c.dropped -= dropped0;
+    }
+    printf("9. %ld calls of call+return-traced leaf, a SIGALRM handler calling it every 50 us: %ld calls and %ld "
+           "return_from of the thread's in order; the handler's %ld calls: %ld + %ld records, %llu dropped\n",
+           calls, t.calls, t.returns, (long)handler_calls, t.their_calls, t.their_returns,
+           (unsigned long long)c.dropped);
+    CHECK(wrong == 0 && t.bad == 0, "%ld wrong results, %ld records out of order", wrong, t.bad);
+    CHECK(t.calls == calls && t.returns == calls, "every call and return of the thread recorded: %ld, %ld of %ld",
+          t.calls, t.returns, calls);
+    CHECK((uint64_t)(t.their_calls + t.their_returns) + c.dropped == 2 * (uint64_t)handler_calls,
+          "the handler's %ld calls: %ld + %ld records + %llu dropped", (long)handler_calls, t.their_calls,
+          t.their_returns, (unsigned long long)c.dropped);
+    CHECK(rec && rec->shadow_depth[BPT__STACK_NATIVE] == 0, "no frame left behind");
+    pattern("cp:leaf/1", BPT_OFF, NULL);
+}
+
 /* 6. Inside a return-traced function. */
 static void inside_return_trace(void) {
     long (*volatile p)(long) = outer;
@@ -640,6 +718,7 @@ int main(void) {
     inside_return_trace();
     call_return_direct();
     call_return_same_as_full();
+    signals_with_returns();
     CHECK_RC(bpt_session_destroy(s), 0);
     return CHECK_DONE();
 }
