@@ -3070,6 +3070,7 @@ typedef struct bpt__clock_cal {
 BPT__HOT uint64_t bpt__now_ns(void);
 BPT__HOT uint64_t bpt__now_ticks(void);   /* the counter (ns for clock_gettime) */
 BPT__HOT BPT__INTREGS int bpt__now_ticks_counter(uint64_t *ticks);   /* 0: not on the CPU's counter */
+BPT__HOT BPT__INTREGS uint64_t bpt__ticks_ns(uint64_t d);   /* a span of d ticks, in ns (call_time's frames) */
 BPT__PRIVATE void bpt__clock_calibrate(void);   /* once; thread progress's init calls it */
 BPT__PRIVATE uint64_t bpt__thread_cpu_ns(void);   /* the thread's CPU time (call_time with time_cpu) */
 BPT__PRIVATE void bpt__clock_cal_get(bpt__clock_cal *out);   /* the live calibration */
@@ -3571,8 +3572,12 @@ enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
    call record, and a return frame (frames.c) of one session. A native
    entry's call-return path (site_native.c) writes the record, and pushes
    the frame, with the integer registers alone; anywhere else it is a
-   CALL. ONE: exactly one session's breakpoint is
-   active, for anything else (several kinds, call_time, call_memory);
+   CALL. TIME: exactly one session's breakpoint is active, with call_time
+   alone, and the session times by the wall clock (not time_cpu): a
+   native entry's time path (site_native.c) counts the call and pushes
+   the frame with the integer registers alone; anywhere else it is a ONE.
+   ONE: exactly one session's breakpoint is
+   active, for anything else (several kinds, call_memory, call_time by CPU time);
    `data` is that GenericBp, whose kinds the hit runs without walking the
    list. NONE: nothing is active (a breakpoint word not yet
    removed, or every kind paused). A shortcut is a summary of
@@ -3581,7 +3586,7 @@ enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
    step 11 copies it, after the wait that keeps hits off it. */
 enum bpt__shortcut_kind {
     BPT__SHORTCUT_NONE, BPT__SHORTCUT_COUNT, BPT__SHORTCUT_WALK, BPT__SHORTCUT_ONE, BPT__SHORTCUT_CALL,
-    BPT__SHORTCUT_CALL_PLAIN, BPT__SHORTCUT_CALL_RETURN
+    BPT__SHORTCUT_CALL_PLAIN, BPT__SHORTCUT_CALL_RETURN, BPT__SHORTCUT_TIME
 };
 typedef struct bpt__shortcut {
     uint32_t kind;                /* enum bpt__shortcut_kind */
@@ -3601,9 +3606,10 @@ struct bpt_func {
        the stub tries before the full one (site_native.c), BPT__HINT_*
        in sites.h: the count path when either generation's shortcut is
        COUNT or NONE, the call path when either is CALL_PLAIN, the
-       call-return path when either is CALL_RETURN, else none. A
-       hint, written by the set path with the shortcuts; the path decides
-       under its pin. A function that times, traces returns with more
+       call-return path when either is CALL_RETURN, the time path when
+       either is TIME, else none. A hint, written by the set path with
+       the shortcuts; the path decides under its pin. A function that
+       times by CPU time or with call_memory, traces returns with more
        than return_from, or mixes kinds goes to the full path at once. */
     uint32_t path_hint;
     /* Beside it, in the cache line the stub reads: 0 for a code site; for
@@ -3769,6 +3775,8 @@ BPT__PRIVATE bpt__BpTimem *bpt__timem_of(const bpt__GenericBpData *d);
 BPT__PRIVATE void bpt__timem_point(bpt__GenericBpData *d, bpt__BpTimem *t);
 BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
                                     uint64_t calls, uint64_t ns, int64_t mem);
+BPT__HOT BPT__INTREGS int bpt__timem_charge_try(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
+                                                uint64_t calls, uint64_t ns);
 BPT__PRIVATE int bpt__timem_collect(bpt__GenericBp **gs, int n);
 BPT__PRIVATE void bpt__timem_report(const bpt__BpTimem *tm, bpt_info *out);
 BPT__PRIVATE uint32_t bpt__timem_nprocs(const bpt__BpTimem *tm);
@@ -3800,7 +3808,8 @@ typedef struct bpt__frame_session {
     /* call_time / call_memory (timem.c), as BEAM's process_breakpoint_trace:
        the function runs for this session from `since` (0: paused, while a
        callee the session times runs, or while its process is switched out),
-       in the session's clock: wall ns, or the thread's CPU ns (BPT__FRAME_CPU). */
+       in the session's clock: the wall clock's ticks (bpt__now_ticks), or the
+       thread's CPU ns (BPT__FRAME_CPU); own_ns in ns. */
     uint64_t since, own_ns;
     int64_t mem;
 } bpt__frame_session;
@@ -3855,12 +3864,15 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h);
    a tail call, alive. Pinned. */
 BPT__PRIVATE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int tail, const char *cls);
 BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h);
-/* The call path's F0 check and F1 (CALL_RETURN, site_native.c). */
+/* The short paths' F0 check and F1 (CALL_RETURN, TIME: site_native.c). */
 BPT__HOT BPT__INTREGS int bpt__native_frames_settled(const bpt__thread *rec, uintptr_t sp);
 BPT__HOT BPT__INTREGS int bpt__native_frame_plain_ok(const bpt__thread *rec, const bpt_func *f, const uintptr_t *slot);
 BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_func *f, uint64_t session_id,
                                                         unsigned actions, uint8_t rettype, uintptr_t sp,
-                                                        uintptr_t *slot);
+                                                        uintptr_t *slot, bpt__frame_session *caller, uint64_t now);
+/* The time path's caller check (frames.c: 0: only the walk can tell). */
+BPT__HOT BPT__INTREGS int bpt__timem_caller_at(bpt__thread *rec, uint32_t d, uint64_t id, uint64_t process,
+                                               bpt__frame_session **caller);
 /* The thread's sigaltstack [*lo, *hi) (empty: none); 1 when it runs on it now. */
 BPT__PRIVATE int bpt__altstack_bounds(uintptr_t *lo, uintptr_t *hi);
 /* Called by the return trampolines' assembly by name: not static. */
@@ -3915,6 +3927,7 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
 #define BPT__HINT_COUNT 1      /* the count path (COUNT, NONE) */
 #define BPT__HINT_CALL 2       /* the call path (CALL_PLAIN, NONE) */
 #define BPT__HINT_CALL_RETURN 3   /* the call-return path (CALL_RETURN, NONE) */
+#define BPT__HINT_TIME 4       /* the time path (TIME, NONE) */
 
 #if defined(BPT_NATIVE)
 #  if defined(__x86_64__)
@@ -3989,6 +4002,7 @@ BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_c
 BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_path(bpt_func *f, uint64_t *args, uintptr_t sp);
 BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_return_path(bpt_func *f, uint64_t *args,
                                                                                  uintptr_t sp);
+BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_time_path(bpt_func *f, uint64_t *args, uintptr_t sp);
 BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted);
 #endif
 /*** End of sites.h ***/
@@ -4855,7 +4869,7 @@ BPT__HOT BPT__INTREGS int bpt__now_ticks_counter(uint64_t *ticks) {
 
 /* d ticks in ns with calibration c: three 64-bit multiplies (no 128-bit
    integer: tcc has none). */
-static uint64_t bpt__clock_scale(const bpt__clock_cal *c, uint64_t d) {
+BPT__HOT BPT__INTREGS uint64_t bpt__clock_scale(const bpt__clock_cal *c, uint64_t d) {
     uint64_t lo = d & 0xffffffffu, hi = d >> 32;
     return d * c->mul_whole + hi * c->mul_frac + ((lo * c->mul_frac) >> 32);
 }
@@ -4866,6 +4880,21 @@ static uint64_t bpt__clock_scale(const bpt__clock_cal *c, uint64_t d) {
 BPT__PRIVATE uint64_t bpt__clock_cal_ns(const bpt__clock_cal *c, uint64_t ticks) {
     uint64_t d = ticks - c->tick0;
     return c->ns0 + ((int64_t)d < 0 ? 0 : bpt__clock_scale(c, d));
+}
+
+/* A span of d ticks of the counter (bpt__now_ticks) in ns: call_time's
+   frames keep their start in ticks and convert each span they run once
+   (frames.c). With clock_gettime the ticks are ns and this is the
+   identity. A negative span (d above 2^63: a reading taken before the
+   start it is measured from, as when a signal handler restarted a frame
+   after its thread read the clock, or a core's counter a few cycles
+   behind another's) is 0: converted, it would be a huge span, where the
+   ns difference it replaces wrapped back harmlessly. Integer registers,
+   no call (the time path, site_native.c). The calibration is complete:
+   d is the difference of two readings of bpt__now_ticks, which
+   calibrates first [K1]. */
+BPT__HOT BPT__INTREGS uint64_t bpt__ticks_ns(uint64_t d) {
+    return (int64_t)d < 0 ? 0 : bpt__clock_scale(&bpt__clock.cal, d);
 }
 
 /* Ticks to ns from an anchor: the pair (anchor_tick, anchor_ns) read
@@ -6638,8 +6667,11 @@ BPT__PRIVATE void bpt__pattern_entry_free(bpt__pattern_entry *e) {
 /* The entry stub: when the record's path_hint says so, call a short
    path with the integer registers alone: the count path,
    bpt__native_count_path(record), for a function that only counts, or
-   the call path, bpt__native_call_path(record, args), for one that only
-   traces calls (>>count path, >>call path in site_native.c). The count
+   the call path, bpt__native_call_path(record, args, entry sp), for one
+   that only traces calls, the call-return path (the same arguments) for
+   one that traces calls and their returns, or the time path (the same
+   arguments) for one that only times its calls (>>count path, >>call
+   path, >>time path in site_native.c). The count
    path keeps every register but rax (>>keeps regs in port.h), so only rax
    and rdi are saved around it; the call route saves the eight integer
    registers a function's entry may hold. Otherwise, or when the
@@ -6698,8 +6730,9 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
    (tests/stub_align_check.sh reads rsp at each C function the stub and
    the trampoline call; a third word of padding here had the count path
    entered with rsp 8 off, until 2026-11-28).
-   The call route (BPT__HINT_CALL, BPT__HINT_CALL_RETURN: the call path or
-   the call-return path, by the hint): each is an ordinary function
+   The call route (BPT__HINT_CALL, BPT__HINT_CALL_RETURN, BPT__HINT_TIME:
+   the call path, the call-return path or the time path, by the hint):
+   each is an ordinary function
    (it saves the registers a callee must keep, and clobbers the others but
    r11's), so push every register a function's entry may hold that it
    may clobber, r9 down to rdi, so that rdi..r9 lie in order at rsp (the
@@ -6742,11 +6775,16 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
     "    movq %rsp, %rsi\n"               /* args: rdi rsi rdx rcx r8 r9; 16-aligned */ \
     "    leaq 72(%rsp), %rdx\n"           /* the entry sp: 8 words and fn-4 up */ \
     "    movq %r11, %rdi\n" \
-    "    jne 8f\n"                         /* the hint's compare above still: CALL_RETURN */ \
+    "    jne 8f\n"                         /* the hint's compare above still: CALL_RETURN or TIME */ \
     "    call bpt__native_call_path\n" \
     "    jmp 9f\n" \
     "8:\n" \
+    "    cmpl $" BPT__STR(BPT__HINT_CALL_RETURN) ", (%rdi)\n" \
+    "    jne 3f\n" \
     "    call bpt__native_call_return_path\n" \
+    "    jmp 9f\n" \
+    "3:\n" \
+    "    call bpt__native_time_path\n" \
     "9:\n" \
     "    popq %rdi\n" \
     "    popq %rsi\n" \
@@ -6808,7 +6846,12 @@ __asm__(
     "    call bpt__native_call_path\n"
     "    jmp 7f\n"
     "8:\n"
+    "    cmpl $" BPT__STR(BPT__HINT_CALL_RETURN) ", (%rdi)\n"
+    "    jne 9f\n"
     "    call bpt__native_call_return_path\n"
+    "    jmp 7f\n"
+    "9:\n"
+    "    call bpt__native_time_path\n"
     "    jmp 7f\n"
     "6:\n"
     "    call bpt__native_count_path\n"
@@ -7053,8 +7096,10 @@ BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
    for a function that only counts, or the call path,
    bpt__native_call_path(record, frame, entry sp), for one that only
    traces calls, or the call-return path, bpt__native_call_return_path
-   (the same arguments), for one that traces calls and their returns
-   (>>count path, >>call path in site_native.c). Otherwise, or when the
+   (the same arguments), for one that traces calls and their returns, or
+   the time path, bpt__native_time_path (the same arguments), for one
+   that only times its calls (>>count path, >>call path, >>time path in
+   site_native.c). Otherwise, or when the
    short path declines, it saves q0-q7 too and calls
    bpt__native_entry(record, frame, what the short path said). Then it
    restores, puts the caller's return address back in x30 and returns to
@@ -7109,7 +7154,12 @@ __asm__(
     "    bl bpt__native_call_path\n"
     "    b 7f\n"
     "8:\n"
+    "    cmp w16, #" BPT__STR(BPT__HINT_CALL_RETURN) "\n"
+    "    b.ne 9f\n"
     "    bl bpt__native_call_return_path\n"
+    "    b 7f\n"
+    "9:\n"
+    "    bl bpt__native_time_path\n"
     "    b 7f\n"
     "6:\n"
     "    bl bpt__native_count_path\n"
@@ -7419,14 +7469,14 @@ static void bpt__timem_table_free(bpt__timem_table *t, int hit) {
 /* Where process's cell is in t, or the free cell where it would go:
    open addressing, linear probing (process 0 marks a free cell). The loop
    ends: a table is never more than half full (bpt__timem_cell_of). */
-static uint32_t bpt__timem_probe(const bpt__timem_table *t, uint64_t process) {
+BPT__HOT BPT__INTREGS uint32_t bpt__timem_probe(const bpt__timem_table *t, uint64_t process) {
     uint32_t i = (uint32_t)((process * 0x9E3779B97F4A7C15ull) >> 40) & (t->cap - 1);
     while (t->cell[i].process != process && t->cell[i].process != 0) i = (i + 1) & (t->cap - 1);
     return i;
 }
 
 /* The cell of process in t, or NULL: nothing is claimed. */
-static bpt__timem_cell *bpt__timem_cell_find(bpt__timem_table *t, uint64_t process) {
+BPT__HOT BPT__INTREGS bpt__timem_cell *bpt__timem_cell_find(bpt__timem_table *t, uint64_t process) {
     uint32_t i = bpt__timem_probe(t, process);
     return t->cell[i].process == process ? &t->cell[i] : NULL;
 }
@@ -7610,6 +7660,35 @@ BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t 
     bpt__timem_charge_own(t, rec, process, calls, ns, mem);
     bpt__compiler_barrier();   /* [H1] */
     rec->timem_charging = outer;
+}
+
+/* The short paths' charge (the time path's count of a call, site_native.c;
+   the timed return's own time, frames.c), with the integer registers
+   alone and no call: bpt__timem_charge(t, rec, process, calls, ns, 0)
+   where the common case of bpt__timem_charge_own holds (the thread's
+   table and the process's cell exist). Returns 1 when charged; 0 having
+   changed nothing when the table or the cell is still to be made, the
+   thread record is past BPT_MAX_THREADS, or this runs nested in an update
+   of t [H1]: bpt__timem_charge then does it, or counts it lost. The cell
+   is looked up after the mark, as in bpt__timem_charge: a handler nested
+   after the look would otherwise be free to grow the table and unmap the
+   cell. */
+BPT__HOT BPT__INTREGS int bpt__timem_charge_try(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
+                                                uint64_t calls, uint64_t ns) {
+    void *outer = rec->timem_charging;
+    bpt__timem_table *tab;
+    bpt__timem_cell *c = NULL;
+    if (outer == (void *)t || rec->index >= BPT_MAX_THREADS) return 0;
+    rec->timem_charging = t;
+    bpt__compiler_barrier();   /* [H1] marked before the table is touched */
+    tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index]);
+    if (BPT__LIKELY(tab != NULL) && BPT__LIKELY((c = bpt__timem_cell_find(tab, process)) != NULL)) {
+        c->calls += calls;
+        c->time_ns += ns;
+    }
+    bpt__compiler_barrier();   /* [H1] */
+    rec->timem_charging = outer;
+    return c != NULL;
 }
 
 /* call_time / call_memory of one breakpoint, from the sums the last
@@ -7861,8 +7940,9 @@ BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *
       address in its place (x86-64: the slot the call pushed; aarch64: x9,
       which the stub moves back to x30). Once per call, however many
       sessions asked: the frame lists them. A call that asks for return_from
-      alone, for one session, gets the same frame from the entry stub's
-      call-return path (bpt__native_frame_push_plain, site_native.c).
+      alone, or call_time alone, for one session, gets the same frame from
+      the entry stub's call-return path or time path
+      (bpt__native_frame_push_plain, site_native.c).
    F2. Return (bpt__native_return, from the trampoline): find the newest
       frame whose stack pointer is the returning one. Frames above it were
       unwound (longjmp, a host's throw) without returning: exception_from,
@@ -7872,8 +7952,10 @@ BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *
       tail call and no return_to, copies out only what it sends
       (bpt__native_return_one), or, when it asks for return_from alone,
       writes that straight into the thread's chunk (the plain return,
-      bpt__native_return_plain, PR1-PR3); the rest go the general way
-      (bpt__native_return_chain).
+      bpt__native_return_plain, PR1-PR3), or, when it only times the
+      call, charges its own time and resumes its caller at a look (the
+      timed return, bpt__native_return_timed, TR1-TR5); the rest go the
+      general way (bpt__native_return_chain).
    F3. Unwind (bpt_unwind_to): the host says how far it unwound.
    Every step looks only at the frames of the stack the thread runs on now:
    a thread that switches stacks (fibers.c) tags each frame with its
@@ -7993,16 +8075,20 @@ static bpt__frame_session *bpt__timem_current(bpt__thread *rec, int stack, uint3
     return NULL;
 }
 
-/* "Now" in both clocks a frame's sessions may time by: wall ns, read by
-   the caller, and the thread's CPU ns, read on the first need (a syscall:
-   only sessions created with time_cpu pay it). */
+/* "Now" in both clocks a frame's sessions may time by: the wall clock's
+   ticks (bpt__now_ticks: the CPU's counter, or clock_gettime's ns), read
+   by the caller, and the thread's CPU ns, read on the first need (a
+   syscall: only sessions created with time_cpu pay it). A frame keeps
+   the wall clock's start in ticks and converts each span it runs to ns
+   once, when it pauses (bpt__ticks_ns): one conversion per span, not
+   one per reading. */
 typedef struct bpt__now2 {
-    uint64_t wall, cpu;
+    uint64_t ticks, cpu;
 } bpt__now2;
 
-static bpt__now2 bpt__now2_at(uint64_t wall) {
+static bpt__now2 bpt__now2_at(uint64_t ticks) {
     bpt__now2 n;
-    n.wall = wall;
+    n.ticks = ticks;
     n.cpu = 0;
     return n;
 }
@@ -8010,7 +8096,7 @@ static bpt__now2 bpt__now2_at(uint64_t wall) {
 /* "Now" for a new frame: the clock is read only when one of its sessions
    times the call (a return trace alone needs no time at entry). */
 BPT__HOT bpt__now2 bpt__now2_for(const bpt__hit *h) {
-    return bpt__now2_at((h->wanted & BPT__FRAME_TIMEM) ? bpt__now_ns() : 0);
+    return bpt__now2_at((h->wanted & BPT__FRAME_TIMEM) ? bpt__now_ticks() : 0);
 }
 
 /* The CPU clock's first read: out of line, so that a frame timed by the
@@ -8020,39 +8106,60 @@ BPT__NOINLINE uint64_t bpt__now_cpu(bpt__now2 *now) {
     return now->cpu;
 }
 
+/* "Now" in fs's clock: wall ticks, or CPU ns. */
 static uint64_t bpt__now_for(const bpt__frame_session *fs, bpt__now2 *now) {
-    return (fs->actions & BPT__FRAME_CPU) ? bpt__now_cpu(now) : now->wall;
+    return (fs->actions & BPT__FRAME_CPU) ? bpt__now_cpu(now) : now->ticks;
+}
+
+/* The ns fs has run since its start (running: since != 0); 0 when `now`
+   is before it (a signal handler nested on the thread restarted fs after
+   the thread read `now`: bpt__ticks_ns). */
+static uint64_t bpt__timem_span(const bpt__frame_session *fs, bpt__now2 *now) {
+    uint64_t d = bpt__now_for(fs, now) - fs->since;
+    if (fs->actions & BPT__FRAME_CPU) return (int64_t)d < 0 ? 0 : d;
+    return bpt__ticks_ns(d);
 }
 
 static void bpt__timem_pause(bpt__frame_session *fs, bpt__now2 *now) {
-    if (fs && fs->since) { fs->own_ns += bpt__now_for(fs, now) - fs->since; fs->since = 0; }
+    if (fs && fs->since) { fs->own_ns += bpt__timem_span(fs, now); fs->since = 0; }
 }
 
 static void bpt__timem_resume(bpt__frame_session *fs, bpt__now2 *now) {
     if (fs && !fs->since) fs->since = bpt__now_for(fs, now);
 }
 
+/* Charge own_ns and mem of a call of f in process to f's tables of
+   session id in generation ix, if that session still has them active
+   (pinned: the GenericBp list and the active generation are read as the
+   hit path reads them). */
+BPT__HOT void bpt__timem_charge_session(bpt__thread *rec, bpt_func *f, unsigned ix, uint64_t id,
+                                      uint64_t process, uint64_t own_ns, int64_t mem) {
+    bpt__GenericBp *g;
+    for (g = (bpt__GenericBp *)bpt__load_acquire_ptr(&f->gen_bp); g;        /* [G1] */
+         g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next)) {
+        const bpt__GenericBpData *d = &g->data[ix];
+        bpt__BpTimem *t;
+        if (g->session->id != id) continue;
+        if (!(d->flags & BPT__BPF_TIMEM_ACTIVE)) return;
+        t = bpt__timem_of(d);
+        if (!(d->flags & BPT__BPF_TIME_ACTIVE)) own_ns = 0;
+        if (!(d->flags & BPT__BPF_MEM_ACTIVE)) mem = 0;
+        if (mem || !bpt__timem_charge_try(t, rec, process, 0, own_ns))   /* the common case, inline */
+            bpt__timem_charge(t, rec, process, 0, own_ns, mem);
+        return;
+    }
+}
+
 /* Charge a popped frame's own time and memory to its function's tables in
-   each session that times it (pinned: the GenericBp list and the active
-   generation are read as the hit path reads them). */
+   each session that times it. */
 static void bpt__timem_charge_frame(bpt__thread *rec, bpt__frame *fr, bpt__now2 *now) {
     uint32_t i;
     unsigned ix = bpt_active_bp_ix();   /* [G2] once per return, as once per hit */
-    bpt__GenericBp *g;
     for (i = 0; i < fr->nsess; i++) {
         bpt__frame_session *fs = &fr->sess[i];
         if (!(fs->actions & BPT__FRAME_TIMEM)) continue;
         bpt__timem_pause(fs, now);
-        for (g = (bpt__GenericBp *)bpt__load_acquire_ptr(&fr->f->gen_bp); g;        /* [G1] */
-             g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next)) {
-            const bpt__GenericBpData *d = &g->data[ix];
-            if (g->session->id != fs->id) continue;
-            if (d->flags & BPT__BPF_TIMEM_ACTIVE)
-                bpt__timem_charge(bpt__timem_of(d), rec, fr->process, 0,
-                                  (d->flags & BPT__BPF_TIME_ACTIVE) ? fs->own_ns : 0,
-                                  (d->flags & BPT__BPF_MEM_ACTIVE) ? fs->mem : 0);
-            break;
-        }
+        bpt__timem_charge_session(rec, fr->f, ix, fs->id, fr->process, fs->own_ns, fs->mem);
     }
 }
 
@@ -8106,7 +8213,7 @@ BPT__HOT void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, bpt__now2 *now)
     fr->unhooked = 0;
     if (h->wanted & BPT__FRAME_TIMEM) {
         if (BPT__LIKELY(h->nwant == 1 && !(h->wanted & BPT__FRAME_CPU)))
-            fr->sess[0].since = now->wall;   /* the one session times it, by the wall clock */
+            fr->sess[0].since = now->ticks;   /* the one session times it, by the wall clock */
         else
             bpt__frame_start_timem(fr, now);
     }
@@ -8138,7 +8245,7 @@ static void bpt__frame_end(bpt__thread *rec, int stack, bpt__frame *fr) {
     uint32_t i;
     for (i = 0; i < fr->nsess && !(fr->sess[i].actions & BPT__FRAME_TIMEM); i++) {}
     if (i == fr->nsess) return;
-    now = bpt__now2_at(bpt__now_ns());
+    now = bpt__now2_at(bpt__now_ticks());
     bpt__timem_charge_frame(rec, fr, &now);
     if (rec->shadow_depth[stack]) bpt__timem_resume_callers(rec, stack, fr, &now);   /* none below: no caller */
 }
@@ -8457,20 +8564,51 @@ BPT__HOT BPT__INTREGS int bpt__native_frame_plain_ok(const bpt__thread *rec, con
            *slot != BPT__RETURN_TRAMPOLINE && !f->signs_lr;
 }
 
-/* F1 for one session that asks for return_from alone (actions: its match
-   spec's, rettype its return type), once bpt__native_frame_plain_ok said
-   yes: the frame bpt__native_frame_push would push for that hit, and the
-   return slot swapped to the trampoline. */
+/* The frame that a new frame of session id in `process`, reserved at
+   depth d of the native stack, pauses (and that its return resumes), when
+   it can be told at a look, for the time path and the timed return: the
+   frame below, d - 1, when it is complete, this fiber's, in `process`, and
+   has the one session id, timing. Returns 1 and *caller, NULL when there
+   is no frame below; 0 when only bpt__timem_current's walk can tell (the
+   frame below belongs to another session, process or fiber, has several
+   sessions, or is being pushed): the general way's. */
+BPT__HOT BPT__INTREGS int bpt__timem_caller_at(bpt__thread *rec, uint32_t d, uint64_t id, uint64_t process,
+                                               bpt__frame_session **caller) {
+    bpt__frame *fr;
+    *caller = NULL;
+    if (d == 0) return 1;
+    fr = &rec->shadow[BPT__STACK_NATIVE][d - 1];
+    if (rec->shadow_filling[BPT__STACK_NATIVE] == d || fr->gone || fr->fiber != rec->fiber ||   /* [H1] */
+        fr->process != process || fr->nsess != 1 || fr->sess[0].id != id ||
+        !(fr->sess[0].actions & BPT__FRAME_TIMEM))
+        return 0;
+    *caller = &fr->sess[0];
+    return 1;
+}
+
+/* F1 for one session, once bpt__native_frame_plain_ok said yes: the frame
+   bpt__native_frame_push would push for that hit, and the return slot
+   swapped to the trampoline. actions: what the session asks of the
+   return (its match spec's return_from, or BPT_TIME), rettype the return
+   value's type. now: 0 for a frame that does not time its call; else the
+   wall clock's ticks its time starts at, and caller (bpt__timem_caller_at,
+   NULL: none) the frame the session was timing, paused at now between
+   reserve and fill, as bpt__frame_pause_callers does. */
 BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_func *f, uint64_t session_id,
                                                         unsigned actions, uint8_t rettype, uintptr_t sp,
-                                                        uintptr_t *slot) {
+                                                        uintptr_t *slot, bpt__frame_session *caller, uint64_t now) {
     uint32_t mark;
     bpt__frame *fr = bpt__frame_reserve_mapped(rec, BPT__STACK_NATIVE, &mark);
     bpt__frame_session *fs = &fr->sess[0];
+    if (caller && caller->since) {   /* as bpt__timem_pause, by the wall clock */
+        caller->own_ns += bpt__ticks_ns(now - caller->since);
+        caller->since = 0;
+    }
     fs->id = session_id;
     fs->actions = actions & (BPT__FRAME_ACTIONS | BPT__KINDS | BPT__FRAME_CPU);   /* as bpt__hit_want_frame */
     fs->rettype = rettype;
-    fs->since = fs->own_ns = 0;
+    fs->since = now;
+    fs->own_ns = 0;
     fs->mem = 0;
     fr->nsess = 1;
     fr->fid = f->fid;
@@ -8533,12 +8671,48 @@ static uintptr_t bpt__native_return_plain(bpt__thread *rec, uint32_t k, const bp
     return ret;
 }
 
+/* F2, the timed return: a common return (bpt__native_return_one has
+   checked the frame) whose session times the call by the wall clock and
+   asks for nothing else (call_time alone: no return_from, call_memory or
+   CPU clock), with its caller at a look (bpt__timem_caller_at): what
+   bpt__frame_end does for such a frame, without its copy, its walks or
+   its loops.
+   TR1. The frame asks for that, and the caller it resumes is the frame
+       below it, or there is none (bpt__timem_caller_at).
+   TR2. Read the clock; the frame's own time is what it had plus the time
+       since it last started (0: paused, its process switched out).
+   TR3. Release the frame [H1] (its fields were read before).
+   TR4. Charge its own time to the function's tables of the session
+       (bpt__timem_charge_session: nothing if the session has let go).
+   TR5. Resume the caller, as bpt__timem_resume.
+   Returns the address to continue at, or 0 having changed nothing (the
+   general way's). Pinned. */
+static uintptr_t bpt__native_return_timed(bpt__thread *rec, uint32_t k) {
+    const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][k];
+    const bpt__frame_session *fs = &fr->sess[0];
+    bpt__frame_session *caller;
+    uintptr_t ret = fr->ret;
+    uint64_t now, own, id = fs->id, process = fr->process;
+    int64_t mem = fs->mem;
+    bpt_func *f = fr->f;
+    if ((fs->actions & (BPT__FRAME_ACTIONS | BPT__KINDS | BPT__FRAME_CPU)) != BPT_TIME ||   /* TR1 */
+        !bpt__timem_caller_at(rec, k, id, process, &caller))
+        return 0;
+    now = bpt__now_ticks();                                                               /* TR2 */
+    own = fs->own_ns + (fs->since ? bpt__ticks_ns(now - fs->since) : 0);
+    bpt__compiler_barrier();   /* [H1] read out before it is released */
+    rec->shadow_depth[BPT__STACK_NATIVE] = k;                                             /* TR3 */
+    bpt__timem_charge_session(rec, f, bpt_active_bp_ix(), id, process, own, mem);         /* TR4 [G2] */
+    if (caller && !caller->since) caller->since = now;                                    /* TR5 */
+    return ret;
+}
+
 /* F2, the common return, without copying the whole frame out: the frame
    is on top, ends its chain (no tail call shares it: ret != 0), serves one
    session, which does not ask for return_to, and no tombstone lies under
-   it. The plain return (above) first; else it copies out what the frame's
-   end (call_time, call_memory) and the return_from read, releases the
-   frame [H1], then ends it and sends.
+   it. The plain return and the timed return (above) first; else it
+   copies out what the frame's end (call_time, call_memory) and the
+   return_from read, releases the frame [H1], then ends it and sends.
    Returns the address to continue at, or 0 when the frame is not such a
    one (bpt__native_return_chain's). Pinned. */
 static uintptr_t bpt__native_return_one(bpt__thread *rec, uint32_t k, const bpt__retregs *r) {
@@ -8548,7 +8722,8 @@ static uintptr_t bpt__native_return_one(bpt__thread *rec, uint32_t k, const bpt_
     if (k + 1 != rec->shadow_depth[BPT__STACK_NATIVE] || !fr->ret || fr->nsess != 1 ||
         (fr->sess[0].actions & BPT_RETURN_TO) || (k > 0 && fr[-1].gone))
         return 0;
-    if ((ret = bpt__native_return_plain(rec, k, r)) != 0) return ret;
+    if ((ret = bpt__native_return_plain(rec, k, r)) != 0 || (ret = bpt__native_return_timed(rec, k)) != 0)
+        return ret;
     one.sess[0] = fr->sess[0];
     one.nsess = 1;
     one.fid = fr->fid;
@@ -8745,7 +8920,7 @@ static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what
 }
 
 BPT__PRIVATE void bpt__frames_fiber_timem(bpt__thread *rec, int resume) {
-    bpt__now2 now = bpt__now2_at(bpt__now_ns());
+    bpt__now2 now = bpt__now2_at(bpt__now_ticks());
     bpt__timem_current_each(rec, rec->process, resume ? BPT__TIMEM_RESUME : BPT__TIMEM_PAUSE, &now, 0);
 }
 
@@ -8755,7 +8930,7 @@ void bpt_process_switch(uint64_t process) {
     if (!rec) return;
     if (process == 0) process = rec->tid;
     if (process == rec->process) return;
-    now = bpt__now2_at(bpt__now_ns());
+    now = bpt__now2_at(bpt__now_ticks());
     bpt__timem_current_each(rec, rec->process, BPT__TIMEM_PAUSE, &now, 0);
     rec->process = process;
     bpt__timem_current_each(rec, process, BPT__TIMEM_RESUME, &now, 0);
@@ -9754,6 +9929,7 @@ BPT__HOT int bpt__breakpoint(bpt__hit *h) {
         bpt__breakpoint_call(h, (bpt__GenericBp *)f->shortcut[ix].data, ix);
         break;
     case BPT__SHORTCUT_ONE:
+    case BPT__SHORTCUT_TIME:   /* here, as ONE: the time path (site_native.c) declined it */
         bpt__breakpoint_one(h, (bpt__GenericBp *)f->shortcut[ix].data, ix);
         break;
     default:
@@ -9939,7 +10115,8 @@ BPT__HOT BPT__INTREGS int bpt__short_path_unpin(bpt__thread *rec, int done) {
    BPT__HINT_COUNT: one generation counts or does nothing (breakpoint.h).
    A function that only traces calls goes to the call path (below), one
    that traces calls and their returns alone to the call-return path, one
-   that times or mixes kinds to the full path at once.
+   that only times its calls by the wall clock to the time path, one that
+   mixes kinds to the full path at once.
    A slot never comes here (its hint is 0, bp.c): bptrace's own calls
    through it are left untraced by the full path (>>own calls).
    CP1. The thread has its record (the full path makes it on a first hit).
@@ -10072,12 +10249,62 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_return_path(
         const bpt__GenericBp *g = (const bpt__GenericBp *)sc->data;
         if ((done = bpt__call_path_record(rec, f, g->session, args))) {                            /* CR4, CR5 */
             const bpt__ms *ms = (const bpt__ms *)g->data[ix].data[BPT__KIX_CALL];   /* the same generation [G2] */
-            bpt__native_frame_push_plain(rec, f, g->session->id, ms->actions, ms->rettype, sp, slot);   /* CR6 */
+            bpt__native_frame_push_plain(rec, f, g->session->id, ms->actions, ms->rettype, sp, slot, NULL, 0);   /* CR6 */
         }
     } else {
         done = sc->kind == BPT__SHORTCUT_NONE;
     }
     return bpt__short_path_unpin(rec, done);                               /* CR7 */
+}
+
+/* >>time path: the hit of a native entry whose active generation times
+   calls (call_time) for one session by the wall clock and does nothing
+   else (the TIME shortcut, breakpoint.h): count the call in the thread's
+   table and push the frame whose return charges the call's own time, as
+   the full path's call_time hit (kind_timem.c) and F1 do, with the
+   integer registers alone and no call. The stub calls it when the
+   function's path_hint is BPT__HINT_TIME, as it calls the call path. The
+   return takes the timed return (frames.c).
+   TM1, TM2. As CL1, CL2.
+   TM3. The shortcut is TIME; F0 would settle nothing and a frame can be
+       pushed (as CR3); the frame the new one pauses is the one below it,
+       or none (bpt__timem_caller_at: a caller of another session or
+       process needs the full path's walk); the clock is the CPU's
+       counter: read it (a frame keeps its start in ticks, frames.c).
+       NONE is done at once.
+   TM4. Count the call in the thread's table, if the table and the
+       process's cell are there (bpt__timem_charge_try, timem.c; the full
+       path makes them) and no charge of that table runs below [H1].
+   TM5. Push the frame, pausing the caller at the same instant, and swap
+       the return address for the trampoline (F1,
+       bpt__native_frame_push_plain).
+   TM6. Unpin, as CP5.
+   Returns as the call path. */
+BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_time_path(bpt_func *f, uint64_t *args, uintptr_t sp) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    uintptr_t *slot = BPT__ARCH_SHORT_RET_SLOT(args, sp);
+    const bpt__shortcut *sc;
+    const bpt__GenericBp *g;
+    bpt__frame_session *caller;
+    uint64_t now;
+    unsigned ix;
+    int done = 0;
+    if (BPT__UNLIKELY(!rec)) return BPT__PATH_FULL;                       /* TM1 */
+    bpt__pin_rec(rec);                                                    /* TM2 */
+    ix = bpt__active_ix_load();
+    sc = &f->shortcut[ix];
+    g = (const bpt__GenericBp *)sc->data;
+    if (BPT__LIKELY(sc->kind == BPT__SHORTCUT_TIME) && BPT__LIKELY(bpt__native_frames_settled(rec, sp)) &&   /* TM3 */
+        BPT__LIKELY(bpt__native_frame_plain_ok(rec, f, slot)) &&
+        BPT__LIKELY(bpt__timem_caller_at(rec, rec->shadow_depth[BPT__STACK_NATIVE], g->session->id, rec->process,
+                                         &caller)) &&
+        BPT__LIKELY(bpt__now_ticks_counter(&now))) {
+        if ((done = bpt__timem_charge_try((bpt__BpTimem *)g->data[ix].data[BPT__KIX_TIME], rec, rec->process, 1, 0)))   /* TM4 */
+            bpt__native_frame_push_plain(rec, f, g->session->id, BPT_TIME, BPT_ARG_I64, sp, slot, caller, now);   /* TM5 */
+    } else {
+        done = sc->kind == BPT__SHORTCUT_NONE;
+    }
+    return bpt__short_path_unpin(rec, done);                               /* TM6 */
 }
 
 /* The full path, with every argument register saved in regs: the general
@@ -11416,9 +11643,10 @@ static int bpt__shortcut_counts_only(uint32_t kind) {
 
 /* The entry stubs' hint (bpt_func.path_hint, BPT__HINT_* in sites.h):
    may the count path finish a hit on f in either generation, or else the
-   call path, or else the call-return path? Never for a slot: a slot reached from bptrace's own code is
-   not traced (>>own calls in site_native.c), and the full path makes that
-   check, so that the short paths of every other function do not.
+   call path, the call-return path, the time path? Never for a slot: a
+   slot reached from bptrace's own code is not traced (>>own calls in
+   site_native.c), and the full path makes that check, so that the short
+   paths of every other function do not.
    Stored only when it changes: every stub reads the hint's line, and a
    store, even of the same value, takes the line from each core that reads
    it. Storing it at both steps 3 and 11 of every change made switching
@@ -11434,6 +11662,8 @@ static void bpt__path_hint_update(bpt_func *f) {
         hint = BPT__HINT_CALL;
     } else if (f->shortcut[0].kind == BPT__SHORTCUT_CALL_RETURN || f->shortcut[1].kind == BPT__SHORTCUT_CALL_RETURN) {
         hint = BPT__HINT_CALL_RETURN;
+    } else if (f->shortcut[0].kind == BPT__SHORTCUT_TIME || f->shortcut[1].kind == BPT__SHORTCUT_TIME) {
+        hint = BPT__HINT_TIME;
     }
     if (f->path_hint != hint) f->path_hint = hint;
 }
@@ -11482,12 +11712,16 @@ static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
             sc->count_dir = ((const bpt__BpCount *)sc->data)->dir;
             sc->count_off = ((const bpt__BpCount *)sc->data)->off;
         } else {
-            /* CALL, CALL_PLAIN, CALL_RETURN (call trace only) or ONE (any other mix): the GenericBp
-               is linked, or parked in to_insert, which step 5 links before
-               the commit publishes this generation; freed only after step
-               12's wait, when no hit can read this shortcut any more. */
-            if (kinds != BPT__BPF_ACTIVE(BPT__KIX_CALL)) sc->kind = BPT__SHORTCUT_ONE;
-            else sc->kind = bpt__call_shortcut(only_g, only);
+            /* CALL, CALL_PLAIN, CALL_RETURN (call trace only), TIME
+               (call_time only, by the wall clock) or ONE (any other mix):
+               the GenericBp is linked, or parked in to_insert, which step
+               5 links before the commit publishes this generation; freed
+               only after step 12's wait, when no hit can read this
+               shortcut any more. */
+            if (kinds == BPT__BPF_ACTIVE(BPT__KIX_CALL)) sc->kind = bpt__call_shortcut(only_g, only);
+            else if (kinds == BPT__BPF_ACTIVE(BPT__KIX_TIME) && !only_g->session->time_cpu)
+                sc->kind = BPT__SHORTCUT_TIME;
+            else sc->kind = BPT__SHORTCUT_ONE;
             sc->data = only_g;
         }
     }

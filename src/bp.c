@@ -284,9 +284,10 @@ static int bpt__shortcut_counts_only(uint32_t kind) {
 
 /* The entry stubs' hint (bpt_func.path_hint, BPT__HINT_* in sites.h):
    may the count path finish a hit on f in either generation, or else the
-   call path, or else the call-return path? Never for a slot: a slot reached from bptrace's own code is
-   not traced (>>own calls in site_native.c), and the full path makes that
-   check, so that the short paths of every other function do not.
+   call path, the call-return path, the time path? Never for a slot: a
+   slot reached from bptrace's own code is not traced (>>own calls in
+   site_native.c), and the full path makes that check, so that the short
+   paths of every other function do not.
    Stored only when it changes: every stub reads the hint's line, and a
    store, even of the same value, takes the line from each core that reads
    it. Storing it at both steps 3 and 11 of every change made switching
@@ -302,6 +303,8 @@ static void bpt__path_hint_update(bpt_func *f) {
         hint = BPT__HINT_CALL;
     } else if (f->shortcut[0].kind == BPT__SHORTCUT_CALL_RETURN || f->shortcut[1].kind == BPT__SHORTCUT_CALL_RETURN) {
         hint = BPT__HINT_CALL_RETURN;
+    } else if (f->shortcut[0].kind == BPT__SHORTCUT_TIME || f->shortcut[1].kind == BPT__SHORTCUT_TIME) {
+        hint = BPT__HINT_TIME;
     }
     if (f->path_hint != hint) f->path_hint = hint;
 }
@@ -350,12 +353,16 @@ static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
             sc->count_dir = ((const bpt__BpCount *)sc->data)->dir;
             sc->count_off = ((const bpt__BpCount *)sc->data)->off;
         } else {
-            /* CALL, CALL_PLAIN, CALL_RETURN (call trace only) or ONE (any other mix): the GenericBp
-               is linked, or parked in to_insert, which step 5 links before
-               the commit publishes this generation; freed only after step
-               12's wait, when no hit can read this shortcut any more. */
-            if (kinds != BPT__BPF_ACTIVE(BPT__KIX_CALL)) sc->kind = BPT__SHORTCUT_ONE;
-            else sc->kind = bpt__call_shortcut(only_g, only);
+            /* CALL, CALL_PLAIN, CALL_RETURN (call trace only), TIME
+               (call_time only, by the wall clock) or ONE (any other mix):
+               the GenericBp is linked, or parked in to_insert, which step
+               5 links before the commit publishes this generation; freed
+               only after step 12's wait, when no hit can read this
+               shortcut any more. */
+            if (kinds == BPT__BPF_ACTIVE(BPT__KIX_CALL)) sc->kind = bpt__call_shortcut(only_g, only);
+            else if (kinds == BPT__BPF_ACTIVE(BPT__KIX_TIME) && !only_g->session->time_cpu)
+                sc->kind = BPT__SHORTCUT_TIME;
+            else sc->kind = BPT__SHORTCUT_ONE;
             sc->data = only_g;
         }
     }

@@ -95,8 +95,12 @@ enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
    call record, and a return frame (frames.c) of one session. A native
    entry's call-return path (site_native.c) writes the record, and pushes
    the frame, with the integer registers alone; anywhere else it is a
-   CALL. ONE: exactly one session's breakpoint is
-   active, for anything else (several kinds, call_time, call_memory);
+   CALL. TIME: exactly one session's breakpoint is active, with call_time
+   alone, and the session times by the wall clock (not time_cpu): a
+   native entry's time path (site_native.c) counts the call and pushes
+   the frame with the integer registers alone; anywhere else it is a ONE.
+   ONE: exactly one session's breakpoint is
+   active, for anything else (several kinds, call_memory, call_time by CPU time);
    `data` is that GenericBp, whose kinds the hit runs without walking the
    list. NONE: nothing is active (a breakpoint word not yet
    removed, or every kind paused). A shortcut is a summary of
@@ -105,7 +109,7 @@ enum bpt__site_kind { BPT__SITE_VM = 1, BPT__SITE_NATIVE = 2 };
    step 11 copies it, after the wait that keeps hits off it. */
 enum bpt__shortcut_kind {
     BPT__SHORTCUT_NONE, BPT__SHORTCUT_COUNT, BPT__SHORTCUT_WALK, BPT__SHORTCUT_ONE, BPT__SHORTCUT_CALL,
-    BPT__SHORTCUT_CALL_PLAIN, BPT__SHORTCUT_CALL_RETURN
+    BPT__SHORTCUT_CALL_PLAIN, BPT__SHORTCUT_CALL_RETURN, BPT__SHORTCUT_TIME
 };
 typedef struct bpt__shortcut {
     uint32_t kind;                /* enum bpt__shortcut_kind */
@@ -125,9 +129,10 @@ struct bpt_func {
        the stub tries before the full one (site_native.c), BPT__HINT_*
        in sites.h: the count path when either generation's shortcut is
        COUNT or NONE, the call path when either is CALL_PLAIN, the
-       call-return path when either is CALL_RETURN, else none. A
-       hint, written by the set path with the shortcuts; the path decides
-       under its pin. A function that times, traces returns with more
+       call-return path when either is CALL_RETURN, the time path when
+       either is TIME, else none. A hint, written by the set path with
+       the shortcuts; the path decides under its pin. A function that
+       times by CPU time or with call_memory, traces returns with more
        than return_from, or mixes kinds goes to the full path at once. */
     uint32_t path_hint;
     /* Beside it, in the cache line the stub reads: 0 for a code site; for

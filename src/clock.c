@@ -179,7 +179,7 @@ BPT__HOT BPT__INTREGS int bpt__now_ticks_counter(uint64_t *ticks) {
 
 /* d ticks in ns with calibration c: three 64-bit multiplies (no 128-bit
    integer: tcc has none). */
-static uint64_t bpt__clock_scale(const bpt__clock_cal *c, uint64_t d) {
+BPT__HOT BPT__INTREGS uint64_t bpt__clock_scale(const bpt__clock_cal *c, uint64_t d) {
     uint64_t lo = d & 0xffffffffu, hi = d >> 32;
     return d * c->mul_whole + hi * c->mul_frac + ((lo * c->mul_frac) >> 32);
 }
@@ -190,6 +190,21 @@ static uint64_t bpt__clock_scale(const bpt__clock_cal *c, uint64_t d) {
 BPT__PRIVATE uint64_t bpt__clock_cal_ns(const bpt__clock_cal *c, uint64_t ticks) {
     uint64_t d = ticks - c->tick0;
     return c->ns0 + ((int64_t)d < 0 ? 0 : bpt__clock_scale(c, d));
+}
+
+/* A span of d ticks of the counter (bpt__now_ticks) in ns: call_time's
+   frames keep their start in ticks and convert each span they run once
+   (frames.c). With clock_gettime the ticks are ns and this is the
+   identity. A negative span (d above 2^63: a reading taken before the
+   start it is measured from, as when a signal handler restarted a frame
+   after its thread read the clock, or a core's counter a few cycles
+   behind another's) is 0: converted, it would be a huge span, where the
+   ns difference it replaces wrapped back harmlessly. Integer registers,
+   no call (the time path, site_native.c). The calibration is complete:
+   d is the difference of two readings of bpt__now_ticks, which
+   calibrates first [K1]. */
+BPT__HOT BPT__INTREGS uint64_t bpt__ticks_ns(uint64_t d) {
+    return (int64_t)d < 0 ? 0 : bpt__clock_scale(&bpt__clock.cal, d);
 }
 
 /* Ticks to ns from an anchor: the pair (anchor_tick, anchor_ns) read

@@ -12,6 +12,7 @@ typedef struct bpt__clock_cal {
 BPT__HOT uint64_t bpt__now_ns(void);
 BPT__HOT uint64_t bpt__now_ticks(void);   /* the counter (ns for clock_gettime) */
 BPT__HOT BPT__INTREGS int bpt__now_ticks_counter(uint64_t *ticks);   /* 0: not on the CPU's counter */
+BPT__HOT BPT__INTREGS uint64_t bpt__ticks_ns(uint64_t d);   /* a span of d ticks, in ns (call_time's frames) */
 BPT__PRIVATE void bpt__clock_calibrate(void);   /* once; thread progress's init calls it */
 BPT__PRIVATE uint64_t bpt__thread_cpu_ns(void);   /* the thread's CPU time (call_time with time_cpu) */
 BPT__PRIVATE void bpt__clock_cal_get(bpt__clock_cal *out);   /* the live calibration */

@@ -16,8 +16,9 @@
       address in its place (x86-64: the slot the call pushed; aarch64: x9,
       which the stub moves back to x30). Once per call, however many
       sessions asked: the frame lists them. A call that asks for return_from
-      alone, for one session, gets the same frame from the entry stub's
-      call-return path (bpt__native_frame_push_plain, site_native.c).
+      alone, or call_time alone, for one session, gets the same frame from
+      the entry stub's call-return path or time path
+      (bpt__native_frame_push_plain, site_native.c).
    F2. Return (bpt__native_return, from the trampoline): find the newest
       frame whose stack pointer is the returning one. Frames above it were
       unwound (longjmp, a host's throw) without returning: exception_from,
@@ -27,8 +28,10 @@
       tail call and no return_to, copies out only what it sends
       (bpt__native_return_one), or, when it asks for return_from alone,
       writes that straight into the thread's chunk (the plain return,
-      bpt__native_return_plain, PR1-PR3); the rest go the general way
-      (bpt__native_return_chain).
+      bpt__native_return_plain, PR1-PR3), or, when it only times the
+      call, charges its own time and resumes its caller at a look (the
+      timed return, bpt__native_return_timed, TR1-TR5); the rest go the
+      general way (bpt__native_return_chain).
    F3. Unwind (bpt_unwind_to): the host says how far it unwound.
    Every step looks only at the frames of the stack the thread runs on now:
    a thread that switches stacks (fibers.c) tags each frame with its
@@ -149,16 +152,20 @@ static bpt__frame_session *bpt__timem_current(bpt__thread *rec, int stack, uint3
     return NULL;
 }
 
-/* "Now" in both clocks a frame's sessions may time by: wall ns, read by
-   the caller, and the thread's CPU ns, read on the first need (a syscall:
-   only sessions created with time_cpu pay it). */
+/* "Now" in both clocks a frame's sessions may time by: the wall clock's
+   ticks (bpt__now_ticks: the CPU's counter, or clock_gettime's ns), read
+   by the caller, and the thread's CPU ns, read on the first need (a
+   syscall: only sessions created with time_cpu pay it). A frame keeps
+   the wall clock's start in ticks and converts each span it runs to ns
+   once, when it pauses (bpt__ticks_ns): one conversion per span, not
+   one per reading. */
 typedef struct bpt__now2 {
-    uint64_t wall, cpu;
+    uint64_t ticks, cpu;
 } bpt__now2;
 
-static bpt__now2 bpt__now2_at(uint64_t wall) {
+static bpt__now2 bpt__now2_at(uint64_t ticks) {
     bpt__now2 n;
-    n.wall = wall;
+    n.ticks = ticks;
     n.cpu = 0;
     return n;
 }
@@ -166,7 +173,7 @@ static bpt__now2 bpt__now2_at(uint64_t wall) {
 /* "Now" for a new frame: the clock is read only when one of its sessions
    times the call (a return trace alone needs no time at entry). */
 BPT__HOT bpt__now2 bpt__now2_for(const bpt__hit *h) {
-    return bpt__now2_at((h->wanted & BPT__FRAME_TIMEM) ? bpt__now_ns() : 0);
+    return bpt__now2_at((h->wanted & BPT__FRAME_TIMEM) ? bpt__now_ticks() : 0);
 }
 
 /* The CPU clock's first read: out of line, so that a frame timed by the
@@ -176,39 +183,60 @@ BPT__NOINLINE uint64_t bpt__now_cpu(bpt__now2 *now) {
     return now->cpu;
 }
 
+/* "Now" in fs's clock: wall ticks, or CPU ns. */
 static uint64_t bpt__now_for(const bpt__frame_session *fs, bpt__now2 *now) {
-    return (fs->actions & BPT__FRAME_CPU) ? bpt__now_cpu(now) : now->wall;
+    return (fs->actions & BPT__FRAME_CPU) ? bpt__now_cpu(now) : now->ticks;
+}
+
+/* The ns fs has run since its start (running: since != 0); 0 when `now`
+   is before it (a signal handler nested on the thread restarted fs after
+   the thread read `now`: bpt__ticks_ns). */
+static uint64_t bpt__timem_span(const bpt__frame_session *fs, bpt__now2 *now) {
+    uint64_t d = bpt__now_for(fs, now) - fs->since;
+    if (fs->actions & BPT__FRAME_CPU) return (int64_t)d < 0 ? 0 : d;
+    return bpt__ticks_ns(d);
 }
 
 static void bpt__timem_pause(bpt__frame_session *fs, bpt__now2 *now) {
-    if (fs && fs->since) { fs->own_ns += bpt__now_for(fs, now) - fs->since; fs->since = 0; }
+    if (fs && fs->since) { fs->own_ns += bpt__timem_span(fs, now); fs->since = 0; }
 }
 
 static void bpt__timem_resume(bpt__frame_session *fs, bpt__now2 *now) {
     if (fs && !fs->since) fs->since = bpt__now_for(fs, now);
 }
 
+/* Charge own_ns and mem of a call of f in process to f's tables of
+   session id in generation ix, if that session still has them active
+   (pinned: the GenericBp list and the active generation are read as the
+   hit path reads them). */
+BPT__HOT void bpt__timem_charge_session(bpt__thread *rec, bpt_func *f, unsigned ix, uint64_t id,
+                                      uint64_t process, uint64_t own_ns, int64_t mem) {
+    bpt__GenericBp *g;
+    for (g = (bpt__GenericBp *)bpt__load_acquire_ptr(&f->gen_bp); g;        /* [G1] */
+         g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next)) {
+        const bpt__GenericBpData *d = &g->data[ix];
+        bpt__BpTimem *t;
+        if (g->session->id != id) continue;
+        if (!(d->flags & BPT__BPF_TIMEM_ACTIVE)) return;
+        t = bpt__timem_of(d);
+        if (!(d->flags & BPT__BPF_TIME_ACTIVE)) own_ns = 0;
+        if (!(d->flags & BPT__BPF_MEM_ACTIVE)) mem = 0;
+        if (mem || !bpt__timem_charge_try(t, rec, process, 0, own_ns))   /* the common case, inline */
+            bpt__timem_charge(t, rec, process, 0, own_ns, mem);
+        return;
+    }
+}
+
 /* Charge a popped frame's own time and memory to its function's tables in
-   each session that times it (pinned: the GenericBp list and the active
-   generation are read as the hit path reads them). */
+   each session that times it. */
 static void bpt__timem_charge_frame(bpt__thread *rec, bpt__frame *fr, bpt__now2 *now) {
     uint32_t i;
     unsigned ix = bpt_active_bp_ix();   /* [G2] once per return, as once per hit */
-    bpt__GenericBp *g;
     for (i = 0; i < fr->nsess; i++) {
         bpt__frame_session *fs = &fr->sess[i];
         if (!(fs->actions & BPT__FRAME_TIMEM)) continue;
         bpt__timem_pause(fs, now);
-        for (g = (bpt__GenericBp *)bpt__load_acquire_ptr(&fr->f->gen_bp); g;        /* [G1] */
-             g = (bpt__GenericBp *)bpt__load_acquire_ptr(&g->next)) {
-            const bpt__GenericBpData *d = &g->data[ix];
-            if (g->session->id != fs->id) continue;
-            if (d->flags & BPT__BPF_TIMEM_ACTIVE)
-                bpt__timem_charge(bpt__timem_of(d), rec, fr->process, 0,
-                                  (d->flags & BPT__BPF_TIME_ACTIVE) ? fs->own_ns : 0,
-                                  (d->flags & BPT__BPF_MEM_ACTIVE) ? fs->mem : 0);
-            break;
-        }
+        bpt__timem_charge_session(rec, fr->f, ix, fs->id, fr->process, fs->own_ns, fs->mem);
     }
 }
 
@@ -262,7 +290,7 @@ BPT__HOT void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, bpt__now2 *now)
     fr->unhooked = 0;
     if (h->wanted & BPT__FRAME_TIMEM) {
         if (BPT__LIKELY(h->nwant == 1 && !(h->wanted & BPT__FRAME_CPU)))
-            fr->sess[0].since = now->wall;   /* the one session times it, by the wall clock */
+            fr->sess[0].since = now->ticks;   /* the one session times it, by the wall clock */
         else
             bpt__frame_start_timem(fr, now);
     }
@@ -294,7 +322,7 @@ static void bpt__frame_end(bpt__thread *rec, int stack, bpt__frame *fr) {
     uint32_t i;
     for (i = 0; i < fr->nsess && !(fr->sess[i].actions & BPT__FRAME_TIMEM); i++) {}
     if (i == fr->nsess) return;
-    now = bpt__now2_at(bpt__now_ns());
+    now = bpt__now2_at(bpt__now_ticks());
     bpt__timem_charge_frame(rec, fr, &now);
     if (rec->shadow_depth[stack]) bpt__timem_resume_callers(rec, stack, fr, &now);   /* none below: no caller */
 }
@@ -613,20 +641,51 @@ BPT__HOT BPT__INTREGS int bpt__native_frame_plain_ok(const bpt__thread *rec, con
            *slot != BPT__RETURN_TRAMPOLINE && !f->signs_lr;
 }
 
-/* F1 for one session that asks for return_from alone (actions: its match
-   spec's, rettype its return type), once bpt__native_frame_plain_ok said
-   yes: the frame bpt__native_frame_push would push for that hit, and the
-   return slot swapped to the trampoline. */
+/* The frame that a new frame of session id in `process`, reserved at
+   depth d of the native stack, pauses (and that its return resumes), when
+   it can be told at a look, for the time path and the timed return: the
+   frame below, d - 1, when it is complete, this fiber's, in `process`, and
+   has the one session id, timing. Returns 1 and *caller, NULL when there
+   is no frame below; 0 when only bpt__timem_current's walk can tell (the
+   frame below belongs to another session, process or fiber, has several
+   sessions, or is being pushed): the general way's. */
+BPT__HOT BPT__INTREGS int bpt__timem_caller_at(bpt__thread *rec, uint32_t d, uint64_t id, uint64_t process,
+                                               bpt__frame_session **caller) {
+    bpt__frame *fr;
+    *caller = NULL;
+    if (d == 0) return 1;
+    fr = &rec->shadow[BPT__STACK_NATIVE][d - 1];
+    if (rec->shadow_filling[BPT__STACK_NATIVE] == d || fr->gone || fr->fiber != rec->fiber ||   /* [H1] */
+        fr->process != process || fr->nsess != 1 || fr->sess[0].id != id ||
+        !(fr->sess[0].actions & BPT__FRAME_TIMEM))
+        return 0;
+    *caller = &fr->sess[0];
+    return 1;
+}
+
+/* F1 for one session, once bpt__native_frame_plain_ok said yes: the frame
+   bpt__native_frame_push would push for that hit, and the return slot
+   swapped to the trampoline. actions: what the session asks of the
+   return (its match spec's return_from, or BPT_TIME), rettype the return
+   value's type. now: 0 for a frame that does not time its call; else the
+   wall clock's ticks its time starts at, and caller (bpt__timem_caller_at,
+   NULL: none) the frame the session was timing, paused at now between
+   reserve and fill, as bpt__frame_pause_callers does. */
 BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_func *f, uint64_t session_id,
                                                         unsigned actions, uint8_t rettype, uintptr_t sp,
-                                                        uintptr_t *slot) {
+                                                        uintptr_t *slot, bpt__frame_session *caller, uint64_t now) {
     uint32_t mark;
     bpt__frame *fr = bpt__frame_reserve_mapped(rec, BPT__STACK_NATIVE, &mark);
     bpt__frame_session *fs = &fr->sess[0];
+    if (caller && caller->since) {   /* as bpt__timem_pause, by the wall clock */
+        caller->own_ns += bpt__ticks_ns(now - caller->since);
+        caller->since = 0;
+    }
     fs->id = session_id;
     fs->actions = actions & (BPT__FRAME_ACTIONS | BPT__KINDS | BPT__FRAME_CPU);   /* as bpt__hit_want_frame */
     fs->rettype = rettype;
-    fs->since = fs->own_ns = 0;
+    fs->since = now;
+    fs->own_ns = 0;
     fs->mem = 0;
     fr->nsess = 1;
     fr->fid = f->fid;
@@ -689,12 +748,48 @@ static uintptr_t bpt__native_return_plain(bpt__thread *rec, uint32_t k, const bp
     return ret;
 }
 
+/* F2, the timed return: a common return (bpt__native_return_one has
+   checked the frame) whose session times the call by the wall clock and
+   asks for nothing else (call_time alone: no return_from, call_memory or
+   CPU clock), with its caller at a look (bpt__timem_caller_at): what
+   bpt__frame_end does for such a frame, without its copy, its walks or
+   its loops.
+   TR1. The frame asks for that, and the caller it resumes is the frame
+       below it, or there is none (bpt__timem_caller_at).
+   TR2. Read the clock; the frame's own time is what it had plus the time
+       since it last started (0: paused, its process switched out).
+   TR3. Release the frame [H1] (its fields were read before).
+   TR4. Charge its own time to the function's tables of the session
+       (bpt__timem_charge_session: nothing if the session has let go).
+   TR5. Resume the caller, as bpt__timem_resume.
+   Returns the address to continue at, or 0 having changed nothing (the
+   general way's). Pinned. */
+static uintptr_t bpt__native_return_timed(bpt__thread *rec, uint32_t k) {
+    const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][k];
+    const bpt__frame_session *fs = &fr->sess[0];
+    bpt__frame_session *caller;
+    uintptr_t ret = fr->ret;
+    uint64_t now, own, id = fs->id, process = fr->process;
+    int64_t mem = fs->mem;
+    bpt_func *f = fr->f;
+    if ((fs->actions & (BPT__FRAME_ACTIONS | BPT__KINDS | BPT__FRAME_CPU)) != BPT_TIME ||   /* TR1 */
+        !bpt__timem_caller_at(rec, k, id, process, &caller))
+        return 0;
+    now = bpt__now_ticks();                                                               /* TR2 */
+    own = fs->own_ns + (fs->since ? bpt__ticks_ns(now - fs->since) : 0);
+    bpt__compiler_barrier();   /* [H1] read out before it is released */
+    rec->shadow_depth[BPT__STACK_NATIVE] = k;                                             /* TR3 */
+    bpt__timem_charge_session(rec, f, bpt_active_bp_ix(), id, process, own, mem);         /* TR4 [G2] */
+    if (caller && !caller->since) caller->since = now;                                    /* TR5 */
+    return ret;
+}
+
 /* F2, the common return, without copying the whole frame out: the frame
    is on top, ends its chain (no tail call shares it: ret != 0), serves one
    session, which does not ask for return_to, and no tombstone lies under
-   it. The plain return (above) first; else it copies out what the frame's
-   end (call_time, call_memory) and the return_from read, releases the
-   frame [H1], then ends it and sends.
+   it. The plain return and the timed return (above) first; else it
+   copies out what the frame's end (call_time, call_memory) and the
+   return_from read, releases the frame [H1], then ends it and sends.
    Returns the address to continue at, or 0 when the frame is not such a
    one (bpt__native_return_chain's). Pinned. */
 static uintptr_t bpt__native_return_one(bpt__thread *rec, uint32_t k, const bpt__retregs *r) {
@@ -704,7 +799,8 @@ static uintptr_t bpt__native_return_one(bpt__thread *rec, uint32_t k, const bpt_
     if (k + 1 != rec->shadow_depth[BPT__STACK_NATIVE] || !fr->ret || fr->nsess != 1 ||
         (fr->sess[0].actions & BPT_RETURN_TO) || (k > 0 && fr[-1].gone))
         return 0;
-    if ((ret = bpt__native_return_plain(rec, k, r)) != 0) return ret;
+    if ((ret = bpt__native_return_plain(rec, k, r)) != 0 || (ret = bpt__native_return_timed(rec, k)) != 0)
+        return ret;
     one.sess[0] = fr->sess[0];
     one.nsess = 1;
     one.fid = fr->fid;
@@ -901,7 +997,7 @@ static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what
 }
 
 BPT__PRIVATE void bpt__frames_fiber_timem(bpt__thread *rec, int resume) {
-    bpt__now2 now = bpt__now2_at(bpt__now_ns());
+    bpt__now2 now = bpt__now2_at(bpt__now_ticks());
     bpt__timem_current_each(rec, rec->process, resume ? BPT__TIMEM_RESUME : BPT__TIMEM_PAUSE, &now, 0);
 }
 
@@ -911,7 +1007,7 @@ void bpt_process_switch(uint64_t process) {
     if (!rec) return;
     if (process == 0) process = rec->tid;
     if (process == rec->process) return;
-    now = bpt__now2_at(bpt__now_ns());
+    now = bpt__now2_at(bpt__now_ticks());
     bpt__timem_current_each(rec, rec->process, BPT__TIMEM_PAUSE, &now, 0);
     rec->process = process;
     bpt__timem_current_each(rec, process, BPT__TIMEM_RESUME, &now, 0);

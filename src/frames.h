@@ -23,7 +23,8 @@ typedef struct bpt__frame_session {
     /* call_time / call_memory (timem.c), as BEAM's process_breakpoint_trace:
        the function runs for this session from `since` (0: paused, while a
        callee the session times runs, or while its process is switched out),
-       in the session's clock: wall ns, or the thread's CPU ns (BPT__FRAME_CPU). */
+       in the session's clock: the wall clock's ticks (bpt__now_ticks), or the
+       thread's CPU ns (BPT__FRAME_CPU); own_ns in ns. */
     uint64_t since, own_ns;
     int64_t mem;
 } bpt__frame_session;
@@ -78,12 +79,15 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h);
    a tail call, alive. Pinned. */
 BPT__PRIVATE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int tail, const char *cls);
 BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h);
-/* The call path's F0 check and F1 (CALL_RETURN, site_native.c). */
+/* The short paths' F0 check and F1 (CALL_RETURN, TIME: site_native.c). */
 BPT__HOT BPT__INTREGS int bpt__native_frames_settled(const bpt__thread *rec, uintptr_t sp);
 BPT__HOT BPT__INTREGS int bpt__native_frame_plain_ok(const bpt__thread *rec, const bpt_func *f, const uintptr_t *slot);
 BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_func *f, uint64_t session_id,
                                                         unsigned actions, uint8_t rettype, uintptr_t sp,
-                                                        uintptr_t *slot);
+                                                        uintptr_t *slot, bpt__frame_session *caller, uint64_t now);
+/* The time path's caller check (frames.c: 0: only the walk can tell). */
+BPT__HOT BPT__INTREGS int bpt__timem_caller_at(bpt__thread *rec, uint32_t d, uint64_t id, uint64_t process,
+                                               bpt__frame_session **caller);
 /* The thread's sigaltstack [*lo, *hi) (empty: none); 1 when it runs on it now. */
 BPT__PRIVATE int bpt__altstack_bounds(uintptr_t *lo, uintptr_t *hi);
 /* Called by the return trampolines' assembly by name: not static. */

@@ -86,6 +86,7 @@ BPT__HOT int bpt__breakpoint(bpt__hit *h) {
         bpt__breakpoint_call(h, (bpt__GenericBp *)f->shortcut[ix].data, ix);
         break;
     case BPT__SHORTCUT_ONE:
+    case BPT__SHORTCUT_TIME:   /* here, as ONE: the time path (site_native.c) declined it */
         bpt__breakpoint_one(h, (bpt__GenericBp *)f->shortcut[ix].data, ix);
         break;
     default:

@@ -37,8 +37,10 @@
    for a function that only counts, or the call path,
    bpt__native_call_path(record, frame, entry sp), for one that only
    traces calls, or the call-return path, bpt__native_call_return_path
-   (the same arguments), for one that traces calls and their returns
-   (>>count path, >>call path in site_native.c). Otherwise, or when the
+   (the same arguments), for one that traces calls and their returns, or
+   the time path, bpt__native_time_path (the same arguments), for one
+   that only times its calls (>>count path, >>call path, >>time path in
+   site_native.c). Otherwise, or when the
    short path declines, it saves q0-q7 too and calls
    bpt__native_entry(record, frame, what the short path said). Then it
    restores, puts the caller's return address back in x30 and returns to
@@ -93,7 +95,12 @@ __asm__(
     "    bl bpt__native_call_path\n"
     "    b 7f\n"
     "8:\n"
+    "    cmp w16, #" BPT__STR(BPT__HINT_CALL_RETURN) "\n"
+    "    b.ne 9f\n"
     "    bl bpt__native_call_return_path\n"
+    "    b 7f\n"
+    "9:\n"
+    "    bl bpt__native_time_path\n"
     "    b 7f\n"
     "6:\n"
     "    bl bpt__native_count_path\n"

@@ -127,7 +127,8 @@ BPT__HOT BPT__INTREGS int bpt__short_path_unpin(bpt__thread *rec, int done) {
    BPT__HINT_COUNT: one generation counts or does nothing (breakpoint.h).
    A function that only traces calls goes to the call path (below), one
    that traces calls and their returns alone to the call-return path, one
-   that times or mixes kinds to the full path at once.
+   that only times its calls by the wall clock to the time path, one that
+   mixes kinds to the full path at once.
    A slot never comes here (its hint is 0, bp.c): bptrace's own calls
    through it are left untraced by the full path (>>own calls).
    CP1. The thread has its record (the full path makes it on a first hit).
@@ -260,12 +261,62 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_return_path(
         const bpt__GenericBp *g = (const bpt__GenericBp *)sc->data;
         if ((done = bpt__call_path_record(rec, f, g->session, args))) {                            /* CR4, CR5 */
             const bpt__ms *ms = (const bpt__ms *)g->data[ix].data[BPT__KIX_CALL];   /* the same generation [G2] */
-            bpt__native_frame_push_plain(rec, f, g->session->id, ms->actions, ms->rettype, sp, slot);   /* CR6 */
+            bpt__native_frame_push_plain(rec, f, g->session->id, ms->actions, ms->rettype, sp, slot, NULL, 0);   /* CR6 */
         }
     } else {
         done = sc->kind == BPT__SHORTCUT_NONE;
     }
     return bpt__short_path_unpin(rec, done);                               /* CR7 */
+}
+
+/* >>time path: the hit of a native entry whose active generation times
+   calls (call_time) for one session by the wall clock and does nothing
+   else (the TIME shortcut, breakpoint.h): count the call in the thread's
+   table and push the frame whose return charges the call's own time, as
+   the full path's call_time hit (kind_timem.c) and F1 do, with the
+   integer registers alone and no call. The stub calls it when the
+   function's path_hint is BPT__HINT_TIME, as it calls the call path. The
+   return takes the timed return (frames.c).
+   TM1, TM2. As CL1, CL2.
+   TM3. The shortcut is TIME; F0 would settle nothing and a frame can be
+       pushed (as CR3); the frame the new one pauses is the one below it,
+       or none (bpt__timem_caller_at: a caller of another session or
+       process needs the full path's walk); the clock is the CPU's
+       counter: read it (a frame keeps its start in ticks, frames.c).
+       NONE is done at once.
+   TM4. Count the call in the thread's table, if the table and the
+       process's cell are there (bpt__timem_charge_try, timem.c; the full
+       path makes them) and no charge of that table runs below [H1].
+   TM5. Push the frame, pausing the caller at the same instant, and swap
+       the return address for the trampoline (F1,
+       bpt__native_frame_push_plain).
+   TM6. Unpin, as CP5.
+   Returns as the call path. */
+BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_time_path(bpt_func *f, uint64_t *args, uintptr_t sp) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    uintptr_t *slot = BPT__ARCH_SHORT_RET_SLOT(args, sp);
+    const bpt__shortcut *sc;
+    const bpt__GenericBp *g;
+    bpt__frame_session *caller;
+    uint64_t now;
+    unsigned ix;
+    int done = 0;
+    if (BPT__UNLIKELY(!rec)) return BPT__PATH_FULL;                       /* TM1 */
+    bpt__pin_rec(rec);                                                    /* TM2 */
+    ix = bpt__active_ix_load();
+    sc = &f->shortcut[ix];
+    g = (const bpt__GenericBp *)sc->data;
+    if (BPT__LIKELY(sc->kind == BPT__SHORTCUT_TIME) && BPT__LIKELY(bpt__native_frames_settled(rec, sp)) &&   /* TM3 */
+        BPT__LIKELY(bpt__native_frame_plain_ok(rec, f, slot)) &&
+        BPT__LIKELY(bpt__timem_caller_at(rec, rec->shadow_depth[BPT__STACK_NATIVE], g->session->id, rec->process,
+                                         &caller)) &&
+        BPT__LIKELY(bpt__now_ticks_counter(&now))) {
+        if ((done = bpt__timem_charge_try((bpt__BpTimem *)g->data[ix].data[BPT__KIX_TIME], rec, rec->process, 1, 0)))   /* TM4 */
+            bpt__native_frame_push_plain(rec, f, g->session->id, BPT_TIME, BPT_ARG_I64, sp, slot, caller, now);   /* TM5 */
+    } else {
+        done = sc->kind == BPT__SHORTCUT_NONE;
+    }
+    return bpt__short_path_unpin(rec, done);                               /* TM6 */
 }
 
 /* The full path, with every argument register saved in regs: the general

@@ -42,8 +42,11 @@
 /* The entry stub: when the record's path_hint says so, call a short
    path with the integer registers alone: the count path,
    bpt__native_count_path(record), for a function that only counts, or
-   the call path, bpt__native_call_path(record, args), for one that only
-   traces calls (>>count path, >>call path in site_native.c). The count
+   the call path, bpt__native_call_path(record, args, entry sp), for one
+   that only traces calls, the call-return path (the same arguments) for
+   one that traces calls and their returns, or the time path (the same
+   arguments) for one that only times its calls (>>count path, >>call
+   path, >>time path in site_native.c). The count
    path keeps every register but rax (>>keeps regs in port.h), so only rax
    and rdi are saved around it; the call route saves the eight integer
    registers a function's entry may hold. Otherwise, or when the
@@ -102,8 +105,9 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
    (tests/stub_align_check.sh reads rsp at each C function the stub and
    the trampoline call; a third word of padding here had the count path
    entered with rsp 8 off, until 2026-11-28).
-   The call route (BPT__HINT_CALL, BPT__HINT_CALL_RETURN: the call path or
-   the call-return path, by the hint): each is an ordinary function
+   The call route (BPT__HINT_CALL, BPT__HINT_CALL_RETURN, BPT__HINT_TIME:
+   the call path, the call-return path or the time path, by the hint):
+   each is an ordinary function
    (it saves the registers a callee must keep, and clobbers the others but
    r11's), so push every register a function's entry may hold that it
    may clobber, r9 down to rdi, so that rdi..r9 lie in order at rsp (the
@@ -146,11 +150,16 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
     "    movq %rsp, %rsi\n"               /* args: rdi rsi rdx rcx r8 r9; 16-aligned */ \
     "    leaq 72(%rsp), %rdx\n"           /* the entry sp: 8 words and fn-4 up */ \
     "    movq %r11, %rdi\n" \
-    "    jne 8f\n"                         /* the hint's compare above still: CALL_RETURN */ \
+    "    jne 8f\n"                         /* the hint's compare above still: CALL_RETURN or TIME */ \
     "    call bpt__native_call_path\n" \
     "    jmp 9f\n" \
     "8:\n" \
+    "    cmpl $" BPT__STR(BPT__HINT_CALL_RETURN) ", (%rdi)\n" \
+    "    jne 3f\n" \
     "    call bpt__native_call_return_path\n" \
+    "    jmp 9f\n" \
+    "3:\n" \
+    "    call bpt__native_time_path\n" \
     "9:\n" \
     "    popq %rdi\n" \
     "    popq %rsi\n" \
@@ -212,7 +221,12 @@ __asm__(
     "    call bpt__native_call_path\n"
     "    jmp 7f\n"
     "8:\n"
+    "    cmpl $" BPT__STR(BPT__HINT_CALL_RETURN) ", (%rdi)\n"
+    "    jne 9f\n"
     "    call bpt__native_call_return_path\n"
+    "    jmp 7f\n"
+    "9:\n"
+    "    call bpt__native_time_path\n"
     "    jmp 7f\n"
     "6:\n"
     "    call bpt__native_count_path\n"

@@ -44,6 +44,7 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
 #define BPT__HINT_COUNT 1      /* the count path (COUNT, NONE) */
 #define BPT__HINT_CALL 2       /* the call path (CALL_PLAIN, NONE) */
 #define BPT__HINT_CALL_RETURN 3   /* the call-return path (CALL_RETURN, NONE) */
+#define BPT__HINT_TIME 4       /* the time path (TIME, NONE) */
 
 #if defined(BPT_NATIVE)
 #  if defined(__x86_64__)
@@ -118,5 +119,6 @@ BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_c
 BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_path(bpt_func *f, uint64_t *args, uintptr_t sp);
 BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_return_path(bpt_func *f, uint64_t *args,
                                                                                  uintptr_t sp);
+BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_time_path(bpt_func *f, uint64_t *args, uintptr_t sp);
 BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted);
 #endif

@@ -99,14 +99,14 @@ static void bpt__timem_table_free(bpt__timem_table *t, int hit) {
 /* Where process's cell is in t, or the free cell where it would go:
    open addressing, linear probing (process 0 marks a free cell). The loop
    ends: a table is never more than half full (bpt__timem_cell_of). */
-static uint32_t bpt__timem_probe(const bpt__timem_table *t, uint64_t process) {
+BPT__HOT BPT__INTREGS uint32_t bpt__timem_probe(const bpt__timem_table *t, uint64_t process) {
     uint32_t i = (uint32_t)((process * 0x9E3779B97F4A7C15ull) >> 40) & (t->cap - 1);
     while (t->cell[i].process != process && t->cell[i].process != 0) i = (i + 1) & (t->cap - 1);
     return i;
 }
 
 /* The cell of process in t, or NULL: nothing is claimed. */
-static bpt__timem_cell *bpt__timem_cell_find(bpt__timem_table *t, uint64_t process) {
+BPT__HOT BPT__INTREGS bpt__timem_cell *bpt__timem_cell_find(bpt__timem_table *t, uint64_t process) {
     uint32_t i = bpt__timem_probe(t, process);
     return t->cell[i].process == process ? &t->cell[i] : NULL;
 }
@@ -290,6 +290,35 @@ BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t 
     bpt__timem_charge_own(t, rec, process, calls, ns, mem);
     bpt__compiler_barrier();   /* [H1] */
     rec->timem_charging = outer;
+}
+
+/* The short paths' charge (the time path's count of a call, site_native.c;
+   the timed return's own time, frames.c), with the integer registers
+   alone and no call: bpt__timem_charge(t, rec, process, calls, ns, 0)
+   where the common case of bpt__timem_charge_own holds (the thread's
+   table and the process's cell exist). Returns 1 when charged; 0 having
+   changed nothing when the table or the cell is still to be made, the
+   thread record is past BPT_MAX_THREADS, or this runs nested in an update
+   of t [H1]: bpt__timem_charge then does it, or counts it lost. The cell
+   is looked up after the mark, as in bpt__timem_charge: a handler nested
+   after the look would otherwise be free to grow the table and unmap the
+   cell. */
+BPT__HOT BPT__INTREGS int bpt__timem_charge_try(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
+                                                uint64_t calls, uint64_t ns) {
+    void *outer = rec->timem_charging;
+    bpt__timem_table *tab;
+    bpt__timem_cell *c = NULL;
+    if (outer == (void *)t || rec->index >= BPT_MAX_THREADS) return 0;
+    rec->timem_charging = t;
+    bpt__compiler_barrier();   /* [H1] marked before the table is touched */
+    tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index]);
+    if (BPT__LIKELY(tab != NULL) && BPT__LIKELY((c = bpt__timem_cell_find(tab, process)) != NULL)) {
+        c->calls += calls;
+        c->time_ns += ns;
+    }
+    bpt__compiler_barrier();   /* [H1] */
+    rec->timem_charging = outer;
+    return c != NULL;
 }
 
 /* call_time / call_memory of one breakpoint, from the sums the last

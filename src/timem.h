@@ -61,6 +61,8 @@ BPT__PRIVATE bpt__BpTimem *bpt__timem_of(const bpt__GenericBpData *d);
 BPT__PRIVATE void bpt__timem_point(bpt__GenericBpData *d, bpt__BpTimem *t);
 BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
                                     uint64_t calls, uint64_t ns, int64_t mem);
+BPT__HOT BPT__INTREGS int bpt__timem_charge_try(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
+                                                uint64_t calls, uint64_t ns);
 BPT__PRIVATE int bpt__timem_collect(bpt__GenericBp **gs, int n);
 BPT__PRIVATE void bpt__timem_report(const bpt__BpTimem *tm, bpt_info *out);
 BPT__PRIVATE uint32_t bpt__timem_nprocs(const bpt__BpTimem *tm);

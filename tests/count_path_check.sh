@@ -26,7 +26,7 @@ printf '#define BPTRACE_IMPLEMENTATION\n#include "bptrace.h"\n' > "$tmp/impl.c"
 "$@" -O2 -dM -E -I. "$tmp/impl.c" > "$tmp/macros" || exit 1
 grep -q '__aarch64__' "$tmp/macros" && arch=aarch64 || arch=x86_64
 
-paths="bpt__native_count_path bpt__native_call_path"
+paths="bpt__native_count_path bpt__native_call_path bpt__native_call_return_path bpt__native_time_path"
 if grep -q 'define BPT__COUNT_SAVES_FP' "$tmp/macros"; then
     # The stub's text, from its label to its .size: the vector saves come first.
     stub=$(awk '/^bpt__(x86_64|aarch64)_stub:/,/\.size[[:space:]]+bpt__(x86_64|aarch64)_stub/' "$tmp/impl.s")

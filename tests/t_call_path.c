@@ -52,10 +52,9 @@
 #include "../bptrace.h"
 #include "check.h"
 #include "native_fixture.h"
-#include <signal.h>
+#include "timing_fixture.h"
 #include <stdarg.h>
 #include <string.h>
-#include <sys/time.h>
 
 #if defined(BPT_NATIVE)   /* gcc and clang: stdatomic.h too */
 #include <stdatomic.h>
@@ -416,21 +415,6 @@ static void on_alarm(int sig) {
     handler_calls++;
 }
 
-/* on_alarm every 50 us from now (on: 1), or no more (on: 0). */
-static void alarms(int on) {
-    struct itimerval it;
-    struct sigaction sa;
-    if (on) {
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_alarm;
-        sa.sa_flags = SA_RESTART;
-        sigaction(SIGALRM, &sa, NULL);
-    }
-    memset(&it, 0, sizeof it);
-    it.it_interval.tv_usec = it.it_value.tv_usec = on ? 50 : 0;
-    setitimer(ITIMER_REAL, &it, NULL);
-}
-
 /* Take what the session holds: the thread's records must come in order
    (*next: the argument expected next), the handler's (argument -1) are
    counted apart. */
@@ -451,12 +435,12 @@ static void signals(void) {
     long i, calls = check_scale(400000), next = 0, mine = 0, theirs = 0, bad = 0;
     pattern("cp:leaf/1", BPT_CALL, NULL);
     drain_all(s);
-    alarms(1);
+    alarms_every(on_alarm, 50);
     for (i = 0; i < calls; i++) {
         bad += p(i) != i + 1;
         if (i % 1000 == 999) take_ordered(&next, &mine, &theirs, &bad);   /* as it goes: the buffer never fills */
     }
-    alarms(0);
+    alarms_every(on_alarm, 0);
     take_ordered(&next, &mine, &theirs, &bad);
     CHECK_RC(bpt_session_stats(s, &c), 0);
     printf("5. %ld calls with a SIGALRM handler calling leaf every 50 us: %ld of the thread's records in order, "
@@ -508,12 +492,12 @@ static void signals_with_returns(void) {
     handler_calls = 0;
     {
         uint64_t dropped0 = c.dropped;
-        alarms(1);
+        alarms_every(on_alarm, 50);
         for (i = 0; i < calls; i++) {
             wrong += p(i) != i + 1;
             if (i % 1000 == 999) take_with_returns(&t);   /* as it goes: the buffer never fills */
         }
-        alarms(0);
+        alarms_every(on_alarm, 0);
         take_with_returns(&t);
         CHECK_RC(bpt_session_stats(s, &c), 0);
         c.dropped -= dropped0;

@@ -14,22 +14,10 @@
 #include "../bptrace.h"
 #include "check.h"
 #include "native_fixture.h"
+#include "timing_fixture.h"
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* Busy for ns; returns how long it really was (the clock it is checked against). */
-static uint64_t spin_for(uint64_t ns) {
-    uint64_t t0 = now_ns(), t;
-    while ((t = now_ns()) - t0 < ns) {}
-    return t - t0;
-}
 
 /* The time charged to f in session s for process (0: all processes). */
 static void info_of(bpt_session s, const bpt_func *f, uint64_t process, uint64_t *calls, uint64_t *ns, int64_t *mem) {
