@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # tests/count_path_check.sh COMPILER [FLAGS...]
 #
-# The short paths of native entries, the count path and the call path
-# (>>count path, >>call path in src/site_native.c), run before the entry
-# stub saves the vector registers, so their compiled code must not touch
-# them and must call nothing that might (>>intregs in src/port.h). This
-# compiles the implementation with the given compiler at -O2, as a user's
-# build does, and reads bpt__native_count_path's and
-# bpt__native_call_path's assembly:
+# The short paths of native entries, the count path, the call path, the
+# call-return path and the time path (>>count path, >>call path,
+# >>call-return path, >>time path in src/site_native.c), run before the
+# entry stub saves the vector registers, so their compiled code must not
+# touch them and must call nothing that might (>>intregs in src/port.h).
+# This compiles the implementation with the given compiler at -O2, as a
+# user's build does, and reads each path's assembly ($paths below):
 # - no vector or floating-point register (x86-64: %xmm/%ymm/%zmm/%st/%mm;
 #   aarch64: b/h/s/d/q/v registers);
 # - no call and no jump to another function (a tail call), not even one
@@ -16,7 +16,7 @@
 #   save registers or align the stack.
 # Where the compiler cannot promise that (BPT__COUNT_SAVES_FP: clang for
 # aarch64, a sanitizer), it checks instead that the stub saves the vector
-# registers before it calls either path.
+# registers before it calls any of them.
 set -u
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
