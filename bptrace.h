@@ -658,8 +658,16 @@ BPT_API int bpt_session_destroy(bpt_session s);
    buffers into out, thread by thread, each thread's messages in order,
    decoded from their records (names resolved, timestamps converted to ns).
    Where a thread lost records (full buffer, or overwritten in flight-recorder
-   mode), a DROPPED message stands at the place of the loss. A session with a
-   callback tracer, or a USDT session, has nothing to drain. Never blocks a traced thread.
+   mode), a DROPPED message stands at the place of the loss, in the thread
+   and process that lost them (a full buffer's first loss at once, the ones
+   after it ahead of the thread's next record that fits; records taken back
+   by a flight recorder where the stream resumes). Records a signal
+   handler's send lost while nested in its own thread's send are marked
+   at that thread's next record that starts a chunk or a context (within
+   about 1 ms of its records). The DROPPED counts of a session add up to
+   its bpt_session_stats dropped, but the losses after a thread's last
+   record that fit. A session with a callback tracer, or a USDT session,
+   has nothing to drain. Never blocks a traced thread.
 
    Parameters
      s     the session
@@ -3182,6 +3190,10 @@ BPT__PRIVATE void bpt__stream_init(bpt__stream *st);
 #define BPT__COUNT_PAGES 64u
 #define BPT__COUNT_SLOTS (BPT__COUNT_PAGES * BPT__COUNT_PAGE_SLOTS)
 
+/* call_time charges open on a thread at once, each nested in the one
+   before by a signal handler (timem.c [H1]); a deeper one is dropped. */
+#define BPT__TIMEM_NEST 4u
+
 /* A thread's record: created on its first pin, reused after it exits,
    never freed while walkable (progress.c). */
 struct bpt__thread {
@@ -3211,7 +3223,9 @@ struct bpt__thread {
                                        tag given (fibers.c); native frames carry their stack's tag.
                                        64 bits: a tag is made at every switch, and one reused
                                        while its stack still has frames would mix two stacks */
-    void *volatile timem_charging;  /* owner only: the call_time tables being charged (timem.c) [H1] */
+    void *volatile timem_charging[BPT__TIMEM_NEST];   /* owner only: the call_time tables being
+                                       charged, the first timem_depth of them (timem.c) [H1] */
+    volatile uint32_t timem_depth;
     bpt__atomic_ptr timem_free;     /* idle call_time tables this thread mapped, to reuse (timem.c) [T2];
                                        kept when the record is reused */
     /* call_count's counter pages (kind_count.c): mapped by the owner on its
@@ -3318,8 +3332,16 @@ struct bpt__session {
 enum {
     BPT__GROW_BATCHES = 20,       /* batches double: 2 << 19 chunks is past any cap */
     BPT__LANES_PER_DIR = 256,     /* a session's lane_dir[i] points at 256 lane pointers */
-    BPT__LANE_DIRS = 256          /* 65536 thread records */
+    BPT__LANE_DIRS = 256,         /* 65536 thread records */
+    BPT__LOSS_CONTEXTS = 4        /* contexts whose losses a full lane counts apart (>>losses) */
 };
+/* Records of a context (a thread and its process) lost since its last
+   DROPPED record (>>losses in session.c). */
+typedef struct bpt__loss {
+    uint32_t tid;
+    uint64_t process, n;
+} bpt__loss;
+
 /* The ring. Chunk number i (a count from 0) is in slot[i % cap]. The lane
    holds `budget` chunks: while a chunk is open (cur), those of numbers
    head+1-budget .. head, before its first one those of head-budget ..
@@ -3337,13 +3359,16 @@ struct bpt__lane {
     uint64_t head;                /* the chunk being written (a count; in slot[head % cap]) */
     struct bpt__chunk *cur;       /* that chunk (NULL before the first record) */
     unsigned char *wp, *wend;     /* where the next record goes in it, and where records end:
-                                     the chunk's last BPT__CTX_BYTES are kept for a loss's mark */
+                                     the chunk's last BPT__KEPT_BYTES are kept for a loss's mark */
     uint32_t ctx_tid;             /* the context of the records after wp */
     uint64_t ctx_process;
     uint64_t anchor_tick;         /* the counter's reading in the stream's latest anchor (clock.h) */
     uint64_t anchor_span;         /* ticks an anchor serves (bpt__clock_anchor_span) */
     uint64_t anchor_ns;           /* a callback session's lane: the anchor's ns */
-    uint64_t unreported;          /* records lost since the last DROPPED record */
+    bpt__loss unreported[BPT__LOSS_CONTEXTS];   /* records lost since the last DROPPED record,
+                                     by context */
+    uint32_t nunreported;         /* contexts in unreported[] (>>losses) */
+    uint64_t lost_marked;         /* `lost` as far as it was counted in unreported[] */
     bpt__atomic_u32 budget;       /* chunks the lane holds (written by the owner; read by stats) */
     uint32_t spare_left;          /* chunks of the last batch not yet used */
     unsigned char *spare;         /* the next of them */
@@ -3362,6 +3387,7 @@ struct bpt__lane {
     bpt__atomic_u64 tail;         /* the chunk being read << 1 | BPT__TAIL_BUSY [R3] */
     uint32_t rpos;                /* bytes of chunk tail already read */
     uint32_t rrec;                /* produced records of chunk tail already read */
+    uint64_t rmarked;             /* the counts of chunk tail's DROPPED records already read */
     uint64_t unreported_overwritten;   /* records taken back and not yet marked in what was read */
     uint64_t last_ticks;          /* the last record read: the time of a gap's DROPPED */
     bpt__stream stream;           /* the drainer's decoding context */
@@ -3753,8 +3779,8 @@ struct bpt__BpTimem {
     struct bpt__BpTimem *prev;                /* set path: idle tables a collection could not
                                                  merge (out of memory), summed by the next one */
     bpt__atomic_u64 lost;                     /* charges dropped: no memory for a table, a thread
-                                                 record past both, or a signal handler nested in
-                                                 an update of these tables [H1] */
+                                                 record past both, or a signal handler's charge
+                                                 nested in its thread's of these tables [H1] */
     uint32_t refc;                            /* set path: generations that point here */
 };
 
@@ -3773,10 +3799,10 @@ BPT__PRIVATE void bpt__timem_ref(bpt__BpTimem *t);
 BPT__PRIVATE void bpt__timem_unref(bpt__BpTimem *t);
 BPT__PRIVATE bpt__BpTimem *bpt__timem_of(const bpt__GenericBpData *d);
 BPT__PRIVATE void bpt__timem_point(bpt__GenericBpData *d, bpt__BpTimem *t);
-BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
-                                    uint64_t calls, uint64_t ns, int64_t mem);
+BPT__HOT void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
+                                uint64_t calls, uint64_t ns, int64_t mem);
 BPT__HOT BPT__INTREGS int bpt__timem_charge_try(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
-                                                uint64_t calls, uint64_t ns);
+                                                uint64_t calls, uint64_t ns, int64_t mem);
 BPT__PRIVATE int bpt__timem_collect(bpt__GenericBp **gs, int n);
 BPT__PRIVATE void bpt__timem_report(const bpt__BpTimem *tm, bpt_info *out);
 BPT__PRIVATE uint32_t bpt__timem_nprocs(const bpt__BpTimem *tm);
@@ -4267,7 +4293,7 @@ static bpt__thread *bpt__thread_create(void) {
     rec->shadow_depth[1] = 0;
     rec->shadow_filling[0] = 0;
     rec->shadow_filling[1] = 0;
-    rec->timem_charging = NULL;
+    rec->timem_depth = 0;
 #if !defined(BPT__SIGNAL_ATOMIC_INC)
     rec->counting = 0;
 #endif
@@ -5476,8 +5502,9 @@ BPT__PRIVATE void bpt__recycle_give(bpt__recycle *r, void *p) {
    max_chunks (>>growth), as uftrace's record hands a thread a new buffer
    when its own are full. At the cap the record is dropped and counted. The
    place of the loss is marked in the stream at once, by a DROPPED record in
-   the space each chunk keeps at its end, and the losses after it by a
-   DROPPED record ahead of the next record that fits. A flight recorder
+   the space each chunk keeps at its end, and the losses after it by
+   DROPPED records ahead of the next record that fits, each in the context
+   (thread and process) that lost them (>>losses). A flight recorder
    never grows: it takes the oldest unread chunk back and overwrites it.
 
    The consumer (one drainer at a time: drain_lock) owns `tail`, the chunk it
@@ -5496,7 +5523,9 @@ BPT__PRIVATE void bpt__recycle_give(bpt__recycle *r, void *p) {
 
 enum {
     BPT__TAIL_BUSY = 1,           /* the tail word's owner bit; the chunk index is tail >> 1 */
-    BPT__CTX_BYTES = (int)sizeof(bpt__rec) + 16,  /* room for a context record (or a DROPPED one) */
+    BPT__CTX_BYTES = (int)sizeof(bpt__rec) + 16,  /* a context record */
+    BPT__DROP_BYTES = (int)sizeof(bpt__rec) + 8,  /* a DROPPED record */
+    BPT__KEPT_BYTES = BPT__CTX_BYTES + BPT__DROP_BYTES,   /* kept at a chunk's end for a loss's mark */
     BPT__CHUNK_HEAD = 16          /* bytes in front of a chunk's records */
 };
 
@@ -5526,10 +5555,11 @@ static void bpt__lane_forget(bpt__lane *lane) {
         lane->cur = NULL;
         lane->wp = lane->wend = NULL;   /* >>fits: no chunk */
         lane->head = next;
-        lane->unreported = 0;
+        lane->nunreported = 0;
         bpt__store_relaxed_u64(&lane->opened, next);   /* nothing open: nothing to read */
     }
     lane->rpos = lane->rrec = 0;
+    lane->rmarked = 0;
     lane->unreported_overwritten = 0;
     bpt__store_relaxed_u64(&lane->tail, next << 1);
     bpt__store_relaxed_u64(&lane->written, 0);
@@ -5537,6 +5567,7 @@ static void bpt__lane_forget(bpt__lane *lane) {
     bpt__store_relaxed_u64(&lane->overwritten, 0);
     bpt__store_relaxed_u64(&lane->delivered, 0);
     bpt__store_relaxed_u64(&lane->lost, 0);
+    lane->lost_marked = 0;
     bpt__store_relaxed_u64(&lane->drained, 0);
 }
 
@@ -5719,7 +5750,8 @@ static unsigned char *bpt__put_context(bpt__lane *lane, unsigned char *p, uint32
 
 /* A flight recorder takes back the oldest unread chunk, unless the drainer
    is reading it. Taking the tail's BUSY bit makes the read position ours
-   [R3]: what was read of that chunk is not overwritten news, the rest is.
+   [R3]: what was read of that chunk is not overwritten news, the rest is
+   (its records, and the counts of its DROPPED records, not yet read).
    The drainer may have read past a chunk since the caller found the lane
    full: then nothing is taken back. Returns 1 when chunk next - budget
    may be reused (read, or taken back), 0 when the drainer holds the tail. */
@@ -5735,8 +5767,9 @@ static int bpt__lane_take_back(bpt__lane *lane, uint64_t next) {
     }
     c = bpt__lane_chunk(lane, t >> 1);
     lost = c->nrec - lane->rrec;
-    lane->unreported_overwritten += lost + c->marked;
+    lane->unreported_overwritten += lost + c->marked - lane->rmarked;
     lane->rpos = lane->rrec = 0;
+    lane->rmarked = 0;
     bpt__owner_inc_u64(&lane->overwritten, lost);
     bpt__store_release_u64(&lane->tail, ((t >> 1) + 1) << 1);   /* [R3] the read position, released */
     return 1;
@@ -5819,29 +5852,66 @@ static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
     lane->head = next;
     lane->cur = c;
     lane->wp = bpt__chunk_data(c);
-    lane->wend = lane->wp + lane->chunk_bytes - BPT__CTX_BYTES;
+    lane->wend = lane->wp + lane->chunk_bytes - BPT__KEPT_BYTES;
     bpt__store_release_u64(&lane->opened, next + 1);   /* [R2] the sealed chunk's last fill, and this one */
     if (sealing) bpt__session_wake(s);   /* a chunk was sealed: a sleeping drainer has work */
     return 1;
 }
 
-/* A record is lost: the buffer is full. The first loss since the last
-   record that fit is marked at once, with a DROPPED record of 1 in the
-   space every chunk keeps for it, so that the place of the loss is in the
-   stream even if this thread never records again; the losses after it are
-   counted and marked (with their number) in front of the next record that
-   fits. Every DROPPED record of a stream adds up to the thread's losses,
-   but the ones after its last record that fit. */
-static void bpt__lane_lost(bpt__lane *lane, uint64_t ticks) {
+/* Write a context record at the lane's wp: the records after it are
+   thread tid's, in process. */
+static void bpt__lane_context(bpt__lane *lane, uint32_t tid, uint64_t process) {
+    lane->wp = bpt__put_context(lane, lane->wp, tid, process);
+    lane->ctx_tid = tid;
+    lane->ctx_process = process;
+}
+
+/* Count n records lost in the context of thread tid in process, to be
+   marked in front of the next record that fits (>>losses). */
+static void bpt__lane_unreported(bpt__lane *lane, uint32_t tid, uint64_t process, uint64_t n) {
+    uint32_t i;
+    for (i = 0; i < lane->nunreported; i++)
+        if (lane->unreported[i].tid == tid && lane->unreported[i].process == process) break;
+    if (i == lane->nunreported) {
+        if (i == BPT__LOSS_CONTEXTS) {
+            i--;   /* no slot left: the last context's count takes them */
+        } else {
+            lane->unreported[i].tid = tid;
+            lane->unreported[i].process = process;
+            lane->unreported[i].n = 0;
+            lane->nunreported++;
+        }
+    }
+    lane->unreported[i].n += n;
+}
+
+/* >>losses: a record is lost: the buffer is full. The first loss since
+   the last record that fit is marked at once, with a DROPPED record of 1
+   in the space every chunk keeps for it (BPT__KEPT_BYTES), after a context
+   record when the chunk's records so far are another context's: the place
+   of the loss is in the stream even if this thread never records again.
+   The losses after it are counted by their context and marked, with a
+   DROPPED record of their number in each context, in front of the next
+   record that fits (bpt__lane_prepare). A context is a thread and its
+   process: a thread record is reused after its thread exits (another
+   thread then writes its lane), and bpt_process_switch changes the
+   process, both possibly while the buffer is full. So every DROPPED record
+   of a stream stands in the context that lost the records it counts, and
+   those of a context add up to its losses, but the ones after its last
+   record that fit. Past BPT__LOSS_CONTEXTS contexts losing records before
+   one fits, the last one's count takes the rest: the sum stays exact. */
+static void bpt__lane_lost(bpt__lane *lane, const bpt__thread *rec, uint64_t ticks) {
     bpt__owner_inc_u64(&lane->dropped, 1);
     if (lane->cur && lane->wp <= lane->wend) {   /* the kept space is free: this is the first */
+        if (lane->ctx_tid != rec->tid || lane->ctx_process != rec->process)
+            bpt__lane_context(lane, rec->tid, rec->process);
         lane->wp = bpt__put_small(lane->wp, BPT_MSG_DROPPED, 0, ticks, 1);
         lane->cur->marked += 1;
         /* [R2] pairs with the drainer's acquire of fill. */
         bpt__store_release_u32(&lane->cur->fill, (uint32_t)(lane->wp - bpt__chunk_data(lane->cur)));
         return;
     }
-    lane->unreported++;
+    bpt__lane_unreported(lane, rec->tid, rec->process, 1);
 }
 
 /* Is the lane's anchor too old for a record read at `ticks` (or younger
@@ -5854,36 +5924,46 @@ BPT__HOT BPT__INTREGS int bpt__lane_anchor_stale(const bpt__lane *lane, uint64_t
    there is none), which opens with a context record so that it can be read
    on its own; a context record where the thread or its process changed (a
    thread record is reused after its thread exits), or where the anchor is
-   stale; a DROPPED record where records were lost since the last one that
-   fit, in the context of the thread that lost them. Returns 0 when the
-   record must be dropped: the buffer is full. */
+   stale; the DROPPED records of losses since the last record that fit,
+   each in the context that lost them (>>losses). Records that a signal
+   handler's send lost while nested in this thread's (`lost`,
+   bpt__session_send_nested) are counted here as losses of the thread's
+   current context: marked at this record, the thread's first since that
+   takes this way (a new chunk, a new context, or a stale anchor: within
+   BPT__ANCHOR_US of its records). Returns 0 when the record must be
+   dropped: the buffer is full. */
 static int bpt__lane_prepare(bpt__session *s, bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r,
                              uint32_t bytes) {
-    int renew = lane->ctx_tid != rec->tid || lane->ctx_process != rec->process ||   /* a new context */
-                bpt__lane_anchor_stale(lane, r->ticks), fresh = 0;
-    if (!lane->cur || lane->wp + bytes + 3 * BPT__CTX_BYTES > lane->wend) {
+    uint64_t nested = bpt__load_relaxed_u64(&lane->lost) - lane->lost_marked;
+    uint32_t i, room = bytes + BPT__CTX_BYTES;
+    int fresh = 0;
+    if (nested) {
+        lane->lost_marked += nested;
+        bpt__lane_unreported(lane, rec->tid, rec->process, nested);
+    }
+    room += lane->nunreported * BPT__KEPT_BYTES;   /* a context and a DROPPED record each */
+    if (!lane->cur || lane->wp + room > lane->wend) {
         if (!bpt__lane_advance(s, lane)) {
-            bpt__lane_lost(lane, r->ticks);
+            bpt__lane_lost(lane, rec, r->ticks);
             /* For a tool attached to bptrace:drop: the session, the thread,
                and the records this thread's buffer lost in all. */
             BPT_PROBE(bptrace, drop, s->id, rec->tid, bpt__load_relaxed_u64(&lane->dropped));
             return 0;
         }
-        fresh = 1;
+        fresh = 1;   /* a chunk opens with a context record */
     }
-    if (lane->unreported) {
-        if (fresh)   /* the losing thread's context opens the chunk */
-            lane->wp = bpt__put_context(lane, lane->wp, lane->ctx_tid, lane->ctx_process);
-        lane->wp = bpt__put_small(lane->wp, BPT_MSG_DROPPED, 0, r->ticks, lane->unreported);
-        lane->cur->marked += lane->unreported;
-        lane->unreported = 0;
+    for (i = 0; i < lane->nunreported; i++) {
+        const bpt__loss *u = &lane->unreported[i];
+        if (fresh || lane->ctx_tid != u->tid || lane->ctx_process != u->process)
+            bpt__lane_context(lane, u->tid, u->process);
+        lane->wp = bpt__put_small(lane->wp, BPT_MSG_DROPPED, 0, r->ticks, u->n);
+        lane->cur->marked += u->n;
         fresh = 0;
     }
-    if (fresh || renew) {
-        lane->wp = bpt__put_context(lane, lane->wp, rec->tid, rec->process);
-        lane->ctx_tid = rec->tid;
-        lane->ctx_process = rec->process;
-    }
+    lane->nunreported = 0;
+    if (fresh || lane->ctx_tid != rec->tid || lane->ctx_process != rec->process ||
+        bpt__lane_anchor_stale(lane, r->ticks))
+        bpt__lane_context(lane, rec->tid, rec->process);
     return 1;
 }
 
@@ -5893,7 +5973,9 @@ static int bpt__lane_prepare(bpt__session *s, bpt__lane *lane, const bpt__thread
    and wend are then NULL: a lane starts zeroed, and a fork child's is
    reset so), and records lost since the last one that fit
    (bpt__lane_lost counts them in `unreported` only with no chunk, or once
-   wp is past wend). Integers, not pointers: wp may be NULL. */
+   wp is past wend; bpt__lane_prepare, which counts a nested send's, marks
+   them before it returns, or finds the record lost). Integers, not
+   pointers: wp may be NULL. */
 BPT__HOT BPT__INTREGS int bpt__lane_fits(const bpt__lane *lane, const bpt__thread *rec, uint64_t ticks,
                                          uint32_t bytes) {
     return BPT__LIKELY((uintptr_t)lane->wp + bytes <= (uintptr_t)lane->wend) &&
@@ -6138,22 +6220,43 @@ int bpt_session_wait(bpt_session handle, uint32_t timeout_us) {
 
 /* >>consumer: the drainer reads lanes */
 
+/* A flight recorder's overwritten records (unreported_overwritten),
+   announced with rd->gap where the reader resumes, in chunk c whose fill
+   is `fill`: after the context record that opens c when the reader stands
+   at its start (every chunk opens with one), so that the notice stands in
+   the thread and process the stream resumes with, at that record's time,
+   not in the decoding state of whatever was read last (nothing, at a
+   drain's first read of a wrapped lane). Nothing yet when c is still
+   empty. Returns 0 when the reader is full. */
+static int bpt__lane_read_gap(bpt__lane *lane, bpt__lane_reader *rd, bpt__chunk *c, uint32_t fill) {
+    const bpt__rec *r = (const bpt__rec *)(const void *)bpt__chunk_data(c);
+    if (lane->rpos == 0) {
+        uint32_t bytes;
+        if (fill == 0) return 1;   /* c is opened, its first records not yet published: next time */
+        if (r->type == BPT__REC_CONTEXT) {
+            bytes = bpt__rec_bytes(r);
+            if (rd->take(rd, lane, (const unsigned char *)r, bytes) < bytes) return 0;
+            lane->rpos = bytes;
+            lane->last_ticks = r->ticks;
+        }
+    }
+    if (!rd->gap(rd, lane, lane->unreported_overwritten, lane->last_ticks)) return 0;
+    lane->unreported_overwritten = 0;
+    return 1;
+}
+
 /* Read lane's undrained records: rd->take gets each run of whole records,
    in order, and says how many bytes of it it used (it may stop short: its
    room is full); rd->gap gets the records a flight recorder took back
-   before the next run. Holds the tail's BUSY bit throughout; a flight
-   recorder's producer that finds it busy drops rather than waits.
-   Returns 0, or 1 when the reader is full. */
+   before the next run (bpt__lane_read_gap). Holds the tail's BUSY bit
+   throughout; a flight recorder's producer that finds it busy drops rather
+   than waits. Returns 0, or 1 when the reader is full. */
 static int bpt__lane_read(bpt__lane *lane, bpt__lane_reader *rd) {
     uint64_t t = bpt__load_acquire_u64(&lane->tail), i, drained = 0;   /* [R3] */
     int full = 0;
     if ((t & BPT__TAIL_BUSY) || !bpt__cas_u64(&lane->tail, t, t | BPT__TAIL_BUSY))
         return 0;   /* a flight recorder is taking its oldest chunk back: next time */
     i = t >> 1;
-    if (lane->unreported_overwritten) {
-        if (!rd->gap(rd, lane, lane->unreported_overwritten, lane->last_ticks)) goto out_full;
-        lane->unreported_overwritten = 0;
-    }
     for (;;) {
         uint64_t opened = bpt__load_acquire_u64(&lane->opened);   /* [R2] first: a sealed chunk's fill is final */
         bpt__chunk *c;
@@ -6161,12 +6264,20 @@ static int bpt__lane_read(bpt__lane *lane, bpt__lane_reader *rd) {
         if (i >= opened) break;   /* no chunk opened since the last read (or none yet) */
         c = bpt__lane_chunk(lane, i);
         fill = bpt__load_acquire_u32(&c->fill);   /* [R2] pairs with the producer's release */
+        if (lane->unreported_overwritten && !bpt__lane_read_gap(lane, rd, c, fill)) goto out_full;
         if (lane->rpos < fill) {
             const unsigned char *p = bpt__chunk_data(c) + lane->rpos, *q;
             uint32_t used = rd->take(rd, lane, p, fill - lane->rpos);
             for (q = p; q < p + used; q += bpt__rec_bytes((const bpt__rec *)(const void *)q)) {
                 const bpt__rec *r = (const bpt__rec *)(const void *)q;
-                if (r->type != BPT__REC_CONTEXT && r->type != BPT_MSG_DROPPED) { lane->rrec++; drained++; }
+                if (r->type == BPT_MSG_DROPPED) {   /* counted in c->marked: read, not overwritten news */
+                    uint64_t n;
+                    memcpy(&n, r + 1, 8);
+                    lane->rmarked += n;
+                } else if (r->type != BPT__REC_CONTEXT) {
+                    lane->rrec++;
+                    drained++;
+                }
                 lane->last_ticks = r->ticks;
             }
             lane->rpos += used;
@@ -6175,6 +6286,7 @@ static int bpt__lane_read(bpt__lane *lane, bpt__lane_reader *rd) {
         if (i + 1 >= opened) break;   /* the chunk being written: read up to its fill */
         i++;
         lane->rpos = lane->rrec = 0;
+        lane->rmarked = 0;
     }
     goto out;
 out_full:
@@ -7599,96 +7711,107 @@ BPT__PRIVATE void bpt__timem_point(bpt__GenericBpData *d, bpt__BpTimem *t) {
     }
 }
 
-/* Add to a cell. */
-static void bpt__timem_cell_charge(bpt__timem_cell *c, uint64_t calls, uint64_t ns, int64_t mem) {
+/* Add to a cell (inline: the short paths make no call). */
+BPT__HOT BPT__INTREGS void bpt__timem_cell_charge(bpt__timem_cell *c, uint64_t calls, uint64_t ns, int64_t mem) {
     c->calls += calls;
     c->time_ns += ns;
     c->mem += mem;
 }
 
-/* The general half of bpt__timem_charge_own: make what is missing (the
+/* [H1] A thread marks the tables it charges while it charges them
+   (rec->timem_charging, the first timem_depth), and a signal handler's
+   charge nested in it, of the same tables, is dropped and counted in their
+   `lost`: it would interleave with the owner's update (a lost add, a table
+   grown and freed twice). One of other tables goes ahead, and marks them
+   above: so a second handler, nested in the first's charge, finds the
+   thread's tables marked too. bpt__timem_mark returns 0, marking nothing,
+   when t is marked already or the marks are full (BPT__TIMEM_NEST
+   charges deep); else 1 and *depth, for bpt__timem_unmark. The depth goes
+   up before the slot is written: a handler nested between the two marks
+   above it, and may find the slot's stale table (a drop, needless but
+   safe); the interrupted charge has touched nothing yet. */
+BPT__HOT BPT__INTREGS int bpt__timem_mark(bpt__thread *rec, bpt__BpTimem *t, uint32_t *depth) {
+    uint32_t d = rec->timem_depth, i;
+    if (BPT__UNLIKELY(d != 0)) {   /* nested: in a charge of t, or too deep? */
+        if (d == BPT__TIMEM_NEST) return 0;
+        for (i = 0; i < d; i++)
+            if (rec->timem_charging[i] == (void *)t) return 0;
+    }
+    rec->timem_depth = d + 1;
+    bpt__compiler_barrier();   /* [H1] the slot is ours before it is written */
+    rec->timem_charging[d] = t;
+    bpt__compiler_barrier();   /* [H1] marked before the table is touched */
+    *depth = d;
+    return 1;
+}
+
+BPT__HOT BPT__INTREGS void bpt__timem_unmark(bpt__thread *rec, uint32_t depth) {
+    bpt__compiler_barrier();   /* [H1] the table is left before the mark goes */
+    rec->timem_depth = depth;
+}
+
+/* The common case of a charge, with the integer registers alone and no
+   call (the time path's count of a call, site_native.c; the timed
+   return's own time, frames.c; and bpt__timem_charge below): the thread's
+   table and the process's cell exist, and the charge can be marked [H1];
+   add to the cell. Returns 1 when charged; 0 having changed nothing when
+   the table or the cell is still to be made, the thread record is past
+   BPT_MAX_THREADS (its table is in `more`), or this runs nested in a
+   charge of t: bpt__timem_charge then does it, or counts it lost. The
+   cell is looked up after the mark: a handler nested after the look would
+   otherwise be free to grow the table and unmap the cell. */
+BPT__HOT BPT__INTREGS int bpt__timem_charge_try(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
+                                                uint64_t calls, uint64_t ns, int64_t mem) {
+    bpt__timem_table *tab;
+    bpt__timem_cell *c = NULL;
+    uint32_t depth;
+    if (rec->index >= BPT_MAX_THREADS || !bpt__timem_mark(rec, t, &depth)) return 0;
+    tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index]);
+    if (BPT__LIKELY(tab != NULL) && BPT__LIKELY((c = bpt__timem_cell_find(tab, process)) != NULL))
+        bpt__timem_cell_charge(c, calls, ns, mem);
+    bpt__timem_unmark(rec, depth);
+    return c != NULL;
+}
+
+/* What bpt__timem_charge_try leaves, out of line (its calls would make
+   every charge save registers): marked [H1], make what is missing (the
    `more` slots, the thread's table, a cell for process, a table twice as
    large) and charge. Only the owner writes its table; a table that must
    grow is replaced (published with a release store) and the old one freed
-   at once: nobody reads a table its owner may be writing (see above). Out
-   of line: its calls would make every charge save registers. */
+   at once: nobody reads a table its owner may be writing (see above). A
+   charge nested in a charge of t, one past BPT__TIMEM_NEST deep, or one
+   with no memory for its table, is dropped and counted in `lost`. */
 BPT__NOINLINE void bpt__timem_charge_new(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
                                          uint64_t calls, uint64_t ns, int64_t mem) {
-    bpt__atomic_ptr *slot = bpt__timem_slot(t, rec->index, 1);
+    bpt__atomic_ptr *slot;
     bpt__timem_table *tab, *grown;
-    bpt__timem_cell *c;
-    if (!slot) { bpt__fetch_add_u64(&t->lost, 1); return; }   /* no memory for `more`, or past it */
-    tab = (bpt__timem_table *)bpt__load_relaxed_ptr(slot);
-    while (!tab || !(c = bpt__timem_cell_of(tab, process))) {
-        if (!(grown = bpt__timem_table_grow(tab, rec))) { bpt__fetch_add_u64(&t->lost, 1); return; }
-        bpt__store_release_ptr(slot, grown);   /* [T1] */
-        bpt__timem_table_free(tab, 1);
-        tab = grown;
+    bpt__timem_cell *c = NULL;
+    uint32_t depth;
+    if (!bpt__timem_mark(rec, t, &depth)) { bpt__fetch_add_u64(&t->lost, 1); return; }   /* [H1] */
+    BPT_TEST_POINT("timem_charge_new: marked");   /* t_timem_nesting */
+    if ((slot = bpt__timem_slot(t, rec->index, 1)) != NULL) {   /* NULL: no memory for `more`, or past it */
+        tab = (bpt__timem_table *)bpt__load_relaxed_ptr(slot);
+        while (!tab || !(c = bpt__timem_cell_of(tab, process))) {
+            if (!(grown = bpt__timem_table_grow(tab, rec))) break;
+            bpt__store_release_ptr(slot, grown);   /* [T1] */
+            bpt__timem_table_free(tab, 1);
+            tab = grown;
+        }
     }
-    bpt__timem_cell_charge(c, calls, ns, mem);
+    if (c) bpt__timem_cell_charge(c, calls, ns, mem);
+    else bpt__fetch_add_u64(&t->lost, 1);
+    bpt__timem_unmark(rec, depth);
 }
 
 /* Charge one thread's calls, time and memory for process (the hit and
-   return paths, pinned). The common case finds the thread's table and the
-   process's cell in it, and adds; the rest is bpt__timem_charge_new.
-   A signal handler nested in the owner's update of the same tables would
-   interleave with it (a lost add, a table grown and freed twice): its
-   charge is dropped and counted in `lost` [H1]. One of other tables
-   (another function, or session) goes ahead. */
-static void bpt__timem_charge_own(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
-                                  uint64_t calls, uint64_t ns, int64_t mem) {
-    bpt__timem_table *tab;
-    bpt__timem_cell *c;
-    /* The first case of bpt__timem_slot, written out: with a call to it
-       here gcc kept this charge out of line (callgrind, bench_overhead
-       time: 630 to 656 instructions per call). */
-    if (BPT__LIKELY(rec->index < BPT_MAX_THREADS &&
-                    (tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index])) != NULL &&
-                    (c = bpt__timem_cell_find(tab, process)) != NULL)) {
-        bpt__timem_cell_charge(c, calls, ns, mem);
-        return;
-    }
+   return paths, pinned): the common case inline (bpt__timem_charge_try),
+   the rest out of line (bpt__timem_charge_new). A signal handler's charge
+   nested in one of the same tables is dropped and counted in `lost`
+   (bpt__timem_mark) [H1]. */
+BPT__HOT void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
+                                uint64_t calls, uint64_t ns, int64_t mem) {
+    if (BPT__LIKELY(bpt__timem_charge_try(t, rec, process, calls, ns, mem))) return;
     bpt__timem_charge_new(t, rec, process, calls, ns, mem);
-}
-
-BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
-                                    uint64_t calls, uint64_t ns, int64_t mem) {
-    void *outer = rec->timem_charging;
-    if (outer == (void *)t) { bpt__fetch_add_u64(&t->lost, 1); return; }   /* [H1] nested in this update */
-    rec->timem_charging = t;
-    bpt__compiler_barrier();   /* [H1] marked before the table is touched */
-    bpt__timem_charge_own(t, rec, process, calls, ns, mem);
-    bpt__compiler_barrier();   /* [H1] */
-    rec->timem_charging = outer;
-}
-
-/* The short paths' charge (the time path's count of a call, site_native.c;
-   the timed return's own time, frames.c), with the integer registers
-   alone and no call: bpt__timem_charge(t, rec, process, calls, ns, 0)
-   where the common case of bpt__timem_charge_own holds (the thread's
-   table and the process's cell exist). Returns 1 when charged; 0 having
-   changed nothing when the table or the cell is still to be made, the
-   thread record is past BPT_MAX_THREADS, or this runs nested in an update
-   of t [H1]: bpt__timem_charge then does it, or counts it lost. The cell
-   is looked up after the mark, as in bpt__timem_charge: a handler nested
-   after the look would otherwise be free to grow the table and unmap the
-   cell. */
-BPT__HOT BPT__INTREGS int bpt__timem_charge_try(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
-                                                uint64_t calls, uint64_t ns) {
-    void *outer = rec->timem_charging;
-    bpt__timem_table *tab;
-    bpt__timem_cell *c = NULL;
-    if (outer == (void *)t || rec->index >= BPT_MAX_THREADS) return 0;
-    rec->timem_charging = t;
-    bpt__compiler_barrier();   /* [H1] marked before the table is touched */
-    tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index]);
-    if (BPT__LIKELY(tab != NULL) && BPT__LIKELY((c = bpt__timem_cell_find(tab, process)) != NULL)) {
-        c->calls += calls;
-        c->time_ns += ns;
-    }
-    bpt__compiler_barrier();   /* [H1] */
-    rec->timem_charging = outer;
-    return c != NULL;
 }
 
 /* call_time / call_memory of one breakpoint, from the sums the last
@@ -8063,12 +8186,21 @@ BPT__PRIVATE int bpt__frame_mine(const bpt__thread *rec, int stack, const bpt__f
    the callee's own time and resumes the caller. */
 
 /* The topmost frame below depth d of this stack that times session id in
-   process, and its session entry; NULL if none. */
-static bpt__frame_session *bpt__timem_current(bpt__thread *rec, int stack, uint32_t d, uint64_t id, uint64_t process) {
-    while (d-- > 0) {
+   process, and its session entry; NULL if none. The walk stops at floor:
+   the depth of a frame that the code a signal handler interrupted was
+   pushing (its shadow_filling mark; 0: none). That push pauses the
+   callers below it itself, and may be doing so right now, the span added
+   to a caller's time and its start not yet cleared [H1]: a handler that
+   paused that caller too would charge the span twice (and one whose
+   return resumed it would charge the caller its callee's time). So a
+   handler's calls pause and resume no frame below the push it
+   interrupted; their time goes to the function it interrupted. */
+static bpt__frame_session *bpt__timem_current(bpt__thread *rec, int stack, uint32_t d, uint32_t floor, uint64_t id,
+                                              uint64_t process) {
+    while (d-- > floor) {
         bpt__frame *fr = &rec->shadow[stack][d];
         uint32_t i;
-        if (bpt__frame_filling(rec, stack, d) || fr->process != process || !bpt__frame_mine(rec, stack, fr)) continue;
+        if (fr->process != process || !bpt__frame_mine(rec, stack, fr)) continue;
         for (i = 0; i < fr->nsess; i++)
             if (fr->sess[i].id == id && (fr->sess[i].actions & BPT__FRAME_TIMEM)) return &fr->sess[i];
     }
@@ -8121,7 +8253,11 @@ static uint64_t bpt__timem_span(const bpt__frame_session *fs, bpt__now2 *now) {
 }
 
 static void bpt__timem_pause(bpt__frame_session *fs, bpt__now2 *now) {
-    if (fs && fs->since) { fs->own_ns += bpt__timem_span(fs, now); fs->since = 0; }
+    if (fs && fs->since) {
+        fs->own_ns += bpt__timem_span(fs, now);
+        BPT_TEST_POINT("timem pause: the span added, the start not yet cleared");   /* t_timem_nesting */
+        fs->since = 0;
+    }
 }
 
 static void bpt__timem_resume(bpt__frame_session *fs, bpt__now2 *now) {
@@ -8144,8 +8280,7 @@ BPT__HOT void bpt__timem_charge_session(bpt__thread *rec, bpt_func *f, unsigned 
         t = bpt__timem_of(d);
         if (!(d->flags & BPT__BPF_TIME_ACTIVE)) own_ns = 0;
         if (!(d->flags & BPT__BPF_MEM_ACTIVE)) mem = 0;
-        if (mem || !bpt__timem_charge_try(t, rec, process, 0, own_ns))   /* the common case, inline */
-            bpt__timem_charge(t, rec, process, 0, own_ns, mem);
+        bpt__timem_charge(t, rec, process, 0, own_ns, mem);
         return;
     }
 }
@@ -8169,7 +8304,8 @@ static void bpt__timem_resume_callers(bpt__thread *rec, int stack, const bpt__fr
     uint32_t i;
     for (i = 0; i < fr->nsess; i++) {
         if (!(fr->sess[i].actions & BPT__FRAME_TIMEM)) continue;
-        bpt__timem_resume(bpt__timem_current(rec, stack, rec->shadow_depth[stack], fr->sess[i].id, fr->process), now);
+        bpt__timem_resume(bpt__timem_current(rec, stack, rec->shadow_depth[stack], rec->shadow_filling[stack],
+                                             fr->sess[i].id, fr->process), now);
     }
 }
 
@@ -8220,22 +8356,26 @@ BPT__HOT void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, bpt__now2 *now)
 }
 
 /* A frame was reserved at index d: pause the callers below it that its
-   sessions were timing (the walk; bpt__frame_pause_callers decides). */
-static void bpt__timem_pause_callers(const bpt__hit *h, int stack, uint32_t d, bpt__now2 *now) {
+   sessions were timing (the walk, down to floor; bpt__frame_pause_callers
+   decides). */
+static void bpt__timem_pause_callers(const bpt__hit *h, int stack, uint32_t d, uint32_t floor, bpt__now2 *now) {
     uint32_t i;
     for (i = 0; i < h->nwant; i++)
         if (h->want[i].actions & BPT__FRAME_TIMEM)
-            bpt__timem_pause(bpt__timem_current(h->rec, stack, d, h->want[i].id, h->rec->process), now);
+            bpt__timem_pause(bpt__timem_current(h->rec, stack, d, floor, h->want[i].id, h->rec->process), now);
 }
 
 /* F1, between reserve and fill: a new frame fr pauses its callers, but
    only when one of its sessions times it (h->wanted) and a frame lies
    below it. A frame of return trace alone, or the first on its stack,
-   costs no call. */
-BPT__HOT void bpt__frame_pause_callers(const bpt__hit *h, int stack, const bpt__frame *fr, bpt__now2 *now) {
+   costs no call. mark: what bpt__frame_reserve saved of the filling mark,
+   the depth of a push this hit's signal handler interrupted (0: none),
+   below which the walk does not go (bpt__timem_current). */
+BPT__HOT void bpt__frame_pause_callers(const bpt__hit *h, int stack, const bpt__frame *fr, uint32_t mark,
+                                       bpt__now2 *now) {
     const bpt__frame *first = h->rec->shadow[stack];
     if ((h->wanted & BPT__FRAME_TIMEM) && fr != first)
-        bpt__timem_pause_callers(h, stack, (uint32_t)(fr - first), now);
+        bpt__timem_pause_callers(h, stack, (uint32_t)(fr - first), mark, now);
 }
 
 /* A popped frame's end: charge it (unwound frames too, as BEAM charges a
@@ -8532,7 +8672,7 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h) {
         for (i = 0; i < h->nwant; i++) bpt__frame_skipped(h->want_s[i]);
         return;
     }
-    bpt__frame_pause_callers(h, BPT__STACK_NATIVE, fr, &now);
+    bpt__frame_pause_callers(h, BPT__STACK_NATIVE, fr, mark, &now);
     bpt__frame_fill(fr, h, &now);
     fr->sp = sp;
     fr->ret = tail ? 0 : ret;
@@ -8602,6 +8742,7 @@ BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_fu
     bpt__frame_session *fs = &fr->sess[0];
     if (caller && caller->since) {   /* as bpt__timem_pause, by the wall clock */
         caller->own_ns += bpt__ticks_ns(now - caller->since);
+        BPT_TEST_POINT("timem pause: the span added, the start not yet cleared");   /* t_timem_nesting */
         caller->since = 0;
     }
     fs->id = session_id;
@@ -8693,7 +8834,6 @@ static uintptr_t bpt__native_return_timed(bpt__thread *rec, uint32_t k) {
     bpt__frame_session *caller;
     uintptr_t ret = fr->ret;
     uint64_t now, own, id = fs->id, process = fr->process;
-    int64_t mem = fs->mem;
     bpt_func *f = fr->f;
     if ((fs->actions & (BPT__FRAME_ACTIONS | BPT__KINDS | BPT__FRAME_CPU)) != BPT_TIME ||   /* TR1 */
         !bpt__timem_caller_at(rec, k, id, process, &caller))
@@ -8702,7 +8842,7 @@ static uintptr_t bpt__native_return_timed(bpt__thread *rec, uint32_t k) {
     own = fs->own_ns + (fs->since ? bpt__ticks_ns(now - fs->since) : 0);
     bpt__compiler_barrier();   /* [H1] read out before it is released */
     rec->shadow_depth[BPT__STACK_NATIVE] = k;                                             /* TR3 */
-    bpt__timem_charge_session(rec, f, bpt_active_bp_ix(), id, process, own, mem);         /* TR4 [G2] */
+    bpt__timem_charge_session(rec, f, bpt_active_bp_ix(), id, process, own, 0);           /* TR4 [G2]: no memory (TR1) */
     if (caller && !caller->since) caller->since = now;                                    /* TR5 */
     return ret;
 }
@@ -8839,7 +8979,7 @@ BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, bpt_vm_token *token) {
         for (i = 0; i < h->nwant; i++) bpt__frame_skipped(h->want_s[i]);
         return;
     }
-    bpt__frame_pause_callers(h, BPT__STACK_VM, fr, &now);
+    bpt__frame_pause_callers(h, BPT__STACK_VM, fr, mark, &now);
     bpt__frame_fill(fr, h, &now);
     if (++rec->vm_serial == 0) rec->vm_serial = 1;
     fr->sp = rec->vm_serial;
@@ -10299,7 +10439,7 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_time_path(bpt_fun
         BPT__LIKELY(bpt__timem_caller_at(rec, rec->shadow_depth[BPT__STACK_NATIVE], g->session->id, rec->process,
                                          &caller)) &&
         BPT__LIKELY(bpt__now_ticks_counter(&now))) {
-        if ((done = bpt__timem_charge_try((bpt__BpTimem *)g->data[ix].data[BPT__KIX_TIME], rec, rec->process, 1, 0)))   /* TM4 */
+        if ((done = bpt__timem_charge_try((bpt__BpTimem *)g->data[ix].data[BPT__KIX_TIME], rec, rec->process, 1, 0, 0)))   /* TM4 */
             bpt__native_frame_push_plain(rec, f, g->session->id, BPT_TIME, BPT_ARG_I64, sp, slot, caller, now);   /* TM5 */
     } else {
         done = sc->kind == BPT__SHORTCUT_NONE;

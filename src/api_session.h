@@ -165,8 +165,16 @@ BPT_API int bpt_session_destroy(bpt_session s);
    buffers into out, thread by thread, each thread's messages in order,
    decoded from their records (names resolved, timestamps converted to ns).
    Where a thread lost records (full buffer, or overwritten in flight-recorder
-   mode), a DROPPED message stands at the place of the loss. A session with a
-   callback tracer, or a USDT session, has nothing to drain. Never blocks a traced thread.
+   mode), a DROPPED message stands at the place of the loss, in the thread
+   and process that lost them (a full buffer's first loss at once, the ones
+   after it ahead of the thread's next record that fits; records taken back
+   by a flight recorder where the stream resumes). Records a signal
+   handler's send lost while nested in its own thread's send are marked
+   at that thread's next record that starts a chunk or a context (within
+   about 1 ms of its records). The DROPPED counts of a session add up to
+   its bpt_session_stats dropped, but the losses after a thread's last
+   record that fit. A session with a callback tracer, or a USDT session,
+   has nothing to drain. Never blocks a traced thread.
 
    Parameters
      s     the session

@@ -140,12 +140,21 @@ BPT__PRIVATE int bpt__frame_mine(const bpt__thread *rec, int stack, const bpt__f
    the callee's own time and resumes the caller. */
 
 /* The topmost frame below depth d of this stack that times session id in
-   process, and its session entry; NULL if none. */
-static bpt__frame_session *bpt__timem_current(bpt__thread *rec, int stack, uint32_t d, uint64_t id, uint64_t process) {
-    while (d-- > 0) {
+   process, and its session entry; NULL if none. The walk stops at floor:
+   the depth of a frame that the code a signal handler interrupted was
+   pushing (its shadow_filling mark; 0: none). That push pauses the
+   callers below it itself, and may be doing so right now, the span added
+   to a caller's time and its start not yet cleared [H1]: a handler that
+   paused that caller too would charge the span twice (and one whose
+   return resumed it would charge the caller its callee's time). So a
+   handler's calls pause and resume no frame below the push it
+   interrupted; their time goes to the function it interrupted. */
+static bpt__frame_session *bpt__timem_current(bpt__thread *rec, int stack, uint32_t d, uint32_t floor, uint64_t id,
+                                              uint64_t process) {
+    while (d-- > floor) {
         bpt__frame *fr = &rec->shadow[stack][d];
         uint32_t i;
-        if (bpt__frame_filling(rec, stack, d) || fr->process != process || !bpt__frame_mine(rec, stack, fr)) continue;
+        if (fr->process != process || !bpt__frame_mine(rec, stack, fr)) continue;
         for (i = 0; i < fr->nsess; i++)
             if (fr->sess[i].id == id && (fr->sess[i].actions & BPT__FRAME_TIMEM)) return &fr->sess[i];
     }
@@ -198,7 +207,11 @@ static uint64_t bpt__timem_span(const bpt__frame_session *fs, bpt__now2 *now) {
 }
 
 static void bpt__timem_pause(bpt__frame_session *fs, bpt__now2 *now) {
-    if (fs && fs->since) { fs->own_ns += bpt__timem_span(fs, now); fs->since = 0; }
+    if (fs && fs->since) {
+        fs->own_ns += bpt__timem_span(fs, now);
+        BPT_TEST_POINT("timem pause: the span added, the start not yet cleared");   /* t_timem_nesting */
+        fs->since = 0;
+    }
 }
 
 static void bpt__timem_resume(bpt__frame_session *fs, bpt__now2 *now) {
@@ -221,8 +234,7 @@ BPT__HOT void bpt__timem_charge_session(bpt__thread *rec, bpt_func *f, unsigned 
         t = bpt__timem_of(d);
         if (!(d->flags & BPT__BPF_TIME_ACTIVE)) own_ns = 0;
         if (!(d->flags & BPT__BPF_MEM_ACTIVE)) mem = 0;
-        if (mem || !bpt__timem_charge_try(t, rec, process, 0, own_ns))   /* the common case, inline */
-            bpt__timem_charge(t, rec, process, 0, own_ns, mem);
+        bpt__timem_charge(t, rec, process, 0, own_ns, mem);
         return;
     }
 }
@@ -246,7 +258,8 @@ static void bpt__timem_resume_callers(bpt__thread *rec, int stack, const bpt__fr
     uint32_t i;
     for (i = 0; i < fr->nsess; i++) {
         if (!(fr->sess[i].actions & BPT__FRAME_TIMEM)) continue;
-        bpt__timem_resume(bpt__timem_current(rec, stack, rec->shadow_depth[stack], fr->sess[i].id, fr->process), now);
+        bpt__timem_resume(bpt__timem_current(rec, stack, rec->shadow_depth[stack], rec->shadow_filling[stack],
+                                             fr->sess[i].id, fr->process), now);
     }
 }
 
@@ -297,22 +310,26 @@ BPT__HOT void bpt__frame_fill(bpt__frame *fr, const bpt__hit *h, bpt__now2 *now)
 }
 
 /* A frame was reserved at index d: pause the callers below it that its
-   sessions were timing (the walk; bpt__frame_pause_callers decides). */
-static void bpt__timem_pause_callers(const bpt__hit *h, int stack, uint32_t d, bpt__now2 *now) {
+   sessions were timing (the walk, down to floor; bpt__frame_pause_callers
+   decides). */
+static void bpt__timem_pause_callers(const bpt__hit *h, int stack, uint32_t d, uint32_t floor, bpt__now2 *now) {
     uint32_t i;
     for (i = 0; i < h->nwant; i++)
         if (h->want[i].actions & BPT__FRAME_TIMEM)
-            bpt__timem_pause(bpt__timem_current(h->rec, stack, d, h->want[i].id, h->rec->process), now);
+            bpt__timem_pause(bpt__timem_current(h->rec, stack, d, floor, h->want[i].id, h->rec->process), now);
 }
 
 /* F1, between reserve and fill: a new frame fr pauses its callers, but
    only when one of its sessions times it (h->wanted) and a frame lies
    below it. A frame of return trace alone, or the first on its stack,
-   costs no call. */
-BPT__HOT void bpt__frame_pause_callers(const bpt__hit *h, int stack, const bpt__frame *fr, bpt__now2 *now) {
+   costs no call. mark: what bpt__frame_reserve saved of the filling mark,
+   the depth of a push this hit's signal handler interrupted (0: none),
+   below which the walk does not go (bpt__timem_current). */
+BPT__HOT void bpt__frame_pause_callers(const bpt__hit *h, int stack, const bpt__frame *fr, uint32_t mark,
+                                       bpt__now2 *now) {
     const bpt__frame *first = h->rec->shadow[stack];
     if ((h->wanted & BPT__FRAME_TIMEM) && fr != first)
-        bpt__timem_pause_callers(h, stack, (uint32_t)(fr - first), now);
+        bpt__timem_pause_callers(h, stack, (uint32_t)(fr - first), mark, now);
 }
 
 /* A popped frame's end: charge it (unwound frames too, as BEAM charges a
@@ -609,7 +626,7 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h) {
         for (i = 0; i < h->nwant; i++) bpt__frame_skipped(h->want_s[i]);
         return;
     }
-    bpt__frame_pause_callers(h, BPT__STACK_NATIVE, fr, &now);
+    bpt__frame_pause_callers(h, BPT__STACK_NATIVE, fr, mark, &now);
     bpt__frame_fill(fr, h, &now);
     fr->sp = sp;
     fr->ret = tail ? 0 : ret;
@@ -679,6 +696,7 @@ BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_fu
     bpt__frame_session *fs = &fr->sess[0];
     if (caller && caller->since) {   /* as bpt__timem_pause, by the wall clock */
         caller->own_ns += bpt__ticks_ns(now - caller->since);
+        BPT_TEST_POINT("timem pause: the span added, the start not yet cleared");   /* t_timem_nesting */
         caller->since = 0;
     }
     fs->id = session_id;
@@ -770,7 +788,6 @@ static uintptr_t bpt__native_return_timed(bpt__thread *rec, uint32_t k) {
     bpt__frame_session *caller;
     uintptr_t ret = fr->ret;
     uint64_t now, own, id = fs->id, process = fr->process;
-    int64_t mem = fs->mem;
     bpt_func *f = fr->f;
     if ((fs->actions & (BPT__FRAME_ACTIONS | BPT__KINDS | BPT__FRAME_CPU)) != BPT_TIME ||   /* TR1 */
         !bpt__timem_caller_at(rec, k, id, process, &caller))
@@ -779,7 +796,7 @@ static uintptr_t bpt__native_return_timed(bpt__thread *rec, uint32_t k) {
     own = fs->own_ns + (fs->since ? bpt__ticks_ns(now - fs->since) : 0);
     bpt__compiler_barrier();   /* [H1] read out before it is released */
     rec->shadow_depth[BPT__STACK_NATIVE] = k;                                             /* TR3 */
-    bpt__timem_charge_session(rec, f, bpt_active_bp_ix(), id, process, own, mem);         /* TR4 [G2] */
+    bpt__timem_charge_session(rec, f, bpt_active_bp_ix(), id, process, own, 0);           /* TR4 [G2]: no memory (TR1) */
     if (caller && !caller->since) caller->since = now;                                    /* TR5 */
     return ret;
 }
@@ -916,7 +933,7 @@ BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, bpt_vm_token *token) {
         for (i = 0; i < h->nwant; i++) bpt__frame_skipped(h->want_s[i]);
         return;
     }
-    bpt__frame_pause_callers(h, BPT__STACK_VM, fr, &now);
+    bpt__frame_pause_callers(h, BPT__STACK_VM, fr, mark, &now);
     bpt__frame_fill(fr, h, &now);
     if (++rec->vm_serial == 0) rec->vm_serial = 1;
     fr->sp = rec->vm_serial;

@@ -130,7 +130,7 @@ static bpt__thread *bpt__thread_create(void) {
     rec->shadow_depth[1] = 0;
     rec->shadow_filling[0] = 0;
     rec->shadow_filling[1] = 0;
-    rec->timem_charging = NULL;
+    rec->timem_depth = 0;
 #if !defined(BPT__SIGNAL_ATOMIC_INC)
     rec->counting = 0;
 #endif

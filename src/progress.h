@@ -10,6 +10,10 @@
 #define BPT__COUNT_PAGES 64u
 #define BPT__COUNT_SLOTS (BPT__COUNT_PAGES * BPT__COUNT_PAGE_SLOTS)
 
+/* call_time charges open on a thread at once, each nested in the one
+   before by a signal handler (timem.c [H1]); a deeper one is dropped. */
+#define BPT__TIMEM_NEST 4u
+
 /* A thread's record: created on its first pin, reused after it exits,
    never freed while walkable (progress.c). */
 struct bpt__thread {
@@ -39,7 +43,9 @@ struct bpt__thread {
                                        tag given (fibers.c); native frames carry their stack's tag.
                                        64 bits: a tag is made at every switch, and one reused
                                        while its stack still has frames would mix two stacks */
-    void *volatile timem_charging;  /* owner only: the call_time tables being charged (timem.c) [H1] */
+    void *volatile timem_charging[BPT__TIMEM_NEST];   /* owner only: the call_time tables being
+                                       charged, the first timem_depth of them (timem.c) [H1] */
+    volatile uint32_t timem_depth;
     bpt__atomic_ptr timem_free;     /* idle call_time tables this thread mapped, to reuse (timem.c) [T2];
                                        kept when the record is reused */
     /* call_count's counter pages (kind_count.c): mapped by the owner on its

@@ -15,8 +15,9 @@
    max_chunks (>>growth), as uftrace's record hands a thread a new buffer
    when its own are full. At the cap the record is dropped and counted. The
    place of the loss is marked in the stream at once, by a DROPPED record in
-   the space each chunk keeps at its end, and the losses after it by a
-   DROPPED record ahead of the next record that fits. A flight recorder
+   the space each chunk keeps at its end, and the losses after it by
+   DROPPED records ahead of the next record that fits, each in the context
+   (thread and process) that lost them (>>losses). A flight recorder
    never grows: it takes the oldest unread chunk back and overwrites it.
 
    The consumer (one drainer at a time: drain_lock) owns `tail`, the chunk it
@@ -36,7 +37,9 @@
 
 enum {
     BPT__TAIL_BUSY = 1,           /* the tail word's owner bit; the chunk index is tail >> 1 */
-    BPT__CTX_BYTES = (int)sizeof(bpt__rec) + 16,  /* room for a context record (or a DROPPED one) */
+    BPT__CTX_BYTES = (int)sizeof(bpt__rec) + 16,  /* a context record */
+    BPT__DROP_BYTES = (int)sizeof(bpt__rec) + 8,  /* a DROPPED record */
+    BPT__KEPT_BYTES = BPT__CTX_BYTES + BPT__DROP_BYTES,   /* kept at a chunk's end for a loss's mark */
     BPT__CHUNK_HEAD = 16          /* bytes in front of a chunk's records */
 };
 
@@ -66,10 +69,11 @@ static void bpt__lane_forget(bpt__lane *lane) {
         lane->cur = NULL;
         lane->wp = lane->wend = NULL;   /* >>fits: no chunk */
         lane->head = next;
-        lane->unreported = 0;
+        lane->nunreported = 0;
         bpt__store_relaxed_u64(&lane->opened, next);   /* nothing open: nothing to read */
     }
     lane->rpos = lane->rrec = 0;
+    lane->rmarked = 0;
     lane->unreported_overwritten = 0;
     bpt__store_relaxed_u64(&lane->tail, next << 1);
     bpt__store_relaxed_u64(&lane->written, 0);
@@ -77,6 +81,7 @@ static void bpt__lane_forget(bpt__lane *lane) {
     bpt__store_relaxed_u64(&lane->overwritten, 0);
     bpt__store_relaxed_u64(&lane->delivered, 0);
     bpt__store_relaxed_u64(&lane->lost, 0);
+    lane->lost_marked = 0;
     bpt__store_relaxed_u64(&lane->drained, 0);
 }
 
@@ -259,7 +264,8 @@ static unsigned char *bpt__put_context(bpt__lane *lane, unsigned char *p, uint32
 
 /* A flight recorder takes back the oldest unread chunk, unless the drainer
    is reading it. Taking the tail's BUSY bit makes the read position ours
-   [R3]: what was read of that chunk is not overwritten news, the rest is.
+   [R3]: what was read of that chunk is not overwritten news, the rest is
+   (its records, and the counts of its DROPPED records, not yet read).
    The drainer may have read past a chunk since the caller found the lane
    full: then nothing is taken back. Returns 1 when chunk next - budget
    may be reused (read, or taken back), 0 when the drainer holds the tail. */
@@ -275,8 +281,9 @@ static int bpt__lane_take_back(bpt__lane *lane, uint64_t next) {
     }
     c = bpt__lane_chunk(lane, t >> 1);
     lost = c->nrec - lane->rrec;
-    lane->unreported_overwritten += lost + c->marked;
+    lane->unreported_overwritten += lost + c->marked - lane->rmarked;
     lane->rpos = lane->rrec = 0;
+    lane->rmarked = 0;
     bpt__owner_inc_u64(&lane->overwritten, lost);
     bpt__store_release_u64(&lane->tail, ((t >> 1) + 1) << 1);   /* [R3] the read position, released */
     return 1;
@@ -359,29 +366,66 @@ static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
     lane->head = next;
     lane->cur = c;
     lane->wp = bpt__chunk_data(c);
-    lane->wend = lane->wp + lane->chunk_bytes - BPT__CTX_BYTES;
+    lane->wend = lane->wp + lane->chunk_bytes - BPT__KEPT_BYTES;
     bpt__store_release_u64(&lane->opened, next + 1);   /* [R2] the sealed chunk's last fill, and this one */
     if (sealing) bpt__session_wake(s);   /* a chunk was sealed: a sleeping drainer has work */
     return 1;
 }
 
-/* A record is lost: the buffer is full. The first loss since the last
-   record that fit is marked at once, with a DROPPED record of 1 in the
-   space every chunk keeps for it, so that the place of the loss is in the
-   stream even if this thread never records again; the losses after it are
-   counted and marked (with their number) in front of the next record that
-   fits. Every DROPPED record of a stream adds up to the thread's losses,
-   but the ones after its last record that fit. */
-static void bpt__lane_lost(bpt__lane *lane, uint64_t ticks) {
+/* Write a context record at the lane's wp: the records after it are
+   thread tid's, in process. */
+static void bpt__lane_context(bpt__lane *lane, uint32_t tid, uint64_t process) {
+    lane->wp = bpt__put_context(lane, lane->wp, tid, process);
+    lane->ctx_tid = tid;
+    lane->ctx_process = process;
+}
+
+/* Count n records lost in the context of thread tid in process, to be
+   marked in front of the next record that fits (>>losses). */
+static void bpt__lane_unreported(bpt__lane *lane, uint32_t tid, uint64_t process, uint64_t n) {
+    uint32_t i;
+    for (i = 0; i < lane->nunreported; i++)
+        if (lane->unreported[i].tid == tid && lane->unreported[i].process == process) break;
+    if (i == lane->nunreported) {
+        if (i == BPT__LOSS_CONTEXTS) {
+            i--;   /* no slot left: the last context's count takes them */
+        } else {
+            lane->unreported[i].tid = tid;
+            lane->unreported[i].process = process;
+            lane->unreported[i].n = 0;
+            lane->nunreported++;
+        }
+    }
+    lane->unreported[i].n += n;
+}
+
+/* >>losses: a record is lost: the buffer is full. The first loss since
+   the last record that fit is marked at once, with a DROPPED record of 1
+   in the space every chunk keeps for it (BPT__KEPT_BYTES), after a context
+   record when the chunk's records so far are another context's: the place
+   of the loss is in the stream even if this thread never records again.
+   The losses after it are counted by their context and marked, with a
+   DROPPED record of their number in each context, in front of the next
+   record that fits (bpt__lane_prepare). A context is a thread and its
+   process: a thread record is reused after its thread exits (another
+   thread then writes its lane), and bpt_process_switch changes the
+   process, both possibly while the buffer is full. So every DROPPED record
+   of a stream stands in the context that lost the records it counts, and
+   those of a context add up to its losses, but the ones after its last
+   record that fit. Past BPT__LOSS_CONTEXTS contexts losing records before
+   one fits, the last one's count takes the rest: the sum stays exact. */
+static void bpt__lane_lost(bpt__lane *lane, const bpt__thread *rec, uint64_t ticks) {
     bpt__owner_inc_u64(&lane->dropped, 1);
     if (lane->cur && lane->wp <= lane->wend) {   /* the kept space is free: this is the first */
+        if (lane->ctx_tid != rec->tid || lane->ctx_process != rec->process)
+            bpt__lane_context(lane, rec->tid, rec->process);
         lane->wp = bpt__put_small(lane->wp, BPT_MSG_DROPPED, 0, ticks, 1);
         lane->cur->marked += 1;
         /* [R2] pairs with the drainer's acquire of fill. */
         bpt__store_release_u32(&lane->cur->fill, (uint32_t)(lane->wp - bpt__chunk_data(lane->cur)));
         return;
     }
-    lane->unreported++;
+    bpt__lane_unreported(lane, rec->tid, rec->process, 1);
 }
 
 /* Is the lane's anchor too old for a record read at `ticks` (or younger
@@ -394,36 +438,46 @@ BPT__HOT BPT__INTREGS int bpt__lane_anchor_stale(const bpt__lane *lane, uint64_t
    there is none), which opens with a context record so that it can be read
    on its own; a context record where the thread or its process changed (a
    thread record is reused after its thread exits), or where the anchor is
-   stale; a DROPPED record where records were lost since the last one that
-   fit, in the context of the thread that lost them. Returns 0 when the
-   record must be dropped: the buffer is full. */
+   stale; the DROPPED records of losses since the last record that fit,
+   each in the context that lost them (>>losses). Records that a signal
+   handler's send lost while nested in this thread's (`lost`,
+   bpt__session_send_nested) are counted here as losses of the thread's
+   current context: marked at this record, the thread's first since that
+   takes this way (a new chunk, a new context, or a stale anchor: within
+   BPT__ANCHOR_US of its records). Returns 0 when the record must be
+   dropped: the buffer is full. */
 static int bpt__lane_prepare(bpt__session *s, bpt__lane *lane, const bpt__thread *rec, const bpt__rec *r,
                              uint32_t bytes) {
-    int renew = lane->ctx_tid != rec->tid || lane->ctx_process != rec->process ||   /* a new context */
-                bpt__lane_anchor_stale(lane, r->ticks), fresh = 0;
-    if (!lane->cur || lane->wp + bytes + 3 * BPT__CTX_BYTES > lane->wend) {
+    uint64_t nested = bpt__load_relaxed_u64(&lane->lost) - lane->lost_marked;
+    uint32_t i, room = bytes + BPT__CTX_BYTES;
+    int fresh = 0;
+    if (nested) {
+        lane->lost_marked += nested;
+        bpt__lane_unreported(lane, rec->tid, rec->process, nested);
+    }
+    room += lane->nunreported * BPT__KEPT_BYTES;   /* a context and a DROPPED record each */
+    if (!lane->cur || lane->wp + room > lane->wend) {
         if (!bpt__lane_advance(s, lane)) {
-            bpt__lane_lost(lane, r->ticks);
+            bpt__lane_lost(lane, rec, r->ticks);
             /* For a tool attached to bptrace:drop: the session, the thread,
                and the records this thread's buffer lost in all. */
             BPT_PROBE(bptrace, drop, s->id, rec->tid, bpt__load_relaxed_u64(&lane->dropped));
             return 0;
         }
-        fresh = 1;
+        fresh = 1;   /* a chunk opens with a context record */
     }
-    if (lane->unreported) {
-        if (fresh)   /* the losing thread's context opens the chunk */
-            lane->wp = bpt__put_context(lane, lane->wp, lane->ctx_tid, lane->ctx_process);
-        lane->wp = bpt__put_small(lane->wp, BPT_MSG_DROPPED, 0, r->ticks, lane->unreported);
-        lane->cur->marked += lane->unreported;
-        lane->unreported = 0;
+    for (i = 0; i < lane->nunreported; i++) {
+        const bpt__loss *u = &lane->unreported[i];
+        if (fresh || lane->ctx_tid != u->tid || lane->ctx_process != u->process)
+            bpt__lane_context(lane, u->tid, u->process);
+        lane->wp = bpt__put_small(lane->wp, BPT_MSG_DROPPED, 0, r->ticks, u->n);
+        lane->cur->marked += u->n;
         fresh = 0;
     }
-    if (fresh || renew) {
-        lane->wp = bpt__put_context(lane, lane->wp, rec->tid, rec->process);
-        lane->ctx_tid = rec->tid;
-        lane->ctx_process = rec->process;
-    }
+    lane->nunreported = 0;
+    if (fresh || lane->ctx_tid != rec->tid || lane->ctx_process != rec->process ||
+        bpt__lane_anchor_stale(lane, r->ticks))
+        bpt__lane_context(lane, rec->tid, rec->process);
     return 1;
 }
 
@@ -433,7 +487,9 @@ static int bpt__lane_prepare(bpt__session *s, bpt__lane *lane, const bpt__thread
    and wend are then NULL: a lane starts zeroed, and a fork child's is
    reset so), and records lost since the last one that fit
    (bpt__lane_lost counts them in `unreported` only with no chunk, or once
-   wp is past wend). Integers, not pointers: wp may be NULL. */
+   wp is past wend; bpt__lane_prepare, which counts a nested send's, marks
+   them before it returns, or finds the record lost). Integers, not
+   pointers: wp may be NULL. */
 BPT__HOT BPT__INTREGS int bpt__lane_fits(const bpt__lane *lane, const bpt__thread *rec, uint64_t ticks,
                                          uint32_t bytes) {
     return BPT__LIKELY((uintptr_t)lane->wp + bytes <= (uintptr_t)lane->wend) &&
@@ -678,22 +734,43 @@ int bpt_session_wait(bpt_session handle, uint32_t timeout_us) {
 
 /* >>consumer: the drainer reads lanes */
 
+/* A flight recorder's overwritten records (unreported_overwritten),
+   announced with rd->gap where the reader resumes, in chunk c whose fill
+   is `fill`: after the context record that opens c when the reader stands
+   at its start (every chunk opens with one), so that the notice stands in
+   the thread and process the stream resumes with, at that record's time,
+   not in the decoding state of whatever was read last (nothing, at a
+   drain's first read of a wrapped lane). Nothing yet when c is still
+   empty. Returns 0 when the reader is full. */
+static int bpt__lane_read_gap(bpt__lane *lane, bpt__lane_reader *rd, bpt__chunk *c, uint32_t fill) {
+    const bpt__rec *r = (const bpt__rec *)(const void *)bpt__chunk_data(c);
+    if (lane->rpos == 0) {
+        uint32_t bytes;
+        if (fill == 0) return 1;   /* c is opened, its first records not yet published: next time */
+        if (r->type == BPT__REC_CONTEXT) {
+            bytes = bpt__rec_bytes(r);
+            if (rd->take(rd, lane, (const unsigned char *)r, bytes) < bytes) return 0;
+            lane->rpos = bytes;
+            lane->last_ticks = r->ticks;
+        }
+    }
+    if (!rd->gap(rd, lane, lane->unreported_overwritten, lane->last_ticks)) return 0;
+    lane->unreported_overwritten = 0;
+    return 1;
+}
+
 /* Read lane's undrained records: rd->take gets each run of whole records,
    in order, and says how many bytes of it it used (it may stop short: its
    room is full); rd->gap gets the records a flight recorder took back
-   before the next run. Holds the tail's BUSY bit throughout; a flight
-   recorder's producer that finds it busy drops rather than waits.
-   Returns 0, or 1 when the reader is full. */
+   before the next run (bpt__lane_read_gap). Holds the tail's BUSY bit
+   throughout; a flight recorder's producer that finds it busy drops rather
+   than waits. Returns 0, or 1 when the reader is full. */
 static int bpt__lane_read(bpt__lane *lane, bpt__lane_reader *rd) {
     uint64_t t = bpt__load_acquire_u64(&lane->tail), i, drained = 0;   /* [R3] */
     int full = 0;
     if ((t & BPT__TAIL_BUSY) || !bpt__cas_u64(&lane->tail, t, t | BPT__TAIL_BUSY))
         return 0;   /* a flight recorder is taking its oldest chunk back: next time */
     i = t >> 1;
-    if (lane->unreported_overwritten) {
-        if (!rd->gap(rd, lane, lane->unreported_overwritten, lane->last_ticks)) goto out_full;
-        lane->unreported_overwritten = 0;
-    }
     for (;;) {
         uint64_t opened = bpt__load_acquire_u64(&lane->opened);   /* [R2] first: a sealed chunk's fill is final */
         bpt__chunk *c;
@@ -701,12 +778,20 @@ static int bpt__lane_read(bpt__lane *lane, bpt__lane_reader *rd) {
         if (i >= opened) break;   /* no chunk opened since the last read (or none yet) */
         c = bpt__lane_chunk(lane, i);
         fill = bpt__load_acquire_u32(&c->fill);   /* [R2] pairs with the producer's release */
+        if (lane->unreported_overwritten && !bpt__lane_read_gap(lane, rd, c, fill)) goto out_full;
         if (lane->rpos < fill) {
             const unsigned char *p = bpt__chunk_data(c) + lane->rpos, *q;
             uint32_t used = rd->take(rd, lane, p, fill - lane->rpos);
             for (q = p; q < p + used; q += bpt__rec_bytes((const bpt__rec *)(const void *)q)) {
                 const bpt__rec *r = (const bpt__rec *)(const void *)q;
-                if (r->type != BPT__REC_CONTEXT && r->type != BPT_MSG_DROPPED) { lane->rrec++; drained++; }
+                if (r->type == BPT_MSG_DROPPED) {   /* counted in c->marked: read, not overwritten news */
+                    uint64_t n;
+                    memcpy(&n, r + 1, 8);
+                    lane->rmarked += n;
+                } else if (r->type != BPT__REC_CONTEXT) {
+                    lane->rrec++;
+                    drained++;
+                }
                 lane->last_ticks = r->ticks;
             }
             lane->rpos += used;
@@ -715,6 +800,7 @@ static int bpt__lane_read(bpt__lane *lane, bpt__lane_reader *rd) {
         if (i + 1 >= opened) break;   /* the chunk being written: read up to its fill */
         i++;
         lane->rpos = lane->rrec = 0;
+        lane->rmarked = 0;
     }
     goto out;
 out_full:

@@ -42,8 +42,16 @@ struct bpt__session {
 enum {
     BPT__GROW_BATCHES = 20,       /* batches double: 2 << 19 chunks is past any cap */
     BPT__LANES_PER_DIR = 256,     /* a session's lane_dir[i] points at 256 lane pointers */
-    BPT__LANE_DIRS = 256          /* 65536 thread records */
+    BPT__LANE_DIRS = 256,         /* 65536 thread records */
+    BPT__LOSS_CONTEXTS = 4        /* contexts whose losses a full lane counts apart (>>losses) */
 };
+/* Records of a context (a thread and its process) lost since its last
+   DROPPED record (>>losses in session.c). */
+typedef struct bpt__loss {
+    uint32_t tid;
+    uint64_t process, n;
+} bpt__loss;
+
 /* The ring. Chunk number i (a count from 0) is in slot[i % cap]. The lane
    holds `budget` chunks: while a chunk is open (cur), those of numbers
    head+1-budget .. head, before its first one those of head-budget ..
@@ -61,13 +69,16 @@ struct bpt__lane {
     uint64_t head;                /* the chunk being written (a count; in slot[head % cap]) */
     struct bpt__chunk *cur;       /* that chunk (NULL before the first record) */
     unsigned char *wp, *wend;     /* where the next record goes in it, and where records end:
-                                     the chunk's last BPT__CTX_BYTES are kept for a loss's mark */
+                                     the chunk's last BPT__KEPT_BYTES are kept for a loss's mark */
     uint32_t ctx_tid;             /* the context of the records after wp */
     uint64_t ctx_process;
     uint64_t anchor_tick;         /* the counter's reading in the stream's latest anchor (clock.h) */
     uint64_t anchor_span;         /* ticks an anchor serves (bpt__clock_anchor_span) */
     uint64_t anchor_ns;           /* a callback session's lane: the anchor's ns */
-    uint64_t unreported;          /* records lost since the last DROPPED record */
+    bpt__loss unreported[BPT__LOSS_CONTEXTS];   /* records lost since the last DROPPED record,
+                                     by context */
+    uint32_t nunreported;         /* contexts in unreported[] (>>losses) */
+    uint64_t lost_marked;         /* `lost` as far as it was counted in unreported[] */
     bpt__atomic_u32 budget;       /* chunks the lane holds (written by the owner; read by stats) */
     uint32_t spare_left;          /* chunks of the last batch not yet used */
     unsigned char *spare;         /* the next of them */
@@ -86,6 +97,7 @@ struct bpt__lane {
     bpt__atomic_u64 tail;         /* the chunk being read << 1 | BPT__TAIL_BUSY [R3] */
     uint32_t rpos;                /* bytes of chunk tail already read */
     uint32_t rrec;                /* produced records of chunk tail already read */
+    uint64_t rmarked;             /* the counts of chunk tail's DROPPED records already read */
     uint64_t unreported_overwritten;   /* records taken back and not yet marked in what was read */
     uint64_t last_ticks;          /* the last record read: the time of a gap's DROPPED */
     bpt__stream stream;           /* the drainer's decoding context */

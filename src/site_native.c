@@ -311,7 +311,7 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_time_path(bpt_fun
         BPT__LIKELY(bpt__timem_caller_at(rec, rec->shadow_depth[BPT__STACK_NATIVE], g->session->id, rec->process,
                                          &caller)) &&
         BPT__LIKELY(bpt__now_ticks_counter(&now))) {
-        if ((done = bpt__timem_charge_try((bpt__BpTimem *)g->data[ix].data[BPT__KIX_TIME], rec, rec->process, 1, 0)))   /* TM4 */
+        if ((done = bpt__timem_charge_try((bpt__BpTimem *)g->data[ix].data[BPT__KIX_TIME], rec, rec->process, 1, 0, 0)))   /* TM4 */
             bpt__native_frame_push_plain(rec, f, g->session->id, BPT_TIME, BPT_ARG_I64, sp, slot, caller, now);   /* TM5 */
     } else {
         done = sc->kind == BPT__SHORTCUT_NONE;

@@ -229,96 +229,107 @@ BPT__PRIVATE void bpt__timem_point(bpt__GenericBpData *d, bpt__BpTimem *t) {
     }
 }
 
-/* Add to a cell. */
-static void bpt__timem_cell_charge(bpt__timem_cell *c, uint64_t calls, uint64_t ns, int64_t mem) {
+/* Add to a cell (inline: the short paths make no call). */
+BPT__HOT BPT__INTREGS void bpt__timem_cell_charge(bpt__timem_cell *c, uint64_t calls, uint64_t ns, int64_t mem) {
     c->calls += calls;
     c->time_ns += ns;
     c->mem += mem;
 }
 
-/* The general half of bpt__timem_charge_own: make what is missing (the
+/* [H1] A thread marks the tables it charges while it charges them
+   (rec->timem_charging, the first timem_depth), and a signal handler's
+   charge nested in it, of the same tables, is dropped and counted in their
+   `lost`: it would interleave with the owner's update (a lost add, a table
+   grown and freed twice). One of other tables goes ahead, and marks them
+   above: so a second handler, nested in the first's charge, finds the
+   thread's tables marked too. bpt__timem_mark returns 0, marking nothing,
+   when t is marked already or the marks are full (BPT__TIMEM_NEST
+   charges deep); else 1 and *depth, for bpt__timem_unmark. The depth goes
+   up before the slot is written: a handler nested between the two marks
+   above it, and may find the slot's stale table (a drop, needless but
+   safe); the interrupted charge has touched nothing yet. */
+BPT__HOT BPT__INTREGS int bpt__timem_mark(bpt__thread *rec, bpt__BpTimem *t, uint32_t *depth) {
+    uint32_t d = rec->timem_depth, i;
+    if (BPT__UNLIKELY(d != 0)) {   /* nested: in a charge of t, or too deep? */
+        if (d == BPT__TIMEM_NEST) return 0;
+        for (i = 0; i < d; i++)
+            if (rec->timem_charging[i] == (void *)t) return 0;
+    }
+    rec->timem_depth = d + 1;
+    bpt__compiler_barrier();   /* [H1] the slot is ours before it is written */
+    rec->timem_charging[d] = t;
+    bpt__compiler_barrier();   /* [H1] marked before the table is touched */
+    *depth = d;
+    return 1;
+}
+
+BPT__HOT BPT__INTREGS void bpt__timem_unmark(bpt__thread *rec, uint32_t depth) {
+    bpt__compiler_barrier();   /* [H1] the table is left before the mark goes */
+    rec->timem_depth = depth;
+}
+
+/* The common case of a charge, with the integer registers alone and no
+   call (the time path's count of a call, site_native.c; the timed
+   return's own time, frames.c; and bpt__timem_charge below): the thread's
+   table and the process's cell exist, and the charge can be marked [H1];
+   add to the cell. Returns 1 when charged; 0 having changed nothing when
+   the table or the cell is still to be made, the thread record is past
+   BPT_MAX_THREADS (its table is in `more`), or this runs nested in a
+   charge of t: bpt__timem_charge then does it, or counts it lost. The
+   cell is looked up after the mark: a handler nested after the look would
+   otherwise be free to grow the table and unmap the cell. */
+BPT__HOT BPT__INTREGS int bpt__timem_charge_try(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
+                                                uint64_t calls, uint64_t ns, int64_t mem) {
+    bpt__timem_table *tab;
+    bpt__timem_cell *c = NULL;
+    uint32_t depth;
+    if (rec->index >= BPT_MAX_THREADS || !bpt__timem_mark(rec, t, &depth)) return 0;
+    tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index]);
+    if (BPT__LIKELY(tab != NULL) && BPT__LIKELY((c = bpt__timem_cell_find(tab, process)) != NULL))
+        bpt__timem_cell_charge(c, calls, ns, mem);
+    bpt__timem_unmark(rec, depth);
+    return c != NULL;
+}
+
+/* What bpt__timem_charge_try leaves, out of line (its calls would make
+   every charge save registers): marked [H1], make what is missing (the
    `more` slots, the thread's table, a cell for process, a table twice as
    large) and charge. Only the owner writes its table; a table that must
    grow is replaced (published with a release store) and the old one freed
-   at once: nobody reads a table its owner may be writing (see above). Out
-   of line: its calls would make every charge save registers. */
+   at once: nobody reads a table its owner may be writing (see above). A
+   charge nested in a charge of t, one past BPT__TIMEM_NEST deep, or one
+   with no memory for its table, is dropped and counted in `lost`. */
 BPT__NOINLINE void bpt__timem_charge_new(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
                                          uint64_t calls, uint64_t ns, int64_t mem) {
-    bpt__atomic_ptr *slot = bpt__timem_slot(t, rec->index, 1);
+    bpt__atomic_ptr *slot;
     bpt__timem_table *tab, *grown;
-    bpt__timem_cell *c;
-    if (!slot) { bpt__fetch_add_u64(&t->lost, 1); return; }   /* no memory for `more`, or past it */
-    tab = (bpt__timem_table *)bpt__load_relaxed_ptr(slot);
-    while (!tab || !(c = bpt__timem_cell_of(tab, process))) {
-        if (!(grown = bpt__timem_table_grow(tab, rec))) { bpt__fetch_add_u64(&t->lost, 1); return; }
-        bpt__store_release_ptr(slot, grown);   /* [T1] */
-        bpt__timem_table_free(tab, 1);
-        tab = grown;
+    bpt__timem_cell *c = NULL;
+    uint32_t depth;
+    if (!bpt__timem_mark(rec, t, &depth)) { bpt__fetch_add_u64(&t->lost, 1); return; }   /* [H1] */
+    BPT_TEST_POINT("timem_charge_new: marked");   /* t_timem_nesting */
+    if ((slot = bpt__timem_slot(t, rec->index, 1)) != NULL) {   /* NULL: no memory for `more`, or past it */
+        tab = (bpt__timem_table *)bpt__load_relaxed_ptr(slot);
+        while (!tab || !(c = bpt__timem_cell_of(tab, process))) {
+            if (!(grown = bpt__timem_table_grow(tab, rec))) break;
+            bpt__store_release_ptr(slot, grown);   /* [T1] */
+            bpt__timem_table_free(tab, 1);
+            tab = grown;
+        }
     }
-    bpt__timem_cell_charge(c, calls, ns, mem);
+    if (c) bpt__timem_cell_charge(c, calls, ns, mem);
+    else bpt__fetch_add_u64(&t->lost, 1);
+    bpt__timem_unmark(rec, depth);
 }
 
 /* Charge one thread's calls, time and memory for process (the hit and
-   return paths, pinned). The common case finds the thread's table and the
-   process's cell in it, and adds; the rest is bpt__timem_charge_new.
-   A signal handler nested in the owner's update of the same tables would
-   interleave with it (a lost add, a table grown and freed twice): its
-   charge is dropped and counted in `lost` [H1]. One of other tables
-   (another function, or session) goes ahead. */
-static void bpt__timem_charge_own(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
-                                  uint64_t calls, uint64_t ns, int64_t mem) {
-    bpt__timem_table *tab;
-    bpt__timem_cell *c;
-    /* The first case of bpt__timem_slot, written out: with a call to it
-       here gcc kept this charge out of line (callgrind, bench_overhead
-       time: 630 to 656 instructions per call). */
-    if (BPT__LIKELY(rec->index < BPT_MAX_THREADS &&
-                    (tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index])) != NULL &&
-                    (c = bpt__timem_cell_find(tab, process)) != NULL)) {
-        bpt__timem_cell_charge(c, calls, ns, mem);
-        return;
-    }
+   return paths, pinned): the common case inline (bpt__timem_charge_try),
+   the rest out of line (bpt__timem_charge_new). A signal handler's charge
+   nested in one of the same tables is dropped and counted in `lost`
+   (bpt__timem_mark) [H1]. */
+BPT__HOT void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
+                                uint64_t calls, uint64_t ns, int64_t mem) {
+    if (BPT__LIKELY(bpt__timem_charge_try(t, rec, process, calls, ns, mem))) return;
     bpt__timem_charge_new(t, rec, process, calls, ns, mem);
-}
-
-BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
-                                    uint64_t calls, uint64_t ns, int64_t mem) {
-    void *outer = rec->timem_charging;
-    if (outer == (void *)t) { bpt__fetch_add_u64(&t->lost, 1); return; }   /* [H1] nested in this update */
-    rec->timem_charging = t;
-    bpt__compiler_barrier();   /* [H1] marked before the table is touched */
-    bpt__timem_charge_own(t, rec, process, calls, ns, mem);
-    bpt__compiler_barrier();   /* [H1] */
-    rec->timem_charging = outer;
-}
-
-/* The short paths' charge (the time path's count of a call, site_native.c;
-   the timed return's own time, frames.c), with the integer registers
-   alone and no call: bpt__timem_charge(t, rec, process, calls, ns, 0)
-   where the common case of bpt__timem_charge_own holds (the thread's
-   table and the process's cell exist). Returns 1 when charged; 0 having
-   changed nothing when the table or the cell is still to be made, the
-   thread record is past BPT_MAX_THREADS, or this runs nested in an update
-   of t [H1]: bpt__timem_charge then does it, or counts it lost. The cell
-   is looked up after the mark, as in bpt__timem_charge: a handler nested
-   after the look would otherwise be free to grow the table and unmap the
-   cell. */
-BPT__HOT BPT__INTREGS int bpt__timem_charge_try(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
-                                                uint64_t calls, uint64_t ns) {
-    void *outer = rec->timem_charging;
-    bpt__timem_table *tab;
-    bpt__timem_cell *c = NULL;
-    if (outer == (void *)t || rec->index >= BPT_MAX_THREADS) return 0;
-    rec->timem_charging = t;
-    bpt__compiler_barrier();   /* [H1] marked before the table is touched */
-    tab = (bpt__timem_table *)bpt__load_relaxed_ptr(&t->table[rec->index]);
-    if (BPT__LIKELY(tab != NULL) && BPT__LIKELY((c = bpt__timem_cell_find(tab, process)) != NULL)) {
-        c->calls += calls;
-        c->time_ns += ns;
-    }
-    bpt__compiler_barrier();   /* [H1] */
-    rec->timem_charging = outer;
-    return c != NULL;
 }
 
 /* call_time / call_memory of one breakpoint, from the sums the last

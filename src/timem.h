@@ -39,8 +39,8 @@ struct bpt__BpTimem {
     struct bpt__BpTimem *prev;                /* set path: idle tables a collection could not
                                                  merge (out of memory), summed by the next one */
     bpt__atomic_u64 lost;                     /* charges dropped: no memory for a table, a thread
-                                                 record past both, or a signal handler nested in
-                                                 an update of these tables [H1] */
+                                                 record past both, or a signal handler's charge
+                                                 nested in its thread's of these tables [H1] */
     uint32_t refc;                            /* set path: generations that point here */
 };
 
@@ -59,10 +59,10 @@ BPT__PRIVATE void bpt__timem_ref(bpt__BpTimem *t);
 BPT__PRIVATE void bpt__timem_unref(bpt__BpTimem *t);
 BPT__PRIVATE bpt__BpTimem *bpt__timem_of(const bpt__GenericBpData *d);
 BPT__PRIVATE void bpt__timem_point(bpt__GenericBpData *d, bpt__BpTimem *t);
-BPT__PRIVATE void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
-                                    uint64_t calls, uint64_t ns, int64_t mem);
+BPT__HOT void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
+                                uint64_t calls, uint64_t ns, int64_t mem);
 BPT__HOT BPT__INTREGS int bpt__timem_charge_try(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
-                                                uint64_t calls, uint64_t ns);
+                                                uint64_t calls, uint64_t ns, int64_t mem);
 BPT__PRIVATE int bpt__timem_collect(bpt__GenericBp **gs, int n);
 BPT__PRIVATE void bpt__timem_report(const bpt__BpTimem *tm, bpt_info *out);
 BPT__PRIVATE uint32_t bpt__timem_nprocs(const bpt__BpTimem *tm);

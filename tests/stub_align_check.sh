@@ -2,8 +2,10 @@
 # tests/stub_align_check.sh COMPILER [FLAGS...]
 #
 # The x86-64 entry stub and return trampoline call C functions: the count
-# path, the call path and the full path (bpt__native_count_path,
-# bpt__native_call_path, bpt__native_entry), and bpt__native_return. The
+# path, the call path, the call-return path, the time path and the full
+# path (bpt__native_count_path, bpt__native_call_path,
+# bpt__native_call_return_path, bpt__native_time_path, bpt__native_entry),
+# and bpt__native_return. The
 # SysV ABI has rsp + 8 a multiple of 16 at every function's entry (3.2.2),
 # and compiled code may rely on it (an aligned spill of a vector register).
 # This builds a program, with the given compiler, that takes each route,
@@ -30,14 +32,17 @@ int main(void) {
     bpt_trace_pattern(s, "a:leaf/1", BPT_OFF, NULL);
     bpt_trace_pattern(s, "a:leaf/1", BPT_CALL, NULL);               /* the call path (the first: the full path) */
     for (i = 0; i < 4; i++) sum += p(i);
-    bpt_trace_pattern(s, "a:leaf/1", BPT_CALL | BPT_RETURN, NULL);  /* the full path and the trampoline */
+    bpt_trace_pattern(s, "a:leaf/1", BPT_CALL | BPT_RETURN, NULL);  /* the call-return path and the trampoline */
     for (i = 0; i < 4; i++) sum += p(i);
-    return sum == 3 * 10 ? 0 : 3;
+    bpt_trace_pattern(s, "a:leaf/1", BPT_OFF, NULL);
+    bpt_trace_pattern(s, "a:leaf/1", BPT_TIME, NULL);               /* the time path */
+    for (i = 0; i < 4; i++) sum += p(i);
+    return sum == 4 * 10 ? 0 : 3;
 }
 C
 "$@" -O2 -g -pthread -I. -o "$tmp/align" "$tmp/align.c" || { echo "FAIL: does not compile: $*"; exit 1; }
 "$@" -dM -E -x c /dev/null | grep -q '__x86_64__' || { echo "SKIPPED: not x86-64: $*"; exit 77; }
-fns="bpt__native_count_path bpt__native_call_path bpt__native_entry bpt__native_return"
+fns="bpt__native_count_path bpt__native_call_path bpt__native_call_return_path bpt__native_time_path bpt__native_entry bpt__native_return"
 {
     for fn in $fns; do
         printf 'break *%s\ncommands\nsilent\nprintf "AT %s %%ld\\n", (long)$rsp %% 16\ncontinue\nend\n' "$fn" "$fn"

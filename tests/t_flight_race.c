@@ -12,23 +12,13 @@ static void t_test_point(const char *where);
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
+#include "vm_site_fixture.h"
 #include <string.h>
 
-static bpt_vm_word word = 0x1111;
-static bpt_func *f;
 static bpt_session s;
 static int armed, fired, first_drained;
 static bpt_msg got[4096];
 static int ngot;
-
-static uint64_t arg0(const void *frame, int i) { (void)i; return *(const uint64_t *)frame; }
-static const bpt_vm_ops ops = { arg0, NULL, NULL };
-
-static void vm_call(uint64_t a) {
-    bpt_vm_word w = BPT_VM_FETCH(&word);
-    if (w == 0x2222) w = bpt_vm_breakpoint(f, &a, NULL);
-    CHECK(w == 0x1111, "the site executed %#lx", (unsigned long)w);
-}
 
 /* Full, about to take a chunk back: drain two chunks and a part of the
    third (330 calls, of about 125 a chunk). */
@@ -44,7 +34,7 @@ int main(void) {
     bpt_session_desc d;
     bpt_session_counts st;
     int i, n, calls;
-    CHECK_RC(bpt_register_vm(&word, 0x2222, "vm", "f", 1, &ops, &f), 0);
+    CHECK_RC(vm_site_register(), 0);
     memset(&d, 0, sizeof d);
     d.chunk_bytes = 4096;
     d.chunks = 4;

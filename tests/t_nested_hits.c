@@ -76,10 +76,11 @@ int main(void) {
     if (!tf) return CHECK_DONE();
     p_f(1);   /* f's table for this thread exists */
     lost0 = bpt__load_relaxed_u64(&tf->lost);
-    rec->timem_charging = tf;   /* as if interrupted inside a charge of f's tables */
+    rec->timem_charging[0] = tf;   /* as if interrupted inside a charge of f's tables */
+    rec->timem_depth = 1;
     p_f(2);
     p_g(3);
-    rec->timem_charging = NULL;
+    rec->timem_depth = 0;
     CHECK(bpt__load_relaxed_u64(&tf->lost) - lost0 == 2, "f's call and return charges, nested in an update of "
           "f's tables, were dropped: %llu lost", (unsigned long long)(bpt__load_relaxed_u64(&tf->lost) - lost0));
     CHECK(time_calls(s, ff) == 1, "f: 1 call charged (the nested one dropped), not %llu",

@@ -144,13 +144,15 @@ int main(void) {
     /* A full buffer drops, counts, and marks the drops with DROPPED records
        at the place of the loss. The smallest buffer: 2 chunks of 4096
        bytes. A call with one argument is a 32-byte record (16 of header,
-       the types word, the argument); each chunk opens with a 24-byte
-       context record and keeps its last 24 bytes for a loss's mark; so a
-       chunk holds (4096 - 48) / 32 calls. The first loss is marked at once
-       (DROPPED 1, at the end of the full chunk), the rest in front of the
-       next record that fits (DROPPED 45). */
+       the types word, the argument); each chunk opens with a 32-byte
+       context record (the header, the process and the anchor's ns) and
+       keeps its last 56 bytes for a loss's mark (a context record and a
+       24-byte DROPPED record); so a chunk holds (4096 - 32 - 56) / 32
+       calls. The first loss is marked at once (DROPPED 1, at the end of
+       the full chunk), the rest in front of the next record that fits
+       (DROPPED 45). */
     {
-        int per_chunk = (4096 - 48) / 32, fit = 2 * per_chunk, extra = 46;
+        int per_chunk = (4096 - 32 - 56) / 32, fit = 2 * per_chunk, extra = 46;
         static bpt_msg many[600];
         memset(&d, 0, sizeof d);
         d.chunk_bytes = 4096;

@@ -255,9 +255,10 @@ static void direct(void) {
     declines("no table yet (the full path makes it):", rec, time_path_at(fleaf, 0xabcd2), 0, 0xabcd2);
     table_made();
     before = calls_in_table(rec);
-    rec->timem_charging = tables_of(fleaf);   /* as a handler nested in a charge of them sees it */
+    rec->timem_charging[0] = tables_of(fleaf);   /* as a handler nested in a charge of them sees it */
+    rec->timem_depth = 1;
     declines("a charge of the same tables open [H1]:", rec, time_path_at(fleaf, 0xabcd2), 0, 0xabcd2);
-    rec->timem_charging = NULL;
+    rec->timem_depth = 0;
     {
         uint32_t on = bpt__load_relaxed_u32(&bpt__clock.on_counter);
         bpt__store_relaxed_u32(&bpt__clock.on_counter, 0);   /* as where the clock is clock_gettime */

@@ -149,10 +149,11 @@ static void *nested_checker(void *arg) {
     printf("the checking thread's record index: %u (BPT_MAX_THREADS %d)\n", rec->index, BPT_MAX_THREADS);
     CHECK(rec->index >= BPT_MAX_THREADS, "the checking thread is past BPT_MAX_THREADS: index %u", rec->index);
     lost0 = bpt__load_relaxed_u64(&tm->lost);
-    rec->timem_charging = tm;   /* as if interrupted inside a charge of vf's tables */
+    rec->timem_charging[0] = tm;   /* as if interrupted inside a charge of vf's tables */
+    rec->timem_depth = 1;
     call_vm(&word, vf);         /* dropped: nested in an update of the same tables */
     call_vm(&other_word, of);   /* other tables: goes ahead */
-    rec->timem_charging = NULL;
+    rec->timem_depth = 0;
     printf("nested in vf's update: %llu of vf's charges dropped\n",
            (unsigned long long)(bpt__load_relaxed_u64(&tm->lost) - lost0));
     CHECK(bpt__load_relaxed_u64(&tm->lost) > lost0, "a charge nested in an update of vf's tables, on a thread "

@@ -164,11 +164,15 @@ static void remember(mslot *s, int p, unsigned flags) {
 
 /* A message handed to a session (admitted): its buffer, exactly as a lane
    (session.c): records of 16 bytes and their words; a 32-byte context
-   record (thread, process, clock anchor) opening each chunk; the last 32
+   record (thread, process, clock anchor) opening each chunk; the last 56
    bytes of each chunk kept for the mark of a loss (a 24-byte DROPPED 1, at
-   once); the losses after it marked, with their number, before the next
-   record that fits; a chunk is taken only once the drainer has left the
-   one it replaces, else the buffer grows by one up to max_chunks. */
+   once, after a context record when the context changed: never here, one
+   thread in one process); the losses after it marked, with their number,
+   before the next record that fits (room for a context record, and a
+   context and a DROPPED record for the losses); a chunk is taken only
+   once the drainer has left the one it replaces, else the buffer grows by
+   one up to max_chunks. */
+enum { KEPT = 56 };
 static void model_put(mslot *s, int type, int site, uint64_t value, uint32_t bytes) {
     FUZZ_CHECK(s->qlen + 1 <= QCAP, "the model's queue is full");
     s->q[(s->qhead + s->qlen++) % QCAP] = (mmsg){ type, site, value, s->head };
@@ -177,14 +181,14 @@ static void model_put(mslot *s, int type, int site, uint64_t value, uint32_t byt
 
 static void model_lost(mslot *s) {
     s->dropped++;
-    if (s->started && s->pos <= s->chunk_bytes - 32) model_put(s, BPT_MSG_DROPPED, -1, 1, 24);
+    if (s->started && s->pos <= s->chunk_bytes - KEPT) model_put(s, BPT_MSG_DROPPED, -1, 1, 24);
     else s->unreported++;
 }
 
 /* The slow path before a record: a new chunk, the marks. 0: lost. */
 static int model_prepare(mslot *s, uint32_t bytes) {
     int fresh = 0;
-    if (!s->started || s->pos + bytes + 96 > s->chunk_bytes - 32) {
+    if (!s->started || s->pos + bytes + 32 + (s->unreported ? KEPT : 0) > s->chunk_bytes - KEPT) {
         if (s->started && s->head + 1 - s->tail >= s->budget) {   /* full: grow, or lose it at the cap */
             if (s->budget == s->max_chunks) { model_lost(s); return 0; }
             s->budget++;
@@ -209,7 +213,7 @@ static void model_send(mslot *s, int type, int site, uint64_t value) {
     s->lane = 1;
     s->produced++;
     if (s->callback) { s->delivered++; return; }
-    if ((!s->started || s->pos + bytes > s->chunk_bytes - 32 || s->unreported) && !model_prepare(s, bytes)) return;
+    if ((!s->started || s->pos + bytes > s->chunk_bytes - KEPT || s->unreported) && !model_prepare(s, bytes)) return;
     model_put(s, type, site, value, bytes);
 }
 
