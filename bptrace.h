@@ -644,9 +644,16 @@ BPT_API int bpt_session_create(const bpt_session_desc *desc, bpt_session *out);
      BPT_ESESSION   s is stale or destroyed (a double destroy)
      BPT_ENOMEM     no memory for the change (or the thread's record); the
                     session is unchanged
+     BPT_ENOTSUP    it traces pointer slots and /proc/self/maps cannot be
+                    read; the session is unchanged
      BPT_EPERM      destroyed, but mprotect refused restoring some native
                     entry words: they find no breakpoint and cost a stub
                     round trip
+     BPT_ENOTPATCHABLE  destroyed, but some site no longer held bptrace's
+                    word (a debugger's, another patcher's): left alone; or a
+                    pointer slot it traced is no longer mapped (its module
+                    unloaded without bpt_unregister_module): forgotten,
+                    nothing written
      BPT_EDEADLK    from a tracer callback, a pinned section, or a callback
                     under the code modification permission
    Thread safety  any thread (set path); not from a signal handler
@@ -1561,8 +1568,9 @@ typedef struct bpt_match {
    Returns        the number of registered functions matched (>= 0), or a BPT_E* code
    Errors
      BPT_EINVAL     pattern is NULL; or a matched pointer slot is no longer
-                    mapped (its module unloaded without bpt_unregister_module):
-                    nothing changed
+                    mapped (its module unloaded without bpt_unregister_module)
+                    and the change may switch something on: nothing changed
+                    (a BPT_OFF forgets such a slot: BPT_ENOTPATCHABLE)
      BPT_EPATTERN   pattern empty or malformed (bpt_last_error says where);
                     match->args or match->ret names an unknown type, has more
                     than 8 types, ends with ','; ret is not exactly one type
@@ -1579,15 +1587,17 @@ typedef struct bpt_match {
      BPT_EPERM      native sites and slots: mprotect refused a code write (or
                     a read-only slot's page); the settings
                     are committed, but the functions whose word could not be
-                    written stay untraced, and the pattern is not remembered
+                    written stay untraced; the pattern is remembered as if
+                    it had succeeded (functions registered later get it)
      BPT_ENOTPATCHABLE  a site did not hold the word bptrace expected there
                     (a debugger's breakpoint, another patcher changed it; a
                     slot written by the program or by lazy binding, which a
                     switch-off finds already holding its target and counts
-                    as off):
+                    as off; a slot no longer mapped, which a switch-off
+                    forgets without a write):
                     that site is left alone, the others are written, and as
                     with BPT_EPERM the settings are committed and the pattern
-                    is not remembered. A switch-off that could not restore a
+                    remembered. A switch-off that could not restore a
                     word is retried by the next switch-off of a pattern that
                     names the function (as ftrace_modify_code checks, Linux)
      BPT_EDEADLK    from a tracer callback, a pinned section, or a callback
@@ -1766,7 +1776,12 @@ BPT_API int bpt_trace_info_each(bpt_session s, const char *pattern, unsigned wha
    Errors         none
    Thread safety
      any thread (acts on the caller); async-signal-safe once the thread has
-     its record
+     its record. A switch made by a signal handler that interrupted
+     bptrace's push of a frame pauses and resumes no frame below it (that
+     push may be pausing them right now, and a second pause would charge
+     the span twice): one that stays running is charged the time the other
+     process runs, as a handler's own calls leave them (>>timem
+     attribution in frames.c)
    Source         BEAM's scheduling out and in of a process (call_time's schedule_out)
 */
 BPT_API void bpt_process_switch(uint64_t process);
@@ -3252,8 +3267,9 @@ struct bpt__thread {
    counters and the list of records are. */
 struct bpt__progress_state {
     bpt__atomic_u64 epoch;          /* global epoch; starts at 1 */
-    /* What a pin stores (>>pin word in progress.c): epoch << 16 | 1, and
-       BPT__PIN_FENCE while pins must fence (no membarrier). Written at
+    /* What a pin reads (>>pin word in progress.c): epoch << 16 | 1, which
+       it stores as its state, and BPT__PIN_FENCE while pins must fence
+       (no membarrier), which it clears from what it stores. Written at
        init and by each waiter, after the epoch. */
     bpt__atomic_u64 pin_word;
     bpt__atomic_u32 futex;          /* bit 0: a waiter sleeps (or is about to); BPT__FUTEX_FENCE:
@@ -3616,7 +3632,8 @@ enum bpt__shortcut_kind {
 };
 typedef struct bpt__shortcut {
     uint32_t kind;                /* enum bpt__shortcut_kind */
-    void *data;                   /* COUNT: the BpCount (kind_count.c); CALL, ONE: the bpt__GenericBp */
+    void *data;                   /* COUNT: the BpCount (kind_count.c); every other kind but NONE
+                                     and WALK: the bpt__GenericBp */
     /* COUNT: the BpCount's dir and off, copied at step 3, so that a counted
        hit reads nothing that the set path writes: the BpCount's refc
        changes at every step 3 and 11 that touches it. A store to a line
@@ -3706,7 +3723,8 @@ BPT__PRIVATE int bpt__set_path_allowed(const char *who);  /* its checks alone: 0
 BPT__PRIVATE void bpt__permission_release(void);
 BPT__PRIVATE bpt__GenericBp *bpt__find_bp(const bpt_func *f, const bpt__session *s);
 BPT__PRIVATE int bpt__change_begin(const char *who, uint64_t *t);   /* step 1 */
-BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const bpt__op *op, uint64_t *t);   /* steps 2-12 */
+BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const bpt__op *op, uint64_t *t,
+                                   int *committed);   /* steps 2-12 */
 BPT__PRIVATE void bpt__commit(void);                                 /* step 7 */
 BPT__PRIVATE void bpt__change_end(uint64_t *t);                      /* step 13 */
 BPT__DATA(pthread_mutex_t, bpt__code_mod_permission);   /* locks.c */
@@ -3893,7 +3911,7 @@ BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h);
 /* The short paths' F0 check and F1 (CALL_RETURN, TIME: site_native.c). */
 BPT__HOT BPT__INTREGS int bpt__native_frames_settled(const bpt__thread *rec, uintptr_t sp);
 BPT__HOT BPT__INTREGS int bpt__native_frame_plain_ok(const bpt__thread *rec, const bpt_func *f, const uintptr_t *slot);
-BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_func *f, uint64_t session_id,
+BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_func *f, bpt__session *s,
                                                         unsigned actions, uint8_t rettype, uintptr_t sp,
                                                         uintptr_t *slot, bpt__frame_session *caller, uint64_t now);
 /* The time path's caller check (frames.c: 0: only the walk can tell). */
@@ -3937,7 +3955,7 @@ typedef struct bpt__sites_batch {
 
 BPT__PRIVATE void bpt__site_vm_write(bpt_func *f, uint64_t w);
 BPT__PRIVATE int bpt__site_vm_check(const bpt_vm_word *word, bpt_vm_word bp_word);
-BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n);
+BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n, int switch_off);
 BPT__PRIVATE void bpt__sites_batch_free(bpt__sites_batch *sb);
 /* While a thread runs bptrace's own code, its calls through traced slots
    are not traced (>>own calls, site_native.c). */
@@ -4001,8 +4019,11 @@ BPT__PRIVATE int bpt__arch_native_usable(const char *who);
 
 BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who);
 
-/* Step 2 of a change that writes slots: their protections now (slots.c). */
-BPT__PRIVATE int bpt__slots_prot_refresh(bpt_func **fs, int n);
+/* Step 2 of a change that writes slots: their protections now (slots.c).
+   BPT__SLOT_UNMAPPED in page_prot: a switch-off found the slot's page gone,
+   and writes nothing there. */
+#define BPT__SLOT_UNMAPPED 0x80000000u
+BPT__PRIVATE int bpt__slots_prot_refresh(bpt_func **fs, int n, int switch_off);
 
 /* A pointer slot's trampoline (slots.c): a block of BPT__TRAMP_BYTES,
    aligned to them, laid out as a BPT_TRACEABLE function whose entry word
@@ -4178,7 +4199,8 @@ BPT__PRIVATE int bpt__module_imports(const char *module, const char **module_nam
    refuses a report made inside a section. So pin and unpin treat both kinds
    of thread alike, with no test of which kind they run on: a managed
    thread's state is never 0 or 1 in its low 16 bits, and only those two
-   values take the pin's and the unpin's slow branch.
+   values start and end a section (the pin's and the unpin's common
+   branch; every other value only counts).
 
    A waiter advances the global epoch to E and waits until every record is
    quiescent or carries an epoch >= E. Such a thread started its current
@@ -4582,7 +4604,9 @@ static int bpt__progress_wait(int sync_core) {
     bpt__block_begin(self);
     pthread_mutex_lock(&bpt__progress.wait_lock);
     /* The acq_rel increment releases every store made before the wait to a
-       pin that reads the new epoch (the pin's acquire load). */
+       managed thread that reads the new epoch (bpt_thread_progress, the
+       going offline). Pins read the pin word instead: its release, next,
+       pairs with their acquire. */
     target = bpt__fetch_add_u64(&bpt__progress.epoch, 1) + 1;
     /* >>pin word: pins record the new epoch from here on. One waiter at a
        time (wait_lock), so the words are stored in epoch order. */
@@ -6790,9 +6814,11 @@ BPT__PRIVATE void bpt__pattern_entry_free(bpt__pattern_entry *e) {
    short path declines, save the integer and vector argument registers in
    a bpt__regs frame and call bpt__native_entry(record, frame, what the
    short path said). Restore and
-   return to fn-4. The ABI leaves rsp 16-aligned here, but the
-   stub realigns it all the same: a caller compiled with gcc's IPA stack
-   alignment may not have aligned it. The frame also holds rbp, so that
+   return to fn-4. The ABI leaves rsp 16-aligned here, but before the
+   full path the stub realigns it all the same: a caller compiled with
+   gcc's IPA stack alignment may not have aligned it. The short routes do
+   not: the short paths touch no vector register (>>intregs in port.h), so
+   no aligned access of theirs can fault. The frame also holds rbp, so that
    the handler finds the traced function's own return slot at 16(%rbp),
    which return trace swaps (frames.c). Where the count path may use vector
    registers (BPT__COUNT_SAVES_FP, >>intregs in port.h: tcc, a sanitizer)
@@ -8064,8 +8090,8 @@ BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *
       which the stub moves back to x30). Once per call, however many
       sessions asked: the frame lists them. A call that asks for return_from
       alone, or call_time alone, for one session, gets the same frame from
-      the entry stub's call-return path or time path
-      (bpt__native_frame_push_plain, site_native.c).
+      the entry stub's call-return path or time path (site_native.c;
+      bpt__native_frame_push_plain, below).
    F2. Return (bpt__native_return, from the trampoline): find the newest
       frame whose stack pointer is the returning one. Frames above it were
       unwound (longjmp, a host's throw) without returning: exception_from,
@@ -8107,7 +8133,7 @@ BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *
 /* A session that could not get a frame (the hit already serves
    BPT_FRAME_SESSIONS sessions, the shadow stack is full, or the VM keeps no
    frames) has the call's return untraced, counted. */
-static void bpt__frame_skipped(bpt__session *s) { bpt__fetch_add_u64(&s->frames_skipped, 1); }
+static BPT__INTREGS void bpt__frame_skipped(bpt__session *s) { bpt__fetch_add_u64(&s->frames_skipped, 1); }
 
 BPT__HOT void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype) {
     bpt__frame_session *w;
@@ -8140,11 +8166,17 @@ BPT__NOINLINE int bpt__frame_stack_map(bpt__thread *rec, int stack) {
     return rec->shadow[stack] != NULL;
 }
 
-/* Reserve the next frame of a shadow stack that is mapped and has room
-   (F1's first half), marked as being filled. *mark gets the mark to put
-   back when the frame is filled (bpt__frame_filled). */
+/* Reserve the next frame of a shadow stack that is mapped (F1's first
+   half), marked as being filled; NULL when the stack is full. *mark gets
+   the mark to put back when the frame is filled (bpt__frame_filled).
+   Room is checked here, on the depth it reserves at, and nowhere else
+   counts: a signal handler can leave a frame behind between a caller's
+   own look at the depth and this (it longjmps out of a return-traced
+   function, t_call_path claim 10), and a push that trusted the look wrote
+   one frame past the stack. */
 BPT__HOT BPT__INTREGS bpt__frame *bpt__frame_reserve_mapped(bpt__thread *rec, int stack, uint32_t *mark) {
     uint32_t d = rec->shadow_depth[stack];
+    if (BPT__UNLIKELY(d >= BPT_SHADOW_FRAMES)) return NULL;
     rec->shadow[stack][d].gone = 0;   /* whose it is holds from the start (bpt__frame_mine) */
     rec->shadow[stack][d].fiber = rec->fiber;
     *mark = rec->shadow_filling[stack];
@@ -8160,7 +8192,6 @@ BPT__HOT BPT__INTREGS bpt__frame *bpt__frame_reserve_mapped(bpt__thread *rec, in
    mapped. */
 BPT__HOT bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack, uint32_t *mark) {
     if (BPT__UNLIKELY(!rec->shadow[stack]) && !bpt__frame_stack_map(rec, stack)) return NULL;
-    if (BPT__UNLIKELY(rec->shadow_depth[stack] >= BPT_SHADOW_FRAMES)) return NULL;
     return bpt__frame_reserve_mapped(rec, stack, mark);
 }
 
@@ -8680,8 +8711,9 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h) {
     if (!tail) *slot = bpt__arch_ret_sign(h->f, BPT__RETURN_TRAMPOLINE, sp);
 }
 
-/* F0 and F1 for the call path (CALL_RETURN, site_native.c), with the
-   integer registers alone and no call. bpt__native_frames_settled: would
+/* F0 and F1 for the short paths (site_native.c: the call path, the
+   call-return path, the time path), with the integer registers alone and
+   no call. bpt__native_frames_settled: would
    F0 find nothing to settle at a call whose stack pointer at entry is sp?
    No frame, or the top one is this fiber's, complete, and a live caller's
    (above sp). Anything else (a frame left by a longjmp or a throw, a
@@ -8695,10 +8727,12 @@ BPT__HOT BPT__INTREGS int bpt__native_frames_settled(const bpt__thread *rec, uin
     return rec->shadow_filling[BPT__STACK_NATIVE] != d && !top->gone && top->fiber == rec->fiber && top->sp > sp;
 }
 
-/* May the call path push a frame here: the shadow stack is mapped (the
-   full path maps it), has room, and the return address in *slot is not
-   the trampoline (a tail call shares its caller's frame: the full path's)
-   nor signed (aarch64 paciasp: the full path signs the trampoline's)? */
+/* May the call-return or time path push a frame here: the shadow stack
+   is mapped (the full path maps it), has room (a first look, so that a
+   full stack goes the full way before the call is traced; the reserve
+   checks again), and the return address in *slot is not the trampoline
+   (a tail call shares its caller's frame: the full path's) nor signed
+   (aarch64 paciasp: the full path signs the trampoline's)? */
 BPT__HOT BPT__INTREGS int bpt__native_frame_plain_ok(const bpt__thread *rec, const bpt_func *f, const uintptr_t *slot) {
     return rec->shadow[BPT__STACK_NATIVE] && rec->shadow_depth[BPT__STACK_NATIVE] < BPT_SHADOW_FRAMES &&
            *slot != BPT__RETURN_TRAMPOLINE && !f->signs_lr;
@@ -8726,26 +8760,35 @@ BPT__HOT BPT__INTREGS int bpt__timem_caller_at(bpt__thread *rec, uint32_t d, uin
     return 1;
 }
 
-/* F1 for one session, once bpt__native_frame_plain_ok said yes: the frame
-   bpt__native_frame_push would push for that hit, and the return slot
-   swapped to the trampoline. actions: what the session asks of the
+/* F1 for one session s, once bpt__native_frame_plain_ok said yes: the
+   frame bpt__native_frame_push would push for that hit, and the return
+   slot swapped to the trampoline; or, when the stack filled since that
+   look (bpt__frame_reserve_mapped), no frame, counted in s's
+   frames_skipped, the caller left running, as the full path leaves a
+   call it has no frame for. actions: what the session asks of the
    return (its match spec's return_from, or BPT_TIME), rettype the return
    value's type. now: 0 for a frame that does not time its call; else the
    wall clock's ticks its time starts at, and caller (bpt__timem_caller_at,
    NULL: none) the frame the session was timing, paused at now between
    reserve and fill, as bpt__frame_pause_callers does. */
-BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_func *f, uint64_t session_id,
+BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_func *f, bpt__session *s,
                                                         unsigned actions, uint8_t rettype, uintptr_t sp,
                                                         uintptr_t *slot, bpt__frame_session *caller, uint64_t now) {
     uint32_t mark;
-    bpt__frame *fr = bpt__frame_reserve_mapped(rec, BPT__STACK_NATIVE, &mark);
-    bpt__frame_session *fs = &fr->sess[0];
+    bpt__frame *fr;
+    bpt__frame_session *fs;
+    BPT_TEST_POINT("push_plain: room seen, not yet reserved");   /* t_call_path claim 10 */
+    if (BPT__UNLIKELY(!(fr = bpt__frame_reserve_mapped(rec, BPT__STACK_NATIVE, &mark)))) {
+        bpt__frame_skipped(s);
+        return;
+    }
+    fs = &fr->sess[0];
     if (caller && caller->since) {   /* as bpt__timem_pause, by the wall clock */
         caller->own_ns += bpt__ticks_ns(now - caller->since);
         BPT_TEST_POINT("timem pause: the span added, the start not yet cleared");   /* t_timem_nesting */
         caller->since = 0;
     }
-    fs->id = session_id;
+    fs->id = s->id;
     fs->actions = actions & (BPT__FRAME_ACTIONS | BPT__KINDS | BPT__FRAME_CPU);   /* as bpt__hit_want_frame */
     fs->rettype = rettype;
     fs->since = now;
@@ -9033,14 +9076,21 @@ void bpt_vm_unwind(bpt_vm_token token, uint64_t exception) {
 /* >>process switch and memory accounting */
 
 /* For each session, the topmost frame of process on each stack: pause it
-   (switching out), resume it (switching in) or charge it bytes. */
+   (switching out), resume it (switching in) or charge it bytes. A switch
+   made by a signal handler that interrupted a push pauses and resumes
+   nothing below that push, as a handler's calls do (the floor of
+   bpt__timem_current): the push may be pausing a caller right now, its
+   span added and its start not yet cleared [H1], and a second pause would
+   charge the span twice. Bytes skip only the frame being filled: the push
+   does not touch its callers' bytes. */
 enum { BPT__TIMEM_PAUSE, BPT__TIMEM_RESUME, BPT__TIMEM_MEMORY };
 static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what, bpt__now2 *now, int64_t bytes) {
     int stack;
     for (stack = 0; stack < 2; stack++) {
         uint64_t seen[BPT_FRAME_SESSIONS * 4];
         uint32_t nseen = 0, d = rec->shadow_depth[stack], i, k;
-        while (d-- > 0 && nseen < sizeof seen / sizeof seen[0]) {
+        uint32_t floor = what == BPT__TIMEM_MEMORY ? 0 : rec->shadow_filling[stack];
+        while (d-- > floor && nseen < sizeof seen / sizeof seen[0]) {
             bpt__frame *fr = &rec->shadow[stack][d];
             if (bpt__frame_filling(rec, stack, d) || fr->process != process || !bpt__frame_mine(rec, stack, fr))
                 continue;
@@ -9584,8 +9634,10 @@ BPT__HOT void bpt__kind_call_hit(bpt__hit *h, bpt__session *s, const bpt__Generi
     const bpt_func *f = h->f;
     bpt__recbuf b;
     uint32_t words;
-    /* A dead session's GenericBp lives until step 12 of its destroy; it must
-       send nothing meanwhile. A tracer's own calls are not traced. */
+    /* A session is marked dead once its destroy's switch-off has committed
+       (session_life.c): from then until the wait before it is freed, a hit
+       that found its GenericBp before step 12 unlinked it must send
+       nothing. A tracer's own calls are not traced. */
     if (rec->in_tracer || bpt__load_relaxed_u32(&s->dead)) return;   /* [S2] */
     words = bpt__call_args(f, ms, h->frame, b.w);
     b.h.info = (uint16_t)(words ? (b.w[0] >> 32) & 0xff : 0);
@@ -10307,7 +10359,9 @@ BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_c
    CL3. The generation's shortcut is CALL_PLAIN, and F0 would settle
        nothing: every frame open on the thread is a live caller's
        (bpt__native_frames_settled, frames.c; else the full path, which
-       may send exception_from). NONE is done at once.
+       may send exception_from). NONE is done at once, when F0 would
+       settle nothing too (as the count path's CP3: the full path sends a
+       left frame's exception_from at any hit).
    CL4. The session is alive [S2], the thread is not inside a tracer of
        its own, and the clock is the CPU's counter (clock_gettime is a
        call): read it.
@@ -10352,7 +10406,7 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_path(bpt_fun
     if (BPT__LIKELY(sc->kind == BPT__SHORTCUT_CALL_PLAIN) && BPT__LIKELY(bpt__native_frames_settled(rec, sp)))   /* CL3 */
         done = bpt__call_path_record(rec, f, ((const bpt__GenericBp *)sc->data)->session, args);   /* CL4, CL5 */
     else
-        done = sc->kind == BPT__SHORTCUT_NONE;
+        done = sc->kind == BPT__SHORTCUT_NONE && bpt__native_frames_settled(rec, sp);
     return bpt__short_path_unpin(rec, done);                               /* CL6 */
 }
 
@@ -10366,11 +10420,12 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_path(bpt_fun
    CR3. The shortcut is CALL_RETURN, F0 would settle nothing (as CL3), and
        a frame can be pushed here (bpt__native_frame_plain_ok: the shadow
        stack is mapped and has room, not a tail call, not a signed return
-       address). NONE is done at once.
+       address). NONE: as CL3.
    CR4, CR5. As CL4, CL5: the call record.
    CR6. Push the return frame and swap the return address for the
        trampoline (F1, bpt__native_frame_push_plain), after the record, as
-       the full path does.
+       the full path does. If a signal handler filled the shadow stack
+       since CR3, the frame is skipped and counted, as the full path's.
    CR7. Unpin, as CP5.
    Returns as the call path. */
 BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_return_path(bpt_func *f, uint64_t *args,
@@ -10389,10 +10444,10 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_return_path(
         const bpt__GenericBp *g = (const bpt__GenericBp *)sc->data;
         if ((done = bpt__call_path_record(rec, f, g->session, args))) {                            /* CR4, CR5 */
             const bpt__ms *ms = (const bpt__ms *)g->data[ix].data[BPT__KIX_CALL];   /* the same generation [G2] */
-            bpt__native_frame_push_plain(rec, f, g->session->id, ms->actions, ms->rettype, sp, slot, NULL, 0);   /* CR6 */
+            bpt__native_frame_push_plain(rec, f, g->session, ms->actions, ms->rettype, sp, slot, NULL, 0);   /* CR6 */
         }
     } else {
-        done = sc->kind == BPT__SHORTCUT_NONE;
+        done = sc->kind == BPT__SHORTCUT_NONE && bpt__native_frames_settled(rec, sp);
     }
     return bpt__short_path_unpin(rec, done);                               /* CR7 */
 }
@@ -10411,13 +10466,13 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_return_path(
        or none (bpt__timem_caller_at: a caller of another session or
        process needs the full path's walk); the clock is the CPU's
        counter: read it (a frame keeps its start in ticks, frames.c).
-       NONE is done at once.
+       NONE: as CL3.
    TM4. Count the call in the thread's table, if the table and the
        process's cell are there (bpt__timem_charge_try, timem.c; the full
        path makes them) and no charge of that table runs below [H1].
    TM5. Push the frame, pausing the caller at the same instant, and swap
        the return address for the trampoline (F1,
-       bpt__native_frame_push_plain).
+       bpt__native_frame_push_plain; skipped and counted as CR6's).
    TM6. Unpin, as CP5.
    Returns as the call path. */
 BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_time_path(bpt_func *f, uint64_t *args, uintptr_t sp) {
@@ -10440,16 +10495,16 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_time_path(bpt_fun
                                          &caller)) &&
         BPT__LIKELY(bpt__now_ticks_counter(&now))) {
         if ((done = bpt__timem_charge_try((bpt__BpTimem *)g->data[ix].data[BPT__KIX_TIME], rec, rec->process, 1, 0, 0)))   /* TM4 */
-            bpt__native_frame_push_plain(rec, f, g->session->id, BPT_TIME, BPT_ARG_I64, sp, slot, caller, now);   /* TM5 */
+            bpt__native_frame_push_plain(rec, f, g->session, BPT_TIME, BPT_ARG_I64, sp, slot, caller, now);   /* TM5 */
     } else {
-        done = sc->kind == BPT__SHORTCUT_NONE;
+        done = sc->kind == BPT__SHORTCUT_NONE && bpt__native_frames_settled(rec, sp);
     }
     return bpt__short_path_unpin(rec, done);                               /* TM6 */
 }
 
 /* The full path, with every argument register saved in regs: the general
    hit (hit.c), then the return frame; or only the wake a short path left
-   to it (counted: BPT__PATH_DONE_WAKE, from the count or the call path). */
+   to it (counted: BPT__PATH_DONE_WAKE, from any short path). */
 BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted) {
     bpt__hit h;
     if (bpt__own_call(f)) return;   /* >>own calls */
@@ -10475,10 +10530,12 @@ BPT__PRIVATE void bpt__own_leave(void) {}
    for every native site of the change (a site's word never crosses a
    page: it stays within a cache line, or is an aligned pointer), so that
    steps 5 and 9 allocate nothing: running out of memory must happen before
-   anything changes. Slots' protections are read again here (slots.c).
-   Returns 0, BPT_ENOMEM, or a slot's refusal (BPT_EINVAL: no longer
-   mapped; BPT_ENOTSUP: no /proc/self/maps), with nothing changed. */
-BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n) {
+   anything changes. Slots' protections are read again here (slots.c;
+   switch_off: the change switches nothing on, and forgets a slot whose
+   page is gone). Returns 0, BPT_ENOMEM, or a slot's refusal (BPT_EINVAL:
+   no longer mapped; BPT_ENOTSUP: no /proc/self/maps), with nothing
+   changed. */
+BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n, int switch_off) {
     int i, code = 0, slots = 0;
     memset(sb, 0, sizeof *sb);
     for (i = 0; i < n; i++)
@@ -10488,7 +10545,7 @@ BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, i
         }
 #if defined(BPT_NATIVE)
     if (slots) {
-        int rc = bpt__slots_prot_refresh(fs, n);   /* their pages as they are now (slots.c) */
+        int rc = bpt__slots_prot_refresh(fs, n, switch_off);   /* their pages as they are now (slots.c) */
         if (rc < 0) return rc;
     }
     if (code && !(sb->code.pages = (uintptr_t *)BPT_MALLOC(sizeof *sb->code.pages * (size_t)code)))
@@ -10501,7 +10558,7 @@ BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, i
     }
     sb->data.cap = slots;
 #else
-    (void)code; (void)slots;
+    (void)code; (void)slots; (void)switch_off;
 #endif
     return 0;
 }
@@ -10531,8 +10588,9 @@ static int bpt__slot_pages_open(bpt__slot_pages *d, bpt_func **fs, int n, int in
     for (i = 0; i < n; i++) {
         bpt_func *f = fs[i];
         uintptr_t page = (uintptr_t)f->site & ~(ps - 1);
-        if (f->kind != BPT__SITE_NATIVE || !f->slot_prot || (f->page_prot & PROT_WRITE) || f->installed == install)
-            continue;   /* code, a writable slot, or nothing to write */
+        if (f->kind != BPT__SITE_NATIVE || !f->slot_prot || (f->page_prot & PROT_WRITE) || f->installed == install ||
+            f->page_prot == BPT__SLOT_UNMAPPED)
+            continue;   /* code, a writable slot, nothing to write, or nowhere to write it */
         for (k = 0; k < d->n && d->pages[k] != page; k++) {}
         if (k < d->n) continue;   /* opened already */
         if (mprotect((void *)page, ps, (int)f->page_prot | PROT_WRITE) != 0) {
@@ -10608,6 +10666,17 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
         uint64_t now;
         int swapped = 0;
         if (f->installed == install) continue;
+#if defined(BPT_NATIVE)
+        if (f->slot_prot && f->page_prot == BPT__SLOT_UNMAPPED) {
+            /* Its page is gone (a switch-off only: bpt__slots_prot_refresh):
+               nothing to read or write, and nobody to call through it. Off. */
+            rc = bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its slot %p is no longer mapped (its module unloaded "
+                           "without bpt_unregister_module?): nothing written, its breakpoint is off", f->module,
+                           f->name, f->arity, f->site);
+            if (!install) f->installed = 0;
+            continue;
+        }
+#endif
         now = bpt__site_read(f);
 #if defined(BPT_NATIVE)
         if (f->slot_prot && now == expect) swapped = bpt__slot_swap(f, expect, w, &now);
@@ -11713,8 +11782,11 @@ BPT__PRIVATE int bpt__change_begin(const char *who, uint64_t *t) {
    Fresh breakpoints have both generations disabled (flags 0) and the
    original instruction saved. Then they are linked: the first session on a
    function writes its list head [G1], which nobody reaches before step 5
-   installs the word; a later session's breakpoint is parked in the head's
-   to_insert, already pointing at the head, for step 5 to publish.
+   installs the word (or at once, where an earlier uninstall was refused
+   and left the word in place: a hit then finds both generations' flags 0
+   and does nothing, the store being a release); a later session's
+   breakpoint is parked in the head's to_insert, already pointing at the
+   head, for step 5 to publish.
    Returns 0, BPT_ENOMEM, or a slot's refusal (bpt__sites_batch_prepare),
    with nothing changed. */
 static int bpt__allocate(bpt__change *c, bpt__session *s, bpt_func **fs, int n, const bpt__op *op) {
@@ -11729,7 +11801,7 @@ static int bpt__allocate(bpt__change *c, bpt__session *s, bpt_func **fs, int n, 
         bpt__change_free(c);
         return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for %d changes", n);
     }
-    if ((rc = bpt__sites_batch_prepare(&c->batch, fs, n)) < 0) {   /* with its reason */
+    if ((rc = bpt__sites_batch_prepare(&c->batch, fs, n, !bpt__op_enables(op))) < 0) {   /* with its reason */
         bpt__change_free(c);
         return rc;
     }
@@ -12040,12 +12112,20 @@ BPT__PRIVATE void bpt__change_end(uint64_t *t) {
 /* Steps 2-12 for session s on functions fs[0..n), between the caller's
    bpt__change_begin (step 1) and bpt__change_end (step 13), each step
    reported to the observer with whether it had work. Stages with nothing
-   to do are skipped. Returns 0; BPT_ENOMEM with nothing changed; or
-   BPT_EPERM when a code write was refused (the settings changed, some
-   words did not: see steps 5 and 9). */
-BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const bpt__op *op, uint64_t *t) {
+   to do are skipped. *committed (may be NULL) says which of two kinds an
+   error is, which the caller cannot tell from its code: 0 when step 2
+   refused (BPT_ENOMEM, a slot no longer mapped, no /proc/self/maps) and
+   nothing changed; 1 when the change was committed (steps 3-12 ran, or
+   there was nothing to change). Returns 0; step 2's refusal; or, committed,
+   BPT_EPERM or BPT_ENOTPATCHABLE when a word could not be written (the
+   settings changed, that word did not: see steps 5 and 9). A caller that
+   acts on the outcome (forgets a session, remembers a pattern) must ask
+   *committed, not the code. */
+BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const bpt__op *op, uint64_t *t,
+                                   int *committed) {
     bpt__change c;
     int rc = bpt__allocate(&c, s, fs, n, op), step;
+    if (committed) *committed = rc >= 0;
     if (rc < 0) return rc;
     bpt__step_done(2, c.allocated, t);
     if (c.n == 0) {   /* nothing to change */
@@ -12218,7 +12298,7 @@ BPT__PRIVATE int bpt__apply_patterns(bpt_func *f, uint64_t *t) {
             bpt__op op;
             if (!bpt__mfa_match(&e->mfa, f->module, f->name, f->arity)) continue;
             op = bpt__pattern_op(e->flags, e->ms);
-            if ((rc = bpt__protocol_run(s, &f, 1, &op, t)) < 0) return rc;
+            if ((rc = bpt__protocol_run(s, &f, 1, &op, t, NULL)) < 0) return rc;
         }
     }
     return 0;
@@ -12531,7 +12611,7 @@ int bpt_unregister_module(const char *module) {
         int nt = 0;
         if (!s) continue;
         for (k = 0; k < n; k++) if (bpt__find_bp(fs[k], s)) traced[nt++] = fs[k];
-        if (nt) rc = bpt__protocol_run(s, traced, nt, &off_all, &t);
+        if (nt) rc = bpt__protocol_run(s, traced, nt, &off_all, &t, NULL);
     }
     if (rc >= 0) for (k = 0; k < n; k++) bpt__registry_remove(fs[k]);
 #if defined(BPT_NATIVE)
@@ -12733,21 +12813,28 @@ static int bpt__maps_prot(const bpt__maps *m, uintptr_t addr, size_t len) {
    slot's protection as it is now, which the batch opens and restores. The
    program may have changed it since registration (sealed a table it filled,
    say): a protection remembered from then would make the write fault, or
-   take write access back from a page the program opened. Returns 0;
-   BPT_EINVAL when a slot is no longer mapped (its module unloaded without
-   bpt_unregister_module); BPT_ENOTSUP, BPT_ENOMEM. */
-BPT__PRIVATE int bpt__slots_prot_refresh(bpt_func **fs, int n) {
+   take write access back from a page the program opened. A slot no
+   longer mapped (its module unloaded without bpt_unregister_module) is
+   marked BPT__SLOT_UNMAPPED in a switch-off (switch_off), which then
+   forgets it without a write (bpt__sites_write): else it could never be
+   switched off, its session never destroyed. Anything else refuses it.
+   Returns 0; BPT_EINVAL for such a slot in a change that may switch
+   something on; BPT_ENOTSUP, BPT_ENOMEM. */
+BPT__PRIVATE int bpt__slots_prot_refresh(bpt_func **fs, int n, int switch_off) {
     bpt__maps maps;
     int i, rc = 0;
     if ((rc = bpt__maps_read(&maps, "bpt_trace_pattern")) < 0) return rc;
     for (i = 0; i < n && rc == 0; i++) {
         int p;
         if (fs[i]->kind != BPT__SITE_NATIVE || !fs[i]->slot_prot) continue;
-        if ((p = bpt__maps_prot(&maps, (uintptr_t)fs[i]->site, sizeof(void *))) <= 0)
-            rc = bpt__fail(BPT_EINVAL, "%s:%s: its slot %p is no longer mapped (its module unloaded without "
-                           "bpt_unregister_module?); nothing changed", fs[i]->module, fs[i]->name, fs[i]->site);
-        else
+        if ((p = bpt__maps_prot(&maps, (uintptr_t)fs[i]->site, sizeof(void *))) > 0)
             fs[i]->page_prot = (unsigned)p;
+        else if (switch_off)   /* unmapped, or mapped with no access (p == 0): nothing to write to */
+            fs[i]->page_prot = BPT__SLOT_UNMAPPED;
+        else
+            rc = bpt__fail(BPT_EINVAL, "%s:%s: its slot %p is no longer mapped (its module unloaded without "
+                           "bpt_unregister_module?); nothing changed (a switch-off forgets it)", fs[i]->module,
+                           fs[i]->name, fs[i]->site);
     }
     BPT_FREE(maps.v);
     return rc;
@@ -13151,7 +13238,7 @@ int bpt_session_destroy(bpt_session handle) {
     bpt_func **fs;
     bpt__pattern_entry *e;
     uint64_t t = bpt__now_ns();
-    int n, rc;
+    int n, rc, committed;
     if ((rc = bpt__change_begin("bpt_session_destroy", &t)) < 0) return rc;
     s = bpt__session_lookup(handle.id);
     if (!s) {
@@ -13164,14 +13251,19 @@ int bpt_session_destroy(bpt_session handle) {
         return bpt__fail(BPT_ENOMEM, "bpt_session_destroy: out of memory; the session is unchanged");
     }
     BPT_PROBE(bptrace, session__destroy, s->id, s->name);
-    rc = bpt__protocol_run(s, fs, n, &off_all, &t);
-    if (rc == BPT_ENOMEM) {
+    rc = bpt__protocol_run(s, fs, n, &off_all, &t, &committed);
+    if (!committed) {
+        /* Refused at step 2 (no memory, a traced slot no longer mapped):
+           nothing changed, and its breakpoints are still linked on its
+           functions, where every hit reads the session. Freeing it here
+           was a use after free (found by review; t_sessions). */
         BPT_FREE(fs);
         bpt__change_end(&t);
-        return rc;   /* the protocol allocates before it changes anything: unchanged */
+        return rc;
     }
-    /* BPT_EPERM: the breakpoints are off and unlinked, only some words stay
-       (they find no breakpoint): the session goes on to be destroyed. */
+    /* BPT_EPERM, BPT_ENOTPATCHABLE: committed, the breakpoints are off and
+       unlinked, only some words stay (they find no breakpoint): the
+       session goes on to be destroyed. */
     BPT_FREE(fs);
     /* From here the session is gone for everyone: late hits see dead, and
        lookups by its weak id fail. */
@@ -13289,8 +13381,17 @@ static int bpt__trace_pattern(bpt_session handle, const char *pattern, unsigned 
     /* Everything that can fail is allocated before the protocol runs. */
     entry = bpt__pattern_entry_new(&mfa, flags, op.ms);
     if (!entry) rc = bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory to remember '%s'", pattern);
-    else if ((rc = bpt__protocol_run(s, fs, n, &op, &t)) < 0) bpt__pattern_entry_free(entry);
-    else bpt__remember_pattern(s, entry);
+    else {
+        /* Remembered when committed, even if some word could not be written
+           (BPT_EPERM, BPT_ENOTPATCHABLE): the generations hold the new
+           settings, and functions registered later must get them. An OFF
+           left unremembered let the ON it cancels trace them (found by
+           review; t_pattern_memory). */
+        int committed;
+        rc = bpt__protocol_run(s, fs, n, &op, &t, &committed);
+        if (committed) bpt__remember_pattern(s, entry);
+        else bpt__pattern_entry_free(entry);
+    }
     BPT_FREE(fs);
     if (rc == 0) rc = n;
 out:

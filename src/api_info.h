@@ -113,7 +113,12 @@ BPT_API int bpt_trace_info_each(bpt_session s, const char *pattern, unsigned wha
    Errors         none
    Thread safety
      any thread (acts on the caller); async-signal-safe once the thread has
-     its record
+     its record. A switch made by a signal handler that interrupted
+     bptrace's push of a frame pauses and resumes no frame below it (that
+     push may be pausing them right now, and a second pause would charge
+     the span twice): one that stays running is charged the time the other
+     process runs, as a handler's own calls leave them (>>timem
+     attribution in frames.c)
    Source         BEAM's scheduling out and in of a process (call_time's schedule_out)
 */
 BPT_API void bpt_process_switch(uint64_t process);

@@ -106,8 +106,9 @@ typedef struct bpt_match {
    Returns        the number of registered functions matched (>= 0), or a BPT_E* code
    Errors
      BPT_EINVAL     pattern is NULL; or a matched pointer slot is no longer
-                    mapped (its module unloaded without bpt_unregister_module):
-                    nothing changed
+                    mapped (its module unloaded without bpt_unregister_module)
+                    and the change may switch something on: nothing changed
+                    (a BPT_OFF forgets such a slot: BPT_ENOTPATCHABLE)
      BPT_EPATTERN   pattern empty or malformed (bpt_last_error says where);
                     match->args or match->ret names an unknown type, has more
                     than 8 types, ends with ','; ret is not exactly one type
@@ -124,15 +125,17 @@ typedef struct bpt_match {
      BPT_EPERM      native sites and slots: mprotect refused a code write (or
                     a read-only slot's page); the settings
                     are committed, but the functions whose word could not be
-                    written stay untraced, and the pattern is not remembered
+                    written stay untraced; the pattern is remembered as if
+                    it had succeeded (functions registered later get it)
      BPT_ENOTPATCHABLE  a site did not hold the word bptrace expected there
                     (a debugger's breakpoint, another patcher changed it; a
                     slot written by the program or by lazy binding, which a
                     switch-off finds already holding its target and counts
-                    as off):
+                    as off; a slot no longer mapped, which a switch-off
+                    forgets without a write):
                     that site is left alone, the others are written, and as
                     with BPT_EPERM the settings are committed and the pattern
-                    is not remembered. A switch-off that could not restore a
+                    remembered. A switch-off that could not restore a
                     word is retried by the next switch-off of a pattern that
                     names the function (as ftrace_modify_code checks, Linux)
      BPT_EDEADLK    from a tracer callback, a pinned section, or a callback

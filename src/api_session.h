@@ -151,9 +151,16 @@ BPT_API int bpt_session_create(const bpt_session_desc *desc, bpt_session *out);
      BPT_ESESSION   s is stale or destroyed (a double destroy)
      BPT_ENOMEM     no memory for the change (or the thread's record); the
                     session is unchanged
+     BPT_ENOTSUP    it traces pointer slots and /proc/self/maps cannot be
+                    read; the session is unchanged
      BPT_EPERM      destroyed, but mprotect refused restoring some native
                     entry words: they find no breakpoint and cost a stub
                     round trip
+     BPT_ENOTPATCHABLE  destroyed, but some site no longer held bptrace's
+                    word (a debugger's, another patcher's): left alone; or a
+                    pointer slot it traced is no longer mapped (its module
+                    unloaded without bpt_unregister_module): forgotten,
+                    nothing written
      BPT_EDEADLK    from a tracer callback, a pinned section, or a callback
                     under the code modification permission
    Thread safety  any thread (set path); not from a signal handler

@@ -214,8 +214,11 @@ BPT__PRIVATE int bpt__change_begin(const char *who, uint64_t *t) {
    Fresh breakpoints have both generations disabled (flags 0) and the
    original instruction saved. Then they are linked: the first session on a
    function writes its list head [G1], which nobody reaches before step 5
-   installs the word; a later session's breakpoint is parked in the head's
-   to_insert, already pointing at the head, for step 5 to publish.
+   installs the word (or at once, where an earlier uninstall was refused
+   and left the word in place: a hit then finds both generations' flags 0
+   and does nothing, the store being a release); a later session's
+   breakpoint is parked in the head's to_insert, already pointing at the
+   head, for step 5 to publish.
    Returns 0, BPT_ENOMEM, or a slot's refusal (bpt__sites_batch_prepare),
    with nothing changed. */
 static int bpt__allocate(bpt__change *c, bpt__session *s, bpt_func **fs, int n, const bpt__op *op) {
@@ -230,7 +233,7 @@ static int bpt__allocate(bpt__change *c, bpt__session *s, bpt_func **fs, int n, 
         bpt__change_free(c);
         return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for %d changes", n);
     }
-    if ((rc = bpt__sites_batch_prepare(&c->batch, fs, n)) < 0) {   /* with its reason */
+    if ((rc = bpt__sites_batch_prepare(&c->batch, fs, n, !bpt__op_enables(op))) < 0) {   /* with its reason */
         bpt__change_free(c);
         return rc;
     }
@@ -541,12 +544,20 @@ BPT__PRIVATE void bpt__change_end(uint64_t *t) {
 /* Steps 2-12 for session s on functions fs[0..n), between the caller's
    bpt__change_begin (step 1) and bpt__change_end (step 13), each step
    reported to the observer with whether it had work. Stages with nothing
-   to do are skipped. Returns 0; BPT_ENOMEM with nothing changed; or
-   BPT_EPERM when a code write was refused (the settings changed, some
-   words did not: see steps 5 and 9). */
-BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const bpt__op *op, uint64_t *t) {
+   to do are skipped. *committed (may be NULL) says which of two kinds an
+   error is, which the caller cannot tell from its code: 0 when step 2
+   refused (BPT_ENOMEM, a slot no longer mapped, no /proc/self/maps) and
+   nothing changed; 1 when the change was committed (steps 3-12 ran, or
+   there was nothing to change). Returns 0; step 2's refusal; or, committed,
+   BPT_EPERM or BPT_ENOTPATCHABLE when a word could not be written (the
+   settings changed, that word did not: see steps 5 and 9). A caller that
+   acts on the outcome (forgets a session, remembers a pattern) must ask
+   *committed, not the code. */
+BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const bpt__op *op, uint64_t *t,
+                                   int *committed) {
     bpt__change c;
     int rc = bpt__allocate(&c, s, fs, n, op), step;
+    if (committed) *committed = rc >= 0;
     if (rc < 0) return rc;
     bpt__step_done(2, c.allocated, t);
     if (c.n == 0) {   /* nothing to change */

@@ -113,7 +113,8 @@ enum bpt__shortcut_kind {
 };
 typedef struct bpt__shortcut {
     uint32_t kind;                /* enum bpt__shortcut_kind */
-    void *data;                   /* COUNT: the BpCount (kind_count.c); CALL, ONE: the bpt__GenericBp */
+    void *data;                   /* COUNT: the BpCount (kind_count.c); every other kind but NONE
+                                     and WALK: the bpt__GenericBp */
     /* COUNT: the BpCount's dir and off, copied at step 3, so that a counted
        hit reads nothing that the set path writes: the BpCount's refc
        changes at every step 3 and 11 that touches it. A store to a line
@@ -203,7 +204,8 @@ BPT__PRIVATE int bpt__set_path_allowed(const char *who);  /* its checks alone: 0
 BPT__PRIVATE void bpt__permission_release(void);
 BPT__PRIVATE bpt__GenericBp *bpt__find_bp(const bpt_func *f, const bpt__session *s);
 BPT__PRIVATE int bpt__change_begin(const char *who, uint64_t *t);   /* step 1 */
-BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const bpt__op *op, uint64_t *t);   /* steps 2-12 */
+BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const bpt__op *op, uint64_t *t,
+                                   int *committed);   /* steps 2-12 */
 BPT__PRIVATE void bpt__commit(void);                                 /* step 7 */
 BPT__PRIVATE void bpt__change_end(uint64_t *t);                      /* step 13 */
 BPT__DATA(pthread_mutex_t, bpt__code_mod_permission);   /* locks.c */

@@ -17,8 +17,8 @@
       which the stub moves back to x30). Once per call, however many
       sessions asked: the frame lists them. A call that asks for return_from
       alone, or call_time alone, for one session, gets the same frame from
-      the entry stub's call-return path or time path
-      (bpt__native_frame_push_plain, site_native.c).
+      the entry stub's call-return path or time path (site_native.c;
+      bpt__native_frame_push_plain, below).
    F2. Return (bpt__native_return, from the trampoline): find the newest
       frame whose stack pointer is the returning one. Frames above it were
       unwound (longjmp, a host's throw) without returning: exception_from,
@@ -61,7 +61,7 @@
 /* A session that could not get a frame (the hit already serves
    BPT_FRAME_SESSIONS sessions, the shadow stack is full, or the VM keeps no
    frames) has the call's return untraced, counted. */
-static void bpt__frame_skipped(bpt__session *s) { bpt__fetch_add_u64(&s->frames_skipped, 1); }
+static BPT__INTREGS void bpt__frame_skipped(bpt__session *s) { bpt__fetch_add_u64(&s->frames_skipped, 1); }
 
 BPT__HOT void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype) {
     bpt__frame_session *w;
@@ -94,11 +94,17 @@ BPT__NOINLINE int bpt__frame_stack_map(bpt__thread *rec, int stack) {
     return rec->shadow[stack] != NULL;
 }
 
-/* Reserve the next frame of a shadow stack that is mapped and has room
-   (F1's first half), marked as being filled. *mark gets the mark to put
-   back when the frame is filled (bpt__frame_filled). */
+/* Reserve the next frame of a shadow stack that is mapped (F1's first
+   half), marked as being filled; NULL when the stack is full. *mark gets
+   the mark to put back when the frame is filled (bpt__frame_filled).
+   Room is checked here, on the depth it reserves at, and nowhere else
+   counts: a signal handler can leave a frame behind between a caller's
+   own look at the depth and this (it longjmps out of a return-traced
+   function, t_call_path claim 10), and a push that trusted the look wrote
+   one frame past the stack. */
 BPT__HOT BPT__INTREGS bpt__frame *bpt__frame_reserve_mapped(bpt__thread *rec, int stack, uint32_t *mark) {
     uint32_t d = rec->shadow_depth[stack];
+    if (BPT__UNLIKELY(d >= BPT_SHADOW_FRAMES)) return NULL;
     rec->shadow[stack][d].gone = 0;   /* whose it is holds from the start (bpt__frame_mine) */
     rec->shadow[stack][d].fiber = rec->fiber;
     *mark = rec->shadow_filling[stack];
@@ -114,7 +120,6 @@ BPT__HOT BPT__INTREGS bpt__frame *bpt__frame_reserve_mapped(bpt__thread *rec, in
    mapped. */
 BPT__HOT bpt__frame *bpt__frame_reserve(bpt__thread *rec, int stack, uint32_t *mark) {
     if (BPT__UNLIKELY(!rec->shadow[stack]) && !bpt__frame_stack_map(rec, stack)) return NULL;
-    if (BPT__UNLIKELY(rec->shadow_depth[stack] >= BPT_SHADOW_FRAMES)) return NULL;
     return bpt__frame_reserve_mapped(rec, stack, mark);
 }
 
@@ -634,8 +639,9 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h) {
     if (!tail) *slot = bpt__arch_ret_sign(h->f, BPT__RETURN_TRAMPOLINE, sp);
 }
 
-/* F0 and F1 for the call path (CALL_RETURN, site_native.c), with the
-   integer registers alone and no call. bpt__native_frames_settled: would
+/* F0 and F1 for the short paths (site_native.c: the call path, the
+   call-return path, the time path), with the integer registers alone and
+   no call. bpt__native_frames_settled: would
    F0 find nothing to settle at a call whose stack pointer at entry is sp?
    No frame, or the top one is this fiber's, complete, and a live caller's
    (above sp). Anything else (a frame left by a longjmp or a throw, a
@@ -649,10 +655,12 @@ BPT__HOT BPT__INTREGS int bpt__native_frames_settled(const bpt__thread *rec, uin
     return rec->shadow_filling[BPT__STACK_NATIVE] != d && !top->gone && top->fiber == rec->fiber && top->sp > sp;
 }
 
-/* May the call path push a frame here: the shadow stack is mapped (the
-   full path maps it), has room, and the return address in *slot is not
-   the trampoline (a tail call shares its caller's frame: the full path's)
-   nor signed (aarch64 paciasp: the full path signs the trampoline's)? */
+/* May the call-return or time path push a frame here: the shadow stack
+   is mapped (the full path maps it), has room (a first look, so that a
+   full stack goes the full way before the call is traced; the reserve
+   checks again), and the return address in *slot is not the trampoline
+   (a tail call shares its caller's frame: the full path's) nor signed
+   (aarch64 paciasp: the full path signs the trampoline's)? */
 BPT__HOT BPT__INTREGS int bpt__native_frame_plain_ok(const bpt__thread *rec, const bpt_func *f, const uintptr_t *slot) {
     return rec->shadow[BPT__STACK_NATIVE] && rec->shadow_depth[BPT__STACK_NATIVE] < BPT_SHADOW_FRAMES &&
            *slot != BPT__RETURN_TRAMPOLINE && !f->signs_lr;
@@ -680,26 +688,35 @@ BPT__HOT BPT__INTREGS int bpt__timem_caller_at(bpt__thread *rec, uint32_t d, uin
     return 1;
 }
 
-/* F1 for one session, once bpt__native_frame_plain_ok said yes: the frame
-   bpt__native_frame_push would push for that hit, and the return slot
-   swapped to the trampoline. actions: what the session asks of the
+/* F1 for one session s, once bpt__native_frame_plain_ok said yes: the
+   frame bpt__native_frame_push would push for that hit, and the return
+   slot swapped to the trampoline; or, when the stack filled since that
+   look (bpt__frame_reserve_mapped), no frame, counted in s's
+   frames_skipped, the caller left running, as the full path leaves a
+   call it has no frame for. actions: what the session asks of the
    return (its match spec's return_from, or BPT_TIME), rettype the return
    value's type. now: 0 for a frame that does not time its call; else the
    wall clock's ticks its time starts at, and caller (bpt__timem_caller_at,
    NULL: none) the frame the session was timing, paused at now between
    reserve and fill, as bpt__frame_pause_callers does. */
-BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_func *f, uint64_t session_id,
+BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_func *f, bpt__session *s,
                                                         unsigned actions, uint8_t rettype, uintptr_t sp,
                                                         uintptr_t *slot, bpt__frame_session *caller, uint64_t now) {
     uint32_t mark;
-    bpt__frame *fr = bpt__frame_reserve_mapped(rec, BPT__STACK_NATIVE, &mark);
-    bpt__frame_session *fs = &fr->sess[0];
+    bpt__frame *fr;
+    bpt__frame_session *fs;
+    BPT_TEST_POINT("push_plain: room seen, not yet reserved");   /* t_call_path claim 10 */
+    if (BPT__UNLIKELY(!(fr = bpt__frame_reserve_mapped(rec, BPT__STACK_NATIVE, &mark)))) {
+        bpt__frame_skipped(s);
+        return;
+    }
+    fs = &fr->sess[0];
     if (caller && caller->since) {   /* as bpt__timem_pause, by the wall clock */
         caller->own_ns += bpt__ticks_ns(now - caller->since);
         BPT_TEST_POINT("timem pause: the span added, the start not yet cleared");   /* t_timem_nesting */
         caller->since = 0;
     }
-    fs->id = session_id;
+    fs->id = s->id;
     fs->actions = actions & (BPT__FRAME_ACTIONS | BPT__KINDS | BPT__FRAME_CPU);   /* as bpt__hit_want_frame */
     fs->rettype = rettype;
     fs->since = now;
@@ -987,14 +1004,21 @@ void bpt_vm_unwind(bpt_vm_token token, uint64_t exception) {
 /* >>process switch and memory accounting */
 
 /* For each session, the topmost frame of process on each stack: pause it
-   (switching out), resume it (switching in) or charge it bytes. */
+   (switching out), resume it (switching in) or charge it bytes. A switch
+   made by a signal handler that interrupted a push pauses and resumes
+   nothing below that push, as a handler's calls do (the floor of
+   bpt__timem_current): the push may be pausing a caller right now, its
+   span added and its start not yet cleared [H1], and a second pause would
+   charge the span twice. Bytes skip only the frame being filled: the push
+   does not touch its callers' bytes. */
 enum { BPT__TIMEM_PAUSE, BPT__TIMEM_RESUME, BPT__TIMEM_MEMORY };
 static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what, bpt__now2 *now, int64_t bytes) {
     int stack;
     for (stack = 0; stack < 2; stack++) {
         uint64_t seen[BPT_FRAME_SESSIONS * 4];
         uint32_t nseen = 0, d = rec->shadow_depth[stack], i, k;
-        while (d-- > 0 && nseen < sizeof seen / sizeof seen[0]) {
+        uint32_t floor = what == BPT__TIMEM_MEMORY ? 0 : rec->shadow_filling[stack];
+        while (d-- > floor && nseen < sizeof seen / sizeof seen[0]) {
             bpt__frame *fr = &rec->shadow[stack][d];
             if (bpt__frame_filling(rec, stack, d) || fr->process != process || !bpt__frame_mine(rec, stack, fr))
                 continue;

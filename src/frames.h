@@ -82,7 +82,7 @@ BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h);
 /* The short paths' F0 check and F1 (CALL_RETURN, TIME: site_native.c). */
 BPT__HOT BPT__INTREGS int bpt__native_frames_settled(const bpt__thread *rec, uintptr_t sp);
 BPT__HOT BPT__INTREGS int bpt__native_frame_plain_ok(const bpt__thread *rec, const bpt_func *f, const uintptr_t *slot);
-BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_func *f, uint64_t session_id,
+BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_func *f, bpt__session *s,
                                                         unsigned actions, uint8_t rettype, uintptr_t sp,
                                                         uintptr_t *slot, bpt__frame_session *caller, uint64_t now);
 /* The time path's caller check (frames.c: 0: only the walk can tell). */

@@ -147,7 +147,7 @@ BPT__PRIVATE int bpt__apply_patterns(bpt_func *f, uint64_t *t) {
             bpt__op op;
             if (!bpt__mfa_match(&e->mfa, f->module, f->name, f->arity)) continue;
             op = bpt__pattern_op(e->flags, e->ms);
-            if ((rc = bpt__protocol_run(s, &f, 1, &op, t)) < 0) return rc;
+            if ((rc = bpt__protocol_run(s, &f, 1, &op, t, NULL)) < 0) return rc;
         }
     }
     return 0;
@@ -460,7 +460,7 @@ int bpt_unregister_module(const char *module) {
         int nt = 0;
         if (!s) continue;
         for (k = 0; k < n; k++) if (bpt__find_bp(fs[k], s)) traced[nt++] = fs[k];
-        if (nt) rc = bpt__protocol_run(s, traced, nt, &off_all, &t);
+        if (nt) rc = bpt__protocol_run(s, traced, nt, &off_all, &t, NULL);
     }
     if (rc >= 0) for (k = 0; k < n; k++) bpt__registry_remove(fs[k]);
 #if defined(BPT_NATIVE)

@@ -176,8 +176,10 @@ BPT__HOT void bpt__kind_call_hit(bpt__hit *h, bpt__session *s, const bpt__Generi
     const bpt_func *f = h->f;
     bpt__recbuf b;
     uint32_t words;
-    /* A dead session's GenericBp lives until step 12 of its destroy; it must
-       send nothing meanwhile. A tracer's own calls are not traced. */
+    /* A session is marked dead once its destroy's switch-off has committed
+       (session_life.c): from then until the wait before it is freed, a hit
+       that found its GenericBp before step 12 unlinked it must send
+       nothing. A tracer's own calls are not traced. */
     if (rec->in_tracer || bpt__load_relaxed_u32(&s->dead)) return;   /* [S2] */
     words = bpt__call_args(f, ms, h->frame, b.w);
     b.h.info = (uint16_t)(words ? (b.w[0] >> 32) & 0xff : 0);

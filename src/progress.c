@@ -14,7 +14,8 @@
    refuses a report made inside a section. So pin and unpin treat both kinds
    of thread alike, with no test of which kind they run on: a managed
    thread's state is never 0 or 1 in its low 16 bits, and only those two
-   values take the pin's and the unpin's slow branch.
+   values start and end a section (the pin's and the unpin's common
+   branch; every other value only counts).
 
    A waiter advances the global epoch to E and waits until every record is
    quiescent or carries an epoch >= E. Such a thread started its current
@@ -419,7 +420,9 @@ static int bpt__progress_wait(int sync_core) {
     bpt__block_begin(self);
     pthread_mutex_lock(&bpt__progress.wait_lock);
     /* The acq_rel increment releases every store made before the wait to a
-       pin that reads the new epoch (the pin's acquire load). */
+       managed thread that reads the new epoch (bpt_thread_progress, the
+       going offline). Pins read the pin word instead: its release, next,
+       pairs with their acquire. */
     target = bpt__fetch_add_u64(&bpt__progress.epoch, 1) + 1;
     /* >>pin word: pins record the new epoch from here on. One waiter at a
        time (wait_lock), so the words are stored in epoch order. */

@@ -72,8 +72,9 @@ struct bpt__thread {
    counters and the list of records are. */
 struct bpt__progress_state {
     bpt__atomic_u64 epoch;          /* global epoch; starts at 1 */
-    /* What a pin stores (>>pin word in progress.c): epoch << 16 | 1, and
-       BPT__PIN_FENCE while pins must fence (no membarrier). Written at
+    /* What a pin reads (>>pin word in progress.c): epoch << 16 | 1, which
+       it stores as its state, and BPT__PIN_FENCE while pins must fence
+       (no membarrier), which it clears from what it stores. Written at
        init and by each waiter, after the epoch. */
     bpt__atomic_u64 pin_word;
     bpt__atomic_u32 futex;          /* bit 0: a waiter sleeps (or is about to); BPT__FUTEX_FENCE:

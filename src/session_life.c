@@ -70,7 +70,7 @@ int bpt_session_destroy(bpt_session handle) {
     bpt_func **fs;
     bpt__pattern_entry *e;
     uint64_t t = bpt__now_ns();
-    int n, rc;
+    int n, rc, committed;
     if ((rc = bpt__change_begin("bpt_session_destroy", &t)) < 0) return rc;
     s = bpt__session_lookup(handle.id);
     if (!s) {
@@ -83,14 +83,19 @@ int bpt_session_destroy(bpt_session handle) {
         return bpt__fail(BPT_ENOMEM, "bpt_session_destroy: out of memory; the session is unchanged");
     }
     BPT_PROBE(bptrace, session__destroy, s->id, s->name);
-    rc = bpt__protocol_run(s, fs, n, &off_all, &t);
-    if (rc == BPT_ENOMEM) {
+    rc = bpt__protocol_run(s, fs, n, &off_all, &t, &committed);
+    if (!committed) {
+        /* Refused at step 2 (no memory, a traced slot no longer mapped):
+           nothing changed, and its breakpoints are still linked on its
+           functions, where every hit reads the session. Freeing it here
+           was a use after free (found by review; t_sessions). */
         BPT_FREE(fs);
         bpt__change_end(&t);
-        return rc;   /* the protocol allocates before it changes anything: unchanged */
+        return rc;
     }
-    /* BPT_EPERM: the breakpoints are off and unlinked, only some words stay
-       (they find no breakpoint): the session goes on to be destroyed. */
+    /* BPT_EPERM, BPT_ENOTPATCHABLE: committed, the breakpoints are off and
+       unlinked, only some words stay (they find no breakpoint): the
+       session goes on to be destroyed. */
     BPT_FREE(fs);
     /* From here the session is gone for everyone: late hits see dead, and
        lookups by its weak id fail. */

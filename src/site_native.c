@@ -179,7 +179,9 @@ BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_c
    CL3. The generation's shortcut is CALL_PLAIN, and F0 would settle
        nothing: every frame open on the thread is a live caller's
        (bpt__native_frames_settled, frames.c; else the full path, which
-       may send exception_from). NONE is done at once.
+       may send exception_from). NONE is done at once, when F0 would
+       settle nothing too (as the count path's CP3: the full path sends a
+       left frame's exception_from at any hit).
    CL4. The session is alive [S2], the thread is not inside a tracer of
        its own, and the clock is the CPU's counter (clock_gettime is a
        call): read it.
@@ -224,7 +226,7 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_path(bpt_fun
     if (BPT__LIKELY(sc->kind == BPT__SHORTCUT_CALL_PLAIN) && BPT__LIKELY(bpt__native_frames_settled(rec, sp)))   /* CL3 */
         done = bpt__call_path_record(rec, f, ((const bpt__GenericBp *)sc->data)->session, args);   /* CL4, CL5 */
     else
-        done = sc->kind == BPT__SHORTCUT_NONE;
+        done = sc->kind == BPT__SHORTCUT_NONE && bpt__native_frames_settled(rec, sp);
     return bpt__short_path_unpin(rec, done);                               /* CL6 */
 }
 
@@ -238,11 +240,12 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_path(bpt_fun
    CR3. The shortcut is CALL_RETURN, F0 would settle nothing (as CL3), and
        a frame can be pushed here (bpt__native_frame_plain_ok: the shadow
        stack is mapped and has room, not a tail call, not a signed return
-       address). NONE is done at once.
+       address). NONE: as CL3.
    CR4, CR5. As CL4, CL5: the call record.
    CR6. Push the return frame and swap the return address for the
        trampoline (F1, bpt__native_frame_push_plain), after the record, as
-       the full path does.
+       the full path does. If a signal handler filled the shadow stack
+       since CR3, the frame is skipped and counted, as the full path's.
    CR7. Unpin, as CP5.
    Returns as the call path. */
 BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_return_path(bpt_func *f, uint64_t *args,
@@ -261,10 +264,10 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_return_path(
         const bpt__GenericBp *g = (const bpt__GenericBp *)sc->data;
         if ((done = bpt__call_path_record(rec, f, g->session, args))) {                            /* CR4, CR5 */
             const bpt__ms *ms = (const bpt__ms *)g->data[ix].data[BPT__KIX_CALL];   /* the same generation [G2] */
-            bpt__native_frame_push_plain(rec, f, g->session->id, ms->actions, ms->rettype, sp, slot, NULL, 0);   /* CR6 */
+            bpt__native_frame_push_plain(rec, f, g->session, ms->actions, ms->rettype, sp, slot, NULL, 0);   /* CR6 */
         }
     } else {
-        done = sc->kind == BPT__SHORTCUT_NONE;
+        done = sc->kind == BPT__SHORTCUT_NONE && bpt__native_frames_settled(rec, sp);
     }
     return bpt__short_path_unpin(rec, done);                               /* CR7 */
 }
@@ -283,13 +286,13 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_return_path(
        or none (bpt__timem_caller_at: a caller of another session or
        process needs the full path's walk); the clock is the CPU's
        counter: read it (a frame keeps its start in ticks, frames.c).
-       NONE is done at once.
+       NONE: as CL3.
    TM4. Count the call in the thread's table, if the table and the
        process's cell are there (bpt__timem_charge_try, timem.c; the full
        path makes them) and no charge of that table runs below [H1].
    TM5. Push the frame, pausing the caller at the same instant, and swap
        the return address for the trampoline (F1,
-       bpt__native_frame_push_plain).
+       bpt__native_frame_push_plain; skipped and counted as CR6's).
    TM6. Unpin, as CP5.
    Returns as the call path. */
 BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_time_path(bpt_func *f, uint64_t *args, uintptr_t sp) {
@@ -312,16 +315,16 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_time_path(bpt_fun
                                          &caller)) &&
         BPT__LIKELY(bpt__now_ticks_counter(&now))) {
         if ((done = bpt__timem_charge_try((bpt__BpTimem *)g->data[ix].data[BPT__KIX_TIME], rec, rec->process, 1, 0, 0)))   /* TM4 */
-            bpt__native_frame_push_plain(rec, f, g->session->id, BPT_TIME, BPT_ARG_I64, sp, slot, caller, now);   /* TM5 */
+            bpt__native_frame_push_plain(rec, f, g->session, BPT_TIME, BPT_ARG_I64, sp, slot, caller, now);   /* TM5 */
     } else {
-        done = sc->kind == BPT__SHORTCUT_NONE;
+        done = sc->kind == BPT__SHORTCUT_NONE && bpt__native_frames_settled(rec, sp);
     }
     return bpt__short_path_unpin(rec, done);                               /* TM6 */
 }
 
 /* The full path, with every argument register saved in regs: the general
    hit (hit.c), then the return frame; or only the wake a short path left
-   to it (counted: BPT__PATH_DONE_WAKE, from the count or the call path). */
+   to it (counted: BPT__PATH_DONE_WAKE, from any short path). */
 BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted) {
     bpt__hit h;
     if (bpt__own_call(f)) return;   /* >>own calls */
@@ -347,10 +350,12 @@ BPT__PRIVATE void bpt__own_leave(void) {}
    for every native site of the change (a site's word never crosses a
    page: it stays within a cache line, or is an aligned pointer), so that
    steps 5 and 9 allocate nothing: running out of memory must happen before
-   anything changes. Slots' protections are read again here (slots.c).
-   Returns 0, BPT_ENOMEM, or a slot's refusal (BPT_EINVAL: no longer
-   mapped; BPT_ENOTSUP: no /proc/self/maps), with nothing changed. */
-BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n) {
+   anything changes. Slots' protections are read again here (slots.c;
+   switch_off: the change switches nothing on, and forgets a slot whose
+   page is gone). Returns 0, BPT_ENOMEM, or a slot's refusal (BPT_EINVAL:
+   no longer mapped; BPT_ENOTSUP: no /proc/self/maps), with nothing
+   changed. */
+BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n, int switch_off) {
     int i, code = 0, slots = 0;
     memset(sb, 0, sizeof *sb);
     for (i = 0; i < n; i++)
@@ -360,7 +365,7 @@ BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, i
         }
 #if defined(BPT_NATIVE)
     if (slots) {
-        int rc = bpt__slots_prot_refresh(fs, n);   /* their pages as they are now (slots.c) */
+        int rc = bpt__slots_prot_refresh(fs, n, switch_off);   /* their pages as they are now (slots.c) */
         if (rc < 0) return rc;
     }
     if (code && !(sb->code.pages = (uintptr_t *)BPT_MALLOC(sizeof *sb->code.pages * (size_t)code)))
@@ -373,7 +378,7 @@ BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, i
     }
     sb->data.cap = slots;
 #else
-    (void)code; (void)slots;
+    (void)code; (void)slots; (void)switch_off;
 #endif
     return 0;
 }
@@ -403,8 +408,9 @@ static int bpt__slot_pages_open(bpt__slot_pages *d, bpt_func **fs, int n, int in
     for (i = 0; i < n; i++) {
         bpt_func *f = fs[i];
         uintptr_t page = (uintptr_t)f->site & ~(ps - 1);
-        if (f->kind != BPT__SITE_NATIVE || !f->slot_prot || (f->page_prot & PROT_WRITE) || f->installed == install)
-            continue;   /* code, a writable slot, or nothing to write */
+        if (f->kind != BPT__SITE_NATIVE || !f->slot_prot || (f->page_prot & PROT_WRITE) || f->installed == install ||
+            f->page_prot == BPT__SLOT_UNMAPPED)
+            continue;   /* code, a writable slot, nothing to write, or nowhere to write it */
         for (k = 0; k < d->n && d->pages[k] != page; k++) {}
         if (k < d->n) continue;   /* opened already */
         if (mprotect((void *)page, ps, (int)f->page_prot | PROT_WRITE) != 0) {
@@ -480,6 +486,17 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
         uint64_t now;
         int swapped = 0;
         if (f->installed == install) continue;
+#if defined(BPT_NATIVE)
+        if (f->slot_prot && f->page_prot == BPT__SLOT_UNMAPPED) {
+            /* Its page is gone (a switch-off only: bpt__slots_prot_refresh):
+               nothing to read or write, and nobody to call through it. Off. */
+            rc = bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its slot %p is no longer mapped (its module unloaded "
+                           "without bpt_unregister_module?): nothing written, its breakpoint is off", f->module,
+                           f->name, f->arity, f->site);
+            if (!install) f->installed = 0;
+            continue;
+        }
+#endif
         now = bpt__site_read(f);
 #if defined(BPT_NATIVE)
         if (f->slot_prot && now == expect) swapped = bpt__slot_swap(f, expect, w, &now);

@@ -53,9 +53,11 @@
    short path declines, save the integer and vector argument registers in
    a bpt__regs frame and call bpt__native_entry(record, frame, what the
    short path said). Restore and
-   return to fn-4. The ABI leaves rsp 16-aligned here, but the
-   stub realigns it all the same: a caller compiled with gcc's IPA stack
-   alignment may not have aligned it. The frame also holds rbp, so that
+   return to fn-4. The ABI leaves rsp 16-aligned here, but before the
+   full path the stub realigns it all the same: a caller compiled with
+   gcc's IPA stack alignment may not have aligned it. The short routes do
+   not: the short paths touch no vector register (>>intregs in port.h), so
+   no aligned access of theirs can fault. The frame also holds rbp, so that
    the handler finds the traced function's own return slot at 16(%rbp),
    which return trace swaps (frames.c). Where the count path may use vector
    registers (BPT__COUNT_SAVES_FP, >>intregs in port.h: tcc, a sanitizer)

@@ -28,7 +28,7 @@ typedef struct bpt__sites_batch {
 
 BPT__PRIVATE void bpt__site_vm_write(bpt_func *f, uint64_t w);
 BPT__PRIVATE int bpt__site_vm_check(const bpt_vm_word *word, bpt_vm_word bp_word);
-BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n);
+BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n, int switch_off);
 BPT__PRIVATE void bpt__sites_batch_free(bpt__sites_batch *sb);
 /* While a thread runs bptrace's own code, its calls through traced slots
    are not traced (>>own calls, site_native.c). */
@@ -92,8 +92,11 @@ BPT__PRIVATE int bpt__arch_native_usable(const char *who);
 
 BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who);
 
-/* Step 2 of a change that writes slots: their protections now (slots.c). */
-BPT__PRIVATE int bpt__slots_prot_refresh(bpt_func **fs, int n);
+/* Step 2 of a change that writes slots: their protections now (slots.c).
+   BPT__SLOT_UNMAPPED in page_prot: a switch-off found the slot's page gone,
+   and writes nothing there. */
+#define BPT__SLOT_UNMAPPED 0x80000000u
+BPT__PRIVATE int bpt__slots_prot_refresh(bpt_func **fs, int n, int switch_off);
 
 /* A pointer slot's trampoline (slots.c): a block of BPT__TRAMP_BYTES,
    aligned to them, laid out as a BPT_TRACEABLE function whose entry word

@@ -111,21 +111,28 @@ static int bpt__maps_prot(const bpt__maps *m, uintptr_t addr, size_t len) {
    slot's protection as it is now, which the batch opens and restores. The
    program may have changed it since registration (sealed a table it filled,
    say): a protection remembered from then would make the write fault, or
-   take write access back from a page the program opened. Returns 0;
-   BPT_EINVAL when a slot is no longer mapped (its module unloaded without
-   bpt_unregister_module); BPT_ENOTSUP, BPT_ENOMEM. */
-BPT__PRIVATE int bpt__slots_prot_refresh(bpt_func **fs, int n) {
+   take write access back from a page the program opened. A slot no
+   longer mapped (its module unloaded without bpt_unregister_module) is
+   marked BPT__SLOT_UNMAPPED in a switch-off (switch_off), which then
+   forgets it without a write (bpt__sites_write): else it could never be
+   switched off, its session never destroyed. Anything else refuses it.
+   Returns 0; BPT_EINVAL for such a slot in a change that may switch
+   something on; BPT_ENOTSUP, BPT_ENOMEM. */
+BPT__PRIVATE int bpt__slots_prot_refresh(bpt_func **fs, int n, int switch_off) {
     bpt__maps maps;
     int i, rc = 0;
     if ((rc = bpt__maps_read(&maps, "bpt_trace_pattern")) < 0) return rc;
     for (i = 0; i < n && rc == 0; i++) {
         int p;
         if (fs[i]->kind != BPT__SITE_NATIVE || !fs[i]->slot_prot) continue;
-        if ((p = bpt__maps_prot(&maps, (uintptr_t)fs[i]->site, sizeof(void *))) <= 0)
-            rc = bpt__fail(BPT_EINVAL, "%s:%s: its slot %p is no longer mapped (its module unloaded without "
-                           "bpt_unregister_module?); nothing changed", fs[i]->module, fs[i]->name, fs[i]->site);
-        else
+        if ((p = bpt__maps_prot(&maps, (uintptr_t)fs[i]->site, sizeof(void *))) > 0)
             fs[i]->page_prot = (unsigned)p;
+        else if (switch_off)   /* unmapped, or mapped with no access (p == 0): nothing to write to */
+            fs[i]->page_prot = BPT__SLOT_UNMAPPED;
+        else
+            rc = bpt__fail(BPT_EINVAL, "%s:%s: its slot %p is no longer mapped (its module unloaded without "
+                           "bpt_unregister_module?); nothing changed (a switch-off forgets it)", fs[i]->module,
+                           fs[i]->name, fs[i]->site);
     }
     BPT_FREE(maps.v);
     return rc;

@@ -96,8 +96,17 @@ static int bpt__trace_pattern(bpt_session handle, const char *pattern, unsigned 
     /* Everything that can fail is allocated before the protocol runs. */
     entry = bpt__pattern_entry_new(&mfa, flags, op.ms);
     if (!entry) rc = bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory to remember '%s'", pattern);
-    else if ((rc = bpt__protocol_run(s, fs, n, &op, &t)) < 0) bpt__pattern_entry_free(entry);
-    else bpt__remember_pattern(s, entry);
+    else {
+        /* Remembered when committed, even if some word could not be written
+           (BPT_EPERM, BPT_ENOTPATCHABLE): the generations hold the new
+           settings, and functions registered later must get them. An OFF
+           left unremembered let the ON it cancels trace them (found by
+           review; t_pattern_memory). */
+        int committed;
+        rc = bpt__protocol_run(s, fs, n, &op, &t, &committed);
+        if (committed) bpt__remember_pattern(s, entry);
+        else bpt__pattern_entry_free(entry);
+    }
     BPT_FREE(fs);
     if (rc == 0) rc = n;
 out:

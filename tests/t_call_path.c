@@ -48,7 +48,16 @@
       thread is in either; every one of the thread's calls is followed by
       its own return_from, in order; the handler's records arrive or are
       counted as dropped, exactly; no frame is left behind.
+   10. The shadow stack one frame from full: a signal handler lands in the
+      call-return path between its look at the room (CR3) and the push
+      (CR6), and leaves a frame behind (it longjmps out of a return-traced
+      function). The push finds no room: the call record is there, its
+      frame is skipped and counted, the return slot untouched. Found by
+      review: the push trusted CR3's look and wrote one frame past the
+      stack's mapping (a crash, or the session's lane overwritten).
    tests/count_path_check.sh checks the compiled path itself. */
+static void t_test_point(const char *where);
+#define BPT_TEST_POINT(where) t_test_point(where)
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
@@ -56,6 +65,8 @@
 #include "timing_fixture.h"
 #include <stdarg.h>
 #include <string.h>
+#include <setjmp.h>
+#include <signal.h>
 
 #if defined(BPT_NATIVE)   /* gcc and clang: stdatomic.h too */
 #include <stdatomic.h>
@@ -65,8 +76,13 @@
 BPT_TRACEABLE long leaf(long x) { return x + 1; }
 BPT_TRACEABLE long outer(long x) { return leaf(x) * 2; }
 BPT_TRACEABLE double half(double x) { return x / 2; }
+static sigjmp_buf in_handler;
+BPT_TRACEABLE long jumper(long x) {
+    if (x) siglongjmp(in_handler, 1);
+    return x;
+}
 
-static bpt_func *ffp8, *fint6, *fva, *fleaf, *fouter, *fhalf;
+static bpt_func *ffp8, *fint6, *fva, *fleaf, *fouter, *fhalf, *fjumper;
 static bpt_session s;
 
 enum { MAXM = 4096 };
@@ -684,6 +700,70 @@ static void call_return_same_as_full(void) {
     pattern("cp:leaf/1", BPT_OFF, NULL);
 }
 
+/* 10. A frame left by a handler between CR3 and CR6. */
+static volatile int arm_leave;
+static void leave_a_frame(int sig) {
+    long (*volatile p)(long) = jumper;
+    (void)sig;
+    if (sigsetjmp(in_handler, 0) == 0) p(1);   /* jumper's frame stays */
+}
+static void t_test_point(const char *where) {
+    if (arm_leave && strcmp(where, "push_plain: room seen, not yet reserved") == 0) {
+        arm_leave = 0;
+        raise(SIGUSR1);
+    }
+}
+static void frame_left_by_handler(void) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    bpt_session_counts before, after;
+    uint64_t args[BPT__INT_ARG_REGS];
+    bpt__frame *below;
+    uint32_t saved, depth;
+    int r = BPT__PATH_FULL, n, tries, leaf_call = 0, jumper_call = 0;
+    pattern("cp:leaf/1", BPT_CALL | BPT_RETURN, NULL);
+    pattern("cp:jumper/1", BPT_CALL | BPT_RETURN, NULL);
+    if (!rec) return;
+    signal(SIGUSR1, leave_a_frame);
+    memset(args, 0, sizeof args);
+    args[0] = 78;
+    saved = rec->shadow_depth[BPT__STACK_NATIVE];
+    CHECK_RC(bpt_session_stats(s, &before), 0);
+    for (tries = 0; tries < 50 && r == BPT__PATH_FULL; tries++) {   /* past a stale anchor, as claim 7 */
+        fresh_anchor();
+        below = &rec->shadow[BPT__STACK_NATIVE][BPT_SHADOW_FRAMES - 2];   /* a live caller's, one frame from full */
+        memset(below, 0, sizeof *below);
+        below->sp = UINTPTR_MAX;
+        below->fiber = rec->fiber;
+        rec->shadow_depth[BPT__STACK_NATIVE] = BPT_SHADOW_FRAMES - 1;
+        arm_leave = 1;
+        r = path_at(fleaf, args, 0xabcd5, NULL);
+        depth = rec->shadow_depth[BPT__STACK_NATIVE];
+        rec->shadow_depth[BPT__STACK_NATIVE] = saved;
+        if (r == BPT__PATH_FULL) CHECK(arm_leave && depth == BPT_SHADOW_FRAMES - 1, "a declined try changed nothing");
+    }
+    arm_leave = 0;
+    signal(SIGUSR1, SIG_DFL);
+    CHECK_RC(bpt_session_stats(s, &after), 0);
+    n = drain_all(s);
+    while (n-- > 0) {
+        leaf_call += msgs[n].type == BPT_MSG_CALL && strcmp(msgs[n].name, "leaf") == 0 && msgs[n].args[0] == 78;
+        jumper_call += msgs[n].type == BPT_MSG_CALL && strcmp(msgs[n].name, "jumper") == 0;
+    }
+    printf("10. a handler leaves jumper's frame while leaf's call-return path holds its look at the room: %d, "
+           "depth %u of %d, slot %#lx, %llu frame(s) skipped, leaf's call %d, jumper's %d\n", r, depth,
+           BPT_SHADOW_FRAMES, (unsigned long)*fake_slot(),
+           (unsigned long long)(after.frames_skipped - before.frames_skipped), leaf_call, jumper_call);
+    CHECK(r == BPT__PATH_DONE, "the call-return path finished (%d)", r);
+    CHECK(depth == BPT_SHADOW_FRAMES, "the handler's frame took the last place, and nothing was pushed past it "
+          "(depth %u)", depth);
+    CHECK(rec->shadow[BPT__STACK_NATIVE][BPT_SHADOW_FRAMES - 1].f == fjumper, "the last frame is jumper's");
+    CHECK(*fake_slot() == 0xabcd5, "the return slot untouched");
+    CHECK(after.frames_skipped - before.frames_skipped == 1, "leaf's frame skipped and counted");
+    CHECK(leaf_call == 1 && jumper_call == 1, "both calls recorded");
+    pattern("cp:jumper/1", BPT_OFF, NULL);
+    pattern("cp:leaf/1", BPT_OFF, NULL);
+}
+
 int main(void) {
     bpt_clock clk;
     ffp8 = native_reg((void *)fp8, "cp", "fp8", 8);
@@ -692,7 +772,8 @@ int main(void) {
     fleaf = native_reg((void *)leaf, "cp", "leaf", 1);
     fouter = native_reg((void *)outer, "cp", "outer", 1);
     fhalf = native_reg((void *)half, "cp", "half", 0);   /* its argument is a double: no integer register to record */
-    if (!ffp8 || !fint6 || !fva || !fleaf || !fouter || !fhalf) return CHECK_DONE();
+    fjumper = native_reg((void *)jumper, "cp", "jumper", 1);
+    if (!ffp8 || !fint6 || !fva || !fleaf || !fouter || !fhalf || !fjumper) return CHECK_DONE();
     CHECK_RC(bpt_clock_info(&clk), 0);
     if (strcmp(clk.source, "clock_gettime") == 0)
         CHECK_SKIP("the clock is clock_gettime here: the call path declines every hit (CL4)");
@@ -706,9 +787,11 @@ int main(void) {
     call_return_direct();
     call_return_same_as_full();
     signals_with_returns();
+    frame_left_by_handler();
     CHECK_RC(bpt_session_destroy(s), 0);
     return CHECK_DONE();
 }
 #else
+static void t_test_point(const char *where) { (void)where; }
 NATIVE_UNSUPPORTED_MAIN("no native entry, so no call path")
 #endif

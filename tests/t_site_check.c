@@ -11,7 +11,12 @@
    - uninstall over a changed word: refused, the foreign word kept (the
      function stays installed, so bpt_unregister says BPT_EBUSY), and once
      the breakpoint word is back the switch-off completes and the original
-     word returns. */
+     word returns;
+   - the pattern memory after such a change, which committed the settings
+     everywhere else: a function registered after an ON that said
+     BPT_ENOTPATCHABLE is traced, and one registered after such an OFF is
+     not (the OFF was left unremembered, so the ON it cancelled still traced
+     new functions; found by review). */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
@@ -53,6 +58,45 @@ static void vm_sites(void) {
     CHECK(code[0] == 0x100, "the original word is back: %#lx", (unsigned long)code[0]);
     CHECK_RC(bpt_unregister(f), 0);
     CHECK_RC(bpt_unregister(g), 0);
+    CHECK_RC(bpt_session_destroy(s), 0);
+}
+
+/* Is fn counted by s, its word the breakpoint's? */
+static int counted(bpt_session s, bpt_func *fn, const bpt_vm_word *word) {
+    bpt_info in;
+    memset(&in, 0, sizeof in);
+    CHECK_RC(bpt_trace_info(s, fn, BPT_INFO_FLAGS, &in), 0);
+    CHECK(!!(in.flags & BPT_COUNT) == (*word == BP), "the word says what the flags say (0x%x, %#lx)", in.flags,
+          (unsigned long)*word);
+    return (in.flags & BPT_COUNT) != 0;
+}
+
+static void pattern_memory(void) {
+    static bpt_vm_word pm[4] = { 0x200, 0x201, 0x202, 0x203 };
+    bpt_func *f, *g, *late1, *late2;
+    bpt_session s;
+    CHECK_RC(bpt_register_vm(&pm[0], BP, "pm", "f", 0, NULL, &f), 0);
+    CHECK_RC(bpt_register_vm(&pm[1], BP, "pm", "g", 0, NULL, &g), 0);
+    CHECK_RC(bpt_session_create(NULL, &s), 0);
+    pm[0] = FOREIGN;
+    CHECK_RC(bpt_trace_pattern(s, "pm:_/_", BPT_COUNT, NULL), BPT_ENOTPATCHABLE);
+    CHECK_RC(bpt_register_vm(&pm[2], BP, "pm", "late1", 0, NULL, &late1), 0);
+    CHECK(counted(s, late1, &pm[2]), "registered after an ON that said BPT_ENOTPATCHABLE: counted");
+    pm[0] = 0x200;   /* the debugger leaves f: the same ON succeeds */
+    CHECK_RC(bpt_trace_pattern(s, "pm:_/_", BPT_COUNT, NULL), 3);
+    pm[1] = FOREIGN;   /* g's breakpoint word, changed while installed */
+    CHECK_RC(bpt_trace_pattern(s, "pm:_/_", BPT_COUNT | BPT_OFF, NULL), BPT_ENOTPATCHABLE);
+    CHECK(!counted(s, late1, &pm[2]), "late1 switched off");
+    CHECK_RC(bpt_register_vm(&pm[3], BP, "pm", "late2", 0, NULL, &late2), 0);
+    CHECK(!counted(s, late2, &pm[3]), "registered after an OFF that said BPT_ENOTPATCHABLE: not counted");
+    printf("pattern memory: a function registered after each refused word follows the committed settings\n");
+    pm[1] = BP;   /* the switch-off of g can finish */
+    CHECK_RC(bpt_trace_pattern(s, "pm:g/0", BPT_COUNT | BPT_OFF, NULL), 1);
+    CHECK(pm[0] == 0x200 && pm[1] == 0x201, "the original words are back");
+    CHECK_RC(bpt_unregister(f), 0);
+    CHECK_RC(bpt_unregister(g), 0);
+    CHECK_RC(bpt_unregister(late1), 0);
+    CHECK_RC(bpt_unregister(late2), 0);
     CHECK_RC(bpt_session_destroy(s), 0);
 }
 
@@ -129,6 +173,7 @@ static void native_sites(void) {
 
 int main(void) {
     vm_sites();
+    pattern_memory();
 #if defined(BPT_NATIVE)
     native_sites();
 #else

@@ -16,6 +16,13 @@
      opened again: each switch writes it and leaves it as it found it (a
      protection remembered from registration faulted, and took write access
      back);
+   - a table whose page is unmapped while traced (its module unloaded
+     without bpt_unregister_module): a change that may switch it on says
+     BPT_EINVAL and changes nothing; a switch-off, and bpt_session_destroy,
+     forget it without a write (BPT_ENOTPATCHABLE once its word is to go),
+     and the session's other function is switched off with it. Found by
+     review: the switch-off refused too, and destroy then freed a session
+     still linked on its functions (a use after free at their next hit);
    - refusals: NULL, misaligned, outside any mapping, a shared mapping, a
      slot holding data, a slot in code, twice; and BPT_ENOTSUP where there
      are no native sites (tcc). */
@@ -79,6 +86,40 @@ static void maps_perms(const void *p, char out[5]) {
         }
     }
     fclose(fp);
+}
+
+/* A table in a page of its own, traced by two sessions together with a VM
+   function, then unmapped. */
+static void unmapped_table(void) {
+    static bpt_vm_word vmw = 0x300;
+    const bpt_vm_word bp = 0x3B3B;
+    system_fn *page = (system_fn *)mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    bpt_func *vf = NULL, *sf = NULL;
+    bpt_session s1, s2;
+    int rc;
+    CHECK(page != MAP_FAILED, "mmap");
+    if (page == MAP_FAILED) return;
+    page[0] = physics;
+    CHECK_RC(bpt_register_vm(&vmw, bp, "gone", "vm", 0, NULL, &vf), 0);
+    CHECK_RC(bpt_register_slot((void **)(void *)page, "gone", "physics", 2, &sf), 0);
+    CHECK_RC(bpt_session_create(NULL, &s1), 0);
+    CHECK_RC(bpt_session_create(NULL, &s2), 0);
+    CHECK_RC(bpt_trace_pattern(s1, "gone:_/_", BPT_CALL, NULL), 2);
+    CHECK_RC(bpt_trace_pattern(s2, "gone:_/_", BPT_CALL, NULL), 2);
+    munmap((void *)page, 4096);   /* its module unloaded, say */
+    CHECK_RC(bpt_trace_pattern(s1, "gone:_/_", BPT_COUNT, NULL), BPT_EINVAL);
+    printf("unmapped table, a switch-on: %s\n", bpt_last_error());
+    CHECK_RC(bpt_trace_pattern(s1, "gone:_/_", BPT_CALL | BPT_OFF, NULL), 2);   /* s2 keeps the slot's word */
+    rc = bpt_session_destroy(s2);   /* the slot's last breakpoint: its word is to go */
+    printf("unmapped table, the last session destroyed: %d: %s\n", rc, bpt_last_error());
+    CHECK(rc == BPT_ENOTPATCHABLE && strstr(bpt_last_error(), "no longer mapped") != NULL,
+          "destroy forgets the slot, and says so (%d)", rc);
+    CHECK(vmw == 0x300 && !bpt__load_relaxed_ptr(&vf->gen_bp) && !sf->installed && !bpt__load_relaxed_ptr(&sf->gen_bp),
+          "both functions switched off, no breakpoint left on them");
+    CHECK_RC(bpt_trace_pattern(s2, "gone:_/_", BPT_COUNT, NULL), BPT_ESESSION);
+    CHECK_RC(bpt_unregister(sf), 0);
+    CHECK_RC(bpt_unregister(vf), 0);
+    CHECK_RC(bpt_session_destroy(s1), 0);
 }
 
 static uint64_t count_of(bpt_session s, bpt_func *f) {
@@ -165,6 +206,8 @@ int main(void) {
             CHECK_RC(bpt_unregister(f_page), 0);
         }
     }
+
+    unmapped_table();
 
     maps_perms(&systems_ro[0], perms_before);
     CHECK_RC(bpt_register_slot((void **)(void *)&systems[0], "engine", "physics", 2, &f_rw), 0);

@@ -27,7 +27,11 @@
         another session (the full path's walk), a generation that is not
         TIME (call_time by CPU time, with call_memory, with call_count),
         and the call path and call-return path given a TIME function;
-      - DONE with nothing done when nothing is active (NONE).
+      - DONE with nothing done when nothing is active (NONE); but FULL,
+        in all three short paths, when a dead frame lies below (F0 is the
+        full path's, as the count path's CP3 has it; the three returned
+        DONE, and the frame's exception_from waited for a later hit;
+        found by review).
    2. Through the stub, nested timed functions (outer spins, then calls
       inner, which spins twice as long) by the short paths and with the
       hints set to the full path: the same calls counted, exactly; each
@@ -308,6 +312,14 @@ static void direct(void) {
     printf("   nothing active (NONE): %d, depth %u\n", r, rec->shadow_depth[BPT__STACK_NATIVE]);
     CHECK(r == BPT__PATH_DONE && rec->shadow_depth[BPT__STACK_NATIVE] == 0 && *fake_slot() == 0xabcdc,
           "NONE: DONE with nothing done");
+    frame_at(rec, 0, s.id, BPT_TIME, fake_sp() - 64);   /* left by a longjmp */
+    rec->shadow_depth[BPT__STACK_NATIVE] = 1;
+    declines("NONE, a dead frame below (F0), the time path:", rec, time_path_at(fleaf, 0xabcdd), 1, 0xabcdd);
+    declines("NONE, a dead frame below, the call path:", rec, bpt__native_call_path(fleaf, fake, fake_sp()), 1,
+             0xabcdd);
+    declines("NONE, a dead frame below, the call-return path:", rec,
+             bpt__native_call_return_path(fleaf, fake, fake_sp()), 1, 0xabcdd);
+    rec->shadow_depth[BPT__STACK_NATIVE] = 0;
 }
 
 /* 2. Nested timed functions through the stub, the short paths against the

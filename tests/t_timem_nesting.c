@@ -20,7 +20,13 @@
       freed under the thread's feet): f counted twice. Now every open
       charge is marked: the second handler's charges of f (its call's and
       its return's) are dropped and counted in f's `lost`; the thread's
-      call of f and the first handler's of g are counted. */
+      call of f and the first handler's of g are counted.
+   3. As 1, but the handler switches process and back (bpt_process_switch)
+      instead of calling a timed function. The switch paused every frame
+      of the old process but the one being filled, so it paused outer a
+      second time (charged 40 ms for 20 spun; noted at an earlier stop and
+      left): now a switch made by a handler that interrupted a push pauses
+      nothing below that push, as case 1's walk does not. */
 static void t_test_point(const char *where);
 #define BPT_TEST_POINT(where) t_test_point(where)
 #define BPTRACE_IMPLEMENTATION
@@ -62,6 +68,7 @@ static volatile long handler_calls;
 static void call_leaf(int sig) { long (*volatile p)(long) = leaf; (void)sig; p(1); handler_calls++; }
 static void call_g(int sig) { long (*volatile p)(long) = g; (void)sig; p(1); handler_calls++; }
 static void call_f(int sig) { long (*volatile p)(long) = f; (void)sig; p(1); handler_calls++; }
+static void switch_and_back(int sig) { (void)sig; bpt_process_switch(777); bpt_process_switch(0); handler_calls++; }
 static void on(int sig, void (*fn)(int)) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -125,10 +132,10 @@ static int pause_round(int full, long us) {
     return calls == 2 && ns >= spun * 95 / 100 && ns <= spun * 150 / 100;
 }
 
-static void pause_interrupted(void) {
+static void pause_interrupted(void (*handler)(int), const char *what) {
     int full, round, ok;
-    on(SIGUSR1, call_leaf);
-    printf("1. outer spins 20 ms, then calls inner; a handler calls leaf while inner's push pauses outer\n");
+    on(SIGUSR1, handler);
+    printf("%s\n", what);
     for (full = 0; full < 2; full++) {
         for (round = 0, ok = 0; round < 5 && !ok; round++) ok = pause_round(full, 20000);
         CHECK(ok, "%s: outer charged what it spun (-5 %%..+50 %%), not twice, in one of 5 rounds",
@@ -187,8 +194,10 @@ int main(void) {
     if (strcmp(clk.source, "clock_gettime") == 0)
         printf("1. the clock is clock_gettime here: the time path declines every hit (TM3); both rounds take the "
                "full path\n");
-    pause_interrupted();
+    pause_interrupted(call_leaf, "1. outer spins 20 ms, then calls inner; a handler calls leaf while inner's push "
+                      "pauses outer");
     charge_two_deep();
+    pause_interrupted(switch_and_back, "3. as 1, but the handler switches process and back");
     CHECK_RC(bpt_session_destroy(s2), 0);
     CHECK_RC(bpt_session_destroy(s), 0);
     return CHECK_DONE();

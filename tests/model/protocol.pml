@@ -44,6 +44,11 @@
                                   not the OR over sessions: breaks (d)
      MUTANT_WAKE_BEFORE_UNPIN     unpin looks at the futex word before it
                                   stores 0, not after ([B2]): deadlock
+     MUTANT_PINW_AHEAD            the waiter stores a pin word one epoch
+                                  ahead of its own: a pin made before the
+                                  waiter's stores passes for one made
+                                  after: breaks (b) (its shortest
+                                  trail), and (a)
 */
 
 /* ---- Size of the model (spin -DNAME=VALUE overrides) ----------------------- */
@@ -122,10 +127,15 @@ byte users[2];          /* (b): running hits that chose data half 0, half 1 */
    writes its state, and what can run on the same thread in between, a signal
    handler, runs at the point the caller marks between pin_load and
    pin_store. A handler that pins and unpins there leaves the state as it
-   found it, so the store loses no nesting level.
-   [B1]: the store, then the light barrier, pairs with the waiter's epoch
-   advance, then its heavy barrier: either the waiter sees this pin, or this
-   thread's later reads see every store the writer made before the advance. */
+   found it, so the store loses no nesting level. (The C pin loads its
+   state and the pin word apart, and its unpin looks at the futex word
+   after its store: a handler may run between each. Splitting the steps
+   here, with signal points there, also verified with 0 errors, -DSIGNALS=1
+   -DMAXRUNS=2, 17 million states; kept merged, for the run's time.)
+   [B1]: the store, then the light barrier, pairs with the waiter's pin
+   word store, then its heavy barrier: either the waiter sees this pin, or
+   this thread's later reads see every store the writer made before the
+   wait. */
 inline pin_load(r, s) {
     atomic {
         s = st[r];                              /* the one load of the own state */
@@ -179,10 +189,18 @@ inline unpin_store(r, s) {
    the wait. A waiter may spin (here: stay at the loop head until DONE
    holds) or sleep: announce it (futex = 1), [B2] heavy barrier, look at the
    state once more, then futex_wait(&futex, 1), which returns at once if the
-   word is no longer 1, and otherwise when an unpin resets it and wakes it. */
+   word is no longer 1, and otherwise when an unpin resets it and wakes it.
+   (The C waiter waits on 1 | BPT__FUTEX_FENCE: that flag, how sections end
+   without membarrier, never changes once set, and is not modelled; this
+   model is sequentially consistent, so which fence a pin takes cannot
+   show here. t_progress and the nomemb, TSAN and aarch64 runs cover it.) */
 inline progress_wait() {
     atomic { epoch++; t = epoch; assert(epoch < 32) };   /* fetch_add */
+#ifndef MUTANT_PINW_AHEAD
     pinw = t;                                   /* the pin word, a separate release store; [B1] heavy barrier after it */
+#else
+    pinw = t + 1;                               /* MUTANT: a pin word ahead of the waiter's epoch */
+#endif
     w = 0;
     do
     :: w < NR ->
