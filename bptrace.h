@@ -4497,6 +4497,7 @@ static void bpt__wait_for_record(bpt__thread *rec, uint64_t target) {
             bpt__cpu_relax();
             continue;
         }
+        BPT_TEST_POINT("progress wait: about to announce a sleep");   /* t_progress_withdraw */
         /* Sleep. Announce it, then look again after the heavy barrier [B2]:
            an unpin that came before it is seen here, and one after it sees
            the announcement and wakes us. */
@@ -4507,6 +4508,15 @@ static void bpt__wait_for_record(bpt__thread *rec, uint64_t target) {
         bpt__fetch_add_u64(&bpt__progress.futex_sleeps, 1);
         bpt__futex_wait(&bpt__progress.futex, asleep);
     }
+    /* Withdraw a sleep announced and not slept: the second look above found
+       the section ended by an unpin that came before the announcement, and
+       so woke nobody (or futex_wait returned early). Left standing, the
+       announcement made the next end of a section anywhere pay a futex
+       wake for nobody, and a short path hand its hit to the full path for
+       it. One waiter at a time (wait_lock): nobody else sleeps on the word,
+       and the next sleep announces afresh [B2]. */
+    if (BPT__UNLIKELY(bpt__load_relaxed_u32(&bpt__progress.futex) & 1))
+        bpt__store_relaxed_u32(&bpt__progress.futex, bpt__futex_idle());
 }
 
 /* Serialize every thread's instruction stream where membarrier SYNC_CORE is

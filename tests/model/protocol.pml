@@ -190,6 +190,8 @@ inline unpin_store(r, s) {
    holds) or sleep: announce it (futex = 1), [B2] heavy barrier, look at the
    state once more, then futex_wait(&futex, 1), which returns at once if the
    word is no longer 1, and otherwise when an unpin resets it and wakes it.
+   Done with a record, it withdraws an announcement the second look made
+   needless (the unpin came before it and woke nobody).
    (The C waiter waits on 1 | BPT__FUTEX_FENCE: that flag, how sections end
    without membarrier, never changes once set, and is not modelled; this
    model is sequentially consistent, so which fence a pin takes cannot
@@ -213,6 +215,7 @@ inline progress_wait() {
             :: else -> (futex != 1)             /* futex_wait: asleep until woken */
             fi
         od;
+        futex = 0;                              /* withdraw an announcement not slept on */
         w++
     :: else -> break
     od;
