@@ -470,6 +470,8 @@ BPT_API void bpt_thread_progress_online(void);
 typedef struct bpt_progress_stats {
     uint64_t epoch;          /* current global epoch (starts at 1), a count */
     uint64_t waits;          /* completed waits, a count */
+    uint64_t sync_core_waits; /* of them, waits that also serialized every thread's instruction
+                                stream (bpt_thread_progress_wait_sync_core), a count */
     uint64_t futex_sleeps;   /* times a waiter slept on the futex, a count */
     uint64_t futex_wakes;    /* wake-ups readers issued to a sleeping waiter, a count */
     uint32_t threads;        /* thread records in use (live threads that pinned) */
@@ -1275,6 +1277,10 @@ BPT_API int bpt_register_slot(void **slot, const char *module, const char *name,
                    stay off
      BPT_EPERM     mprotect refused restoring an entry word: nothing
                    unregistered; breakpoints already switched off stay off
+     BPT_EBUSY     a function still holds its breakpoint word (an earlier
+                   switch-off could not restore it: BPT_EPERM or
+                   BPT_ENOTPATCHABLE then); nothing unregistered. Once the
+                   cause is gone, switch a pattern naming it off again
      BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
                    under the code modification permission
    Thread safety  any thread (set path); not from a signal handler
@@ -1858,11 +1864,17 @@ BPT_API int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *b
 
 /* A Chrome Trace Event JSON writer (chrome://tracing, Perfetto, speedscope):
    call messages become "B" events, return_from and exception_from "E"
-   events, with ts in microseconds (fractions kept) from the first event, pid
-   the process id, tid the traced thread, and one thread_name record per
-   thread. The events nest per thread, as the format requires, whatever the
-   messages: the writer keeps each thread's open calls (the first 64; deeper
-   calls are not written, nor their returns) and
+   events, with ts in microseconds (three decimals, written without the
+   locale) from the first event, pid the id of the process writing (for a
+   file read back: the reader's), tid the traced thread, and one
+   thread_name record per thread. Where a host switched processes on a
+   thread (bpt_process_switch), each such process is a pid of its own (its
+   bptrace process id, with a process_name record), and its calls a track
+   of their own. Names are written as JSON strings of valid UTF-8 (a byte
+   that is not is written as U+FFFD). The events nest per track, as the
+   format requires, whatever the messages: the writer keeps each thread's
+   (and process's) open calls (the first 64; deeper calls are not written,
+   nor their returns) and
      - skips a return with no open call of that function (tracing began
        inside the call), counted in `unmatched`;
      - closes, at the same ts, open calls above the one a return matches
@@ -1935,7 +1947,9 @@ BPT_API int bpt_chrome_close(bpt_chrome *w);
    speedscope read them) built from call and return messages: each thread's
    stack is rebuilt from its calls and returns, and each function's own time
    (ns, excluding traced callees) is added to the stack it ran on; the lines
-   give microseconds. Threads are matched as the Chrome writer does: a
+   give microseconds. Threads, and the processes a host switches on them,
+   each have a stack of their own, as the Chrome writer's tracks; they are
+   matched as the Chrome writer does: a
    return closes the newest open call of its function, and the calls above
    it, unwound without a message, count as its own time; a return with no
    open call (tracing began inside the call) is ignored; each thread keeps
@@ -3280,7 +3294,7 @@ struct bpt__progress_state {
     bpt__atomic_u32 sync_core;      /* membarrier SYNC_CORE registered */
     pthread_mutex_t wait_lock;      /* one waiter at a time */
     pthread_key_t key;              /* exit destructor (and the TLS slot on tcc) */
-    bpt__atomic_u64 waits, futex_sleeps, futex_wakes;
+    bpt__atomic_u64 waits, futex_sleeps, futex_wakes, sync_core_waits;
 };
 BPT__DATA(struct bpt__progress_state, bpt__progress);   /* progress.c */
 
@@ -3681,6 +3695,8 @@ struct bpt_func {
     bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */
     bpt__shortcut shortcut[2];    /* per generation, as GenericBp's data (>>shortcut above) */
     int installed;                /* set path: the breakpoint word is in place */
+    int padding_fresh;            /* set path, native: the padding written since the last SYNC_CORE
+                                     wait; its first install's step 4 waits with SYNC_CORE (bp.c) */
     uint32_t registry_ix;         /* set path: position in the registry */
     struct bpt_func *next_retired;/* set path: native records are retired, never freed */
 };
@@ -4246,7 +4262,7 @@ BPT__PRIVATE int bpt__module_imports(const char *module, const char **module_nam
 
 BPT__SHARED struct bpt__progress_state bpt__progress = {
     1, (uint64_t)1 << BPT__NEST_BITS | 1 | BPT__PIN_FENCE, BPT__FUTEX_FENCE, NULL, 0, 0, 0,
-    PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0
+    PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, 0
 };
 
 static pthread_once_t bpt__progress_once = PTHREAD_ONCE_INIT;
@@ -4636,6 +4652,7 @@ static int bpt__progress_wait(int sync_core) {
             bpt__sync_core_by_signal(self);
     }
     bpt__fetch_add_u64(&bpt__progress.waits, 1);
+    if (sync_core) bpt__fetch_add_u64(&bpt__progress.sync_core_waits, 1);
     BPT_PROBE(bptrace, progress__wait__done, bpt__gettid(), target, sync_core, bpt__now_ns() - t0);
     pthread_mutex_unlock(&bpt__progress.wait_lock);
     if (self && !self->holds_permission) bpt__block_end(self);   /* the permission holder stays offline until release */
@@ -4692,6 +4709,7 @@ int bpt_thread_progress_stats(bpt_progress_stats *out) {
     memset(out, 0, sizeof *out);
     out->epoch = bpt__load_relaxed_u64(&bpt__progress.epoch);
     out->waits = bpt__load_relaxed_u64(&bpt__progress.waits);
+    out->sync_core_waits = bpt__load_relaxed_u64(&bpt__progress.sync_core_waits);
     out->futex_sleeps = bpt__load_relaxed_u64(&bpt__progress.futex_sleeps);
     out->futex_wakes = bpt__load_relaxed_u64(&bpt__progress.futex_wakes);
     out->records = bpt__load_relaxed_u32(&bpt__progress.nrecords);
@@ -10739,7 +10757,9 @@ static int bpt__site_renop_needed(const bpt__entry_layout *l) {
 
 /* Fill the pre-entry padding of fs[0..n) (layouts ls) in one batch of code
    writes. Nothing executes the padding before a site is installed, so plain
-   stores do; the icache is synced for aarch64. Where the compiler's entry
+   stores do; the icache is synced for aarch64 on this core, and every
+   other core serializes at the first install's step 4 (padding_fresh,
+   bp.c), before any word leads there. Where the compiler's entry
    NOP is not the layout's orig_word (gcc's two one-byte NOPs on x86-64), the
    site gets orig_word too, by the one aligned store that installs use: a
    thread may be running the function, and every word it can fetch, whole or
@@ -10770,6 +10790,7 @@ BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n
             bpt__arch_write_site(ls[i].site, ls[i].orig_word);
             bpt__arch_sync_icache(ls[i].site, ls[i].word_size);
         }
+        fs[i]->padding_fresh = 1;
     }
     bpt__batch_close(&batch);
     return 0;
@@ -11756,6 +11777,7 @@ typedef struct bpt__change {
     bpt__sites_batch batch;       /* their pages, prepared at step 2 */
     int allocated;                /* step 2 allocated something */
     int installs;                 /* sites that step 5 writes (counted at step 3, then written) */
+    int fresh;                    /* some of them have padding written since the last SYNC_CORE wait */
     int uninstalls;               /* sites that step 9 wrote */
     int wrote_code;               /* step 5 or 9 wrote native code, not only VM words */
     bpt__GenericBp *to_free;      /* unlinked at step 11, freed at step 12 */
@@ -11961,7 +11983,10 @@ static int bpt__stage(bpt__change *c) {
         if (!it->g) continue;   /* only a word to restore (step 2) */
         bpt__kinds_stage(&it->g->data[staging], c->op, it->prepared);
         memset(it->prepared, 0, sizeof it->prepared);   /* owned by the breakpoint now */
-        if (!it->f->installed && it->g->data[staging].flags) c->installs++;
+        if (!it->f->installed && it->g->data[staging].flags) {
+            c->installs++;
+            c->fresh |= it->f->padding_fresh;
+        }
     }
     for (i = 0; i < c->n; i++) bpt__shortcut_choose(c->items[i].f, staging);
     return 1;
@@ -11969,10 +11994,26 @@ static int bpt__stage(bpt__change *c) {
 
 /* Step 4: wait for thread progress, so that every thread sees the new list
    heads (step 2) before an instruction word leads it there: a VM's fetch
-   of the word is not an acquire load. Only when step 5 installs. */
+   of the word is not an acquire load. Only when step 5 installs. Where a
+   native function to install has padding written since the last
+   SYNC_CORE wait (registration, bpt__native_prepare), the wait serializes
+   every thread's instruction stream too: the installed word leads into
+   that padding, new code that another core may hold stale (prefetched
+   with the function before it), and only a context synchronizing event on
+   that core makes the new bytes the ones it runs (ARM ARM B2.2.5; Intel
+   SDM vol. 3, 9.1.3), as slots' trampolines get at their SL0. Found by
+   review: with membarrier the plain wait's IPIs gave it in practice,
+   without it nothing did. */
 static int bpt__wait_staged(bpt__change *c) {
-    if (c->installs) bpt_thread_progress_wait();
-    return c->installs != 0;
+    int i;
+    if (!c->installs) return 0;
+    if (!c->fresh) {
+        bpt_thread_progress_wait();
+        return 1;
+    }
+    bpt_thread_progress_wait_sync_core();
+    for (i = 0; i < c->n; i++) c->items[i].f->padding_fresh = 0;
+    return 1;
 }
 
 /* Step 5: install the breakpoint word, one aligned store per site, in one
@@ -12623,6 +12664,16 @@ int bpt_unregister_module(const char *module) {
         for (k = 0; k < n; k++) if (bpt__find_bp(fs[k], s)) traced[nt++] = fs[k];
         if (nt) rc = bpt__protocol_run(s, traced, nt, &off_all, &t, NULL);
     }
+    /* A function whose word an earlier switch-off could not restore (mprotect
+       refused, a foreign word there) has no breakpoint left, so no session
+       switched it off above; it still holds its word. Refused, as
+       bpt_unregister refuses it: forgotten, its entry would run the stub
+       for good and refuse a new registration (found by review). */
+    for (k = 0; rc >= 0 && k < n; k++)
+        if (fs[k]->installed)
+            rc = bpt__fail(BPT_EBUSY, "bpt_unregister_module: %s:%s/%d still has its breakpoint word (restoring it "
+                           "was refused); once the cause is gone, switch a pattern that names it off again; "
+                           "nothing unregistered", fs[k]->module, fs[k]->name, fs[k]->arity);
     if (rc >= 0) for (k = 0; k < n; k++) bpt__registry_remove(fs[k]);
 #if defined(BPT_NATIVE)
     if (rc >= 0 && n) bpt__addr_index_publish((bpt__addr_index *)ix, bpt__registry.funcs, bpt__registry.len);
@@ -13739,20 +13790,26 @@ typedef struct bpt__call {
 
 struct bpt__stack {
     uint32_t tid, depth;           /* depth counts calls beyond the kept ones too */
+    uint64_t process;              /* the process its calls ran in: one stack per thread and process */
     uint64_t last_ns;              /* the thread's newest call or return */
     bpt__call call[BPT__STACK_KEPT];
 };
 
-/* Thread tid's stack in (*v)[0..*n), or, with create, a new empty one added
-   (*created set to 1, and *v may move). NULL when it is not there and create
-   is 0, or when it cannot be allocated. */
-static struct bpt__stack *bpt__stack_of(struct bpt__stack **v, int *n, int *cap, uint32_t tid, int create,
+/* The stack of m's thread and process in (*v)[0..*n), or, with create, a
+   new empty one added (*created set to 1, and *v may move). NULL when it is
+   not there and create is 0, or when it cannot be allocated. One stack per
+   thread and process: processes that a host switches on one thread
+   (bpt_process_switch) each have a stack of their own, so one's calls
+   never nest under another's (a thread's one stack gave paths that never
+   ran, and B/E events of two processes interleaved on one track; found by
+   review). */
+static struct bpt__stack *bpt__stack_of(struct bpt__stack **v, int *n, int *cap, const bpt_msg *m, int create,
                                         int *created) {
     struct bpt__stack *t;
     int i;
     *created = 0;
     for (i = 0; i < *n; i++)
-        if ((*v)[i].tid == tid) return &(*v)[i];
+        if ((*v)[i].tid == m->thread && (*v)[i].process == m->process) return &(*v)[i];
     if (!create) return NULL;
     if (*n == *cap) {
         int c = *cap ? *cap * 2 : 8;
@@ -13765,7 +13822,8 @@ static struct bpt__stack *bpt__stack_of(struct bpt__stack **v, int *n, int *cap,
     }
     t = &(*v)[(*n)++];
     memset(t, 0, sizeof *t);
-    t->tid = tid;
+    t->tid = m->thread;
+    t->process = m->process;
     *created = 1;
     return t;
 }
@@ -13815,15 +13873,48 @@ static void bpt__stack_cut(struct bpt__stack *t, const bpt_msg *m) {
 }
 
 /* >>chrome: Chrome Trace Event JSON. */
-static void bpt__json_string(FILE *out, const char *s) {
-    fputc('"', out);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
-        else if (c < 0x20) fprintf(out, "\\u%04x", c);
-        else fputc(c, out);
+
+/* The length of the well-formed UTF-8 sequence at s (1..4), or 0 when the
+   bytes there are not one (RFC 3629: no overlong form, no surrogate, at
+   most U+10FFFF). */
+static int bpt__utf8_len(const unsigned char *s) {
+    int n, i;
+    uint32_t cp;
+    if (s[0] < 0x80) return 1;
+    if (s[0] >= 0xC2 && s[0] <= 0xDF) { n = 2; cp = s[0] & 0x1F; }
+    else if (s[0] >= 0xE0 && s[0] <= 0xEF) { n = 3; cp = s[0] & 0x0F; }
+    else if (s[0] >= 0xF0 && s[0] <= 0xF4) { n = 4; cp = s[0] & 0x07; }
+    else return 0;
+    for (i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;   /* also a NUL: a sequence cut short */
+        cp = cp << 6 | (s[i] & 0x3F);
     }
-    fputc('"', out);
+    if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+        return 0;
+    return n;
+}
+
+
+/* ns as microseconds with 3 decimals, "-12.345", in buf (32 bytes):
+   integer arithmetic, since printf's %f follows the program's LC_NUMERIC,
+   and a decimal comma (setlocale(LC_ALL, "de_DE.UTF-8")) is not JSON
+   (found by review). */
+static const char *bpt__json_us(char buf[32], int64_t ns) {
+    uint64_t a = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+    snprintf(buf, 32, "%s%llu.%03llu", ns < 0 ? "-" : "", (unsigned long long)(a / 1000),
+             (unsigned long long)(a % 1000));
+    return buf;
+}
+
+/* The "pid" of a stack's track: the process id, or the bptrace process
+   its calls ran in where a host switched processes (bpt_process_switch):
+   each such process then shows as a process of its own, with a track per
+   thread it ran on. */
+static int bpt__stack_switched(const struct bpt__stack *t) {
+    return t->process != 0 && t->process != t->tid;   /* 0, or the thread's id: the default process */
+}
+static long long bpt__chrome_pid(const struct bpt__stack *t) {
+    return bpt__stack_switched(t) ? (long long)t->process : (long long)getpid();
 }
 
 int bpt_chrome_open(bpt_chrome *w, FILE *out) {
@@ -13834,14 +13925,34 @@ int bpt_chrome_open(bpt_chrome *w, FILE *out) {
     return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_open: write failed: %s", strerror(errno)) : 0;
 }
 
-static void bpt__chrome_event(bpt_chrome *w, const char *ph, uint32_t tid, uint64_t ts_ns, const char *module,
-                              const char *name, int arity) {
-    char text[300];
-    snprintf(text, sizeof text, "%s:%s/%d", module ? module : "?", name ? name : "?", arity);
-    fprintf(w->out, "%s{\"name\":", w->events ? "," : "");
-    bpt__json_string(w->out, text);
-    if (fprintf(w->out, ",\"cat\":\"bptrace\",\"ph\":\"%s\",\"ts\":%.3f,\"pid\":%d,\"tid\":%u}\n", ph,
-                (double)(int64_t)(ts_ns - w->base_ns) / 1e3, (int)getpid(), (unsigned)tid) < 0)
+/* s's characters inside a JSON string: quotes, backslashes and control
+   characters escaped, well-formed UTF-8 kept, and any other byte (a name
+   from a C++ symbol or a VM in another encoding) written as U+FFFD: JSON
+   text must be UTF-8 (RFC 8259), and one bad byte made the whole trace
+   unreadable (found by review). */
+static void bpt__json_chars(FILE *out, const char *s) {
+    while (s && *s) {
+        const unsigned char *u = (const unsigned char *)s;
+        int n = bpt__utf8_len(u);
+        if (*u == '"' || *u == '\\') fprintf(out, "\\%c", *u);
+        else if (*u < 0x20) fprintf(out, "\\u%04x", *u);
+        else if (n) fwrite(s, 1, (size_t)n, out);
+        else fputs("\\ufffd", out);
+        s += n ? n : 1;
+    }
+}
+
+/* One event on t's track; its name "module:function/arity" written whole
+   (a fixed buffer cut long C++ names, sometimes inside a character). */
+static void bpt__chrome_event(bpt_chrome *w, const char *ph, const struct bpt__stack *t, uint64_t ts_ns,
+                              const char *module, const char *name, int arity) {
+    char ts[32];
+    fprintf(w->out, "%s{\"name\":\"", w->events ? "," : "");
+    bpt__json_chars(w->out, module ? module : "?");
+    fputc(':', w->out);
+    bpt__json_chars(w->out, name ? name : "?");
+    if (fprintf(w->out, "/%d\",\"cat\":\"bptrace\",\"ph\":\"%s\",\"ts\":%s,\"pid\":%lld,\"tid\":%u}\n", arity, ph,
+                bpt__json_us(ts, (int64_t)(ts_ns - w->base_ns)), bpt__chrome_pid(t), (unsigned)t->tid) < 0)
         w->err = 1;
     w->events++;
 }
@@ -13852,7 +13963,7 @@ static void bpt__chrome_close_to(bpt_chrome *w, struct bpt__stack *t, uint32_t d
     if (t->depth > BPT__STACK_KEPT) t->depth = BPT__STACK_KEPT;
     while (t->depth > d) {
         const bpt__call *c = &t->call[--t->depth];
-        bpt__chrome_event(w, "E", t->tid, ts_ns, c->module, c->name, c->arity);
+        bpt__chrome_event(w, "E", t, ts_ns, c->module, c->name, c->arity);
         w->closed++;
     }
 }
@@ -13862,11 +13973,12 @@ static void bpt__chrome_close_to(bpt_chrome *w, struct bpt__stack *t, uint32_t d
    mark the loss with a thread-scoped instant event, which Perfetto and
    speedscope show on the thread's track. */
 static void bpt__chrome_dropped(bpt_chrome *w, struct bpt__stack *t, const bpt_msg *m) {
+    char ts[32];
     bpt__chrome_close_to(w, t, 0, m->ts_ns);
     bpt__stack_cut(t, m);
     fprintf(w->out, "%s{\"name\":\"dropped %llu\"", w->events ? "," : "", (unsigned long long)m->value);
-    if (fprintf(w->out, ",\"cat\":\"bptrace\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%d,\"tid\":%u}\n",
-                (double)(int64_t)(m->ts_ns - w->base_ns) / 1e3, (int)getpid(), (unsigned)t->tid) < 0)
+    if (fprintf(w->out, ",\"cat\":\"bptrace\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%s,\"pid\":%lld,\"tid\":%u}\n",
+                bpt__json_us(ts, (int64_t)(m->ts_ns - w->base_ns)), bpt__chrome_pid(t), (unsigned)t->tid) < 0)
         w->err = 1;
     w->events++;
 }
@@ -13880,30 +13992,35 @@ int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m) {
         return 0;
     if (!w->events && !w->base_ns) w->base_ns = m->ts_ns;
     opens = m->type == BPT_MSG_CALL || m->type == BPT_MSG_DROPPED;   /* both write on the thread's track */
-    t = bpt__stack_of(&w->threads, &w->nthreads, &w->cap, m->thread, opens, &created);
+    t = bpt__stack_of(&w->threads, &w->nthreads, &w->cap, m, opens, &created);
     if (!t) {
         if (opens)
             return bpt__fail(BPT_ENOMEM, "bpt_chrome_write: no memory for thread %u's state", (unsigned)m->thread);
         w->unmatched++;                                    /* a return on a thread with no open call */
         return 0;
     }
-    if (created) {
-        fprintf(w->out, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{\"name\":\"thread %u\"}}\n",
-                w->events ? "," : "", (int)getpid(), (unsigned)t->tid, (unsigned)t->tid);
+    if (created) {   /* the track's names: a switched process names its own (bpt__chrome_pid) */
+        fprintf(w->out, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%lld,\"tid\":%u,\"args\":{\"name\":\"thread %u\"}}\n",
+                w->events ? "," : "", bpt__chrome_pid(t), (unsigned)t->tid, (unsigned)t->tid);
         w->events++;
+        if (bpt__stack_switched(t)) {
+            fprintf(w->out, ",{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%lld,\"args\":{\"name\":\"process %llu\"}}\n",
+                    bpt__chrome_pid(t), (unsigned long long)t->process);
+            w->events++;
+        }
     }
     if (m->type == BPT_MSG_DROPPED) {
         bpt__chrome_dropped(w, t, m);
     } else if (m->type == BPT_MSG_CALL) {
         bpt__stack_push(t, m);
         if (t->depth <= BPT__STACK_KEPT)                   /* too deep: neither it nor its return is written */
-            bpt__chrome_event(w, "B", m->thread, m->ts_ns, m->module, m->name, m->arity);
+            bpt__chrome_event(w, "B", t, m->ts_ns, m->module, m->name, m->arity);
     } else if ((k = bpt__stack_return(t, m)) == -1) {
         w->unmatched++;                                    /* also the return of a call opened before a DROPPED */
     } else if (k >= 0) {
         bpt__chrome_close_to(w, t, (uint32_t)k + 1, m->ts_ns);   /* calls above it, unwound without a message */
         t->depth = (uint32_t)k;
-        bpt__chrome_event(w, "E", m->thread, m->ts_ns, m->module, m->name, m->arity);
+        bpt__chrome_event(w, "E", t, m->ts_ns, m->module, m->name, m->arity);
     }
     return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_write: write failed: %s", strerror(errno)) : 0;
 }
@@ -13991,7 +14108,7 @@ int bpt_folded_add(bpt_folded *f, const bpt_msg *m) {
     if (m->type != BPT_MSG_CALL && m->type != BPT_MSG_RETURN_FROM && m->type != BPT_MSG_EXCEPTION_FROM &&
         m->type != BPT_MSG_DROPPED)
         return 0;
-    t = bpt__stack_of(&f->threads, &f->nthreads, &f->cap, m->thread, m->type == BPT_MSG_CALL, &created);
+    t = bpt__stack_of(&f->threads, &f->nthreads, &f->cap, m, m->type == BPT_MSG_CALL, &created);
     if (!t) {
         if (m->type == BPT_MSG_CALL)
             return bpt__fail(BPT_ENOMEM, "bpt_folded_add: no memory for thread %u's stack", (unsigned)m->thread);

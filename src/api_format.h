@@ -57,11 +57,17 @@ BPT_API int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *b
 
 /* A Chrome Trace Event JSON writer (chrome://tracing, Perfetto, speedscope):
    call messages become "B" events, return_from and exception_from "E"
-   events, with ts in microseconds (fractions kept) from the first event, pid
-   the process id, tid the traced thread, and one thread_name record per
-   thread. The events nest per thread, as the format requires, whatever the
-   messages: the writer keeps each thread's open calls (the first 64; deeper
-   calls are not written, nor their returns) and
+   events, with ts in microseconds (three decimals, written without the
+   locale) from the first event, pid the id of the process writing (for a
+   file read back: the reader's), tid the traced thread, and one
+   thread_name record per thread. Where a host switched processes on a
+   thread (bpt_process_switch), each such process is a pid of its own (its
+   bptrace process id, with a process_name record), and its calls a track
+   of their own. Names are written as JSON strings of valid UTF-8 (a byte
+   that is not is written as U+FFFD). The events nest per track, as the
+   format requires, whatever the messages: the writer keeps each thread's
+   (and process's) open calls (the first 64; deeper calls are not written,
+   nor their returns) and
      - skips a return with no open call of that function (tracing began
        inside the call), counted in `unmatched`;
      - closes, at the same ts, open calls above the one a return matches
@@ -134,7 +140,9 @@ BPT_API int bpt_chrome_close(bpt_chrome *w);
    speedscope read them) built from call and return messages: each thread's
    stack is rebuilt from its calls and returns, and each function's own time
    (ns, excluding traced callees) is added to the stack it ran on; the lines
-   give microseconds. Threads are matched as the Chrome writer does: a
+   give microseconds. Threads, and the processes a host switches on them,
+   each have a stack of their own, as the Chrome writer's tracks; they are
+   matched as the Chrome writer does: a
    return closes the newest open call of its function, and the calls above
    it, unwound without a message, count as its own time; a return with no
    open call (tracing began inside the call) is ignored; each thread keeps

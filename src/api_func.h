@@ -299,6 +299,10 @@ BPT_API int bpt_register_slot(void **slot, const char *module, const char *name,
                    stay off
      BPT_EPERM     mprotect refused restoring an entry word: nothing
                    unregistered; breakpoints already switched off stay off
+     BPT_EBUSY     a function still holds its breakpoint word (an earlier
+                   switch-off could not restore it: BPT_EPERM or
+                   BPT_ENOTPATCHABLE then); nothing unregistered. Once the
+                   cause is gone, switch a pattern naming it off again
      BPT_EDEADLK   from a tracer callback, a pinned section, or a callback
                    under the code modification permission
    Thread safety  any thread (set path); not from a signal handler

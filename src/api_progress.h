@@ -118,6 +118,8 @@ BPT_API void bpt_thread_progress_online(void);
 typedef struct bpt_progress_stats {
     uint64_t epoch;          /* current global epoch (starts at 1), a count */
     uint64_t waits;          /* completed waits, a count */
+    uint64_t sync_core_waits; /* of them, waits that also serialized every thread's instruction
+                                stream (bpt_thread_progress_wait_sync_core), a count */
     uint64_t futex_sleeps;   /* times a waiter slept on the futex, a count */
     uint64_t futex_wakes;    /* wake-ups readers issued to a sleeping waiter, a count */
     uint32_t threads;        /* thread records in use (live threads that pinned) */

@@ -178,6 +178,7 @@ typedef struct bpt__change {
     bpt__sites_batch batch;       /* their pages, prepared at step 2 */
     int allocated;                /* step 2 allocated something */
     int installs;                 /* sites that step 5 writes (counted at step 3, then written) */
+    int fresh;                    /* some of them have padding written since the last SYNC_CORE wait */
     int uninstalls;               /* sites that step 9 wrote */
     int wrote_code;               /* step 5 or 9 wrote native code, not only VM words */
     bpt__GenericBp *to_free;      /* unlinked at step 11, freed at step 12 */
@@ -383,7 +384,10 @@ static int bpt__stage(bpt__change *c) {
         if (!it->g) continue;   /* only a word to restore (step 2) */
         bpt__kinds_stage(&it->g->data[staging], c->op, it->prepared);
         memset(it->prepared, 0, sizeof it->prepared);   /* owned by the breakpoint now */
-        if (!it->f->installed && it->g->data[staging].flags) c->installs++;
+        if (!it->f->installed && it->g->data[staging].flags) {
+            c->installs++;
+            c->fresh |= it->f->padding_fresh;
+        }
     }
     for (i = 0; i < c->n; i++) bpt__shortcut_choose(c->items[i].f, staging);
     return 1;
@@ -391,10 +395,26 @@ static int bpt__stage(bpt__change *c) {
 
 /* Step 4: wait for thread progress, so that every thread sees the new list
    heads (step 2) before an instruction word leads it there: a VM's fetch
-   of the word is not an acquire load. Only when step 5 installs. */
+   of the word is not an acquire load. Only when step 5 installs. Where a
+   native function to install has padding written since the last
+   SYNC_CORE wait (registration, bpt__native_prepare), the wait serializes
+   every thread's instruction stream too: the installed word leads into
+   that padding, new code that another core may hold stale (prefetched
+   with the function before it), and only a context synchronizing event on
+   that core makes the new bytes the ones it runs (ARM ARM B2.2.5; Intel
+   SDM vol. 3, 9.1.3), as slots' trampolines get at their SL0. Found by
+   review: with membarrier the plain wait's IPIs gave it in practice,
+   without it nothing did. */
 static int bpt__wait_staged(bpt__change *c) {
-    if (c->installs) bpt_thread_progress_wait();
-    return c->installs != 0;
+    int i;
+    if (!c->installs) return 0;
+    if (!c->fresh) {
+        bpt_thread_progress_wait();
+        return 1;
+    }
+    bpt_thread_progress_wait_sync_core();
+    for (i = 0; i < c->n; i++) c->items[i].f->padding_fresh = 0;
+    return 1;
 }
 
 /* Step 5: install the breakpoint word, one aligned store per site, in one

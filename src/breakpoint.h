@@ -162,6 +162,8 @@ struct bpt_func {
     bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */
     bpt__shortcut shortcut[2];    /* per generation, as GenericBp's data (>>shortcut above) */
     int installed;                /* set path: the breakpoint word is in place */
+    int padding_fresh;            /* set path, native: the padding written since the last SYNC_CORE
+                                     wait; its first install's step 4 waits with SYNC_CORE (bp.c) */
     uint32_t registry_ix;         /* set path: position in the registry */
     struct bpt_func *next_retired;/* set path: native records are retired, never freed */
 };

@@ -188,20 +188,26 @@ typedef struct bpt__call {
 
 struct bpt__stack {
     uint32_t tid, depth;           /* depth counts calls beyond the kept ones too */
+    uint64_t process;              /* the process its calls ran in: one stack per thread and process */
     uint64_t last_ns;              /* the thread's newest call or return */
     bpt__call call[BPT__STACK_KEPT];
 };
 
-/* Thread tid's stack in (*v)[0..*n), or, with create, a new empty one added
-   (*created set to 1, and *v may move). NULL when it is not there and create
-   is 0, or when it cannot be allocated. */
-static struct bpt__stack *bpt__stack_of(struct bpt__stack **v, int *n, int *cap, uint32_t tid, int create,
+/* The stack of m's thread and process in (*v)[0..*n), or, with create, a
+   new empty one added (*created set to 1, and *v may move). NULL when it is
+   not there and create is 0, or when it cannot be allocated. One stack per
+   thread and process: processes that a host switches on one thread
+   (bpt_process_switch) each have a stack of their own, so one's calls
+   never nest under another's (a thread's one stack gave paths that never
+   ran, and B/E events of two processes interleaved on one track; found by
+   review). */
+static struct bpt__stack *bpt__stack_of(struct bpt__stack **v, int *n, int *cap, const bpt_msg *m, int create,
                                         int *created) {
     struct bpt__stack *t;
     int i;
     *created = 0;
     for (i = 0; i < *n; i++)
-        if ((*v)[i].tid == tid) return &(*v)[i];
+        if ((*v)[i].tid == m->thread && (*v)[i].process == m->process) return &(*v)[i];
     if (!create) return NULL;
     if (*n == *cap) {
         int c = *cap ? *cap * 2 : 8;
@@ -214,7 +220,8 @@ static struct bpt__stack *bpt__stack_of(struct bpt__stack **v, int *n, int *cap,
     }
     t = &(*v)[(*n)++];
     memset(t, 0, sizeof *t);
-    t->tid = tid;
+    t->tid = m->thread;
+    t->process = m->process;
     *created = 1;
     return t;
 }
@@ -264,15 +271,48 @@ static void bpt__stack_cut(struct bpt__stack *t, const bpt_msg *m) {
 }
 
 /* >>chrome: Chrome Trace Event JSON. */
-static void bpt__json_string(FILE *out, const char *s) {
-    fputc('"', out);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
-        else if (c < 0x20) fprintf(out, "\\u%04x", c);
-        else fputc(c, out);
+
+/* The length of the well-formed UTF-8 sequence at s (1..4), or 0 when the
+   bytes there are not one (RFC 3629: no overlong form, no surrogate, at
+   most U+10FFFF). */
+static int bpt__utf8_len(const unsigned char *s) {
+    int n, i;
+    uint32_t cp;
+    if (s[0] < 0x80) return 1;
+    if (s[0] >= 0xC2 && s[0] <= 0xDF) { n = 2; cp = s[0] & 0x1F; }
+    else if (s[0] >= 0xE0 && s[0] <= 0xEF) { n = 3; cp = s[0] & 0x0F; }
+    else if (s[0] >= 0xF0 && s[0] <= 0xF4) { n = 4; cp = s[0] & 0x07; }
+    else return 0;
+    for (i = 1; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;   /* also a NUL: a sequence cut short */
+        cp = cp << 6 | (s[i] & 0x3F);
     }
-    fputc('"', out);
+    if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+        return 0;
+    return n;
+}
+
+
+/* ns as microseconds with 3 decimals, "-12.345", in buf (32 bytes):
+   integer arithmetic, since printf's %f follows the program's LC_NUMERIC,
+   and a decimal comma (setlocale(LC_ALL, "de_DE.UTF-8")) is not JSON
+   (found by review). */
+static const char *bpt__json_us(char buf[32], int64_t ns) {
+    uint64_t a = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
+    snprintf(buf, 32, "%s%llu.%03llu", ns < 0 ? "-" : "", (unsigned long long)(a / 1000),
+             (unsigned long long)(a % 1000));
+    return buf;
+}
+
+/* The "pid" of a stack's track: the process id, or the bptrace process
+   its calls ran in where a host switched processes (bpt_process_switch):
+   each such process then shows as a process of its own, with a track per
+   thread it ran on. */
+static int bpt__stack_switched(const struct bpt__stack *t) {
+    return t->process != 0 && t->process != t->tid;   /* 0, or the thread's id: the default process */
+}
+static long long bpt__chrome_pid(const struct bpt__stack *t) {
+    return bpt__stack_switched(t) ? (long long)t->process : (long long)getpid();
 }
 
 int bpt_chrome_open(bpt_chrome *w, FILE *out) {
@@ -283,14 +323,34 @@ int bpt_chrome_open(bpt_chrome *w, FILE *out) {
     return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_open: write failed: %s", strerror(errno)) : 0;
 }
 
-static void bpt__chrome_event(bpt_chrome *w, const char *ph, uint32_t tid, uint64_t ts_ns, const char *module,
-                              const char *name, int arity) {
-    char text[300];
-    snprintf(text, sizeof text, "%s:%s/%d", module ? module : "?", name ? name : "?", arity);
-    fprintf(w->out, "%s{\"name\":", w->events ? "," : "");
-    bpt__json_string(w->out, text);
-    if (fprintf(w->out, ",\"cat\":\"bptrace\",\"ph\":\"%s\",\"ts\":%.3f,\"pid\":%d,\"tid\":%u}\n", ph,
-                (double)(int64_t)(ts_ns - w->base_ns) / 1e3, (int)getpid(), (unsigned)tid) < 0)
+/* s's characters inside a JSON string: quotes, backslashes and control
+   characters escaped, well-formed UTF-8 kept, and any other byte (a name
+   from a C++ symbol or a VM in another encoding) written as U+FFFD: JSON
+   text must be UTF-8 (RFC 8259), and one bad byte made the whole trace
+   unreadable (found by review). */
+static void bpt__json_chars(FILE *out, const char *s) {
+    while (s && *s) {
+        const unsigned char *u = (const unsigned char *)s;
+        int n = bpt__utf8_len(u);
+        if (*u == '"' || *u == '\\') fprintf(out, "\\%c", *u);
+        else if (*u < 0x20) fprintf(out, "\\u%04x", *u);
+        else if (n) fwrite(s, 1, (size_t)n, out);
+        else fputs("\\ufffd", out);
+        s += n ? n : 1;
+    }
+}
+
+/* One event on t's track; its name "module:function/arity" written whole
+   (a fixed buffer cut long C++ names, sometimes inside a character). */
+static void bpt__chrome_event(bpt_chrome *w, const char *ph, const struct bpt__stack *t, uint64_t ts_ns,
+                              const char *module, const char *name, int arity) {
+    char ts[32];
+    fprintf(w->out, "%s{\"name\":\"", w->events ? "," : "");
+    bpt__json_chars(w->out, module ? module : "?");
+    fputc(':', w->out);
+    bpt__json_chars(w->out, name ? name : "?");
+    if (fprintf(w->out, "/%d\",\"cat\":\"bptrace\",\"ph\":\"%s\",\"ts\":%s,\"pid\":%lld,\"tid\":%u}\n", arity, ph,
+                bpt__json_us(ts, (int64_t)(ts_ns - w->base_ns)), bpt__chrome_pid(t), (unsigned)t->tid) < 0)
         w->err = 1;
     w->events++;
 }
@@ -301,7 +361,7 @@ static void bpt__chrome_close_to(bpt_chrome *w, struct bpt__stack *t, uint32_t d
     if (t->depth > BPT__STACK_KEPT) t->depth = BPT__STACK_KEPT;
     while (t->depth > d) {
         const bpt__call *c = &t->call[--t->depth];
-        bpt__chrome_event(w, "E", t->tid, ts_ns, c->module, c->name, c->arity);
+        bpt__chrome_event(w, "E", t, ts_ns, c->module, c->name, c->arity);
         w->closed++;
     }
 }
@@ -311,11 +371,12 @@ static void bpt__chrome_close_to(bpt_chrome *w, struct bpt__stack *t, uint32_t d
    mark the loss with a thread-scoped instant event, which Perfetto and
    speedscope show on the thread's track. */
 static void bpt__chrome_dropped(bpt_chrome *w, struct bpt__stack *t, const bpt_msg *m) {
+    char ts[32];
     bpt__chrome_close_to(w, t, 0, m->ts_ns);
     bpt__stack_cut(t, m);
     fprintf(w->out, "%s{\"name\":\"dropped %llu\"", w->events ? "," : "", (unsigned long long)m->value);
-    if (fprintf(w->out, ",\"cat\":\"bptrace\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%.3f,\"pid\":%d,\"tid\":%u}\n",
-                (double)(int64_t)(m->ts_ns - w->base_ns) / 1e3, (int)getpid(), (unsigned)t->tid) < 0)
+    if (fprintf(w->out, ",\"cat\":\"bptrace\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%s,\"pid\":%lld,\"tid\":%u}\n",
+                bpt__json_us(ts, (int64_t)(m->ts_ns - w->base_ns)), bpt__chrome_pid(t), (unsigned)t->tid) < 0)
         w->err = 1;
     w->events++;
 }
@@ -329,30 +390,35 @@ int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m) {
         return 0;
     if (!w->events && !w->base_ns) w->base_ns = m->ts_ns;
     opens = m->type == BPT_MSG_CALL || m->type == BPT_MSG_DROPPED;   /* both write on the thread's track */
-    t = bpt__stack_of(&w->threads, &w->nthreads, &w->cap, m->thread, opens, &created);
+    t = bpt__stack_of(&w->threads, &w->nthreads, &w->cap, m, opens, &created);
     if (!t) {
         if (opens)
             return bpt__fail(BPT_ENOMEM, "bpt_chrome_write: no memory for thread %u's state", (unsigned)m->thread);
         w->unmatched++;                                    /* a return on a thread with no open call */
         return 0;
     }
-    if (created) {
-        fprintf(w->out, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%u,\"args\":{\"name\":\"thread %u\"}}\n",
-                w->events ? "," : "", (int)getpid(), (unsigned)t->tid, (unsigned)t->tid);
+    if (created) {   /* the track's names: a switched process names its own (bpt__chrome_pid) */
+        fprintf(w->out, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%lld,\"tid\":%u,\"args\":{\"name\":\"thread %u\"}}\n",
+                w->events ? "," : "", bpt__chrome_pid(t), (unsigned)t->tid, (unsigned)t->tid);
         w->events++;
+        if (bpt__stack_switched(t)) {
+            fprintf(w->out, ",{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%lld,\"args\":{\"name\":\"process %llu\"}}\n",
+                    bpt__chrome_pid(t), (unsigned long long)t->process);
+            w->events++;
+        }
     }
     if (m->type == BPT_MSG_DROPPED) {
         bpt__chrome_dropped(w, t, m);
     } else if (m->type == BPT_MSG_CALL) {
         bpt__stack_push(t, m);
         if (t->depth <= BPT__STACK_KEPT)                   /* too deep: neither it nor its return is written */
-            bpt__chrome_event(w, "B", m->thread, m->ts_ns, m->module, m->name, m->arity);
+            bpt__chrome_event(w, "B", t, m->ts_ns, m->module, m->name, m->arity);
     } else if ((k = bpt__stack_return(t, m)) == -1) {
         w->unmatched++;                                    /* also the return of a call opened before a DROPPED */
     } else if (k >= 0) {
         bpt__chrome_close_to(w, t, (uint32_t)k + 1, m->ts_ns);   /* calls above it, unwound without a message */
         t->depth = (uint32_t)k;
-        bpt__chrome_event(w, "E", m->thread, m->ts_ns, m->module, m->name, m->arity);
+        bpt__chrome_event(w, "E", t, m->ts_ns, m->module, m->name, m->arity);
     }
     return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_write: write failed: %s", strerror(errno)) : 0;
 }
@@ -440,7 +506,7 @@ int bpt_folded_add(bpt_folded *f, const bpt_msg *m) {
     if (m->type != BPT_MSG_CALL && m->type != BPT_MSG_RETURN_FROM && m->type != BPT_MSG_EXCEPTION_FROM &&
         m->type != BPT_MSG_DROPPED)
         return 0;
-    t = bpt__stack_of(&f->threads, &f->nthreads, &f->cap, m->thread, m->type == BPT_MSG_CALL, &created);
+    t = bpt__stack_of(&f->threads, &f->nthreads, &f->cap, m, m->type == BPT_MSG_CALL, &created);
     if (!t) {
         if (m->type == BPT_MSG_CALL)
             return bpt__fail(BPT_ENOMEM, "bpt_folded_add: no memory for thread %u's stack", (unsigned)m->thread);

@@ -462,6 +462,16 @@ int bpt_unregister_module(const char *module) {
         for (k = 0; k < n; k++) if (bpt__find_bp(fs[k], s)) traced[nt++] = fs[k];
         if (nt) rc = bpt__protocol_run(s, traced, nt, &off_all, &t, NULL);
     }
+    /* A function whose word an earlier switch-off could not restore (mprotect
+       refused, a foreign word there) has no breakpoint left, so no session
+       switched it off above; it still holds its word. Refused, as
+       bpt_unregister refuses it: forgotten, its entry would run the stub
+       for good and refuse a new registration (found by review). */
+    for (k = 0; rc >= 0 && k < n; k++)
+        if (fs[k]->installed)
+            rc = bpt__fail(BPT_EBUSY, "bpt_unregister_module: %s:%s/%d still has its breakpoint word (restoring it "
+                           "was refused); once the cause is gone, switch a pattern that names it off again; "
+                           "nothing unregistered", fs[k]->module, fs[k]->name, fs[k]->arity);
     if (rc >= 0) for (k = 0; k < n; k++) bpt__registry_remove(fs[k]);
 #if defined(BPT_NATIVE)
     if (rc >= 0 && n) bpt__addr_index_publish((bpt__addr_index *)ix, bpt__registry.funcs, bpt__registry.len);

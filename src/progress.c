@@ -62,7 +62,7 @@
 
 BPT__SHARED struct bpt__progress_state bpt__progress = {
     1, (uint64_t)1 << BPT__NEST_BITS | 1 | BPT__PIN_FENCE, BPT__FUTEX_FENCE, NULL, 0, 0, 0,
-    PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0
+    PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, 0
 };
 
 static pthread_once_t bpt__progress_once = PTHREAD_ONCE_INIT;
@@ -452,6 +452,7 @@ static int bpt__progress_wait(int sync_core) {
             bpt__sync_core_by_signal(self);
     }
     bpt__fetch_add_u64(&bpt__progress.waits, 1);
+    if (sync_core) bpt__fetch_add_u64(&bpt__progress.sync_core_waits, 1);
     BPT_PROBE(bptrace, progress__wait__done, bpt__gettid(), target, sync_core, bpt__now_ns() - t0);
     pthread_mutex_unlock(&bpt__progress.wait_lock);
     if (self && !self->holds_permission) bpt__block_end(self);   /* the permission holder stays offline until release */
@@ -508,6 +509,7 @@ int bpt_thread_progress_stats(bpt_progress_stats *out) {
     memset(out, 0, sizeof *out);
     out->epoch = bpt__load_relaxed_u64(&bpt__progress.epoch);
     out->waits = bpt__load_relaxed_u64(&bpt__progress.waits);
+    out->sync_core_waits = bpt__load_relaxed_u64(&bpt__progress.sync_core_waits);
     out->futex_sleeps = bpt__load_relaxed_u64(&bpt__progress.futex_sleeps);
     out->futex_wakes = bpt__load_relaxed_u64(&bpt__progress.futex_wakes);
     out->records = bpt__load_relaxed_u32(&bpt__progress.nrecords);

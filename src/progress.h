@@ -85,7 +85,7 @@ struct bpt__progress_state {
     bpt__atomic_u32 sync_core;      /* membarrier SYNC_CORE registered */
     pthread_mutex_t wait_lock;      /* one waiter at a time */
     pthread_key_t key;              /* exit destructor (and the TLS slot on tcc) */
-    bpt__atomic_u64 waits, futex_sleeps, futex_wakes;
+    bpt__atomic_u64 waits, futex_sleeps, futex_wakes, sync_core_waits;
 };
 BPT__DATA(struct bpt__progress_state, bpt__progress);   /* progress.c */
 

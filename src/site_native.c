@@ -549,7 +549,9 @@ static int bpt__site_renop_needed(const bpt__entry_layout *l) {
 
 /* Fill the pre-entry padding of fs[0..n) (layouts ls) in one batch of code
    writes. Nothing executes the padding before a site is installed, so plain
-   stores do; the icache is synced for aarch64. Where the compiler's entry
+   stores do; the icache is synced for aarch64 on this core, and every
+   other core serializes at the first install's step 4 (padding_fresh,
+   bp.c), before any word leads there. Where the compiler's entry
    NOP is not the layout's orig_word (gcc's two one-byte NOPs on x86-64), the
    site gets orig_word too, by the one aligned store that installs use: a
    thread may be running the function, and every word it can fetch, whole or
@@ -580,6 +582,7 @@ BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n
             bpt__arch_write_site(ls[i].site, ls[i].orig_word);
             bpt__arch_sync_icache(ls[i].site, ls[i].word_size);
         }
+        fs[i]->padding_fresh = 1;
     }
     bpt__batch_close(&batch);
     return 0;

@@ -153,6 +153,46 @@ int main(void) {
         bpt_folded_free(f);
     }
 
+    /* Two processes on one thread (bpt_process_switch): process 100 calls pa,
+       process 200 then calls and returns pb, then pa returns. Each process
+       has its own stack: no "pa;pb" (it never ran), and pb's events on a
+       track of process 200's (before: one stack per thread; found by
+       review). */
+    {
+        static const char PA[] = "pa", PB[] = "pb";
+        bpt_msg pm[4];
+        pm[0] = msg(BPT_MSG_CALL, 7, PA, 0);
+        pm[1] = msg(BPT_MSG_CALL, 7, PB, 10);
+        pm[2] = msg(BPT_MSG_RETURN_FROM, 7, PB, 14);
+        pm[3] = msg(BPT_MSG_RETURN_FROM, 7, PA, 30);
+        pm[0].process = pm[3].process = 100;
+        pm[1].process = pm[2].process = 200;
+        out = tmpfile();
+        CHECK_RC(bpt_chrome_open(&w, out), 0);
+        CHECK_RC(bpt_folded_new(&f), 0);
+        for (n = 0; n < 4; n++) {
+            CHECK_RC(bpt_chrome_write(&w, &pm[n]), 0);
+            CHECK_RC(bpt_folded_add(f, &pm[n]), 0);
+        }
+        CHECK(bpt_chrome_close(&w) == 8, "processes: 2 B, 2 E, 2 thread names, 2 process names");
+        text = slurp(out);
+        printf("%s", text);
+        CHECK(count(text, "\"pid\":200,\"tid\":7") == 3 && count(text, "\"pid\":100,\"tid\":7") == 3 &&
+              count(text, "\"process_name\"") == 2 && nested(text) && w.closed == 0 && w.unmatched == 0,
+              "each process's calls on its own track");
+        free(text);
+        fclose(out);
+        out = tmpfile();
+        CHECK(bpt_folded_write(f, out) == 2, "processes: 2 stacks");
+        text = slurp(out);
+        printf("%s", text);
+        CHECK(strcmp(text, "pa 30\npb 4\n") == 0, "processes: pa's own time is all 30 us, pb a stack of its own:\n%s",
+              text);
+        free(text);
+        fclose(out);
+        bpt_folded_free(f);
+    }
+
     /* tprof table: a name wider than the default column keeps the columns aligned. */
     {
         bpt_profile_row rows[2];

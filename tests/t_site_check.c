@@ -11,7 +11,9 @@
    - uninstall over a changed word: refused, the foreign word kept (the
      function stays installed, so bpt_unregister says BPT_EBUSY), and once
      the breakpoint word is back the switch-off completes and the original
-     word returns;
+     word returns; bpt_unregister_module refuses such a function too
+     (BPT_EBUSY; it forgot it, its entry left running the stub for good
+     and refusing a new registration: found by review);
    - the pattern memory after such a change, which committed the settings
      everywhere else: a function registered after an ON that said
      BPT_ENOTPATCHABLE is traced, and one registered after such an OFF is
@@ -167,6 +169,24 @@ static void native_sites(void) {
     CHECK(memcmp(now, orig_a, n) == 0, "a's entry is original again");
     code_bytes(wb, now, (int)n);
     CHECK(memcmp(now, orig_b, n) == 0, "b's entry is original again");
+
+    {   /* Uninstall over a foreign word, then bpt_unregister_module. */
+        unsigned char bp[4];
+        bpt_func *still;
+        CHECK_RC(bpt_trace_pattern(s, "native:a/1", BPT_COUNT, NULL), 1);
+        code_bytes(wa, bp, (int)n);
+        poke(wa, foreign, n);
+        CHECK_RC(bpt_trace_pattern(s, "native:a/1", BPT_COUNT | BPT_OFF, NULL), BPT_ENOTPATCHABLE);
+        CHECK_RC(bpt_unregister_module("native"), BPT_EBUSY);
+        printf("unregister_module over a foreign word: %s\n", bpt_last_error());
+        CHECK(bpt_func_lookup("native", "a", 1, &still) == 0 && still == fa && bpt_func_lookup("native", "b", 1, &still) == 0,
+              "nothing unregistered");
+        poke(wa, bp, n);   /* the debugger leaves */
+        CHECK_RC(bpt_trace_pattern(s, "native:a/1", BPT_COUNT | BPT_OFF, NULL), 1);
+        code_bytes(wa, now, (int)n);
+        CHECK(memcmp(now, orig_a, n) == 0, "a's entry is original again");
+        CHECK_RC(bpt_unregister_module("native"), 2);
+    }
     CHECK_RC(bpt_session_destroy(s), 0);
 }
 #endif
