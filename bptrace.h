@@ -666,6 +666,9 @@ BPT_API int bpt_session_destroy(bpt_session s);
 /* bpt_session_drain: move up to max messages from the session's per-thread
    buffers into out, thread by thread, each thread's messages in order,
    decoded from their records (names resolved, timestamps converted to ns).
+   The threads take turns: a call that fills out stops in one thread's
+   buffer, and the next call starts at the thread after it, so a busy
+   thread does not starve the others.
    Where a thread lost records (full buffer, or overwritten in flight-recorder
    mode), a DROPPED message stands at the place of the loss, in the thread
    and process that lost them (a full buffer's first loss at once, the ones
@@ -819,7 +822,9 @@ BPT_API int bpt_clock_info(bpt_clock *out);
      then blocks: uint32_t tag, uint32_t bytes (of payload), payload
        'N' names: entries { uint32_t id; int32_t arity (-1: a match spec's
            message); uint16_t module_bytes, name_bytes; uint32_t 0;
-           module, name, padded to 8 }: every id the records after it use
+           module, name, padded to 8 }: every id the records after it use.
+           Ids run 1, 2, 3... in the order of the entries, up to 2^22 (a
+           reader refuses one more than 1024 past the entries before it)
        'C' records of one thread's buffer: uint64_t lane (the buffer's
            number in the session), then whole records, in the order written
      a record: uint64_t ticks; uint8_t type; uint8_t words; uint16_t info;
@@ -848,7 +853,8 @@ typedef struct bpt_file_writer {
     int fd;                /* an open file or pipe; stays the caller's */
     int header_written;    /* private: the header is out */
     uint32_t names_written;/* private: names up to this id are out */
-    uint64_t bytes;        /* bytes written so far */
+    int broken;            /* private: a write cut short could not be taken back */
+    uint64_t bytes;        /* bytes written so far: of whole blocks (and the header) */
     uint64_t records;      /* records written so far */
 } bpt_file_writer;
 
@@ -868,10 +874,17 @@ typedef struct bpt_file_writer {
    Errors
      BPT_EINVAL     w is NULL or w->fd < 0
      BPT_ESESSION   s is stale or destroyed
-     BPT_EIO        a write failed (errno's text in bpt_last_error); the
-                    records not written stay in the buffers (a write cut
-                    short may leave a partial block, which a reader takes
-                    as the file's end)
+     BPT_EIO        a write failed (errno's text in bpt_last_error: the
+                    disk is full, RLIMIT_FSIZE, a pipe's reader went away).
+                    The records not written stay in the buffers. A write
+                    cut short in a file (where lseek and ftruncate work) is
+                    taken back: the file is cut to its last whole block, w
+                    stays usable, and a later call, once there is room,
+                    writes every record once. In a pipe or socket (or where
+                    ftruncate fails) it cannot be: the stream ends in a torn
+                    block, which a reader takes as its end; w is broken and
+                    every later call returns BPT_EIO at once (write anew to
+                    a new file or stream, with a new writer)
      BPT_ENOMEM     the calling thread's record could not be allocated, or
                     a names block
    Thread safety  as bpt_session_drain (one drainer per session at a time).
@@ -897,7 +910,8 @@ typedef struct bpt_trace_file bpt_trace_file;
    Returns        0 (and *out), or a BPT_E* code
    Errors
      BPT_EINVAL    a NULL
-     BPT_ENOENT    the file cannot be opened (errno's text in bpt_last_error)
+     BPT_ENOENT    the file cannot be opened, or is a directory (errno's text
+                   in bpt_last_error)
      BPT_EFORMAT   not a bptrace trace file, or a version this header cannot read
      BPT_ENOMEM    no memory for the reader
    Thread safety  any thread
@@ -942,8 +956,11 @@ BPT_API int bpt_trace_file_fdopen(int fd, bpt_trace_file **out);
    Errors
      BPT_EINVAL    f NULL; max < 0; out NULL with max > 0
      BPT_EFORMAT   a corrupt block or record (a truncated file ends cleanly
-                   at its last whole block); the reader stops there
-     BPT_ENOMEM    no memory for a block
+                   at its last whole block; so does a stream whose writer
+                   broke, bpt_session_write); the reader stops there, and
+                   every later call returns BPT_EFORMAT
+     BPT_ENOMEM    no memory for a block, the names table or a thread's
+                   state; nothing is lost: a later call goes on from there
    Thread safety  one thread per reader at a time
    Source         bptrace
 */
@@ -1701,10 +1718,21 @@ typedef struct bpt_info {
     uint64_t calls;        /* call_time / call_memory: calls, all processes */
     uint64_t time_ns;      /* call_time: own time, all processes, ns */
     uint64_t memory_bytes; /* call_memory: bytes, all processes */
+    uint64_t lost_charges; /* call_time / call_memory: charges dropped, a count, all processes,
+                              since the tables were made (BPT_RESTART zeroes it with the rest).
+                              A charge is a call's count (then missing from calls) or a return's
+                              own time and bytes (then missing from time_ns and memory_bytes).
+                              Dropped rather than waited for: a signal handler's charge nested
+                              in its thread's charge of the same tables (f's in this session),
+                              charges nested more than 4 deep (BPT__TIMEM_NEST), no memory for
+                              the thread's table, a thread record past BPT_MAX_THREADS + 65536.
+                              0: calls, time_ns and memory_bytes are whole */
     uint32_t nprocs;       /* out: processes with calls, time or memory on f */
     uint32_t procs_cap;    /* in: room in procs, in entries (bpt_trace_info only) */
-    bpt_info_process *procs; /* in: an array of procs_cap, or NULL; out: the first
-                              min(nprocs, procs_cap) processes, most time first */
+    bpt_info_process *procs; /* in: an array of procs_cap, or NULL; out: in procs[0..min(nprocs,
+                              procs_cap)), the processes with the most time (call_memory alone:
+                              the most memory), most first; ties go to more memory, then to the
+                              lower process id. Entries past those are left as they were */
 } bpt_info;
 
 /* bpt_trace_info: the session's settings, call_count, call_time and
@@ -1713,13 +1741,22 @@ typedef struct bpt_info {
    function and pauses the caller's, a return charges the callee and resumes
    the caller; a call still running is counted, but its time is charged
    when it returns. Native functions need return frames for time and memory
-   (BPT_TIME and BPT_MEMORY work like return trace, with its limits).
+   (BPT_TIME and BPT_MEMORY work like return trace, with its limits). A
+   charge that could only be made by waiting or by risking the tables (a
+   signal handler's nested in its thread's charge of the same tables, no
+   memory, ...) is dropped and counted: out->lost_charges says how many, with
+   the sums, and like them it is kept from one call to the next.
 
    Parameters
      s      the session
      f      a registered function; not NULL
-     what   BPT_INFO_* bits: what to report (others stay 0)
-     out    in: procs and procs_cap (procs may be NULL); out: the rest; not NULL
+     what   BPT_INFO_* bits: what to report (others stay 0). BPT_INFO_TIME or
+            BPT_INFO_MEMORY: calls, time_ns, memory_bytes, lost_charges, nprocs
+            and procs (either bit reports them all)
+     out    in: procs and procs_cap (procs may be NULL); out: the rest; not
+            NULL. procs gets the min(nprocs, procs_cap) processes with the
+            most time (call_memory alone: memory), most first, however many
+            processes there are (see bpt_info.procs)
    Returns        0, or a BPT_E* code
    Errors
      BPT_EINVAL     f or out is NULL; unknown bits in what
@@ -3349,6 +3386,7 @@ struct bpt__session {
                                        while the lane was being made, or no memory for it */
     bpt__atomic_ptr lane_dir[256];/* bpt__atomic_ptr[256]: lanes by thread record index [R1] */
     pthread_mutex_t drain_lock;
+    uint32_t read_next;             /* under drain_lock: the lane the next read starts at */
     bpt__pattern_entry *patterns; /* set path only: the patterns in force, in order */
     /* bpt_session_wait [W1]: producers count the chunks they seal and wake
        the sleepers; far from the fields every record reads. */
@@ -3813,8 +3851,13 @@ struct bpt__BpTimem {
     struct bpt__BpTimem *prev;                /* set path: idle tables a collection could not
                                                  merge (out of memory), summed by the next one */
     bpt__atomic_u64 lost;                     /* charges dropped: no memory for a table, a thread
-                                                 record past both, or a signal handler's charge
-                                                 nested in its thread's of these tables [H1] */
+                                                 record past both, a signal handler's charge
+                                                 nested in its thread's of these tables, or one
+                                                 nested deeper than BPT__TIMEM_NEST [H1]; added
+                                                 to by the charging threads (timem.c) */
+    uint64_t lost_carried;                    /* set path: the drops of earlier collections, as
+                                                 `carried` holds their sums (C6); reported as
+                                                 bpt_info.lost_charges */
     uint32_t refc;                            /* set path: generations that point here */
 };
 
@@ -6350,13 +6393,22 @@ out:
     return full;
 }
 
-/* Every lane of s through rd, under the drain lock (the caller holds it). */
+/* Every lane of s through rd, under the drain lock (the caller holds it),
+   in turn: a read that fills rd stops in some lane, and the next read
+   starts at the lane after it. Each read started at lane 0, so a thread
+   whose records filled every read starved the others, whose buffers
+   filled and dropped while the drainer kept up (found by review;
+   t_drain_turns). */
 BPT__PRIVATE void bpt__session_read(bpt__session *s, bpt__lane_reader *rd) {
-    uint32_t i, n = bpt__threads_count();
+    uint32_t k, n = bpt__threads_count(), start = s->read_next < n ? s->read_next : 0;
     if (!bpt__session_buffered(s)) return;   /* a callback or USDT session's lanes hold no records */
-    for (i = 0; i < n; i++) {
+    for (k = 0; k < n; k++) {
+        uint32_t i = start + k < n ? start + k : start + k - n;
         bpt__lane *lane = bpt__lane_at(s, i);
-        if (lane && bpt__lane_read(lane, rd)) return;
+        if (lane && bpt__lane_read(lane, rd)) {
+            s->read_next = i + 1;   /* its rest comes after the other lanes' */
+            return;
+        }
     }
 }
 
@@ -7555,16 +7607,27 @@ BPT__PRIVATE int bpt__arch_native_usable(const char *who) {
          generation: charges now go to the fresh tables;
      C4. wait: no thread still charges the old ("real") tables: they are idle;
      C5. sum the idle real tables, with what earlier collections carried, into
-         one merged table per breakpoint;
-     C6. carry: the fresh tables keep the merged sums (only the set path reads them);
+         one merged table per breakpoint, and their `lost` counts likewise;
+     C6. carry: the fresh tables keep the merged sums and the summed `lost`
+         (carried, lost_carried: only the set path reads them);
      C7. consolidate: both halves point at the fresh tables (staging := active);
      C8. free the real tables (idle since C4);
-     C9. the caller reports the merged sums and releases the permission.
+     C9. the caller reports the merged sums and drops (bpt__timem_report)
+         and releases the permission.
    OTP switches back to the real tables and merges the temporaries into
    them; here the fresh tables stay and carry the sums instead, which needs
-   no second switch and never writes a table its owner may be writing. No
-   charge is lost or counted twice: each lands in exactly one table, and
-   each table is summed exactly once, when it is idle.
+   no second switch and never writes a table its owner may be writing.
+
+   Every charge either lands in exactly one table, or is dropped and
+   counted in exactly one `lost` (that of the tables it was for). A charge
+   is dropped, rather than waited for or made unsafe, when it is a signal
+   handler's nested in its thread's charge of the same tables [H1], when
+   it is nested deeper than BPT__TIMEM_NEST charges, when there is no
+   memory for its table (or for `more`), or when its thread record is
+   past both arrays [T3]. Each table and each `lost` is summed exactly
+   once, when it is idle (C5), and the sums go on in the next tables (C6):
+   nothing is counted twice, and no drop is silent: bpt_trace_info
+   reports the drops with the sums (bpt_info.lost_charges).
 
    call_time and call_memory are two kinds (two rows of BPT_KINDS, their
    hooks in kind_timem.c) that share these tables: one cell holds a
@@ -7584,13 +7647,22 @@ static size_t bpt__timem_table_bytes(uint32_t cap) {
    pushes by the set path only (a collection freeing idle tables, under the
    permission; a table a hit grows out of is unmapped), pops by the owner
    and its nested signal handlers. A pop reads the head's next and CASes;
-   the head cannot come back between the two (ABA), because a table is
-   pushed only once idle, after two thread progress waits (C2, C4) that a
-   pinned pop holds back. */
+   the head cannot come back between the two (ABA). For it to come back, a
+   handler nested between them must pop it (its thread's only other
+   popper), put it in some breakpoint's tables, and the set path must then
+   free those tables and push it. The set path frees tables only once no
+   generation leads to them, after a thread progress wait that began then:
+   C4's for a collection (C8 pushes); step 8's for a change that switches
+   call_time off or restarts it, a session's destroy included (steps 11
+   and 12 push, bp.c). The pop, and the handler's charge that found those
+   tables reachable, run in one pinned section, which began before that
+   wait did; the wait waits for the section to end [B1][B3], so the push
+   comes after the pop's CAS. One wait suffices because the pop is pinned. */
 static bpt__timem_table *bpt__timem_table_pop(bpt__thread *rec) {
     bpt__timem_table *t;
     do {
-        t = (bpt__timem_table *)bpt__load_acquire_ptr(&rec->timem_free);   /* [T2] */
+        t = (bpt__timem_table *)bpt__load_acquire_ptr(&rec->timem_free);   /* [T2] pairs with the push's CAS
+                                                                                (bpt__timem_table_push) */
         if (!t) return NULL;
     } while (!bpt__cas_ptr(&rec->timem_free, t, t->next_free));
     return t;
@@ -7602,7 +7674,8 @@ static void bpt__timem_table_push(bpt__timem_table *t) {
     do {
         head = bpt__load_relaxed_ptr(&rec->timem_free);
         t->next_free = (bpt__timem_table *)head;
-    } while (!bpt__cas_ptr(&rec->timem_free, head, t));   /* [T2] release: next_free before the head */
+    } while (!bpt__cas_ptr(&rec->timem_free, head, t));   /* [T2] release: next_free before the head;
+                                                             pairs with bpt__timem_table_pop's acquire */
 }
 
 /* An empty table of cap cells. On the hit path (rec: the charging thread)
@@ -7707,11 +7780,23 @@ static bpt__atomic_ptr *bpt__timem_slot(bpt__BpTimem *t, uint32_t index, int mak
     return more ? &more[index - BPT_MAX_THREADS] : NULL;
 }
 
+/* [T1] A thread's table is published in its slot (t->table[index], or
+   `more`'s [T3]) by its owner only, with a release store, when a charge
+   makes or grows it (bpt__timem_charge_new); the set path loads a slot
+   with an acquire load (bpt__timem_table_at: C5's sums, C8's frees and
+   bpt__timem_free). The pair makes a table found through its slot whole:
+   its cap, used, owner and cells written before the pointer. The set path
+   reads only idle tables, after a wait the charge's pinned section held
+   back ([B3] orders the owner's plain stores to the cells too); the pair
+   is what makes the table found whole without that wait, as the root
+   record's outside reader finds it (api_root.h). */
+
 /* Thread record index k's table in t, or NULL (the set path, on idle
    tables [T1]). */
 static bpt__timem_table *bpt__timem_table_at(const bpt__BpTimem *t, uint32_t k) {
     bpt__atomic_ptr *slot = bpt__timem_slot((bpt__BpTimem *)t, k, 0);
-    return slot ? (bpt__timem_table *)bpt__load_acquire_ptr(slot) : NULL;   /* [T1] */
+    return slot ? (bpt__timem_table *)bpt__load_acquire_ptr(slot) : NULL;   /* [T1] pairs with the release
+                                                                             in bpt__timem_charge_new */
 }
 
 /* How many thread record indexes may hold a table of t: every index below
@@ -7847,7 +7932,7 @@ BPT__NOINLINE void bpt__timem_charge_new(bpt__BpTimem *t, bpt__thread *rec, uint
         tab = (bpt__timem_table *)bpt__load_relaxed_ptr(slot);
         while (!tab || !(c = bpt__timem_cell_of(tab, process))) {
             if (!(grown = bpt__timem_table_grow(tab, rec))) break;
-            bpt__store_release_ptr(slot, grown);   /* [T1] */
+            bpt__store_release_ptr(slot, grown);   /* [T1] pairs with bpt__timem_table_at's acquire */
             bpt__timem_table_free(tab, 1);
             tab = grown;
         }
@@ -7868,37 +7953,89 @@ BPT__HOT void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t proc
     bpt__timem_charge_new(t, rec, process, calls, ns, mem);
 }
 
-/* call_time / call_memory of one breakpoint, from the sums the last
-   collection carried (C6): totals, and per process into
-   out->procs[0..out->procs_cap), most time (or memory) first. */
-static int bpt__proc_cmp(const void *a, const void *b) {
-    const bpt_info_process *x = (const bpt_info_process *)a, *y = (const bpt_info_process *)b;
-    if (x->time_ns != y->time_ns) return x->time_ns < y->time_ns ? 1 : -1;
-    if (x->memory_bytes != y->memory_bytes) return x->memory_bytes < y->memory_bytes ? 1 : -1;
-    return x->process < y->process ? -1 : x->process > y->process;
+/* >>report: call_time / call_memory of one breakpoint, from what the last
+   collection carried (C6). The caller's procs gets the cap processes that
+   rank first, in rank order, found in one pass over the carried cells with
+   no allocation: procs[0..kept) is a heap whose root ranks last of those
+   kept so far, so a cell that ranks before the root replaces it (n cells:
+   O(n log cap)); the heap is then sorted in place, first rank first. */
+
+/* 1 when a ranks before b: more time, then more memory, then the lower
+   process id. A total order, since a table holds a process once: which
+   processes are kept, and their order, depend on the sums alone, not on
+   where the hash put them. */
+static int bpt__proc_before(const bpt_info_process *a, const bpt_info_process *b) {
+    if (a->time_ns != b->time_ns) return a->time_ns > b->time_ns;
+    if (a->memory_bytes != b->memory_bytes) return a->memory_bytes > b->memory_bytes;
+    return a->process < b->process;
+}
+
+/* Restore the heap h[0..n) (every entry ranks at or after its children)
+   below i, whose entry may rank before a child: move it down past every
+   child that ranks after it, the later ranked child first. */
+static void bpt__proc_sift_down(bpt_info_process *h, uint32_t n, uint32_t i) {
+    bpt_info_process x = h[i];
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && bpt__proc_before(&h[c], &h[c + 1])) c++;   /* c: the child ranking last */
+        if (!bpt__proc_before(&x, &h[c])) break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = x;
+}
+
+/* h[i] was just added to the heap h[0..i]: move it up past every parent
+   that ranks before it. */
+static void bpt__proc_sift_up(bpt_info_process *h, uint32_t i) {
+    bpt_info_process x = h[i];
+    while (i > 0) {
+        uint32_t parent = (i - 1) / 2;
+        if (!bpt__proc_before(&h[parent], &x)) break;
+        h[i] = h[parent];
+        i = parent;
+    }
+    h[i] = x;
 }
 
 BPT__PRIVATE void bpt__timem_report(const bpt__BpTimem *tm, bpt_info *out) {
     const bpt__timem_table *t = tm ? tm->carried : NULL;
     bpt_info_process *procs = out->procs;
-    uint32_t i, n = 0, cap = procs ? out->procs_cap : 0;
+    uint32_t i, n = 0, kept = 0, cap = procs ? out->procs_cap : 0;
+    if (!tm) return;
+    out->lost_charges += tm->lost_carried;   /* set path: C6 wrote it, under the same permission */
     if (!t) return;
     for (i = 0; i < t->cap; i++) {
         const bpt__timem_cell *c = &t->cell[i];
+        bpt_info_process p;
         if (!c->process) continue;
         out->calls += c->calls;
         out->time_ns += c->time_ns;
         out->memory_bytes += (uint64_t)c->mem;
-        if (procs && n < cap) {
-            procs[n].process = c->process;
-            procs[n].calls = c->calls;
-            procs[n].time_ns = c->time_ns;
-            procs[n].memory_bytes = (uint64_t)c->mem;
-        }
         n++;
+        if (!cap) continue;
+        p.process = c->process;
+        p.calls = c->calls;
+        p.time_ns = c->time_ns;
+        p.memory_bytes = (uint64_t)c->mem;
+        if (kept < cap) {                                   /* room: add it */
+            procs[kept] = p;
+            bpt__proc_sift_up(procs, kept++);
+        } else if (bpt__proc_before(&p, &procs[0])) {       /* full: it beats the last kept */
+            procs[0] = p;
+            bpt__proc_sift_down(procs, kept, 0);
+        }
     }
     out->nprocs = n;
-    if (procs && n > 1) qsort(procs, n < cap ? n : cap, sizeof *procs, bpt__proc_cmp);
+    /* Sort the heap: the root, last in rank, goes to the end of what is
+       left, so procs[0..kept) ends first rank first. */
+    while (kept > 1) {
+        bpt_info_process last = procs[0];
+        procs[0] = procs[--kept];
+        procs[kept] = last;
+        bpt__proc_sift_down(procs, kept, 0);
+    }
 }
 
 /* How many processes the last collection carried sums for (bpt_trace_info_each
@@ -7908,7 +8045,8 @@ BPT__PRIVATE uint32_t bpt__timem_nprocs(const bpt__BpTimem *tm) {
 }
 
 /* C5 for one breakpoint: its idle tables, what they carried and any
-   unmerged older ones, summed into one new table. NULL when out of memory. */
+   unmerged older ones, summed into one new table (bpt__timem_merge; NULL
+   when out of memory), and their drops into one count (bpt__timem_lost). */
 static uint32_t bpt__timem_cells(const bpt__BpTimem *t) {
     uint32_t k, n = 0;
     for (; t; t = t->prev) {
@@ -7925,6 +8063,20 @@ static uint32_t bpt__timem_cells(const bpt__BpTimem *t) {
 static void bpt__timem_table_add(bpt__timem_table *m, const bpt__timem_table *t) {
     uint32_t i;
     if (t) for (i = 0; i < t->cap; i++) if (t->cell[i].process) bpt__timem_cell_add(m, &t->cell[i]);
+}
+
+/* The drops of real and of its unmerged older tables, each with what its
+   collection carried. Every charge of these tables ended before C4's wait
+   did ([B3]: a charge runs pinned), so each `lost` is final: a relaxed
+   load reads it whole. No thread adds to it any more, and it is summed
+   here once: C7 and C8 free these tables once the sums are carried (or, out
+   of memory, C6 keeps them whole in `prev`, and the next collection sums
+   them, carrying nothing of them now). */
+static uint64_t bpt__timem_lost(const bpt__BpTimem *real) {
+    uint64_t n = 0;
+    for (; real; real = real->prev)
+        n += bpt__load_relaxed_u64((bpt__atomic_u64 *)&real->lost) + real->lost_carried;
+    return n;
 }
 
 static bpt__timem_table *bpt__timem_merge(const bpt__BpTimem *real) {
@@ -7978,10 +8130,13 @@ BPT__PRIVATE int bpt__timem_collect(bpt__GenericBp **gs, int n) {
         bpt__BpTimem *real = bpt__timem_of(&gs[i]->data[active]);
         /* C5. sum the idle real tables. */
         bpt__timem_table *merged = bpt__timem_merge(real);
-        /* C6. carry the sums in the fresh tables (or, out of memory, the
-               real tables themselves, merged next time: fresh keeps them
-               alive with one reference of its own). */
-        if (merged) fresh[i]->carried = merged;
+        /* C6. carry the sums and the drops in the fresh tables (or, out of
+               memory, the real tables themselves, merged next time: fresh
+               keeps them alive with one reference of its own, and carries
+               none of their drops, which stay in them until then). The
+               fresh `lost` is left alone: charges made since C3 add to it,
+               and the next collection sums it. */
+        if (merged) { fresh[i]->carried = merged; fresh[i]->lost_carried = bpt__timem_lost(real); }
         else { fresh[i]->prev = real; real->refc++; rc = BPT_ENOMEM; }
         /* C7 and C8. consolidate: staging := active; the real tables lose
            their last references, idle since C4, and are freed (unless C6
@@ -10048,6 +10203,8 @@ static void bpt__kind_timem_info(const bpt__GenericBpData *d, unsigned what, uns
         out->flags |= flag;
         out->time_paused = !(d->flags & BPT__BPF_TIMEM_ACTIVE);
     }
+    /* The sums, the drops (lost_charges) and the processes ranking first:
+       what the collection just carried (timem.c >>report). */
     if (what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) bpt__timem_report(bpt__timem_of(d), out);
 }
 
@@ -14169,6 +14326,7 @@ int bpt_folded_write(bpt_folded *f, FILE *out) {
    they are, one block a run, with the names they use written before them.
    Reading decodes the blocks with record.c, as a drain does, but with the
    file's names and clock calibration. Both run off the hot path. */
+#include <sys/stat.h>
 #include <sys/uio.h>
 
 /* The header, as written (144 bytes, no padding). */
@@ -14184,7 +14342,7 @@ static const char bpt__file_magic[8] = { 'B', 'P', 'T', 'R', 'A', 'C', 'E', 0 };
 enum {
     BPT__BLOCK_NAMES = 'N', BPT__BLOCK_RECORDS = 'C',
     BPT__BLOCK_MAX = 1 << 26,     /* a reader refuses a larger block: corrupt */
-    BPT__FILE_MAX_NAMES = 1 << 22
+    BPT__FILE_MAX_NAMES = 1 << 22 /* ids 1 .. this: names.c gives up to BPT__NAMES_PAGE * BPT__NAMES_PAGES */
 };
 
 #if defined(__x86_64__)
@@ -14197,18 +14355,52 @@ enum {
 
 /* >>writer */
 
-/* Write all of iov, retrying short writes and EINTR. 0, or -1 with errno. */
-static int bpt__writev_all(int fd, struct iovec *iov, int n) {
+/* Write all of iov, retrying short writes and EINTR. 0, or -1 with errno;
+   *done: the bytes that went out either way. */
+static int bpt__writev_all(int fd, struct iovec *iov, int n, size_t *done) {
+    *done = 0;
     while (n > 0) {
         ssize_t w = writev(fd, iov, n);
         if (w < 0) {
             if (errno == EINTR) continue;
             return -1;
         }
+        *done += (size_t)w;
         while (n > 0 && (size_t)w >= iov->iov_len) { w -= (ssize_t)iov->iov_len; iov++; n--; }
         if (n > 0) { iov->iov_base = (char *)iov->iov_base + w; iov->iov_len -= (size_t)w; }
     }
     return 0;
+}
+
+/* A write that failed after `done` bytes of a block (or of the header):
+   the file must end at a whole block, or a retry's whole block after the
+   cut one would throw the reader out of step for good. A file (lseek and
+   ftruncate work) is cut back to where the block began, its offset there
+   (the offset after a write is the end of what it wrote, O_APPEND too): a
+   retry writes the block again. Anything else (a pipe, a socket, or a
+   refused ftruncate) keeps the torn block, which a reader takes as the
+   stream's end: the writer is broken and writes no more. errno kept. */
+static void bpt__write_failed(bpt_file_writer *w, size_t done) {
+    int e = errno;
+    off_t end;
+    if (done > 0) {
+        end = lseek(w->fd, 0, SEEK_CUR);
+        if (end < 0 || (uint64_t)end < done || ftruncate(w->fd, end - (off_t)done) < 0 ||
+            lseek(w->fd, end - (off_t)done, SEEK_SET) < 0)
+            w->broken = 1;
+    }
+    errno = e;
+}
+
+/* All of iov, or -1 with errno and the file as it was (bpt__write_failed). */
+static int bpt__write_whole(bpt_file_writer *w, struct iovec *iov, int n) {
+    size_t done;
+    if (bpt__writev_all(w->fd, iov, n, &done) == 0) {
+        w->bytes += done;
+        return 0;
+    }
+    bpt__write_failed(w, done);
+    return -1;
 }
 
 /* One block: its tag and length, then the payload's pieces, in one writev. */
@@ -14222,9 +14414,7 @@ static int bpt__write_block(bpt_file_writer *w, uint32_t tag, struct iovec *part
     head[1] = (uint32_t)bytes;
     iov[0].iov_base = head;
     iov[0].iov_len = sizeof head;
-    if (bpt__writev_all(w->fd, iov, nparts + 1) < 0) return -1;
-    w->bytes += sizeof head + bytes;
-    return 0;
+    return bpt__write_whole(w, iov, nparts + 1);
 }
 
 static int bpt__write_header(bpt_file_writer *w, const bpt__session *s) {
@@ -14248,8 +14438,7 @@ static int bpt__write_header(bpt_file_writer *w, const bpt__session *s) {
     memcpy(h.name, s->name, sizeof h.name);
     iov.iov_base = &h;
     iov.iov_len = sizeof h;
-    if (bpt__writev_all(w->fd, &iov, 1) < 0) return -1;
-    w->bytes += sizeof h;
+    if (bpt__write_whole(w, &iov, 1) < 0) return -1;
     w->header_written = 1;
     return 0;
 }
@@ -14347,6 +14536,9 @@ int bpt_session_write(bpt_session handle, bpt_file_writer *w) {
     bpt__session *s;
     int rc;
     if (!w || w->fd < 0) return bpt__fail(BPT_EINVAL, "bpt_session_write: w is NULL or its fd is < 0");
+    if (w->broken)
+        return bpt__fail(BPT_EIO, "bpt_session_write: fd %d ends in a block an earlier write cut short and could "
+                         "not take back (not a regular file, or ftruncate failed): this writer writes no more", w->fd);
     if (!(s = bpt__session_pin(handle, "bpt_session_write", &rec, &rc))) return rc;
     fo.rd.take = bpt__file_take;
     fo.rd.gap = bpt__file_gap;
@@ -14361,8 +14553,13 @@ int bpt_session_write(bpt_session handle, bpt_file_writer *w) {
     bpt__unpin(rec);
     w->records += fo.rd.records;
     if (fo.err == BPT_ENOMEM) return bpt__fail(BPT_ENOMEM, "bpt_session_write: no memory for the names block");
-    if (fo.err) return bpt__fail(BPT_EIO, "bpt_session_write: write to fd %d failed: %s (the records not "
-                                 "written stay in the buffers)", w->fd, strerror(fo.saved_errno));
+    if (fo.err && w->broken)
+        return bpt__fail(BPT_EIO, "bpt_session_write: write to fd %d failed partway: %s; the cut block could not "
+                         "be taken back (not a regular file, or ftruncate failed): the stream ends there, and "
+                         "this writer writes no more", w->fd, strerror(fo.saved_errno));
+    if (fo.err) return bpt__fail(BPT_EIO, "bpt_session_write: write to fd %d failed: %s (the file still ends at a "
+                                 "whole block; the records not written stay in the buffers: call again)",
+                                 w->fd, strerror(fo.saved_errno));
     return (int)(fo.rd.records > INT_MAX ? INT_MAX : fo.rd.records);
 }
 
@@ -14370,18 +14567,41 @@ int bpt_session_write(bpt_session handle, bpt_file_writer *w) {
 
 struct bpt__file_lane { uint64_t lane; bpt__stream st; };
 
+enum {
+    BPT__FILE_NO_STREAM = -1, BPT__FILE_TOO_MANY = -2,
+    /* The writer gives a file's names in id order from 1 (the n-th entry
+       has id n): a reader refuses an id more than this past the entries
+       before it, so that a small file cannot make it allocate for 4M
+       names (corrupt). */
+    BPT__FILE_NAMES_AHEAD = 1024,
+    BPT__FILE_MAX_LANES = 1 << 28   /* more lanes than any session has: corrupt */
+};
+
 struct bpt_trace_file {
     FILE *in;
     bpt__file_header h;
     bpt__decoder dec;
     bpt__name *names;             /* by id; module and name point into `strings` blocks */
+    uint32_t nnames;              /* room in names (a power of two, or 0) */
+    uint64_t names_read;          /* the entries of the names blocks taken in */
     char **strings;               /* every names block's text, freed at close */
-    uint32_t nnames, nstrings;
-    unsigned char *block;         /* the records block being read */
-    uint32_t block_bytes, block_cap, pos;
-    uint64_t lane;
-    struct bpt__file_lane *streams;   /* each lane's context */
-    uint32_t nstreams;
+    uint32_t nstrings, strings_cap;
+    uint32_t head[2];             /* the block being read: its tag, its payload's bytes */
+    int stage;                    /* 0: a block's head is next; 1: its payload; 2: the payload is in `block` */
+    int ended;                    /* the file ends in a block cut short: reads return 0 */
+    unsigned char *block;         /* the last block's payload; reused (block_cap bytes) */
+    uint32_t block_cap;
+    uint32_t block_bytes, pos;    /* the records block being decoded: its bytes, the next record's offset */
+    uint64_t lane;                /* its lane */
+    int stream;                   /* its lane's index in streams, or BPT__FILE_NO_STREAM (not looked up yet) */
+    int last_stream;              /* the index found last, tried first (or BPT__FILE_NO_STREAM) */
+    struct bpt__file_lane *streams;   /* each lane's context, in the order of their first blocks */
+    uint32_t nstreams, streams_cap;
+    uint32_t *lane_index;         /* open addressing: lane -> its index in streams + 1; 0: empty */
+    uint32_t lane_index_cap;      /* a power of two, at least twice nstreams; or 0 */
+    uint64_t seed;                /* the lane hash's key: a file cannot pick lanes that all collide */
+    uint64_t probes;              /* lane-table slots looked at, rehashing aside: what a lookup
+                                     costs (t_tracefile_hostile counts it) */
     int corrupt;
 };
 
@@ -14391,7 +14611,8 @@ static const bpt__name *bpt__file_name(void *ctx, uint32_t id) {
 }
 
 /* An array of n items of `size` bytes grown to `to` items (BPT_MALLOC has
-   no realloc), the new items zeroed; NULL: no memory, the old one kept. */
+   no realloc), the new items zeroed; NULL: no memory, the old one kept.
+   Callers grow by doubling: a file of n blocks costs O(n) copying. */
 static void *bpt__grow_to(void *old, size_t n, size_t to, size_t size) {
     unsigned char *p = (unsigned char *)BPT_MALLOC(to * size);
     if (!p) return NULL;
@@ -14400,19 +14621,58 @@ static void *bpt__grow_to(void *old, size_t n, size_t to, size_t size) {
     BPT_FREE(old);
     return p;
 }
-static void *bpt__grow(void *old, size_t n, size_t size) { return bpt__grow_to(old, n, n + 1, size); }
 
-/* The stream of lane `lane`, added on its first block; NULL: no memory. */
-static bpt__stream *bpt__file_stream(bpt_trace_file *f, uint64_t lane) {
-    uint32_t i;
-    struct bpt__file_lane *grown;
-    for (i = 0; i < f->nstreams; i++)
-        if (f->streams[i].lane == lane) return &f->streams[i].st;
-    if (!(grown = (struct bpt__file_lane *)bpt__grow(f->streams, f->nstreams, sizeof *grown))) return NULL;
-    f->streams = grown;
+/* The lane hash: splitmix64's finalizer over the lane and the reader's key. */
+static uint32_t bpt__file_lane_hash(const bpt_trace_file *f, uint64_t lane) {
+    uint64_t x = lane ^ f->seed;
+    x ^= x >> 30;
+    x *= UINT64_C(0xbf58476d1ce4e5b9);
+    x ^= x >> 27;
+    x *= UINT64_C(0x94d049bb133111eb);
+    x ^= x >> 31;
+    return (uint32_t)x;
+}
+
+/* The index in streams of lane `lane`'s stream, added on its first block:
+   O(1) expected whatever the lanes (one lookup per records block).
+   BPT__FILE_NO_STREAM: no memory (nothing lost: a retry looks again);
+   BPT__FILE_TOO_MANY: more lanes than BPT__FILE_MAX_LANES (corrupt). */
+static int bpt__file_stream(bpt_trace_file *f, uint64_t lane) {
+    uint32_t mask = f->lane_index_cap - 1, k, i;
+    if (f->last_stream != BPT__FILE_NO_STREAM && f->streams[f->last_stream].lane == lane) return f->last_stream;
+    if (f->lane_index_cap)
+        for (k = bpt__file_lane_hash(f, lane) & mask; (i = f->lane_index[k]) != 0; k = (k + 1) & mask) {
+            f->probes++;
+            if (f->streams[i - 1].lane == lane) return f->last_stream = (int)(i - 1);
+        }
+    if (f->nstreams >= BPT__FILE_MAX_LANES) return BPT__FILE_TOO_MANY;
+    if (f->nstreams == f->streams_cap) {   /* a new lane: room for it first */
+        uint32_t cap = f->streams_cap ? f->streams_cap * 2 : 16;
+        struct bpt__file_lane *grown;
+        if (!(grown = (struct bpt__file_lane *)bpt__grow_to(f->streams, f->nstreams, cap, sizeof *grown)))
+            return BPT__FILE_NO_STREAM;
+        f->streams = grown;
+        f->streams_cap = cap;
+    }
+    if ((f->nstreams + 1) * 2 > f->lane_index_cap) {
+        uint32_t cap = f->lane_index_cap ? f->lane_index_cap * 2 : 64, j;
+        uint32_t *ix = (uint32_t *)BPT_MALLOC(cap * sizeof *ix);
+        if (!ix) return BPT__FILE_NO_STREAM;
+        memset(ix, 0, cap * sizeof *ix);
+        mask = cap - 1;
+        for (j = 0; j < f->nstreams; j++) {
+            for (k = bpt__file_lane_hash(f, f->streams[j].lane) & mask; ix[k]; k = (k + 1) & mask) {}
+            ix[k] = j + 1;
+        }
+        BPT_FREE(f->lane_index);
+        f->lane_index = ix;
+        f->lane_index_cap = cap;
+    }
+    for (k = bpt__file_lane_hash(f, lane) & mask; f->lane_index[k]; k = (k + 1) & mask) f->probes++;
+    f->lane_index[k] = f->nstreams + 1;
     f->streams[f->nstreams].lane = lane;
     bpt__stream_init(&f->streams[f->nstreams].st);
-    return &f->streams[f->nstreams++].st;
+    return f->last_stream = (int)f->nstreams++;
 }
 
 static int bpt__file_corrupt(bpt_trace_file *f, const char *what) {
@@ -14420,12 +14680,27 @@ static int bpt__file_corrupt(bpt_trace_file *f, const char *what) {
     return bpt__fail(BPT_EFORMAT, "bpt_trace_file_read: %s", what);
 }
 
-/* Take in a names block: each entry checked against the block's end, its
-   strings copied into `text`, NUL-terminated (room: the block's bytes and
-   two NULs for each entry of at least 16 bytes). */
-static int bpt__file_names(bpt_trace_file *f, const unsigned char *block, uint32_t bytes, char *text) {
-    uint32_t at = 0;
-    while (at + 16 <= bytes) {
+/* Take in the names block in f->block: each entry checked against the
+   block's end, its strings copied into one text allocation, NUL-terminated
+   (room: the block's bytes and two NULs for each entry of at least 16
+   bytes). A block without entries costs nothing. After BPT_ENOMEM it may
+   be taken in again: an entry taken twice is the same entry. */
+static int bpt__file_names(bpt_trace_file *f) {
+    const unsigned char *block = f->block;
+    uint32_t bytes = f->head[1], at = 0, k = 0;
+    char *text;
+    if (bytes < 16) return 0;
+    if (f->nstrings == f->strings_cap) {
+        uint32_t cap = f->strings_cap ? f->strings_cap * 2 : 16;
+        char **grown = (char **)bpt__grow_to(f->strings, f->nstrings, cap, sizeof *grown);
+        if (!grown) return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for the names");
+        f->strings = grown;
+        f->strings_cap = cap;
+    }
+    if (!(text = (char *)BPT_MALLOC(bytes + 2 * (bytes / 16) + 1)))
+        return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for a names block of %u bytes", bytes);
+    f->strings[f->nstrings++] = text;
+    for (; at + 16 <= bytes; k++) {
         uint32_t id;
         int32_t arity;
         uint16_t ml, nl;
@@ -14433,9 +14708,11 @@ static int bpt__file_names(bpt_trace_file *f, const unsigned char *block, uint32
         memcpy(&arity, block + at + 4, 4);
         memcpy(&ml, block + at + 8, 2);
         memcpy(&nl, block + at + 10, 2);
-        if (id == 0 || id >= BPT__FILE_MAX_NAMES || at + 16 + (uint32_t)ml + nl > bytes)
+        if (id == 0 || id > BPT__FILE_MAX_NAMES || at + 16 + (uint32_t)ml + nl > bytes)
             return bpt__file_corrupt(f, "a name entry is out of bounds");
-        if (id >= f->nnames) {   /* doubling: ids come in order, but a corrupt file may jump */
+        if (id > f->names_read + k + 1 + BPT__FILE_NAMES_AHEAD)
+            return bpt__file_corrupt(f, "a name's id is far past the names before it (a writer gives them in order)");
+        if (id >= f->nnames) {   /* doubling, as far as the entries read allow */
             uint32_t to = f->nnames ? f->nnames : 256;
             bpt__name *grown;
             while (to <= id) to *= 2;
@@ -14456,44 +14733,56 @@ static int bpt__file_names(bpt_trace_file *f, const unsigned char *block, uint32
         text += ml + nl + 2;
         at += 16 + ((uint32_t)ml + nl + 7) / 8 * 8;
     }
+    f->names_read += k;
     return 0;
 }
 
-/* The next block into f; 1: a records block is ready, 0: the end (or a
-   block cut short: the file ends at its last whole block), < 0: an error. */
+/* The next records block into f; 1: it is ready, 0: the end (or a block
+   cut short: the file ends at its last whole block), < 0: an error. The
+   stages make BPT_ENOMEM resumable: the next call goes on from the head
+   or payload it had read (a stream's bytes cannot be read twice). */
 static int bpt__file_next_block(bpt_trace_file *f) {
+    if (f->ended) return 0;
     for (;;) {
-        uint32_t head[2];
-        unsigned char *buf;
-        if (fread(head, sizeof head, 1, f->in) != 1) return 0;
-        if (head[1] > BPT__BLOCK_MAX || head[1] % 8 ||
-            (head[0] != BPT__BLOCK_NAMES && head[0] != BPT__BLOCK_RECORDS) ||
-            (head[0] == BPT__BLOCK_RECORDS && head[1] < 8))
-            return bpt__file_corrupt(f, "a block's tag or length is not one this reader knows");
-        if (!(buf = (unsigned char *)BPT_MALLOC(head[1] + 8)))
-            return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for a block of %u bytes", head[1]);
-        if (head[1] && fread(buf, head[1], 1, f->in) != 1) { BPT_FREE(buf); return 0; }
-        if (head[0] == BPT__BLOCK_NAMES) {
-            char **grown = (char **)bpt__grow(f->strings, f->nstrings, sizeof *grown);
-            char *text = grown ? (char *)BPT_MALLOC(head[1] + 2 * (head[1] / 16) + 1) : NULL;
-            int rc;
-            if (!text) {
-                if (grown) f->strings = grown;
-                BPT_FREE(buf);
-                return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for a names block");
+        int rc;
+        if (f->stage == 0) {
+            size_t got = fread(f->head, 1, sizeof f->head, f->in);
+            if (got != sizeof f->head) {   /* the end; a head cut short ends the file for good */
+                if (got) f->ended = 1;
+                return 0;
             }
-            f->strings = grown;
-            f->strings[f->nstrings++] = text;
-            rc = bpt__file_names(f, buf, head[1], text);
-            BPT_FREE(buf);
-            if (rc < 0) return rc;
+            if (f->head[1] > BPT__BLOCK_MAX || f->head[1] % 8 ||
+                (f->head[0] != BPT__BLOCK_NAMES && f->head[0] != BPT__BLOCK_RECORDS) ||
+                (f->head[0] == BPT__BLOCK_RECORDS && f->head[1] < 8))
+                return bpt__file_corrupt(f, "a block's tag or length is not one this reader knows");
+            f->stage = 1;
+        }
+        if (f->stage == 1) {
+            f->block_bytes = f->pos = 0;
+            if (f->head[1] > f->block_cap) {   /* the buffer, reused, grows by doubling */
+                uint32_t cap = f->block_cap ? f->block_cap : 4096;
+                unsigned char *p;
+                while (cap < f->head[1]) cap *= 2;
+                if (!(p = (unsigned char *)BPT_MALLOC(cap)))
+                    return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for a block of %u bytes",
+                                     f->head[1]);
+                BPT_FREE(f->block);
+                f->block = p;
+                f->block_cap = cap;
+            }
+            if (f->head[1] && fread(f->block, f->head[1], 1, f->in) != 1) { f->ended = 1; return 0; }
+            f->stage = 2;
+        }
+        if (f->head[0] == BPT__BLOCK_NAMES) {
+            if ((rc = bpt__file_names(f)) < 0) return rc;
+            f->stage = 0;
             continue;
         }
-        BPT_FREE(f->block);
-        f->block = buf;
-        memcpy(&f->lane, buf, 8);
-        f->block_bytes = head[1];
+        f->stage = 0;
+        memcpy(&f->lane, f->block, 8);
+        f->block_bytes = f->head[1];
         f->pos = 8;
+        f->stream = BPT__FILE_NO_STREAM;
         return 1;
     }
 }
@@ -14501,12 +14790,17 @@ static int bpt__file_next_block(bpt_trace_file *f) {
 /* A reader over in (which it owns from here, closed on failure too). */
 static int bpt__trace_file_start(FILE *in, const char *what, const char *who, bpt_trace_file **out) {
     bpt_trace_file *f;
+    struct timespec ts;
     if (!(f = (bpt_trace_file *)BPT_MALLOC(sizeof *f))) {
         fclose(in);
         return bpt__fail(BPT_ENOMEM, "%s: no memory for the reader", who);
     }
     memset(f, 0, sizeof *f);
     f->in = in;
+    f->stream = f->last_stream = BPT__FILE_NO_STREAM;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    f->seed = ((uint64_t)(uintptr_t)f * UINT64_C(0x9e3779b97f4a7c15)) ^ (uint64_t)ts.tv_nsec ^
+              ((uint64_t)ts.tv_sec << 32);
     if (fread(&f->h, sizeof f->h, 1, in) != 1 || memcmp(f->h.magic, bpt__file_magic, 8) != 0 ||
         f->h.version < 1 || f->h.version > BPT_FILE_VERSION || f->h.header_bytes != sizeof f->h) {
         bpt_trace_file_close(f);
@@ -14529,9 +14823,14 @@ static int bpt__trace_file_start(FILE *in, const char *what, const char *who, bp
 
 int bpt_trace_file_open(const char *path, bpt_trace_file **out) {
     FILE *in;
+    struct stat st;
     if (!path || !out) return bpt__fail(BPT_EINVAL, "bpt_trace_file_open: path or out is NULL");
     if (!(in = fopen(path, "rb")))
         return bpt__fail(BPT_ENOENT, "bpt_trace_file_open: %s: %s", path, strerror(errno));
+    if (fstat(fileno(in), &st) == 0 && S_ISDIR(st.st_mode)) {   /* fopen opens one; its reads fail */
+        fclose(in);
+        return bpt__fail(BPT_ENOENT, "bpt_trace_file_open: %s: %s", path, strerror(EISDIR));
+    }
     return bpt__trace_file_start(in, path, "bpt_trace_file_open", out);
 }
 
@@ -14554,9 +14853,8 @@ int bpt_trace_file_read(bpt_trace_file *f, bpt_msg *out, int max) {
     if (f->corrupt) return bpt__fail(BPT_EFORMAT, "bpt_trace_file_read: the file is corrupt");
     while (n < max) {
         const bpt__rec *r;
-        bpt__stream *st;
         int bytes;
-        if (!f->block || f->pos >= f->block_bytes) {
+        if (f->pos >= f->block_bytes) {
             /* A block is used up: return what there is before reading the
                next, which a live stream (fdopen) may not have sent yet. */
             if (n > 0) return n;
@@ -14564,9 +14862,12 @@ int bpt_trace_file_read(bpt_trace_file *f, bpt_msg *out, int max) {
         }
         r = (const bpt__rec *)(const void *)(f->block + f->pos);
         if (!(bytes = bpt__rec_check(r, f->block_bytes - f->pos))) return bpt__file_corrupt(f, "a record is corrupt");
-        if (!(st = bpt__file_stream(f, f->lane)))
+        /* Once a block, at its first record (n is 0 there: nothing is lost). */
+        if (f->stream < 0 && (f->stream = bpt__file_stream(f, f->lane)) < 0) {
+            if (f->stream == BPT__FILE_TOO_MANY) return bpt__file_corrupt(f, "more threads than a session has");
             return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for a thread's state");
-        n += bpt__rec_decode(&f->dec, st, r, &out[n]);
+        }
+        n += bpt__rec_decode(&f->dec, &f->streams[f->stream].st, r, &out[n]);
         f->pos += (uint32_t)bytes;
     }
     return n;
@@ -14591,6 +14892,7 @@ void bpt_trace_file_close(bpt_trace_file *f) {
     BPT_FREE(f->strings);
     BPT_FREE(f->names);
     BPT_FREE(f->streams);
+    BPT_FREE(f->lane_index);
     BPT_FREE(f->block);
     BPT_FREE(f);
 }

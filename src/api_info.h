@@ -32,10 +32,21 @@ typedef struct bpt_info {
     uint64_t calls;        /* call_time / call_memory: calls, all processes */
     uint64_t time_ns;      /* call_time: own time, all processes, ns */
     uint64_t memory_bytes; /* call_memory: bytes, all processes */
+    uint64_t lost_charges; /* call_time / call_memory: charges dropped, a count, all processes,
+                              since the tables were made (BPT_RESTART zeroes it with the rest).
+                              A charge is a call's count (then missing from calls) or a return's
+                              own time and bytes (then missing from time_ns and memory_bytes).
+                              Dropped rather than waited for: a signal handler's charge nested
+                              in its thread's charge of the same tables (f's in this session),
+                              charges nested more than 4 deep (BPT__TIMEM_NEST), no memory for
+                              the thread's table, a thread record past BPT_MAX_THREADS + 65536.
+                              0: calls, time_ns and memory_bytes are whole */
     uint32_t nprocs;       /* out: processes with calls, time or memory on f */
     uint32_t procs_cap;    /* in: room in procs, in entries (bpt_trace_info only) */
-    bpt_info_process *procs; /* in: an array of procs_cap, or NULL; out: the first
-                              min(nprocs, procs_cap) processes, most time first */
+    bpt_info_process *procs; /* in: an array of procs_cap, or NULL; out: in procs[0..min(nprocs,
+                              procs_cap)), the processes with the most time (call_memory alone:
+                              the most memory), most first; ties go to more memory, then to the
+                              lower process id. Entries past those are left as they were */
 } bpt_info;
 
 /* bpt_trace_info: the session's settings, call_count, call_time and
@@ -44,13 +55,22 @@ typedef struct bpt_info {
    function and pauses the caller's, a return charges the callee and resumes
    the caller; a call still running is counted, but its time is charged
    when it returns. Native functions need return frames for time and memory
-   (BPT_TIME and BPT_MEMORY work like return trace, with its limits).
+   (BPT_TIME and BPT_MEMORY work like return trace, with its limits). A
+   charge that could only be made by waiting or by risking the tables (a
+   signal handler's nested in its thread's charge of the same tables, no
+   memory, ...) is dropped and counted: out->lost_charges says how many, with
+   the sums, and like them it is kept from one call to the next.
 
    Parameters
      s      the session
      f      a registered function; not NULL
-     what   BPT_INFO_* bits: what to report (others stay 0)
-     out    in: procs and procs_cap (procs may be NULL); out: the rest; not NULL
+     what   BPT_INFO_* bits: what to report (others stay 0). BPT_INFO_TIME or
+            BPT_INFO_MEMORY: calls, time_ns, memory_bytes, lost_charges, nprocs
+            and procs (either bit reports them all)
+     out    in: procs and procs_cap (procs may be NULL); out: the rest; not
+            NULL. procs gets the min(nprocs, procs_cap) processes with the
+            most time (call_memory alone: memory), most first, however many
+            processes there are (see bpt_info.procs)
    Returns        0, or a BPT_E* code
    Errors
      BPT_EINVAL     f or out is NULL; unknown bits in what

@@ -171,6 +171,9 @@ BPT_API int bpt_session_destroy(bpt_session s);
 /* bpt_session_drain: move up to max messages from the session's per-thread
    buffers into out, thread by thread, each thread's messages in order,
    decoded from their records (names resolved, timestamps converted to ns).
+   The threads take turns: a call that fills out stops in one thread's
+   buffer, and the next call starts at the thread after it, so a busy
+   thread does not starve the others.
    Where a thread lost records (full buffer, or overwritten in flight-recorder
    mode), a DROPPED message stands at the place of the loss, in the thread
    and process that lost them (a full buffer's first loss at once, the ones
@@ -324,7 +327,9 @@ BPT_API int bpt_clock_info(bpt_clock *out);
      then blocks: uint32_t tag, uint32_t bytes (of payload), payload
        'N' names: entries { uint32_t id; int32_t arity (-1: a match spec's
            message); uint16_t module_bytes, name_bytes; uint32_t 0;
-           module, name, padded to 8 }: every id the records after it use
+           module, name, padded to 8 }: every id the records after it use.
+           Ids run 1, 2, 3... in the order of the entries, up to 2^22 (a
+           reader refuses one more than 1024 past the entries before it)
        'C' records of one thread's buffer: uint64_t lane (the buffer's
            number in the session), then whole records, in the order written
      a record: uint64_t ticks; uint8_t type; uint8_t words; uint16_t info;
@@ -353,7 +358,8 @@ typedef struct bpt_file_writer {
     int fd;                /* an open file or pipe; stays the caller's */
     int header_written;    /* private: the header is out */
     uint32_t names_written;/* private: names up to this id are out */
-    uint64_t bytes;        /* bytes written so far */
+    int broken;            /* private: a write cut short could not be taken back */
+    uint64_t bytes;        /* bytes written so far: of whole blocks (and the header) */
     uint64_t records;      /* records written so far */
 } bpt_file_writer;
 
@@ -373,10 +379,17 @@ typedef struct bpt_file_writer {
    Errors
      BPT_EINVAL     w is NULL or w->fd < 0
      BPT_ESESSION   s is stale or destroyed
-     BPT_EIO        a write failed (errno's text in bpt_last_error); the
-                    records not written stay in the buffers (a write cut
-                    short may leave a partial block, which a reader takes
-                    as the file's end)
+     BPT_EIO        a write failed (errno's text in bpt_last_error: the
+                    disk is full, RLIMIT_FSIZE, a pipe's reader went away).
+                    The records not written stay in the buffers. A write
+                    cut short in a file (where lseek and ftruncate work) is
+                    taken back: the file is cut to its last whole block, w
+                    stays usable, and a later call, once there is room,
+                    writes every record once. In a pipe or socket (or where
+                    ftruncate fails) it cannot be: the stream ends in a torn
+                    block, which a reader takes as its end; w is broken and
+                    every later call returns BPT_EIO at once (write anew to
+                    a new file or stream, with a new writer)
      BPT_ENOMEM     the calling thread's record could not be allocated, or
                     a names block
    Thread safety  as bpt_session_drain (one drainer per session at a time).
@@ -402,7 +415,8 @@ typedef struct bpt_trace_file bpt_trace_file;
    Returns        0 (and *out), or a BPT_E* code
    Errors
      BPT_EINVAL    a NULL
-     BPT_ENOENT    the file cannot be opened (errno's text in bpt_last_error)
+     BPT_ENOENT    the file cannot be opened, or is a directory (errno's text
+                   in bpt_last_error)
      BPT_EFORMAT   not a bptrace trace file, or a version this header cannot read
      BPT_ENOMEM    no memory for the reader
    Thread safety  any thread
@@ -447,8 +461,11 @@ BPT_API int bpt_trace_file_fdopen(int fd, bpt_trace_file **out);
    Errors
      BPT_EINVAL    f NULL; max < 0; out NULL with max > 0
      BPT_EFORMAT   a corrupt block or record (a truncated file ends cleanly
-                   at its last whole block); the reader stops there
-     BPT_ENOMEM    no memory for a block
+                   at its last whole block; so does a stream whose writer
+                   broke, bpt_session_write); the reader stops there, and
+                   every later call returns BPT_EFORMAT
+     BPT_ENOMEM    no memory for a block, the names table or a thread's
+                   state; nothing is lost: a later call goes on from there
    Thread safety  one thread per reader at a time
    Source         bptrace
 */

@@ -90,6 +90,8 @@ static void bpt__kind_timem_info(const bpt__GenericBpData *d, unsigned what, uns
         out->flags |= flag;
         out->time_paused = !(d->flags & BPT__BPF_TIMEM_ACTIVE);
     }
+    /* The sums, the drops (lost_charges) and the processes ranking first:
+       what the collection just carried (timem.c >>report). */
     if (what & (BPT_INFO_TIME | BPT_INFO_MEMORY)) bpt__timem_report(bpt__timem_of(d), out);
 }
 

@@ -812,13 +812,22 @@ out:
     return full;
 }
 
-/* Every lane of s through rd, under the drain lock (the caller holds it). */
+/* Every lane of s through rd, under the drain lock (the caller holds it),
+   in turn: a read that fills rd stops in some lane, and the next read
+   starts at the lane after it. Each read started at lane 0, so a thread
+   whose records filled every read starved the others, whose buffers
+   filled and dropped while the drainer kept up (found by review;
+   t_drain_turns). */
 BPT__PRIVATE void bpt__session_read(bpt__session *s, bpt__lane_reader *rd) {
-    uint32_t i, n = bpt__threads_count();
+    uint32_t k, n = bpt__threads_count(), start = s->read_next < n ? s->read_next : 0;
     if (!bpt__session_buffered(s)) return;   /* a callback or USDT session's lanes hold no records */
-    for (i = 0; i < n; i++) {
+    for (k = 0; k < n; k++) {
+        uint32_t i = start + k < n ? start + k : start + k - n;
         bpt__lane *lane = bpt__lane_at(s, i);
-        if (lane && bpt__lane_read(lane, rd)) return;
+        if (lane && bpt__lane_read(lane, rd)) {
+            s->read_next = i + 1;   /* its rest comes after the other lanes' */
+            return;
+        }
     }
 }
 

@@ -29,6 +29,7 @@ struct bpt__session {
                                        while the lane was being made, or no memory for it */
     bpt__atomic_ptr lane_dir[256];/* bpt__atomic_ptr[256]: lanes by thread record index [R1] */
     pthread_mutex_t drain_lock;
+    uint32_t read_next;             /* under drain_lock: the lane the next read starts at */
     bpt__pattern_entry *patterns; /* set path only: the patterns in force, in order */
     /* bpt_session_wait [W1]: producers count the chunks they seal and wake
        the sleepers; far from the fields every record reads. */

@@ -18,16 +18,27 @@
          generation: charges now go to the fresh tables;
      C4. wait: no thread still charges the old ("real") tables: they are idle;
      C5. sum the idle real tables, with what earlier collections carried, into
-         one merged table per breakpoint;
-     C6. carry: the fresh tables keep the merged sums (only the set path reads them);
+         one merged table per breakpoint, and their `lost` counts likewise;
+     C6. carry: the fresh tables keep the merged sums and the summed `lost`
+         (carried, lost_carried: only the set path reads them);
      C7. consolidate: both halves point at the fresh tables (staging := active);
      C8. free the real tables (idle since C4);
-     C9. the caller reports the merged sums and releases the permission.
+     C9. the caller reports the merged sums and drops (bpt__timem_report)
+         and releases the permission.
    OTP switches back to the real tables and merges the temporaries into
    them; here the fresh tables stay and carry the sums instead, which needs
-   no second switch and never writes a table its owner may be writing. No
-   charge is lost or counted twice: each lands in exactly one table, and
-   each table is summed exactly once, when it is idle.
+   no second switch and never writes a table its owner may be writing.
+
+   Every charge either lands in exactly one table, or is dropped and
+   counted in exactly one `lost` (that of the tables it was for). A charge
+   is dropped, rather than waited for or made unsafe, when it is a signal
+   handler's nested in its thread's charge of the same tables [H1], when
+   it is nested deeper than BPT__TIMEM_NEST charges, when there is no
+   memory for its table (or for `more`), or when its thread record is
+   past both arrays [T3]. Each table and each `lost` is summed exactly
+   once, when it is idle (C5), and the sums go on in the next tables (C6):
+   nothing is counted twice, and no drop is silent: bpt_trace_info
+   reports the drops with the sums (bpt_info.lost_charges).
 
    call_time and call_memory are two kinds (two rows of BPT_KINDS, their
    hooks in kind_timem.c) that share these tables: one cell holds a
@@ -48,13 +59,22 @@ static size_t bpt__timem_table_bytes(uint32_t cap) {
    pushes by the set path only (a collection freeing idle tables, under the
    permission; a table a hit grows out of is unmapped), pops by the owner
    and its nested signal handlers. A pop reads the head's next and CASes;
-   the head cannot come back between the two (ABA), because a table is
-   pushed only once idle, after two thread progress waits (C2, C4) that a
-   pinned pop holds back. */
+   the head cannot come back between the two (ABA). For it to come back, a
+   handler nested between them must pop it (its thread's only other
+   popper), put it in some breakpoint's tables, and the set path must then
+   free those tables and push it. The set path frees tables only once no
+   generation leads to them, after a thread progress wait that began then:
+   C4's for a collection (C8 pushes); step 8's for a change that switches
+   call_time off or restarts it, a session's destroy included (steps 11
+   and 12 push, bp.c). The pop, and the handler's charge that found those
+   tables reachable, run in one pinned section, which began before that
+   wait did; the wait waits for the section to end [B1][B3], so the push
+   comes after the pop's CAS. One wait suffices because the pop is pinned. */
 static bpt__timem_table *bpt__timem_table_pop(bpt__thread *rec) {
     bpt__timem_table *t;
     do {
-        t = (bpt__timem_table *)bpt__load_acquire_ptr(&rec->timem_free);   /* [T2] */
+        t = (bpt__timem_table *)bpt__load_acquire_ptr(&rec->timem_free);   /* [T2] pairs with the push's CAS
+                                                                                (bpt__timem_table_push) */
         if (!t) return NULL;
     } while (!bpt__cas_ptr(&rec->timem_free, t, t->next_free));
     return t;
@@ -66,7 +86,8 @@ static void bpt__timem_table_push(bpt__timem_table *t) {
     do {
         head = bpt__load_relaxed_ptr(&rec->timem_free);
         t->next_free = (bpt__timem_table *)head;
-    } while (!bpt__cas_ptr(&rec->timem_free, head, t));   /* [T2] release: next_free before the head */
+    } while (!bpt__cas_ptr(&rec->timem_free, head, t));   /* [T2] release: next_free before the head;
+                                                             pairs with bpt__timem_table_pop's acquire */
 }
 
 /* An empty table of cap cells. On the hit path (rec: the charging thread)
@@ -171,11 +192,23 @@ static bpt__atomic_ptr *bpt__timem_slot(bpt__BpTimem *t, uint32_t index, int mak
     return more ? &more[index - BPT_MAX_THREADS] : NULL;
 }
 
+/* [T1] A thread's table is published in its slot (t->table[index], or
+   `more`'s [T3]) by its owner only, with a release store, when a charge
+   makes or grows it (bpt__timem_charge_new); the set path loads a slot
+   with an acquire load (bpt__timem_table_at: C5's sums, C8's frees and
+   bpt__timem_free). The pair makes a table found through its slot whole:
+   its cap, used, owner and cells written before the pointer. The set path
+   reads only idle tables, after a wait the charge's pinned section held
+   back ([B3] orders the owner's plain stores to the cells too); the pair
+   is what makes the table found whole without that wait, as the root
+   record's outside reader finds it (api_root.h). */
+
 /* Thread record index k's table in t, or NULL (the set path, on idle
    tables [T1]). */
 static bpt__timem_table *bpt__timem_table_at(const bpt__BpTimem *t, uint32_t k) {
     bpt__atomic_ptr *slot = bpt__timem_slot((bpt__BpTimem *)t, k, 0);
-    return slot ? (bpt__timem_table *)bpt__load_acquire_ptr(slot) : NULL;   /* [T1] */
+    return slot ? (bpt__timem_table *)bpt__load_acquire_ptr(slot) : NULL;   /* [T1] pairs with the release
+                                                                             in bpt__timem_charge_new */
 }
 
 /* How many thread record indexes may hold a table of t: every index below
@@ -311,7 +344,7 @@ BPT__NOINLINE void bpt__timem_charge_new(bpt__BpTimem *t, bpt__thread *rec, uint
         tab = (bpt__timem_table *)bpt__load_relaxed_ptr(slot);
         while (!tab || !(c = bpt__timem_cell_of(tab, process))) {
             if (!(grown = bpt__timem_table_grow(tab, rec))) break;
-            bpt__store_release_ptr(slot, grown);   /* [T1] */
+            bpt__store_release_ptr(slot, grown);   /* [T1] pairs with bpt__timem_table_at's acquire */
             bpt__timem_table_free(tab, 1);
             tab = grown;
         }
@@ -332,37 +365,89 @@ BPT__HOT void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t proc
     bpt__timem_charge_new(t, rec, process, calls, ns, mem);
 }
 
-/* call_time / call_memory of one breakpoint, from the sums the last
-   collection carried (C6): totals, and per process into
-   out->procs[0..out->procs_cap), most time (or memory) first. */
-static int bpt__proc_cmp(const void *a, const void *b) {
-    const bpt_info_process *x = (const bpt_info_process *)a, *y = (const bpt_info_process *)b;
-    if (x->time_ns != y->time_ns) return x->time_ns < y->time_ns ? 1 : -1;
-    if (x->memory_bytes != y->memory_bytes) return x->memory_bytes < y->memory_bytes ? 1 : -1;
-    return x->process < y->process ? -1 : x->process > y->process;
+/* >>report: call_time / call_memory of one breakpoint, from what the last
+   collection carried (C6). The caller's procs gets the cap processes that
+   rank first, in rank order, found in one pass over the carried cells with
+   no allocation: procs[0..kept) is a heap whose root ranks last of those
+   kept so far, so a cell that ranks before the root replaces it (n cells:
+   O(n log cap)); the heap is then sorted in place, first rank first. */
+
+/* 1 when a ranks before b: more time, then more memory, then the lower
+   process id. A total order, since a table holds a process once: which
+   processes are kept, and their order, depend on the sums alone, not on
+   where the hash put them. */
+static int bpt__proc_before(const bpt_info_process *a, const bpt_info_process *b) {
+    if (a->time_ns != b->time_ns) return a->time_ns > b->time_ns;
+    if (a->memory_bytes != b->memory_bytes) return a->memory_bytes > b->memory_bytes;
+    return a->process < b->process;
+}
+
+/* Restore the heap h[0..n) (every entry ranks at or after its children)
+   below i, whose entry may rank before a child: move it down past every
+   child that ranks after it, the later ranked child first. */
+static void bpt__proc_sift_down(bpt_info_process *h, uint32_t n, uint32_t i) {
+    bpt_info_process x = h[i];
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && bpt__proc_before(&h[c], &h[c + 1])) c++;   /* c: the child ranking last */
+        if (!bpt__proc_before(&x, &h[c])) break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = x;
+}
+
+/* h[i] was just added to the heap h[0..i]: move it up past every parent
+   that ranks before it. */
+static void bpt__proc_sift_up(bpt_info_process *h, uint32_t i) {
+    bpt_info_process x = h[i];
+    while (i > 0) {
+        uint32_t parent = (i - 1) / 2;
+        if (!bpt__proc_before(&h[parent], &x)) break;
+        h[i] = h[parent];
+        i = parent;
+    }
+    h[i] = x;
 }
 
 BPT__PRIVATE void bpt__timem_report(const bpt__BpTimem *tm, bpt_info *out) {
     const bpt__timem_table *t = tm ? tm->carried : NULL;
     bpt_info_process *procs = out->procs;
-    uint32_t i, n = 0, cap = procs ? out->procs_cap : 0;
+    uint32_t i, n = 0, kept = 0, cap = procs ? out->procs_cap : 0;
+    if (!tm) return;
+    out->lost_charges += tm->lost_carried;   /* set path: C6 wrote it, under the same permission */
     if (!t) return;
     for (i = 0; i < t->cap; i++) {
         const bpt__timem_cell *c = &t->cell[i];
+        bpt_info_process p;
         if (!c->process) continue;
         out->calls += c->calls;
         out->time_ns += c->time_ns;
         out->memory_bytes += (uint64_t)c->mem;
-        if (procs && n < cap) {
-            procs[n].process = c->process;
-            procs[n].calls = c->calls;
-            procs[n].time_ns = c->time_ns;
-            procs[n].memory_bytes = (uint64_t)c->mem;
-        }
         n++;
+        if (!cap) continue;
+        p.process = c->process;
+        p.calls = c->calls;
+        p.time_ns = c->time_ns;
+        p.memory_bytes = (uint64_t)c->mem;
+        if (kept < cap) {                                   /* room: add it */
+            procs[kept] = p;
+            bpt__proc_sift_up(procs, kept++);
+        } else if (bpt__proc_before(&p, &procs[0])) {       /* full: it beats the last kept */
+            procs[0] = p;
+            bpt__proc_sift_down(procs, kept, 0);
+        }
     }
     out->nprocs = n;
-    if (procs && n > 1) qsort(procs, n < cap ? n : cap, sizeof *procs, bpt__proc_cmp);
+    /* Sort the heap: the root, last in rank, goes to the end of what is
+       left, so procs[0..kept) ends first rank first. */
+    while (kept > 1) {
+        bpt_info_process last = procs[0];
+        procs[0] = procs[--kept];
+        procs[kept] = last;
+        bpt__proc_sift_down(procs, kept, 0);
+    }
 }
 
 /* How many processes the last collection carried sums for (bpt_trace_info_each
@@ -372,7 +457,8 @@ BPT__PRIVATE uint32_t bpt__timem_nprocs(const bpt__BpTimem *tm) {
 }
 
 /* C5 for one breakpoint: its idle tables, what they carried and any
-   unmerged older ones, summed into one new table. NULL when out of memory. */
+   unmerged older ones, summed into one new table (bpt__timem_merge; NULL
+   when out of memory), and their drops into one count (bpt__timem_lost). */
 static uint32_t bpt__timem_cells(const bpt__BpTimem *t) {
     uint32_t k, n = 0;
     for (; t; t = t->prev) {
@@ -389,6 +475,20 @@ static uint32_t bpt__timem_cells(const bpt__BpTimem *t) {
 static void bpt__timem_table_add(bpt__timem_table *m, const bpt__timem_table *t) {
     uint32_t i;
     if (t) for (i = 0; i < t->cap; i++) if (t->cell[i].process) bpt__timem_cell_add(m, &t->cell[i]);
+}
+
+/* The drops of real and of its unmerged older tables, each with what its
+   collection carried. Every charge of these tables ended before C4's wait
+   did ([B3]: a charge runs pinned), so each `lost` is final: a relaxed
+   load reads it whole. No thread adds to it any more, and it is summed
+   here once: C7 and C8 free these tables once the sums are carried (or, out
+   of memory, C6 keeps them whole in `prev`, and the next collection sums
+   them, carrying nothing of them now). */
+static uint64_t bpt__timem_lost(const bpt__BpTimem *real) {
+    uint64_t n = 0;
+    for (; real; real = real->prev)
+        n += bpt__load_relaxed_u64((bpt__atomic_u64 *)&real->lost) + real->lost_carried;
+    return n;
 }
 
 static bpt__timem_table *bpt__timem_merge(const bpt__BpTimem *real) {
@@ -442,10 +542,13 @@ BPT__PRIVATE int bpt__timem_collect(bpt__GenericBp **gs, int n) {
         bpt__BpTimem *real = bpt__timem_of(&gs[i]->data[active]);
         /* C5. sum the idle real tables. */
         bpt__timem_table *merged = bpt__timem_merge(real);
-        /* C6. carry the sums in the fresh tables (or, out of memory, the
-               real tables themselves, merged next time: fresh keeps them
-               alive with one reference of its own). */
-        if (merged) fresh[i]->carried = merged;
+        /* C6. carry the sums and the drops in the fresh tables (or, out of
+               memory, the real tables themselves, merged next time: fresh
+               keeps them alive with one reference of its own, and carries
+               none of their drops, which stay in them until then). The
+               fresh `lost` is left alone: charges made since C3 add to it,
+               and the next collection sums it. */
+        if (merged) { fresh[i]->carried = merged; fresh[i]->lost_carried = bpt__timem_lost(real); }
         else { fresh[i]->prev = real; real->refc++; rc = BPT_ENOMEM; }
         /* C7 and C8. consolidate: staging := active; the real tables lose
            their last references, idle since C4, and are freed (unless C6

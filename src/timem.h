@@ -39,8 +39,13 @@ struct bpt__BpTimem {
     struct bpt__BpTimem *prev;                /* set path: idle tables a collection could not
                                                  merge (out of memory), summed by the next one */
     bpt__atomic_u64 lost;                     /* charges dropped: no memory for a table, a thread
-                                                 record past both, or a signal handler's charge
-                                                 nested in its thread's of these tables [H1] */
+                                                 record past both, a signal handler's charge
+                                                 nested in its thread's of these tables, or one
+                                                 nested deeper than BPT__TIMEM_NEST [H1]; added
+                                                 to by the charging threads (timem.c) */
+    uint64_t lost_carried;                    /* set path: the drops of earlier collections, as
+                                                 `carried` holds their sums (C6); reported as
+                                                 bpt_info.lost_charges */
     uint32_t refc;                            /* set path: generations that point here */
 };
 

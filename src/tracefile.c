@@ -5,6 +5,7 @@
    Reading decodes the blocks with record.c, as a drain does, but with the
    file's names and clock calibration. Both run off the hot path. */
 #include "internal.h"
+#include <sys/stat.h>
 #include <sys/uio.h>
 
 /* The header, as written (144 bytes, no padding). */
@@ -20,7 +21,7 @@ static const char bpt__file_magic[8] = { 'B', 'P', 'T', 'R', 'A', 'C', 'E', 0 };
 enum {
     BPT__BLOCK_NAMES = 'N', BPT__BLOCK_RECORDS = 'C',
     BPT__BLOCK_MAX = 1 << 26,     /* a reader refuses a larger block: corrupt */
-    BPT__FILE_MAX_NAMES = 1 << 22
+    BPT__FILE_MAX_NAMES = 1 << 22 /* ids 1 .. this: names.c gives up to BPT__NAMES_PAGE * BPT__NAMES_PAGES */
 };
 
 #if defined(__x86_64__)
@@ -33,18 +34,52 @@ enum {
 
 /* >>writer */
 
-/* Write all of iov, retrying short writes and EINTR. 0, or -1 with errno. */
-static int bpt__writev_all(int fd, struct iovec *iov, int n) {
+/* Write all of iov, retrying short writes and EINTR. 0, or -1 with errno;
+   *done: the bytes that went out either way. */
+static int bpt__writev_all(int fd, struct iovec *iov, int n, size_t *done) {
+    *done = 0;
     while (n > 0) {
         ssize_t w = writev(fd, iov, n);
         if (w < 0) {
             if (errno == EINTR) continue;
             return -1;
         }
+        *done += (size_t)w;
         while (n > 0 && (size_t)w >= iov->iov_len) { w -= (ssize_t)iov->iov_len; iov++; n--; }
         if (n > 0) { iov->iov_base = (char *)iov->iov_base + w; iov->iov_len -= (size_t)w; }
     }
     return 0;
+}
+
+/* A write that failed after `done` bytes of a block (or of the header):
+   the file must end at a whole block, or a retry's whole block after the
+   cut one would throw the reader out of step for good. A file (lseek and
+   ftruncate work) is cut back to where the block began, its offset there
+   (the offset after a write is the end of what it wrote, O_APPEND too): a
+   retry writes the block again. Anything else (a pipe, a socket, or a
+   refused ftruncate) keeps the torn block, which a reader takes as the
+   stream's end: the writer is broken and writes no more. errno kept. */
+static void bpt__write_failed(bpt_file_writer *w, size_t done) {
+    int e = errno;
+    off_t end;
+    if (done > 0) {
+        end = lseek(w->fd, 0, SEEK_CUR);
+        if (end < 0 || (uint64_t)end < done || ftruncate(w->fd, end - (off_t)done) < 0 ||
+            lseek(w->fd, end - (off_t)done, SEEK_SET) < 0)
+            w->broken = 1;
+    }
+    errno = e;
+}
+
+/* All of iov, or -1 with errno and the file as it was (bpt__write_failed). */
+static int bpt__write_whole(bpt_file_writer *w, struct iovec *iov, int n) {
+    size_t done;
+    if (bpt__writev_all(w->fd, iov, n, &done) == 0) {
+        w->bytes += done;
+        return 0;
+    }
+    bpt__write_failed(w, done);
+    return -1;
 }
 
 /* One block: its tag and length, then the payload's pieces, in one writev. */
@@ -58,9 +93,7 @@ static int bpt__write_block(bpt_file_writer *w, uint32_t tag, struct iovec *part
     head[1] = (uint32_t)bytes;
     iov[0].iov_base = head;
     iov[0].iov_len = sizeof head;
-    if (bpt__writev_all(w->fd, iov, nparts + 1) < 0) return -1;
-    w->bytes += sizeof head + bytes;
-    return 0;
+    return bpt__write_whole(w, iov, nparts + 1);
 }
 
 static int bpt__write_header(bpt_file_writer *w, const bpt__session *s) {
@@ -84,8 +117,7 @@ static int bpt__write_header(bpt_file_writer *w, const bpt__session *s) {
     memcpy(h.name, s->name, sizeof h.name);
     iov.iov_base = &h;
     iov.iov_len = sizeof h;
-    if (bpt__writev_all(w->fd, &iov, 1) < 0) return -1;
-    w->bytes += sizeof h;
+    if (bpt__write_whole(w, &iov, 1) < 0) return -1;
     w->header_written = 1;
     return 0;
 }
@@ -183,6 +215,9 @@ int bpt_session_write(bpt_session handle, bpt_file_writer *w) {
     bpt__session *s;
     int rc;
     if (!w || w->fd < 0) return bpt__fail(BPT_EINVAL, "bpt_session_write: w is NULL or its fd is < 0");
+    if (w->broken)
+        return bpt__fail(BPT_EIO, "bpt_session_write: fd %d ends in a block an earlier write cut short and could "
+                         "not take back (not a regular file, or ftruncate failed): this writer writes no more", w->fd);
     if (!(s = bpt__session_pin(handle, "bpt_session_write", &rec, &rc))) return rc;
     fo.rd.take = bpt__file_take;
     fo.rd.gap = bpt__file_gap;
@@ -197,8 +232,13 @@ int bpt_session_write(bpt_session handle, bpt_file_writer *w) {
     bpt__unpin(rec);
     w->records += fo.rd.records;
     if (fo.err == BPT_ENOMEM) return bpt__fail(BPT_ENOMEM, "bpt_session_write: no memory for the names block");
-    if (fo.err) return bpt__fail(BPT_EIO, "bpt_session_write: write to fd %d failed: %s (the records not "
-                                 "written stay in the buffers)", w->fd, strerror(fo.saved_errno));
+    if (fo.err && w->broken)
+        return bpt__fail(BPT_EIO, "bpt_session_write: write to fd %d failed partway: %s; the cut block could not "
+                         "be taken back (not a regular file, or ftruncate failed): the stream ends there, and "
+                         "this writer writes no more", w->fd, strerror(fo.saved_errno));
+    if (fo.err) return bpt__fail(BPT_EIO, "bpt_session_write: write to fd %d failed: %s (the file still ends at a "
+                                 "whole block; the records not written stay in the buffers: call again)",
+                                 w->fd, strerror(fo.saved_errno));
     return (int)(fo.rd.records > INT_MAX ? INT_MAX : fo.rd.records);
 }
 
@@ -206,18 +246,41 @@ int bpt_session_write(bpt_session handle, bpt_file_writer *w) {
 
 struct bpt__file_lane { uint64_t lane; bpt__stream st; };
 
+enum {
+    BPT__FILE_NO_STREAM = -1, BPT__FILE_TOO_MANY = -2,
+    /* The writer gives a file's names in id order from 1 (the n-th entry
+       has id n): a reader refuses an id more than this past the entries
+       before it, so that a small file cannot make it allocate for 4M
+       names (corrupt). */
+    BPT__FILE_NAMES_AHEAD = 1024,
+    BPT__FILE_MAX_LANES = 1 << 28   /* more lanes than any session has: corrupt */
+};
+
 struct bpt_trace_file {
     FILE *in;
     bpt__file_header h;
     bpt__decoder dec;
     bpt__name *names;             /* by id; module and name point into `strings` blocks */
+    uint32_t nnames;              /* room in names (a power of two, or 0) */
+    uint64_t names_read;          /* the entries of the names blocks taken in */
     char **strings;               /* every names block's text, freed at close */
-    uint32_t nnames, nstrings;
-    unsigned char *block;         /* the records block being read */
-    uint32_t block_bytes, block_cap, pos;
-    uint64_t lane;
-    struct bpt__file_lane *streams;   /* each lane's context */
-    uint32_t nstreams;
+    uint32_t nstrings, strings_cap;
+    uint32_t head[2];             /* the block being read: its tag, its payload's bytes */
+    int stage;                    /* 0: a block's head is next; 1: its payload; 2: the payload is in `block` */
+    int ended;                    /* the file ends in a block cut short: reads return 0 */
+    unsigned char *block;         /* the last block's payload; reused (block_cap bytes) */
+    uint32_t block_cap;
+    uint32_t block_bytes, pos;    /* the records block being decoded: its bytes, the next record's offset */
+    uint64_t lane;                /* its lane */
+    int stream;                   /* its lane's index in streams, or BPT__FILE_NO_STREAM (not looked up yet) */
+    int last_stream;              /* the index found last, tried first (or BPT__FILE_NO_STREAM) */
+    struct bpt__file_lane *streams;   /* each lane's context, in the order of their first blocks */
+    uint32_t nstreams, streams_cap;
+    uint32_t *lane_index;         /* open addressing: lane -> its index in streams + 1; 0: empty */
+    uint32_t lane_index_cap;      /* a power of two, at least twice nstreams; or 0 */
+    uint64_t seed;                /* the lane hash's key: a file cannot pick lanes that all collide */
+    uint64_t probes;              /* lane-table slots looked at, rehashing aside: what a lookup
+                                     costs (t_tracefile_hostile counts it) */
     int corrupt;
 };
 
@@ -227,7 +290,8 @@ static const bpt__name *bpt__file_name(void *ctx, uint32_t id) {
 }
 
 /* An array of n items of `size` bytes grown to `to` items (BPT_MALLOC has
-   no realloc), the new items zeroed; NULL: no memory, the old one kept. */
+   no realloc), the new items zeroed; NULL: no memory, the old one kept.
+   Callers grow by doubling: a file of n blocks costs O(n) copying. */
 static void *bpt__grow_to(void *old, size_t n, size_t to, size_t size) {
     unsigned char *p = (unsigned char *)BPT_MALLOC(to * size);
     if (!p) return NULL;
@@ -236,19 +300,58 @@ static void *bpt__grow_to(void *old, size_t n, size_t to, size_t size) {
     BPT_FREE(old);
     return p;
 }
-static void *bpt__grow(void *old, size_t n, size_t size) { return bpt__grow_to(old, n, n + 1, size); }
 
-/* The stream of lane `lane`, added on its first block; NULL: no memory. */
-static bpt__stream *bpt__file_stream(bpt_trace_file *f, uint64_t lane) {
-    uint32_t i;
-    struct bpt__file_lane *grown;
-    for (i = 0; i < f->nstreams; i++)
-        if (f->streams[i].lane == lane) return &f->streams[i].st;
-    if (!(grown = (struct bpt__file_lane *)bpt__grow(f->streams, f->nstreams, sizeof *grown))) return NULL;
-    f->streams = grown;
+/* The lane hash: splitmix64's finalizer over the lane and the reader's key. */
+static uint32_t bpt__file_lane_hash(const bpt_trace_file *f, uint64_t lane) {
+    uint64_t x = lane ^ f->seed;
+    x ^= x >> 30;
+    x *= UINT64_C(0xbf58476d1ce4e5b9);
+    x ^= x >> 27;
+    x *= UINT64_C(0x94d049bb133111eb);
+    x ^= x >> 31;
+    return (uint32_t)x;
+}
+
+/* The index in streams of lane `lane`'s stream, added on its first block:
+   O(1) expected whatever the lanes (one lookup per records block).
+   BPT__FILE_NO_STREAM: no memory (nothing lost: a retry looks again);
+   BPT__FILE_TOO_MANY: more lanes than BPT__FILE_MAX_LANES (corrupt). */
+static int bpt__file_stream(bpt_trace_file *f, uint64_t lane) {
+    uint32_t mask = f->lane_index_cap - 1, k, i;
+    if (f->last_stream != BPT__FILE_NO_STREAM && f->streams[f->last_stream].lane == lane) return f->last_stream;
+    if (f->lane_index_cap)
+        for (k = bpt__file_lane_hash(f, lane) & mask; (i = f->lane_index[k]) != 0; k = (k + 1) & mask) {
+            f->probes++;
+            if (f->streams[i - 1].lane == lane) return f->last_stream = (int)(i - 1);
+        }
+    if (f->nstreams >= BPT__FILE_MAX_LANES) return BPT__FILE_TOO_MANY;
+    if (f->nstreams == f->streams_cap) {   /* a new lane: room for it first */
+        uint32_t cap = f->streams_cap ? f->streams_cap * 2 : 16;
+        struct bpt__file_lane *grown;
+        if (!(grown = (struct bpt__file_lane *)bpt__grow_to(f->streams, f->nstreams, cap, sizeof *grown)))
+            return BPT__FILE_NO_STREAM;
+        f->streams = grown;
+        f->streams_cap = cap;
+    }
+    if ((f->nstreams + 1) * 2 > f->lane_index_cap) {
+        uint32_t cap = f->lane_index_cap ? f->lane_index_cap * 2 : 64, j;
+        uint32_t *ix = (uint32_t *)BPT_MALLOC(cap * sizeof *ix);
+        if (!ix) return BPT__FILE_NO_STREAM;
+        memset(ix, 0, cap * sizeof *ix);
+        mask = cap - 1;
+        for (j = 0; j < f->nstreams; j++) {
+            for (k = bpt__file_lane_hash(f, f->streams[j].lane) & mask; ix[k]; k = (k + 1) & mask) {}
+            ix[k] = j + 1;
+        }
+        BPT_FREE(f->lane_index);
+        f->lane_index = ix;
+        f->lane_index_cap = cap;
+    }
+    for (k = bpt__file_lane_hash(f, lane) & mask; f->lane_index[k]; k = (k + 1) & mask) f->probes++;
+    f->lane_index[k] = f->nstreams + 1;
     f->streams[f->nstreams].lane = lane;
     bpt__stream_init(&f->streams[f->nstreams].st);
-    return &f->streams[f->nstreams++].st;
+    return f->last_stream = (int)f->nstreams++;
 }
 
 static int bpt__file_corrupt(bpt_trace_file *f, const char *what) {
@@ -256,12 +359,27 @@ static int bpt__file_corrupt(bpt_trace_file *f, const char *what) {
     return bpt__fail(BPT_EFORMAT, "bpt_trace_file_read: %s", what);
 }
 
-/* Take in a names block: each entry checked against the block's end, its
-   strings copied into `text`, NUL-terminated (room: the block's bytes and
-   two NULs for each entry of at least 16 bytes). */
-static int bpt__file_names(bpt_trace_file *f, const unsigned char *block, uint32_t bytes, char *text) {
-    uint32_t at = 0;
-    while (at + 16 <= bytes) {
+/* Take in the names block in f->block: each entry checked against the
+   block's end, its strings copied into one text allocation, NUL-terminated
+   (room: the block's bytes and two NULs for each entry of at least 16
+   bytes). A block without entries costs nothing. After BPT_ENOMEM it may
+   be taken in again: an entry taken twice is the same entry. */
+static int bpt__file_names(bpt_trace_file *f) {
+    const unsigned char *block = f->block;
+    uint32_t bytes = f->head[1], at = 0, k = 0;
+    char *text;
+    if (bytes < 16) return 0;
+    if (f->nstrings == f->strings_cap) {
+        uint32_t cap = f->strings_cap ? f->strings_cap * 2 : 16;
+        char **grown = (char **)bpt__grow_to(f->strings, f->nstrings, cap, sizeof *grown);
+        if (!grown) return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for the names");
+        f->strings = grown;
+        f->strings_cap = cap;
+    }
+    if (!(text = (char *)BPT_MALLOC(bytes + 2 * (bytes / 16) + 1)))
+        return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for a names block of %u bytes", bytes);
+    f->strings[f->nstrings++] = text;
+    for (; at + 16 <= bytes; k++) {
         uint32_t id;
         int32_t arity;
         uint16_t ml, nl;
@@ -269,9 +387,11 @@ static int bpt__file_names(bpt_trace_file *f, const unsigned char *block, uint32
         memcpy(&arity, block + at + 4, 4);
         memcpy(&ml, block + at + 8, 2);
         memcpy(&nl, block + at + 10, 2);
-        if (id == 0 || id >= BPT__FILE_MAX_NAMES || at + 16 + (uint32_t)ml + nl > bytes)
+        if (id == 0 || id > BPT__FILE_MAX_NAMES || at + 16 + (uint32_t)ml + nl > bytes)
             return bpt__file_corrupt(f, "a name entry is out of bounds");
-        if (id >= f->nnames) {   /* doubling: ids come in order, but a corrupt file may jump */
+        if (id > f->names_read + k + 1 + BPT__FILE_NAMES_AHEAD)
+            return bpt__file_corrupt(f, "a name's id is far past the names before it (a writer gives them in order)");
+        if (id >= f->nnames) {   /* doubling, as far as the entries read allow */
             uint32_t to = f->nnames ? f->nnames : 256;
             bpt__name *grown;
             while (to <= id) to *= 2;
@@ -292,44 +412,56 @@ static int bpt__file_names(bpt_trace_file *f, const unsigned char *block, uint32
         text += ml + nl + 2;
         at += 16 + ((uint32_t)ml + nl + 7) / 8 * 8;
     }
+    f->names_read += k;
     return 0;
 }
 
-/* The next block into f; 1: a records block is ready, 0: the end (or a
-   block cut short: the file ends at its last whole block), < 0: an error. */
+/* The next records block into f; 1: it is ready, 0: the end (or a block
+   cut short: the file ends at its last whole block), < 0: an error. The
+   stages make BPT_ENOMEM resumable: the next call goes on from the head
+   or payload it had read (a stream's bytes cannot be read twice). */
 static int bpt__file_next_block(bpt_trace_file *f) {
+    if (f->ended) return 0;
     for (;;) {
-        uint32_t head[2];
-        unsigned char *buf;
-        if (fread(head, sizeof head, 1, f->in) != 1) return 0;
-        if (head[1] > BPT__BLOCK_MAX || head[1] % 8 ||
-            (head[0] != BPT__BLOCK_NAMES && head[0] != BPT__BLOCK_RECORDS) ||
-            (head[0] == BPT__BLOCK_RECORDS && head[1] < 8))
-            return bpt__file_corrupt(f, "a block's tag or length is not one this reader knows");
-        if (!(buf = (unsigned char *)BPT_MALLOC(head[1] + 8)))
-            return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for a block of %u bytes", head[1]);
-        if (head[1] && fread(buf, head[1], 1, f->in) != 1) { BPT_FREE(buf); return 0; }
-        if (head[0] == BPT__BLOCK_NAMES) {
-            char **grown = (char **)bpt__grow(f->strings, f->nstrings, sizeof *grown);
-            char *text = grown ? (char *)BPT_MALLOC(head[1] + 2 * (head[1] / 16) + 1) : NULL;
-            int rc;
-            if (!text) {
-                if (grown) f->strings = grown;
-                BPT_FREE(buf);
-                return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for a names block");
+        int rc;
+        if (f->stage == 0) {
+            size_t got = fread(f->head, 1, sizeof f->head, f->in);
+            if (got != sizeof f->head) {   /* the end; a head cut short ends the file for good */
+                if (got) f->ended = 1;
+                return 0;
             }
-            f->strings = grown;
-            f->strings[f->nstrings++] = text;
-            rc = bpt__file_names(f, buf, head[1], text);
-            BPT_FREE(buf);
-            if (rc < 0) return rc;
+            if (f->head[1] > BPT__BLOCK_MAX || f->head[1] % 8 ||
+                (f->head[0] != BPT__BLOCK_NAMES && f->head[0] != BPT__BLOCK_RECORDS) ||
+                (f->head[0] == BPT__BLOCK_RECORDS && f->head[1] < 8))
+                return bpt__file_corrupt(f, "a block's tag or length is not one this reader knows");
+            f->stage = 1;
+        }
+        if (f->stage == 1) {
+            f->block_bytes = f->pos = 0;
+            if (f->head[1] > f->block_cap) {   /* the buffer, reused, grows by doubling */
+                uint32_t cap = f->block_cap ? f->block_cap : 4096;
+                unsigned char *p;
+                while (cap < f->head[1]) cap *= 2;
+                if (!(p = (unsigned char *)BPT_MALLOC(cap)))
+                    return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for a block of %u bytes",
+                                     f->head[1]);
+                BPT_FREE(f->block);
+                f->block = p;
+                f->block_cap = cap;
+            }
+            if (f->head[1] && fread(f->block, f->head[1], 1, f->in) != 1) { f->ended = 1; return 0; }
+            f->stage = 2;
+        }
+        if (f->head[0] == BPT__BLOCK_NAMES) {
+            if ((rc = bpt__file_names(f)) < 0) return rc;
+            f->stage = 0;
             continue;
         }
-        BPT_FREE(f->block);
-        f->block = buf;
-        memcpy(&f->lane, buf, 8);
-        f->block_bytes = head[1];
+        f->stage = 0;
+        memcpy(&f->lane, f->block, 8);
+        f->block_bytes = f->head[1];
         f->pos = 8;
+        f->stream = BPT__FILE_NO_STREAM;
         return 1;
     }
 }
@@ -337,12 +469,17 @@ static int bpt__file_next_block(bpt_trace_file *f) {
 /* A reader over in (which it owns from here, closed on failure too). */
 static int bpt__trace_file_start(FILE *in, const char *what, const char *who, bpt_trace_file **out) {
     bpt_trace_file *f;
+    struct timespec ts;
     if (!(f = (bpt_trace_file *)BPT_MALLOC(sizeof *f))) {
         fclose(in);
         return bpt__fail(BPT_ENOMEM, "%s: no memory for the reader", who);
     }
     memset(f, 0, sizeof *f);
     f->in = in;
+    f->stream = f->last_stream = BPT__FILE_NO_STREAM;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    f->seed = ((uint64_t)(uintptr_t)f * UINT64_C(0x9e3779b97f4a7c15)) ^ (uint64_t)ts.tv_nsec ^
+              ((uint64_t)ts.tv_sec << 32);
     if (fread(&f->h, sizeof f->h, 1, in) != 1 || memcmp(f->h.magic, bpt__file_magic, 8) != 0 ||
         f->h.version < 1 || f->h.version > BPT_FILE_VERSION || f->h.header_bytes != sizeof f->h) {
         bpt_trace_file_close(f);
@@ -365,9 +502,14 @@ static int bpt__trace_file_start(FILE *in, const char *what, const char *who, bp
 
 int bpt_trace_file_open(const char *path, bpt_trace_file **out) {
     FILE *in;
+    struct stat st;
     if (!path || !out) return bpt__fail(BPT_EINVAL, "bpt_trace_file_open: path or out is NULL");
     if (!(in = fopen(path, "rb")))
         return bpt__fail(BPT_ENOENT, "bpt_trace_file_open: %s: %s", path, strerror(errno));
+    if (fstat(fileno(in), &st) == 0 && S_ISDIR(st.st_mode)) {   /* fopen opens one; its reads fail */
+        fclose(in);
+        return bpt__fail(BPT_ENOENT, "bpt_trace_file_open: %s: %s", path, strerror(EISDIR));
+    }
     return bpt__trace_file_start(in, path, "bpt_trace_file_open", out);
 }
 
@@ -390,9 +532,8 @@ int bpt_trace_file_read(bpt_trace_file *f, bpt_msg *out, int max) {
     if (f->corrupt) return bpt__fail(BPT_EFORMAT, "bpt_trace_file_read: the file is corrupt");
     while (n < max) {
         const bpt__rec *r;
-        bpt__stream *st;
         int bytes;
-        if (!f->block || f->pos >= f->block_bytes) {
+        if (f->pos >= f->block_bytes) {
             /* A block is used up: return what there is before reading the
                next, which a live stream (fdopen) may not have sent yet. */
             if (n > 0) return n;
@@ -400,9 +541,12 @@ int bpt_trace_file_read(bpt_trace_file *f, bpt_msg *out, int max) {
         }
         r = (const bpt__rec *)(const void *)(f->block + f->pos);
         if (!(bytes = bpt__rec_check(r, f->block_bytes - f->pos))) return bpt__file_corrupt(f, "a record is corrupt");
-        if (!(st = bpt__file_stream(f, f->lane)))
+        /* Once a block, at its first record (n is 0 there: nothing is lost). */
+        if (f->stream < 0 && (f->stream = bpt__file_stream(f, f->lane)) < 0) {
+            if (f->stream == BPT__FILE_TOO_MANY) return bpt__file_corrupt(f, "more threads than a session has");
             return bpt__fail(BPT_ENOMEM, "bpt_trace_file_read: no memory for a thread's state");
-        n += bpt__rec_decode(&f->dec, st, r, &out[n]);
+        }
+        n += bpt__rec_decode(&f->dec, &f->streams[f->stream].st, r, &out[n]);
         f->pos += (uint32_t)bytes;
     }
     return n;
@@ -427,6 +571,7 @@ void bpt_trace_file_close(bpt_trace_file *f) {
     BPT_FREE(f->strings);
     BPT_FREE(f->names);
     BPT_FREE(f->streams);
+    BPT_FREE(f->lane_index);
     BPT_FREE(f->block);
     BPT_FREE(f);
 }

@@ -10,9 +10,18 @@
    BPT_EFORMAT, after which every read returns BPT_EFORMAT; every message has
    a known type, names for the types that carry them, at most BPT_MAX_ARGS
    arguments, a NUL-terminated string area, and formats with bpt_format_dbg
-   and the Chrome and folded writers. The seed (corpus/tracefile/calls) is a
-   file bpt_session_write wrote: calls with a string, a double, a caller and
-   a message, returns of a string, exceptions, return_to, a process switch. */
+   and the Chrome and folded writers. The seeds (corpus/tracefile/) are
+   files bpt_session_write wrote:
+     calls        version 1 (an older writer): one names block, one thread:
+                  calls with a string, a double, a caller and a message,
+                  returns of a string, exceptions, return_to, a process switch;
+     v2_threads   version 2: two names blocks (functions registered between
+                  two writes), 6 threads in 4 lanes, calls of 2 arguments
+                  and their returns;
+     v2_flight    version 2, a flight recorder of 2 chunks of 4 KiB that
+                  overwrote: a DROPPED record of the writer's own, 4 threads.
+   The version 2 seeds come from a 60-line program over the public API
+   (bpt_register_vm, a session, threads calling, bpt_session_write twice). */
 #define BPTRACE_IMPLEMENTATION
 #include "../../bptrace.h"
 #include "fuzz_common.h"

@@ -1,0 +1,200 @@
+/* t_timem_report: what bpt_trace_info reports of call_time / call_memory
+   beyond the sums: which processes fill a short procs array, and the
+   charges the tables dropped. VM sites only (every compiler, tcc too), one
+   thread, no signals: call_memory's bytes (bpt_account_memory) are exact,
+   so every expected value is too. Both parts failed before the fix (found
+   by review).
+   1. 16 processes (bpt_process_switch) each call one function and account
+      1,000 bytes more than the one before. procs_cap 2 returns the two
+      with the most memory, most first: it returned the first 2 cells of
+      the hash table, sorted. Other caps, ties (the lower process id
+      first) and a cap past nprocs are checked too.
+   2. Charges nested in a charge of the same tables (the mark a signal
+      handler would find, set by hand as t_time_path and t_timem_threads
+      do) are dropped and counted in the tables' `lost` [H1]. bpt_info.
+      lost_charges reports them, and keeps them across collections: every
+      bpt_trace_info replaces the tables and used to throw `lost` away
+      (nothing reported it either). A restart zeroes it with the sums. */
+#define BPTRACE_IMPLEMENTATION
+#include "../bptrace.h"
+#include "check.h"
+#include <string.h>
+
+static bpt_vm_word word_top = 0x100, word_tie = 0x101, word_lost = 0x102, word_other = 0x103;
+static bpt_func *f_top, *f_tie, *f_lost, *f_other;
+
+/* One call of f, in the current process, that accounts bytes. */
+static void call_vm(bpt_vm_word *w, bpt_func *f, int64_t bytes) {
+    bpt_vm_token t = 0;
+    if (BPT_VM_FETCH(w) == 0xBBBB) bpt_vm_breakpoint(f, NULL, &t);
+    if (bytes) bpt_account_memory(bytes);
+    bpt_vm_return(t, 0);
+}
+
+static bpt_info info_of(bpt_session s, bpt_func *f, unsigned what, bpt_info_process *procs, uint32_t cap) {
+    bpt_info info;
+    memset(&info, 0, sizeof info);
+    info.procs = procs;
+    info.procs_cap = cap;
+    CHECK_RC(bpt_trace_info(s, f, what, &info), 0);
+    return info;
+}
+
+static void print_procs(const char *what, const bpt_info *in, uint32_t n) {
+    uint32_t i;
+    printf("   %-34s nprocs %u:", what, in->nprocs);
+    for (i = 0; i < n; i++)
+        printf(" %llu (%llu B)", (unsigned long long)in->procs[i].process,
+               (unsigned long long)in->procs[i].memory_bytes);
+    printf("\n");
+}
+
+/* 1. The processes a short procs array gets. */
+enum { NPROCS = 16 };
+static void test_top(bpt_session s) {
+    bpt_info_process procs[NPROCS + 4];
+    bpt_info in;
+    uint32_t caps[] = { 1, 2, 5, NPROCS, NPROCS + 4 }, k, i;
+    uint64_t p;
+    printf("1. the processes with the most memory, most first\n");
+    /* Process p accounts p * 1000 bytes: process NPROCS ranks first. The
+       ids are spread out, so the hash table's order is not the rank's. */
+    for (p = 1; p <= NPROCS; p++) {
+        bpt_process_switch(p * 7919);
+        call_vm(&word_top, f_top, (int64_t)p * 1000);
+    }
+    bpt_process_switch(0);
+    for (k = 0; k < sizeof caps / sizeof caps[0]; k++) {
+        uint32_t cap = caps[k], want = cap < NPROCS ? cap : NPROCS;
+        char what[64];
+        for (i = 0; i < NPROCS + 4; i++) procs[i].process = 0xdead;   /* untouched past what is filled */
+        in = info_of(s, f_top, BPT_INFO_MEMORY, procs, cap);
+        snprintf(what, sizeof what, "procs_cap %u:", cap);
+        print_procs(what, &in, want);
+        CHECK(in.nprocs == NPROCS && in.calls == NPROCS && in.memory_bytes == 1000ull * NPROCS * (NPROCS + 1) / 2,
+              "cap %u: totals cover all 16 processes: nprocs %u, calls %llu, %llu bytes", cap, in.nprocs,
+              (unsigned long long)in.calls, (unsigned long long)in.memory_bytes);
+        for (i = 0; i < want; i++) {
+            uint64_t rank = NPROCS - i;   /* the process that must be at procs[i] */
+            CHECK(procs[i].process == rank * 7919 && procs[i].memory_bytes == rank * 1000 && procs[i].calls == 1,
+                  "cap %u: procs[%u] is process %llu with %llu bytes and 1 call: got process %llu, %llu bytes, "
+                  "%llu calls", cap, i, (unsigned long long)(rank * 7919), (unsigned long long)(rank * 1000),
+                  (unsigned long long)procs[i].process, (unsigned long long)procs[i].memory_bytes,
+                  (unsigned long long)procs[i].calls);
+        }
+        for (i = want; i < NPROCS + 4; i++)
+            CHECK(procs[i].process == 0xdead, "cap %u: procs[%u] past the %u filled was written", cap, i, want);
+    }
+
+    /* Ties: 12 processes with the same bytes; the lowest ids rank first,
+       whatever order they were charged in. */
+    for (p = 12; p >= 1; p--) {
+        bpt_process_switch(p * 104729);
+        call_vm(&word_tie, f_tie, 500);
+    }
+    bpt_process_switch(0);
+    in = info_of(s, f_tie, BPT_INFO_MEMORY, procs, 3);
+    print_procs("ties, procs_cap 3:", &in, 3);
+    for (i = 0; i < 3; i++)
+        CHECK(procs[i].process == (i + 1) * 104729ull, "ties: procs[%u] is process %llu (the lower id first): "
+              "got %llu", i, (i + 1) * 104729ull, (unsigned long long)procs[i].process);
+}
+
+/* 2. Dropped charges, reported and kept. */
+static uint64_t lost_now(bpt_func *f) {   /* f's current tables' `lost`: read before a collection replaces them */
+    unsigned ix = bpt_active_bp_ix();
+    bpt__GenericBp *g = (bpt__GenericBp *)bpt__load_acquire_ptr(&f->gen_bp);
+    bpt__BpTimem *tm = g ? bpt__timem_of(&g->data[ix]) : NULL;
+    return tm ? bpt__load_relaxed_u64(&tm->lost) : 0;
+}
+
+/* n calls of f charged while the thread is marked as inside a charge of
+   f's tables (as a signal handler nested there finds it): each call's
+   count and its return's charge are dropped [H1]; one call of f_other,
+   other tables, goes ahead. Returns the charges f's tables dropped. */
+static uint64_t drop_calls(bpt_func *f, bpt_vm_word *w, int n) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    uint64_t before = lost_now(f);
+    unsigned ix = bpt_active_bp_ix();
+    bpt__GenericBp *g = (bpt__GenericBp *)bpt__load_acquire_ptr(&f->gen_bp);
+    int i;
+    CHECK(rec && g && bpt__timem_of(&g->data[ix]), "a thread record and f's tables");
+    if (!rec || !g) return 0;
+    rec->timem_charging[0] = bpt__timem_of(&g->data[ix]);
+    rec->timem_depth = 1;
+    for (i = 0; i < n; i++) call_vm(w, f, 10);
+    call_vm(&word_other, f_other, 10);
+    rec->timem_depth = 0;
+    return lost_now(f) - before;
+}
+
+static void test_lost(bpt_session s) {
+    bpt_info in;
+    uint64_t dropped, dropped2, lost1, lost2;
+    printf("2. dropped charges: reported, and kept across collections\n");
+    call_vm(&word_lost, f_lost, 100);   /* counted: the thread's table made */
+    in = info_of(s, f_lost, BPT_INFO_MEMORY, NULL, 0);
+    printf("   before any drop: calls %llu, %llu B, lost_charges %llu\n", (unsigned long long)in.calls,
+           (unsigned long long)in.memory_bytes, (unsigned long long)in.lost_charges);
+    CHECK(in.calls == 1 && in.memory_bytes == 100 && in.lost_charges == 0, "one call of 100 B, nothing dropped");
+
+    dropped = drop_calls(f_lost, &word_lost, 3);
+    printf("   3 calls nested in a charge of the same tables: %llu charges dropped (a call's count and its "
+           "return's bytes each)\n", (unsigned long long)dropped);
+    CHECK(dropped == 6, "3 calls: 6 charges dropped (3 counts, 3 returns): %llu", (unsigned long long)dropped);
+    in = info_of(s, f_lost, BPT_INFO_MEMORY, NULL, 0);
+    lost1 = in.lost_charges;
+    printf("   collection 1: calls %llu, %llu B, lost_charges %llu\n", (unsigned long long)in.calls,
+           (unsigned long long)in.memory_bytes, (unsigned long long)lost1);
+    CHECK(in.calls == 1 && in.memory_bytes == 100, "the dropped calls are not in the sums");
+    CHECK(lost1 == dropped, "lost_charges reports the %llu dropped charges: %llu", (unsigned long long)dropped,
+          (unsigned long long)lost1);
+    in = info_of(s, f_other, BPT_INFO_MEMORY, NULL, 0);
+    CHECK(in.calls == 1 && in.lost_charges == 0, "other tables: their charge went ahead (calls %llu, lost %llu)",
+          (unsigned long long)in.calls, (unsigned long long)in.lost_charges);
+
+    in = info_of(s, f_lost, BPT_INFO_TIME, NULL, 0);
+    printf("   collection 2 (BPT_INFO_TIME): lost_charges %llu\n", (unsigned long long)in.lost_charges);
+    CHECK(in.lost_charges == lost1, "a second collection keeps lost_charges: %llu, not %llu",
+          (unsigned long long)in.lost_charges, (unsigned long long)lost1);
+
+    dropped2 = drop_calls(f_lost, &word_lost, 2);
+    call_vm(&word_lost, f_lost, 100);
+    in = info_of(s, f_lost, BPT_INFO_MEMORY | BPT_INFO_TIME, NULL, 0);
+    lost2 = in.lost_charges;
+    printf("   %llu more dropped, then collection 3: calls %llu, %llu B, lost_charges %llu\n",
+           (unsigned long long)dropped2, (unsigned long long)in.calls, (unsigned long long)in.memory_bytes,
+           (unsigned long long)lost2);
+    CHECK(dropped2 == 4 && lost2 == lost1 + dropped2, "the new drops add to the carried ones, once: %llu + %llu "
+          "= %llu", (unsigned long long)lost1, (unsigned long long)dropped2, (unsigned long long)lost2);
+    CHECK(in.calls == 2 && in.memory_bytes == 200, "the sums carried too: calls %llu, %llu B",
+          (unsigned long long)in.calls, (unsigned long long)in.memory_bytes);
+
+    in = info_of(s, f_lost, BPT_INFO_FLAGS, NULL, 0);
+    CHECK(in.lost_charges == 0, "not asked for (BPT_INFO_FLAGS alone): lost_charges stays 0: %llu",
+          (unsigned long long)in.lost_charges);
+    in = info_of(s, f_lost, BPT_INFO_MEMORY, NULL, 0);
+    CHECK(in.lost_charges == lost2, "asking for flags alone collected nothing: lost_charges %llu",
+          (unsigned long long)in.lost_charges);
+
+    CHECK_RC(bpt_trace_pattern(s, "tr:lost/_", BPT_MEMORY | BPT_RESTART, NULL), 1);
+    in = info_of(s, f_lost, BPT_INFO_MEMORY, NULL, 0);
+    printf("   after a restart: calls %llu, lost_charges %llu\n", (unsigned long long)in.calls,
+           (unsigned long long)in.lost_charges);
+    CHECK(in.calls == 0 && in.lost_charges == 0, "a restart zeroes lost_charges with the sums");
+}
+
+int main(void) {
+    bpt_session s;
+    CHECK_RC(bpt_register_vm(&word_top, 0xBBBB, "tr", "top", 0, NULL, &f_top), 0);
+    CHECK_RC(bpt_register_vm(&word_tie, 0xBBBB, "tr", "tie", 0, NULL, &f_tie), 0);
+    CHECK_RC(bpt_register_vm(&word_lost, 0xBBBB, "tr", "lost", 0, NULL, &f_lost), 0);
+    CHECK_RC(bpt_register_vm(&word_other, 0xBBBB, "tr", "other", 0, NULL, &f_other), 0);
+    CHECK_RC(bpt_session_create(NULL, &s), 0);
+    /* call_memory alone: no time is charged, so the rank is the bytes'. */
+    CHECK_RC(bpt_trace_pattern(s, "tr:_/_", BPT_MEMORY, NULL), 4);
+    test_top(s);
+    test_lost(s);
+    CHECK_RC(bpt_session_destroy(s), 0);
+    return CHECK_DONE();
+}
