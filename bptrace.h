@@ -1074,6 +1074,17 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
    function registered by hand, so caller and return_to name it for return
    addresses up to the next registered entry (at most 64 KiB past its own);
    bpt_register_module takes sizes from the ELF symbols and names exactly.
+   Limits (both registration calls): a traced call reaches bptrace with its
+   integer and 128-bit vector argument registers saved, no wider: a
+   function taking 256/512-bit vector arguments (x86-64: __m256 and wider;
+   the handler's code may clear their upper halves) or SVE arguments
+   (aarch64: the stub's restore of q0-q7 zeroes z0-z7's upper bits, and
+   p0-p3 are not saved) must not be registered (bpt_register_module skips
+   the aarch64 ones, which their symbols mark; x86-64 symbols say nothing). Code pages keep no
+   protection flag beyond read and execute across a code write: on an
+   aarch64 CPU with BTI, a BTI-guarded page (PROT_BTI) that bptrace writes
+   loses its guard (found by review; the flag cannot be read back from
+   /proc/self/maps, only from smaps' VmFlags).
 
    Parameters
      fn             the function's address; its entry must be as BPT_TRACEABLE
@@ -1117,7 +1128,10 @@ BPT_API int bpt_register_native(void *fn, const char *module, const char *name, 
    too; names over 127 bytes are cut). Arity is 0 (unknown): give an
    argument spec in the match spec to see arguments. bptrace's own functions
    (names starting with bpt_), which a whole-program build also makes
-   patchable, are skipped: tracing them would recurse. Patterns in force
+   patchable, are skipped: tracing them would recurse. So are aarch64
+   functions marked STO_AARCH64_VARIANT_PCS (vector-PCS and SVE functions:
+   their argument registers are wider than a traced call keeps; see
+   bpt_register_native's limits). Patterns in force
    apply at once. All or nothing: on an error nothing is registered, except
    when a remembered pattern cannot be applied.
 
@@ -1714,7 +1728,9 @@ typedef struct bpt_info {
                               with BPT_CALL) set for f in the session; 0 if none */
     int      count_paused; /* 1: call_count is paused */
     uint64_t count;        /* call_count, exact, a count of calls */
-    int      time_paused;  /* 1: call_time / call_memory are paused */
+    int      time_paused;  /* 1: call_time is set and paused */
+    int      memory_paused;/* 1: call_memory is set and paused (BPT_PAUSE pauses each kind
+                              named: call_time paused, call_memory counting is a state of its own) */
     uint64_t calls;        /* call_time / call_memory: calls, all processes */
     uint64_t time_ns;      /* call_time: own time, all processes, ns */
     uint64_t memory_bytes; /* call_memory: bytes, all processes */
@@ -10199,9 +10215,11 @@ BPT__HOT void bpt__kind_memory_hit(bpt__hit *h, bpt__session *s, const bpt__Gene
 }
 
 static void bpt__kind_timem_info(const bpt__GenericBpData *d, unsigned what, unsigned flag, bpt_info *out) {
-    if (what & BPT_INFO_FLAGS) {
+    if (what & BPT_INFO_FLAGS) {   /* each kind's own pause: one flag for both said "not paused" of
+                                      call_time paused beside call_memory counting (found by review) */
         out->flags |= flag;
-        out->time_paused = !(d->flags & BPT__BPF_TIMEM_ACTIVE);
+        if (flag == BPT_TIME) out->time_paused = !(d->flags & BPT__BPF_TIME_ACTIVE);
+        else out->memory_paused = !(d->flags & BPT__BPF_MEM_ACTIVE);
     }
     /* The sums, the drops (lost_charges) and the processes ranking first:
        what the collection just carried (timem.c >>report). */
@@ -11015,6 +11033,7 @@ typedef struct bpt__elf_func {
     uint32_t name;          /* st_name: offset in the string table */
     uint32_t index;         /* position in the symbol table: the last tie-break */
     uint32_t rank;          /* 0 global, 1 weak, 2 local: which alias names the address */
+    uint8_t other;          /* st_other: aarch64's STO_AARCH64_VARIANT_PCS (wide argument registers) */
 } bpt__elf_func;
 
 /* What the scan needs from a module's file: its headers and its functions. */
@@ -11195,6 +11214,7 @@ static void bpt__elf_add_functions(bpt__elf_file *f, const Elf64_Sym *sym, size_
         out->name = s->st_name;
         out->index = (uint32_t)(first_index + i);
         out->rank = bpt__elf_symbol_rank(s->st_info);
+        out->other = s->st_other;
     }
 }
 
@@ -11287,6 +11307,25 @@ static const bpt__elf_func *bpt__elf_func_from(const bpt__elf_file *f, uint64_t 
         if (f->funcs[mid].addr < addr) lo = mid + 1; else hi = mid;
     }
     return lo < f->nfuncs ? &f->funcs[lo] : NULL;
+}
+
+#if !defined(STO_AARCH64_VARIANT_PCS)
+#  define STO_AARCH64_VARIANT_PCS 0x80
+#endif
+/* Does the function symbol at addr follow a variant procedure call
+   standard (aarch64: the vector PCS, or SVE arguments in z and p
+   registers; STO_AARCH64_VARIANT_PCS)? Its arguments are wider than the
+   entry stub saves (q0-q7): the stub's restore of a q register zeroes the
+   z register's upper bits, so tracing it would corrupt them. */
+static int bpt__elf_func_variant_pcs(const bpt__elf_file *f, uint64_t addr) {
+#if defined(__aarch64__)
+    const bpt__elf_func *e = bpt__elf_func_from(f, addr);
+    for (; e && e < f->funcs + f->nfuncs && e->addr == addr; e++)   /* any alias says so */
+        if (e->other & STO_AARCH64_VARIANT_PCS) return 1;
+#else
+    (void)f; (void)addr;
+#endif
+    return 0;
 }
 
 /* The name of the function symbol at addr, or NULL; *size its st_size. */
@@ -11475,6 +11514,7 @@ static int bpt__module_visit_entries(const bpt__module_object *m, const bpt__elf
             snprintf(unnamed, sizeof unnamed, "fn_0x%llx", (unsigned long long)fn);
             name = unnamed;
         }
+        if (bpt__elf_func_variant_pcs(f, fn)) continue;   /* not traceable: skipped, as bptrace's own */
         if ((rc = visit((void *)(m->bias + (uintptr_t)fn), name, size, user)) < 0) return rc;
         visited++;
     }

@@ -79,6 +79,17 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
    function registered by hand, so caller and return_to name it for return
    addresses up to the next registered entry (at most 64 KiB past its own);
    bpt_register_module takes sizes from the ELF symbols and names exactly.
+   Limits (both registration calls): a traced call reaches bptrace with its
+   integer and 128-bit vector argument registers saved, no wider: a
+   function taking 256/512-bit vector arguments (x86-64: __m256 and wider;
+   the handler's code may clear their upper halves) or SVE arguments
+   (aarch64: the stub's restore of q0-q7 zeroes z0-z7's upper bits, and
+   p0-p3 are not saved) must not be registered (bpt_register_module skips
+   the aarch64 ones, which their symbols mark; x86-64 symbols say nothing). Code pages keep no
+   protection flag beyond read and execute across a code write: on an
+   aarch64 CPU with BTI, a BTI-guarded page (PROT_BTI) that bptrace writes
+   loses its guard (found by review; the flag cannot be read back from
+   /proc/self/maps, only from smaps' VmFlags).
 
    Parameters
      fn             the function's address; its entry must be as BPT_TRACEABLE
@@ -122,7 +133,10 @@ BPT_API int bpt_register_native(void *fn, const char *module, const char *name, 
    too; names over 127 bytes are cut). Arity is 0 (unknown): give an
    argument spec in the match spec to see arguments. bptrace's own functions
    (names starting with bpt_), which a whole-program build also makes
-   patchable, are skipped: tracing them would recurse. Patterns in force
+   patchable, are skipped: tracing them would recurse. So are aarch64
+   functions marked STO_AARCH64_VARIANT_PCS (vector-PCS and SVE functions:
+   their argument registers are wider than a traced call keeps; see
+   bpt_register_native's limits). Patterns in force
    apply at once. All or nothing: on an error nothing is registered, except
    when a remembered pattern cannot be applied.
 

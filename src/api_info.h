@@ -28,7 +28,9 @@ typedef struct bpt_info {
                               with BPT_CALL) set for f in the session; 0 if none */
     int      count_paused; /* 1: call_count is paused */
     uint64_t count;        /* call_count, exact, a count of calls */
-    int      time_paused;  /* 1: call_time / call_memory are paused */
+    int      time_paused;  /* 1: call_time is set and paused */
+    int      memory_paused;/* 1: call_memory is set and paused (BPT_PAUSE pauses each kind
+                              named: call_time paused, call_memory counting is a state of its own) */
     uint64_t calls;        /* call_time / call_memory: calls, all processes */
     uint64_t time_ns;      /* call_time: own time, all processes, ns */
     uint64_t memory_bytes; /* call_memory: bytes, all processes */

@@ -86,9 +86,11 @@ BPT__HOT void bpt__kind_memory_hit(bpt__hit *h, bpt__session *s, const bpt__Gene
 }
 
 static void bpt__kind_timem_info(const bpt__GenericBpData *d, unsigned what, unsigned flag, bpt_info *out) {
-    if (what & BPT_INFO_FLAGS) {
+    if (what & BPT_INFO_FLAGS) {   /* each kind's own pause: one flag for both said "not paused" of
+                                      call_time paused beside call_memory counting (found by review) */
         out->flags |= flag;
-        out->time_paused = !(d->flags & BPT__BPF_TIMEM_ACTIVE);
+        if (flag == BPT_TIME) out->time_paused = !(d->flags & BPT__BPF_TIME_ACTIVE);
+        else out->memory_paused = !(d->flags & BPT__BPF_MEM_ACTIVE);
     }
     /* The sums, the drops (lost_charges) and the processes ranking first:
        what the collection just carried (timem.c >>report). */

@@ -58,6 +58,7 @@ typedef struct bpt__elf_func {
     uint32_t name;          /* st_name: offset in the string table */
     uint32_t index;         /* position in the symbol table: the last tie-break */
     uint32_t rank;          /* 0 global, 1 weak, 2 local: which alias names the address */
+    uint8_t other;          /* st_other: aarch64's STO_AARCH64_VARIANT_PCS (wide argument registers) */
 } bpt__elf_func;
 
 /* What the scan needs from a module's file: its headers and its functions. */
@@ -238,6 +239,7 @@ static void bpt__elf_add_functions(bpt__elf_file *f, const Elf64_Sym *sym, size_
         out->name = s->st_name;
         out->index = (uint32_t)(first_index + i);
         out->rank = bpt__elf_symbol_rank(s->st_info);
+        out->other = s->st_other;
     }
 }
 
@@ -330,6 +332,25 @@ static const bpt__elf_func *bpt__elf_func_from(const bpt__elf_file *f, uint64_t 
         if (f->funcs[mid].addr < addr) lo = mid + 1; else hi = mid;
     }
     return lo < f->nfuncs ? &f->funcs[lo] : NULL;
+}
+
+#if !defined(STO_AARCH64_VARIANT_PCS)
+#  define STO_AARCH64_VARIANT_PCS 0x80
+#endif
+/* Does the function symbol at addr follow a variant procedure call
+   standard (aarch64: the vector PCS, or SVE arguments in z and p
+   registers; STO_AARCH64_VARIANT_PCS)? Its arguments are wider than the
+   entry stub saves (q0-q7): the stub's restore of a q register zeroes the
+   z register's upper bits, so tracing it would corrupt them. */
+static int bpt__elf_func_variant_pcs(const bpt__elf_file *f, uint64_t addr) {
+#if defined(__aarch64__)
+    const bpt__elf_func *e = bpt__elf_func_from(f, addr);
+    for (; e && e < f->funcs + f->nfuncs && e->addr == addr; e++)   /* any alias says so */
+        if (e->other & STO_AARCH64_VARIANT_PCS) return 1;
+#else
+    (void)f; (void)addr;
+#endif
+    return 0;
 }
 
 /* The name of the function symbol at addr, or NULL; *size its st_size. */
@@ -518,6 +539,7 @@ static int bpt__module_visit_entries(const bpt__module_object *m, const bpt__elf
             snprintf(unnamed, sizeof unnamed, "fn_0x%llx", (unsigned long long)fn);
             name = unnamed;
         }
+        if (bpt__elf_func_variant_pcs(f, fn)) continue;   /* not traceable: skipped, as bptrace's own */
         if ((rc = visit((void *)(m->bias + (uintptr_t)fn), name, size, user)) < 0) return rc;
         visited++;
     }

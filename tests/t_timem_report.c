@@ -14,7 +14,10 @@
       do) are dropped and counted in the tables' `lost` [H1]. bpt_info.
       lost_charges reports them, and keeps them across collections: every
       bpt_trace_info replaces the tables and used to throw `lost` away
-      (nothing reported it either). A restart zeroes it with the sums. */
+      (nothing reported it either). A restart zeroes it with the sums.
+   3. call_time paused beside call_memory counting: time_paused says 1,
+      memory_paused 0, and the other way round (one flag for both said 0
+      while call_time was paused). */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
@@ -184,6 +187,24 @@ static void test_lost(bpt_session s) {
     CHECK(in.calls == 0 && in.lost_charges == 0, "a restart zeroes lost_charges with the sums");
 }
 
+/* 3. Each kind's own pause. */
+static void test_paused(bpt_session s) {
+    bpt_info in;
+    CHECK_RC(bpt_trace_pattern(s, "tr:other/0", BPT_TIME | BPT_MEMORY, NULL), 1);
+    CHECK_RC(bpt_trace_pattern(s, "tr:other/0", BPT_TIME | BPT_PAUSE, NULL), 1);
+    in = info_of(s, f_other, BPT_INFO_FLAGS, NULL, 0);
+    printf("3. call_time paused, call_memory on: flags 0x%x, time_paused %d, memory_paused %d\n", in.flags,
+           in.time_paused, in.memory_paused);
+    CHECK(in.time_paused == 1 && in.memory_paused == 0, "call_time paused, call_memory counting");
+    CHECK_RC(bpt_trace_pattern(s, "tr:other/0", BPT_TIME | BPT_RESTART, NULL), 1);
+    CHECK_RC(bpt_trace_pattern(s, "tr:other/0", BPT_MEMORY | BPT_PAUSE, NULL), 1);
+    in = info_of(s, f_other, BPT_INFO_FLAGS, NULL, 0);
+    printf("   call_time on, call_memory paused: time_paused %d, memory_paused %d\n", in.time_paused,
+           in.memory_paused);
+    CHECK(in.time_paused == 0 && in.memory_paused == 1, "call_time counting, call_memory paused");
+    CHECK_RC(bpt_trace_pattern(s, "tr:other/0", BPT_TIME | BPT_MEMORY | BPT_OFF, NULL), 1);
+}
+
 int main(void) {
     bpt_session s;
     CHECK_RC(bpt_register_vm(&word_top, 0xBBBB, "tr", "top", 0, NULL, &f_top), 0);
@@ -195,6 +216,7 @@ int main(void) {
     CHECK_RC(bpt_trace_pattern(s, "tr:_/_", BPT_MEMORY, NULL), 4);
     test_top(s);
     test_lost(s);
+    test_paused(s);
     CHECK_RC(bpt_session_destroy(s), 0);
     return CHECK_DONE();
 }
