@@ -292,7 +292,6 @@ static int bpt__utf8_len(const unsigned char *s) {
     return n;
 }
 
-
 /* ns as microseconds with 3 decimals, "-12.345", in buf (32 bytes):
    integer arithmetic, since printf's %f follows the program's LC_NUMERIC,
    and a decimal comma (setlocale(LC_ALL, "de_DE.UTF-8")) is not JSON
