@@ -1080,11 +1080,12 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
    the handler's code may clear their upper halves) or SVE arguments
    (aarch64: the stub's restore of q0-q7 zeroes z0-z7's upper bits, and
    p0-p3 are not saved) must not be registered (bpt_register_module skips
-   the aarch64 ones, which their symbols mark; x86-64 symbols say nothing). Code pages keep no
-   protection flag beyond read and execute across a code write: on an
-   aarch64 CPU with BTI, a BTI-guarded page (PROT_BTI) that bptrace writes
-   loses its guard (found by review; the flag cannot be read back from
-   /proc/self/maps, only from smaps' VmFlags).
+   the aarch64 ones, which their symbols mark; x86-64 symbols say nothing).
+   A code write leaves a page read+execute, as the loader mapped it, and
+   BTI-guarded (PROT_BTI) where the loader guarded it: an object marked
+   for BTI, on a CPU with BTI (module.c, >>BTI guard). Code the program
+   mapped itself with PROT_BTI (a JIT) loses the guard: bptrace cannot
+   read the flag back from /proc/self/maps.
 
    Parameters
      fn             the function's address; its entry must be as BPT_TRACEABLE
@@ -3744,6 +3745,7 @@ struct bpt_func {
     void *fn;                     /* native: the function's address; slot: its trampoline's entry */
     uint64_t code_size;           /* native: bytes of code from the ELF symbol (0: unknown) */
     int signs_lr;                 /* native aarch64: the entry signs the return address (paciasp) */
+    int code_guarded;             /* native aarch64: its page is BTI-guarded (bpt__module_code_guarded) */
     unsigned page_prot;           /* slot: its page's protection at the current change's step 2 (set path) */
     const bpt_vm_ops *ops;        /* VM: argument access and formatting */
     bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */
@@ -4008,7 +4010,9 @@ BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r);
 /* The pages one batch of code writes touches (native sites only; empty
    otherwise). Text pages are made read+write+execute for the writes (not
    read+write: other threads keep executing on them) and read+execute again
-   afterwards, each page once per batch however many sites it holds. */
+   afterwards, each page once per batch however many sites it holds. A
+   BTI-guarded page (aarch64) keeps PROT_BTI in both: its entry's low bit
+   says so (BPT__PAGE_GUARDED, site_native.c). */
 typedef struct bpt__code_batch {
     uintptr_t *pages;
     int n, cap;
@@ -4251,6 +4255,8 @@ BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const ch
    slot yet: then lazy is 1). Return 1 when it took the slot, 0 when it
    passed, or a negative BPT_E* to stop (propagated). */
 #if defined(BPT_NATIVE)
+/* Is the code at addr on a page the loader guarded with BTI (module.c)? */
+BPT__PRIVATE int bpt__module_code_guarded(const void *addr);
 typedef int (*bpt__import_visit_fn)(void **slot, const char *name, uintptr_t target, int lazy, void *user);
 BPT__PRIVATE int bpt__module_imports(const char *module, const char **module_name,
                                      bpt__import_visit_fn visit, void *user);
@@ -10394,11 +10400,28 @@ static uintptr_t bpt__page_size(void) {
     return size;
 }
 
-/* Note the pages of [addr, addr+len). Returns 0 or BPT_ENOMEM. */
-static int bpt__batch_add(bpt__code_batch *b, const void *addr, size_t len) {
-    uintptr_t ps = bpt__page_size(), p = (uintptr_t)addr & ~(ps - 1), end = (uintptr_t)addr + len;
-    for (; p < end; p += ps) {
-        if (b->n && b->pages[b->n - 1] == p) continue;
+/* A noted page's low bit: the page is BTI-guarded (bpt__module_code_guarded,
+   module.c), and every protection the batch gives it keeps PROT_BTI. */
+#define BPT__PAGE_GUARDED ((uintptr_t)1)
+#if defined(__aarch64__) && !defined(PROT_BTI)
+#  define PROT_BTI 0x10   /* Linux, arch/arm64/include/uapi/asm/mman.h */
+#endif
+
+static int bpt__page_prot(uintptr_t noted, int prot) {
+#if defined(__aarch64__)
+    if (noted & BPT__PAGE_GUARDED) prot |= PROT_BTI;
+#else
+    (void)noted;
+#endif
+    return prot;
+}
+
+/* Note the pages of [addr, addr+len), guarded or not. Returns 0 or BPT_ENOMEM. */
+static int bpt__batch_add(bpt__code_batch *b, const void *addr, size_t len, int guarded) {
+    uintptr_t ps = bpt__page_size(), end = (uintptr_t)addr + len, p;
+    for (p = (uintptr_t)addr & ~(ps - 1); p < end; p += ps) {
+        uintptr_t noted = p | (guarded ? BPT__PAGE_GUARDED : 0);
+        if (b->n && b->pages[b->n - 1] == noted) continue;
         if (b->n == b->cap) {
             int cap = b->cap ? b->cap * 2 : 16;
             uintptr_t *pages = (uintptr_t *)BPT_MALLOC(sizeof *pages * (size_t)cap);
@@ -10408,7 +10431,7 @@ static int bpt__batch_add(bpt__code_batch *b, const void *addr, size_t len) {
             b->pages = pages;
             b->cap = cap;
         }
-        b->pages[b->n++] = p;
+        b->pages[b->n++] = noted;
     }
     return 0;
 }
@@ -10418,21 +10441,27 @@ static int bpt__uintptr_cmp(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* The end of the run of consecutive pages that starts at pages[i] (sorted):
-   one mprotect per run, not per page. A call per page made a 50,000-function
+/* The end of the run of consecutive pages, alike guarded, that starts at
+   pages[i] (sorted): one mprotect per run, not per page. A call per page made a 50,000-function
    change take 15 ms and stall other threads 7.7 ms (the kernel's mm lock and
    TLB shootdowns); per run: 0.37 ms and 78 us (bench/pattern_scale). */
 static int bpt__batch_run_end(const bpt__code_batch *b, int i, int n) {
     int j = i + 1;
-    while (j < n && b->pages[j] == b->pages[j - 1] + bpt__page_size()) j++;
+    while (j < n && b->pages[j] == b->pages[j - 1] + bpt__page_size()) j++;   /* the same low bit too */
     return j;
+}
+
+/* mprotect the run pages[i..j) to prot, and PROT_BTI where guarded. */
+static int bpt__batch_run_protect(const bpt__code_batch *b, int i, int j, int prot) {
+    return mprotect((void *)(b->pages[i] & ~BPT__PAGE_GUARDED), bpt__page_size() * (size_t)(j - i),
+                    bpt__page_prot(b->pages[i], prot));
 }
 
 static void bpt__batch_protect(const bpt__code_batch *b, int n, int prot) {
     int i, j;
     for (i = 0; i < n; i = j) {
         j = bpt__batch_run_end(b, i, n);
-        mprotect((void *)b->pages[i], bpt__page_size() * (size_t)(j - i), prot);
+        bpt__batch_run_protect(b, i, j, prot);
     }
 }
 
@@ -10446,12 +10475,12 @@ static int bpt__batch_open(bpt__code_batch *b, const char *who) {
     b->n = k;
     for (i = 0; i < b->n; i = j) {
         j = bpt__batch_run_end(b, i, b->n);
-        if (mprotect((void *)b->pages[i], bpt__page_size() * (size_t)(j - i), PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+        if (bpt__batch_run_protect(b, i, j, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
             int e = errno;
             bpt__batch_protect(b, j, PROT_READ | PROT_EXEC);   /* this run too: it may be half changed */
             return bpt__fail(BPT_EPERM, "%s: mprotect(%p, RWX) refused: %s (a read-only file mapping, "
                              "SELinux execmod, or a hardened kernel); nothing was changed",
-                             who, (void *)b->pages[i], strerror(e));
+                             who, (void *)(b->pages[i] & ~BPT__PAGE_GUARDED), strerror(e));
         }
     }
     return 0;
@@ -10850,7 +10879,7 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
 #if defined(BPT_NATIVE)
     for (i = 0; i < n; i++)
         if (fs[i]->kind == BPT__SITE_NATIVE && !fs[i]->slot_prot && fs[i]->installed != install)
-            bpt__batch_add(&sb->code, fs[i]->site, fs[i]->word_size);   /* fits: see bpt__sites_batch_prepare */
+            bpt__batch_add(&sb->code, fs[i]->site, fs[i]->word_size, fs[i]->code_guarded);   /* fits: see bpt__sites_batch_prepare */
     if (sb->code.n && bpt__batch_open(&sb->code, install ? "install breakpoints" : "uninstall breakpoints") < 0) {
         sb->code.n = 0;
         return BPT_EPERM;
@@ -10948,7 +10977,7 @@ BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n
         if ((rc = bpt__arch_put_record(ls[i].pre, fs[i])) < 0) return rc;
     for (i = 0; i < n; i++) {   /* the padding and the site after it */
         uint8_t *pad = (uint8_t *)fs[i]->fn - BPT__PAD_BYTES;
-        if (bpt__batch_add(&batch, pad, (size_t)(ls[i].site + ls[i].word_size - pad)) < 0) {
+        if (bpt__batch_add(&batch, pad, (size_t)(ls[i].site + ls[i].word_size - pad), fs[i]->code_guarded) < 0) {
             BPT_FREE(batch.pages);
             return bpt__fail(BPT_ENOMEM, "%s: no memory to batch %d code writes", who, n);
         }
@@ -11583,6 +11612,104 @@ BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const ch
     bpt__elf_close(&f);
     return rc;
 }
+
+#if defined(BPT_NATIVE)
+/* >>BTI guard: is the code at addr on a page the loader guarded with
+   aarch64's branch target identification (PROT_BTI)? Then an indirect
+   branch may enter the page only at a landing pad (bti c / bti j), or the
+   CPU raises SIGILL. mprotect sets a page's protection whole, so a code
+   write (site_native.c) must ask for PROT_BTI again each time, in its
+   read+write+execute and in its read+execute: without it the page loses
+   its guard for good. /proc/self/maps does not show the flag, so this asks
+   what the loader asks (glibc, sysdeps/aarch64/dl-bti.c, _dl_bti_check):
+   the CPU has BTI (AT_HWCAP2 has HWCAP2_BTI), and the object's
+   PT_GNU_PROPERTY note has GNU_PROPERTY_AARCH64_FEATURE_1_AND with the BTI
+   bit; then every executable PT_LOAD of the object is guarded. The kernel
+   asks the same for the loader itself and for a static program (Linux,
+   arch/arm64/kernel/process.c, arch_elf_adjust_prot). Code the program
+   maps itself (a JIT) is taken as unguarded. Returns 1 or 0; 0 on x86-64. */
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#ifndef HWCAP2_BTI
+#  define HWCAP2_BTI (1UL << 17)
+#endif
+#ifndef PT_GNU_PROPERTY
+#  define PT_GNU_PROPERTY 0x6474e553
+#endif
+#ifndef NT_GNU_PROPERTY_TYPE_0
+#  define NT_GNU_PROPERTY_TYPE_0 5
+#endif
+#ifndef GNU_PROPERTY_AARCH64_FEATURE_1_AND
+#  define GNU_PROPERTY_AARCH64_FEATURE_1_AND 0xc0000000u
+#endif
+#ifndef GNU_PROPERTY_AARCH64_FEATURE_1_BTI
+#  define GNU_PROPERTY_AARCH64_FEATURE_1_BTI 1u
+#endif
+
+/* Does a PT_GNU_PROPERTY segment (in memory, n bytes) say BTI? Its notes
+   are 8-aligned: a header, "GNU\0", then properties of type, size, data
+   (each 8-aligned); every size is checked against what is left. */
+static int bpt__gnu_property_bti(const unsigned char *p, size_t n) {
+    while (n >= sizeof(ElfW(Nhdr))) {
+        const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)(const void *)p;
+        size_t name = (nh->n_namesz + 3u) & ~(size_t)3, desc = (nh->n_descsz + 7u) & ~(size_t)7, at;
+        if (sizeof *nh + name > n || desc > n - sizeof *nh - name) return 0;
+        if (nh->n_type == NT_GNU_PROPERTY_TYPE_0 && nh->n_namesz == 4 &&
+            memcmp(p + sizeof *nh, "GNU", 4) == 0) {
+            const unsigned char *d = p + sizeof *nh + name;
+            for (at = 0; at + 8 <= nh->n_descsz;) {
+                uint32_t type, size, bits;
+                memcpy(&type, d + at, 4);
+                memcpy(&size, d + at + 4, 4);
+                if (size > nh->n_descsz - at - 8) return 0;
+                if (type == GNU_PROPERTY_AARCH64_FEATURE_1_AND && size >= 4) {
+                    memcpy(&bits, d + at + 8, 4);
+                    return (bits & GNU_PROPERTY_AARCH64_FEATURE_1_BTI) != 0;
+                }
+                at += 8 + (((size_t)size + 7u) & ~(size_t)7);
+            }
+        }
+        p += sizeof *nh + name + desc;
+        n -= sizeof *nh + name + desc;
+    }
+    return 0;
+}
+
+typedef struct bpt__guard_query { uintptr_t addr; int guarded; } bpt__guard_query;
+
+static int bpt__module_guard_visit(struct dl_phdr_info *info, size_t size, void *data) {
+    bpt__guard_query *q = (bpt__guard_query *)data;
+    const ElfW(Phdr) *prop = NULL;
+    int i, mine = 0;
+    (void)size;
+    for (i = 0; i < (int)info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t start = (uintptr_t)info->dlpi_addr + (uintptr_t)ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && q->addr >= start && q->addr - start < ph->p_memsz)
+            mine = 1;
+        if (ph->p_type == PT_GNU_PROPERTY) prop = ph;
+    }
+    if (!mine) return 0;
+    q->guarded = prop && bpt__gnu_property_bti((const unsigned char *)(uintptr_t)(info->dlpi_addr + prop->p_vaddr),
+                                               (size_t)prop->p_memsz);
+    return 1;
+}
+
+BPT__PRIVATE int bpt__module_code_guarded(const void *addr) {
+    bpt__guard_query q;
+    if (!(getauxval(AT_HWCAP2) & HWCAP2_BTI)) return 0;
+    q.addr = (uintptr_t)addr;
+    q.guarded = 0;
+    dl_iterate_phdr(bpt__module_guard_visit, &q);
+    return q.guarded;
+}
+#else
+BPT__PRIVATE int bpt__module_code_guarded(const void *addr) {
+    (void)addr;
+    return 0;   /* BTI is aarch64's */
+}
+#endif
+#endif /* BPT_NATIVE */
 
 #if defined(BPT_NATIVE)
 /* >>imports: the slots a module calls other modules through, from its
@@ -12641,6 +12768,7 @@ static int bpt__native_new(void *fn, const char *module, const char *name, int a
     f->bp_word = l->bp_word;
     f->word_size = l->word_size;
     f->signs_lr = l->signs_lr;
+    f->code_guarded = bpt__module_code_guarded(fn);   /* its code writes keep the guard (site_native.c) */
     *out = f;
     return 0;
 }

@@ -85,11 +85,12 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
    the handler's code may clear their upper halves) or SVE arguments
    (aarch64: the stub's restore of q0-q7 zeroes z0-z7's upper bits, and
    p0-p3 are not saved) must not be registered (bpt_register_module skips
-   the aarch64 ones, which their symbols mark; x86-64 symbols say nothing). Code pages keep no
-   protection flag beyond read and execute across a code write: on an
-   aarch64 CPU with BTI, a BTI-guarded page (PROT_BTI) that bptrace writes
-   loses its guard (found by review; the flag cannot be read back from
-   /proc/self/maps, only from smaps' VmFlags).
+   the aarch64 ones, which their symbols mark; x86-64 symbols say nothing).
+   A code write leaves a page read+execute, as the loader mapped it, and
+   BTI-guarded (PROT_BTI) where the loader guarded it: an object marked
+   for BTI, on a CPU with BTI (module.c, >>BTI guard). Code the program
+   mapped itself with PROT_BTI (a JIT) loses the guard: bptrace cannot
+   read the flag back from /proc/self/maps.
 
    Parameters
      fn             the function's address; its entry must be as BPT_TRACEABLE

@@ -157,6 +157,7 @@ struct bpt_func {
     void *fn;                     /* native: the function's address; slot: its trampoline's entry */
     uint64_t code_size;           /* native: bytes of code from the ELF symbol (0: unknown) */
     int signs_lr;                 /* native aarch64: the entry signs the return address (paciasp) */
+    int code_guarded;             /* native aarch64: its page is BTI-guarded (bpt__module_code_guarded) */
     unsigned page_prot;           /* slot: its page's protection at the current change's step 2 (set path) */
     const bpt_vm_ops *ops;        /* VM: argument access and formatting */
     bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */

@@ -242,6 +242,7 @@ static int bpt__native_new(void *fn, const char *module, const char *name, int a
     f->bp_word = l->bp_word;
     f->word_size = l->word_size;
     f->signs_lr = l->signs_lr;
+    f->code_guarded = bpt__module_code_guarded(fn);   /* its code writes keep the guard (site_native.c) */
     *out = f;
     return 0;
 }

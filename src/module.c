@@ -610,6 +610,104 @@ BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const ch
 }
 
 #if defined(BPT_NATIVE)
+/* >>BTI guard: is the code at addr on a page the loader guarded with
+   aarch64's branch target identification (PROT_BTI)? Then an indirect
+   branch may enter the page only at a landing pad (bti c / bti j), or the
+   CPU raises SIGILL. mprotect sets a page's protection whole, so a code
+   write (site_native.c) must ask for PROT_BTI again each time, in its
+   read+write+execute and in its read+execute: without it the page loses
+   its guard for good. /proc/self/maps does not show the flag, so this asks
+   what the loader asks (glibc, sysdeps/aarch64/dl-bti.c, _dl_bti_check):
+   the CPU has BTI (AT_HWCAP2 has HWCAP2_BTI), and the object's
+   PT_GNU_PROPERTY note has GNU_PROPERTY_AARCH64_FEATURE_1_AND with the BTI
+   bit; then every executable PT_LOAD of the object is guarded. The kernel
+   asks the same for the loader itself and for a static program (Linux,
+   arch/arm64/kernel/process.c, arch_elf_adjust_prot). Code the program
+   maps itself (a JIT) is taken as unguarded. Returns 1 or 0; 0 on x86-64. */
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#ifndef HWCAP2_BTI
+#  define HWCAP2_BTI (1UL << 17)
+#endif
+#ifndef PT_GNU_PROPERTY
+#  define PT_GNU_PROPERTY 0x6474e553
+#endif
+#ifndef NT_GNU_PROPERTY_TYPE_0
+#  define NT_GNU_PROPERTY_TYPE_0 5
+#endif
+#ifndef GNU_PROPERTY_AARCH64_FEATURE_1_AND
+#  define GNU_PROPERTY_AARCH64_FEATURE_1_AND 0xc0000000u
+#endif
+#ifndef GNU_PROPERTY_AARCH64_FEATURE_1_BTI
+#  define GNU_PROPERTY_AARCH64_FEATURE_1_BTI 1u
+#endif
+
+/* Does a PT_GNU_PROPERTY segment (in memory, n bytes) say BTI? Its notes
+   are 8-aligned: a header, "GNU\0", then properties of type, size, data
+   (each 8-aligned); every size is checked against what is left. */
+static int bpt__gnu_property_bti(const unsigned char *p, size_t n) {
+    while (n >= sizeof(ElfW(Nhdr))) {
+        const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)(const void *)p;
+        size_t name = (nh->n_namesz + 3u) & ~(size_t)3, desc = (nh->n_descsz + 7u) & ~(size_t)7, at;
+        if (sizeof *nh + name > n || desc > n - sizeof *nh - name) return 0;
+        if (nh->n_type == NT_GNU_PROPERTY_TYPE_0 && nh->n_namesz == 4 &&
+            memcmp(p + sizeof *nh, "GNU", 4) == 0) {
+            const unsigned char *d = p + sizeof *nh + name;
+            for (at = 0; at + 8 <= nh->n_descsz;) {
+                uint32_t type, size, bits;
+                memcpy(&type, d + at, 4);
+                memcpy(&size, d + at + 4, 4);
+                if (size > nh->n_descsz - at - 8) return 0;
+                if (type == GNU_PROPERTY_AARCH64_FEATURE_1_AND && size >= 4) {
+                    memcpy(&bits, d + at + 8, 4);
+                    return (bits & GNU_PROPERTY_AARCH64_FEATURE_1_BTI) != 0;
+                }
+                at += 8 + (((size_t)size + 7u) & ~(size_t)7);
+            }
+        }
+        p += sizeof *nh + name + desc;
+        n -= sizeof *nh + name + desc;
+    }
+    return 0;
+}
+
+typedef struct bpt__guard_query { uintptr_t addr; int guarded; } bpt__guard_query;
+
+static int bpt__module_guard_visit(struct dl_phdr_info *info, size_t size, void *data) {
+    bpt__guard_query *q = (bpt__guard_query *)data;
+    const ElfW(Phdr) *prop = NULL;
+    int i, mine = 0;
+    (void)size;
+    for (i = 0; i < (int)info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t start = (uintptr_t)info->dlpi_addr + (uintptr_t)ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && q->addr >= start && q->addr - start < ph->p_memsz)
+            mine = 1;
+        if (ph->p_type == PT_GNU_PROPERTY) prop = ph;
+    }
+    if (!mine) return 0;
+    q->guarded = prop && bpt__gnu_property_bti((const unsigned char *)(uintptr_t)(info->dlpi_addr + prop->p_vaddr),
+                                               (size_t)prop->p_memsz);
+    return 1;
+}
+
+BPT__PRIVATE int bpt__module_code_guarded(const void *addr) {
+    bpt__guard_query q;
+    if (!(getauxval(AT_HWCAP2) & HWCAP2_BTI)) return 0;
+    q.addr = (uintptr_t)addr;
+    q.guarded = 0;
+    dl_iterate_phdr(bpt__module_guard_visit, &q);
+    return q.guarded;
+}
+#else
+BPT__PRIVATE int bpt__module_code_guarded(const void *addr) {
+    (void)addr;
+    return 0;   /* BTI is aarch64's */
+}
+#endif
+#endif /* BPT_NATIVE */
+
+#if defined(BPT_NATIVE)
 /* >>imports: the slots a module calls other modules through, from its
    dynamic relocations (System V gABI and the psABIs: Relocation):
    - R_X86_64_JUMP_SLOT / R_AARCH64_JUMP_SLOT: a .got.plt entry, which the

@@ -82,6 +82,8 @@ BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const ch
    slot yet: then lazy is 1). Return 1 when it took the slot, 0 when it
    passed, or a negative BPT_E* to stop (propagated). */
 #if defined(BPT_NATIVE)
+/* Is the code at addr on a page the loader guarded with BTI (module.c)? */
+BPT__PRIVATE int bpt__module_code_guarded(const void *addr);
 typedef int (*bpt__import_visit_fn)(void **slot, const char *name, uintptr_t target, int lazy, void *user);
 BPT__PRIVATE int bpt__module_imports(const char *module, const char **module_name,
                                      bpt__import_visit_fn visit, void *user);

@@ -11,11 +11,28 @@ static uintptr_t bpt__page_size(void) {
     return size;
 }
 
-/* Note the pages of [addr, addr+len). Returns 0 or BPT_ENOMEM. */
-static int bpt__batch_add(bpt__code_batch *b, const void *addr, size_t len) {
-    uintptr_t ps = bpt__page_size(), p = (uintptr_t)addr & ~(ps - 1), end = (uintptr_t)addr + len;
-    for (; p < end; p += ps) {
-        if (b->n && b->pages[b->n - 1] == p) continue;
+/* A noted page's low bit: the page is BTI-guarded (bpt__module_code_guarded,
+   module.c), and every protection the batch gives it keeps PROT_BTI. */
+#define BPT__PAGE_GUARDED ((uintptr_t)1)
+#if defined(__aarch64__) && !defined(PROT_BTI)
+#  define PROT_BTI 0x10   /* Linux, arch/arm64/include/uapi/asm/mman.h */
+#endif
+
+static int bpt__page_prot(uintptr_t noted, int prot) {
+#if defined(__aarch64__)
+    if (noted & BPT__PAGE_GUARDED) prot |= PROT_BTI;
+#else
+    (void)noted;
+#endif
+    return prot;
+}
+
+/* Note the pages of [addr, addr+len), guarded or not. Returns 0 or BPT_ENOMEM. */
+static int bpt__batch_add(bpt__code_batch *b, const void *addr, size_t len, int guarded) {
+    uintptr_t ps = bpt__page_size(), end = (uintptr_t)addr + len, p;
+    for (p = (uintptr_t)addr & ~(ps - 1); p < end; p += ps) {
+        uintptr_t noted = p | (guarded ? BPT__PAGE_GUARDED : 0);
+        if (b->n && b->pages[b->n - 1] == noted) continue;
         if (b->n == b->cap) {
             int cap = b->cap ? b->cap * 2 : 16;
             uintptr_t *pages = (uintptr_t *)BPT_MALLOC(sizeof *pages * (size_t)cap);
@@ -25,7 +42,7 @@ static int bpt__batch_add(bpt__code_batch *b, const void *addr, size_t len) {
             b->pages = pages;
             b->cap = cap;
         }
-        b->pages[b->n++] = p;
+        b->pages[b->n++] = noted;
     }
     return 0;
 }
@@ -35,21 +52,27 @@ static int bpt__uintptr_cmp(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* The end of the run of consecutive pages that starts at pages[i] (sorted):
-   one mprotect per run, not per page. A call per page made a 50,000-function
+/* The end of the run of consecutive pages, alike guarded, that starts at
+   pages[i] (sorted): one mprotect per run, not per page. A call per page made a 50,000-function
    change take 15 ms and stall other threads 7.7 ms (the kernel's mm lock and
    TLB shootdowns); per run: 0.37 ms and 78 us (bench/pattern_scale). */
 static int bpt__batch_run_end(const bpt__code_batch *b, int i, int n) {
     int j = i + 1;
-    while (j < n && b->pages[j] == b->pages[j - 1] + bpt__page_size()) j++;
+    while (j < n && b->pages[j] == b->pages[j - 1] + bpt__page_size()) j++;   /* the same low bit too */
     return j;
+}
+
+/* mprotect the run pages[i..j) to prot, and PROT_BTI where guarded. */
+static int bpt__batch_run_protect(const bpt__code_batch *b, int i, int j, int prot) {
+    return mprotect((void *)(b->pages[i] & ~BPT__PAGE_GUARDED), bpt__page_size() * (size_t)(j - i),
+                    bpt__page_prot(b->pages[i], prot));
 }
 
 static void bpt__batch_protect(const bpt__code_batch *b, int n, int prot) {
     int i, j;
     for (i = 0; i < n; i = j) {
         j = bpt__batch_run_end(b, i, n);
-        mprotect((void *)b->pages[i], bpt__page_size() * (size_t)(j - i), prot);
+        bpt__batch_run_protect(b, i, j, prot);
     }
 }
 
@@ -63,12 +86,12 @@ static int bpt__batch_open(bpt__code_batch *b, const char *who) {
     b->n = k;
     for (i = 0; i < b->n; i = j) {
         j = bpt__batch_run_end(b, i, b->n);
-        if (mprotect((void *)b->pages[i], bpt__page_size() * (size_t)(j - i), PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+        if (bpt__batch_run_protect(b, i, j, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
             int e = errno;
             bpt__batch_protect(b, j, PROT_READ | PROT_EXEC);   /* this run too: it may be half changed */
             return bpt__fail(BPT_EPERM, "%s: mprotect(%p, RWX) refused: %s (a read-only file mapping, "
                              "SELinux execmod, or a hardened kernel); nothing was changed",
-                             who, (void *)b->pages[i], strerror(e));
+                             who, (void *)(b->pages[i] & ~BPT__PAGE_GUARDED), strerror(e));
         }
     }
     return 0;
@@ -467,7 +490,7 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
 #if defined(BPT_NATIVE)
     for (i = 0; i < n; i++)
         if (fs[i]->kind == BPT__SITE_NATIVE && !fs[i]->slot_prot && fs[i]->installed != install)
-            bpt__batch_add(&sb->code, fs[i]->site, fs[i]->word_size);   /* fits: see bpt__sites_batch_prepare */
+            bpt__batch_add(&sb->code, fs[i]->site, fs[i]->word_size, fs[i]->code_guarded);   /* fits: see bpt__sites_batch_prepare */
     if (sb->code.n && bpt__batch_open(&sb->code, install ? "install breakpoints" : "uninstall breakpoints") < 0) {
         sb->code.n = 0;
         return BPT_EPERM;
@@ -565,7 +588,7 @@ BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n
         if ((rc = bpt__arch_put_record(ls[i].pre, fs[i])) < 0) return rc;
     for (i = 0; i < n; i++) {   /* the padding and the site after it */
         uint8_t *pad = (uint8_t *)fs[i]->fn - BPT__PAD_BYTES;
-        if (bpt__batch_add(&batch, pad, (size_t)(ls[i].site + ls[i].word_size - pad)) < 0) {
+        if (bpt__batch_add(&batch, pad, (size_t)(ls[i].site + ls[i].word_size - pad), fs[i]->code_guarded) < 0) {
             BPT_FREE(batch.pages);
             return bpt__fail(BPT_ENOMEM, "%s: no memory to batch %d code writes", who, n);
         }

@@ -6,7 +6,9 @@
 /* The pages one batch of code writes touches (native sites only; empty
    otherwise). Text pages are made read+write+execute for the writes (not
    read+write: other threads keep executing on them) and read+execute again
-   afterwards, each page once per batch however many sites it holds. */
+   afterwards, each page once per batch however many sites it holds. A
+   BTI-guarded page (aarch64) keeps PROT_BTI in both: its entry's low bit
+   says so (BPT__PAGE_GUARDED, site_native.c). */
 typedef struct bpt__code_batch {
     uintptr_t *pages;
     int n, cap;
