@@ -172,7 +172,13 @@
          _Unwind_Resume and __cxa_begin_catch, and pthread_exit, as
          assembly stubs that jump on to the next definition). Not covered:
          pthread_cancel's unwind (it starts inside the C library): it stops
-         at the first return frame.
+         at the first return frame, unless a cleanup below that frame
+         resumes it (_Unwind_Resume, U1), after which the destructors above
+         run. A return-traced frame's return address is the trampoline's,
+         so backtrace(3) and other walks by unwind tables stop there.
+       - vfork: a thread whose first bptrace call is made in a vfork child
+         shares its record with the parent thread, whose later records then
+         carry the child's thread id.
        - Fibers that switch stacks with swapcontext/setcontext: each stack's
          frames carry a tag (fibers.c, S1 and S2), so a suspended fiber's
          frames are neither ended nor mistaken for the running stack's, and
@@ -1448,7 +1454,10 @@ BPT_API void bpt_vm_unwind(bpt_vm_token token, uint64_t exception);
    dropped. Without this call, bptrace notices such frames at the next
    traced return above them, or when a traced call reuses their place.
    Only frames of the stack the thread runs on now are looked at (a fiber
-   switched away from with swapcontext keeps its frames). Never blocks.
+   switched away from with swapcontext keeps its frames; a signal handler
+   on the sigaltstack ends only frames on it, not those of the code it
+   interrupted), as a traced call settles them (frames.c, F0). Never
+   blocks.
 
    Parameters
      sp   the calling function's stack pointer or __builtin_frame_address(0)
@@ -1478,7 +1487,8 @@ BPT_API int bpt_unwind_to(const void *sp);
    Returns        begin: the tag of the stack being left; end: nothing
    Errors         none (a thread whose record cannot be made: begin
                   returns 0 and nothing is tagged)
-   Thread safety  acts on the calling thread only; async-signal-safe;
+   Thread safety  acts on the calling thread only; async-signal-safe once
+                  the thread has its record (any bptrace call made it);
                   never blocks. A coroutine resumed on another thread is
                   not supported (its frames stay on the first thread's)
    Source         fibers.c, S1 and S2 (what bptrace's swapcontext does)
@@ -3301,6 +3311,7 @@ struct bpt__thread {
     struct bpt__frame *shadow[2];
     volatile uint32_t shadow_depth[2];
     volatile uint32_t shadow_filling[2];   /* 1 + the index of the frame being filled, 0: none [H1] */
+    uintptr_t alt_lo, alt_hi;     /* native: the last armed sigaltstack seen (bpt__altstack_bounds) */
     uint32_t vm_serial;             /* owner only: VM frame tokens' check value */
     uint64_t fiber, fibers;         /* owner only: the stack the thread runs on now, and the last
                                        tag given (fibers.c); native frames carry their stack's tag.
@@ -3983,7 +3994,7 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h);
 /* Frames at or below sp (on the same stack) get exception_from cls
    ("unwind" or "throw") and are popped; tail: sp's own frame is shared by
    a tail call, alive. Pinned. */
-BPT__PRIVATE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int tail, const char *cls);
+BPT__PRIVATE int bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int tail, const char *cls);
 BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h);
 /* The short paths' F0 check and F1 (CALL_RETURN, TIME: site_native.c). */
 BPT__HOT BPT__INTREGS int bpt__native_frames_settled(const bpt__thread *rec, uintptr_t sp);
@@ -3994,8 +4005,10 @@ BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_fu
 /* The time path's caller check (frames.c: 0: only the walk can tell). */
 BPT__HOT BPT__INTREGS int bpt__timem_caller_at(bpt__thread *rec, uint32_t d, uint64_t id, uint64_t process,
                                                bpt__frame_session **caller);
-/* The thread's sigaltstack [*lo, *hi) (empty: none); 1 when it runs on it now. */
-BPT__PRIVATE int bpt__altstack_bounds(uintptr_t *lo, uintptr_t *hi);
+/* The thread's sigaltstack [*lo, *hi) (empty: none); 1 when it runs on it
+   now, at sp. bpt__altstack_note remembers an armed one (frames.c). */
+BPT__PRIVATE int bpt__altstack_bounds(bpt__thread *rec, uintptr_t sp, uintptr_t *lo, uintptr_t *hi);
+BPT__PRIVATE void bpt__altstack_note(bpt__thread *rec);
 /* Called by the return trampolines' assembly by name: not static. */
 BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r);
 #endif
@@ -4396,6 +4409,10 @@ static bpt__thread *bpt__thread_create(void) {
     rec->shadow_depth[1] = 0;
     rec->shadow_filling[0] = 0;
     rec->shadow_filling[1] = 0;
+    rec->alt_lo = rec->alt_hi = 0;
+#if defined(BPT_NATIVE)
+    bpt__altstack_note(rec);   /* before a handler disarms it (frames.c) */
+#endif
     rec->timem_depth = 0;
 #if !defined(BPT__SIGNAL_ATOMIC_INC)
     rec->counting = 0;
@@ -5483,25 +5500,37 @@ BPT__PRIVATE int bpt__rec_decode(const bpt__decoder *d, bpt__stream *st, const b
 BPT__SHARED pthread_mutex_t bpt__code_mod_permission = PTHREAD_MUTEX_INITIALIZER;
 static int bpt__fork_took_permission;
 
+/* A managed online thread goes offline while it waits for the permission
+   (bpt__block_begin, as every wait inside bptrace does): the holder may be
+   waiting at step 4 for that very thread's progress. */
 static void bpt__atfork_prepare(void) {
     bpt__thread *self = bpt__thread_self_or_null();
     /* A fork from a callback that runs under the permission keeps it held. */
     bpt__fork_took_permission = !(self && self->holds_permission);
-    if (bpt__fork_took_permission) pthread_mutex_lock(&bpt__code_mod_permission);
+    if (bpt__fork_took_permission) {
+        bpt__block_begin(self);
+        pthread_mutex_lock(&bpt__code_mod_permission);
+    }
     pthread_mutex_lock(&bpt__intern_lock);
 }
 
-static void bpt__atfork_parent(void) {
+static void bpt__atfork_release(void) {
     pthread_mutex_unlock(&bpt__intern_lock);
     if (bpt__fork_took_permission) pthread_mutex_unlock(&bpt__code_mod_permission);
+}
+
+static void bpt__atfork_parent(void) {
+    bpt__atfork_release();
+    bpt__block_end(bpt__thread_self_or_null());   /* online again, if the prepare took it offline */
 }
 
 /* Only the forking thread runs in the child: its locks are released, and
    the other threads' records and drain locks are reset. */
 static void bpt__atfork_child(void) {
-    bpt__atfork_parent();
+    bpt__atfork_release();
     bpt__sessions_atfork_child();
     bpt__progress_atfork_child(bpt__thread_self_or_null());
+    bpt__block_end(bpt__thread_self_or_null());
 }
 
 /* Once, from thread progress's initialisation. */
@@ -8665,6 +8694,7 @@ static void bpt__frame_pop(bpt__thread *rec, int stack, bpt__frame *out) {
     }
 }
 
+#if defined(BPT_NATIVE)
 /* Copy out frame k and end it: popped if on top, else left as a tombstone
    under the live frames of other fibers above it. */
 static void bpt__frame_take(bpt__thread *rec, int stack, uint32_t k, bpt__frame *out) {
@@ -8689,6 +8719,7 @@ static long bpt__frame_find(const bpt__thread *rec, uint32_t d, uintptr_t sp) {
     }
     return -1;
 }
+#endif
 
 /* F2's frame when no frame of the thread's current stack has sp: one of
    another stack's does, so the thread runs on that stack and its tag was
@@ -8823,15 +8854,33 @@ BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h) {
 }
 
 /* The calling thread's sigaltstack as [*lo, *hi), empty when it has none
-   (or it is disabled). Returns 1 when the thread runs on it now.
+   (or it is disabled). Returns 1 when the thread runs on it now, at sp.
+   A stack set up with SS_AUTODISARM (Linux 4.7) is disarmed while a
+   handler runs on it, and sigaltstack(2) then reports it disabled, with no
+   address: so the last armed stack seen is remembered (rec->alt_lo,
+   alt_hi: at the thread record's creation and at every look), and a
+   disabled report with sp inside it means the thread runs on it, disarmed.
+   A thread whose first call into bptrace is made by such a handler has
+   nothing remembered: its handler is taken for one on the thread's stack.
    sigaltstack(2) is async-signal-safe. */
-BPT__PRIVATE int bpt__altstack_bounds(uintptr_t *lo, uintptr_t *hi) {
+BPT__PRIVATE int bpt__altstack_bounds(bpt__thread *rec, uintptr_t sp, uintptr_t *lo, uintptr_t *hi) {
     stack_t alt;
     *lo = *hi = 0;
-    if (sigaltstack(NULL, &alt) != 0 || (alt.ss_flags & SS_DISABLE)) return 0;
-    *lo = (uintptr_t)alt.ss_sp;
-    *hi = *lo + alt.ss_size;
-    return (alt.ss_flags & SS_ONSTACK) != 0;
+    if (sigaltstack(NULL, &alt) != 0) return 0;
+    if (!(alt.ss_flags & SS_DISABLE)) {
+        rec->alt_lo = (uintptr_t)alt.ss_sp;
+        rec->alt_hi = rec->alt_lo + alt.ss_size;
+    } else if (!(sp >= rec->alt_lo && sp < rec->alt_hi)) {
+        return 0;   /* none, or disabled and not running on the one remembered */
+    }
+    *lo = rec->alt_lo;
+    *hi = rec->alt_hi;
+    return sp >= *lo && sp < *hi;
+}
+
+BPT__PRIVATE void bpt__altstack_note(bpt__thread *rec) {
+    uintptr_t lo, hi;
+    (void)bpt__altstack_bounds(rec, 0, &lo, &hi);
 }
 
 /* The rare half of bpt__native_settle: the top frame's stack pointer is
@@ -8845,9 +8894,9 @@ BPT__PRIVATE int bpt__altstack_bounds(uintptr_t *lo, uintptr_t *hi) {
    handler is over). Each dead frame gets exception_from, newest first.
    sigaltstack(2) is async-signal-safe, and this path runs only after an
    unwind. */
-BPT__NOINLINE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int tail, const char *cls) {
+BPT__NOINLINE int bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int tail, const char *cls) {
     uintptr_t lo, hi;
-    int on_alt = bpt__altstack_bounds(&lo, &hi);
+    int on_alt = bpt__altstack_bounds(rec, sp, &lo, &hi), n = 0;
     uint32_t d;
     for (d = rec->shadow_depth[BPT__STACK_NATIVE]; d-- > 0;) {
         const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][d];
@@ -8859,9 +8908,13 @@ BPT__NOINLINE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int t
         if (tail && top == sp) break;   /* the frame this tail call shares: alive */
         if (on_alt ? !(in_alt && top <= sp) : !(in_alt || top <= sp)) break;
         bpt__frame_take(rec, BPT__STACK_NATIVE, d, &dead);
-        bpt__frame_unwound(rec, &dead, cls, 0);
+        /* unhooked: a C++ throw's search passed it (unwind.c, U1), and a
+           destructor's traced call settles it before the catch would: a throw's. */
+        bpt__frame_unwound(rec, &dead, dead.unhooked ? "throw" : cls, 0);
         bpt__frame_end(rec, BPT__STACK_NATIVE, &dead);
+        n++;
     }
+    return n;
 }
 
 /* Before a native hit's messages (called when the thread has frames):
@@ -9196,20 +9249,13 @@ BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
 /* F3. */
 int bpt_unwind_to(const void *spp) {
     bpt__thread *rec = bpt__thread_self_or_null();
-    uintptr_t sp = (uintptr_t)spp;
-    long k;
     int n = 0;
     if (!spp) return bpt__fail(BPT_EINVAL, "bpt_unwind_to: sp is NULL");
     if (!rec || !rec->shadow_depth[BPT__STACK_NATIVE]) return 0;
     bpt__pin();
-    for (k = (long)rec->shadow_depth[BPT__STACK_NATIVE];
-         (k = bpt__frame_find(rec, (uint32_t)k, 0)) >= 0 && rec->shadow[BPT__STACK_NATIVE][k].sp <= sp;) {
-        bpt__frame fr;
-        bpt__frame_take(rec, BPT__STACK_NATIVE, (uint32_t)k, &fr);
-        bpt__frame_unwound(rec, &fr, "unwind", 0);
-        bpt__frame_end(rec, BPT__STACK_NATIVE, &fr);
-        n++;
-    }
+#if defined(BPT_NATIVE)
+    n = bpt__native_settle_dead(rec, (uintptr_t)spp, 0, "unwind");
+#endif
     bpt__unpin(rec);
     return n;
 }
@@ -9341,7 +9387,16 @@ void bpt_account_memory(int64_t bytes) {
 /*** Begin file interpose.c ***/
 /* interpose.c: how bptrace's stand-ins for runtime functions (interpose.h)
    reach the runtime's own: dlsym(RTLD_NEXT), once per function. dlsym is
-   in glibc's libc from 2.34 (before, link with -ldl). */
+   in glibc's libc from 2.34 (before, link with -ldl).
+   RTLD_NEXT searches the global scope after bptrace's object. A program
+   that exports its symbols (-rdynamic, or the LD_PRELOAD agent) and loads
+   a library RTLD_LOCAL that brings the unwinder and the C++ runtime with
+   it (a C++ plugin of a C program; Python's extension modules) binds that
+   library's throws to bptrace's stand-ins, but the runtime's own are not
+   in the global scope: then they are taken from the runtime's library,
+   found already loaded (RTLD_NOLOAD) and kept loaded (RTLD_NODELETE: the
+   pointer is cached). A lookup by handle searches that library and its
+   dependencies only, never bptrace's object. */
 
 #if defined(BPT__INTERPOSE)
 #include <dlfcn.h>
@@ -9349,7 +9404,15 @@ void bpt_account_memory(int64_t bytes) {
 BPT__PRIVATE void *bpt__interposed_next(bpt__atomic_ptr *cache, const char *name) {
     void *fn = bpt__load_acquire_ptr(cache);   /* racing threads store the same pointer */
     if (!fn) {
+        static const char *const runtimes[] = {   /* the unwinder's and the C++ ABI's, GNU's and LLVM's */
+            "libgcc_s.so.1", "libstdc++.so.6", "libunwind.so.1", "libunwind.so.8", "libc++abi.so.1", "libc++.so.1"
+        };
+        size_t i;
         fn = dlsym(RTLD_NEXT, name);
+        for (i = 0; !fn && i < sizeof runtimes / sizeof runtimes[0]; i++) {
+            void *h = dlopen(runtimes[i], RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+            if (h) fn = dlsym(h, name);
+        }
         if (!fn) {
             char msg[192];
             int n = snprintf(msg, sizeof msg, "bptrace: no %s to forward to after bptrace's (a static link? "
@@ -9411,13 +9474,16 @@ BPT__PRIVATE void *bpt__interposed_next(bpt__atomic_ptr *cache, const char *name
      follows, as before;
    - a C program that loads C++ code with dlopen: a program exports these
      definitions to the libraries it loads only when it is linked with the
-     C++ runtime (or with -rdynamic); otherwise the library's throw reaches
-     the unwinder directly, as without bptrace;
+     C++ runtime, with -rdynamic, or is the LD_PRELOAD agent; otherwise
+     the library's throw reaches the unwinder directly, as without
+     bptrace. Exported, they forward to the library's own runtime even
+     when it was loaded RTLD_LOCAL (interpose.c; t_interpose_local);
    - a static link: the runtime's own definitions win over these weak
      ones where they are linked in (-static-libstdc++: no U2), and where
-     they are not, there is nothing to forward to and the first throw
-     aborts with a message. A fully static program defines
-     BPT_NO_INTERPOSE (and a throw through a return frame terminates);
+     they are not, there is nothing to forward to and the first call of
+     one aborts with a message (a throw, and pthread_exit too). A fully
+     static program defines BPT_NO_INTERPOSE (and a throw through a
+     return frame terminates);
    - pthread_cancel: the unwind starts inside the C library, unseen;
    - tcc, which has no native sites, compiles none of this.
    The thread's shadow stack is its own: U1 and U2 run on the throwing
@@ -9450,7 +9516,7 @@ static int bpt__unwind_swap(const bpt__frame *fr, uintptr_t below, uintptr_t fro
 static void bpt__unwind_rewrite(bpt__thread *rec, uintptr_t below, int hook) {
     uint32_t i = rec->shadow_depth[BPT__STACK_NATIVE];
     uintptr_t alt_lo, alt_hi;
-    (void)bpt__altstack_bounds(&alt_lo, &alt_hi);
+    (void)bpt__altstack_bounds(rec, below, &alt_lo, &alt_hi);
     while (i-- > 0) {
         bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][i];
         int fr_alt = fr->sp >= alt_lo && fr->sp < alt_hi, below_alt = below >= alt_lo && below < alt_hi;

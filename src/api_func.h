@@ -453,7 +453,10 @@ BPT_API void bpt_vm_unwind(bpt_vm_token token, uint64_t exception);
    dropped. Without this call, bptrace notices such frames at the next
    traced return above them, or when a traced call reuses their place.
    Only frames of the stack the thread runs on now are looked at (a fiber
-   switched away from with swapcontext keeps its frames). Never blocks.
+   switched away from with swapcontext keeps its frames; a signal handler
+   on the sigaltstack ends only frames on it, not those of the code it
+   interrupted), as a traced call settles them (frames.c, F0). Never
+   blocks.
 
    Parameters
      sp   the calling function's stack pointer or __builtin_frame_address(0)
@@ -483,7 +486,8 @@ BPT_API int bpt_unwind_to(const void *sp);
    Returns        begin: the tag of the stack being left; end: nothing
    Errors         none (a thread whose record cannot be made: begin
                   returns 0 and nothing is tagged)
-   Thread safety  acts on the calling thread only; async-signal-safe;
+   Thread safety  acts on the calling thread only; async-signal-safe once
+                  the thread has its record (any bptrace call made it);
                   never blocks. A coroutine resumed on another thread is
                   not supported (its frames stay on the first thread's)
    Source         fibers.c, S1 and S2 (what bptrace's swapcontext does)

@@ -172,7 +172,13 @@
          _Unwind_Resume and __cxa_begin_catch, and pthread_exit, as
          assembly stubs that jump on to the next definition). Not covered:
          pthread_cancel's unwind (it starts inside the C library): it stops
-         at the first return frame.
+         at the first return frame, unless a cleanup below that frame
+         resumes it (_Unwind_Resume, U1), after which the destructors above
+         run. A return-traced frame's return address is the trampoline's,
+         so backtrace(3) and other walks by unwind tables stop there.
+       - vfork: a thread whose first bptrace call is made in a vfork child
+         shares its record with the parent thread, whose later records then
+         carry the child's thread id.
        - Fibers that switch stacks with swapcontext/setcontext: each stack's
          frames carry a tag (fibers.c, S1 and S2), so a suspended fiber's
          frames are neither ended nor mistaken for the running stack's, and

@@ -388,6 +388,7 @@ static void bpt__frame_pop(bpt__thread *rec, int stack, bpt__frame *out) {
     }
 }
 
+#if defined(BPT_NATIVE)
 /* Copy out frame k and end it: popped if on top, else left as a tombstone
    under the live frames of other fibers above it. */
 static void bpt__frame_take(bpt__thread *rec, int stack, uint32_t k, bpt__frame *out) {
@@ -412,6 +413,7 @@ static long bpt__frame_find(const bpt__thread *rec, uint32_t d, uintptr_t sp) {
     }
     return -1;
 }
+#endif
 
 /* F2's frame when no frame of the thread's current stack has sp: one of
    another stack's does, so the thread runs on that stack and its tag was
@@ -546,15 +548,33 @@ BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h) {
 }
 
 /* The calling thread's sigaltstack as [*lo, *hi), empty when it has none
-   (or it is disabled). Returns 1 when the thread runs on it now.
+   (or it is disabled). Returns 1 when the thread runs on it now, at sp.
+   A stack set up with SS_AUTODISARM (Linux 4.7) is disarmed while a
+   handler runs on it, and sigaltstack(2) then reports it disabled, with no
+   address: so the last armed stack seen is remembered (rec->alt_lo,
+   alt_hi: at the thread record's creation and at every look), and a
+   disabled report with sp inside it means the thread runs on it, disarmed.
+   A thread whose first call into bptrace is made by such a handler has
+   nothing remembered: its handler is taken for one on the thread's stack.
    sigaltstack(2) is async-signal-safe. */
-BPT__PRIVATE int bpt__altstack_bounds(uintptr_t *lo, uintptr_t *hi) {
+BPT__PRIVATE int bpt__altstack_bounds(bpt__thread *rec, uintptr_t sp, uintptr_t *lo, uintptr_t *hi) {
     stack_t alt;
     *lo = *hi = 0;
-    if (sigaltstack(NULL, &alt) != 0 || (alt.ss_flags & SS_DISABLE)) return 0;
-    *lo = (uintptr_t)alt.ss_sp;
-    *hi = *lo + alt.ss_size;
-    return (alt.ss_flags & SS_ONSTACK) != 0;
+    if (sigaltstack(NULL, &alt) != 0) return 0;
+    if (!(alt.ss_flags & SS_DISABLE)) {
+        rec->alt_lo = (uintptr_t)alt.ss_sp;
+        rec->alt_hi = rec->alt_lo + alt.ss_size;
+    } else if (!(sp >= rec->alt_lo && sp < rec->alt_hi)) {
+        return 0;   /* none, or disabled and not running on the one remembered */
+    }
+    *lo = rec->alt_lo;
+    *hi = rec->alt_hi;
+    return sp >= *lo && sp < *hi;
+}
+
+BPT__PRIVATE void bpt__altstack_note(bpt__thread *rec) {
+    uintptr_t lo, hi;
+    (void)bpt__altstack_bounds(rec, 0, &lo, &hi);
 }
 
 /* The rare half of bpt__native_settle: the top frame's stack pointer is
@@ -568,9 +588,9 @@ BPT__PRIVATE int bpt__altstack_bounds(uintptr_t *lo, uintptr_t *hi) {
    handler is over). Each dead frame gets exception_from, newest first.
    sigaltstack(2) is async-signal-safe, and this path runs only after an
    unwind. */
-BPT__NOINLINE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int tail, const char *cls) {
+BPT__NOINLINE int bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int tail, const char *cls) {
     uintptr_t lo, hi;
-    int on_alt = bpt__altstack_bounds(&lo, &hi);
+    int on_alt = bpt__altstack_bounds(rec, sp, &lo, &hi), n = 0;
     uint32_t d;
     for (d = rec->shadow_depth[BPT__STACK_NATIVE]; d-- > 0;) {
         const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][d];
@@ -582,9 +602,13 @@ BPT__NOINLINE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int t
         if (tail && top == sp) break;   /* the frame this tail call shares: alive */
         if (on_alt ? !(in_alt && top <= sp) : !(in_alt || top <= sp)) break;
         bpt__frame_take(rec, BPT__STACK_NATIVE, d, &dead);
-        bpt__frame_unwound(rec, &dead, cls, 0);
+        /* unhooked: a C++ throw's search passed it (unwind.c, U1), and a
+           destructor's traced call settles it before the catch would: a throw's. */
+        bpt__frame_unwound(rec, &dead, dead.unhooked ? "throw" : cls, 0);
         bpt__frame_end(rec, BPT__STACK_NATIVE, &dead);
+        n++;
     }
+    return n;
 }
 
 /* Before a native hit's messages (called when the thread has frames):
@@ -919,20 +943,13 @@ BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
 /* F3. */
 int bpt_unwind_to(const void *spp) {
     bpt__thread *rec = bpt__thread_self_or_null();
-    uintptr_t sp = (uintptr_t)spp;
-    long k;
     int n = 0;
     if (!spp) return bpt__fail(BPT_EINVAL, "bpt_unwind_to: sp is NULL");
     if (!rec || !rec->shadow_depth[BPT__STACK_NATIVE]) return 0;
     bpt__pin();
-    for (k = (long)rec->shadow_depth[BPT__STACK_NATIVE];
-         (k = bpt__frame_find(rec, (uint32_t)k, 0)) >= 0 && rec->shadow[BPT__STACK_NATIVE][k].sp <= sp;) {
-        bpt__frame fr;
-        bpt__frame_take(rec, BPT__STACK_NATIVE, (uint32_t)k, &fr);
-        bpt__frame_unwound(rec, &fr, "unwind", 0);
-        bpt__frame_end(rec, BPT__STACK_NATIVE, &fr);
-        n++;
-    }
+#if defined(BPT_NATIVE)
+    n = bpt__native_settle_dead(rec, (uintptr_t)spp, 0, "unwind");
+#endif
     bpt__unpin(rec);
     return n;
 }

@@ -77,7 +77,7 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h);
 /* Frames at or below sp (on the same stack) get exception_from cls
    ("unwind" or "throw") and are popped; tail: sp's own frame is shared by
    a tail call, alive. Pinned. */
-BPT__PRIVATE void bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int tail, const char *cls);
+BPT__PRIVATE int bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int tail, const char *cls);
 BPT__PRIVATE void bpt__native_frame_push(bpt__hit *h);
 /* The short paths' F0 check and F1 (CALL_RETURN, TIME: site_native.c). */
 BPT__HOT BPT__INTREGS int bpt__native_frames_settled(const bpt__thread *rec, uintptr_t sp);
@@ -88,8 +88,10 @@ BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_fu
 /* The time path's caller check (frames.c: 0: only the walk can tell). */
 BPT__HOT BPT__INTREGS int bpt__timem_caller_at(bpt__thread *rec, uint32_t d, uint64_t id, uint64_t process,
                                                bpt__frame_session **caller);
-/* The thread's sigaltstack [*lo, *hi) (empty: none); 1 when it runs on it now. */
-BPT__PRIVATE int bpt__altstack_bounds(uintptr_t *lo, uintptr_t *hi);
+/* The thread's sigaltstack [*lo, *hi) (empty: none); 1 when it runs on it
+   now, at sp. bpt__altstack_note remembers an armed one (frames.c). */
+BPT__PRIVATE int bpt__altstack_bounds(bpt__thread *rec, uintptr_t sp, uintptr_t *lo, uintptr_t *hi);
+BPT__PRIVATE void bpt__altstack_note(bpt__thread *rec);
 /* Called by the return trampolines' assembly by name: not static. */
 BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r);
 #endif

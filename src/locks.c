@@ -26,25 +26,37 @@
 BPT__SHARED pthread_mutex_t bpt__code_mod_permission = PTHREAD_MUTEX_INITIALIZER;
 static int bpt__fork_took_permission;
 
+/* A managed online thread goes offline while it waits for the permission
+   (bpt__block_begin, as every wait inside bptrace does): the holder may be
+   waiting at step 4 for that very thread's progress. */
 static void bpt__atfork_prepare(void) {
     bpt__thread *self = bpt__thread_self_or_null();
     /* A fork from a callback that runs under the permission keeps it held. */
     bpt__fork_took_permission = !(self && self->holds_permission);
-    if (bpt__fork_took_permission) pthread_mutex_lock(&bpt__code_mod_permission);
+    if (bpt__fork_took_permission) {
+        bpt__block_begin(self);
+        pthread_mutex_lock(&bpt__code_mod_permission);
+    }
     pthread_mutex_lock(&bpt__intern_lock);
 }
 
-static void bpt__atfork_parent(void) {
+static void bpt__atfork_release(void) {
     pthread_mutex_unlock(&bpt__intern_lock);
     if (bpt__fork_took_permission) pthread_mutex_unlock(&bpt__code_mod_permission);
+}
+
+static void bpt__atfork_parent(void) {
+    bpt__atfork_release();
+    bpt__block_end(bpt__thread_self_or_null());   /* online again, if the prepare took it offline */
 }
 
 /* Only the forking thread runs in the child: its locks are released, and
    the other threads' records and drain locks are reset. */
 static void bpt__atfork_child(void) {
-    bpt__atfork_parent();
+    bpt__atfork_release();
     bpt__sessions_atfork_child();
     bpt__progress_atfork_child(bpt__thread_self_or_null());
+    bpt__block_end(bpt__thread_self_or_null());
 }
 
 /* Once, from thread progress's initialisation. */

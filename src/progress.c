@@ -131,6 +131,10 @@ static bpt__thread *bpt__thread_create(void) {
     rec->shadow_depth[1] = 0;
     rec->shadow_filling[0] = 0;
     rec->shadow_filling[1] = 0;
+    rec->alt_lo = rec->alt_hi = 0;
+#if defined(BPT_NATIVE)
+    bpt__altstack_note(rec);   /* before a handler disarms it (frames.c) */
+#endif
     rec->timem_depth = 0;
 #if !defined(BPT__SIGNAL_ATOMIC_INC)
     rec->counting = 0;

@@ -38,6 +38,7 @@ struct bpt__thread {
     struct bpt__frame *shadow[2];
     volatile uint32_t shadow_depth[2];
     volatile uint32_t shadow_filling[2];   /* 1 + the index of the frame being filled, 0: none [H1] */
+    uintptr_t alt_lo, alt_hi;     /* native: the last armed sigaltstack seen (bpt__altstack_bounds) */
     uint32_t vm_serial;             /* owner only: VM frame tokens' check value */
     uint64_t fiber, fibers;         /* owner only: the stack the thread runs on now, and the last
                                        tag given (fibers.c); native frames carry their stack's tag.

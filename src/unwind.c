@@ -44,13 +44,16 @@
      follows, as before;
    - a C program that loads C++ code with dlopen: a program exports these
      definitions to the libraries it loads only when it is linked with the
-     C++ runtime (or with -rdynamic); otherwise the library's throw reaches
-     the unwinder directly, as without bptrace;
+     C++ runtime, with -rdynamic, or is the LD_PRELOAD agent; otherwise
+     the library's throw reaches the unwinder directly, as without
+     bptrace. Exported, they forward to the library's own runtime even
+     when it was loaded RTLD_LOCAL (interpose.c; t_interpose_local);
    - a static link: the runtime's own definitions win over these weak
      ones where they are linked in (-static-libstdc++: no U2), and where
-     they are not, there is nothing to forward to and the first throw
-     aborts with a message. A fully static program defines
-     BPT_NO_INTERPOSE (and a throw through a return frame terminates);
+     they are not, there is nothing to forward to and the first call of
+     one aborts with a message (a throw, and pthread_exit too). A fully
+     static program defines BPT_NO_INTERPOSE (and a throw through a
+     return frame terminates);
    - pthread_cancel: the unwind starts inside the C library, unseen;
    - tcc, which has no native sites, compiles none of this.
    The thread's shadow stack is its own: U1 and U2 run on the throwing
@@ -84,7 +87,7 @@ static int bpt__unwind_swap(const bpt__frame *fr, uintptr_t below, uintptr_t fro
 static void bpt__unwind_rewrite(bpt__thread *rec, uintptr_t below, int hook) {
     uint32_t i = rec->shadow_depth[BPT__STACK_NATIVE];
     uintptr_t alt_lo, alt_hi;
-    (void)bpt__altstack_bounds(&alt_lo, &alt_hi);
+    (void)bpt__altstack_bounds(rec, below, &alt_lo, &alt_hi);
     while (i-- > 0) {
         bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][i];
         int fr_alt = fr->sp >= alt_lo && fr->sp < alt_hi, below_alt = below >= alt_lo && below < alt_hi;

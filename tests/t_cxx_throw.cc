@@ -181,6 +181,9 @@ static void describe(const bpt_msg *m, int n, char *out, size_t cap) {
         int w = m[i].type == BPT_MSG_RETURN_FROM
                     ? snprintf(out + k, cap - k, "%s%s %s=%lld", i ? ", " : "", t, m[i].name,
                                (long long)m[i].value)
+                    : m[i].type == BPT_MSG_EXCEPTION_FROM && m[i].exception_class &&
+                              strcmp(m[i].exception_class, "throw") != 0   /* a class but "throw": named */
+                    ? snprintf(out + k, cap - k, "%s%s %s(%s)", i ? ", " : "", t, m[i].name, m[i].exception_class)
                     : snprintf(out + k, cap - k, "%s%s %s", i ? ", " : "", t, m[i].name);
         if (w < 0) break;
         k += (size_t)w;

@@ -11,7 +11,15 @@
    - the handler calls h, which calls k, which longjmps back into the
      handler: the next traced call (g again) ends k's and h's frames with
      exception_from, newest first, and not f's;
-   - after the handler, f returns through its own frame: return_from f 7. */
+   - after the handler, f returns through its own frame: return_from f 7.
+   A second round does the same but the handler calls bpt_unwind_to with
+   its own frame address after the longjmp: it ends k's and h's frames (2)
+   and not f's. It compared stack pointers alone and also ended f's (3):
+   f's return then aborted (found by review).
+   t_frames_autodisarm runs this file with the alternate stack set up
+   with SS_AUTODISARM: inside the handler sigaltstack(2) then reports it
+   disabled, and bptrace took the handler for one on the thread's stack:
+   the first round aborted (found by review). */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
@@ -39,20 +47,31 @@ BPT_TRACEABLE int64_t h(int64_t x) { return k(x) + 1; }
 BPT_TRACEABLE int64_t f(int64_t x) { raise(SIGUSR1); return x + 6; }
 static int64_t (*volatile p_f)(int64_t) = f;
 
+#if !defined(ALTSTACK_FLAGS)
+#  define ALTSTACK_FLAGS 0
+#endif
+static int round_unwind_to, unwound = -1, alt_refused;
+
 static void handler(int sig) {
     (void)sig;
     p_g(3);
     if (sigsetjmp(in_handler, 0) == 0) p_h(1);
+    if (round_unwind_to) unwound = bpt_unwind_to(__builtin_frame_address(0));
     p_g(4);
 }
 
 static void *thread_body(void *alt_base) {
-    stack_t alt;
+    stack_t alt, was;
     memset(&alt, 0, sizeof alt);
     alt.ss_sp = alt_base;
     alt.ss_size = HALF;
-    CHECK(sigaltstack(&alt, NULL) == 0, "sigaltstack");
+    alt.ss_flags = ALTSTACK_FLAGS;
+    if (sigaltstack(&alt, &was) != 0) {
+        alt_refused = 1;
+        return NULL;
+    }
     CHECK(p_f(1) == 7, "f(1)");
+    sigaltstack(&was, NULL);   /* ASAN unmaps the thread's alternate stack at its exit: let it be its own */
     return NULL;
 }
 
@@ -98,17 +117,22 @@ int main(void) {
     mem = (unsigned char *)mmap(NULL, 2 * HALF, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(mem != MAP_FAILED, "mmap");
     if (mem == MAP_FAILED) return CHECK_DONE();
-    pthread_attr_init(&attr);
-    CHECK_RC(pthread_attr_setstack(&attr, mem, HALF), 0);
-    CHECK_RC(pthread_create(&t, &attr, thread_body, mem + HALF), 0);
-    pthread_join(t, NULL);
-    pthread_attr_destroy(&attr);
+    for (round_unwind_to = 0; round_unwind_to < 2 && !alt_refused; round_unwind_to++) {
+        pthread_attr_init(&attr);
+        CHECK_RC(pthread_attr_setstack(&attr, mem, HALF), 0);
+        CHECK_RC(pthread_create(&t, &attr, thread_body, mem + HALF), 0);
+        pthread_join(t, NULL);
+        pthread_attr_destroy(&attr);
+    }
+    if (alt_refused) return CHECK_SKIP("sigaltstack refused these flags (SS_AUTODISARM: Linux 4.7, qemu-user may lack it)");
+    CHECK(unwound == 2, "bpt_unwind_to in the handler ended %d frames (k's and h's: 2)", unwound);
 
-    CHECK(log_n == nwant, "%d messages, expected %d", log_n, nwant);
+    CHECK(log_n == 2 * nwant, "%d messages, expected %d", log_n, 2 * nwant);
     for (i = 0; i < log_n; i++) {
         describe(&log_msgs[i], got, sizeof got);
         printf("  %s\n", got);
-        if (i < nwant) CHECK(strcmp(got, want[i]) == 0, "message %d is '%s', expected '%s'", i, got, want[i]);
+        if (i < 2 * nwant)
+            CHECK(strcmp(got, want[i % nwant]) == 0, "message %d is '%s', expected '%s'", i, got, want[i % nwant]);
     }
     CHECK_RC(bpt_session_destroy(s), 0);
     munmap(mem, 2 * HALF);

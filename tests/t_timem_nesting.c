@@ -26,7 +26,12 @@
       of the old process but the one being filled, so it paused outer a
       second time (charged 40 ms for 20 spun; noted at an earlier stop and
       left): now a switch made by a handler that interrupted a push pauses
-      nothing below that push, as case 1's walk does not. */
+      nothing below that push, as case 1's walk does not.
+   4. As 1, but the handler calls bpt_unwind_to with its own frame address
+      (nothing was unwound). It took the frame being filled, whose stack
+      pointer is not yet written, for a dead one and dropped it: inner's
+      return then found no frame and aborted (found by review). Now it
+      drops nothing, as a traced call's F0 does. */
 static void t_test_point(const char *where);
 #define BPT_TEST_POINT(where) t_test_point(where)
 #define BPTRACE_IMPLEMENTATION
@@ -69,6 +74,8 @@ static void call_leaf(int sig) { long (*volatile p)(long) = leaf; (void)sig; p(1
 static void call_g(int sig) { long (*volatile p)(long) = g; (void)sig; p(1); handler_calls++; }
 static void call_f(int sig) { long (*volatile p)(long) = f; (void)sig; p(1); handler_calls++; }
 static void switch_and_back(int sig) { (void)sig; bpt_process_switch(777); bpt_process_switch(0); handler_calls++; }
+static volatile int unwound_total;
+static void unwind_here(int sig) { (void)sig; unwound_total += bpt_unwind_to(__builtin_frame_address(0)); handler_calls++; }
 static void on(int sig, void (*fn)(int)) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -198,6 +205,8 @@ int main(void) {
                       "pauses outer");
     charge_two_deep();
     pause_interrupted(switch_and_back, "3. as 1, but the handler switches process and back");
+    pause_interrupted(unwind_here, "4. as 1, but the handler calls bpt_unwind_to (nothing unwound)");
+    CHECK(unwound_total == 0, "bpt_unwind_to from the handler dropped %d frames (none is dead)", unwound_total);
     CHECK_RC(bpt_session_destroy(s2), 0);
     CHECK_RC(bpt_session_destroy(s), 0);
     return CHECK_DONE();
