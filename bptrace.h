@@ -2556,7 +2556,9 @@ BPT_API int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, si
    Who may connect: a peer whose effective uid (SO_PEERCRED) is this
    process's, or root when allow_root is set. The socket file is made
    mode 0600 before it listens. A socket file left by a dead process (no
-   one accepts on it) is replaced; one that someone serves is not.
+   one accepts on it) is replaced; one that someone serves is not (nor one
+   whose server accepts nothing, its backlog full: start never blocks),
+   and a file that is not a socket is never touched.
 
    PROTOCOL, version 1. Requests are lines of text (at most 4095 bytes and
    a '\n'); each gets one or more reply lines, the last either "OK ..." or
@@ -2568,6 +2570,7 @@ BPT_API int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, si
          First, and once. Creates the client's session (rate: at most N
          messages in every MS ms, as recon_trace's limit; chunks and
          max_chunks: each traced thread's buffer, as bpt_session_desc's).
+         The numbers are unsigned: "rate=-1/5" is refused.
          -> OK bptrace VERSION 1 PID
      PATTERN KINDS [args=SPEC] [ret=TYPE] PATTERN
          bpt_trace_pattern(session, PATTERN, KINDS, match spec). KINDS is a
@@ -2578,13 +2581,20 @@ BPT_API int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, si
          -> OK MATCHED
      INFO KINDS PATTERN
          bpt_trace_info_each for KINDS (count, time, memory); a line per
-         function, then the number of lines:
+         function the session counts, times or measures (a matching
+         function it has no such breakpoint on gets no line), then the
+         number of lines:
          -> F COUNT CALLS TIME_NS BYTES ARITY MODULE:NAME
          -> OK LINES
      STREAM
          -> OK stream, then the session's trace file (the .bpt format of
          >>tracefile: header, names, records), written as it is made, until
-         the client closes the connection. No request is read after it.
+         the client hangs up (shutting down only its writing half, as socat
+         and nc -N do at their input's end, is not a hang-up) or the server
+         stops. No request is read after it. A write to the memory file
+         that fails but can be taken back (EFBIG under RLIMIT_FSIZE) only
+         ends a round early. -> ERR when there is no memory file or buffer
+         for the stream (the connection goes on).
      BYE
          -> OK bye, and the server closes the connection (and the session).
 
@@ -2595,13 +2605,16 @@ BPT_API int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, si
 
    fork: the child has no server (threads do not survive fork): fork
    handlers close the inherited sockets in the child, which may start its
-   own. Sessions its clients had stay in the child, with no one to read
-   them: their buffers fill and drop. */
+   own. Sessions its clients had stay in the child, breakpoints and all,
+   with no one to read or destroy them: each keeps the buffers it had at
+   the fork (a thread new in the child gets the session's first chunks)
+   and never grows them; what does not fit is dropped and counted. */
 
 /* Control server settings. Zero-initialise; zero means default. */
 typedef struct bpt_control_desc {
-    const char *path;        /* the socket: a file path, or "@name" for a name in the
-                                abstract namespace (no file); NULL: the file
+    const char *path;        /* the socket: a file path (a relative one is made absolute
+                                against the current directory at start), or "@name"
+                                for a name in the abstract namespace (no file); NULL: the file
                                 $XDG_RUNTIME_DIR/bptrace-PID.sock, or @bptrace-PID when
                                 XDG_RUNTIME_DIR is unset, not absolute, or too long */
     int         allow_root;  /* 1: also accept clients whose effective uid is 0 */
@@ -2614,9 +2627,13 @@ typedef struct bpt_control_desc {
    Parameters     desc   the settings (copied; path too); NULL: every default
    Returns        0, or a BPT_E* code (nothing is left listening or running)
    Errors
-     BPT_EINVAL    max_clients over BPT_MAX_SESSIONS; path "" or over 107 bytes
+     BPT_EINVAL    max_clients over BPT_MAX_SESSIONS; path "" or over 107 bytes,
+                   or relative and over 107 bytes once made absolute (or
+                   the current directory is unknown)
      BPT_EEXIST    this process's server runs already, or another process
-                   serves the socket path
+                   serves the socket path (or accepts nothing on it: its
+                   backlog is full), or a file that is not a socket is
+                   there (left as it is)
      BPT_EIO       socket, bind, chmod or listen failed (errno's text in
                    bpt_last_error), e.g. a path in a directory that does not exist
      BPT_ENOMEM    no memory or no thread for the server
@@ -2629,24 +2646,36 @@ BPT_API int bpt_control_start(const bpt_control_desc *desc);
 
 /* bpt_control_stop: stop the server: stop accepting, close every client's
    connection, wait until each client's thread has destroyed its session
-   (so every breakpoint they set is cleared), remove the socket file.
+   (so every breakpoint they set is cleared), remove the socket file (if
+   the file at its path is still the one start made). A session whose
+   destroy failed (no memory) when its client left is kept, and destroyed
+   at the next client's departure or here.
 
    Parameters     none
    Returns        0, or a BPT_E* code
    Errors
-     BPT_ENOENT    no server runs in this process (also: a fork's child)
+     BPT_ENOENT    no server runs in this process and no session is left
+                   over (also: a fork's child)
+     BPT_ENOMEM    (or another code of bpt_session_destroy) the server is
+                   stopped, but some client's session could not be
+                   destroyed: it stays, breakpoints and all; call
+                   bpt_control_stop again (with no server it then only
+                   retries those) until it returns 0
      BPT_EDEADLK   from a tracer callback, under the code modification
                    permission, or while pinned: the clients' session
                    destroys would wait for this thread
    Thread safety  any thread but the server's own; not from a signal
                   handler (it waits for the clients; a managed thread goes
-                  offline while it does)
+                  offline while it does). A call while another thread's
+                  stop is under way waits until that one has finished,
+                  and returns what it returned (0: every breakpoint of
+                  the clients is cleared)
    Source         bptrace
 */
 BPT_API int bpt_control_stop(void);
 
-/* bpt_control_address: where the server listens, as desc->path names it (a
-   file path, or "@name").
+/* bpt_control_address: where the server listens: "@name", or the socket
+   file's absolute path (desc->path, made absolute at start if relative).
 
    Parameters     buf, size   where to write it, NUL-terminated; not NULL
    Returns        its length in bytes, or a BPT_E* code
@@ -3401,6 +3430,8 @@ struct bpt__session {
     uint32_t chunk_bytes, chunks; /* each lane's chunks, at its start */
     uint32_t max_chunks;          /* the most chunks a lane grows to (session.c >>growth) */
     int flight_recorder;          /* 1: a full lane overwrites its oldest unread chunk */
+    int served;                   /* 1: a control client's (control.c): drained by a server thread */
+    int orphan;                   /* 1: served, in a fork child: no one drains it, its lanes do not grow */
     int time_cpu;                 /* 1: call_time by thread CPU time (frames: BPT__FRAME_CPU) */
     uint64_t rate_max;
     uint64_t rate_window_ns;
@@ -3515,6 +3546,7 @@ struct bpt__lane_reader {
 BPT__HOT bpt__session *bpt__session_lookup(uint64_t id);   /* pinned or under the permission */
 BPT__PRIVATE bpt__session *bpt__session_pin(bpt_session handle, const char *who, bpt__thread **rec, int *rc);
 BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out);
+BPT__PRIVATE int bpt__session_create(const bpt_session_desc *desc, bpt_session *out, int served);
 BPT__PRIVATE void bpt__session_free(bpt__session *s);
 BPT__HOT int bpt__session_admit(bpt__session *s, bpt__thread *rec);
 BPT__PRIVATE void bpt__msg_header(bpt_msg *m, unsigned type, uint64_t thread, uint64_t process,
@@ -5719,7 +5751,10 @@ static void bpt__lane_forget(bpt__lane *lane) {
 
 /* In a fork child only the forking thread runs: a drain lock another thread
    held at the fork is free again, no drainer sleeps in bpt_session_wait,
-   and the buffers start empty (the parent's records stay the parent's). */
+   and the buffers start empty (the parent's records stay the parent's).
+   A control client's session has lost its drainer (a server thread) for
+   good: it becomes an orphan, whose lanes keep the chunks they have and
+   drop (counted) what does not fit, instead of growing to max_chunks. */
 BPT__PRIVATE void bpt__sessions_atfork_child(void) {
     int i;
     uint32_t k, n = bpt__threads_count();
@@ -5727,6 +5762,7 @@ BPT__PRIVATE void bpt__sessions_atfork_child(void) {
         bpt__session *s = (bpt__session *)bpt__load_relaxed_ptr(&bpt__sessions.slot[i]);
         if (!s) continue;
         pthread_mutex_init(&s->drain_lock, NULL);
+        s->orphan = s->served;   /* read by its lanes' growth, in this thread only so far */
         bpt__store_relaxed_u32(&s->sleepers, 0);
         bpt__store_relaxed_u64(&s->lost_laneless, 0);
         for (k = 0; k < n; k++) {
@@ -5986,7 +6022,7 @@ static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
     /* [R3] acquire: the drainer's reads of chunks before tail are over. */
     if (next - (bpt__load_acquire_u64(&lane->tail) >> 1) < budget) {
         c = bpt__lane_chunk(lane, next + lane->cap - budget);   /* number next - budget, read */
-    } else if (!(c = bpt__lane_grow(lane))) {   /* full, and at the cap */
+    } else if (s->orphan || !(c = bpt__lane_grow(lane))) {   /* full, and at the cap (an orphan's: now) */
         BPT_TEST_POINT("lane_advance: full, a flight recorder takes a chunk back");
         if (!(s->flight_recorder && bpt__lane_take_back(lane, next))) return 0;
         c = bpt__lane_chunk(lane, next + lane->cap - budget);   /* the one taken back, or one read since */
@@ -13627,6 +13663,12 @@ int bpt_register_slot(void **slot, const char *module, const char *name, int ari
    thread progress wait. */
 
 int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
+    return bpt__session_create(desc, out, 0);
+}
+
+/* served: 1 for a control client's session (control.c), marked before it
+   is published, so that a fork at any moment finds it marked. */
+BPT__PRIVATE int bpt__session_create(const bpt_session_desc *desc, bpt_session *out, int served) {
     static bpt_session_desc defaults;   /* all zero, never written (not const: C++ wants a const initialised) */
     const bpt_session_desc *d = desc ? desc : &defaults;
     bpt__session *s = NULL;
@@ -13664,6 +13706,7 @@ int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
         bpt__permission_release();
         return rc;
     }
+    s->served = served;
     /* Weak id: a per-slot generation, never 0, so a stale handle never matches. */
     s->id = (++bpt__sessions.generation[slot] << 16) | (uint64_t)slot;
     bpt__store_release_ptr(&bpt__sessions.slot[slot], s);   /* [S1] pairs with bpt__session_lookup (session.c) */
@@ -15340,7 +15383,9 @@ int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, size_t why
    sockets are in bpt__ctl.fds so that bpt_control_stop can shut them down,
    which wakes a client thread blocked in recv, poll or write; each client
    thread destroys its session, removes its own slot, and signals
-   bpt__ctl_gone when it is the last. */
+   bpt__ctl_gone when it is the last. A session whose destroy failed (no
+   memory) is kept in bpt__ctl.left, and destroyed again at the next
+   client's departure or bpt_control_stop. */
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -15356,16 +15401,21 @@ enum {
    below would have to spell out a sockaddr_un, which C++ warns about. */
 static pthread_mutex_t bpt__ctl_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t bpt__ctl_gone = PTHREAD_COND_INITIALIZER;   /* nclients fell to 0 */
+static pthread_cond_t bpt__ctl_stopped = PTHREAD_COND_INITIALIZER;   /* a stop finished */
 
 static struct {   /* under bpt__ctl_lock; zero until the first start */
     int running;                       /* started and not stopped (a fork's child: 0) */
     int atfork;                        /* the fork handlers are registered */
-    int stopping;
+    int stopping, stop_rc;             /* stop_rc: what the last stop returned */
     int listen_fd, wake[2];            /* wake: bpt_control_stop writes, the listener polls */
     pthread_t listener;
     struct sockaddr_un addr;
     socklen_t addr_len;
-    char address[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];   /* as desc->path names it */
+    char address[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];   /* "@name", or an absolute path */
+    dev_t dev;                         /* the socket file bind made: stop removes it, */
+    ino_t ino;                         /* and not another file put at its path since */
+    uint64_t left[BPT_MAX_SESSIONS];   /* ids of sessions whose destroy failed */
+    uint32_t nleft;
     int allow_root;
     uint32_t max_clients, nclients;
     int fds[BPT_MAX_SESSIONS];         /* a client's socket, or -1 */
@@ -15456,6 +15506,8 @@ static int bpt__ctl_hello(bpt__ctl_client *c, char *rest) {
     while (*(opt = bpt__ctl_word(&rest))) {
         unsigned long long n, ms;
         char end;
+        if (strchr(opt, '-'))   /* strtoull, under sscanf, would take "-1" as 2^64-1 */
+            return bpt__fail(BPT_EINVAL, "HELLO: option '%s': numbers are unsigned", opt);
         if (sscanf(opt, "rate=%llu/%llu%c", &n, &ms, &end) == 2 && n > 0 && ms > 0 && ms <= 0xffffffffu) {
             d.rate_max = n;
             d.rate_per_ms = (uint32_t)ms;
@@ -15469,7 +15521,9 @@ static int bpt__ctl_hello(bpt__ctl_client *c, char *rest) {
     }
     snprintf(name, sizeof name, "bpt-client-%d", (int)c->peer);
     d.name = name;
-    if ((rc = bpt_session_create(&d, &c->session)) < 0) return rc;
+    /* served: in a fork's child, where no server thread drains it, the
+       session stops growing its buffers (session.c, bpt__sessions_atfork_child) */
+    if ((rc = bpt__session_create(&d, &c->session, 1)) < 0) return rc;
     return 0;
 }
 
@@ -15549,16 +15603,26 @@ static int bpt__ctl_info(bpt__ctl_client *c, char *rest) {
    writes into a memory file, never to the socket, and the bytes go to the
    socket after it returns, unpinned. A client that stops reading then
    blocks only this thread's send; the traced threads fill the session's
-   buffers and drop what does not fit, counted and marked. */
-static void bpt__ctl_stream(bpt__ctl_client *c) {
+   buffers and drop what does not fit, counted and marked.
+   A write error the writer recovers from (the memory file is a file: a
+   cut block is taken back), as EFBIG under RLIMIT_FSIZE, only ends this
+   round early: what the file holds is sent, and the rest comes next round.
+   A client that shuts down its writing half (socat, nc -N) still reads:
+   the stream ends on a hang-up (POLLHUP, POLLERR) or a failed send.
+   Returns 1 when it replied ERR (the connection goes on), else 0. */
+static int bpt__ctl_stream(bpt__ctl_client *c) {
     bpt_file_writer w;
     char *buf;
     int mfd = (int)syscall(SYS_memfd_create, "bptrace-stream", 1u /* MFD_CLOEXEC */);
+    short events = POLLIN;   /* 0 once the client shut down its writing half */
     const size_t COPY = 65536;
-    if (mfd < 0 || !(buf = (char *)BPT_MALLOC(COPY))) {
+    if (mfd < 0 || !(buf = (char *)BPT_MALLOC(COPY))) {   /* ERR before OK: the connection goes on */
+        int rc = mfd < 0 ? bpt__fail(BPT_EIO, "STREAM: memfd_create: %s", strerror(errno))
+                         : bpt__fail(BPT_ENOMEM, "STREAM: no memory for the copy buffer");
         if (mfd >= 0) close(mfd);
-        return;
+        return bpt__ctl_error(c->fd, rc) == 0;
     }
+    if (bpt__ctl_reply(c->fd, "OK stream") < 0) goto done;
     memset(&w, 0, sizeof w);
     w.fd = mfd;
     for (;;) {
@@ -15566,20 +15630,22 @@ static void bpt__ctl_stream(bpt__ctl_client *c) {
         char sink[256];
         off_t end, at;
         int stop, rc = bpt_session_write(c->session, &w);
-        if (rc < 0) break;
         end = lseek(mfd, 0, SEEK_CUR);
+        if (rc < 0 && (rc != BPT_EIO || w.broken || end <= 0)) break;   /* no way on */
         for (at = 0; at < end;) {   /* unpinned: this send may block */
             ssize_t k = pread(mfd, buf, (size_t)(end - at) < COPY ? (size_t)(end - at) : COPY, at);
             if (k <= 0 || bpt__ctl_send(c->fd, buf, (size_t)k) < 0) goto done;   /* EPIPE: the client went away */
             at += k;
         }
         if (end > 0 && (ftruncate(mfd, 0) < 0 || lseek(mfd, 0, SEEK_SET) < 0)) break;
+        if (rc < 0) continue;   /* recovered: the rest at once */
         p.fd = c->fd;
-        p.events = POLLIN;
+        p.events = events;
         p.revents = 0;
         if (poll(&p, 1, BPT__CTL_POLL_MS) > 0) {
-            ssize_t k = recv(c->fd, sink, sizeof sink, MSG_DONTWAIT);
-            if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) break;   /* hung up */
+            ssize_t k = (p.revents & POLLIN) ? recv(c->fd, sink, sizeof sink, MSG_DONTWAIT) : -1;
+            if (p.revents & (POLLHUP | POLLERR)) break;   /* hung up */
+            if (k == 0) events = 0;                       /* half-closed: it still reads */
         }
         pthread_mutex_lock(&bpt__ctl_lock);
         stop = bpt__ctl.stopping;
@@ -15589,6 +15655,7 @@ static void bpt__ctl_stream(bpt__ctl_client *c) {
 done:
     BPT_FREE(buf);
     close(mfd);
+    return 0;
 }
 
 /* One request line: its reply. Returns 1 to go on, 0 to close. */
@@ -15611,10 +15678,7 @@ static int bpt__ctl_request(bpt__ctl_client *c, char *line) {
         bpt__fail(BPT_ESESSION, "%s before HELLO", cmd);
         return bpt__ctl_error(c->fd, BPT_ESESSION) == 0;
     }
-    if (!strcmp(cmd, "STREAM")) {
-        if (bpt__ctl_reply(c->fd, "OK stream") == 0) bpt__ctl_stream(c);
-        return 0;
-    }
+    if (!strcmp(cmd, "STREAM")) return bpt__ctl_stream(c);   /* OK stream and the stream, or ERR */
     rc = !strcmp(cmd, "PATTERN") ? bpt__ctl_pattern(c, rest) : bpt__ctl_info(c, rest);
     if (rc < 0) return bpt__ctl_error(c->fd, rc) == 0;
     return bpt__ctl_reply(c->fd, "OK %d", rc) == 0;
@@ -15654,12 +15718,46 @@ static void bpt__ctl_serve(bpt__ctl_client *c) {
     }
 }
 
+/* Destroy a client's session; when that fails (no memory), keep its id in
+   bpt__ctl.left, to be tried again. Without the lock: a destroy waits for
+   thread progress. */
+static int bpt__ctl_destroy(uint64_t id) {
+    bpt_session s;
+    int rc;
+    s.id = id;
+    if ((rc = bpt_session_destroy(s)) < 0 && rc != BPT_ESESSION) {   /* BPT_ESESSION: gone already */
+        pthread_mutex_lock(&bpt__ctl_lock);
+        if (bpt__ctl.nleft < BPT_MAX_SESSIONS) bpt__ctl.left[bpt__ctl.nleft++] = id;   /* one a session: room */
+        pthread_mutex_unlock(&bpt__ctl_lock);
+        return rc;
+    }
+    return 0;
+}
+
+/* Try the sessions left over once more. Returns 0 when none is left, or
+   the first failure's code. */
+static int bpt__ctl_retry_left(void) {
+    uint64_t ids[BPT_MAX_SESSIONS];
+    uint32_t n, i;
+    int rc = 0, r;
+    pthread_mutex_lock(&bpt__ctl_lock);
+    n = bpt__ctl.nleft;
+    memcpy(ids, bpt__ctl.left, n * sizeof ids[0]);
+    bpt__ctl.nleft = 0;
+    pthread_mutex_unlock(&bpt__ctl_lock);
+    for (i = 0; i < n; i++)
+        if ((r = bpt__ctl_destroy(ids[i])) < 0 && rc == 0) rc = r;
+    return rc;
+}
+
 static void *bpt__ctl_client_main(void *arg) {
     bpt__ctl_client *c = (bpt__ctl_client *)arg;
     bpt__own_enter();   /* bptrace's own thread: its calls through traced slots are not traced */
     bpt__ctl_serve(c);
-    /* The client is gone: its session, breakpoints and all, goes with it. */
-    if (c->session.id) bpt_session_destroy(c->session);
+    /* The client is gone: its session, breakpoints and all, goes with it,
+       and any an earlier client left behind. */
+    if (c->session.id) bpt__ctl_destroy(c->session.id);
+    bpt__ctl_retry_left();
     pthread_mutex_lock(&bpt__ctl_lock);
     bpt__ctl.fds[c->slot] = -1;
     close(c->fd);
@@ -15677,10 +15775,10 @@ static void bpt__ctl_accept(int fd) {
     pthread_attr_t attr;
     pthread_t t;
     int slot = -1;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
-        !(cred.uid == geteuid() || (bpt__ctl.allow_root && cred.uid == 0))) {
+    int known = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof cred;
+    if (!known || !(cred.uid == geteuid() || (bpt__ctl.allow_root && cred.uid == 0))) {
         bpt__ctl_reply(fd, "ERR %d uid %d may not control process %d (uid %d)", BPT_EPERM,
-                       len == sizeof cred ? (int)cred.uid : -1, (int)getpid(), (int)geteuid());
+                       known ? (int)cred.uid : -1, (int)getpid(), (int)geteuid());
         close(fd);
         return;
     }
@@ -15751,9 +15849,11 @@ static void *bpt__ctl_listener_main(void *arg) {
 
 /* ---- Start and stop ---- */
 
-/* The socket's address from desc->path (or the default), into bpt__ctl. */
+/* The socket's address from desc->path (or the default), into bpt__ctl.
+   A relative path is made absolute against the current directory now:
+   stop removes this file, wherever the program has moved to since. */
 static int bpt__ctl_address(const char *path) {
-    char def[sizeof bpt__ctl.address];
+    char def[sizeof bpt__ctl.address], cwd[sizeof bpt__ctl.address];
     const char *xdg = getenv("XDG_RUNTIME_DIR");
     size_t n, room = sizeof bpt__ctl.addr.sun_path;
     if (!path) {
@@ -15766,6 +15866,16 @@ static int bpt__ctl_address(const char *path) {
     if (n == 0 || n >= room || (path[0] == '@' && n == 1))
         return bpt__fail(BPT_EINVAL, "bpt_control_start: path '%s' is empty or over %u bytes", path,
                          (unsigned)room - 1);
+    if (path[0] != '/' && path[0] != '@') {
+        size_t k = getcwd(cwd, sizeof cwd) ? strlen(cwd) : room;   /* ERANGE: longer than an address */
+        if (k + 1 + n >= room)
+            return bpt__fail(BPT_EINVAL, "bpt_control_start: path '%s' is relative, and made absolute (the "
+                             "current directory before it) it is over %u bytes", path, (unsigned)room - 1);
+        cwd[k] = '/';
+        memcpy(cwd + k + 1, path, n + 1);
+        path = cwd;
+        n += k + 1;
+    }
     memset(&bpt__ctl.addr, 0, sizeof bpt__ctl.addr);
     bpt__ctl.addr.sun_family = AF_UNIX;
     memcpy(bpt__ctl.addr.sun_path, path, n);
@@ -15775,39 +15885,52 @@ static int bpt__ctl_address(const char *path) {
     return 0;
 }
 
-/* bind, replacing a socket file that nobody serves (a dead process's). */
+/* bind, replacing a socket file that nobody serves (a dead process's). Any
+   other file at the path is left alone. The probe connect does not block:
+   a server that accepts nothing (its backlog full: EAGAIN) still serves. */
 static int bpt__ctl_bind(int fd) {
     const struct sockaddr *a = (const struct sockaddr *)&bpt__ctl.addr;
-    int probe;
+    struct stat st;
+    int probe, e;
     if (bind(fd, a, bpt__ctl.addr_len) == 0) return 0;
     if (errno != EADDRINUSE || bpt__ctl.address[0] == '@')
         return bpt__fail(errno == EADDRINUSE ? BPT_EEXIST : BPT_EIO, "bpt_control_start: bind %s: %s",
                          bpt__ctl.address, strerror(errno));
-    if ((probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+    if (lstat(bpt__ctl.address, &st) == 0 && !S_ISSOCK(st.st_mode))
+        return bpt__fail(BPT_EEXIST, "bpt_control_start: %s exists and is not a socket: left alone",
+                         bpt__ctl.address);
+    if ((probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
         return bpt__fail(BPT_EIO, "bpt_control_start: %s exists, and no socket to probe it: %s",
                          bpt__ctl.address, strerror(errno));
-    if (connect(probe, a, bpt__ctl.addr_len) == 0) {
-        close(probe);
+    e = connect(probe, a, bpt__ctl.addr_len) == 0 ? 0 : errno;
+    close(probe);
+    if (e == 0 || e == EAGAIN || e == EINPROGRESS)
         return bpt__fail(BPT_EEXIST, "bpt_control_start: %s: another process serves it", bpt__ctl.address);
-    }
-    if (errno != ECONNREFUSED) {   /* not known to be stale: leave it */
-        int e = errno;
-        close(probe);
+    if (e != ECONNREFUSED)   /* not known to be stale: leave it */
         return bpt__fail(BPT_EEXIST, "bpt_control_start: %s exists and may be served (connect: %s)",
                          bpt__ctl.address, strerror(e));
-    }
-    close(probe);   /* refused: nobody listens; a dead process's file */
+    /* refused: nobody listens; a dead process's socket file */
     if (unlink(bpt__ctl.address) < 0 || bind(fd, a, bpt__ctl.addr_len) < 0)
         return bpt__fail(BPT_EIO, "bpt_control_start: bind %s (a stale socket file): %s", bpt__ctl.address,
                          strerror(errno));
     return 0;
 }
 
+/* Remove the socket file, if the file at its path is still the one bind
+   made (not one put there since by someone else). */
+static void bpt__ctl_unlink(void) {
+    struct stat st;
+    if (bpt__ctl.address[0] != '@' && lstat(bpt__ctl.address, &st) == 0 && st.st_dev == bpt__ctl.dev &&
+        st.st_ino == bpt__ctl.ino)
+        unlink(bpt__ctl.address);
+}
+
 /* fork: the child has none of the server's threads. The prepare handler
    takes the lock, so that no server thread holds it across the fork; the
    child's handler then closes the inherited sockets and forgets the
-   server (its own clients' sessions stay, untraced by anyone: their
-   buffers fill and drop). */
+   server and the sessions left over. Its clients' sessions stay in the
+   child, undrained: they keep the buffers they had and drop what does
+   not fit (session.c marks them, bpt__sessions_atfork_child). */
 static void bpt__ctl_fork_prepare(void) { pthread_mutex_lock(&bpt__ctl_lock); }
 static void bpt__ctl_fork_parent(void) { pthread_mutex_unlock(&bpt__ctl_lock); }
 static void bpt__ctl_fork_child(void) {
@@ -15821,12 +15944,14 @@ static void bpt__ctl_fork_child(void) {
         bpt__ctl.stopping = 0;
         bpt__ctl.nclients = 0;
     }
+    bpt__ctl.nleft = 0;
     pthread_mutex_unlock(&bpt__ctl_lock);
 }
 
 int bpt_control_start(const bpt_control_desc *desc) {
     bpt_control_desc d;
     sigset_t all, old;
+    struct stat st;
     int fd = -1, rc;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
@@ -15852,16 +15977,22 @@ int bpt_control_start(const bpt_control_desc *desc) {
         goto fail;
     }
     if ((rc = bpt__ctl_bind(fd)) < 0) goto fail;
+    bpt__ctl.dev = 0;
+    bpt__ctl.ino = 0;   /* no file has inode 0: bpt__ctl_unlink removes nothing */
+    if (bpt__ctl.address[0] != '@' && lstat(bpt__ctl.address, &st) == 0) {
+        bpt__ctl.dev = st.st_dev;
+        bpt__ctl.ino = st.st_ino;
+    }
     /* 0600 before listen: until listen, a connect is refused, so no one
        connects through the mode the umask gave. */
     if (bpt__ctl.address[0] != '@' && chmod(bpt__ctl.address, 0600) < 0) {
         rc = bpt__fail(BPT_EIO, "bpt_control_start: chmod %s: %s", bpt__ctl.address, strerror(errno));
-        unlink(bpt__ctl.address);
+        bpt__ctl_unlink();
         goto fail;
     }
     if (listen(fd, 128) < 0 || pipe2(bpt__ctl.wake, O_CLOEXEC) < 0) {
         rc = bpt__fail(BPT_EIO, "bpt_control_start: listen: %s", strerror(errno));
-        if (bpt__ctl.address[0] != '@') unlink(bpt__ctl.address);
+        bpt__ctl_unlink();
         goto fail;
     }
     bpt__ctl.listen_fd = fd;
@@ -15879,7 +16010,7 @@ int bpt_control_start(const bpt_control_desc *desc) {
     if (rc != 0) {
         close(bpt__ctl.wake[0]);
         close(bpt__ctl.wake[1]);
-        if (bpt__ctl.address[0] != '@') unlink(bpt__ctl.address);
+        bpt__ctl_unlink();
         rc = bpt__fail(BPT_ENOMEM, "bpt_control_start: no thread for the server: %s", strerror(rc));
         goto fail;
     }
@@ -15896,36 +16027,56 @@ fail:
 int bpt_control_stop(void) {
     bpt__thread *self = bpt__thread_self_or_null();
     pthread_t listener;
+    uint32_t left;
+    int rc;
     /* It waits for the client threads, whose session destroys wait for
        thread progress: not from where this thread would hold that up. */
     if (self && (self->in_tracer || self->holds_permission || bpt__thread_pinned(self)))
         return bpt__fail(BPT_EDEADLK, "bpt_control_stop: called from a tracer callback, under the code "
                          "modification permission, or while pinned: it would wait for itself");
     pthread_mutex_lock(&bpt__ctl_lock);
-    if (!bpt__ctl.running || bpt__ctl.stopping) {
+    if (bpt__ctl.stopping) {   /* another thread stops it: wait until it has, and say what it says */
+        BPT_TEST_POINT("control_stop: waits for another stop");
+        bpt__block_begin(self);
+        while (bpt__ctl.stopping) pthread_cond_wait(&bpt__ctl_stopped, &bpt__ctl_lock);
+        bpt__block_end(self);
+        rc = bpt__ctl.stop_rc;
         pthread_mutex_unlock(&bpt__ctl_lock);
-        return bpt__fail(BPT_ENOENT, "bpt_control_stop: no control server runs in this process");
+        return rc < 0 ? bpt__fail(rc, "bpt_control_stop: stopped by another thread, with sessions left over")
+                      : 0;
+    }
+    if (!bpt__ctl.running) {   /* no server; but sessions may be left over from the last */
+        left = bpt__ctl.nleft;
+        pthread_mutex_unlock(&bpt__ctl_lock);
+        return left ? bpt__ctl_retry_left()
+                  : bpt__fail(BPT_ENOENT, "bpt_control_stop: no control server runs in this process");
     }
     bpt__ctl.stopping = 1;
     listener = bpt__ctl.listener;
     if (write(bpt__ctl.wake[1], "x", 1) < 0) { /* the pipe is empty and ours: cannot fail */ }
     pthread_mutex_unlock(&bpt__ctl_lock);
+    BPT_TEST_POINT("control_stop: stopping");
     bpt__block_begin(self);   /* a managed thread goes offline while it waits */
     pthread_join(listener, NULL);   /* no new clients after this */
     pthread_mutex_lock(&bpt__ctl_lock);
     for (uint32_t i = 0; i < bpt__ctl.max_clients; i++)
         if (bpt__ctl.fds[i] >= 0) shutdown(bpt__ctl.fds[i], SHUT_RDWR);   /* wakes recv, poll, send */
     while (bpt__ctl.nclients > 0) pthread_cond_wait(&bpt__ctl_gone, &bpt__ctl_lock);
+    pthread_mutex_unlock(&bpt__ctl_lock);
     bpt__block_end(self);
+    rc = bpt__ctl_retry_left();   /* the sessions whose destroy failed: once more */
+    pthread_mutex_lock(&bpt__ctl_lock);
     close(bpt__ctl.listen_fd);
     close(bpt__ctl.wake[0]);
     close(bpt__ctl.wake[1]);
-    if (bpt__ctl.address[0] != '@') unlink(bpt__ctl.address);
+    bpt__ctl_unlink();
     bpt__ctl.listen_fd = -1;
     bpt__ctl.running = 0;
     bpt__ctl.stopping = 0;
+    bpt__ctl.stop_rc = rc;
+    pthread_cond_broadcast(&bpt__ctl_stopped);
     pthread_mutex_unlock(&bpt__ctl_lock);
-    return 0;
+    return rc;
 }
 
 int bpt_control_address(char *buf, size_t size) {

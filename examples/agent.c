@@ -27,6 +27,9 @@
    relies on the calling object's RUNPATH searches the agent's instead (the
    caller glibc sees is the agent): give such a program LD_LIBRARY_PATH.
 
+   The server runs in the process the agent was loaded into: a child it
+   forks (daemon() included) has none, as threads do not survive fork.
+
    A program that has bptrace in it already has its own registry: it starts
    its own server (bpt_control_start) instead of loading the agent. */
 #define BPTRACE_IMPLEMENTATION

@@ -29,7 +29,9 @@
    Who may connect: a peer whose effective uid (SO_PEERCRED) is this
    process's, or root when allow_root is set. The socket file is made
    mode 0600 before it listens. A socket file left by a dead process (no
-   one accepts on it) is replaced; one that someone serves is not.
+   one accepts on it) is replaced; one that someone serves is not (nor one
+   whose server accepts nothing, its backlog full: start never blocks),
+   and a file that is not a socket is never touched.
 
    PROTOCOL, version 1. Requests are lines of text (at most 4095 bytes and
    a '\n'); each gets one or more reply lines, the last either "OK ..." or
@@ -41,6 +43,7 @@
          First, and once. Creates the client's session (rate: at most N
          messages in every MS ms, as recon_trace's limit; chunks and
          max_chunks: each traced thread's buffer, as bpt_session_desc's).
+         The numbers are unsigned: "rate=-1/5" is refused.
          -> OK bptrace VERSION 1 PID
      PATTERN KINDS [args=SPEC] [ret=TYPE] PATTERN
          bpt_trace_pattern(session, PATTERN, KINDS, match spec). KINDS is a
@@ -51,13 +54,20 @@
          -> OK MATCHED
      INFO KINDS PATTERN
          bpt_trace_info_each for KINDS (count, time, memory); a line per
-         function, then the number of lines:
+         function the session counts, times or measures (a matching
+         function it has no such breakpoint on gets no line), then the
+         number of lines:
          -> F COUNT CALLS TIME_NS BYTES ARITY MODULE:NAME
          -> OK LINES
      STREAM
          -> OK stream, then the session's trace file (the .bpt format of
          >>tracefile: header, names, records), written as it is made, until
-         the client closes the connection. No request is read after it.
+         the client hangs up (shutting down only its writing half, as socat
+         and nc -N do at their input's end, is not a hang-up) or the server
+         stops. No request is read after it. A write to the memory file
+         that fails but can be taken back (EFBIG under RLIMIT_FSIZE) only
+         ends a round early. -> ERR when there is no memory file or buffer
+         for the stream (the connection goes on).
      BYE
          -> OK bye, and the server closes the connection (and the session).
 
@@ -68,13 +78,16 @@
 
    fork: the child has no server (threads do not survive fork): fork
    handlers close the inherited sockets in the child, which may start its
-   own. Sessions its clients had stay in the child, with no one to read
-   them: their buffers fill and drop. */
+   own. Sessions its clients had stay in the child, breakpoints and all,
+   with no one to read or destroy them: each keeps the buffers it had at
+   the fork (a thread new in the child gets the session's first chunks)
+   and never grows them; what does not fit is dropped and counted. */
 
 /* Control server settings. Zero-initialise; zero means default. */
 typedef struct bpt_control_desc {
-    const char *path;        /* the socket: a file path, or "@name" for a name in the
-                                abstract namespace (no file); NULL: the file
+    const char *path;        /* the socket: a file path (a relative one is made absolute
+                                against the current directory at start), or "@name"
+                                for a name in the abstract namespace (no file); NULL: the file
                                 $XDG_RUNTIME_DIR/bptrace-PID.sock, or @bptrace-PID when
                                 XDG_RUNTIME_DIR is unset, not absolute, or too long */
     int         allow_root;  /* 1: also accept clients whose effective uid is 0 */
@@ -87,9 +100,13 @@ typedef struct bpt_control_desc {
    Parameters     desc   the settings (copied; path too); NULL: every default
    Returns        0, or a BPT_E* code (nothing is left listening or running)
    Errors
-     BPT_EINVAL    max_clients over BPT_MAX_SESSIONS; path "" or over 107 bytes
+     BPT_EINVAL    max_clients over BPT_MAX_SESSIONS; path "" or over 107 bytes,
+                   or relative and over 107 bytes once made absolute (or
+                   the current directory is unknown)
      BPT_EEXIST    this process's server runs already, or another process
-                   serves the socket path
+                   serves the socket path (or accepts nothing on it: its
+                   backlog is full), or a file that is not a socket is
+                   there (left as it is)
      BPT_EIO       socket, bind, chmod or listen failed (errno's text in
                    bpt_last_error), e.g. a path in a directory that does not exist
      BPT_ENOMEM    no memory or no thread for the server
@@ -102,24 +119,36 @@ BPT_API int bpt_control_start(const bpt_control_desc *desc);
 
 /* bpt_control_stop: stop the server: stop accepting, close every client's
    connection, wait until each client's thread has destroyed its session
-   (so every breakpoint they set is cleared), remove the socket file.
+   (so every breakpoint they set is cleared), remove the socket file (if
+   the file at its path is still the one start made). A session whose
+   destroy failed (no memory) when its client left is kept, and destroyed
+   at the next client's departure or here.
 
    Parameters     none
    Returns        0, or a BPT_E* code
    Errors
-     BPT_ENOENT    no server runs in this process (also: a fork's child)
+     BPT_ENOENT    no server runs in this process and no session is left
+                   over (also: a fork's child)
+     BPT_ENOMEM    (or another code of bpt_session_destroy) the server is
+                   stopped, but some client's session could not be
+                   destroyed: it stays, breakpoints and all; call
+                   bpt_control_stop again (with no server it then only
+                   retries those) until it returns 0
      BPT_EDEADLK   from a tracer callback, under the code modification
                    permission, or while pinned: the clients' session
                    destroys would wait for this thread
    Thread safety  any thread but the server's own; not from a signal
                   handler (it waits for the clients; a managed thread goes
-                  offline while it does)
+                  offline while it does). A call while another thread's
+                  stop is under way waits until that one has finished,
+                  and returns what it returned (0: every breakpoint of
+                  the clients is cleared)
    Source         bptrace
 */
 BPT_API int bpt_control_stop(void);
 
-/* bpt_control_address: where the server listens, as desc->path names it (a
-   file path, or "@name").
+/* bpt_control_address: where the server listens: "@name", or the socket
+   file's absolute path (desc->path, made absolute at start if relative).
 
    Parameters     buf, size   where to write it, NUL-terminated; not NULL
    Returns        its length in bytes, or a BPT_E* code

@@ -10,7 +10,9 @@
    sockets are in bpt__ctl.fds so that bpt_control_stop can shut them down,
    which wakes a client thread blocked in recv, poll or write; each client
    thread destroys its session, removes its own slot, and signals
-   bpt__ctl_gone when it is the last. */
+   bpt__ctl_gone when it is the last. A session whose destroy failed (no
+   memory) is kept in bpt__ctl.left, and destroyed again at the next
+   client's departure or bpt_control_stop. */
 #include "internal.h"
 #include <poll.h>
 #include <sys/socket.h>
@@ -27,16 +29,21 @@ enum {
    below would have to spell out a sockaddr_un, which C++ warns about. */
 static pthread_mutex_t bpt__ctl_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t bpt__ctl_gone = PTHREAD_COND_INITIALIZER;   /* nclients fell to 0 */
+static pthread_cond_t bpt__ctl_stopped = PTHREAD_COND_INITIALIZER;   /* a stop finished */
 
 static struct {   /* under bpt__ctl_lock; zero until the first start */
     int running;                       /* started and not stopped (a fork's child: 0) */
     int atfork;                        /* the fork handlers are registered */
-    int stopping;
+    int stopping, stop_rc;             /* stop_rc: what the last stop returned */
     int listen_fd, wake[2];            /* wake: bpt_control_stop writes, the listener polls */
     pthread_t listener;
     struct sockaddr_un addr;
     socklen_t addr_len;
-    char address[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];   /* as desc->path names it */
+    char address[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];   /* "@name", or an absolute path */
+    dev_t dev;                         /* the socket file bind made: stop removes it, */
+    ino_t ino;                         /* and not another file put at its path since */
+    uint64_t left[BPT_MAX_SESSIONS];   /* ids of sessions whose destroy failed */
+    uint32_t nleft;
     int allow_root;
     uint32_t max_clients, nclients;
     int fds[BPT_MAX_SESSIONS];         /* a client's socket, or -1 */
@@ -127,6 +134,8 @@ static int bpt__ctl_hello(bpt__ctl_client *c, char *rest) {
     while (*(opt = bpt__ctl_word(&rest))) {
         unsigned long long n, ms;
         char end;
+        if (strchr(opt, '-'))   /* strtoull, under sscanf, would take "-1" as 2^64-1 */
+            return bpt__fail(BPT_EINVAL, "HELLO: option '%s': numbers are unsigned", opt);
         if (sscanf(opt, "rate=%llu/%llu%c", &n, &ms, &end) == 2 && n > 0 && ms > 0 && ms <= 0xffffffffu) {
             d.rate_max = n;
             d.rate_per_ms = (uint32_t)ms;
@@ -140,7 +149,9 @@ static int bpt__ctl_hello(bpt__ctl_client *c, char *rest) {
     }
     snprintf(name, sizeof name, "bpt-client-%d", (int)c->peer);
     d.name = name;
-    if ((rc = bpt_session_create(&d, &c->session)) < 0) return rc;
+    /* served: in a fork's child, where no server thread drains it, the
+       session stops growing its buffers (session.c, bpt__sessions_atfork_child) */
+    if ((rc = bpt__session_create(&d, &c->session, 1)) < 0) return rc;
     return 0;
 }
 
@@ -220,16 +231,26 @@ static int bpt__ctl_info(bpt__ctl_client *c, char *rest) {
    writes into a memory file, never to the socket, and the bytes go to the
    socket after it returns, unpinned. A client that stops reading then
    blocks only this thread's send; the traced threads fill the session's
-   buffers and drop what does not fit, counted and marked. */
-static void bpt__ctl_stream(bpt__ctl_client *c) {
+   buffers and drop what does not fit, counted and marked.
+   A write error the writer recovers from (the memory file is a file: a
+   cut block is taken back), as EFBIG under RLIMIT_FSIZE, only ends this
+   round early: what the file holds is sent, and the rest comes next round.
+   A client that shuts down its writing half (socat, nc -N) still reads:
+   the stream ends on a hang-up (POLLHUP, POLLERR) or a failed send.
+   Returns 1 when it replied ERR (the connection goes on), else 0. */
+static int bpt__ctl_stream(bpt__ctl_client *c) {
     bpt_file_writer w;
     char *buf;
     int mfd = (int)syscall(SYS_memfd_create, "bptrace-stream", 1u /* MFD_CLOEXEC */);
+    short events = POLLIN;   /* 0 once the client shut down its writing half */
     const size_t COPY = 65536;
-    if (mfd < 0 || !(buf = (char *)BPT_MALLOC(COPY))) {
+    if (mfd < 0 || !(buf = (char *)BPT_MALLOC(COPY))) {   /* ERR before OK: the connection goes on */
+        int rc = mfd < 0 ? bpt__fail(BPT_EIO, "STREAM: memfd_create: %s", strerror(errno))
+                         : bpt__fail(BPT_ENOMEM, "STREAM: no memory for the copy buffer");
         if (mfd >= 0) close(mfd);
-        return;
+        return bpt__ctl_error(c->fd, rc) == 0;
     }
+    if (bpt__ctl_reply(c->fd, "OK stream") < 0) goto done;
     memset(&w, 0, sizeof w);
     w.fd = mfd;
     for (;;) {
@@ -237,20 +258,22 @@ static void bpt__ctl_stream(bpt__ctl_client *c) {
         char sink[256];
         off_t end, at;
         int stop, rc = bpt_session_write(c->session, &w);
-        if (rc < 0) break;
         end = lseek(mfd, 0, SEEK_CUR);
+        if (rc < 0 && (rc != BPT_EIO || w.broken || end <= 0)) break;   /* no way on */
         for (at = 0; at < end;) {   /* unpinned: this send may block */
             ssize_t k = pread(mfd, buf, (size_t)(end - at) < COPY ? (size_t)(end - at) : COPY, at);
             if (k <= 0 || bpt__ctl_send(c->fd, buf, (size_t)k) < 0) goto done;   /* EPIPE: the client went away */
             at += k;
         }
         if (end > 0 && (ftruncate(mfd, 0) < 0 || lseek(mfd, 0, SEEK_SET) < 0)) break;
+        if (rc < 0) continue;   /* recovered: the rest at once */
         p.fd = c->fd;
-        p.events = POLLIN;
+        p.events = events;
         p.revents = 0;
         if (poll(&p, 1, BPT__CTL_POLL_MS) > 0) {
-            ssize_t k = recv(c->fd, sink, sizeof sink, MSG_DONTWAIT);
-            if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) break;   /* hung up */
+            ssize_t k = (p.revents & POLLIN) ? recv(c->fd, sink, sizeof sink, MSG_DONTWAIT) : -1;
+            if (p.revents & (POLLHUP | POLLERR)) break;   /* hung up */
+            if (k == 0) events = 0;                       /* half-closed: it still reads */
         }
         pthread_mutex_lock(&bpt__ctl_lock);
         stop = bpt__ctl.stopping;
@@ -260,6 +283,7 @@ static void bpt__ctl_stream(bpt__ctl_client *c) {
 done:
     BPT_FREE(buf);
     close(mfd);
+    return 0;
 }
 
 /* One request line: its reply. Returns 1 to go on, 0 to close. */
@@ -282,10 +306,7 @@ static int bpt__ctl_request(bpt__ctl_client *c, char *line) {
         bpt__fail(BPT_ESESSION, "%s before HELLO", cmd);
         return bpt__ctl_error(c->fd, BPT_ESESSION) == 0;
     }
-    if (!strcmp(cmd, "STREAM")) {
-        if (bpt__ctl_reply(c->fd, "OK stream") == 0) bpt__ctl_stream(c);
-        return 0;
-    }
+    if (!strcmp(cmd, "STREAM")) return bpt__ctl_stream(c);   /* OK stream and the stream, or ERR */
     rc = !strcmp(cmd, "PATTERN") ? bpt__ctl_pattern(c, rest) : bpt__ctl_info(c, rest);
     if (rc < 0) return bpt__ctl_error(c->fd, rc) == 0;
     return bpt__ctl_reply(c->fd, "OK %d", rc) == 0;
@@ -325,12 +346,46 @@ static void bpt__ctl_serve(bpt__ctl_client *c) {
     }
 }
 
+/* Destroy a client's session; when that fails (no memory), keep its id in
+   bpt__ctl.left, to be tried again. Without the lock: a destroy waits for
+   thread progress. */
+static int bpt__ctl_destroy(uint64_t id) {
+    bpt_session s;
+    int rc;
+    s.id = id;
+    if ((rc = bpt_session_destroy(s)) < 0 && rc != BPT_ESESSION) {   /* BPT_ESESSION: gone already */
+        pthread_mutex_lock(&bpt__ctl_lock);
+        if (bpt__ctl.nleft < BPT_MAX_SESSIONS) bpt__ctl.left[bpt__ctl.nleft++] = id;   /* one a session: room */
+        pthread_mutex_unlock(&bpt__ctl_lock);
+        return rc;
+    }
+    return 0;
+}
+
+/* Try the sessions left over once more. Returns 0 when none is left, or
+   the first failure's code. */
+static int bpt__ctl_retry_left(void) {
+    uint64_t ids[BPT_MAX_SESSIONS];
+    uint32_t n, i;
+    int rc = 0, r;
+    pthread_mutex_lock(&bpt__ctl_lock);
+    n = bpt__ctl.nleft;
+    memcpy(ids, bpt__ctl.left, n * sizeof ids[0]);
+    bpt__ctl.nleft = 0;
+    pthread_mutex_unlock(&bpt__ctl_lock);
+    for (i = 0; i < n; i++)
+        if ((r = bpt__ctl_destroy(ids[i])) < 0 && rc == 0) rc = r;
+    return rc;
+}
+
 static void *bpt__ctl_client_main(void *arg) {
     bpt__ctl_client *c = (bpt__ctl_client *)arg;
     bpt__own_enter();   /* bptrace's own thread: its calls through traced slots are not traced */
     bpt__ctl_serve(c);
-    /* The client is gone: its session, breakpoints and all, goes with it. */
-    if (c->session.id) bpt_session_destroy(c->session);
+    /* The client is gone: its session, breakpoints and all, goes with it,
+       and any an earlier client left behind. */
+    if (c->session.id) bpt__ctl_destroy(c->session.id);
+    bpt__ctl_retry_left();
     pthread_mutex_lock(&bpt__ctl_lock);
     bpt__ctl.fds[c->slot] = -1;
     close(c->fd);
@@ -348,10 +403,10 @@ static void bpt__ctl_accept(int fd) {
     pthread_attr_t attr;
     pthread_t t;
     int slot = -1;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
-        !(cred.uid == geteuid() || (bpt__ctl.allow_root && cred.uid == 0))) {
+    int known = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof cred;
+    if (!known || !(cred.uid == geteuid() || (bpt__ctl.allow_root && cred.uid == 0))) {
         bpt__ctl_reply(fd, "ERR %d uid %d may not control process %d (uid %d)", BPT_EPERM,
-                       len == sizeof cred ? (int)cred.uid : -1, (int)getpid(), (int)geteuid());
+                       known ? (int)cred.uid : -1, (int)getpid(), (int)geteuid());
         close(fd);
         return;
     }
@@ -422,9 +477,11 @@ static void *bpt__ctl_listener_main(void *arg) {
 
 /* ---- Start and stop ---- */
 
-/* The socket's address from desc->path (or the default), into bpt__ctl. */
+/* The socket's address from desc->path (or the default), into bpt__ctl.
+   A relative path is made absolute against the current directory now:
+   stop removes this file, wherever the program has moved to since. */
 static int bpt__ctl_address(const char *path) {
-    char def[sizeof bpt__ctl.address];
+    char def[sizeof bpt__ctl.address], cwd[sizeof bpt__ctl.address];
     const char *xdg = getenv("XDG_RUNTIME_DIR");
     size_t n, room = sizeof bpt__ctl.addr.sun_path;
     if (!path) {
@@ -437,6 +494,16 @@ static int bpt__ctl_address(const char *path) {
     if (n == 0 || n >= room || (path[0] == '@' && n == 1))
         return bpt__fail(BPT_EINVAL, "bpt_control_start: path '%s' is empty or over %u bytes", path,
                          (unsigned)room - 1);
+    if (path[0] != '/' && path[0] != '@') {
+        size_t k = getcwd(cwd, sizeof cwd) ? strlen(cwd) : room;   /* ERANGE: longer than an address */
+        if (k + 1 + n >= room)
+            return bpt__fail(BPT_EINVAL, "bpt_control_start: path '%s' is relative, and made absolute (the "
+                             "current directory before it) it is over %u bytes", path, (unsigned)room - 1);
+        cwd[k] = '/';
+        memcpy(cwd + k + 1, path, n + 1);
+        path = cwd;
+        n += k + 1;
+    }
     memset(&bpt__ctl.addr, 0, sizeof bpt__ctl.addr);
     bpt__ctl.addr.sun_family = AF_UNIX;
     memcpy(bpt__ctl.addr.sun_path, path, n);
@@ -446,39 +513,52 @@ static int bpt__ctl_address(const char *path) {
     return 0;
 }
 
-/* bind, replacing a socket file that nobody serves (a dead process's). */
+/* bind, replacing a socket file that nobody serves (a dead process's). Any
+   other file at the path is left alone. The probe connect does not block:
+   a server that accepts nothing (its backlog full: EAGAIN) still serves. */
 static int bpt__ctl_bind(int fd) {
     const struct sockaddr *a = (const struct sockaddr *)&bpt__ctl.addr;
-    int probe;
+    struct stat st;
+    int probe, e;
     if (bind(fd, a, bpt__ctl.addr_len) == 0) return 0;
     if (errno != EADDRINUSE || bpt__ctl.address[0] == '@')
         return bpt__fail(errno == EADDRINUSE ? BPT_EEXIST : BPT_EIO, "bpt_control_start: bind %s: %s",
                          bpt__ctl.address, strerror(errno));
-    if ((probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+    if (lstat(bpt__ctl.address, &st) == 0 && !S_ISSOCK(st.st_mode))
+        return bpt__fail(BPT_EEXIST, "bpt_control_start: %s exists and is not a socket: left alone",
+                         bpt__ctl.address);
+    if ((probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
         return bpt__fail(BPT_EIO, "bpt_control_start: %s exists, and no socket to probe it: %s",
                          bpt__ctl.address, strerror(errno));
-    if (connect(probe, a, bpt__ctl.addr_len) == 0) {
-        close(probe);
+    e = connect(probe, a, bpt__ctl.addr_len) == 0 ? 0 : errno;
+    close(probe);
+    if (e == 0 || e == EAGAIN || e == EINPROGRESS)
         return bpt__fail(BPT_EEXIST, "bpt_control_start: %s: another process serves it", bpt__ctl.address);
-    }
-    if (errno != ECONNREFUSED) {   /* not known to be stale: leave it */
-        int e = errno;
-        close(probe);
+    if (e != ECONNREFUSED)   /* not known to be stale: leave it */
         return bpt__fail(BPT_EEXIST, "bpt_control_start: %s exists and may be served (connect: %s)",
                          bpt__ctl.address, strerror(e));
-    }
-    close(probe);   /* refused: nobody listens; a dead process's file */
+    /* refused: nobody listens; a dead process's socket file */
     if (unlink(bpt__ctl.address) < 0 || bind(fd, a, bpt__ctl.addr_len) < 0)
         return bpt__fail(BPT_EIO, "bpt_control_start: bind %s (a stale socket file): %s", bpt__ctl.address,
                          strerror(errno));
     return 0;
 }
 
+/* Remove the socket file, if the file at its path is still the one bind
+   made (not one put there since by someone else). */
+static void bpt__ctl_unlink(void) {
+    struct stat st;
+    if (bpt__ctl.address[0] != '@' && lstat(bpt__ctl.address, &st) == 0 && st.st_dev == bpt__ctl.dev &&
+        st.st_ino == bpt__ctl.ino)
+        unlink(bpt__ctl.address);
+}
+
 /* fork: the child has none of the server's threads. The prepare handler
    takes the lock, so that no server thread holds it across the fork; the
    child's handler then closes the inherited sockets and forgets the
-   server (its own clients' sessions stay, untraced by anyone: their
-   buffers fill and drop). */
+   server and the sessions left over. Its clients' sessions stay in the
+   child, undrained: they keep the buffers they had and drop what does
+   not fit (session.c marks them, bpt__sessions_atfork_child). */
 static void bpt__ctl_fork_prepare(void) { pthread_mutex_lock(&bpt__ctl_lock); }
 static void bpt__ctl_fork_parent(void) { pthread_mutex_unlock(&bpt__ctl_lock); }
 static void bpt__ctl_fork_child(void) {
@@ -492,12 +572,14 @@ static void bpt__ctl_fork_child(void) {
         bpt__ctl.stopping = 0;
         bpt__ctl.nclients = 0;
     }
+    bpt__ctl.nleft = 0;
     pthread_mutex_unlock(&bpt__ctl_lock);
 }
 
 int bpt_control_start(const bpt_control_desc *desc) {
     bpt_control_desc d;
     sigset_t all, old;
+    struct stat st;
     int fd = -1, rc;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
@@ -523,16 +605,22 @@ int bpt_control_start(const bpt_control_desc *desc) {
         goto fail;
     }
     if ((rc = bpt__ctl_bind(fd)) < 0) goto fail;
+    bpt__ctl.dev = 0;
+    bpt__ctl.ino = 0;   /* no file has inode 0: bpt__ctl_unlink removes nothing */
+    if (bpt__ctl.address[0] != '@' && lstat(bpt__ctl.address, &st) == 0) {
+        bpt__ctl.dev = st.st_dev;
+        bpt__ctl.ino = st.st_ino;
+    }
     /* 0600 before listen: until listen, a connect is refused, so no one
        connects through the mode the umask gave. */
     if (bpt__ctl.address[0] != '@' && chmod(bpt__ctl.address, 0600) < 0) {
         rc = bpt__fail(BPT_EIO, "bpt_control_start: chmod %s: %s", bpt__ctl.address, strerror(errno));
-        unlink(bpt__ctl.address);
+        bpt__ctl_unlink();
         goto fail;
     }
     if (listen(fd, 128) < 0 || pipe2(bpt__ctl.wake, O_CLOEXEC) < 0) {
         rc = bpt__fail(BPT_EIO, "bpt_control_start: listen: %s", strerror(errno));
-        if (bpt__ctl.address[0] != '@') unlink(bpt__ctl.address);
+        bpt__ctl_unlink();
         goto fail;
     }
     bpt__ctl.listen_fd = fd;
@@ -550,7 +638,7 @@ int bpt_control_start(const bpt_control_desc *desc) {
     if (rc != 0) {
         close(bpt__ctl.wake[0]);
         close(bpt__ctl.wake[1]);
-        if (bpt__ctl.address[0] != '@') unlink(bpt__ctl.address);
+        bpt__ctl_unlink();
         rc = bpt__fail(BPT_ENOMEM, "bpt_control_start: no thread for the server: %s", strerror(rc));
         goto fail;
     }
@@ -567,36 +655,56 @@ fail:
 int bpt_control_stop(void) {
     bpt__thread *self = bpt__thread_self_or_null();
     pthread_t listener;
+    uint32_t left;
+    int rc;
     /* It waits for the client threads, whose session destroys wait for
        thread progress: not from where this thread would hold that up. */
     if (self && (self->in_tracer || self->holds_permission || bpt__thread_pinned(self)))
         return bpt__fail(BPT_EDEADLK, "bpt_control_stop: called from a tracer callback, under the code "
                          "modification permission, or while pinned: it would wait for itself");
     pthread_mutex_lock(&bpt__ctl_lock);
-    if (!bpt__ctl.running || bpt__ctl.stopping) {
+    if (bpt__ctl.stopping) {   /* another thread stops it: wait until it has, and say what it says */
+        BPT_TEST_POINT("control_stop: waits for another stop");
+        bpt__block_begin(self);
+        while (bpt__ctl.stopping) pthread_cond_wait(&bpt__ctl_stopped, &bpt__ctl_lock);
+        bpt__block_end(self);
+        rc = bpt__ctl.stop_rc;
         pthread_mutex_unlock(&bpt__ctl_lock);
-        return bpt__fail(BPT_ENOENT, "bpt_control_stop: no control server runs in this process");
+        return rc < 0 ? bpt__fail(rc, "bpt_control_stop: stopped by another thread, with sessions left over")
+                      : 0;
+    }
+    if (!bpt__ctl.running) {   /* no server; but sessions may be left over from the last */
+        left = bpt__ctl.nleft;
+        pthread_mutex_unlock(&bpt__ctl_lock);
+        return left ? bpt__ctl_retry_left()
+                  : bpt__fail(BPT_ENOENT, "bpt_control_stop: no control server runs in this process");
     }
     bpt__ctl.stopping = 1;
     listener = bpt__ctl.listener;
     if (write(bpt__ctl.wake[1], "x", 1) < 0) { /* the pipe is empty and ours: cannot fail */ }
     pthread_mutex_unlock(&bpt__ctl_lock);
+    BPT_TEST_POINT("control_stop: stopping");
     bpt__block_begin(self);   /* a managed thread goes offline while it waits */
     pthread_join(listener, NULL);   /* no new clients after this */
     pthread_mutex_lock(&bpt__ctl_lock);
     for (uint32_t i = 0; i < bpt__ctl.max_clients; i++)
         if (bpt__ctl.fds[i] >= 0) shutdown(bpt__ctl.fds[i], SHUT_RDWR);   /* wakes recv, poll, send */
     while (bpt__ctl.nclients > 0) pthread_cond_wait(&bpt__ctl_gone, &bpt__ctl_lock);
+    pthread_mutex_unlock(&bpt__ctl_lock);
     bpt__block_end(self);
+    rc = bpt__ctl_retry_left();   /* the sessions whose destroy failed: once more */
+    pthread_mutex_lock(&bpt__ctl_lock);
     close(bpt__ctl.listen_fd);
     close(bpt__ctl.wake[0]);
     close(bpt__ctl.wake[1]);
-    if (bpt__ctl.address[0] != '@') unlink(bpt__ctl.address);
+    bpt__ctl_unlink();
     bpt__ctl.listen_fd = -1;
     bpt__ctl.running = 0;
     bpt__ctl.stopping = 0;
+    bpt__ctl.stop_rc = rc;
+    pthread_cond_broadcast(&bpt__ctl_stopped);
     pthread_mutex_unlock(&bpt__ctl_lock);
-    return 0;
+    return rc;
 }
 
 int bpt_control_address(char *buf, size_t size) {

@@ -87,7 +87,10 @@ static void bpt__lane_forget(bpt__lane *lane) {
 
 /* In a fork child only the forking thread runs: a drain lock another thread
    held at the fork is free again, no drainer sleeps in bpt_session_wait,
-   and the buffers start empty (the parent's records stay the parent's). */
+   and the buffers start empty (the parent's records stay the parent's).
+   A control client's session has lost its drainer (a server thread) for
+   good: it becomes an orphan, whose lanes keep the chunks they have and
+   drop (counted) what does not fit, instead of growing to max_chunks. */
 BPT__PRIVATE void bpt__sessions_atfork_child(void) {
     int i;
     uint32_t k, n = bpt__threads_count();
@@ -95,6 +98,7 @@ BPT__PRIVATE void bpt__sessions_atfork_child(void) {
         bpt__session *s = (bpt__session *)bpt__load_relaxed_ptr(&bpt__sessions.slot[i]);
         if (!s) continue;
         pthread_mutex_init(&s->drain_lock, NULL);
+        s->orphan = s->served;   /* read by its lanes' growth, in this thread only so far */
         bpt__store_relaxed_u32(&s->sleepers, 0);
         bpt__store_relaxed_u64(&s->lost_laneless, 0);
         for (k = 0; k < n; k++) {
@@ -354,7 +358,7 @@ static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
     /* [R3] acquire: the drainer's reads of chunks before tail are over. */
     if (next - (bpt__load_acquire_u64(&lane->tail) >> 1) < budget) {
         c = bpt__lane_chunk(lane, next + lane->cap - budget);   /* number next - budget, read */
-    } else if (!(c = bpt__lane_grow(lane))) {   /* full, and at the cap */
+    } else if (s->orphan || !(c = bpt__lane_grow(lane))) {   /* full, and at the cap (an orphan's: now) */
         BPT_TEST_POINT("lane_advance: full, a flight recorder takes a chunk back");
         if (!(s->flight_recorder && bpt__lane_take_back(lane, next))) return 0;
         c = bpt__lane_chunk(lane, next + lane->cap - budget);   /* the one taken back, or one read since */

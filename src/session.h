@@ -16,6 +16,8 @@ struct bpt__session {
     uint32_t chunk_bytes, chunks; /* each lane's chunks, at its start */
     uint32_t max_chunks;          /* the most chunks a lane grows to (session.c >>growth) */
     int flight_recorder;          /* 1: a full lane overwrites its oldest unread chunk */
+    int served;                   /* 1: a control client's (control.c): drained by a server thread */
+    int orphan;                   /* 1: served, in a fork child: no one drains it, its lanes do not grow */
     int time_cpu;                 /* 1: call_time by thread CPU time (frames: BPT__FRAME_CPU) */
     uint64_t rate_max;
     uint64_t rate_window_ns;
@@ -130,6 +132,7 @@ struct bpt__lane_reader {
 BPT__HOT bpt__session *bpt__session_lookup(uint64_t id);   /* pinned or under the permission */
 BPT__PRIVATE bpt__session *bpt__session_pin(bpt_session handle, const char *who, bpt__thread **rec, int *rc);
 BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out);
+BPT__PRIVATE int bpt__session_create(const bpt_session_desc *desc, bpt_session *out, int served);
 BPT__PRIVATE void bpt__session_free(bpt__session *s);
 BPT__HOT int bpt__session_admit(bpt__session *s, bpt__thread *rec);
 BPT__PRIVATE void bpt__msg_header(bpt_msg *m, unsigned type, uint64_t thread, uint64_t process,

@@ -7,6 +7,12 @@
 #include "internal.h"
 
 int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
+    return bpt__session_create(desc, out, 0);
+}
+
+/* served: 1 for a control client's session (control.c), marked before it
+   is published, so that a fork at any moment finds it marked. */
+BPT__PRIVATE int bpt__session_create(const bpt_session_desc *desc, bpt_session *out, int served) {
     static bpt_session_desc defaults;   /* all zero, never written (not const: C++ wants a const initialised) */
     const bpt_session_desc *d = desc ? desc : &defaults;
     bpt__session *s = NULL;
@@ -44,6 +50,7 @@ int bpt_session_create(const bpt_session_desc *desc, bpt_session *out) {
         bpt__permission_release();
         return rc;
     }
+    s->served = served;
     /* Weak id: a per-slot generation, never 0, so a stale handle never matches. */
     s->id = (++bpt__sessions.generation[slot] << 16) | (uint64_t)slot;
     bpt__store_release_ptr(&bpt__sessions.slot[slot], s);   /* [S1] pairs with bpt__session_lookup (session.c) */

@@ -1,0 +1,483 @@
+/* t_control_edges: the control server's edges a review found (>>control),
+   on VM sites, in one process:
+     1. a regular file at the socket path: BPT_EEXIST, the file untouched
+        (it was deleted: the probe connect's ECONNREFUSED, which Linux gives
+        for any file that is not a socket, was taken for a stale socket);
+     2. a socket path served by a peer whose backlog is full: BPT_EEXIST
+        (the probe connect blocked forever, holding the server's lock; an
+        alarm ends the test instead of hanging the suite);
+     3. a relative path: bpt_control_address gives it absolute, and stop
+        removes that file after a chdir, not the same name in the new
+        directory; nor a file someone put at its path since; a relative
+        path too long once absolute: BPT_EINVAL;
+     4. HELLO rate=-1/5 and chunks=-1: refused (sscanf took "-1");
+     5. a half-closed client (shutdown(SHUT_WR), as socat and nc -N do)
+        still gets its stream, until it hangs up;
+     6. RLIMIT_FSIZE below what one round writes: the memory file's EFBIG
+        ends a round early, not the stream: every call arrives;
+     7. fork while a client's session traces: in the child (no server, no
+        drainer) its buffer does not grow past what it had at the fork, and
+        what does not fit is dropped and counted;
+     8. two threads stop the server at once: the second returns 0 when the
+        first has finished (it returned BPT_ENOENT at once, while the
+        client's breakpoint was still set). A pinned thread holds up the
+        client's session destroy; test points say when each stop is in.
+   BPT_TEST_CONCURRENCY: tests/run runs it under TSAN too. */
+static void t_test_point(const char *where);
+#define BPT_TEST_POINT(where) t_test_point(where)
+#define BPTRACE_IMPLEMENTATION
+#include "../bptrace.h"
+#include "check.h"
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static pthread_mutex_t t_points_lock = PTHREAD_MUTEX_INITIALIZER;
+static int t_stopping, t_waiting;   /* under t_points_lock */
+static void t_test_point(const char *where) {
+    if (strncmp(where, "control_stop: ", 14)) return;   /* the frame code's points: nothing */
+    pthread_mutex_lock(&t_points_lock);
+    if (!strcmp(where, "control_stop: stopping")) t_stopping = 1;
+    if (!strcmp(where, "control_stop: waits for another stop")) t_waiting = 1;
+    pthread_mutex_unlock(&t_points_lock);
+}
+
+#define BP ((bpt_vm_word)0xB0B0)
+#define WORD ((bpt_vm_word)0x101)
+static bpt_vm_word code = WORD;
+static bpt_func *fn;
+static char address[64];
+
+static uint64_t arg(const void *frame, int i) { return ((const uint64_t *)frame)[i]; }
+static const bpt_vm_ops ops = { arg, NULL, NULL };
+
+static void vm_call(uint64_t a0) {
+    uint64_t frame[1] = { a0 };
+    bpt_vm_token t = 0;
+    bpt_vm_word w = BPT_VM_FETCH(&code);
+    if (w == BP) w = bpt_vm_breakpoint(fn, frame, &t);
+    if (w != WORD) _exit(3);
+    if (t) bpt_vm_return(t, a0 + 1);
+}
+
+static socklen_t sockaddr_of(const char *path, struct sockaddr_un *a) {
+    size_t n = strlen(path);
+    memset(a, 0, sizeof *a);
+    a->sun_family = AF_UNIX;
+    memcpy(a->sun_path, path, n);
+    if (path[0] == '@') a->sun_path[0] = '\0';
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+}
+
+static int dial(const char *path) {
+    struct sockaddr_un a;
+    socklen_t n = sockaddr_of(path, &a);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, n) == 0) return fd;
+    if (fd >= 0) close(fd);
+    return -1;
+}
+
+/* Send a request, return its reply line (a byte at a time: a stream may follow). */
+static const char *ask(int fd, const char *request, char *buf, size_t size) {
+    size_t n = 0;
+    char c;
+    if (send(fd, request, strlen(request), MSG_NOSIGNAL) < 0 || send(fd, "\n", 1, MSG_NOSIGNAL) < 0) {
+        snprintf(buf, size, "(send failed)");
+        return buf;
+    }
+    while (recv(fd, &c, 1, 0) == 1 && c != '\n')
+        if (n + 1 < size) buf[n++] = c;
+    buf[n] = '\0';
+    return buf;
+}
+
+/* A client with a session that traces t:f with `kinds`; -1 if it could not. */
+static int client(const char *hello, const char *pattern) {
+    char buf[256];
+    int fd = dial(address);
+    CHECK(fd >= 0, "cannot connect to %s", address);
+    if (fd < 0) return -1;
+    CHECK(!strncmp(ask(fd, hello, buf, sizeof buf), "OK bptrace ", 11), "%s: %s", hello, buf);
+    CHECK(!strcmp(ask(fd, pattern, buf, sizeof buf), "OK 1"), "%s: %s", pattern, buf);
+    return fd;
+}
+
+static int word_becomes(bpt_vm_word w) {
+    for (int i = 0; i < 10000; i++) {
+        if (bpt_vm_word_at(fn) == w) return 1;
+        usleep(1000);
+    }
+    return 0;
+}
+
+static int file_holds(const char *path, const char *text) {
+    char got[64] = "";
+    int fd = open(path, O_RDONLY);
+    ssize_t n = fd >= 0 ? read(fd, got, sizeof got - 1) : -1;
+    if (fd >= 0) close(fd);
+    return n == (ssize_t)strlen(text) && !memcmp(got, text, (size_t)n);
+}
+
+static void put_file(const char *path, const char *text) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text), "cannot write %s", path);
+    if (fd >= 0) close(fd);
+}
+
+/* 1. A regular file where the socket would go. */
+static void regular_file(void) {
+    char path[96];
+    bpt_control_desc d;
+    struct stat st;
+    int rc;
+    snprintf(path, sizeof path, "/tmp/bpt-t-control-edges-%d.txt", (int)getpid());
+    put_file(path, "precious\n");
+    memset(&d, 0, sizeof d);
+    d.path = path;
+    rc = bpt_control_start(&d);
+    CHECK(rc == BPT_EEXIST && strstr(bpt_last_error(), "not a socket"), "start on a regular file: %d (%s)", rc,
+          bpt_last_error());
+    CHECK(lstat(path, &st) == 0 && S_ISREG(st.st_mode) && file_holds(path, "precious\n"),
+          "the regular file at %s was replaced", path);
+    if (rc == 0) bpt_control_stop();
+    unlink(path);
+}
+
+/* 2. A peer that accepts nothing, its backlog full. */
+static void full_backlog(void) {
+    char path[96];
+    bpt_control_desc d;
+    struct sockaddr_un a;
+    socklen_t n;
+    int l, held[16], nheld = 0, rc;
+    snprintf(path, sizeof path, "/tmp/bpt-t-control-edges-%d-full.sock", (int)getpid());
+    unlink(path);
+    n = sockaddr_of(path, &a);
+    l = socket(AF_UNIX, SOCK_STREAM, 0);
+    CHECK(l >= 0 && bind(l, (struct sockaddr *)&a, n) == 0 && listen(l, 0) == 0, "listener: %s", strerror(errno));
+    for (; nheld < 16; nheld++) {   /* fill the backlog: until a connect would block */
+        held[nheld] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        if (connect(held[nheld], (struct sockaddr *)&a, n) < 0) {
+            CHECK(errno == EAGAIN, "filling the backlog: %s", strerror(errno));
+            close(held[nheld]);
+            break;
+        }
+    }
+    CHECK(nheld < 16, "the backlog never filled");
+    memset(&d, 0, sizeof d);
+    d.path = path;
+    alarm(30);   /* a watchdog: the blocking probe hung here for good */
+    rc = bpt_control_start(&d);
+    alarm(0);
+    CHECK(rc == BPT_EEXIST, "start on a served path: %d (%s)", rc, bpt_last_error());
+    if (rc == 0) bpt_control_stop();
+    while (nheld > 0) close(held[--nheld]);
+    close(l);
+    unlink(path);
+}
+
+/* 3. Relative paths, and a file put at the socket's path after start. */
+static void relative_path(void) {
+    char home[512], a[96], b[96], want[128], buf[128], deep[200];
+    bpt_control_desc d;
+    struct stat st;
+    CHECK(getcwd(home, sizeof home) != NULL, "getcwd");
+    snprintf(a, sizeof a, "/tmp/bpt-t-control-edges-%d-A", (int)getpid());
+    snprintf(b, sizeof b, "/tmp/bpt-t-control-edges-%d-B", (int)getpid());
+    mkdir(a, 0700);
+    mkdir(b, 0700);
+    CHECK(chdir(a) == 0, "chdir %s", a);
+    memset(&d, 0, sizeof d);
+    d.path = "ctl.sock";
+    CHECK_RC(bpt_control_start(&d), 0);
+    snprintf(want, sizeof want, "%s/ctl.sock", a);
+    CHECK(bpt_control_address(buf, sizeof buf) > 0 && !strcmp(buf, want), "address '%s', want '%s'", buf, want);
+    CHECK(chdir(b) == 0, "chdir %s", b);
+    put_file("ctl.sock", "B's\n");
+    CHECK_RC(bpt_control_stop(), 0);
+    CHECK(access(want, F_OK) != 0, "stop left %s behind", want);
+    CHECK(file_holds("ctl.sock", "B's\n"), "stop removed B's ctl.sock");
+    unlink("ctl.sock");
+    /* the socket file replaced by another: stop leaves the other */
+    CHECK(chdir(a) == 0, "chdir %s", a);
+    CHECK_RC(bpt_control_start(&d), 0);
+    unlink("ctl.sock");
+    put_file("ctl.sock", "new\n");
+    CHECK_RC(bpt_control_stop(), 0);
+    CHECK(lstat(want, &st) == 0 && file_holds(want, "new\n"), "stop removed a file put at its path after start");
+    unlink(want);
+    /* too long once absolute: refused, nothing bound */
+    memset(deep, 'd', 100);
+    deep[100] = '\0';
+    CHECK(mkdir(deep, 0700) == 0 && chdir(deep) == 0, "mkdir, chdir %s/%s", a, deep);
+    CHECK_RC(bpt_control_start(&d), BPT_EINVAL);
+    CHECK(access("ctl.sock", F_OK) != 0, "a socket file was made in %s/%s", a, deep);
+    if (access("ctl.sock", F_OK) == 0) bpt_control_stop();
+    CHECK(chdir(a) == 0 && rmdir(deep) == 0 && chdir(home) == 0 && rmdir(a) == 0 && rmdir(b) == 0,
+          "clean up %s, %s", a, b);
+}
+
+/* 4. Negative numbers in HELLO's options. */
+static void negative_options(void) {
+    char buf[256];
+    int fd = dial(address);
+    CHECK(fd >= 0, "cannot connect");
+    if (fd < 0) return;
+    CHECK(!strncmp(ask(fd, "HELLO 1 rate=-1/5", buf, sizeof buf), "ERR -1 ", 7), "rate=-1/5: %s", buf);
+    CHECK(!strncmp(ask(fd, "HELLO 1 chunks=-1", buf, sizeof buf), "ERR -1 ", 7), "chunks=-1: %s", buf);
+    CHECK(!strncmp(ask(fd, "HELLO 1 rate=1/5", buf, sizeof buf), "OK ", 3), "rate=1/5: %s", buf);
+    close(fd);
+}
+
+/* A stream's reader thread: the calls it reads, and whether it saw the end. */
+typedef struct {
+    int fd;
+    pthread_mutex_t lock;
+    long got;
+    int end;
+} reader;
+
+static long got_so_far(reader *r) {
+    long n;
+    pthread_mutex_lock(&r->lock);
+    n = r->got;
+    pthread_mutex_unlock(&r->lock);
+    return n;
+}
+
+static int ended(reader *r) {
+    int e;
+    pthread_mutex_lock(&r->lock);
+    e = r->end;
+    pthread_mutex_unlock(&r->lock);
+    return e;
+}
+
+static void *read_stream(void *arg) {
+    reader *r = (reader *)arg;
+    bpt_trace_file *tf;
+    bpt_msg m[64];
+    int n = -1;
+    if (bpt_trace_file_fdopen(r->fd, &tf) == 0) {
+        while ((n = bpt_trace_file_read(tf, m, 64)) > 0)
+            for (int i = 0; i < n; i++)
+                if (m[i].type == BPT_MSG_CALL) {
+                    pthread_mutex_lock(&r->lock);
+                    r->got++;
+                    pthread_mutex_unlock(&r->lock);
+                }
+        bpt_trace_file_close(tf);
+    }
+    pthread_mutex_lock(&r->lock);
+    r->end = 1;
+    pthread_mutex_unlock(&r->lock);
+    return NULL;
+}
+
+/* Until the reader has n calls or the stream ended (at most 20 s). */
+static void wait_for(reader *r, long n) {
+    for (int i = 0; i < 20000 && got_so_far(r) < n && !ended(r); i++) usleep(1000);
+}
+
+static void start_reader(reader *r, pthread_t *t, const char *hello) {
+    char buf[256];
+    memset(r, 0, sizeof *r);
+    pthread_mutex_init(&r->lock, NULL);
+    r->fd = client(hello, "PATTERN call args=u64 t:f/_");
+    if (r->fd < 0) return;
+    CHECK(!strcmp(ask(r->fd, "STREAM", buf, sizeof buf), "OK stream"), "STREAM: %s", buf);
+    pthread_create(t, NULL, read_stream, r);
+}
+
+static void end_reader(reader *r, pthread_t t) {
+    shutdown(r->fd, SHUT_RDWR);   /* a hang-up: the server ends the stream and the session */
+    pthread_join(t, NULL);
+    close(r->fd);
+    CHECK(word_becomes(WORD), "the site holds %#lx after the client left", (unsigned long)bpt_vm_word_at(fn));
+}
+
+/* 5. A half-closed client. The server sees the half-close at its first
+   poll after the stream began, so it has seen it before it writes call 1. */
+static void half_closed(void) {
+    reader r;
+    pthread_t t;
+    long n = check_scale(1000);
+    start_reader(&r, &t, "HELLO 1");
+    if (r.fd < 0) return;
+    shutdown(r.fd, SHUT_WR);
+    vm_call(0);
+    wait_for(&r, 1);
+    for (long i = 1; i <= n; i++) vm_call((uint64_t)i);
+    wait_for(&r, n + 1);
+    CHECK(got_so_far(&r) == n + 1 && !ended(&r), "a half-closed client read %ld of %ld calls, stream ended %d",
+          got_so_far(&r), n + 1, ended(&r));
+    end_reader(&r, t);
+}
+
+/* 6. RLIMIT_FSIZE of 64 KiB; the calls made before STREAM take 600 KiB. */
+static void file_size_limit(void) {
+    struct rlimit old, lim;
+    reader r;
+    pthread_t t;
+    long n = 20000;
+    signal(SIGXFSZ, SIG_IGN);
+    CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0, "getrlimit");
+    lim = old;
+    lim.rlim_cur = 65536;
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
+    memset(&r, 0, sizeof r);
+    pthread_mutex_init(&r.lock, NULL);
+    r.fd = client("HELLO 1", "PATTERN call args=u64 t:f/_");
+    if (r.fd >= 0) {
+        char buf[256];
+        for (long i = 0; i < n; i++) vm_call((uint64_t)i);   /* buffered until STREAM */
+        CHECK(!strcmp(ask(r.fd, "STREAM", buf, sizeof buf), "OK stream"), "STREAM: %s", buf);
+        pthread_create(&t, NULL, read_stream, &r);
+        wait_for(&r, n);
+        CHECK(got_so_far(&r) == n && !ended(&r), "under RLIMIT_FSIZE 64 KiB: %ld of %ld calls, stream ended %d",
+              got_so_far(&r), n, ended(&r));
+        end_reader(&r, t);
+    }
+    setrlimit(RLIMIT_FSIZE, &old);
+}
+
+/* 7. fork while a client's session traces this thread. The child finds the
+   session among bptrace's own (this test compiles the implementation in),
+   calls f, and reports its buffer and drops before and after. */
+static void fork_orphan(void) {
+    reader r;
+    pthread_t t;
+    int p[2], st = -1;
+    uint64_t got[4] = { 0, 0, 0, 0 };
+    pid_t pid;
+    start_reader(&r, &t, "HELLO 1 chunks=2 max_chunks=4096");
+    if (r.fd < 0) return;
+    vm_call(0);   /* this thread's buffer in the session exists at the fork */
+    wait_for(&r, 1);
+    CHECK(pipe(p) == 0, "pipe");
+    pid = fork();
+    if (pid == 0) {
+        bpt_session s = { 0 };
+        bpt_session_counts c0, c1;
+        uint64_t out[4] = { 0, 0, 0, 0 };
+        for (int i = 0; i < BPT_MAX_SESSIONS; i++) {
+            bpt__session *x = (bpt__session *)bpt__load_relaxed_ptr(&bpt__sessions.slot[i]);
+            if (x && !strncmp(x->name, "bpt-client-", 11)) s.id = x->id;
+        }
+        if (s.id && bpt_session_stats(s, &c0) == 0) {
+            for (long i = 0; i < 20000; i++) vm_call((uint64_t)i);   /* 600 KiB of calls */
+            if (bpt_session_stats(s, &c1) == 0) {
+                out[0] = c0.buffer_bytes;
+                out[1] = c1.buffer_bytes;
+                out[2] = c1.dropped - c0.dropped;
+                out[3] = 1;
+            }
+        }
+        _exit(write(p[1], out, sizeof out) == (ssize_t)sizeof out ? 0 : 1);
+    }
+    close(p[1]);
+    CHECK(pid > 0 && read(p[0], got, sizeof got) == (ssize_t)sizeof got && got[3] == 1,
+          "the child found no client session");
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+    close(p[0]);
+    printf("fork child: the client's session held %llu bytes, then %llu after 20000 calls, %llu dropped\n",
+           (unsigned long long)got[0], (unsigned long long)got[1], (unsigned long long)got[2]);
+    CHECK(got[0] > 0 && got[1] == got[0] && got[2] > 0, "in the fork child the orphaned session grew from %llu "
+          "to %llu bytes (%llu dropped)", (unsigned long long)got[0], (unsigned long long)got[1],
+          (unsigned long long)got[2]);
+    end_reader(&r, t);
+}
+
+/* 8. Two stops at once. The flags and results: under t_points_lock. */
+static int release_pin, pinned_flag, second_rc = 1, second_done;
+static bpt_vm_word second_word;
+
+static int flag(int *f) {
+    int v;
+    pthread_mutex_lock(&t_points_lock);
+    v = *f;
+    pthread_mutex_unlock(&t_points_lock);
+    return v;
+}
+
+static void *pinner(void *arg) {
+    (void)arg;
+    bpt_thread_progress_pin();
+    pthread_mutex_lock(&t_points_lock);
+    pinned_flag = 1;
+    pthread_mutex_unlock(&t_points_lock);
+    while (!flag(&release_pin)) usleep(1000);
+    bpt_thread_progress_unpin();
+    return NULL;
+}
+
+static void *first_stop(void *arg) {
+    *(int *)arg = bpt_control_stop();
+    return NULL;
+}
+
+static void *second_stop(void *arg) {
+    int rc = bpt_control_stop();
+    bpt_vm_word w = bpt_vm_word_at(fn);   /* what a caller going on would find */
+    (void)arg;
+    pthread_mutex_lock(&t_points_lock);
+    second_rc = rc;
+    second_word = w;
+    second_done = 1;
+    pthread_mutex_unlock(&t_points_lock);
+    return NULL;
+}
+
+static void two_stops(void) {
+    pthread_t p, s1, s2;
+    int fd = client("HELLO 1", "PATTERN count t:f/_"), first_rc = 1, i;
+    pthread_create(&p, NULL, pinner, NULL);
+    for (i = 0; i < 20000 && !flag(&pinned_flag); i++) usleep(1000);
+    pthread_create(&s1, NULL, first_stop, &first_rc);
+    for (i = 0; i < 20000 && !flag(&t_stopping); i++) usleep(1000);
+    CHECK(flag(&t_stopping), "the first stop never began");
+    pthread_create(&s2, NULL, second_stop, NULL);
+    for (i = 0; i < 20000 && !flag(&t_waiting) && !flag(&second_done); i++) usleep(1000);
+    pthread_mutex_lock(&t_points_lock);
+    release_pin = 1;   /* the client's session destroy may finish now */
+    pthread_mutex_unlock(&t_points_lock);
+    pthread_join(s2, NULL);
+    pthread_join(s1, NULL);
+    pthread_join(p, NULL);
+    CHECK(second_rc == 0 && second_word == WORD, "the second stop returned %d (%s) with the site holding %#lx",
+          second_rc, bpt_strerror(second_rc), (unsigned long)second_word);
+    CHECK(first_rc == 0, "the first stop returned %d", first_rc);
+    CHECK(bpt_vm_word_at(fn) == WORD, "the site holds %#lx after both stops", (unsigned long)bpt_vm_word_at(fn));
+    if (fd >= 0) close(fd);
+}
+
+/* With an argument, only the part of that name (to see one fail alone). */
+int main(int argc, char **argv) {
+    bpt_control_desc d;
+#define PART(f) if (argc < 2 || !strcmp(argv[1], #f)) f()
+    CHECK_RC(bpt_register_vm(&code, BP, "t", "f", 1, &ops, &fn), 0);
+    PART(regular_file);
+    PART(full_backlog);
+    PART(relative_path);
+    snprintf(address, sizeof address, "@bpt-t-control-edges-%d", (int)getpid());
+    memset(&d, 0, sizeof d);
+    d.path = address;
+    CHECK_RC(bpt_control_start(&d), 0);
+    PART(negative_options);
+    PART(half_closed);
+    PART(file_size_limit);
+    PART(fork_orphan);
+    PART(two_stops);
+    bpt_control_stop();
+    CHECK_RC(bpt_control_stop(), BPT_ENOENT);
+    return CHECK_DONE();
+}
