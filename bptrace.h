@@ -3349,6 +3349,7 @@ struct bpt__thread {
     void *volatile timem_charging[BPT__TIMEM_NEST];   /* owner only: the call_time tables being
                                        charged, the first timem_depth of them (timem.c) [H1] */
     volatile uint32_t timem_depth;
+    volatile uint32_t timem_walking;   /* 1: a process or fiber switch pauses or resumes its frames [H1] */
     bpt__atomic_ptr timem_free;     /* idle call_time tables this thread mapped, to reuse (timem.c) [T2];
                                        kept when the record is reused */
     /* call_count's counter pages (kind_count.c): mapped by the owner on its
@@ -4446,6 +4447,7 @@ static bpt__thread *bpt__thread_create(void) {
     bpt__altstack_note(rec);   /* before a handler disarms it (frames.c) */
 #endif
     rec->timem_depth = 0;
+    rec->timem_walking = 0;
 #if !defined(BPT__SIGNAL_ATOMIC_INC)
     rec->counting = 0;
 #endif
@@ -8495,9 +8497,13 @@ BPT__PRIVATE int bpt__frame_mine(const bpt__thread *rec, int stack, const bpt__f
    paused that caller too would charge the span twice (and one whose
    return resumed it would charge the caller its callee's time). So a
    handler's calls pause and resume no frame below the push it
-   interrupted; their time goes to the function it interrupted. */
+   interrupted; their time goes to the function it interrupted. A process
+   or fiber switch's walk pauses and resumes callers too
+   (bpt__timem_current_each, timem_walking): a handler's calls that
+   interrupted it pause and resume none. */
 static bpt__frame_session *bpt__timem_current(bpt__thread *rec, int stack, uint32_t d, uint32_t floor, uint64_t id,
                                               uint64_t process) {
+    if (rec->timem_walking) return NULL;   /* [H1] */
     while (d-- > floor) {
         bpt__frame *fr = &rec->shadow[stack][d];
         uint32_t i;
@@ -9046,7 +9052,7 @@ BPT__HOT BPT__INTREGS int bpt__timem_caller_at(bpt__thread *rec, uint32_t d, uin
     *caller = NULL;
     if (d == 0) return 1;
     fr = &rec->shadow[BPT__STACK_NATIVE][d - 1];
-    if (rec->shadow_filling[BPT__STACK_NATIVE] == d || fr->gone || fr->fiber != rec->fiber ||   /* [H1] */
+    if (rec->shadow_filling[BPT__STACK_NATIVE] == d || rec->timem_walking || fr->gone || fr->fiber != rec->fiber ||   /* [H1] */
         fr->process != process || fr->nsess != 1 || fr->sess[0].id != id ||
         !(fr->sess[0].actions & BPT__FRAME_TIMEM))
         return 0;
@@ -9369,10 +9375,19 @@ void bpt_vm_unwind(bpt_vm_token token, uint64_t exception) {
    bpt__timem_current): the push may be pausing a caller right now, its
    span added and its start not yet cleared [H1], and a second pause would
    charge the span twice. Bytes skip only the frame being filled: the push
-   does not touch its callers' bytes. */
+   does not touch its callers' bytes. While it pauses or resumes, the walk
+   is marked (timem_walking) [H1]: a handler's calls that interrupt it
+   pause and resume nothing (bpt__timem_current, bpt__timem_caller_at),
+   and a switch that interrupts it does nothing, as a handler's switch
+   and its switch back, both inside the walk, would cancel out. */
 enum { BPT__TIMEM_PAUSE, BPT__TIMEM_RESUME, BPT__TIMEM_MEMORY };
 static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what, bpt__now2 *now, int64_t bytes) {
     int stack;
+    if (what != BPT__TIMEM_MEMORY) {
+        if (rec->timem_walking) return;   /* nested in a walk: see above */
+        rec->timem_walking = 1;
+        bpt__compiler_barrier();   /* [H1] marked before any frame is touched */
+    }
     for (stack = 0; stack < 2; stack++) {
         uint64_t seen[BPT_FRAME_SESSIONS * 4];
         uint32_t nseen = 0, d = rec->shadow_depth[stack], i, k;
@@ -9393,6 +9408,10 @@ static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what
                 else fs->mem += bytes;
             }
         }
+    }
+    if (what != BPT__TIMEM_MEMORY) {
+        bpt__compiler_barrier();   /* [H1] every frame left before the mark goes */
+        rec->timem_walking = 0;
     }
 }
 

@@ -136,6 +136,7 @@ static bpt__thread *bpt__thread_create(void) {
     bpt__altstack_note(rec);   /* before a handler disarms it (frames.c) */
 #endif
     rec->timem_depth = 0;
+    rec->timem_walking = 0;
 #if !defined(BPT__SIGNAL_ATOMIC_INC)
     rec->counting = 0;
 #endif

@@ -47,6 +47,7 @@ struct bpt__thread {
     void *volatile timem_charging[BPT__TIMEM_NEST];   /* owner only: the call_time tables being
                                        charged, the first timem_depth of them (timem.c) [H1] */
     volatile uint32_t timem_depth;
+    volatile uint32_t timem_walking;   /* 1: a process or fiber switch pauses or resumes its frames [H1] */
     bpt__atomic_ptr timem_free;     /* idle call_time tables this thread mapped, to reuse (timem.c) [T2];
                                        kept when the record is reused */
     /* call_count's counter pages (kind_count.c): mapped by the owner on its

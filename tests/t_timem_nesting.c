@@ -31,7 +31,13 @@
       (nothing was unwound). It took the frame being filled, whose stack
       pointer is not yet written, for a dead one and dropped it: inner's
       return then found no frame and aborted (found by review). Now it
-      drops nothing, as a traced call's F0 does. */
+      drops nothing, as a traced call's F0 does.
+   5. A walk pauses a caller too: bpt_process_switch (and a fiber switch)
+      pauses the frames of the process it leaves. A handler landing in
+      that pause calls a timed function, whose push paused the same frame
+      again: switcher spun 20 ms and was charged 40 (found by review). Now
+      a handler's calls pause and resume nothing below a walk they
+      interrupted, as below a push. */
 static void t_test_point(const char *where);
 #define BPT_TEST_POINT(where) t_test_point(where)
 #define BPTRACE_IMPLEMENTATION
@@ -52,14 +58,23 @@ BPT_TRACEABLE long outer(long us) {
     spun += spin_for((uint64_t)us * 1000);
     return pi(us);
 }
+/* 5: the process switch's walk pauses switcher (the handler lands there). */
+static volatile int arm_pause;
+BPT_TRACEABLE long switcher(long us) {
+    spun += spin_for((uint64_t)us * 1000);
+    arm_pause = us > 0;
+    bpt_process_switch(777);
+    bpt_process_switch(0);
+    return us;
+}
 BPT_TRACEABLE long f(long x) { return x + 3; }
 BPT_TRACEABLE long g(long x) { return x + 4; }
 
-static bpt_func *fleaf, *finner, *fouter, *ff, *fg;
+static bpt_func *fleaf, *finner, *fouter, *ff, *fg, *fswitcher;
 static bpt_session s, s2;
 
 /* The test points: each armed for one hit (case 2: two, nested). */
-static volatile int arm_pause, arm_charge;
+static volatile int arm_charge;
 static void t_test_point(const char *where) {
     if (arm_pause && !strcmp(where, "timem pause: the span added, the start not yet cleared")) {
         arm_pause = 0;
@@ -154,6 +169,33 @@ static void pause_interrupted(void (*handler)(int), const char *what) {
     signal(SIGUSR1, SIG_DFL);
 }
 
+/* 5. A handler's timed call inside the process switch's pause of switcher. */
+static void walk_interrupted(void) {
+    long (*volatile ps)(long) = switcher;
+    uint64_t calls = 0, ns = 0, lost;
+    int round, ok = 0;
+    on(SIGUSR1, call_leaf);
+    printf("5. switcher spins 20 ms, then switches process; a handler calls leaf while the switch pauses it\n");
+    pattern_in(s, "tn:leaf/1", BPT_TIME | BPT_RESTART);
+    for (round = 0; round < 5 && !ok; round++) {
+        pattern_in(s, "tn:switcher/1", BPT_TIME | BPT_RESTART);
+        CHECK(ps(0) == 0, "switcher(0)");   /* the thread's tables made */
+        spun = 0;
+        handler_calls = 0;
+        CHECK(ps(20000) == 20000, "switcher(20000)");
+        CHECK(!arm_pause && handler_calls == 1, "the handler ran inside the switch's pause (%ld calls)",
+              (long)handler_calls);
+        time_of(s, fswitcher, &calls, &ns, &lost);
+        printf("   switcher charged %.3f ms for %.3f ms spun (%llu calls)\n", (double)ns / 1e6, (double)spun / 1e6,
+               (unsigned long long)calls);
+        ok = calls == 2 && ns >= spun * 95 / 100 && ns <= spun * 150 / 100;
+    }
+    CHECK(ok, "switcher charged what it spun (-5 %%..+50 %%), not twice, in one of 5 rounds");
+    pattern_in(s, "tn:switcher/1", BPT_TIME | BPT_OFF);
+    pattern_in(s, "tn:leaf/1", BPT_TIME | BPT_OFF);
+    signal(SIGUSR1, SIG_DFL);
+}
+
 /* 2. A charge nested two deep. */
 static void charge_two_deep(void) {
     long (*volatile pf)(long) = f;
@@ -192,6 +234,7 @@ int main(void) {
     fouter = native_reg((void *)outer, "tn", "outer", 1);
     ff = native_reg((void *)f, "tn", "f", 1);
     fg = native_reg((void *)g, "tn", "g", 1);
+    fswitcher = native_reg((void *)switcher, "tn", "switcher", 1);
     if (!fleaf || !finner || !fouter || !ff || !fg) return CHECK_DONE();
     CHECK_RC(bpt_clock_info(&clk), 0);
     CHECK_RC(bpt_session_create(NULL, &s), 0);
@@ -207,6 +250,7 @@ int main(void) {
     pause_interrupted(switch_and_back, "3. as 1, but the handler switches process and back");
     pause_interrupted(unwind_here, "4. as 1, but the handler calls bpt_unwind_to (nothing unwound)");
     CHECK(unwound_total == 0, "bpt_unwind_to from the handler dropped %d frames (none is dead)", unwound_total);
+    walk_interrupted();
     CHECK_RC(bpt_session_destroy(s2), 0);
     CHECK_RC(bpt_session_destroy(s), 0);
     return CHECK_DONE();
