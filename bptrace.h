@@ -608,7 +608,9 @@ typedef struct bpt_session_desc {
     int           flight_recorder; /* 1: overwrite the oldest undrained chunk when
                                       full, instead of dropping the newest records */
     uint64_t      rate_max;    /* recon_trace limit: at most rate_max messages ... */
-    uint32_t      rate_per_ms; /* ... in every window of this many ms (0: in all) */
+    uint32_t      rate_per_ms; /* ... in each window of this many ms, the windows
+                                  following each other from the session's creation
+                                  (0: in all; with windows, rate_max <= 2^32 - 1) */
     int           time_cpu;    /* call_time's clock. 0 (default): wall time, the time a
                                   thread is scheduled out (sleeping, preempted) included.
                                   1: the thread's CPU time (CLOCK_THREAD_CPUTIME_ID), none
@@ -628,7 +630,7 @@ typedef struct bpt_session_desc {
      BPT_EINVAL    out is NULL; usdt with a tracer; chunk_bytes not a power of two in 4096 .. 1<<24;
                    chunks not in 2 .. 65536; max_chunks not in chunks .. 65536,
                    or not chunks in a flight recorder; rate_per_ms without
-                   rate_max
+                   rate_max, or with rate_max over 2^32 - 1
      BPT_ELIMIT    name over 63 bytes; BPT_MAX_SESSIONS sessions alive
      BPT_ENOMEM    no memory for the session (or for the thread's record)
      BPT_ENOTSUP   usdt where the probes are compiled out (tcc, BPT_NO_PROBES)
@@ -684,8 +686,10 @@ BPT_API int bpt_session_destroy(bpt_session s);
    at that thread's next record that starts a chunk or a context (within
    about 1 ms of its records). The DROPPED counts of a session add up to
    its bpt_session_stats dropped, but the losses after a thread's last
-   record that fit. A session with a callback tracer, or a USDT session,
-   has nothing to drain. Never blocks a traced thread.
+   record that fit, and those for want of memory for a thread's buffer
+   (there is no buffer to mark them in). A session with a callback
+   tracer, or a USDT session, has nothing to drain. Never blocks a traced
+   thread.
 
    Parameters
      s     the session
@@ -730,7 +734,8 @@ BPT_API int bpt_session_drain(bpt_session s, bpt_msg *out, int max);
      s            the session (per-thread buffers: no callback tracer)
      timeout_us   the longest sleep, in microseconds; 0: only look
    Returns        1: a sealed chunk waits; 0: none (the time ran out, or a
-                  spurious wake-up); or a BPT_E* code
+                  spurious wake-up, which another session's seals or destroy
+                  may cause); or a BPT_E* code
    Errors
      BPT_EINVAL     s has a callback tracer or is a USDT session: nothing to drain
      BPT_ESESSION   s is stale or destroyed, also when its destroy began
@@ -3438,20 +3443,17 @@ struct bpt__session {
     uint64_t rate_window_ns;
     bpt__atomic_u32 dead;         /* destroy began: send nothing more */
     bpt__atomic_u32 limit_tripped;
-    bpt__atomic_u64 window_start; /* rate limit window */
-    bpt__atomic_u64 window_count;
+    uint64_t window_base;         /* immutable: rate_window_ns's windows are counted from this time */
+    bpt__atomic_u64 window;       /* the rate limit's count: with a window, its index << 32 | its
+                                     count (bpt__rate_count); without, the count */
     bpt__atomic_u64 limited;
     bpt__atomic_u64 frames_skipped; /* calls whose return could not be traced (frames.c) */
-    bpt__atomic_u64 lost_laneless;  /* messages lost before their thread had a lane: a nested send
-                                       while the lane was being made, or no memory for it */
+    bpt__atomic_u64 lost_laneless;  /* messages lost for want of memory for their thread's lane
+                                       (unmarked: bpt__session_send_nested) */
     bpt__atomic_ptr lane_dir[256];/* bpt__atomic_ptr[256]: lanes by thread record index [R1] */
     pthread_mutex_t drain_lock;
     uint32_t read_next;             /* under drain_lock: the lane the next read starts at */
     bpt__pattern_entry *patterns; /* set path only: the patterns in force, in order */
-    /* bpt_session_wait [W1]: producers count the chunks they seal and wake
-       the sleepers; far from the fields every record reads. */
-    bpt__atomic_u32 sealed;       /* chunks sealed (and destroys begun): the futex word */
-    bpt__atomic_u32 sleepers;     /* drainers asleep on it, or about to be */
 };
 
 /* One thread's buffer in one session (session.c has the protocol: [R1]-[R4]).
@@ -3522,12 +3524,22 @@ struct bpt__lane {
     bpt__atomic_u64 drained;      /* records read (drained or written to a file) */
 };
 
+/* bpt_session_wait's words of one slot [W1]: producers count the chunks
+   they seal and wake the sleepers. In the table, not in the session: a
+   drainer sleeps unpinned, and its futex word must outlive a destroy. */
+typedef struct bpt__wake_words {
+    bpt__atomic_u32 sealed;       /* chunks sealed (and destroys begun) by the slot's sessions: the futex word */
+    bpt__atomic_u32 sleepers;     /* drainers asleep on it, or about to be */
+} bpt__wake_words;
+
 /* The registry of live sessions. A slot's pointer is published with a
    release store and cleared before the session is freed after a wait, so a
    pinned reader that finds it may use it. */
 struct bpt__sessions {
     bpt__atomic_ptr slot[BPT_MAX_SESSIONS];
     uint64_t generation[BPT_MAX_SESSIONS];    /* under the code modification permission */
+    char pad[BPT__CACHE_LINE];    /* a seal's count stays off the lines every hit reads (slot) */
+    bpt__wake_words wake[BPT_MAX_SESSIONS]; /* never freed: a sleeper's word (>>wait) */
 };
 BPT__DATA(struct bpt__sessions, bpt__sessions);   /* session.c */
 
@@ -5762,10 +5774,10 @@ BPT__PRIVATE void bpt__sessions_atfork_child(void) {
     uint32_t k, n = bpt__threads_count();
     for (i = 0; i < BPT_MAX_SESSIONS; i++) {
         bpt__session *s = (bpt__session *)bpt__load_relaxed_ptr(&bpt__sessions.slot[i]);
+        bpt__store_relaxed_u32(&bpt__sessions.wake[i].sleepers, 0);
         if (!s) continue;
         pthread_mutex_init(&s->drain_lock, NULL);
         s->orphan = s->served;   /* read by its lanes' growth, in this thread only so far */
-        bpt__store_relaxed_u32(&s->sleepers, 0);
         bpt__store_relaxed_u64(&s->lost_laneless, 0);
         for (k = 0; k < n; k++) {
             bpt__lane *lane = bpt__lane_at(s, k);
@@ -5885,8 +5897,9 @@ static bpt__lane *bpt__lane_get(bpt__session *s, const bpt__thread *rec) {
     if (lane) return lane;
     if (!(slot = bpt__lane_slot(s, rec->index, 1))) return NULL;
     if ((lane = (bpt__lane *)bpt__load_acquire_ptr(slot)) != NULL) return lane;   /* [R1] */
+    BPT_TEST_POINT("lane_get: making the lane");   /* t_laneless_mark raises a signal here */
     if (!(lane = bpt__lane_new(s, rec->index))) return NULL;
-    if (!bpt__cas_ptr(slot, NULL, lane)) {   /* [R1] */
+    if (!bpt__cas_ptr(slot, NULL, lane)) {   /* [R1] a signal handler's send on this thread made it */
         bpt__lane_free(lane);
         lane = (bpt__lane *)bpt__load_acquire_ptr(slot);
     }
@@ -6249,12 +6262,17 @@ static void bpt__usdt_call(bpt__session *s, bpt__lane *lane, bpt__thread *rec, c
 }
 
 /* A signal handler's send nested on its own thread's send: the lane may
-   be mid-update, so the record is lost, and counted. */
+   be mid-update, so the record is lost, and counted in the lane's `lost`,
+   which the thread's next record marks (bpt__lane_prepare). With no lane
+   yet (the interrupted send may be making it) the handler makes it: the
+   interrupted send's CAS then finds it [R1] and frees its own, and the
+   loss is marked as any other. Only with no memory for a lane is it
+   counted in lost_laneless, unmarked (no stream to mark it in). */
 BPT__NOINLINE void bpt__session_send_nested(bpt__session *s, const bpt__thread *rec) {
-    bpt__lane *lane = bpt__lane_find(s, rec);
+    bpt__lane *lane = bpt__lane_get(s, rec);
     if (lane)
         bpt__fetch_add_u64(&lane->lost, 1);
-    else   /* the interrupted send is making the lane */
+    else
         bpt__fetch_add_u64(&s->lost_laneless, 1);
 }
 
@@ -6306,21 +6324,45 @@ BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt
     bpt__send_end(rec);
 }
 
+/* Count a message against the rate limit; returns the count before it.
+   Without a window: one more of all. With one: one more in the current
+   window. The windows are numbered from window_base, and the word holds
+   the current one's number (its low 32 bits) and count (saturating), so
+   that one CAS both moves to a later window, counting from 0, and counts:
+   a message never counts in a window that is over, nor is wiped from the
+   current one. (A CAS of the start, then a store of the count, let a
+   message between the two add to the old count, or be wiped: found by
+   review; t_rate_window.) Only a later number starts a window: a message
+   whose number is behind (its core's clock a little behind another's, or
+   read before another message moved the window on) counts in the current
+   one, compared by the signed difference. */
+static uint64_t bpt__rate_count(bpt__session *s) {
+    int64_t since;
+    uint32_t at;
+    uint64_t w;
+    if (!s->rate_window_ns) return bpt__fetch_add_u64(&s->window, 1);
+    since = (int64_t)(bpt__now_ns() - s->window_base);   /* < 0: this clock is behind the creator's */
+    at = since > 0 ? (uint32_t)((uint64_t)since / s->rate_window_ns) : 0;
+    for (w = bpt__load_relaxed_u64(&s->window);; w = bpt__load_relaxed_u64(&s->window)) {
+        uint32_t cur = (uint32_t)(w >> 32), n = (uint32_t)w;
+        if ((int32_t)(at - cur) > 0) {   /* a later window */
+            cur = at;
+            n = 0;
+        }
+        BPT_TEST_POINT("admit: window read, not yet counted");   /* t_rate_window */
+        if (bpt__cas_u64(&s->window, w, (uint64_t)cur << 32 | (n + (n != UINT32_MAX)))) return n;
+    }
+}
+
 /* recon_trace's rule: at most rate_max messages (per window, if one is set);
-   past it the session stops tracing and says so once. Returns 1 to send. */
+   past it the session stops tracing and says so once: the message whose
+   count passed rate_max trips it. Returns 1 to send. */
 static int bpt__session_admit_limited(bpt__session *s, bpt__thread *rec) {
-    uint64_t n;
     if (bpt__load_relaxed_u32(&s->limit_tripped)) {
         bpt__fetch_add_u64(&s->limited, 1);
         return 0;
     }
-    if (s->rate_window_ns) {
-        uint64_t start = bpt__load_relaxed_u64(&s->window_start), now = bpt__now_ns();
-        if (now - start >= s->rate_window_ns && bpt__cas_u64(&s->window_start, start, now))
-            bpt__store_relaxed_u64(&s->window_count, 0);
-    }
-    n = bpt__fetch_add_u64(&s->window_count, 1);
-    if (n < s->rate_max) return 1;
+    if (bpt__rate_count(s) < s->rate_max) return 1;
     bpt__fetch_add_u64(&s->limited, 1);
     if (bpt__cas_u32(&s->limit_tripped, 0, 1)) {
         bpt__recbuf b;
@@ -6350,11 +6392,16 @@ BPT__HOT int bpt__session_admit(bpt__session *s, bpt__thread *rec) {
    two sees the other's store. Either the producer sees the sleeper and
    wakes it, or the drainer sees the sealed chunk (or futex_wait finds the
    count changed) and does not sleep. The seal costs a locked add and a
-   fence once per chunk, and a futex wake only when a drainer sleeps. */
+   fence once per chunk, and a futex wake only when a drainer sleeps.
+   A destroy counts and wakes too, after it set dead [S2]: a drainer whose
+   count (acquire) holds the destroy's sees dead, and does not sleep. The
+   words are the slot's (bpt__sessions.wake), which outlive the session:
+   the drainer sleeps unpinned, while a destroy may free the session. */
 BPT__PRIVATE void bpt__session_wake(bpt__session *s) {
-    bpt__fetch_add_u32(&s->sealed, 1);
+    bpt__wake_words *w = &bpt__sessions.wake[s->id & 0xffff];
+    bpt__fetch_add_u32(&w->sealed, 1);
     bpt__fence_seq_cst();   /* [W1] the count before the look for sleepers */
-    if (bpt__load_relaxed_u32(&s->sleepers)) bpt__futex_wake(&s->sealed, INT_MAX);
+    if (bpt__load_relaxed_u32(&w->sleepers)) bpt__futex_wake(&w->sealed, INT_MAX);
 }
 
 /* Does a lane of s hold a sealed chunk not yet read? */
@@ -6372,8 +6419,9 @@ static int bpt__session_sealed_waiting(bpt__session *s) {
 int bpt_session_wait(bpt_session handle, uint32_t timeout_us) {
     bpt__thread *self = bpt__thread_self_or_null(), *rec;
     bpt__session *s;
+    bpt__wake_words *w;
     uint32_t seen;
-    int rc, ready;
+    int rc, ready, gone;
     if (self && self->in_tracer) return bpt__fail(BPT_EDEADLK, "bpt_session_wait: called from inside a tracer callback");
     if (bpt__thread_pinned(self))
         return bpt__fail(BPT_EDEADLK, "bpt_session_wait: called while pinned: no thread progress while it sleeps");
@@ -6384,19 +6432,28 @@ int bpt_session_wait(bpt_session handle, uint32_t timeout_us) {
                          "USDT probes: nothing to drain",
                          (unsigned long long)handle.id);
     }
-    seen = bpt__load_acquire_u32(&s->sealed);
-    bpt__fetch_add_u32(&s->sleepers, 1);
+    w = &bpt__sessions.wake[s->id & 0xffff];   /* the slot's: it outlives s */
+    seen = bpt__load_acquire_u32(&w->sealed);   /* [W1] pairs with the destroy's count, after its dead */
+    bpt__fetch_add_u32(&w->sleepers, 1);
     bpt__fence_seq_cst();   /* [W1] counted a sleeper before the look for sealed chunks */
     ready = bpt__session_sealed_waiting(s);
-    bpt__unpin(rec);   /* unpinned while asleep: a destroy may free s meanwhile (and wakes us first) */
-    if (!ready && timeout_us) {
+    gone = (int)bpt__load_relaxed_u32(&s->dead);   /* a destroy counted in seen: no sleep */
+    /* Unpinned while asleep: a destroy may free s meanwhile. The sleep is
+       on the slot's word, never freed, which the destroy counts and wakes;
+       a wake from a later session of the slot is a spurious one. (It was
+       s's own: a destroy in this gap freed it before the sleep, which read
+       freed memory, and slept its whole timeout where a new session had
+       zeroed it: found by review; t_session_wait_destroy.) */
+    bpt__unpin(rec);
+    BPT_TEST_POINT("wait: unpinned, not yet asleep");   /* t_session_wait_destroy destroys here */
+    if (!ready && !gone && timeout_us) {
         bpt__block_begin(rec);
-        bpt__futex_wait_us(&s->sealed, seen, timeout_us);
+        bpt__futex_wait_us(&w->sealed, seen, timeout_us);
         bpt__block_end(rec);
     }
+    bpt__fetch_add_u32(&w->sleepers, (uint32_t)-1);   /* whether or not s lives on */
     /* s again only if it is still the live session of handle. */
     if (!(s = bpt__session_pin(handle, "bpt_session_wait", &rec, &rc))) return rc;
-    bpt__fetch_add_u32(&s->sleepers, (uint32_t)-1);
     ready = ready || bpt__session_sealed_waiting(s);
     bpt__unpin(rec);
     return ready;
@@ -6533,7 +6590,7 @@ BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **ou
     s->rate_max = d->rate_max;
     s->rate_window_ns = (uint64_t)d->rate_per_ms * 1000000u;
     for (i = 0; i < BPT__LANE_DIRS; i++) bpt__store_relaxed_ptr(&s->lane_dir[i], NULL);
-    bpt__store_relaxed_u64(&s->window_start, bpt__now_ns());
+    s->window_base = bpt__now_ns();
     pthread_mutex_init(&s->drain_lock, NULL);
     *out = s;
     return 0;
@@ -13707,6 +13764,9 @@ BPT__PRIVATE int bpt__session_create(const bpt_session_desc *desc, bpt_session *
                          "chunks (%u)", d->max_chunks, chunks);
     if (d->rate_per_ms && !d->rate_max)
         return bpt__fail(BPT_EINVAL, "bpt_session_create: rate_per_ms needs rate_max");
+    if (d->rate_per_ms && d->rate_max > 0xffffffffu)   /* a window's count is 32 bits (session.c) */
+        return bpt__fail(BPT_EINVAL, "bpt_session_create: rate_max %llu over 2^32 - 1 with rate_per_ms",
+                         (unsigned long long)d->rate_max);
     if (d->name && strlen(d->name) > 63)
         return bpt__fail(BPT_ELIMIT, "bpt_session_create: the name is over 63 bytes");
     if (d->usdt && d->tracer)
@@ -13764,7 +13824,6 @@ int bpt_session_destroy(bpt_session handle) {
         bpt__change_end(&t);
         return bpt__fail(BPT_ENOMEM, "bpt_session_destroy: out of memory; the session is unchanged");
     }
-    BPT_PROBE(bptrace, session__destroy, s->id, s->name);
     rc = bpt__protocol_run(s, fs, n, &off_all, &t, &committed);
     if (!committed) {
         /* Refused at step 2 (no memory, a traced slot no longer mapped):
@@ -13779,6 +13838,9 @@ int bpt_session_destroy(bpt_session handle) {
        unlinked, only some words stay (they find no breakpoint): the
        session goes on to be destroyed. */
     BPT_FREE(fs);
+    /* Announced once committed: a refused destroy changed nothing (it was
+       announced before the protocol ran: found by review). */
+    BPT_PROBE(bptrace, session__destroy, s->id, s->name);
     /* From here the session is gone for everyone: late hits see dead, and
        lookups by its weak id fail. */
     bpt__store_release_u32(&s->dead, 1);   /* [S2] */

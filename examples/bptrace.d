@@ -72,7 +72,8 @@ provider bptrace {
      * bpftrace -e 'usdt:./prog:bptrace:pattern__done { printf("%s: %d functions, %d us\n", str(arg0), arg2, arg3 / 1000); }' */
     probe pattern__done(char *pattern, unsigned flags, int64_t result, uint64_t ns, uint64_t change);
 
-    /* A session was created (usdt: 1 for a USDT session) or is being destroyed.
+    /* A session was created (usdt: 1 for a USDT session) or is being destroyed
+     * (its breakpoints off: a destroy refused, which changed nothing, fires none).
      * bpftrace -e 'usdt:./prog:bptrace:session__create { printf("%s %d\n", str(arg1), arg0); }' */
     probe session__create(uint64_t session, char *name, int usdt);
     probe session__destroy(uint64_t session, char *name);

@@ -107,7 +107,9 @@ typedef struct bpt_session_desc {
     int           flight_recorder; /* 1: overwrite the oldest undrained chunk when
                                       full, instead of dropping the newest records */
     uint64_t      rate_max;    /* recon_trace limit: at most rate_max messages ... */
-    uint32_t      rate_per_ms; /* ... in every window of this many ms (0: in all) */
+    uint32_t      rate_per_ms; /* ... in each window of this many ms, the windows
+                                  following each other from the session's creation
+                                  (0: in all; with windows, rate_max <= 2^32 - 1) */
     int           time_cpu;    /* call_time's clock. 0 (default): wall time, the time a
                                   thread is scheduled out (sleeping, preempted) included.
                                   1: the thread's CPU time (CLOCK_THREAD_CPUTIME_ID), none
@@ -127,7 +129,7 @@ typedef struct bpt_session_desc {
      BPT_EINVAL    out is NULL; usdt with a tracer; chunk_bytes not a power of two in 4096 .. 1<<24;
                    chunks not in 2 .. 65536; max_chunks not in chunks .. 65536,
                    or not chunks in a flight recorder; rate_per_ms without
-                   rate_max
+                   rate_max, or with rate_max over 2^32 - 1
      BPT_ELIMIT    name over 63 bytes; BPT_MAX_SESSIONS sessions alive
      BPT_ENOMEM    no memory for the session (or for the thread's record)
      BPT_ENOTSUP   usdt where the probes are compiled out (tcc, BPT_NO_PROBES)
@@ -183,8 +185,10 @@ BPT_API int bpt_session_destroy(bpt_session s);
    at that thread's next record that starts a chunk or a context (within
    about 1 ms of its records). The DROPPED counts of a session add up to
    its bpt_session_stats dropped, but the losses after a thread's last
-   record that fit. A session with a callback tracer, or a USDT session,
-   has nothing to drain. Never blocks a traced thread.
+   record that fit, and those for want of memory for a thread's buffer
+   (there is no buffer to mark them in). A session with a callback
+   tracer, or a USDT session, has nothing to drain. Never blocks a traced
+   thread.
 
    Parameters
      s     the session
@@ -229,7 +233,8 @@ BPT_API int bpt_session_drain(bpt_session s, bpt_msg *out, int max);
      s            the session (per-thread buffers: no callback tracer)
      timeout_us   the longest sleep, in microseconds; 0: only look
    Returns        1: a sealed chunk waits; 0: none (the time ran out, or a
-                  spurious wake-up); or a BPT_E* code
+                  spurious wake-up, which another session's seals or destroy
+                  may cause); or a BPT_E* code
    Errors
      BPT_EINVAL     s has a callback tracer or is a USDT session: nothing to drain
      BPT_ESESSION   s is stale or destroyed, also when its destroy began

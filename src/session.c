@@ -96,10 +96,10 @@ BPT__PRIVATE void bpt__sessions_atfork_child(void) {
     uint32_t k, n = bpt__threads_count();
     for (i = 0; i < BPT_MAX_SESSIONS; i++) {
         bpt__session *s = (bpt__session *)bpt__load_relaxed_ptr(&bpt__sessions.slot[i]);
+        bpt__store_relaxed_u32(&bpt__sessions.wake[i].sleepers, 0);
         if (!s) continue;
         pthread_mutex_init(&s->drain_lock, NULL);
         s->orphan = s->served;   /* read by its lanes' growth, in this thread only so far */
-        bpt__store_relaxed_u32(&s->sleepers, 0);
         bpt__store_relaxed_u64(&s->lost_laneless, 0);
         for (k = 0; k < n; k++) {
             bpt__lane *lane = bpt__lane_at(s, k);
@@ -219,8 +219,9 @@ static bpt__lane *bpt__lane_get(bpt__session *s, const bpt__thread *rec) {
     if (lane) return lane;
     if (!(slot = bpt__lane_slot(s, rec->index, 1))) return NULL;
     if ((lane = (bpt__lane *)bpt__load_acquire_ptr(slot)) != NULL) return lane;   /* [R1] */
+    BPT_TEST_POINT("lane_get: making the lane");   /* t_laneless_mark raises a signal here */
     if (!(lane = bpt__lane_new(s, rec->index))) return NULL;
-    if (!bpt__cas_ptr(slot, NULL, lane)) {   /* [R1] */
+    if (!bpt__cas_ptr(slot, NULL, lane)) {   /* [R1] a signal handler's send on this thread made it */
         bpt__lane_free(lane);
         lane = (bpt__lane *)bpt__load_acquire_ptr(slot);
     }
@@ -583,12 +584,17 @@ static void bpt__usdt_call(bpt__session *s, bpt__lane *lane, bpt__thread *rec, c
 }
 
 /* A signal handler's send nested on its own thread's send: the lane may
-   be mid-update, so the record is lost, and counted. */
+   be mid-update, so the record is lost, and counted in the lane's `lost`,
+   which the thread's next record marks (bpt__lane_prepare). With no lane
+   yet (the interrupted send may be making it) the handler makes it: the
+   interrupted send's CAS then finds it [R1] and frees its own, and the
+   loss is marked as any other. Only with no memory for a lane is it
+   counted in lost_laneless, unmarked (no stream to mark it in). */
 BPT__NOINLINE void bpt__session_send_nested(bpt__session *s, const bpt__thread *rec) {
-    bpt__lane *lane = bpt__lane_find(s, rec);
+    bpt__lane *lane = bpt__lane_get(s, rec);
     if (lane)
         bpt__fetch_add_u64(&lane->lost, 1);
-    else   /* the interrupted send is making the lane */
+    else
         bpt__fetch_add_u64(&s->lost_laneless, 1);
 }
 
@@ -640,21 +646,45 @@ BPT__PRIVATE void bpt__session_send(bpt__session *s, bpt__thread *rec, const bpt
     bpt__send_end(rec);
 }
 
+/* Count a message against the rate limit; returns the count before it.
+   Without a window: one more of all. With one: one more in the current
+   window. The windows are numbered from window_base, and the word holds
+   the current one's number (its low 32 bits) and count (saturating), so
+   that one CAS both moves to a later window, counting from 0, and counts:
+   a message never counts in a window that is over, nor is wiped from the
+   current one. (A CAS of the start, then a store of the count, let a
+   message between the two add to the old count, or be wiped: found by
+   review; t_rate_window.) Only a later number starts a window: a message
+   whose number is behind (its core's clock a little behind another's, or
+   read before another message moved the window on) counts in the current
+   one, compared by the signed difference. */
+static uint64_t bpt__rate_count(bpt__session *s) {
+    int64_t since;
+    uint32_t at;
+    uint64_t w;
+    if (!s->rate_window_ns) return bpt__fetch_add_u64(&s->window, 1);
+    since = (int64_t)(bpt__now_ns() - s->window_base);   /* < 0: this clock is behind the creator's */
+    at = since > 0 ? (uint32_t)((uint64_t)since / s->rate_window_ns) : 0;
+    for (w = bpt__load_relaxed_u64(&s->window);; w = bpt__load_relaxed_u64(&s->window)) {
+        uint32_t cur = (uint32_t)(w >> 32), n = (uint32_t)w;
+        if ((int32_t)(at - cur) > 0) {   /* a later window */
+            cur = at;
+            n = 0;
+        }
+        BPT_TEST_POINT("admit: window read, not yet counted");   /* t_rate_window */
+        if (bpt__cas_u64(&s->window, w, (uint64_t)cur << 32 | (n + (n != UINT32_MAX)))) return n;
+    }
+}
+
 /* recon_trace's rule: at most rate_max messages (per window, if one is set);
-   past it the session stops tracing and says so once. Returns 1 to send. */
+   past it the session stops tracing and says so once: the message whose
+   count passed rate_max trips it. Returns 1 to send. */
 static int bpt__session_admit_limited(bpt__session *s, bpt__thread *rec) {
-    uint64_t n;
     if (bpt__load_relaxed_u32(&s->limit_tripped)) {
         bpt__fetch_add_u64(&s->limited, 1);
         return 0;
     }
-    if (s->rate_window_ns) {
-        uint64_t start = bpt__load_relaxed_u64(&s->window_start), now = bpt__now_ns();
-        if (now - start >= s->rate_window_ns && bpt__cas_u64(&s->window_start, start, now))
-            bpt__store_relaxed_u64(&s->window_count, 0);
-    }
-    n = bpt__fetch_add_u64(&s->window_count, 1);
-    if (n < s->rate_max) return 1;
+    if (bpt__rate_count(s) < s->rate_max) return 1;
     bpt__fetch_add_u64(&s->limited, 1);
     if (bpt__cas_u32(&s->limit_tripped, 0, 1)) {
         bpt__recbuf b;
@@ -684,11 +714,16 @@ BPT__HOT int bpt__session_admit(bpt__session *s, bpt__thread *rec) {
    two sees the other's store. Either the producer sees the sleeper and
    wakes it, or the drainer sees the sealed chunk (or futex_wait finds the
    count changed) and does not sleep. The seal costs a locked add and a
-   fence once per chunk, and a futex wake only when a drainer sleeps. */
+   fence once per chunk, and a futex wake only when a drainer sleeps.
+   A destroy counts and wakes too, after it set dead [S2]: a drainer whose
+   count (acquire) holds the destroy's sees dead, and does not sleep. The
+   words are the slot's (bpt__sessions.wake), which outlive the session:
+   the drainer sleeps unpinned, while a destroy may free the session. */
 BPT__PRIVATE void bpt__session_wake(bpt__session *s) {
-    bpt__fetch_add_u32(&s->sealed, 1);
+    bpt__wake_words *w = &bpt__sessions.wake[s->id & 0xffff];
+    bpt__fetch_add_u32(&w->sealed, 1);
     bpt__fence_seq_cst();   /* [W1] the count before the look for sleepers */
-    if (bpt__load_relaxed_u32(&s->sleepers)) bpt__futex_wake(&s->sealed, INT_MAX);
+    if (bpt__load_relaxed_u32(&w->sleepers)) bpt__futex_wake(&w->sealed, INT_MAX);
 }
 
 /* Does a lane of s hold a sealed chunk not yet read? */
@@ -706,8 +741,9 @@ static int bpt__session_sealed_waiting(bpt__session *s) {
 int bpt_session_wait(bpt_session handle, uint32_t timeout_us) {
     bpt__thread *self = bpt__thread_self_or_null(), *rec;
     bpt__session *s;
+    bpt__wake_words *w;
     uint32_t seen;
-    int rc, ready;
+    int rc, ready, gone;
     if (self && self->in_tracer) return bpt__fail(BPT_EDEADLK, "bpt_session_wait: called from inside a tracer callback");
     if (bpt__thread_pinned(self))
         return bpt__fail(BPT_EDEADLK, "bpt_session_wait: called while pinned: no thread progress while it sleeps");
@@ -718,19 +754,28 @@ int bpt_session_wait(bpt_session handle, uint32_t timeout_us) {
                          "USDT probes: nothing to drain",
                          (unsigned long long)handle.id);
     }
-    seen = bpt__load_acquire_u32(&s->sealed);
-    bpt__fetch_add_u32(&s->sleepers, 1);
+    w = &bpt__sessions.wake[s->id & 0xffff];   /* the slot's: it outlives s */
+    seen = bpt__load_acquire_u32(&w->sealed);   /* [W1] pairs with the destroy's count, after its dead */
+    bpt__fetch_add_u32(&w->sleepers, 1);
     bpt__fence_seq_cst();   /* [W1] counted a sleeper before the look for sealed chunks */
     ready = bpt__session_sealed_waiting(s);
-    bpt__unpin(rec);   /* unpinned while asleep: a destroy may free s meanwhile (and wakes us first) */
-    if (!ready && timeout_us) {
+    gone = (int)bpt__load_relaxed_u32(&s->dead);   /* a destroy counted in seen: no sleep */
+    /* Unpinned while asleep: a destroy may free s meanwhile. The sleep is
+       on the slot's word, never freed, which the destroy counts and wakes;
+       a wake from a later session of the slot is a spurious one. (It was
+       s's own: a destroy in this gap freed it before the sleep, which read
+       freed memory, and slept its whole timeout where a new session had
+       zeroed it: found by review; t_session_wait_destroy.) */
+    bpt__unpin(rec);
+    BPT_TEST_POINT("wait: unpinned, not yet asleep");   /* t_session_wait_destroy destroys here */
+    if (!ready && !gone && timeout_us) {
         bpt__block_begin(rec);
-        bpt__futex_wait_us(&s->sealed, seen, timeout_us);
+        bpt__futex_wait_us(&w->sealed, seen, timeout_us);
         bpt__block_end(rec);
     }
+    bpt__fetch_add_u32(&w->sleepers, (uint32_t)-1);   /* whether or not s lives on */
     /* s again only if it is still the live session of handle. */
     if (!(s = bpt__session_pin(handle, "bpt_session_wait", &rec, &rc))) return rc;
-    bpt__fetch_add_u32(&s->sleepers, (uint32_t)-1);
     ready = ready || bpt__session_sealed_waiting(s);
     bpt__unpin(rec);
     return ready;
@@ -867,7 +912,7 @@ BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **ou
     s->rate_max = d->rate_max;
     s->rate_window_ns = (uint64_t)d->rate_per_ms * 1000000u;
     for (i = 0; i < BPT__LANE_DIRS; i++) bpt__store_relaxed_ptr(&s->lane_dir[i], NULL);
-    bpt__store_relaxed_u64(&s->window_start, bpt__now_ns());
+    s->window_base = bpt__now_ns();
     pthread_mutex_init(&s->drain_lock, NULL);
     *out = s;
     return 0;

@@ -23,20 +23,17 @@ struct bpt__session {
     uint64_t rate_window_ns;
     bpt__atomic_u32 dead;         /* destroy began: send nothing more */
     bpt__atomic_u32 limit_tripped;
-    bpt__atomic_u64 window_start; /* rate limit window */
-    bpt__atomic_u64 window_count;
+    uint64_t window_base;         /* immutable: rate_window_ns's windows are counted from this time */
+    bpt__atomic_u64 window;       /* the rate limit's count: with a window, its index << 32 | its
+                                     count (bpt__rate_count); without, the count */
     bpt__atomic_u64 limited;
     bpt__atomic_u64 frames_skipped; /* calls whose return could not be traced (frames.c) */
-    bpt__atomic_u64 lost_laneless;  /* messages lost before their thread had a lane: a nested send
-                                       while the lane was being made, or no memory for it */
+    bpt__atomic_u64 lost_laneless;  /* messages lost for want of memory for their thread's lane
+                                       (unmarked: bpt__session_send_nested) */
     bpt__atomic_ptr lane_dir[256];/* bpt__atomic_ptr[256]: lanes by thread record index [R1] */
     pthread_mutex_t drain_lock;
     uint32_t read_next;             /* under drain_lock: the lane the next read starts at */
     bpt__pattern_entry *patterns; /* set path only: the patterns in force, in order */
-    /* bpt_session_wait [W1]: producers count the chunks they seal and wake
-       the sleepers; far from the fields every record reads. */
-    bpt__atomic_u32 sealed;       /* chunks sealed (and destroys begun): the futex word */
-    bpt__atomic_u32 sleepers;     /* drainers asleep on it, or about to be */
 };
 
 /* One thread's buffer in one session (session.c has the protocol: [R1]-[R4]).
@@ -107,12 +104,22 @@ struct bpt__lane {
     bpt__atomic_u64 drained;      /* records read (drained or written to a file) */
 };
 
+/* bpt_session_wait's words of one slot [W1]: producers count the chunks
+   they seal and wake the sleepers. In the table, not in the session: a
+   drainer sleeps unpinned, and its futex word must outlive a destroy. */
+typedef struct bpt__wake_words {
+    bpt__atomic_u32 sealed;       /* chunks sealed (and destroys begun) by the slot's sessions: the futex word */
+    bpt__atomic_u32 sleepers;     /* drainers asleep on it, or about to be */
+} bpt__wake_words;
+
 /* The registry of live sessions. A slot's pointer is published with a
    release store and cleared before the session is freed after a wait, so a
    pinned reader that finds it may use it. */
 struct bpt__sessions {
     bpt__atomic_ptr slot[BPT_MAX_SESSIONS];
     uint64_t generation[BPT_MAX_SESSIONS];    /* under the code modification permission */
+    char pad[BPT__CACHE_LINE];    /* a seal's count stays off the lines every hit reads (slot) */
+    bpt__wake_words wake[BPT_MAX_SESSIONS]; /* never freed: a sleeper's word (>>wait) */
 };
 BPT__DATA(struct bpt__sessions, bpt__sessions);   /* session.c */
 

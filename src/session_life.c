@@ -32,6 +32,9 @@ BPT__PRIVATE int bpt__session_create(const bpt_session_desc *desc, bpt_session *
                          "chunks (%u)", d->max_chunks, chunks);
     if (d->rate_per_ms && !d->rate_max)
         return bpt__fail(BPT_EINVAL, "bpt_session_create: rate_per_ms needs rate_max");
+    if (d->rate_per_ms && d->rate_max > 0xffffffffu)   /* a window's count is 32 bits (session.c) */
+        return bpt__fail(BPT_EINVAL, "bpt_session_create: rate_max %llu over 2^32 - 1 with rate_per_ms",
+                         (unsigned long long)d->rate_max);
     if (d->name && strlen(d->name) > 63)
         return bpt__fail(BPT_ELIMIT, "bpt_session_create: the name is over 63 bytes");
     if (d->usdt && d->tracer)
@@ -89,7 +92,6 @@ int bpt_session_destroy(bpt_session handle) {
         bpt__change_end(&t);
         return bpt__fail(BPT_ENOMEM, "bpt_session_destroy: out of memory; the session is unchanged");
     }
-    BPT_PROBE(bptrace, session__destroy, s->id, s->name);
     rc = bpt__protocol_run(s, fs, n, &off_all, &t, &committed);
     if (!committed) {
         /* Refused at step 2 (no memory, a traced slot no longer mapped):
@@ -104,6 +106,9 @@ int bpt_session_destroy(bpt_session handle) {
        unlinked, only some words stay (they find no breakpoint): the
        session goes on to be destroyed. */
     BPT_FREE(fs);
+    /* Announced once committed: a refused destroy changed nothing (it was
+       announced before the protocol ran: found by review). */
+    BPT_PROBE(bptrace, session__destroy, s->id, s->name);
     /* From here the session is gone for everyone: late hits see dead, and
        lookups by its weak id fail. */
     bpt__store_release_u32(&s->dead, 1);   /* [S2] */

@@ -447,6 +447,9 @@ int main(void) {
     desc.flight_recorder = 0;
     desc.rate_per_ms = 10;
     CASE("session_create: rate_per_ms without rate_max", bpt_session_create(&desc, &E), BPT_EINVAL);
+    desc.rate_max = 0x100000000ull;   /* a window's count is 32 bits */
+    CASE("session_create: rate_max 2^32 with rate_per_ms", bpt_session_create(&desc, &E), BPT_EINVAL);
+    desc.rate_max = 0;
     desc.rate_per_ms = 0;
     desc.name = long64;
     CASE("session_create: name of 64 bytes", bpt_session_create(&desc, &E), BPT_ELIMIT);

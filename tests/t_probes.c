@@ -11,8 +11,16 @@
    - The probes' function address follows a name registered again elsewhere.
    - Misuse: usdt with a callback tracer (BPT_EINVAL); bpt_session_wait on a
      USDT session (BPT_EINVAL).
+   - bptrace:session__destroy fires for a destroy that commits, not for
+     one refused (no memory): the probe's NOP is made a trap, and a
+     destroy is refused at each allocation in turn until it goes through
+     (found by review: it fired before the protocol ran, so a refused
+     destroy was announced).
    - Where probes are compiled out (tcc): a USDT session is BPT_ENOTSUP, and
      BPT_PROBE evaluates nothing. */
+static void *t_malloc(unsigned long n);
+#define BPT_MALLOC(n) t_malloc((unsigned long)(n))   /* refuses one allocation on demand */
+#define BPT_FREE(p) free(p)
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
@@ -21,6 +29,12 @@
 
 static int evaluated;
 static long side_effect(long v) { evaluated++; return v; }
+
+static int fail_in = -1;   /* >= 0: the allocation after that many more is refused */
+static void *t_malloc(unsigned long n) {
+    if (fail_in >= 0 && fail_in-- == 0) return NULL;
+    return malloc(n);
+}
 
 #if BPT_PROBES
 #include <elf.h>
@@ -169,6 +183,86 @@ static void check_notes(void) {
 /* BPT_PROBE evaluates its arguments only while its semaphore is up. */
 static void gated(long v) { BPT_PROBE(t_probes, gated, side_effect(v), v + 1); }
 
+/* bptrace:session__destroy, seen in process: its NOP becomes a trap
+   (int3; brk on aarch64, stepped over by the handler), with the semaphore
+   up so that the site runs, as a tool's uprobe would see it. */
+#include <sys/mman.h>
+#include <signal.h>
+#include <ucontext.h>
+static volatile int destroy_traps;
+static void on_trap(int sig, siginfo_t *si, void *ctx) {
+    (void)sig;
+    (void)si;
+#  if defined(__aarch64__)
+    ((ucontext_t *)ctx)->uc_mcontext.pc += 4;   /* past the brk, which stands for the NOP */
+#  else
+    (void)ctx;   /* int3 stands for the one-byte NOP: the thread resumes after it */
+#  endif
+    destroy_traps++;
+}
+static int patch_site(unsigned char *at, const void *insn, size_t n) {
+    uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE), page = (uintptr_t)at & ~(ps - 1);
+    size_t len = (size_t)((uintptr_t)at + n - page);
+    if (mprotect((void *)page, len, PROT_READ | PROT_WRITE | PROT_EXEC)) return 0;
+    memcpy(at, insn, n);
+    __builtin___clear_cache((char *)at, (char *)at + n);
+    return mprotect((void *)page, len, PROT_READ | PROT_EXEC) == 0;
+}
+static uint64_t d_arg(const void *frame, int i) { (void)frame; (void)i; return 0; }
+static const bpt_vm_ops d_ops = { d_arg, NULL, NULL };
+static bpt_vm_word d_word = 0x100;
+static void check_destroy_announced(void) {
+    const note_probe *p = find_probe("bptrace", "session__destroy");
+    uintptr_t bias = 0;
+    struct sigaction sa, old;
+    unsigned char *site, saved[4];
+#  if defined(__aarch64__)
+    static const uint32_t trap = 0xd4200000u;   /* brk #0 */
+    size_t n = 4;
+#  else
+    static const unsigned char trap = 0xcc;     /* int3 */
+    size_t n = 1;
+#  endif
+    bpt_session s;
+    bpt_func *f;
+    int k, rc, refused = 0;
+    if (!p) return;
+    dl_iterate_phdr(bias_cb, &bias);
+    site = (unsigned char *)(bias + (uintptr_t)p->pc);
+    memcpy(saved, site, n);
+    CHECK_RC(bpt_register_vm(&d_word, 0xBEEF, "t_probes", "doomed", 0, &d_ops, &f), 0);
+    CHECK_RC(bpt_session_create(NULL, &s), 0);
+    CHECK_RC(bpt_trace_pattern(s, "t_probes:doomed/0", BPT_CALL | BPT_COUNT, NULL), 1);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_trap;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTRAP, &sa, &old);
+    if (!patch_site(site, &trap, n)) {
+        CHECK(0, "the probe's site could not be made a trap: %s", strerror(errno));
+        return;
+    }
+    *semaphore(p) = 1;
+    for (k = 0;; k++) {   /* refuse the destroy's first allocation, then its second, ... */
+        int before = destroy_traps;
+        fail_in = k;
+        rc = bpt_session_destroy(s);
+        fail_in = -1;
+        if (rc != BPT_ENOMEM) break;
+        refused++;
+        CHECK(destroy_traps == before, "a destroy refused at its allocation %d fired bptrace:session__destroy", k);
+    }
+    *semaphore(p) = 0;
+    patch_site(site, saved, n);
+    sigaction(SIGTRAP, &old, NULL);
+    printf("session__destroy: %d destroys refused, then one went through (%d): the probe fired %d time(s)\n",
+           refused, rc, destroy_traps);
+    CHECK(rc == 0 && destroy_traps == 1, "the destroy that went through: rc %d, the probe fired %d times", rc,
+          destroy_traps);
+    CHECK(refused > 1, "destroys refused inside the protocol, not only before it: %d", refused);
+    CHECK_RC(bpt_unregister(f), 0);
+}
+
 static void check_gating(void) {
     const note_probe *p = find_probe("t_probes", "gated");
     volatile unsigned short *sem;
@@ -262,6 +356,7 @@ int main(void) {
 #if BPT_PROBES
     check_notes();
     check_gating();
+    check_destroy_announced();
 #  if defined(BPT_NATIVE)
     check_usdt_session();
     check_reregistered_addr();

@@ -459,7 +459,8 @@ static int cmd_sessions(int pid) {
                (unsigned long long)o->max_chunks);
         printf("  records written %llu, drained %llu, unread %llu, delivered %llu\n", (unsigned long long)o->written,
                (unsigned long long)o->drained,
-               (unsigned long long)(o->written >= o->drained + o->overwritten ? o->written - o->drained - o->overwritten : 0),
+               (unsigned long long)(o->written >= o->drained + o->overwritten + o->delivered
+                                    ? o->written - o->drained - o->overwritten - o->delivered : 0),
                (unsigned long long)o->delivered);
         printf("  lost: dropped %llu, overwritten %llu, nested %llu, before a lane %llu, rate-limited %llu, "
                "returns not traced %llu\n", (unsigned long long)o->dropped, (unsigned long long)o->overwritten,

@@ -7,7 +7,8 @@
       Checked: once_fn's count is 1234; tick's count lies between the
       program's own bpt_trace_info before and after, and so does its call_time
       in top; pstack shows each worker in hold <- middle <- outer (and maybe
-      in tick); the sessions, their patterns and lanes; each
+      in tick); the sessions, their patterns and lanes, and a callback
+      session's records counted delivered, not unread; each
       worker's loop ran on across the reads, and no thread was ever traced or
       stopped (/proc/PID/task/*/status, sampled every 2 ms while bpt ran);
       once the workers stop calling tick, top's call_time for it is the
@@ -140,7 +141,8 @@ def live(bpt, target, runner):
     r = run([bpt, "sessions", str(t.pid)])
     for want in (r'"counts": buffered', r'"stacks": buffered', r"pattern target:tick/1  count\n",
                  r"pattern target:\*/1  call,return\n", r"pattern target:once_fn/1  call,off\n",
-                 r"lanes 3, buffers", r"records written 9, drained 0, unread 9"):
+                 r"lanes 3, buffers", r"records written 9, drained 0, unread 9",
+                 r'"callback": callback\n', r"records written 100, drained 0, unread 0, delivered 100\n"):
         if not re.search(want, r.stdout):
             fail("sessions: no match for %r" % want)
     r = run([bpt, "progress", str(t.pid)])

@@ -1,7 +1,9 @@
 /* tests/bpt/target.c: a live, multi-threaded bptrace program for bpt (the
    outside reader) to look at. Three workers each hold a known traced stack,
    outer -> middle -> hold, and inside it call tick() without end; once_fn
-   was called exactly 1234 times before they started. It prints
+   was called exactly 1234 times before they started, and the VM function
+   vm:cb/0 100 times, each call handed to session "callback"'s tracer (its
+   records are delivered, none unread). It prints
    "ready PID TID1 TID2 TID3" when every worker is inside hold(), then reads
    commands on stdin:
 
@@ -67,6 +69,17 @@ static long (*volatile call_middle)(long) = middle;
 BPT_TRACEABLE long outer(long k) { return call_middle(k) + 1; }
 static long (*volatile call_outer)(long) = outer;
 
+/* vm:cb/0, a VM function, and the callback tracer of its session. */
+static bpt_vm_word cb_word = 0x100;
+static bpt_func *cb_func;
+static uint64_t cb_arg(const void *frame, int i) { (void)frame; (void)i; return 0; }
+static const bpt_vm_ops cb_ops = { cb_arg, NULL, NULL };
+static volatile int cb_calls;
+static void cb_tracer(const bpt_msg *m, void *user) { (void)m; (void)user; cb_calls++; }
+static void call_cb(void) {
+    if (BPT_VM_FETCH(&cb_word) == 0xBEEF) bpt_vm_breakpoint(cb_func, NULL, NULL);
+}
+
 static void *worker(void *arg) {
     long k = (long)(intptr_t)arg;
     tids[k] = (int)syscall(SYS_gettid);
@@ -84,7 +97,7 @@ int main(int argc, char **argv) {
         { (void *)once_fn, "once_fn" }, { (void *)tick, "tick" }, { (void *)hold, "hold" },
         { (void *)middle, "middle" }, { (void *)outer, "outer" }, { (void *)burn, "burn" } };
     bpt_func *f[6];
-    bpt_session counts, stacks, times;
+    bpt_session counts, stacks, times, callback;
     bpt_session_desc d;
     pthread_t th[WORKERS];
     char line[64];
@@ -101,6 +114,13 @@ int main(int argc, char **argv) {
     if ((rc = bpt_session_create(&d, &stacks)) < 0) fail("session stacks", rc);
     d.name = "times";
     if ((rc = bpt_session_create(&d, &times)) < 0) fail("session times", rc);
+    d.name = "callback";
+    d.tracer = cb_tracer;
+    if ((rc = bpt_session_create(&d, &callback)) < 0) fail("session callback", rc);
+    if ((rc = bpt_register_vm(&cb_word, 0xBEEF, "vm", "cb", 0, &cb_ops, &cb_func)) < 0) fail("register vm", rc);
+    if ((rc = bpt_trace_pattern(callback, "vm:cb/0", BPT_CALL, NULL)) != 1) fail("pattern callback", rc);
+    for (i = 0; i < 100; i++) call_cb();
+    if (cb_calls != 100) fail("callback calls", cb_calls);
     if ((rc = bpt_trace_pattern(times, "target:tick/1", BPT_TIME, NULL)) != 1) fail("pattern time", rc);
     if ((rc = bpt_trace_pattern(counts, "target:tick/1", BPT_COUNT, NULL)) != 1) fail("pattern tick", rc);
     if ((rc = bpt_trace_pattern(counts, "target:once_fn/1", BPT_COUNT, NULL)) != 1) fail("pattern once_fn", rc);
@@ -140,7 +160,7 @@ int main(int argc, char **argv) {
     __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
     for (i = 0; i < WORKERS; i++) pthread_join(th[i], NULL);
     if ((rc = bpt_session_destroy(stacks)) < 0 || (rc = bpt_session_destroy(counts)) < 0 ||
-        (rc = bpt_session_destroy(times)) < 0)
+        (rc = bpt_session_destroy(times)) < 0 || (rc = bpt_session_destroy(callback)) < 0)
         fail("destroy", rc);
     return 0;
 }
