@@ -11025,11 +11025,18 @@ static int bpt__slot_pages_open(bpt__slot_pages *d, bpt_func **fs, int n, int in
    trampoline it points at were complete long before (bpt__slots_register
    published them, page made read+execute and SYNC_CORE, before any slot
    could point there: slots.c, SL0); a thread that loads the new value reaches
-   them through a control dependency, as it reaches a patched entry. */
+   them through a control dependency, as it reaches a patched entry.
+   A CAS that loses to a store the program has undone by the time the
+   slot is read again (a hook saved and put back) tries again: the slot
+   holds what bptrace expects. (It fell through to the code sites' writer,
+   a 2- or 4-byte store: a torn pointer, found by review; t_slot_swap.) */
 static int bpt__slot_swap(bpt_func *f, uint64_t expect, uint64_t w, uint64_t *seen) {
-    if (bpt__cas_u64((bpt__atomic_u64 *)f->site, expect, w)) return 1;
-    *seen = bpt__load_relaxed_u64((bpt__atomic_u64 *)f->site);
-    return 0;
+    for (;;) {
+        BPT_TEST_POINT("slot_swap: before the CAS");
+        if (bpt__cas_u64((bpt__atomic_u64 *)f->site, expect, w)) return 1;
+        BPT_TEST_POINT("slot_swap: the CAS lost");
+        if ((*seen = bpt__load_relaxed_u64((bpt__atomic_u64 *)f->site)) != expect) return 0;
+    }
 }
 
 static void bpt__slot_pages_close(bpt__slot_pages *d) {
@@ -11074,7 +11081,6 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
         bpt_func *f = fs[i];
         uint64_t w = install ? f->bp_word : f->orig_word, expect = install ? f->orig_word : f->bp_word;
         uint64_t now;
-        int swapped = 0;
         if (f->installed == install) continue;
 #if defined(BPT_NATIVE)
         if (f->slot_prot && f->page_prot == BPT__SLOT_UNMAPPED) {
@@ -11089,9 +11095,7 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
 #endif
         now = bpt__site_read(f);
 #if defined(BPT_NATIVE)
-        if (f->slot_prot && now == expect) swapped = bpt__slot_swap(f, expect, w, &now);
-#else
-        (void)swapped;   /* no slots without native sites */
+        if (f->slot_prot && now == expect) (void)bpt__slot_swap(f, expect, w, &now);   /* written, or now != expect */
 #endif
         if (now != expect && f->slot_prot && !install && now == w) {
             /* A slot switched back behind bptrace's back (slots.c, SL3):
@@ -11112,7 +11116,7 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
         }
         if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, w);
 #if defined(BPT_NATIVE)
-        else if (swapped) {}   /* written by bpt__slot_swap */
+        else if (f->slot_prot) {}   /* a slot gets here only swapped: bpt__slot_swap wrote it */
         else {
             bpt__arch_write_site((uint8_t *)f->site, w);
             *wrote_code = 1;
