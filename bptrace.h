@@ -319,7 +319,7 @@ extern "C" {
     X(BPT_ENOTSUP,      -10,  "not supported on this compiler or architecture") \
     X(BPT_EPERM,        -11,  "the system refused the operation (mprotect)") \
     X(BPT_ENOTPATCHABLE,-12,  "function entry is not patchable") \
-    X(BPT_ELIMIT,       -13,  "a fixed limit was reached (sessions, name length)") \
+    X(BPT_ELIMIT,       -13,  "a fixed limit was reached (sessions, name length, name table)") \
     X(BPT_EIO,          -14,  "a read or write of a file failed") \
     X(BPT_EFORMAT,      -15,  "not a bptrace trace file, or a corrupt one")
 
@@ -1060,7 +1060,9 @@ typedef uintptr_t bpt_vm_word;
    Errors
      BPT_EINVAL    a NULL; arity outside 0..255; first_word not 8-byte aligned;
                    breakpoint_word equal to *first_word (or the site already patched)
-     BPT_ELIMIT    module or name over 127 bytes
+     BPT_ELIMIT    module or name over 127 bytes; the name table is full
+                   (about 4M distinct names of functions and match spec
+                   messages per process: ids are never given back)
      BPT_EEXIST    first_word is already registered
      BPT_ENOMEM    nothing registered, *out untouched; or, with *out set, the
                    function IS registered but a remembered pattern could not
@@ -1110,7 +1112,8 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
      is registered but a remembered pattern could not be applied.
    Errors
      BPT_EINVAL          a NULL; arity outside 0..255
-     BPT_ELIMIT          module or name over 127 bytes
+     BPT_ELIMIT          module or name over 127 bytes; the name table is
+                         full (as bpt_register_vm)
      BPT_EEXIST          fn is already registered
      BPT_ENOTPATCHABLE   the entry is not as BPT_TRACEABLE compiles it: the
                          padding before it is neither NOPs nor bptrace's, the
@@ -1137,7 +1140,11 @@ BPT_API int bpt_register_native(void *fn, const char *module, const char *name, 
 
 /* bpt_register_module: register every patchable function of a loaded module
    that is not registered yet, named from its ELF symbols (static functions
-   too; names over 127 bytes are cut). Arity is 0 (unknown): give an
+   too; names over 127 bytes are cut). The module name is the basename of
+   the module's file, cut to 127 bytes likewise, so that a pattern can
+   spell it. Two functions under one name (two static helpers) are two
+   functions with a name id each: the bptrace:call probe gives each its own
+   address. Arity is 0 (unknown): give an
    argument spec in the match spec to see arguments. bptrace's own functions
    (names starting with bpt_), which a whole-program build also makes
    patchable, are skipped: tracing them would recurse. So are aarch64
@@ -1168,6 +1175,8 @@ BPT_API int bpt_register_native(void *fn, const char *module, const char *name, 
      BPT_EPERM           the module's file cannot be opened; mprotect refused
                          a code write (nothing registered); or refused
                          installing a remembered pattern (functions registered)
+     BPT_ELIMIT          the name table is full (as bpt_register_vm); nothing
+                         registered
      BPT_ENOMEM          nothing registered; or a remembered pattern could not
                          be applied (the functions stay registered; the
                          message says so)
@@ -1187,7 +1196,8 @@ BPT_API int bpt_register_module(const char *module);
    function (SQLite calls pread64 through such a table), so that trace
    patterns can match calls from this module to, say, libc: the equivalent
    of the export entry where Tracing.md's global call trace breaks. Each
-   becomes a function named "module:symbol" ("sqlite_live:pread64"), arity 0
+   becomes a function named "module:symbol" ("sqlite_live:pread64"; module
+   is the file's basename cut to 127 bytes, as bpt_register_module's), arity 0
    (give an argument spec to see arguments). Every kind works on it: call
    trace with arguments from the registers, return_from with the return
    value, exception_from, call_count, call_time, call_memory. Tracing
@@ -1249,6 +1259,8 @@ BPT_API int bpt_register_module(const char *module);
      BPT_EINVAL          module is ""; the file is not ELF, malformed,
                          truncated, or not the image that was loaded
      BPT_EPATTERN        pattern is "" or over 127 bytes
+     BPT_ELIMIT          the name table is full (as bpt_register_vm); nothing
+                         registered
      BPT_EPERM           the module's file cannot be opened; mprotect
                          refused the trampolines (nothing registered) or a
                          slot's page while installing a remembered pattern
@@ -1293,7 +1305,8 @@ BPT_API int bpt_register_imports(const char *module, const char *pattern);
      BPT_EINVAL          a NULL; arity outside 0..255; the slot misaligned,
                          outside any readable mapping, in a shared mapping,
                          or holding an address that is not code
-     BPT_ELIMIT          module or name over 127 bytes
+     BPT_ELIMIT          module or name over 127 bytes; the name table is
+                         full (as bpt_register_vm)
      BPT_EEXIST          the slot is already registered
      BPT_ENOTPATCHABLE   the slot lies in executable memory
      BPT_ENOTSUP, BPT_EPERM, BPT_ENOMEM, BPT_EDEADLK   as bpt_register_imports
@@ -1311,7 +1324,8 @@ BPT_API int bpt_register_slot(void **slot, const char *module, const char *name,
 
    Parameters
      module   the basename or path of the module (only the basename is
-              compared); not NULL (unlike bpt_register_module)
+              compared, cut to 127 bytes as bpt_register_module names the
+              module); not NULL (unlike bpt_register_module)
    Returns        how many functions it unregistered (>= 1), or a BPT_E* code
    Errors
      BPT_EINVAL    module is NULL
@@ -1637,6 +1651,9 @@ typedef struct bpt_match {
                     control stack is active; pointer slots to switch and no
                     /proc/self/maps to read their pages' protections from
      BPT_ENOMEM     nothing changed (also: the thread's record)
+     BPT_ELIMIT     match->message is a new name and the name table is full
+                    (as bpt_register_vm); nothing changed. A call refused
+                    for another reason gives its message no id
      BPT_EPERM      native sites and slots: mprotect refused a code write (or
                     a read-only slot's page); the settings
                     are committed, but the functions whose word could not be
@@ -3266,13 +3283,17 @@ typedef struct bpt__name {
     bpt__atomic_u64 addr;         /* native: the entry address of the function registered
                                      last under this id (a re-registration stores it,
                                      relaxed); 0: a VM function. bpt__names_addr reads it */
+    int held;                     /* native: a function registered at addr holds the id (names.c;
+                                     writers only, under the intern lock) */
 } bpt__name;
 
 /* Names (names.c): ids from 1; 0 names nothing. bpt__names_id runs on the
    set path (under the code modification permission); bpt__names_get
    anywhere, for an id a record holds. */
-BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format,
-                                    const void *addr);
+BPT__PRIVATE int bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format,
+                               const void *addr, uint32_t *id);
+BPT__PRIVATE void bpt__names_release(uint32_t id, const void *addr);
+BPT__PRIVATE const char *bpt__names_why(int rc);
 BPT__PRIVATE const bpt__name *bpt__names_get(uint32_t id);
 BPT__PRIVATE uint32_t bpt__names_count(void);
 BPT__PRIVATE uint64_t bpt__names_addr(uint32_t id);   /* the entry address, or 0 (the USDT probes' arg1) */
@@ -3636,6 +3657,7 @@ BPT__PRIVATE int bpt__mfa_match(const bpt__mfa *p, const char *module, const cha
 BPT__PRIVATE int bpt__glob(const char *pattern, const char *s);   /* '*' matches any run */
 BPT__PRIVATE int bpt__flags_check(unsigned flags);
 BPT__PRIVATE int bpt__ms_new(const bpt_match *m, unsigned extra, bpt__ms **out);
+BPT__PRIVATE int bpt__ms_message(bpt__ms *ms, const char *message);
 BPT__PRIVATE void bpt__ms_ref(bpt__ms *ms);     /* NULL is no match spec: nothing to count */
 BPT__PRIVATE void bpt__ms_unref(bpt__ms *ms);
 BPT__PRIVATE void bpt__pattern_entry_free(bpt__pattern_entry *e);
@@ -5229,6 +5251,11 @@ BPT__PRIVATE const char *bpt__intern(const char *text) {
    arity, formatter) and its entry never changes or goes away, so a record
    outlives its function: a VM function may be unregistered and freed while
    its records wait in a buffer. Match spec messages get ids too (arity -1).
+   Two native functions registered at once under one name (two static
+   helpers of one module) get an id each: an id names one entry address
+   (the USDT probes report it), and records of the two must not mix. A
+   function registered again (a library loaded anew) takes its name's id
+   back once the old one is unregistered.
 
    Entries live in pages that are never moved or freed. Writers (the set
    path) take the intern lock; readers (drainers, formatters) take nothing:
@@ -5236,7 +5263,10 @@ BPT__PRIVATE const char *bpt__intern(const char *text) {
    is written, and a reader that holds an id from a record got it, through
    the record's publication ([R2]), after that store. */
 
-enum { BPT__NAMES_PAGE = 1024, BPT__NAMES_PAGES = 4096 };   /* up to 4M names */
+#ifndef BPT__NAMES_PAGES   /* a test build may give fewer (t_names_limit) */
+#  define BPT__NAMES_PAGES 4096   /* up to 4M names */
+#endif
+enum { BPT__NAMES_PAGE = 1024 };
 
 static struct {
     bpt__atomic_ptr page[BPT__NAMES_PAGES];   /* bpt__name[BPT__NAMES_PAGE] */
@@ -5276,44 +5306,79 @@ static int bpt__names_index_grow(void) {
     return 0;
 }
 
-/* The id of (module, name, arity, format), given now if it has none; 0
-   when memory or ids ran out. module and name are interned; addr, a
-   native function's entry (NULL: none), becomes the entry's address. */
-BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format,
-                                    const void *addr) {
-    uint32_t id = 0, k, n;
-    bpt__name *page;
+/* The id of (module, name, arity, format), given now if it has none.
+   module and name are interned; addr, a native function's entry (NULL:
+   none), becomes the entry's address, and the function holds the id until
+   bpt__names_release: an id another native function holds is not reused
+   (a new id is given). Returns 0 with *id, or BPT_ENOMEM or BPT_ELIMIT
+   (every id is given: ids are never taken back); the caller's message
+   says which (bpt__names_why). */
+BPT__PRIVATE int bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format,
+                               const void *addr, uint32_t *id) {
+    uint32_t k, n;
+    bpt__name *page, *e;
+    int rc = 0;
     bpt__progress_ensure_init();   /* registers the fork handlers that cover the lock */
     pthread_mutex_lock(&bpt__intern_lock);
     n = bpt__load_relaxed_u32(&bpt__names.count);
-    if ((n + 1) * 2 > bpt__names.index_cap && bpt__names_index_grow() < 0) goto done;
+    if ((n + 1) * 2 > bpt__names.index_cap && bpt__names_index_grow() < 0) goto nomem;
     k = bpt__names_hash(module, name, arity, format) & (bpt__names.index_cap - 1);
     for (; bpt__names.index[k]; k = (k + 1) & (bpt__names.index_cap - 1)) {
-        bpt__name *e = bpt__names_entry(bpt__names.index[k]);
-        if (e->module == module && e->name == name && e->arity == arity && e->format == format) {
-            id = bpt__names.index[k];
-            if (addr)   /* registered again, maybe elsewhere (a library loaded anew) */
-                bpt__store_relaxed_u64(&e->addr, (uint64_t)(uintptr_t)addr);
-            goto done;
-        }
+        e = bpt__names_entry(bpt__names.index[k]);
+        if (e->module != module || e->name != name || e->arity != arity || e->format != format) continue;
+        if (addr && e->held && bpt__load_relaxed_u64(&e->addr) != (uint64_t)(uintptr_t)addr)
+            continue;   /* another function's, registered: look on */
+        *id = bpt__names.index[k];
+        goto hold;
     }
-    if (n == BPT__NAMES_PAGE * BPT__NAMES_PAGES) goto done;
+    if (n == (uint32_t)BPT__NAMES_PAGE * BPT__NAMES_PAGES) {
+        rc = BPT_ELIMIT;
+        goto done;
+    }
     page = (bpt__name *)bpt__load_relaxed_ptr(&bpt__names.page[n / BPT__NAMES_PAGE]);
     if (!page) {
-        if (!(page = (bpt__name *)BPT_MALLOC(BPT__NAMES_PAGE * sizeof *page))) goto done;
+        if (!(page = (bpt__name *)BPT_MALLOC(BPT__NAMES_PAGE * sizeof *page))) goto nomem;
         bpt__store_relaxed_ptr(&bpt__names.page[n / BPT__NAMES_PAGE], page);   /* published by [N1] */
     }
-    page[n % BPT__NAMES_PAGE].module = module;
-    page[n % BPT__NAMES_PAGE].name = name;
-    page[n % BPT__NAMES_PAGE].arity = arity;
-    page[n % BPT__NAMES_PAGE].format = format;
-    bpt__store_relaxed_u64(&page[n % BPT__NAMES_PAGE].addr, (uint64_t)(uintptr_t)addr);
-    id = n + 1;
-    bpt__names.index[k] = id;
-    bpt__store_release_u32(&bpt__names.count, id);   /* [N1] the entry, then its id */
+    e = &page[n % BPT__NAMES_PAGE];
+    e->module = module;
+    e->name = name;
+    e->arity = arity;
+    e->format = format;
+    e->held = 0;
+    bpt__store_relaxed_u64(&e->addr, 0);
+    *id = n + 1;
+    bpt__names.index[k] = *id;
+    bpt__store_release_u32(&bpt__names.count, *id);   /* [N1] the entry, then its id */
+hold:
+    if (addr) {   /* registered (again), maybe elsewhere: a library loaded anew */
+        bpt__store_relaxed_u64(&e->addr, (uint64_t)(uintptr_t)addr);
+        e->held = 1;
+    }
 done:
     pthread_mutex_unlock(&bpt__intern_lock);
-    return id;
+    return rc;
+nomem:
+    pthread_mutex_unlock(&bpt__intern_lock);
+    return BPT_ENOMEM;
+}
+
+/* What a bpt__names_id failure means, for the caller's message. */
+BPT__PRIVATE const char *bpt__names_why(int rc) {
+    return rc == BPT_ELIMIT ? "the name table is full (every id given: distinct names of functions and "
+                              "match spec messages, ever)" : "no memory";
+}
+
+/* The native function at addr no longer holds id (unregistered, or its
+   registration failed): a function registered later under its name may
+   take the id. Under the code modification permission. */
+BPT__PRIVATE void bpt__names_release(uint32_t id, const void *addr) {
+    bpt__name *e;
+    pthread_mutex_lock(&bpt__intern_lock);
+    if (id && id <= bpt__load_relaxed_u32(&bpt__names.count) &&
+        bpt__load_relaxed_u64(&(e = bpt__names_entry(id))->addr) == (uint64_t)(uintptr_t)addr)
+        e->held = 0;
+    pthread_mutex_unlock(&bpt__intern_lock);
 }
 
 /* The entry of an id a record holds, or NULL for 0 or an id never given
@@ -6937,7 +7002,8 @@ BPT__PRIVATE int bpt__argspec_parse(const char *text, uint8_t *types) {
 }
 
 /* A new match spec with one reference in *out: m (NULL: match every call)
-   plus the actions `extra` (BPT_RETURN & co. given as pattern flags).
+   plus the actions `extra` (BPT_RETURN & co. given as pattern flags),
+   without its message yet (bpt__ms_message).
    Returns 0, BPT_EPATTERN (a bad argument or ret spec), BPT_EFLAGS (unknown
    action bits) or BPT_ENOMEM. */
 BPT__PRIVATE int bpt__ms_new(const bpt_match *m, unsigned extra, bpt__ms **out) {
@@ -6964,12 +7030,20 @@ BPT__PRIVATE int bpt__ms_new(const bpt_match *m, unsigned extra, bpt__ms **out) 
     ms->nspec = nspec;
     memcpy(ms->spec, spec, sizeof spec);
     ms->refc = 1;
-    if (m->message && (!(ms->message = bpt__intern(m->message)) ||
-                       !(ms->message_id = bpt__names_id(NULL, ms->message, -1, NULL, NULL)))) {
-        BPT_FREE(ms);
-        return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for the match spec's message");
-    }
     *out = ms;
+    return 0;
+}
+
+/* Give ms its message (NULL: none) and the message's name id. Called once
+   every check that can refuse the call has passed: an id is never given
+   back. Returns 0, BPT_ENOMEM or BPT_ELIMIT (the name table is full). */
+BPT__PRIVATE int bpt__ms_message(bpt__ms *ms, const char *message) {
+    int rc;
+    if (!message) return 0;
+    if (!(ms->message = bpt__intern(message)))
+        return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for the match spec's message");
+    if ((rc = bpt__names_id(NULL, ms->message, -1, NULL, NULL, &ms->message_id)) < 0)
+        return bpt__fail(rc, "bpt_trace_pattern: the match spec's message '%s': %s", message, bpt__names_why(rc));
     return 0;
 }
 
@@ -11236,6 +11310,14 @@ extern int dl_iterate_phdr(int (*callback)(struct dl_phdr_info *info, size_t siz
 /* >>module */
 
 #define BPT__PFE_SECTION "__patchable_function_entries"
+/* The bytes at a function's entry that bpt__arch_entry_layout reads: x86-64
+   fn[0..5] (endbr64, then the two-byte site), aarch64 fn[0..7] (bti c or
+   paciasp, then the four-byte site). They must lie in the module's code too. */
+#if defined(__aarch64__)
+#  define BPT__ENTRY_BYTES 8
+#else
+#  define BPT__ENTRY_BYTES 6
+#endif
 
 /* One STT_FUNC symbol, kept small: a big program has 10^5 of them. */
 typedef struct bpt__elf_func {
@@ -11551,7 +11633,9 @@ BPT__PRIVATE const char *bpt__elf_func_name(const bpt__elf_file *f, uint64_t add
    while the object stays loaded, which the caller guarantees. */
 typedef struct bpt__module_object {
     const char *want;               /* NULL: the main program; else a basename or path */
+    char *exe_buf;                  /* PATH_MAX bytes for the main program's path */
     const char *exe_path;           /* the main program's path (for matching by name), or NULL */
+    const char *exe_open;           /* what to open for its file: "/proc/self/exe" or exe_path */
     unsigned seen;                  /* objects visited: the first is the main program */
     int found;
     int is_main;
@@ -11566,11 +11650,87 @@ static const char *bpt__module_basename(const char *path) {
     return slash ? slash + 1 : path;
 }
 
+/* A path as /proc names it, without the " (deleted)" the kernel appends once
+   the file is deleted (say, rebuilt by make): no part of the name a user
+   writes in a pattern. */
+static char *bpt__module_undeleted(char *path) {
+    static const char deleted[] = " (deleted)";
+    size_t n = strlen(path), dl = sizeof deleted - 1;
+    if (n > dl && strcmp(path + n - dl, deleted) == 0) path[n - dl] = '\0';
+    return path;
+}
+
+/* The path of the file mapped at addr (/proc/self/maps), into buf (size
+   bytes), or NULL: anonymous memory, no /proc, or a longer path. */
+static const char *bpt__module_mapped_file(uintptr_t addr, char *buf, size_t size) {
+    char line[PATH_MAX + 128];
+    const char *found = NULL;
+    FILE *fp = fopen("/proc/self/maps", "re");
+    int whole = 1;
+    if (!fp) return NULL;
+    while (!found && fgets(line, sizeof line, fp)) {
+        unsigned long lo, hi;
+        int start = whole, at = 0;   /* a long path's rest is not a line of its own */
+        size_t n;
+        whole = strchr(line, '\n') != NULL;
+        if (!start || sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &at) != 2 || at == 0 ||
+            addr < lo || addr >= hi)
+            continue;
+        n = strcspn(line + at, "\n");
+        if (line[at] != '/' || !whole || n >= size) break;
+        memcpy(buf, line + at, n);
+        buf[n] = '\0';
+        found = bpt__module_undeleted(buf);
+    }
+    fclose(fp);
+    return found;
+}
+
+/* The main program's file, for its name and its sections: the one mapped
+   where its first PT_LOAD segment is. /proc/self/exe names the same file,
+   and opens it even once deleted, so it is opened there; but not when the
+   program was started through the dynamic loader
+   ("/lib64/ld-linux-x86-64.so.2 ./prog"): then /proc/self/exe is ld.so,
+   and the mapped file is opened by its path. */
+static void bpt__module_main_file(bpt__module_object *m, const struct dl_phdr_info *info) {
+    char mapped[PATH_MAX];
+    const char *path = NULL;
+    ssize_t n = readlink("/proc/self/exe", m->exe_buf, PATH_MAX - 1);
+    int i;
+    if (n > 0) {
+        m->exe_buf[n] = '\0';
+        m->exe_path = bpt__module_undeleted(m->exe_buf);
+        m->exe_open = "/proc/self/exe";
+    }
+    for (i = 0; i < (int)info->dlpi_phnum && !path; i++)
+        if (info->dlpi_phdr[i].p_type == PT_LOAD)
+            path = bpt__module_mapped_file((uintptr_t)info->dlpi_addr + (uintptr_t)info->dlpi_phdr[i].p_vaddr,
+                                           mapped, sizeof mapped);
+    if (path && (!m->exe_path || strcmp(path, m->exe_path) != 0)) {   /* started through ld.so */
+        memcpy(m->exe_buf, path, strlen(path) + 1);
+        m->exe_path = m->exe_open = m->exe_buf;
+    }
+}
+
+/* The name a module's functions are registered under, interned: its file's
+   basename, cut to BPT__NAME_MAX bytes as function names are (a pattern
+   spells no longer name). NULL: no memory. */
+static const char *bpt__module_name(const char *path) {
+    char buf[BPT__NAME_MAX + 1];
+    size_t n = strlen(bpt__module_basename(path));
+    if (n > BPT__NAME_MAX) n = BPT__NAME_MAX;
+    memcpy(buf, bpt__module_basename(path), n);
+    buf[n] = '\0';
+    return bpt__intern(buf);
+}
+
 static int bpt__module_match(struct dl_phdr_info *info, size_t size, void *data) {
     bpt__module_object *m = (bpt__module_object *)data;
     int is_main = m->seen++ == 0;
-    const char *path = is_main ? m->exe_path : info->dlpi_name;
+    const char *path;
     (void)size;
+    if (is_main) bpt__module_main_file(m, info);
+    path = is_main ? m->exe_path : info->dlpi_name;
     if (!m->want ? !is_main
                  : !path || !*path || (strcmp(path, m->want) != 0 && strcmp(bpt__module_basename(path), m->want) != 0))
         return 0;
@@ -11581,19 +11741,6 @@ static int bpt__module_match(struct dl_phdr_info *info, size_t size, void *data)
     m->phnum = info->dlpi_phnum;
     m->path = path;
     return 1;
-}
-
-/* The main program's path, for its name. /proc/self/exe keeps naming the
-   running file after it is deleted (say, rebuilt by make), with " (deleted)"
-   appended, which is not part of the name a user writes in a pattern. */
-static const char *bpt__module_exe_path(char *buf, size_t size) {
-    static const char deleted[] = " (deleted)";
-    size_t dl = sizeof deleted - 1;
-    ssize_t n = readlink("/proc/self/exe", buf, size - 1);
-    if (n <= 0) return NULL;
-    buf[n] = '\0';
-    if ((size_t)n > dl && strcmp(buf + n - dl, deleted) == 0) buf[n - dl] = '\0';
-    return buf;
 }
 
 /* The loaded segment that holds link-time [vaddr, vaddr + size) and has
@@ -11700,9 +11847,11 @@ static int bpt__module_visit_entries(const bpt__module_object *m, const bpt__elf
         uint64_t fn = pad_start + pad_bytes;
         const char *name;
         if (i > 0 && e[i] == e[i - 1]) continue;    /* one function, listed twice: register it once */
-        if (fn < pad_start || fn == UINT64_MAX || !bpt__module_segment(m, pad_start, fn - pad_start + 1, PF_X))
-            return bpt__fail(BPT_EINVAL, "%s: patchable entry 0x%llx (+%zu bytes of padding) is not inside "
-                             "the module's code", f->path, (unsigned long long)e[i], pad_bytes);
+        if (fn < pad_start || fn > UINT64_MAX - BPT__ENTRY_BYTES ||
+            !bpt__module_segment(m, pad_start, fn - pad_start + BPT__ENTRY_BYTES, PF_X))
+            return bpt__fail(BPT_EINVAL, "%s: patchable entry 0x%llx (+%zu bytes of padding, and %d of the "
+                             "entry) is not inside the module's code", f->path, (unsigned long long)e[i],
+                             pad_bytes, BPT__ENTRY_BYTES);
         /* No symbol (stripped of .symtab and not exported, or no symbol table
            at all): the link-time address names it, as nm and addr2line show it. */
         uint64_t size = 0;
@@ -11743,15 +11892,16 @@ static int bpt__module_open(const char *module, char *exe_buf, bpt__module_objec
     f->fd = -1;
     memset(m, 0, sizeof *m);
     m->want = module;
-    m->exe_path = bpt__module_exe_path(exe_buf, PATH_MAX);
+    m->exe_buf = exe_buf;
     dl_iterate_phdr(bpt__module_match, m);
     if (!m->found)
         return bpt__fail(BPT_ENOENT, "module '%s' is not loaded", module ? module : "(main program)");
     if (m->is_main && !m->exe_path)
-        return bpt__fail(BPT_ENOENT, "cannot resolve /proc/self/exe (is /proc mounted?)");
-    rc = bpt__elf_open(m->is_main ? "/proc/self/exe" : m->path, f);
+        return bpt__fail(BPT_ENOENT, "cannot find the main program's file in /proc/self/maps or "
+                         "/proc/self/exe (is /proc mounted?)");
+    rc = bpt__elf_open(m->is_main ? m->exe_open : m->path, f);
     if (rc == 0) rc = bpt__module_check_image(m, f);
-    if (rc == 0 && !(*module_name = bpt__intern(bpt__module_basename(m->path))))
+    if (rc == 0 && !(*module_name = bpt__module_name(m->path)))
         rc = bpt__fail(BPT_ENOMEM, "no memory for the module name");
     return rc;
 }
@@ -11764,8 +11914,8 @@ static int bpt__module_open(const char *module, char *exe_buf, bpt__module_objec
    per entry in address order with the function's run-time address and name
    (".symtab" name, else ".dynsym", else "fn_0x<link-time address>"); a
    negative return stops the scan and is returned as is.
-   Out: *module_name, the interned basename of the module's file, set before
-   the first visit so that visit may use it.
+   Out: *module_name, the interned basename of the module's file (cut to
+   127 bytes), set before the first visit so that visit may use it.
    Returns the number of entries visited (0 when the module has no
    __patchable_function_entries section, or no section headers at all).
    Errors (with bpt_last_error): BPT_EINVAL (NULL visit or module_name, empty
@@ -11932,9 +12082,25 @@ static const Elf64_Shdr *bpt__elf_section_find(const bpt__elf_file *f, uint32_t 
     return NULL;
 }
 
+/* The System V ELF hash (gABI, "Hash Table"), which glibc keeps of each
+   version name. */
+static uint32_t bpt__elf_hash(const char *name) {
+    uint32_t h = 0, g;
+    for (; *name; name++) {
+        h = (h << 4) + (unsigned char)*name;
+        if ((g = h & 0xf0000000u) != 0) h ^= g >> 24;
+        h &= ~g;
+    }
+    return h;
+}
+
 /* The version a module asks of import symbol index `sym` (".gnu.version"
    entry, named in ".gnu.version_r"), or NULL: unversioned. Out-of-range
-   data gives NULL: the lookup is then by name alone. */
+   data gives NULL: the lookup is then by name alone. So does a name whose
+   ELF hash is 0 (the empty name, in a corrupt file): glibc takes the hash
+   0 for "no version here" and then strcmp()s the NULL name of a symbol a
+   versioned object defines unversioned (dl-lookup.c, check_match): a
+   crash inside dlvsym. */
 static const char *bpt__imports_version(const char *versym, size_t versym_size, const char *verneed,
                                         size_t verneed_size, size_t verneed_count, const char *dynstr,
                                         size_t dynstr_size, size_t sym) {
@@ -11952,7 +12118,8 @@ static const char *bpt__imports_version(const char *versym, size_t versym_size, 
         for (k = 0, aoff = off + vn.vn_aux; k < vn.vn_cnt && bpt__elf_in_bounds(aoff, sizeof(Elf64_Vernaux), verneed_size); k++) {
             Elf64_Vernaux va;
             memcpy(&va, verneed + aoff, sizeof va);
-            if (va.vna_other == want) return va.vna_name < dynstr_size ? dynstr + va.vna_name : NULL;
+            if (va.vna_other == want)
+                return va.vna_name < dynstr_size && bpt__elf_hash(dynstr + va.vna_name) ? dynstr + va.vna_name : NULL;
             if (!va.vna_next) break;
             aoff += va.vna_next;
         }
@@ -12024,8 +12191,8 @@ static int bpt__imports_one(const bpt__imports_scan *sc, const Elf64_Rela *r) {
 /* bpt__module_imports: visit every import slot of a loaded module (>>imports).
    In: module, as bpt__module_scan takes it; visit and user, called per slot
    in relocation order; a negative return stops and is returned.
-   Out: *module_name, the interned basename of the module's file.
-   Returns the number of slots visited, or bpt__module_scan's errors.
+   Out: *module_name, the interned basename of the module's file (cut to
+   127 bytes). Returns the number of slots visited, or bpt__module_scan's errors.
    Not under the code modification permission: the caller keeps the module
    loaded, and the lookups take the dynamic linker's lock, which a library's
    constructor holds while it may wait for the permission. */
@@ -12739,19 +12906,24 @@ BPT__PRIVATE int bpt__registry_reserve(uint32_t extra) {
 
 /* A new, unregistered function record with interned names and no site yet
    (addr: a native function's entry, or NULL, for its name entry). The
-   caller holds the permission. Returns 0 or BPT_ENOMEM. */
+   caller holds the permission. Returns 0, BPT_ENOMEM or BPT_ELIMIT (the
+   name table is full). */
 BPT__PRIVATE int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
                          const void *addr, const char *who, bpt_func **out) {
     bpt_func *f = (bpt_func *)BPT_MALLOC(sizeof *f);
+    int rc;
     if (!f || bpt__registry_reserve(1) < 0) {
         BPT_FREE(f);
         return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
     }
     memset(f, 0, sizeof *f);
-    if (!(f->module = bpt__intern(module)) || !(f->name = bpt__intern(name)) ||
-        !(f->fid = bpt__names_id(f->module, f->name, arity, format, addr))) {
+    if (!(f->module = bpt__intern(module)) || !(f->name = bpt__intern(name))) {
         BPT_FREE(f);
         return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
+    }
+    if ((rc = bpt__names_id(f->module, f->name, arity, format, addr, &f->fid)) < 0) {
+        BPT_FREE(f);
+        return bpt__fail(rc, "%s: cannot register %s:%s/%d: %s", who, module, name, arity, bpt__names_why(rc));
     }
     f->arity = arity;
     bpt__store_relaxed_ptr(&f->gen_bp, NULL);
@@ -12806,16 +12978,18 @@ BPT__PRIVATE bpt_func *bpt__retired_take(const void *fn, const void *slot, uint6
 
 /* A retired record made new for module:name/arity, as bpt__func_new makes
    a fresh one (addr: what the name entry keeps, as there), every other
-   field cleared. Returns 0, or BPT_ENOMEM with f back on the retired list
-   (something may still point at it: an entry's padding, a trampoline). */
+   field cleared. Returns 0, or BPT_ENOMEM or BPT_ELIMIT with f back on the
+   retired list (something may still point at it: an entry's padding, a
+   trampoline). */
 BPT__PRIVATE int bpt__func_renew(bpt_func *f, const char *module, const char *name, int arity, const void *addr,
                                  const char *who) {
     const char *m = bpt__intern(module), *nm = bpt__intern(name);
-    uint32_t fid = m && nm ? bpt__names_id(m, nm, arity, NULL, addr) : 0;
-    if (!fid || bpt__registry_reserve(1) < 0) {
+    uint32_t fid = 0;
+    int rc = m && nm && bpt__registry_reserve(1) == 0 ? bpt__names_id(m, nm, arity, NULL, addr, &fid) : BPT_ENOMEM;
+    if (rc < 0) {
         f->next_retired = bpt__retired;
         bpt__retired = f;
-        return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
+        return bpt__fail(rc, "%s: cannot register %s:%s/%d: %s", who, module, name, arity, bpt__names_why(rc));
     }
     memset(f, 0, sizeof *f);
     f->module = m;
@@ -12925,6 +13099,7 @@ BPT__PRIVATE uint32_t bpt__native_count(void) {
    be in that entry's stub and read it. Only a record nothing points at is
    freed. */
 BPT__PRIVATE void bpt__native_discard(bpt_func *f) {
+    if (!f->slot_prot) bpt__names_release(f->fid, f->fn);   /* its name's id: free for another */
     if (bpt__arch_padding_record(f->fn) == f) {
         f->next_retired = bpt__retired;
         bpt__retired = f;
@@ -13129,6 +13304,7 @@ int bpt_register_module(const char *module) {
 /* Forget f; the caller holds the permission, then calls bpt__func_release. */
 static void bpt__registry_remove(bpt_func *f) {
     uint32_t ix = f->registry_ix;
+    if (f->kind == BPT__SITE_NATIVE && !f->slot_prot) bpt__names_release(f->fid, f->fn);
     bpt__registry.funcs[ix] = bpt__registry.funcs[--bpt__registry.len];
     bpt__registry.funcs[ix]->registry_ix = ix;
     bpt__ptrset_remove(&bpt__registry.records, f);
@@ -13138,6 +13314,7 @@ static void bpt__registry_remove(bpt_func *f) {
 int bpt_unregister_module(const char *module) {
     static const bpt__op off_all = { BPT__KINDS, BPT_OFF, NULL };
     const char *base;
+    size_t len;
     bpt_func **fs, **traced;
     void *ix = NULL;              /* bpt__addr_index *, with BPT_NATIVE */
     uint64_t t = bpt__now_ns();
@@ -13145,6 +13322,8 @@ int bpt_unregister_module(const char *module) {
     int n = 0, k, slot, rc;
     if (!module) return bpt__fail(BPT_EINVAL, "bpt_unregister_module: module is NULL");
     base = strrchr(module, '/') ? strrchr(module, '/') + 1 : module;
+    len = strlen(base);
+    if (len > BPT__NAME_MAX) len = BPT__NAME_MAX;   /* registered cut, as module.c cuts it */
     if ((rc = bpt__permission_seize("bpt_unregister_module")) < 0) return rc;
     fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (bpt__registry.len + 1));
     traced = (bpt_func **)BPT_MALLOC(sizeof *traced * (bpt__registry.len + 1));
@@ -13154,7 +13333,8 @@ int bpt_unregister_module(const char *module) {
         return bpt__fail(BPT_ENOMEM, "bpt_unregister_module: no memory");
     }
     for (i = 0; i < bpt__registry.len; i++)
-        if (bpt__registry.funcs[i]->kind == BPT__SITE_NATIVE && strcmp(bpt__registry.funcs[i]->module, base) == 0)
+        if (bpt__registry.funcs[i]->kind == BPT__SITE_NATIVE && strncmp(bpt__registry.funcs[i]->module, base, len) == 0 &&
+            bpt__registry.funcs[i]->module[len] == '\0')
             fs[n++] = bpt__registry.funcs[i];
 #if defined(BPT_NATIVE)
     if (n && !(ix = bpt__addr_index_alloc(bpt__native_count(), "bpt_unregister_module"))) {
@@ -13958,7 +14138,12 @@ static int bpt__trace_pattern(bpt_session handle, const char *pattern, unsigned 
             break;
         }
 #endif
-    /* Everything that can fail is allocated before the protocol runs. */
+    /* Everything that can fail is allocated before the protocol runs. The
+       message's id last: a refused call must not use up an id. */
+    if (op.ms && match && (rc = bpt__ms_message(op.ms, match->message)) < 0) {
+        BPT_FREE(fs);
+        goto out;
+    }
     entry = bpt__pattern_entry_new(&mfa, flags, op.ms);
     if (!entry) rc = bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory to remember '%s'", pattern);
     else {

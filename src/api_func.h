@@ -54,7 +54,9 @@ typedef uintptr_t bpt_vm_word;
    Errors
      BPT_EINVAL    a NULL; arity outside 0..255; first_word not 8-byte aligned;
                    breakpoint_word equal to *first_word (or the site already patched)
-     BPT_ELIMIT    module or name over 127 bytes
+     BPT_ELIMIT    module or name over 127 bytes; the name table is full
+                   (about 4M distinct names of functions and match spec
+                   messages per process: ids are never given back)
      BPT_EEXIST    first_word is already registered
      BPT_ENOMEM    nothing registered, *out untouched; or, with *out set, the
                    function IS registered but a remembered pattern could not
@@ -104,7 +106,8 @@ BPT_API int bpt_register_vm(bpt_vm_word *first_word, bpt_vm_word breakpoint_word
      is registered but a remembered pattern could not be applied.
    Errors
      BPT_EINVAL          a NULL; arity outside 0..255
-     BPT_ELIMIT          module or name over 127 bytes
+     BPT_ELIMIT          module or name over 127 bytes; the name table is
+                         full (as bpt_register_vm)
      BPT_EEXIST          fn is already registered
      BPT_ENOTPATCHABLE   the entry is not as BPT_TRACEABLE compiles it: the
                          padding before it is neither NOPs nor bptrace's, the
@@ -131,7 +134,11 @@ BPT_API int bpt_register_native(void *fn, const char *module, const char *name, 
 
 /* bpt_register_module: register every patchable function of a loaded module
    that is not registered yet, named from its ELF symbols (static functions
-   too; names over 127 bytes are cut). Arity is 0 (unknown): give an
+   too; names over 127 bytes are cut). The module name is the basename of
+   the module's file, cut to 127 bytes likewise, so that a pattern can
+   spell it. Two functions under one name (two static helpers) are two
+   functions with a name id each: the bptrace:call probe gives each its own
+   address. Arity is 0 (unknown): give an
    argument spec in the match spec to see arguments. bptrace's own functions
    (names starting with bpt_), which a whole-program build also makes
    patchable, are skipped: tracing them would recurse. So are aarch64
@@ -162,6 +169,8 @@ BPT_API int bpt_register_native(void *fn, const char *module, const char *name, 
      BPT_EPERM           the module's file cannot be opened; mprotect refused
                          a code write (nothing registered); or refused
                          installing a remembered pattern (functions registered)
+     BPT_ELIMIT          the name table is full (as bpt_register_vm); nothing
+                         registered
      BPT_ENOMEM          nothing registered; or a remembered pattern could not
                          be applied (the functions stay registered; the
                          message says so)
@@ -181,7 +190,8 @@ BPT_API int bpt_register_module(const char *module);
    function (SQLite calls pread64 through such a table), so that trace
    patterns can match calls from this module to, say, libc: the equivalent
    of the export entry where Tracing.md's global call trace breaks. Each
-   becomes a function named "module:symbol" ("sqlite_live:pread64"), arity 0
+   becomes a function named "module:symbol" ("sqlite_live:pread64"; module
+   is the file's basename cut to 127 bytes, as bpt_register_module's), arity 0
    (give an argument spec to see arguments). Every kind works on it: call
    trace with arguments from the registers, return_from with the return
    value, exception_from, call_count, call_time, call_memory. Tracing
@@ -243,6 +253,8 @@ BPT_API int bpt_register_module(const char *module);
      BPT_EINVAL          module is ""; the file is not ELF, malformed,
                          truncated, or not the image that was loaded
      BPT_EPATTERN        pattern is "" or over 127 bytes
+     BPT_ELIMIT          the name table is full (as bpt_register_vm); nothing
+                         registered
      BPT_EPERM           the module's file cannot be opened; mprotect
                          refused the trampolines (nothing registered) or a
                          slot's page while installing a remembered pattern
@@ -287,7 +299,8 @@ BPT_API int bpt_register_imports(const char *module, const char *pattern);
      BPT_EINVAL          a NULL; arity outside 0..255; the slot misaligned,
                          outside any readable mapping, in a shared mapping,
                          or holding an address that is not code
-     BPT_ELIMIT          module or name over 127 bytes
+     BPT_ELIMIT          module or name over 127 bytes; the name table is
+                         full (as bpt_register_vm)
      BPT_EEXIST          the slot is already registered
      BPT_ENOTPATCHABLE   the slot lies in executable memory
      BPT_ENOTSUP, BPT_EPERM, BPT_ENOMEM, BPT_EDEADLK   as bpt_register_imports
@@ -305,7 +318,8 @@ BPT_API int bpt_register_slot(void **slot, const char *module, const char *name,
 
    Parameters
      module   the basename or path of the module (only the basename is
-              compared); not NULL (unlike bpt_register_module)
+              compared, cut to 127 bytes as bpt_register_module names the
+              module); not NULL (unlike bpt_register_module)
    Returns        how many functions it unregistered (>= 1), or a BPT_E* code
    Errors
      BPT_EINVAL    module is NULL

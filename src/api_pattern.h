@@ -122,6 +122,9 @@ typedef struct bpt_match {
                     control stack is active; pointer slots to switch and no
                     /proc/self/maps to read their pages' protections from
      BPT_ENOMEM     nothing changed (also: the thread's record)
+     BPT_ELIMIT     match->message is a new name and the name table is full
+                    (as bpt_register_vm); nothing changed. A call refused
+                    for another reason gives its message no id
      BPT_EPERM      native sites and slots: mprotect refused a code write (or
                     a read-only slot's page); the settings
                     are committed, but the functions whose word could not be

@@ -319,7 +319,7 @@ extern "C" {
     X(BPT_ENOTSUP,      -10,  "not supported on this compiler or architecture") \
     X(BPT_EPERM,        -11,  "the system refused the operation (mprotect)") \
     X(BPT_ENOTPATCHABLE,-12,  "function entry is not patchable") \
-    X(BPT_ELIMIT,       -13,  "a fixed limit was reached (sessions, name length)") \
+    X(BPT_ELIMIT,       -13,  "a fixed limit was reached (sessions, name length, name table)") \
     X(BPT_EIO,          -14,  "a read or write of a file failed") \
     X(BPT_EFORMAT,      -15,  "not a bptrace trace file, or a corrupt one")
 

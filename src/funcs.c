@@ -31,19 +31,24 @@ BPT__PRIVATE int bpt__registry_reserve(uint32_t extra) {
 
 /* A new, unregistered function record with interned names and no site yet
    (addr: a native function's entry, or NULL, for its name entry). The
-   caller holds the permission. Returns 0 or BPT_ENOMEM. */
+   caller holds the permission. Returns 0, BPT_ENOMEM or BPT_ELIMIT (the
+   name table is full). */
 BPT__PRIVATE int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
                          const void *addr, const char *who, bpt_func **out) {
     bpt_func *f = (bpt_func *)BPT_MALLOC(sizeof *f);
+    int rc;
     if (!f || bpt__registry_reserve(1) < 0) {
         BPT_FREE(f);
         return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
     }
     memset(f, 0, sizeof *f);
-    if (!(f->module = bpt__intern(module)) || !(f->name = bpt__intern(name)) ||
-        !(f->fid = bpt__names_id(f->module, f->name, arity, format, addr))) {
+    if (!(f->module = bpt__intern(module)) || !(f->name = bpt__intern(name))) {
         BPT_FREE(f);
         return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
+    }
+    if ((rc = bpt__names_id(f->module, f->name, arity, format, addr, &f->fid)) < 0) {
+        BPT_FREE(f);
+        return bpt__fail(rc, "%s: cannot register %s:%s/%d: %s", who, module, name, arity, bpt__names_why(rc));
     }
     f->arity = arity;
     bpt__store_relaxed_ptr(&f->gen_bp, NULL);
@@ -98,16 +103,18 @@ BPT__PRIVATE bpt_func *bpt__retired_take(const void *fn, const void *slot, uint6
 
 /* A retired record made new for module:name/arity, as bpt__func_new makes
    a fresh one (addr: what the name entry keeps, as there), every other
-   field cleared. Returns 0, or BPT_ENOMEM with f back on the retired list
-   (something may still point at it: an entry's padding, a trampoline). */
+   field cleared. Returns 0, or BPT_ENOMEM or BPT_ELIMIT with f back on the
+   retired list (something may still point at it: an entry's padding, a
+   trampoline). */
 BPT__PRIVATE int bpt__func_renew(bpt_func *f, const char *module, const char *name, int arity, const void *addr,
                                  const char *who) {
     const char *m = bpt__intern(module), *nm = bpt__intern(name);
-    uint32_t fid = m && nm ? bpt__names_id(m, nm, arity, NULL, addr) : 0;
-    if (!fid || bpt__registry_reserve(1) < 0) {
+    uint32_t fid = 0;
+    int rc = m && nm && bpt__registry_reserve(1) == 0 ? bpt__names_id(m, nm, arity, NULL, addr, &fid) : BPT_ENOMEM;
+    if (rc < 0) {
         f->next_retired = bpt__retired;
         bpt__retired = f;
-        return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
+        return bpt__fail(rc, "%s: cannot register %s:%s/%d: %s", who, module, name, arity, bpt__names_why(rc));
     }
     memset(f, 0, sizeof *f);
     f->module = m;
@@ -217,6 +224,7 @@ BPT__PRIVATE uint32_t bpt__native_count(void) {
    be in that entry's stub and read it. Only a record nothing points at is
    freed. */
 BPT__PRIVATE void bpt__native_discard(bpt_func *f) {
+    if (!f->slot_prot) bpt__names_release(f->fid, f->fn);   /* its name's id: free for another */
     if (bpt__arch_padding_record(f->fn) == f) {
         f->next_retired = bpt__retired;
         bpt__retired = f;
@@ -421,6 +429,7 @@ int bpt_register_module(const char *module) {
 /* Forget f; the caller holds the permission, then calls bpt__func_release. */
 static void bpt__registry_remove(bpt_func *f) {
     uint32_t ix = f->registry_ix;
+    if (f->kind == BPT__SITE_NATIVE && !f->slot_prot) bpt__names_release(f->fid, f->fn);
     bpt__registry.funcs[ix] = bpt__registry.funcs[--bpt__registry.len];
     bpt__registry.funcs[ix]->registry_ix = ix;
     bpt__ptrset_remove(&bpt__registry.records, f);
@@ -430,6 +439,7 @@ static void bpt__registry_remove(bpt_func *f) {
 int bpt_unregister_module(const char *module) {
     static const bpt__op off_all = { BPT__KINDS, BPT_OFF, NULL };
     const char *base;
+    size_t len;
     bpt_func **fs, **traced;
     void *ix = NULL;              /* bpt__addr_index *, with BPT_NATIVE */
     uint64_t t = bpt__now_ns();
@@ -437,6 +447,8 @@ int bpt_unregister_module(const char *module) {
     int n = 0, k, slot, rc;
     if (!module) return bpt__fail(BPT_EINVAL, "bpt_unregister_module: module is NULL");
     base = strrchr(module, '/') ? strrchr(module, '/') + 1 : module;
+    len = strlen(base);
+    if (len > BPT__NAME_MAX) len = BPT__NAME_MAX;   /* registered cut, as module.c cuts it */
     if ((rc = bpt__permission_seize("bpt_unregister_module")) < 0) return rc;
     fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (bpt__registry.len + 1));
     traced = (bpt_func **)BPT_MALLOC(sizeof *traced * (bpt__registry.len + 1));
@@ -446,7 +458,8 @@ int bpt_unregister_module(const char *module) {
         return bpt__fail(BPT_ENOMEM, "bpt_unregister_module: no memory");
     }
     for (i = 0; i < bpt__registry.len; i++)
-        if (bpt__registry.funcs[i]->kind == BPT__SITE_NATIVE && strcmp(bpt__registry.funcs[i]->module, base) == 0)
+        if (bpt__registry.funcs[i]->kind == BPT__SITE_NATIVE && strncmp(bpt__registry.funcs[i]->module, base, len) == 0 &&
+            bpt__registry.funcs[i]->module[len] == '\0')
             fs[n++] = bpt__registry.funcs[i];
 #if defined(BPT_NATIVE)
     if (n && !(ix = bpt__addr_index_alloc(bpt__native_count(), "bpt_unregister_module"))) {

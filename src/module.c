@@ -50,6 +50,14 @@ extern int dl_iterate_phdr(int (*callback)(struct dl_phdr_info *info, size_t siz
 /* >>module */
 
 #define BPT__PFE_SECTION "__patchable_function_entries"
+/* The bytes at a function's entry that bpt__arch_entry_layout reads: x86-64
+   fn[0..5] (endbr64, then the two-byte site), aarch64 fn[0..7] (bti c or
+   paciasp, then the four-byte site). They must lie in the module's code too. */
+#if defined(__aarch64__)
+#  define BPT__ENTRY_BYTES 8
+#else
+#  define BPT__ENTRY_BYTES 6
+#endif
 
 /* One STT_FUNC symbol, kept small: a big program has 10^5 of them. */
 typedef struct bpt__elf_func {
@@ -365,7 +373,9 @@ BPT__PRIVATE const char *bpt__elf_func_name(const bpt__elf_file *f, uint64_t add
    while the object stays loaded, which the caller guarantees. */
 typedef struct bpt__module_object {
     const char *want;               /* NULL: the main program; else a basename or path */
+    char *exe_buf;                  /* PATH_MAX bytes for the main program's path */
     const char *exe_path;           /* the main program's path (for matching by name), or NULL */
+    const char *exe_open;           /* what to open for its file: "/proc/self/exe" or exe_path */
     unsigned seen;                  /* objects visited: the first is the main program */
     int found;
     int is_main;
@@ -380,11 +390,87 @@ static const char *bpt__module_basename(const char *path) {
     return slash ? slash + 1 : path;
 }
 
+/* A path as /proc names it, without the " (deleted)" the kernel appends once
+   the file is deleted (say, rebuilt by make): no part of the name a user
+   writes in a pattern. */
+static char *bpt__module_undeleted(char *path) {
+    static const char deleted[] = " (deleted)";
+    size_t n = strlen(path), dl = sizeof deleted - 1;
+    if (n > dl && strcmp(path + n - dl, deleted) == 0) path[n - dl] = '\0';
+    return path;
+}
+
+/* The path of the file mapped at addr (/proc/self/maps), into buf (size
+   bytes), or NULL: anonymous memory, no /proc, or a longer path. */
+static const char *bpt__module_mapped_file(uintptr_t addr, char *buf, size_t size) {
+    char line[PATH_MAX + 128];
+    const char *found = NULL;
+    FILE *fp = fopen("/proc/self/maps", "re");
+    int whole = 1;
+    if (!fp) return NULL;
+    while (!found && fgets(line, sizeof line, fp)) {
+        unsigned long lo, hi;
+        int start = whole, at = 0;   /* a long path's rest is not a line of its own */
+        size_t n;
+        whole = strchr(line, '\n') != NULL;
+        if (!start || sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &at) != 2 || at == 0 ||
+            addr < lo || addr >= hi)
+            continue;
+        n = strcspn(line + at, "\n");
+        if (line[at] != '/' || !whole || n >= size) break;
+        memcpy(buf, line + at, n);
+        buf[n] = '\0';
+        found = bpt__module_undeleted(buf);
+    }
+    fclose(fp);
+    return found;
+}
+
+/* The main program's file, for its name and its sections: the one mapped
+   where its first PT_LOAD segment is. /proc/self/exe names the same file,
+   and opens it even once deleted, so it is opened there; but not when the
+   program was started through the dynamic loader
+   ("/lib64/ld-linux-x86-64.so.2 ./prog"): then /proc/self/exe is ld.so,
+   and the mapped file is opened by its path. */
+static void bpt__module_main_file(bpt__module_object *m, const struct dl_phdr_info *info) {
+    char mapped[PATH_MAX];
+    const char *path = NULL;
+    ssize_t n = readlink("/proc/self/exe", m->exe_buf, PATH_MAX - 1);
+    int i;
+    if (n > 0) {
+        m->exe_buf[n] = '\0';
+        m->exe_path = bpt__module_undeleted(m->exe_buf);
+        m->exe_open = "/proc/self/exe";
+    }
+    for (i = 0; i < (int)info->dlpi_phnum && !path; i++)
+        if (info->dlpi_phdr[i].p_type == PT_LOAD)
+            path = bpt__module_mapped_file((uintptr_t)info->dlpi_addr + (uintptr_t)info->dlpi_phdr[i].p_vaddr,
+                                           mapped, sizeof mapped);
+    if (path && (!m->exe_path || strcmp(path, m->exe_path) != 0)) {   /* started through ld.so */
+        memcpy(m->exe_buf, path, strlen(path) + 1);
+        m->exe_path = m->exe_open = m->exe_buf;
+    }
+}
+
+/* The name a module's functions are registered under, interned: its file's
+   basename, cut to BPT__NAME_MAX bytes as function names are (a pattern
+   spells no longer name). NULL: no memory. */
+static const char *bpt__module_name(const char *path) {
+    char buf[BPT__NAME_MAX + 1];
+    size_t n = strlen(bpt__module_basename(path));
+    if (n > BPT__NAME_MAX) n = BPT__NAME_MAX;
+    memcpy(buf, bpt__module_basename(path), n);
+    buf[n] = '\0';
+    return bpt__intern(buf);
+}
+
 static int bpt__module_match(struct dl_phdr_info *info, size_t size, void *data) {
     bpt__module_object *m = (bpt__module_object *)data;
     int is_main = m->seen++ == 0;
-    const char *path = is_main ? m->exe_path : info->dlpi_name;
+    const char *path;
     (void)size;
+    if (is_main) bpt__module_main_file(m, info);
+    path = is_main ? m->exe_path : info->dlpi_name;
     if (!m->want ? !is_main
                  : !path || !*path || (strcmp(path, m->want) != 0 && strcmp(bpt__module_basename(path), m->want) != 0))
         return 0;
@@ -395,19 +481,6 @@ static int bpt__module_match(struct dl_phdr_info *info, size_t size, void *data)
     m->phnum = info->dlpi_phnum;
     m->path = path;
     return 1;
-}
-
-/* The main program's path, for its name. /proc/self/exe keeps naming the
-   running file after it is deleted (say, rebuilt by make), with " (deleted)"
-   appended, which is not part of the name a user writes in a pattern. */
-static const char *bpt__module_exe_path(char *buf, size_t size) {
-    static const char deleted[] = " (deleted)";
-    size_t dl = sizeof deleted - 1;
-    ssize_t n = readlink("/proc/self/exe", buf, size - 1);
-    if (n <= 0) return NULL;
-    buf[n] = '\0';
-    if ((size_t)n > dl && strcmp(buf + n - dl, deleted) == 0) buf[n - dl] = '\0';
-    return buf;
 }
 
 /* The loaded segment that holds link-time [vaddr, vaddr + size) and has
@@ -514,9 +587,11 @@ static int bpt__module_visit_entries(const bpt__module_object *m, const bpt__elf
         uint64_t fn = pad_start + pad_bytes;
         const char *name;
         if (i > 0 && e[i] == e[i - 1]) continue;    /* one function, listed twice: register it once */
-        if (fn < pad_start || fn == UINT64_MAX || !bpt__module_segment(m, pad_start, fn - pad_start + 1, PF_X))
-            return bpt__fail(BPT_EINVAL, "%s: patchable entry 0x%llx (+%zu bytes of padding) is not inside "
-                             "the module's code", f->path, (unsigned long long)e[i], pad_bytes);
+        if (fn < pad_start || fn > UINT64_MAX - BPT__ENTRY_BYTES ||
+            !bpt__module_segment(m, pad_start, fn - pad_start + BPT__ENTRY_BYTES, PF_X))
+            return bpt__fail(BPT_EINVAL, "%s: patchable entry 0x%llx (+%zu bytes of padding, and %d of the "
+                             "entry) is not inside the module's code", f->path, (unsigned long long)e[i],
+                             pad_bytes, BPT__ENTRY_BYTES);
         /* No symbol (stripped of .symtab and not exported, or no symbol table
            at all): the link-time address names it, as nm and addr2line show it. */
         uint64_t size = 0;
@@ -557,15 +632,16 @@ static int bpt__module_open(const char *module, char *exe_buf, bpt__module_objec
     f->fd = -1;
     memset(m, 0, sizeof *m);
     m->want = module;
-    m->exe_path = bpt__module_exe_path(exe_buf, PATH_MAX);
+    m->exe_buf = exe_buf;
     dl_iterate_phdr(bpt__module_match, m);
     if (!m->found)
         return bpt__fail(BPT_ENOENT, "module '%s' is not loaded", module ? module : "(main program)");
     if (m->is_main && !m->exe_path)
-        return bpt__fail(BPT_ENOENT, "cannot resolve /proc/self/exe (is /proc mounted?)");
-    rc = bpt__elf_open(m->is_main ? "/proc/self/exe" : m->path, f);
+        return bpt__fail(BPT_ENOENT, "cannot find the main program's file in /proc/self/maps or "
+                         "/proc/self/exe (is /proc mounted?)");
+    rc = bpt__elf_open(m->is_main ? m->exe_open : m->path, f);
     if (rc == 0) rc = bpt__module_check_image(m, f);
-    if (rc == 0 && !(*module_name = bpt__intern(bpt__module_basename(m->path))))
+    if (rc == 0 && !(*module_name = bpt__module_name(m->path)))
         rc = bpt__fail(BPT_ENOMEM, "no memory for the module name");
     return rc;
 }
@@ -578,8 +654,8 @@ static int bpt__module_open(const char *module, char *exe_buf, bpt__module_objec
    per entry in address order with the function's run-time address and name
    (".symtab" name, else ".dynsym", else "fn_0x<link-time address>"); a
    negative return stops the scan and is returned as is.
-   Out: *module_name, the interned basename of the module's file, set before
-   the first visit so that visit may use it.
+   Out: *module_name, the interned basename of the module's file (cut to
+   127 bytes), set before the first visit so that visit may use it.
    Returns the number of entries visited (0 when the module has no
    __patchable_function_entries section, or no section headers at all).
    Errors (with bpt_last_error): BPT_EINVAL (NULL visit or module_name, empty
@@ -746,9 +822,25 @@ static const Elf64_Shdr *bpt__elf_section_find(const bpt__elf_file *f, uint32_t 
     return NULL;
 }
 
+/* The System V ELF hash (gABI, "Hash Table"), which glibc keeps of each
+   version name. */
+static uint32_t bpt__elf_hash(const char *name) {
+    uint32_t h = 0, g;
+    for (; *name; name++) {
+        h = (h << 4) + (unsigned char)*name;
+        if ((g = h & 0xf0000000u) != 0) h ^= g >> 24;
+        h &= ~g;
+    }
+    return h;
+}
+
 /* The version a module asks of import symbol index `sym` (".gnu.version"
    entry, named in ".gnu.version_r"), or NULL: unversioned. Out-of-range
-   data gives NULL: the lookup is then by name alone. */
+   data gives NULL: the lookup is then by name alone. So does a name whose
+   ELF hash is 0 (the empty name, in a corrupt file): glibc takes the hash
+   0 for "no version here" and then strcmp()s the NULL name of a symbol a
+   versioned object defines unversioned (dl-lookup.c, check_match): a
+   crash inside dlvsym. */
 static const char *bpt__imports_version(const char *versym, size_t versym_size, const char *verneed,
                                         size_t verneed_size, size_t verneed_count, const char *dynstr,
                                         size_t dynstr_size, size_t sym) {
@@ -766,7 +858,8 @@ static const char *bpt__imports_version(const char *versym, size_t versym_size, 
         for (k = 0, aoff = off + vn.vn_aux; k < vn.vn_cnt && bpt__elf_in_bounds(aoff, sizeof(Elf64_Vernaux), verneed_size); k++) {
             Elf64_Vernaux va;
             memcpy(&va, verneed + aoff, sizeof va);
-            if (va.vna_other == want) return va.vna_name < dynstr_size ? dynstr + va.vna_name : NULL;
+            if (va.vna_other == want)
+                return va.vna_name < dynstr_size && bpt__elf_hash(dynstr + va.vna_name) ? dynstr + va.vna_name : NULL;
             if (!va.vna_next) break;
             aoff += va.vna_next;
         }
@@ -838,8 +931,8 @@ static int bpt__imports_one(const bpt__imports_scan *sc, const Elf64_Rela *r) {
 /* bpt__module_imports: visit every import slot of a loaded module (>>imports).
    In: module, as bpt__module_scan takes it; visit and user, called per slot
    in relocation order; a negative return stops and is returned.
-   Out: *module_name, the interned basename of the module's file.
-   Returns the number of slots visited, or bpt__module_scan's errors.
+   Out: *module_name, the interned basename of the module's file (cut to
+   127 bytes). Returns the number of slots visited, or bpt__module_scan's errors.
    Not under the code modification permission: the caller keeps the module
    loaded, and the lookups take the dynamic linker's lock, which a library's
    constructor holds while it may wait for the permission. */

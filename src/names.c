@@ -4,6 +4,11 @@
    arity, formatter) and its entry never changes or goes away, so a record
    outlives its function: a VM function may be unregistered and freed while
    its records wait in a buffer. Match spec messages get ids too (arity -1).
+   Two native functions registered at once under one name (two static
+   helpers of one module) get an id each: an id names one entry address
+   (the USDT probes report it), and records of the two must not mix. A
+   function registered again (a library loaded anew) takes its name's id
+   back once the old one is unregistered.
 
    Entries live in pages that are never moved or freed. Writers (the set
    path) take the intern lock; readers (drainers, formatters) take nothing:
@@ -12,7 +17,10 @@
    the record's publication ([R2]), after that store. */
 #include "internal.h"
 
-enum { BPT__NAMES_PAGE = 1024, BPT__NAMES_PAGES = 4096 };   /* up to 4M names */
+#ifndef BPT__NAMES_PAGES   /* a test build may give fewer (t_names_limit) */
+#  define BPT__NAMES_PAGES 4096   /* up to 4M names */
+#endif
+enum { BPT__NAMES_PAGE = 1024 };
 
 static struct {
     bpt__atomic_ptr page[BPT__NAMES_PAGES];   /* bpt__name[BPT__NAMES_PAGE] */
@@ -52,44 +60,79 @@ static int bpt__names_index_grow(void) {
     return 0;
 }
 
-/* The id of (module, name, arity, format), given now if it has none; 0
-   when memory or ids ran out. module and name are interned; addr, a
-   native function's entry (NULL: none), becomes the entry's address. */
-BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format,
-                                    const void *addr) {
-    uint32_t id = 0, k, n;
-    bpt__name *page;
+/* The id of (module, name, arity, format), given now if it has none.
+   module and name are interned; addr, a native function's entry (NULL:
+   none), becomes the entry's address, and the function holds the id until
+   bpt__names_release: an id another native function holds is not reused
+   (a new id is given). Returns 0 with *id, or BPT_ENOMEM or BPT_ELIMIT
+   (every id is given: ids are never taken back); the caller's message
+   says which (bpt__names_why). */
+BPT__PRIVATE int bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format,
+                               const void *addr, uint32_t *id) {
+    uint32_t k, n;
+    bpt__name *page, *e;
+    int rc = 0;
     bpt__progress_ensure_init();   /* registers the fork handlers that cover the lock */
     pthread_mutex_lock(&bpt__intern_lock);
     n = bpt__load_relaxed_u32(&bpt__names.count);
-    if ((n + 1) * 2 > bpt__names.index_cap && bpt__names_index_grow() < 0) goto done;
+    if ((n + 1) * 2 > bpt__names.index_cap && bpt__names_index_grow() < 0) goto nomem;
     k = bpt__names_hash(module, name, arity, format) & (bpt__names.index_cap - 1);
     for (; bpt__names.index[k]; k = (k + 1) & (bpt__names.index_cap - 1)) {
-        bpt__name *e = bpt__names_entry(bpt__names.index[k]);
-        if (e->module == module && e->name == name && e->arity == arity && e->format == format) {
-            id = bpt__names.index[k];
-            if (addr)   /* registered again, maybe elsewhere (a library loaded anew) */
-                bpt__store_relaxed_u64(&e->addr, (uint64_t)(uintptr_t)addr);
-            goto done;
-        }
+        e = bpt__names_entry(bpt__names.index[k]);
+        if (e->module != module || e->name != name || e->arity != arity || e->format != format) continue;
+        if (addr && e->held && bpt__load_relaxed_u64(&e->addr) != (uint64_t)(uintptr_t)addr)
+            continue;   /* another function's, registered: look on */
+        *id = bpt__names.index[k];
+        goto hold;
     }
-    if (n == BPT__NAMES_PAGE * BPT__NAMES_PAGES) goto done;
+    if (n == (uint32_t)BPT__NAMES_PAGE * BPT__NAMES_PAGES) {
+        rc = BPT_ELIMIT;
+        goto done;
+    }
     page = (bpt__name *)bpt__load_relaxed_ptr(&bpt__names.page[n / BPT__NAMES_PAGE]);
     if (!page) {
-        if (!(page = (bpt__name *)BPT_MALLOC(BPT__NAMES_PAGE * sizeof *page))) goto done;
+        if (!(page = (bpt__name *)BPT_MALLOC(BPT__NAMES_PAGE * sizeof *page))) goto nomem;
         bpt__store_relaxed_ptr(&bpt__names.page[n / BPT__NAMES_PAGE], page);   /* published by [N1] */
     }
-    page[n % BPT__NAMES_PAGE].module = module;
-    page[n % BPT__NAMES_PAGE].name = name;
-    page[n % BPT__NAMES_PAGE].arity = arity;
-    page[n % BPT__NAMES_PAGE].format = format;
-    bpt__store_relaxed_u64(&page[n % BPT__NAMES_PAGE].addr, (uint64_t)(uintptr_t)addr);
-    id = n + 1;
-    bpt__names.index[k] = id;
-    bpt__store_release_u32(&bpt__names.count, id);   /* [N1] the entry, then its id */
+    e = &page[n % BPT__NAMES_PAGE];
+    e->module = module;
+    e->name = name;
+    e->arity = arity;
+    e->format = format;
+    e->held = 0;
+    bpt__store_relaxed_u64(&e->addr, 0);
+    *id = n + 1;
+    bpt__names.index[k] = *id;
+    bpt__store_release_u32(&bpt__names.count, *id);   /* [N1] the entry, then its id */
+hold:
+    if (addr) {   /* registered (again), maybe elsewhere: a library loaded anew */
+        bpt__store_relaxed_u64(&e->addr, (uint64_t)(uintptr_t)addr);
+        e->held = 1;
+    }
 done:
     pthread_mutex_unlock(&bpt__intern_lock);
-    return id;
+    return rc;
+nomem:
+    pthread_mutex_unlock(&bpt__intern_lock);
+    return BPT_ENOMEM;
+}
+
+/* What a bpt__names_id failure means, for the caller's message. */
+BPT__PRIVATE const char *bpt__names_why(int rc) {
+    return rc == BPT_ELIMIT ? "the name table is full (every id given: distinct names of functions and "
+                              "match spec messages, ever)" : "no memory";
+}
+
+/* The native function at addr no longer holds id (unregistered, or its
+   registration failed): a function registered later under its name may
+   take the id. Under the code modification permission. */
+BPT__PRIVATE void bpt__names_release(uint32_t id, const void *addr) {
+    bpt__name *e;
+    pthread_mutex_lock(&bpt__intern_lock);
+    if (id && id <= bpt__load_relaxed_u32(&bpt__names.count) &&
+        bpt__load_relaxed_u64(&(e = bpt__names_entry(id))->addr) == (uint64_t)(uintptr_t)addr)
+        e->held = 0;
+    pthread_mutex_unlock(&bpt__intern_lock);
 }
 
 /* The entry of an id a record holds, or NULL for 0 or an id never given

@@ -106,7 +106,8 @@ BPT__PRIVATE int bpt__argspec_parse(const char *text, uint8_t *types) {
 }
 
 /* A new match spec with one reference in *out: m (NULL: match every call)
-   plus the actions `extra` (BPT_RETURN & co. given as pattern flags).
+   plus the actions `extra` (BPT_RETURN & co. given as pattern flags),
+   without its message yet (bpt__ms_message).
    Returns 0, BPT_EPATTERN (a bad argument or ret spec), BPT_EFLAGS (unknown
    action bits) or BPT_ENOMEM. */
 BPT__PRIVATE int bpt__ms_new(const bpt_match *m, unsigned extra, bpt__ms **out) {
@@ -133,12 +134,20 @@ BPT__PRIVATE int bpt__ms_new(const bpt_match *m, unsigned extra, bpt__ms **out) 
     ms->nspec = nspec;
     memcpy(ms->spec, spec, sizeof spec);
     ms->refc = 1;
-    if (m->message && (!(ms->message = bpt__intern(m->message)) ||
-                       !(ms->message_id = bpt__names_id(NULL, ms->message, -1, NULL, NULL)))) {
-        BPT_FREE(ms);
-        return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for the match spec's message");
-    }
     *out = ms;
+    return 0;
+}
+
+/* Give ms its message (NULL: none) and the message's name id. Called once
+   every check that can refuse the call has passed: an id is never given
+   back. Returns 0, BPT_ENOMEM or BPT_ELIMIT (the name table is full). */
+BPT__PRIVATE int bpt__ms_message(bpt__ms *ms, const char *message) {
+    int rc;
+    if (!message) return 0;
+    if (!(ms->message = bpt__intern(message)))
+        return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for the match spec's message");
+    if ((rc = bpt__names_id(NULL, ms->message, -1, NULL, NULL, &ms->message_id)) < 0)
+        return bpt__fail(rc, "bpt_trace_pattern: the match spec's message '%s': %s", message, bpt__names_why(rc));
     return 0;
 }
 

@@ -47,6 +47,7 @@ BPT__PRIVATE int bpt__mfa_match(const bpt__mfa *p, const char *module, const cha
 BPT__PRIVATE int bpt__glob(const char *pattern, const char *s);   /* '*' matches any run */
 BPT__PRIVATE int bpt__flags_check(unsigned flags);
 BPT__PRIVATE int bpt__ms_new(const bpt_match *m, unsigned extra, bpt__ms **out);
+BPT__PRIVATE int bpt__ms_message(bpt__ms *ms, const char *message);
 BPT__PRIVATE void bpt__ms_ref(bpt__ms *ms);     /* NULL is no match spec: nothing to count */
 BPT__PRIVATE void bpt__ms_unref(bpt__ms *ms);
 BPT__PRIVATE void bpt__pattern_entry_free(bpt__pattern_entry *e);

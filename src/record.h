@@ -42,13 +42,17 @@ typedef struct bpt__name {
     bpt__atomic_u64 addr;         /* native: the entry address of the function registered
                                      last under this id (a re-registration stores it,
                                      relaxed); 0: a VM function. bpt__names_addr reads it */
+    int held;                     /* native: a function registered at addr holds the id (names.c;
+                                     writers only, under the intern lock) */
 } bpt__name;
 
 /* Names (names.c): ids from 1; 0 names nothing. bpt__names_id runs on the
    set path (under the code modification permission); bpt__names_get
    anywhere, for an id a record holds. */
-BPT__PRIVATE uint32_t bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format,
-                                    const void *addr);
+BPT__PRIVATE int bpt__names_id(const char *module, const char *name, int arity, bpt_format_fn format,
+                               const void *addr, uint32_t *id);
+BPT__PRIVATE void bpt__names_release(uint32_t id, const void *addr);
+BPT__PRIVATE const char *bpt__names_why(int rc);
 BPT__PRIVATE const bpt__name *bpt__names_get(uint32_t id);
 BPT__PRIVATE uint32_t bpt__names_count(void);
 BPT__PRIVATE uint64_t bpt__names_addr(uint32_t id);   /* the entry address, or 0 (the USDT probes' arg1) */

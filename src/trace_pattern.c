@@ -93,7 +93,12 @@ static int bpt__trace_pattern(bpt_session handle, const char *pattern, unsigned 
             break;
         }
 #endif
-    /* Everything that can fail is allocated before the protocol runs. */
+    /* Everything that can fail is allocated before the protocol runs. The
+       message's id last: a refused call must not use up an id. */
+    if (op.ms && match && (rc = bpt__ms_message(op.ms, match->message)) < 0) {
+        BPT_FREE(fs);
+        goto out;
+    }
     entry = bpt__pattern_entry_new(&mfa, flags, op.ms);
     if (!entry) rc = bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory to remember '%s'", pattern);
     else {
