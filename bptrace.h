@@ -14311,11 +14311,15 @@ int bpt_trace_info_each(bpt_session handle, const char *pattern, unsigned what, 
 static int64_t bpt__realtime_offset_ns;   /* CLOCK_REALTIME - CLOCK_MONOTONIC, once */
 static pthread_once_t bpt__format_once = PTHREAD_ONCE_INIT;
 
+/* Against CLOCK_MONOTONIC itself, which a message's ts_ns keeps to (its
+   lane's anchor): not bpt__now_ns, the calibration's reading, which drifts
+   from it with the process's age (t_clock: dbg's time). */
 static void bpt__format_init(void) {
-    struct timespec rt;
+    struct timespec rt, mt;
     clock_gettime(CLOCK_REALTIME, &rt);
+    clock_gettime(CLOCK_MONOTONIC, &mt);
     bpt__realtime_offset_ns = (int64_t)((uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec) -
-                              (int64_t)bpt__now_ns();
+                              (int64_t)((uint64_t)mt.tv_sec * 1000000000u + (uint64_t)mt.tv_nsec);
 }
 
 /* Append to a bounded buffer, remembering the length it wanted (snprintf's contract). */
