@@ -123,14 +123,17 @@ static int report(int pid, const rd_target *t, int rc) {
    ELF64 or has no symbols. Every offset is checked against the file. */
 typedef void (*sym_visit)(const char *name, uint64_t value, uint64_t size, int type, void *user);
 static int elf_symbols(const char *path, sym_visit visit, void *user, uint64_t *bias_from, int *dyn) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC), n = 0;
+    /* The target names the file: it may be a FIFO, whose open would block
+       for good, or a symlink to anything (found by review). Regular files
+       only, opened without blocking or following a last link. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW), n = 0;
     struct stat st;
     unsigned char *m;
     const Elf64_Ehdr *eh;
     const Elf64_Shdr *sh;
     int i, pass;
     if (fd < 0) return 0;
-    if (fstat(fd, &st) < 0 || st.st_size < (off_t)sizeof(Elf64_Ehdr)) { close(fd); return 0; }
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr)) { close(fd); return 0; }
     m = (unsigned char *)mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (m == MAP_FAILED) return 0;
@@ -189,9 +192,11 @@ static int mapped_files(int pid, file_visit visit, void *user) {
         obj[0] = 0;
         if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %4095[^\n]", &lo, &hi, perms, &off, obj) < 4) continue;
         if (obj[0] != '/' || off != 0) continue;   /* the file's first mapping holds its base */
+        k = (int)strlen(obj);
+        if (k > 10 && !strcmp(obj + k - 10, " (deleted)")) continue;   /* gone: that name is another file's now */
         for (k = 0; k < nseen; k++) dup |= !strcmp(seen[k], obj);
         if (dup) continue;
-        if (nseen < 256) snprintf(seen[nseen++], sizeof seen[0], "%s", obj);
+        if (nseen < 256) snprintf(seen[nseen++], sizeof seen[0], "%.255s", obj);
         /* Through /proc/PID/root: the file as the target sees it (another mount namespace). */
         snprintf(full, sizeof full, "/proc/%d/root%s", pid, obj);
         if (access(full, R_OK) != 0) snprintf(full, sizeof full, "%s", obj);

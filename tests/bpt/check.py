@@ -22,8 +22,8 @@
       check says SKIPPED with bpt's message (exit 77).
   check.py bad BPT TARGET LAYOUT KIND
       bpt against a bad target; it must exit with the expected status and
-      message, never a signal. KIND: noproc nobptrace magic version size
-      offset wild exits eperm. LAYOUT: the output of root_layout.
+      message, never a signal, nor hang. KIND: noproc nobptrace magic version
+      size offset wild exits eperm fifo. LAYOUT: the output of root_layout.
 """
 import os, re, shutil, struct, subprocess, sys, tempfile, threading, time
 
@@ -252,6 +252,33 @@ def bad(bpt, target, layout_file, kind):
             try:
                 r = run([bpt, "pstack", str(p.pid)], expect=4)
                 if "has no bptrace" not in r.stderr: fail("expected 'has no bptrace'")
+            finally:
+                p.kill(); p.wait()
+            return
+        if kind == "fifo":
+            # A process (no bptrace in it) maps a file, deletes it, and puts a
+            # FIFO where /proc/PID/maps names it, "PATH (deleted)": bpt opened
+            # that name and blocked in open() for good (found by review).
+            # bpt funcs on it and bpt ps must finish.
+            code = ("import mmap, os, sys, time\n"
+                    "p = sys.argv[1]\n"
+                    "f = open(p, 'wb+'); f.write(b'x' * 4096); f.flush()\n"
+                    "m = mmap.mmap(f.fileno(), 4096)\n"
+                    "os.unlink(p); os.mkfifo(p + ' (deleted)')\n"
+                    "print('ready', flush=True); time.sleep(60)\n")
+            p = subprocess.Popen([sys.executable, "-c", code, os.path.join(tmp, "mapped")], stdout=subprocess.PIPE,
+                                 text=True)
+            try:
+                if p.stdout.readline().strip() != "ready": fail("the FIFO's process did not start")
+                try:
+                    r = subprocess.run([bpt, "funcs", str(p.pid)], capture_output=True, text=True, timeout=20)
+                    print("$ bpt funcs %d   (exit %d)\n%s" % (p.pid, r.returncode, r.stdout + r.stderr), end="")
+                    if r.returncode != 4: fail("bpt funcs: expected exit 4, 'has no bptrace'")
+                    r = subprocess.run([bpt, "ps"], capture_output=True, text=True, timeout=20)
+                    print("$ bpt ps   (exit %d)" % r.returncode)
+                    if r.returncode < 0: fail("bpt ps died of signal %d" % -r.returncode)
+                except subprocess.TimeoutExpired as e:
+                    fail("bpt hung on the FIFO (%s)" % " ".join(e.cmd))
             finally:
                 p.kill(); p.wait()
             return
