@@ -1045,8 +1045,12 @@ typedef uintptr_t bpt_vm_word;
 
    Parameters
      first_word        the address of the function's first instruction word,
-                       8-byte aligned; the VM keeps the word there while it
-                       is registered; not NULL
+                       8-byte aligned, in writable memory (bptrace stores the
+                       breakpoint word there; it does not check, and a
+                       read-only word faults at the first install); the VM
+                       keeps the word there while it is registered, and
+                       fetches it only when the function is entered (a jump
+                       back to it is taken for a new call); not NULL
      breakpoint_word   the word of the VM's breakpoint opcode; must differ
                        from *first_word
      module, name      copied and interned; at most 127 bytes each; not NULL
@@ -1257,7 +1261,12 @@ BPT_API int bpt_register_module(const char *module);
                          GCS is active; /proc/self/maps cannot be read
      BPT_ENOENT          the module is not loaded, or its file is gone
      BPT_EINVAL          module is ""; the file is not ELF, malformed,
-                         truncated, or not the image that was loaded
+                         truncated, or not the image that was loaded; a
+                         slot to take is shared, unreadable or outside any
+                         mapping (nothing registered)
+     BPT_ENOTPATCHABLE   a slot to take lies in executable memory, or a
+                         trampoline's record cannot be reached from it
+                         (nothing registered)
      BPT_EPATTERN        pattern is "" or over 127 bytes
      BPT_ELIMIT          the name table is full (as bpt_register_vm); nothing
                          registered
@@ -11181,11 +11190,22 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
             continue;
         }
         if (now != expect) {
+            /* A slot switched off that no longer leads to its trampoline
+               (the program stored another function there, or its module was
+               unloaded and another mapped at the address) is off: nothing
+               is lost if a call still reaches the trampoline, which stays,
+               as its record does (slots.c, SL2), and runs it untraced. Else
+               it could never be switched off, nor unregistered (found by
+               review; t_slot_swap). A code site is left installed: its word
+               may still be in place beside the foreign one. */
+            int forget = f->slot_prot && !install;
             rc = bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its site %p holds 0x%llx where bptrace expects "
                            "0x%llx: something else changed it (a debugger's breakpoint, another patcher%s); "
-                           "left alone", f->module, f->name, f->arity, f->site,
+                           "left alone%s", f->module, f->name, f->arity, f->site,
                            (unsigned long long)now, (unsigned long long)expect,
-                           f->slot_prot ? ", the program itself, or the dynamic linker binding it lazily" : "");
+                           f->slot_prot ? ", the program itself, or the dynamic linker binding it lazily" : "",
+                           forget ? ", and its breakpoint is off" : "");
+            if (forget) f->installed = 0;
             continue;
         }
         if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, w);
@@ -13565,9 +13585,13 @@ static int bpt__maps_prot(const bpt__maps *m, uintptr_t addr, size_t len) {
    longer mapped (its module unloaded without bpt_unregister_module) is
    marked BPT__SLOT_UNMAPPED in a switch-off (switch_off), which then
    forgets it without a write (bpt__sites_write): else it could never be
-   switched off, its session never destroyed. Anything else refuses it.
-   Returns 0; BPT_EINVAL for such a slot in a change that may switch
-   something on; BPT_ENOTSUP, BPT_ENOMEM. */
+   switched off, its session never destroyed. Anything else refuses it. A
+   slot mapped with no access (PROT_NONE) is refused by every change: its
+   word is still there, and a switch-off that forgot it would leave the
+   trampoline in the slot, unknown (found by review; t_slot_swap).
+   Returns 0; BPT_EINVAL for a slot mapped with no access, or for one no
+   longer mapped in a change that may switch something on; BPT_ENOTSUP,
+   BPT_ENOMEM. */
 BPT__PRIVATE int bpt__slots_prot_refresh(bpt_func **fs, int n, int switch_off) {
     bpt__maps maps;
     int i, rc = 0;
@@ -13577,7 +13601,11 @@ BPT__PRIVATE int bpt__slots_prot_refresh(bpt_func **fs, int n, int switch_off) {
         if (fs[i]->kind != BPT__SITE_NATIVE || !fs[i]->slot_prot) continue;
         if ((p = bpt__maps_prot(&maps, (uintptr_t)fs[i]->site, sizeof(void *))) > 0)
             fs[i]->page_prot = (unsigned)p;
-        else if (switch_off)   /* unmapped, or mapped with no access (p == 0): nothing to write to */
+        else if (p == 0)   /* mapped with no access now: its word stays, until the program gives access back */
+            rc = bpt__fail(BPT_EINVAL, "%s:%s: its slot %p is mapped with no access now (PROT_NONE); nothing "
+                           "changed: change it again once the program gives access back", fs[i]->module,
+                           fs[i]->name, fs[i]->site);
+        else if (switch_off)   /* unmapped: nothing to write to */
             fs[i]->page_prot = BPT__SLOT_UNMAPPED;
         else
             rc = bpt__fail(BPT_EINVAL, "%s:%s: its slot %p is no longer mapped (its module unloaded without "

@@ -365,6 +365,13 @@ static int tvm_parse_line(struct tvm_parser *ps, struct tvm_program *prog, char 
             return tvm_fail(ps, "put label '%s' on a line of its own", tok[0]);
         if (!tvm_is_name(tok[0]))
             return tvm_fail(ps, "bad label name '%s'", tok[0]);
+        /* The first instruction's word is the one bptrace patches: a jump
+           there would fetch it again and count as a new call (found by
+           review). BEAM's func_info likewise stands before the code. */
+        if (prog->ninsns == prog->fns[*cur].first)
+            return tvm_fail(ps, "label '%s' on function '%s''s first instruction, whose word is its entry "
+                            "(bptrace's breakpoint): a jump there would be a new call; begin with another "
+                            "instruction", tok[0], prog->fns[*cur].name);
         for (i = 0; i < prog->nlabels; i++)
             if (prog->labels[i].fn == (size_t)*cur && strcmp(prog->labels[i].name, tok[0]) == 0)
                 return tvm_fail(ps, "label '%s' defined twice in this function", tok[0]);

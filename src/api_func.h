@@ -39,8 +39,12 @@ typedef uintptr_t bpt_vm_word;
 
    Parameters
      first_word        the address of the function's first instruction word,
-                       8-byte aligned; the VM keeps the word there while it
-                       is registered; not NULL
+                       8-byte aligned, in writable memory (bptrace stores the
+                       breakpoint word there; it does not check, and a
+                       read-only word faults at the first install); the VM
+                       keeps the word there while it is registered, and
+                       fetches it only when the function is entered (a jump
+                       back to it is taken for a new call); not NULL
      breakpoint_word   the word of the VM's breakpoint opcode; must differ
                        from *first_word
      module, name      copied and interned; at most 127 bytes each; not NULL
@@ -251,7 +255,12 @@ BPT_API int bpt_register_module(const char *module);
                          GCS is active; /proc/self/maps cannot be read
      BPT_ENOENT          the module is not loaded, or its file is gone
      BPT_EINVAL          module is ""; the file is not ELF, malformed,
-                         truncated, or not the image that was loaded
+                         truncated, or not the image that was loaded; a
+                         slot to take is shared, unreadable or outside any
+                         mapping (nothing registered)
+     BPT_ENOTPATCHABLE   a slot to take lies in executable memory, or a
+                         trampoline's record cannot be reached from it
+                         (nothing registered)
      BPT_EPATTERN        pattern is "" or over 127 bytes
      BPT_ELIMIT          the name table is full (as bpt_register_vm); nothing
                          registered

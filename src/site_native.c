@@ -540,11 +540,22 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
             continue;
         }
         if (now != expect) {
+            /* A slot switched off that no longer leads to its trampoline
+               (the program stored another function there, or its module was
+               unloaded and another mapped at the address) is off: nothing
+               is lost if a call still reaches the trampoline, which stays,
+               as its record does (slots.c, SL2), and runs it untraced. Else
+               it could never be switched off, nor unregistered (found by
+               review; t_slot_swap). A code site is left installed: its word
+               may still be in place beside the foreign one. */
+            int forget = f->slot_prot && !install;
             rc = bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its site %p holds 0x%llx where bptrace expects "
                            "0x%llx: something else changed it (a debugger's breakpoint, another patcher%s); "
-                           "left alone", f->module, f->name, f->arity, f->site,
+                           "left alone%s", f->module, f->name, f->arity, f->site,
                            (unsigned long long)now, (unsigned long long)expect,
-                           f->slot_prot ? ", the program itself, or the dynamic linker binding it lazily" : "");
+                           f->slot_prot ? ", the program itself, or the dynamic linker binding it lazily" : "",
+                           forget ? ", and its breakpoint is off" : "");
+            if (forget) f->installed = 0;
             continue;
         }
         if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, w);

@@ -115,9 +115,13 @@ static int bpt__maps_prot(const bpt__maps *m, uintptr_t addr, size_t len) {
    longer mapped (its module unloaded without bpt_unregister_module) is
    marked BPT__SLOT_UNMAPPED in a switch-off (switch_off), which then
    forgets it without a write (bpt__sites_write): else it could never be
-   switched off, its session never destroyed. Anything else refuses it.
-   Returns 0; BPT_EINVAL for such a slot in a change that may switch
-   something on; BPT_ENOTSUP, BPT_ENOMEM. */
+   switched off, its session never destroyed. Anything else refuses it. A
+   slot mapped with no access (PROT_NONE) is refused by every change: its
+   word is still there, and a switch-off that forgot it would leave the
+   trampoline in the slot, unknown (found by review; t_slot_swap).
+   Returns 0; BPT_EINVAL for a slot mapped with no access, or for one no
+   longer mapped in a change that may switch something on; BPT_ENOTSUP,
+   BPT_ENOMEM. */
 BPT__PRIVATE int bpt__slots_prot_refresh(bpt_func **fs, int n, int switch_off) {
     bpt__maps maps;
     int i, rc = 0;
@@ -127,7 +131,11 @@ BPT__PRIVATE int bpt__slots_prot_refresh(bpt_func **fs, int n, int switch_off) {
         if (fs[i]->kind != BPT__SITE_NATIVE || !fs[i]->slot_prot) continue;
         if ((p = bpt__maps_prot(&maps, (uintptr_t)fs[i]->site, sizeof(void *))) > 0)
             fs[i]->page_prot = (unsigned)p;
-        else if (switch_off)   /* unmapped, or mapped with no access (p == 0): nothing to write to */
+        else if (p == 0)   /* mapped with no access now: its word stays, until the program gives access back */
+            rc = bpt__fail(BPT_EINVAL, "%s:%s: its slot %p is mapped with no access now (PROT_NONE); nothing "
+                           "changed: change it again once the program gives access back", fs[i]->module,
+                           fs[i]->name, fs[i]->site);
+        else if (switch_off)   /* unmapped: nothing to write to */
             fs[i]->page_prot = BPT__SLOT_UNMAPPED;
         else
             rc = bpt__fail(BPT_EINVAL, "%s:%s: its slot %p is no longer mapped (its module unloaded without "
