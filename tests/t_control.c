@@ -29,13 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define BP ((bpt_vm_word)0xB0B0)
-#define WORD ((bpt_vm_word)0x101)
-static bpt_vm_word code = WORD;
-static bpt_func *fn;
-
-static uint64_t arg(const void *frame, int i) { return ((const uint64_t *)frame)[i]; }
-static const bpt_vm_ops ops = { arg, NULL, NULL };
+#include "control_fixture.h"
 
 static void vm_call(uint64_t a0) {
     uint64_t frame[1] = { a0 };
@@ -44,52 +38,6 @@ static void vm_call(uint64_t a0) {
     if (w == BP) w = bpt_vm_breakpoint(fn, frame, &t);
     CHECK(w == WORD, "executed %#lx", (unsigned long)w);
     if (t) bpt_vm_return(t, a0 + 1);
-}
-
-static int dial(const char *address) {
-    struct sockaddr_un a;
-    size_t n = strlen(address);
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    memset(&a, 0, sizeof a);
-    a.sun_family = AF_UNIX;
-    memcpy(a.sun_path, address, n);
-    if (address[0] == '@') a.sun_path[0] = '\0';
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) == 0)
-        return fd;
-    if (fd >= 0) close(fd);
-    return -1;
-}
-
-/* One reply line (a byte at a time: a stream may follow it). */
-static void line(int fd, char *buf, size_t size) {
-    size_t n = 0;
-    char c;
-    while (recv(fd, &c, 1, 0) == 1 && c != '\n')
-        if (n + 1 < size) buf[n++] = c;
-    buf[n] = '\0';
-}
-
-/* Send request, return its last reply line in buf (F lines counted in *rows). */
-static const char *ask(int fd, const char *request, char *buf, size_t size, int *rows) {
-    if (send(fd, request, strlen(request), MSG_NOSIGNAL) < 0 || send(fd, "\n", 1, MSG_NOSIGNAL) < 0) {
-        snprintf(buf, size, "(send failed)");
-        return buf;
-    }
-    for (;;) {
-        line(fd, buf, size);
-        if (!strncmp(buf, "F ", 2) && rows) (*rows)++;
-        else break;
-    }
-    return buf;
-}
-
-/* Until the site's word is w again (a session destroyed by its client thread). */
-static int word_becomes(bpt_vm_word w) {
-    for (int i = 0; i < 5000; i++) {
-        if (bpt_vm_word_at(fn) == w) return 1;
-        usleep(1000);
-    }
-    return 0;
 }
 
 static void settings_and_errors(void) {
@@ -110,33 +58,33 @@ static void settings_and_errors(void) {
 
 static void requests(const char *address) {
     char buf[8192], want[64];
-    int fd = dial(address), rows = 0;
+    int fd = ctl_dial(address), rows = 0;
     long n = check_scale(10000);
     CHECK(fd >= 0, "cannot connect to %s", address);
     if (fd < 0) return;
-    CHECK(!strncmp(ask(fd, "PATTERN count t:_/_", buf, sizeof buf, NULL), "ERR -5 ", 7), "before HELLO: %s", buf);
-    CHECK(!strncmp(ask(fd, "HELLO 2", buf, sizeof buf, NULL), "ERR -10 ", 8), "HELLO 2: %s", buf);
-    CHECK(!strncmp(ask(fd, "HELLO 1", buf, sizeof buf, NULL), "OK bptrace ", 11), "HELLO: %s", buf);
-    CHECK(!strncmp(ask(fd, "HELLO 1", buf, sizeof buf, NULL), "ERR -1 ", 7), "HELLO again: %s", buf);
-    CHECK(!strncmp(ask(fd, "JUMP", buf, sizeof buf, NULL), "ERR -1 ", 7) && strstr(buf, "unknown request 'JUMP'"),
+    CHECK(!strncmp(ctl_ask(fd, "PATTERN count t:_/_", buf, sizeof buf, NULL), "ERR -5 ", 7), "before HELLO: %s", buf);
+    CHECK(!strncmp(ctl_ask(fd, "HELLO 2", buf, sizeof buf, NULL), "ERR -10 ", 8), "HELLO 2: %s", buf);
+    CHECK(!strncmp(ctl_ask(fd, "HELLO 1", buf, sizeof buf, NULL), "OK bptrace ", 11), "HELLO: %s", buf);
+    CHECK(!strncmp(ctl_ask(fd, "HELLO 1", buf, sizeof buf, NULL), "ERR -1 ", 7), "HELLO again: %s", buf);
+    CHECK(!strncmp(ctl_ask(fd, "JUMP", buf, sizeof buf, NULL), "ERR -1 ", 7) && strstr(buf, "unknown request 'JUMP'"),
           "JUMP: %s", buf);
-    CHECK(!strcmp(ask(fd, "PATTERN count t:_/_", buf, sizeof buf, NULL), "OK 1"), "PATTERN: %s", buf);
+    CHECK(!strcmp(ctl_ask(fd, "PATTERN count t:_/_", buf, sizeof buf, NULL), "OK 1"), "PATTERN: %s", buf);
     CHECK(bpt_vm_word_at(fn) == BP, "the site holds %#lx", (unsigned long)bpt_vm_word_at(fn));
     for (long i = 0; i < n; i++) vm_call((uint64_t)i);
-    CHECK(!strcmp(ask(fd, "INFO count t:_/_", buf, sizeof buf, &rows), "OK 1") && rows == 1, "INFO: %s, %d rows", buf, rows);
+    CHECK(!strcmp(ctl_ask(fd, "INFO count t:_/_", buf, sizeof buf, &rows), "OK 1") && rows == 1, "INFO: %s, %d rows", buf, rows);
     {   /* the F line itself: the exact count */
         char f[256];
         send(fd, "INFO count t:f/_\n", 17, MSG_NOSIGNAL);
-        line(fd, f, sizeof f);
+        ctl_line(fd, f, sizeof f);
         snprintf(want, sizeof want, "F %ld 0 0 0 1 t:f", n);
         CHECK(!strcmp(f, want), "got '%s', want '%s'", f, want);
-        line(fd, buf, sizeof buf);
+        ctl_line(fd, buf, sizeof buf);
     }
     {   /* a line of 8000 bytes: refused, and the connection goes on */
         static char huge[8001];
         memset(huge, 'x', 8000);
-        CHECK(!strncmp(ask(fd, huge, buf, sizeof buf, NULL), "ERR -13 ", 8), "long line: %s", buf);
-        CHECK(!strcmp(ask(fd, "PATTERN count nosuch:x/_", buf, sizeof buf, NULL), "OK 0"), "after it: %s", buf);
+        CHECK(!strncmp(ctl_ask(fd, huge, buf, sizeof buf, NULL), "ERR -13 ", 8), "long line: %s", buf);
+        CHECK(!strcmp(ctl_ask(fd, "PATTERN count nosuch:x/_", buf, sizeof buf, NULL), "OK 0"), "after it: %s", buf);
     }
     close(fd);   /* hang up: the session goes, the word comes back */
     CHECK(word_becomes(WORD), "the site still holds %#lx after the client left", (unsigned long)bpt_vm_word_at(fn));
@@ -186,12 +134,12 @@ static void stalled_client(const char *address) {
     char buf[256];
     bpt_session s2;
     long n = check_scale(200000);
-    int fd = dial(address);
+    int fd = ctl_dial(address);
     CHECK(fd >= 0, "cannot connect");
     if (fd < 0) return;
-    CHECK(!strncmp(ask(fd, "HELLO 1", buf, sizeof buf, NULL), "OK ", 3), "HELLO: %s", buf);
-    CHECK(!strcmp(ask(fd, "PATTERN call t:f/_", buf, sizeof buf, NULL), "OK 1"), "PATTERN: %s", buf);
-    CHECK(!strcmp(ask(fd, "STREAM", buf, sizeof buf, NULL), "OK stream"), "STREAM: %s", buf);
+    CHECK(!strncmp(ctl_ask(fd, "HELLO 1", buf, sizeof buf, NULL), "OK ", 3), "HELLO: %s", buf);
+    CHECK(!strcmp(ctl_ask(fd, "PATTERN call t:f/_", buf, sizeof buf, NULL), "OK 1"), "PATTERN: %s", buf);
+    CHECK(!strcmp(ctl_ask(fd, "STREAM", buf, sizeof buf, NULL), "OK stream"), "STREAM: %s", buf);
     for (long i = 0; i < n; i++) vm_call((uint64_t)i);   /* megabytes: more than the socket holds */
     usleep(200000);                                      /* the server is stuck in its send now */
     alarm(60);
@@ -226,12 +174,12 @@ static void stream_then_stop(const char *address) {
     long n = check_scale(2000);
     memset(&r, 0, sizeof r);
     pthread_mutex_init(&r.lock, NULL);
-    r.fd = dial(address);
+    r.fd = ctl_dial(address);
     CHECK(r.fd >= 0, "cannot connect");
     if (r.fd < 0) return;
-    CHECK(!strncmp(ask(r.fd, "HELLO 1", buf, sizeof buf, NULL), "OK ", 3), "HELLO: %s", buf);
-    CHECK(!strcmp(ask(r.fd, "PATTERN call args=u64 t:f/_", buf, sizeof buf, NULL), "OK 1"), "PATTERN: %s", buf);
-    CHECK(!strcmp(ask(r.fd, "STREAM", buf, sizeof buf, NULL), "OK stream"), "STREAM: %s", buf);
+    CHECK(!strncmp(ctl_ask(r.fd, "HELLO 1", buf, sizeof buf, NULL), "OK ", 3), "HELLO: %s", buf);
+    CHECK(!strcmp(ctl_ask(r.fd, "PATTERN call args=u64 t:f/_", buf, sizeof buf, NULL), "OK 1"), "PATTERN: %s", buf);
+    CHECK(!strcmp(ctl_ask(r.fd, "STREAM", buf, sizeof buf, NULL), "OK stream"), "STREAM: %s", buf);
     pthread_create(&t, NULL, read_stream, &r);
     for (long i = 0; i < n; i++) vm_call((uint64_t)i);
     for (int i = 0; i < 5000 && got_so_far(&r) < n; i++) usleep(1000);
@@ -268,8 +216,8 @@ static void socket_files(void) {
     CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600, "mode %o", (unsigned)(st.st_mode & 0777));
     CHECK_RC(bpt_control_address(buf, sizeof buf), (int)strlen(path));
     CHECK_RC(bpt_control_address(buf, 4), BPT_EINVAL);
-    other = dial(path);
-    CHECK(other >= 0 && !strncmp(ask(other, "HELLO 1", buf, sizeof buf, NULL), "OK ", 3), "HELLO over the file: %s", buf);
+    other = ctl_dial(path);
+    CHECK(other >= 0 && !strncmp(ctl_ask(other, "HELLO 1", buf, sizeof buf, NULL), "OK ", 3), "HELLO over the file: %s", buf);
     if (other >= 0) close(other);
     CHECK_RC(bpt_control_stop(), 0);
     CHECK(access(path, F_OK) != 0, "stop left %s behind", path);

@@ -35,14 +35,9 @@ static void *t_malloc(unsigned long n) {
     return fail ? NULL : malloc(n);
 }
 
-#define BP ((bpt_vm_word)0xB0B0)
-#define WORD ((bpt_vm_word)0x101)
-static bpt_vm_word code = WORD;
-static bpt_func *fn;
-static char address[64];
+#include "control_fixture.h"
 
-static uint64_t arg(const void *frame, int i) { return ((const uint64_t *)frame)[i]; }
-static const bpt_vm_ops ops = { arg, NULL, NULL };
+static char address[64];
 
 static void failing(int on) {
     pthread_mutex_lock(&t_lock);
@@ -58,51 +53,16 @@ static long refused(void) {
     return n;
 }
 
-static int dial(void) {
-    struct sockaddr_un a;
-    size_t n = strlen(address);
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    memset(&a, 0, sizeof a);
-    a.sun_family = AF_UNIX;
-    memcpy(a.sun_path, address, n);
-    a.sun_path[0] = '\0';   /* "@name": abstract */
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) == 0)
-        return fd;
-    if (fd >= 0) close(fd);
-    return -1;
-}
-
-static const char *ask(int fd, const char *request, char *buf, size_t size) {
-    size_t n = 0;
-    char c;
-    if (send(fd, request, strlen(request), MSG_NOSIGNAL) < 0 || send(fd, "\n", 1, MSG_NOSIGNAL) < 0) {
-        snprintf(buf, size, "(send failed)");
-        return buf;
-    }
-    while (recv(fd, &c, 1, 0) == 1 && c != '\n')
-        if (n + 1 < size) buf[n++] = c;
-    buf[n] = '\0';
-    return buf;
-}
-
 /* A client whose session counts t:f: the site holds the breakpoint. */
 static int client(void) {
     char buf[256];
-    int fd = dial();
+    int fd = ctl_dial(address);
     CHECK(fd >= 0, "cannot connect to %s", address);
     if (fd < 0) return -1;
-    CHECK(!strncmp(ask(fd, "HELLO 1", buf, sizeof buf), "OK bptrace ", 11), "HELLO: %s", buf);
-    CHECK(!strcmp(ask(fd, "PATTERN count t:f/_", buf, sizeof buf), "OK 1"), "PATTERN: %s", buf);
+    CHECK(!strncmp(ctl_ask(fd, "HELLO 1", buf, sizeof buf, NULL), "OK bptrace ", 11), "HELLO: %s", buf);
+    CHECK(!strcmp(ctl_ask(fd, "PATTERN count t:f/_", buf, sizeof buf, NULL), "OK 1"), "PATTERN: %s", buf);
     CHECK(bpt_vm_word_at(fn) == BP, "the site holds %#lx", (unsigned long)bpt_vm_word_at(fn));
     return fd;
-}
-
-static int word_becomes(bpt_vm_word w) {
-    for (int i = 0; i < 10000; i++) {
-        if (bpt_vm_word_at(fn) == w) return 1;
-        usleep(1000);
-    }
-    return 0;
 }
 
 /* Until `n` allocations were refused (at most 10 s). */
@@ -115,11 +75,11 @@ static void stream_without_memory(void) {
     int fd = client();
     if (fd < 0) return;
     failing(1);
-    ask(fd, "STREAM", buf, sizeof buf);
+    ctl_ask(fd, "STREAM", buf, sizeof buf, NULL);
     failing(0);
     CHECK(!strncmp(buf, "ERR -2 ", 7), "STREAM with no memory: '%s'", buf);
     if (!strncmp(buf, "ERR ", 4))   /* (a stream would take the next request for hang-up polling) */
-        CHECK(!strcmp(ask(fd, "PATTERN count t:f/_", buf, sizeof buf), "OK 1"), "after it: '%s'", buf);
+        CHECK(!strcmp(ctl_ask(fd, "PATTERN count t:f/_", buf, sizeof buf, NULL), "OK 1"), "after it: '%s'", buf);
     close(fd);
     CHECK(word_becomes(WORD), "the site holds %#lx after the client left", (unsigned long)bpt_vm_word_at(fn));
 }

@@ -50,14 +50,9 @@ static void t_test_point(const char *where) {
     pthread_mutex_unlock(&t_points_lock);
 }
 
-#define BP ((bpt_vm_word)0xB0B0)
-#define WORD ((bpt_vm_word)0x101)
-static bpt_vm_word code = WORD;
-static bpt_func *fn;
-static char address[64];
+#include "control_fixture.h"
 
-static uint64_t arg(const void *frame, int i) { return ((const uint64_t *)frame)[i]; }
-static const bpt_vm_ops ops = { arg, NULL, NULL };
+static char address[64];
 
 static void vm_call(uint64_t a0) {
     uint64_t frame[1] = { a0 };
@@ -68,55 +63,15 @@ static void vm_call(uint64_t a0) {
     if (t) bpt_vm_return(t, a0 + 1);
 }
 
-static socklen_t sockaddr_of(const char *path, struct sockaddr_un *a) {
-    size_t n = strlen(path);
-    memset(a, 0, sizeof *a);
-    a->sun_family = AF_UNIX;
-    memcpy(a->sun_path, path, n);
-    if (path[0] == '@') a->sun_path[0] = '\0';
-    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
-}
-
-static int dial(const char *path) {
-    struct sockaddr_un a;
-    socklen_t n = sockaddr_of(path, &a);
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, n) == 0) return fd;
-    if (fd >= 0) close(fd);
-    return -1;
-}
-
-/* Send a request, return its reply line (a byte at a time: a stream may follow). */
-static const char *ask(int fd, const char *request, char *buf, size_t size) {
-    size_t n = 0;
-    char c;
-    if (send(fd, request, strlen(request), MSG_NOSIGNAL) < 0 || send(fd, "\n", 1, MSG_NOSIGNAL) < 0) {
-        snprintf(buf, size, "(send failed)");
-        return buf;
-    }
-    while (recv(fd, &c, 1, 0) == 1 && c != '\n')
-        if (n + 1 < size) buf[n++] = c;
-    buf[n] = '\0';
-    return buf;
-}
-
 /* A client with a session that traces t:f with `kinds`; -1 if it could not. */
 static int client(const char *hello, const char *pattern) {
     char buf[256];
-    int fd = dial(address);
+    int fd = ctl_dial(address);
     CHECK(fd >= 0, "cannot connect to %s", address);
     if (fd < 0) return -1;
-    CHECK(!strncmp(ask(fd, hello, buf, sizeof buf), "OK bptrace ", 11), "%s: %s", hello, buf);
-    CHECK(!strcmp(ask(fd, pattern, buf, sizeof buf), "OK 1"), "%s: %s", pattern, buf);
+    CHECK(!strncmp(ctl_ask(fd, hello, buf, sizeof buf, NULL), "OK bptrace ", 11), "%s: %s", hello, buf);
+    CHECK(!strcmp(ctl_ask(fd, pattern, buf, sizeof buf, NULL), "OK 1"), "%s: %s", pattern, buf);
     return fd;
-}
-
-static int word_becomes(bpt_vm_word w) {
-    for (int i = 0; i < 10000; i++) {
-        if (bpt_vm_word_at(fn) == w) return 1;
-        usleep(1000);
-    }
-    return 0;
 }
 
 static int file_holds(const char *path, const char *text) {
@@ -161,7 +116,7 @@ static void full_backlog(void) {
     int l, held[16], nheld = 0, rc;
     snprintf(path, sizeof path, "/tmp/bpt-t-control-edges-%d-full.sock", (int)getpid());
     unlink(path);
-    n = sockaddr_of(path, &a);
+    n = ctl_sockaddr(path, &a);
     l = socket(AF_UNIX, SOCK_STREAM, 0);
     CHECK(l >= 0 && bind(l, (struct sockaddr *)&a, n) == 0 && listen(l, 0) == 0, "listener: %s", strerror(errno));
     for (; nheld < 16; nheld++) {   /* fill the backlog: until a connect would block */
@@ -229,12 +184,12 @@ static void relative_path(void) {
 /* 4. Negative numbers in HELLO's options. */
 static void negative_options(void) {
     char buf[256];
-    int fd = dial(address);
+    int fd = ctl_dial(address);
     CHECK(fd >= 0, "cannot connect");
     if (fd < 0) return;
-    CHECK(!strncmp(ask(fd, "HELLO 1 rate=-1/5", buf, sizeof buf), "ERR -1 ", 7), "rate=-1/5: %s", buf);
-    CHECK(!strncmp(ask(fd, "HELLO 1 chunks=-1", buf, sizeof buf), "ERR -1 ", 7), "chunks=-1: %s", buf);
-    CHECK(!strncmp(ask(fd, "HELLO 1 rate=1/5", buf, sizeof buf), "OK ", 3), "rate=1/5: %s", buf);
+    CHECK(!strncmp(ctl_ask(fd, "HELLO 1 rate=-1/5", buf, sizeof buf, NULL), "ERR -1 ", 7), "rate=-1/5: %s", buf);
+    CHECK(!strncmp(ctl_ask(fd, "HELLO 1 chunks=-1", buf, sizeof buf, NULL), "ERR -1 ", 7), "chunks=-1: %s", buf);
+    CHECK(!strncmp(ctl_ask(fd, "HELLO 1 rate=1/5", buf, sizeof buf, NULL), "OK ", 3), "rate=1/5: %s", buf);
     close(fd);
 }
 
@@ -294,7 +249,7 @@ static void start_reader(reader *r, pthread_t *t, const char *hello) {
     pthread_mutex_init(&r->lock, NULL);
     r->fd = client(hello, "PATTERN call args=u64 t:f/_");
     if (r->fd < 0) return;
-    CHECK(!strcmp(ask(r->fd, "STREAM", buf, sizeof buf), "OK stream"), "STREAM: %s", buf);
+    CHECK(!strcmp(ctl_ask(r->fd, "STREAM", buf, sizeof buf, NULL), "OK stream"), "STREAM: %s", buf);
     pthread_create(t, NULL, read_stream, r);
 }
 
@@ -340,7 +295,7 @@ static void file_size_limit(void) {
     if (r.fd >= 0) {
         char buf[256];
         for (long i = 0; i < n; i++) vm_call((uint64_t)i);   /* buffered until STREAM */
-        CHECK(!strcmp(ask(r.fd, "STREAM", buf, sizeof buf), "OK stream"), "STREAM: %s", buf);
+        CHECK(!strcmp(ctl_ask(r.fd, "STREAM", buf, sizeof buf, NULL), "OK stream"), "STREAM: %s", buf);
         pthread_create(&t, NULL, read_stream, &r);
         wait_for(&r, n);
         CHECK(got_so_far(&r) == n && !ended(&r), "under RLIMIT_FSIZE 64 KiB: %ld of %ld calls, stream ended %d",
