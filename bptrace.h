@@ -1240,9 +1240,10 @@ BPT_API int bpt_register_module(const char *module);
    that is detected, not silently lost: switching the trace off then
    fails with BPT_ENOTPATCHABLE naming the dynamic linker, and the calls in
    between were untraced. A store of the program's into a slot is never
-   overwritten (each switch is a compare-and-swap): the switch fails with
-   BPT_ENOTPATCHABLE instead. Each call maps pages of its own for its
-   trampolines (64 bytes a slot, at least one page a call); records and
+   overwritten (each switch, and the lazy bind, is a compare-and-swap):
+   the switch fails with BPT_ENOTPATCHABLE instead. Each call maps pages
+   of its own for its trampolines (64 bytes a slot, at least one page a
+   call); records and
    trampolines are never freed (a thread may be on its way into one), and
    a slot registered again with the same target reuses its own. A module
    with bptrace inside it may register its own imports.
@@ -4341,12 +4342,14 @@ BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const ch
 /* Called once per import slot of the module (bpt__module_imports): slot,
    the symbol's name (valid during the call), and target, the function the
    slot calls (resolved first where the dynamic linker has not bound the
-   slot yet: then lazy is 1). Return 1 when it took the slot, 0 when it
+   slot yet: then unbound is what the slot held, the address of its PLT
+   code, and 0 otherwise). Return 1 when it took the slot, 0 when it
    passed, or a negative BPT_E* to stop (propagated). */
 #if defined(BPT_NATIVE)
 /* Is the code at addr on a page the loader guarded with BTI (module.c)? */
 BPT__PRIVATE int bpt__module_code_guarded(const void *addr);
-typedef int (*bpt__import_visit_fn)(void **slot, const char *name, uintptr_t target, int lazy, void *user);
+typedef int (*bpt__import_visit_fn)(void **slot, const char *name, uintptr_t target, uintptr_t unbound,
+                                     void *user);
 BPT__PRIVATE int bpt__module_imports(const char *module, const char **module_name,
                                      bpt__import_visit_fn visit, void *user);
 #endif
@@ -12205,7 +12208,7 @@ static int bpt__imports_one(const bpt__imports_scan *sc, const Elf64_Rela *r) {
         target = bpt__imports_resolve(sc->m->is_main ? NULL : sc->m->path, name, ver);
     }
     if (!target) return 0;   /* a weak import nothing defines, or one the linker would not bind either */
-    return sc->visit(slot, name, target, lazy, sc->user);
+    return sc->visit(slot, name, target, lazy ? value : 0, sc->user);
 }
 
 /* bpt__module_imports: visit every import slot of a loaded module (>>imports).
@@ -13503,8 +13506,10 @@ int bpt_func_count(void) {
    SL3. Lazy binding: an import slot the dynamic linker has not bound yet is
        bound first, to the target the linker would choose (module.c,
        >>imports): the slot then holds what it would hold after its first
-       call. A lazy binding already in flight on another thread when the
-       slot is registered writes the same value. One still in flight when
+       call. The bind is a compare-and-swap from the PLT address the scan
+       saw: a lazy binding already in flight on another thread writes the
+       same value, and a hook the program stored since stays (the first
+       switch-on then says BPT_ENOTPATCHABLE). One still in flight when
        the breakpoint is installed (a thread preempted inside the dynamic
        linker for that whole time) would write the target over the
        trampoline's address: that is detected, not silently lost: the
@@ -13621,7 +13626,7 @@ typedef struct bpt__slot_req {
     void **slot;
     char *name;                   /* owned */
     uintptr_t target;
-    int lazy;                     /* an import the dynamic linker has not bound yet (SL3) */
+    uintptr_t unbound;            /* not bound yet by the dynamic linker: what the slot held (SL3); else 0 */
 } bpt__slot_req;
 
 typedef struct bpt__slot_reqs {
@@ -13636,7 +13641,8 @@ static void bpt__slot_reqs_free(bpt__slot_reqs *r) {
     BPT_FREE(r->v);
 }
 
-static int bpt__slot_reqs_add(bpt__slot_reqs *r, void **slot, const char *name, uintptr_t target, int lazy) {
+static int bpt__slot_reqs_add(bpt__slot_reqs *r, void **slot, const char *name, uintptr_t target,
+                              uintptr_t unbound) {
     size_t len = strlen(name);
     char *copy;
     if (r->n == r->cap) {
@@ -13655,7 +13661,7 @@ static int bpt__slot_reqs_add(bpt__slot_reqs *r, void **slot, const char *name, 
     r->v[r->n].slot = slot;
     r->v[r->n].name = copy;
     r->v[r->n].target = target;
-    r->v[r->n++].lazy = lazy;
+    r->v[r->n++].unbound = unbound;
     return 0;
 }
 
@@ -13673,12 +13679,12 @@ static int bpt__returns_twice(const char *name) {
 }
 
 /* bpt__module_imports' visitor: keep the slots whose name matches. */
-static int bpt__imports_collect(void **slot, const char *name, uintptr_t target, int lazy, void *user) {
+static int bpt__imports_collect(void **slot, const char *name, uintptr_t target, uintptr_t unbound, void *user) {
     bpt__slot_reqs *r = (bpt__slot_reqs *)user;
     if (strncmp(name, "bpt_", 4) == 0) return 0;   /* bptrace's own API, from another module: would recurse */
     if (bpt__returns_twice(name)) return 0;
     if (r->pattern && !bpt__glob(r->pattern, name)) return 0;
-    return bpt__slot_reqs_add(r, slot, name, target, lazy) < 0 ? BPT_ENOMEM : 1;
+    return bpt__slot_reqs_add(r, slot, name, target, unbound) < 0 ? BPT_ENOMEM : 1;
 }
 
 /* SL0: n trampolines' pages, read+write, zero-filled. NULL (with the
@@ -13773,10 +13779,18 @@ static int bpt__slot_record(const bpt__slot_req *q, const char *module, int arit
 
 /* SL3: bind a lazy import slot to its target, as the dynamic linker's
    first call through it would (its page is writable: the linker writes
-   lazy slots there itself). A linker binding the same slot meanwhile
-   stores the same value. */
+   lazy slots there itself). A compare-and-swap from the PLT address the
+   scan saw, as every slot write is [SL1]: a linker binding the same slot
+   meanwhile has stored the same value, and a store of the program's since
+   the scan (a plthook-style hook) stays. Such a slot holds neither what
+   the record calls nor its trampoline: the first switch-on says
+   BPT_ENOTPATCHABLE and leaves it alone (bpt__sites_write). A plain store
+   here overwrote the program's hook (found by review, under gdb;
+   t_imports_lazy). Release: the resolved target is code, complete before
+   the module was mapped. */
 static void bpt__slot_bind(const bpt__slot_req *q) {
-    bpt__store_release_ptr((bpt__atomic_ptr *)q->slot, (void *)q->target);
+    BPT_TEST_POINT("slots: about to bind a lazy slot");   /* t_imports_lazy */
+    (void)bpt__cas_ptr((bpt__atomic_ptr *)(void *)q->slot, (void *)q->unbound, (void *)q->target);
 }
 
 /* Register the checked slots of reqs (bpt_register_imports: strict 0,
@@ -13849,7 +13863,7 @@ static int bpt__slots_register(bpt__slot_reqs *reqs, const bpt__maps *maps, cons
     } else if (n) {
         if (pages) bpt_thread_progress_wait_sync_core();   /* SL0: before any slot points there */
         for (i = 0; i < n; i++) {
-            if (reqs->v[i].lazy) bpt__slot_bind(&reqs->v[i]);   /* SL3 */
+            if (reqs->v[i].unbound) bpt__slot_bind(&reqs->v[i]);   /* SL3 */
             fs[i]->bp_word = (uint64_t)(uintptr_t)((uint8_t *)fs[i]->fn + BPT__TRAMP_ENTRY);
             bpt__registry_add(fs[i], fs[i]->site);
         }

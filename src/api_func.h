@@ -234,9 +234,10 @@ BPT_API int bpt_register_module(const char *module);
    that is detected, not silently lost: switching the trace off then
    fails with BPT_ENOTPATCHABLE naming the dynamic linker, and the calls in
    between were untraced. A store of the program's into a slot is never
-   overwritten (each switch is a compare-and-swap): the switch fails with
-   BPT_ENOTPATCHABLE instead. Each call maps pages of its own for its
-   trampolines (64 bytes a slot, at least one page a call); records and
+   overwritten (each switch, and the lazy bind, is a compare-and-swap):
+   the switch fails with BPT_ENOTPATCHABLE instead. Each call maps pages
+   of its own for its trampolines (64 bytes a slot, at least one page a
+   call); records and
    trampolines are never freed (a thread may be on its way into one), and
    a slot registered again with the same target reuses its own. A module
    with bptrace inside it may register its own imports.

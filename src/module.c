@@ -925,7 +925,7 @@ static int bpt__imports_one(const bpt__imports_scan *sc, const Elf64_Rela *r) {
         target = bpt__imports_resolve(sc->m->is_main ? NULL : sc->m->path, name, ver);
     }
     if (!target) return 0;   /* a weak import nothing defines, or one the linker would not bind either */
-    return sc->visit(slot, name, target, lazy, sc->user);
+    return sc->visit(slot, name, target, lazy ? value : 0, sc->user);
 }
 
 /* bpt__module_imports: visit every import slot of a loaded module (>>imports).

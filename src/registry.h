@@ -79,12 +79,14 @@ BPT__PRIVATE int bpt__module_scan(const char *module, size_t pad_bytes, const ch
 /* Called once per import slot of the module (bpt__module_imports): slot,
    the symbol's name (valid during the call), and target, the function the
    slot calls (resolved first where the dynamic linker has not bound the
-   slot yet: then lazy is 1). Return 1 when it took the slot, 0 when it
+   slot yet: then unbound is what the slot held, the address of its PLT
+   code, and 0 otherwise). Return 1 when it took the slot, 0 when it
    passed, or a negative BPT_E* to stop (propagated). */
 #if defined(BPT_NATIVE)
 /* Is the code at addr on a page the loader guarded with BTI (module.c)? */
 BPT__PRIVATE int bpt__module_code_guarded(const void *addr);
-typedef int (*bpt__import_visit_fn)(void **slot, const char *name, uintptr_t target, int lazy, void *user);
+typedef int (*bpt__import_visit_fn)(void **slot, const char *name, uintptr_t target, uintptr_t unbound,
+                                     void *user);
 BPT__PRIVATE int bpt__module_imports(const char *module, const char **module_name,
                                      bpt__import_visit_fn visit, void *user);
 #endif

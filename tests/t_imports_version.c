@@ -85,9 +85,9 @@ static uint32_t elf_hash(const char *s) {   /* the gABI's, as glibc's _dl_elf_ha
     return h;
 }
 
-static int count_slot(void **slot, const char *name, uintptr_t target, int lazy, void *user) {
+static int count_slot(void **slot, const char *name, uintptr_t target, uintptr_t unbound, void *user) {
     (void)slot; (void)target; (void)user;
-    printf("  slot %s%s\n", name, lazy ? " (unbound)" : "");
+    printf("  slot %s%s\n", name, unbound ? " (unbound)" : "");
     return 1;
 }
 #endif
