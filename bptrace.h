@@ -855,7 +855,9 @@ BPT_API int bpt_clock_info(bpt_clock *out);
                        CLOCK_MONOTONIC ns (version 1: the process only). It
                        opens every chunk, follows a thread or process switch,
                        and renews the anchor after 1 ms of the counter (or
-                       when the counter went back) */
+                       when the counter went back); a copy of the one in
+                       effect opens a thread's first block in a file that
+                       takes up its records mid-chunk (bpt_session_write) */
 enum { BPT_FILE_VERSION = 2 };
 
 /* Where bpt_session_write writes, and what it has written. Zero-initialise
@@ -867,6 +869,9 @@ typedef struct bpt_file_writer {
     int broken;            /* private: a write cut short could not be taken back */
     uint64_t bytes;        /* bytes written so far: of whole blocks (and the header) */
     uint64_t records;      /* records written so far */
+    uint64_t reader;       /* private: this writer's number among the process's (0 until its
+                              first write): a thread's records it takes up where another
+                              writer or a drain stopped start with their context */
 } bpt_file_writer;
 
 /* bpt_session_write: drain the session's buffers into a trace file: the
@@ -875,8 +880,13 @@ typedef struct bpt_file_writer {
    whole chunk when the drainer is behind, the written part of the chunk a
    thread is filling otherwise). Losses are marked as the thread marked
    them; a DROPPED record of its own marks where a flight recorder
-   overwrote records. Records go either to bpt_session_drain or here,
-   never both.
+   overwrote records. Each record goes to one reader only: to
+   bpt_session_drain or to one writer, never to both. A writer (or a drain)
+   that takes up a thread's records where another stopped, in the middle
+   of a chunk (a new file after rotation, a new writer after BPT_EIO, a
+   drain after a write or a write after a drain), gets first a copy of the
+   thread's context record in effect there: each file reads on its own,
+   with the thread, process and clock anchor of its records.
 
    Parameters
      s   the session
@@ -3551,6 +3561,9 @@ struct bpt__lane {
     uint64_t rmarked;             /* the counts of chunk tail's DROPPED records already read */
     uint64_t unreported_overwritten;   /* records taken back and not yet marked in what was read */
     uint64_t last_ticks;          /* the last record read: the time of a gap's DROPPED */
+    uint32_t rctx;                /* while rpos > 0: the offset in chunk tail of the last context
+                                     record read, the one in effect at rpos (bpt__lane_read_resume) */
+    uint64_t rreader;             /* the reader that read last (bpt__lane_reader.id; 0: none yet) */
     bpt__stream stream;           /* the drainer's decoding context */
     bpt__atomic_u64 drained;      /* records read (drained or written to a file) */
 };
@@ -3579,13 +3592,19 @@ BPT__DATA(struct bpt__sessions, bpt__sessions);   /* session.c */
    used (fewer when its room is full); gap gets the count of records a
    flight recorder overwrote before the next run, and returns 0 when it has
    no room for the notice. The read counts in `records` the records taken
-   (not context or DROPPED records). */
+   (not context or DROPPED records). `id` names the reader's stream: every
+   drain of a session is one (BPT__READER_DRAIN: they decode into the
+   lanes' own stream), each file writer another; a lane read last by
+   another stream gives this one the context in effect first
+   (bpt__lane_read_resume). */
 typedef struct bpt__lane_reader bpt__lane_reader;
 struct bpt__lane_reader {
     uint32_t (*take)(bpt__lane_reader *rd, bpt__lane *lane, const unsigned char *p, uint32_t bytes);
     int (*gap)(bpt__lane_reader *rd, bpt__lane *lane, uint64_t count, uint64_t ticks);
     uint64_t records;
+    uint64_t id;                  /* BPT__READER_DRAIN, or a file writer's (bpt__file_writer_id) */
 };
+enum { BPT__READER_DRAIN = 1 };   /* a file writer's id is above it; a lane's rreader 0 is no reader */
 
 BPT__HOT bpt__session *bpt__session_lookup(uint64_t id);   /* pinned or under the permission */
 BPT__PRIVATE bpt__session *bpt__session_pin(bpt_session handle, const char *who, bpt__thread **rec, int *rc);
@@ -6555,11 +6574,34 @@ static int bpt__lane_read_gap(bpt__lane *lane, bpt__lane_reader *rd, bpt__chunk 
             bytes = bpt__rec_bytes(r);
             if (rd->take(rd, lane, (const unsigned char *)r, bytes) < bytes) return 0;
             lane->rpos = bytes;
+            lane->rctx = 0;
             lane->last_ticks = r->ticks;
         }
     }
     if (!rd->gap(rd, lane, lane->unreported_overwritten, lane->last_ticks)) return 0;
     lane->unreported_overwritten = 0;
+    return 1;
+}
+
+/* rd takes up the lane where another reader stopped (lane->rreader): a
+   second trace file after the first (rotation, or a new writer after
+   BPT_EIO), or a drain after a write, or a write after a drain. Past
+   chunk c's start, the context record in effect (the thread, process and
+   clock anchor of the records at rpos) went to the other reader's stream,
+   and this one would read the records as thread 0, process 0, stamped
+   from the calibration (found by review; t_tracefile_rotate). So rd gets
+   a copy of it first: the last context record read in c, at rctx (every
+   chunk opens with one, bpt__lane_prepare, so a read past c's start has
+   read one). c stays put while the reader holds the tail's BUSY bit
+   [R3]. At a chunk's start rd reads the chunk's own. Returns 0 when rd is
+   full (nothing changed: the next read gives it again). */
+static int bpt__lane_read_resume(bpt__lane *lane, bpt__lane_reader *rd, bpt__chunk *c) {
+    if (lane->rreader != rd->id && lane->rpos > 0) {
+        const bpt__rec *r = (const bpt__rec *)(const void *)(bpt__chunk_data(c) + lane->rctx);
+        uint32_t bytes = bpt__rec_bytes(r);
+        if (rd->take(rd, lane, (const unsigned char *)r, bytes) < bytes) return 0;
+    }
+    lane->rreader = rd->id;
     return 1;
 }
 
@@ -6582,6 +6624,8 @@ static int bpt__lane_read(bpt__lane *lane, bpt__lane_reader *rd) {
         if (i >= opened) break;   /* no chunk opened since the last read (or none yet) */
         c = bpt__lane_chunk(lane, i);
         fill = bpt__load_acquire_u32(&c->fill);   /* [R2] pairs with the producer's release */
+        if ((lane->unreported_overwritten || lane->rpos < fill) && !bpt__lane_read_resume(lane, rd, c))
+            goto out_full;   /* only with something to read: a lane with nothing new stays the other's */
         if (lane->unreported_overwritten && !bpt__lane_read_gap(lane, rd, c, fill)) goto out_full;
         if (lane->rpos < fill) {
             const unsigned char *p = bpt__chunk_data(c) + lane->rpos, *q;
@@ -6592,7 +6636,9 @@ static int bpt__lane_read(bpt__lane *lane, bpt__lane_reader *rd) {
                     uint64_t n;
                     memcpy(&n, r + 1, 8);
                     lane->rmarked += n;
-                } else if (r->type != BPT__REC_CONTEXT) {
+                } else if (r->type == BPT__REC_CONTEXT) {
+                    lane->rctx = (uint32_t)(q - bpt__chunk_data(c));   /* in effect from here on */
+                } else {
                     lane->rrec++;
                     drained++;
                 }
@@ -6749,6 +6795,7 @@ int bpt_session_drain(bpt_session handle, bpt_msg *out, int max) {
     dr.rd.take = bpt__drain_take;
     dr.rd.gap = bpt__drain_gap;
     dr.rd.records = 0;
+    dr.rd.id = BPT__READER_DRAIN;   /* every drain decodes into the lanes' own streams */
     bpt__decoder_live(&dr.dec, s->id);
     dr.out = out;
     dr.n = 0;
@@ -14915,7 +14962,10 @@ int bpt_folded_write(bpt_folded *f, FILE *out) {
 /* tracefile.c: trace files (.bpt; the format is in api_session.h,
    >>tracefile). Writing is draining: bpt_session_write takes each thread's
    undrained records from the session's lanes (session.c) and writes them as
-   they are, one block a run, with the names they use written before them.
+   they are, one block a run, with the names they use written before them;
+   a thread's records it takes up mid-chunk, where another writer or a
+   drain stopped, start with a copy of the context record in effect there
+   (bpt__lane_read_resume), so that every file reads on its own.
    Reading decodes the blocks with record.c, as a drain does, but with the
    file's names and clock calibration. Both run off the hot path. */
 #include <sys/stat.h>
@@ -15122,6 +15172,17 @@ static int bpt__file_gap(bpt__lane_reader *rd, bpt__lane *lane, uint64_t count, 
     return bpt__file_take(rd, lane, (const unsigned char *)rec, sizeof rec) == sizeof rec;
 }
 
+/* The writer's reader id, given on its first write: unique in the process
+   (any session's writers, on any thread: an atomic count), so that each
+   file is a stream of its own to the lanes it reads (session.h,
+   bpt__lane_reader): a new writer's file gets each thread's context where
+   it takes up the thread's records. A writer zeroed anew is a new one. */
+static bpt__atomic_u64 bpt__file_writers;
+static uint64_t bpt__file_writer_id(bpt_file_writer *w) {
+    if (!w->reader) w->reader = bpt__fetch_add_u64(&bpt__file_writers, 1) + BPT__READER_DRAIN + 1;
+    return w->reader;
+}
+
 int bpt_session_write(bpt_session handle, bpt_file_writer *w) {
     bpt__file_out fo;
     bpt__thread *rec;
@@ -15138,6 +15199,7 @@ int bpt_session_write(bpt_session handle, bpt_file_writer *w) {
     fo.err = 0;
     fo.saved_errno = 0;
     fo.rd.records = 0;
+    fo.rd.id = bpt__file_writer_id(w);
     pthread_mutex_lock(&s->drain_lock);
     if (!w->header_written && bpt__write_header(w, s) < 0) bpt__file_out_fail(&fo, -1);
     if (!fo.err) bpt__session_read(s, &fo.rd);

@@ -354,7 +354,9 @@ BPT_API int bpt_clock_info(bpt_clock *out);
                        CLOCK_MONOTONIC ns (version 1: the process only). It
                        opens every chunk, follows a thread or process switch,
                        and renews the anchor after 1 ms of the counter (or
-                       when the counter went back) */
+                       when the counter went back); a copy of the one in
+                       effect opens a thread's first block in a file that
+                       takes up its records mid-chunk (bpt_session_write) */
 enum { BPT_FILE_VERSION = 2 };
 
 /* Where bpt_session_write writes, and what it has written. Zero-initialise
@@ -366,6 +368,9 @@ typedef struct bpt_file_writer {
     int broken;            /* private: a write cut short could not be taken back */
     uint64_t bytes;        /* bytes written so far: of whole blocks (and the header) */
     uint64_t records;      /* records written so far */
+    uint64_t reader;       /* private: this writer's number among the process's (0 until its
+                              first write): a thread's records it takes up where another
+                              writer or a drain stopped start with their context */
 } bpt_file_writer;
 
 /* bpt_session_write: drain the session's buffers into a trace file: the
@@ -374,8 +379,13 @@ typedef struct bpt_file_writer {
    whole chunk when the drainer is behind, the written part of the chunk a
    thread is filling otherwise). Losses are marked as the thread marked
    them; a DROPPED record of its own marks where a flight recorder
-   overwrote records. Records go either to bpt_session_drain or here,
-   never both.
+   overwrote records. Each record goes to one reader only: to
+   bpt_session_drain or to one writer, never to both. A writer (or a drain)
+   that takes up a thread's records where another stopped, in the middle
+   of a chunk (a new file after rotation, a new writer after BPT_EIO, a
+   drain after a write or a write after a drain), gets first a copy of the
+   thread's context record in effect there: each file reads on its own,
+   with the thread, process and clock anchor of its records.
 
    Parameters
      s   the session

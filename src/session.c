@@ -800,11 +800,34 @@ static int bpt__lane_read_gap(bpt__lane *lane, bpt__lane_reader *rd, bpt__chunk 
             bytes = bpt__rec_bytes(r);
             if (rd->take(rd, lane, (const unsigned char *)r, bytes) < bytes) return 0;
             lane->rpos = bytes;
+            lane->rctx = 0;
             lane->last_ticks = r->ticks;
         }
     }
     if (!rd->gap(rd, lane, lane->unreported_overwritten, lane->last_ticks)) return 0;
     lane->unreported_overwritten = 0;
+    return 1;
+}
+
+/* rd takes up the lane where another reader stopped (lane->rreader): a
+   second trace file after the first (rotation, or a new writer after
+   BPT_EIO), or a drain after a write, or a write after a drain. Past
+   chunk c's start, the context record in effect (the thread, process and
+   clock anchor of the records at rpos) went to the other reader's stream,
+   and this one would read the records as thread 0, process 0, stamped
+   from the calibration (found by review; t_tracefile_rotate). So rd gets
+   a copy of it first: the last context record read in c, at rctx (every
+   chunk opens with one, bpt__lane_prepare, so a read past c's start has
+   read one). c stays put while the reader holds the tail's BUSY bit
+   [R3]. At a chunk's start rd reads the chunk's own. Returns 0 when rd is
+   full (nothing changed: the next read gives it again). */
+static int bpt__lane_read_resume(bpt__lane *lane, bpt__lane_reader *rd, bpt__chunk *c) {
+    if (lane->rreader != rd->id && lane->rpos > 0) {
+        const bpt__rec *r = (const bpt__rec *)(const void *)(bpt__chunk_data(c) + lane->rctx);
+        uint32_t bytes = bpt__rec_bytes(r);
+        if (rd->take(rd, lane, (const unsigned char *)r, bytes) < bytes) return 0;
+    }
+    lane->rreader = rd->id;
     return 1;
 }
 
@@ -827,6 +850,8 @@ static int bpt__lane_read(bpt__lane *lane, bpt__lane_reader *rd) {
         if (i >= opened) break;   /* no chunk opened since the last read (or none yet) */
         c = bpt__lane_chunk(lane, i);
         fill = bpt__load_acquire_u32(&c->fill);   /* [R2] pairs with the producer's release */
+        if ((lane->unreported_overwritten || lane->rpos < fill) && !bpt__lane_read_resume(lane, rd, c))
+            goto out_full;   /* only with something to read: a lane with nothing new stays the other's */
         if (lane->unreported_overwritten && !bpt__lane_read_gap(lane, rd, c, fill)) goto out_full;
         if (lane->rpos < fill) {
             const unsigned char *p = bpt__chunk_data(c) + lane->rpos, *q;
@@ -837,7 +862,9 @@ static int bpt__lane_read(bpt__lane *lane, bpt__lane_reader *rd) {
                     uint64_t n;
                     memcpy(&n, r + 1, 8);
                     lane->rmarked += n;
-                } else if (r->type != BPT__REC_CONTEXT) {
+                } else if (r->type == BPT__REC_CONTEXT) {
+                    lane->rctx = (uint32_t)(q - bpt__chunk_data(c));   /* in effect from here on */
+                } else {
                     lane->rrec++;
                     drained++;
                 }
@@ -994,6 +1021,7 @@ int bpt_session_drain(bpt_session handle, bpt_msg *out, int max) {
     dr.rd.take = bpt__drain_take;
     dr.rd.gap = bpt__drain_gap;
     dr.rd.records = 0;
+    dr.rd.id = BPT__READER_DRAIN;   /* every drain decodes into the lanes' own streams */
     bpt__decoder_live(&dr.dec, s->id);
     dr.out = out;
     dr.n = 0;

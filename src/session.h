@@ -100,6 +100,9 @@ struct bpt__lane {
     uint64_t rmarked;             /* the counts of chunk tail's DROPPED records already read */
     uint64_t unreported_overwritten;   /* records taken back and not yet marked in what was read */
     uint64_t last_ticks;          /* the last record read: the time of a gap's DROPPED */
+    uint32_t rctx;                /* while rpos > 0: the offset in chunk tail of the last context
+                                     record read, the one in effect at rpos (bpt__lane_read_resume) */
+    uint64_t rreader;             /* the reader that read last (bpt__lane_reader.id; 0: none yet) */
     bpt__stream stream;           /* the drainer's decoding context */
     bpt__atomic_u64 drained;      /* records read (drained or written to a file) */
 };
@@ -128,13 +131,19 @@ BPT__DATA(struct bpt__sessions, bpt__sessions);   /* session.c */
    used (fewer when its room is full); gap gets the count of records a
    flight recorder overwrote before the next run, and returns 0 when it has
    no room for the notice. The read counts in `records` the records taken
-   (not context or DROPPED records). */
+   (not context or DROPPED records). `id` names the reader's stream: every
+   drain of a session is one (BPT__READER_DRAIN: they decode into the
+   lanes' own stream), each file writer another; a lane read last by
+   another stream gives this one the context in effect first
+   (bpt__lane_read_resume). */
 typedef struct bpt__lane_reader bpt__lane_reader;
 struct bpt__lane_reader {
     uint32_t (*take)(bpt__lane_reader *rd, bpt__lane *lane, const unsigned char *p, uint32_t bytes);
     int (*gap)(bpt__lane_reader *rd, bpt__lane *lane, uint64_t count, uint64_t ticks);
     uint64_t records;
+    uint64_t id;                  /* BPT__READER_DRAIN, or a file writer's (bpt__file_writer_id) */
 };
+enum { BPT__READER_DRAIN = 1 };   /* a file writer's id is above it; a lane's rreader 0 is no reader */
 
 BPT__HOT bpt__session *bpt__session_lookup(uint64_t id);   /* pinned or under the permission */
 BPT__PRIVATE bpt__session *bpt__session_pin(bpt_session handle, const char *who, bpt__thread **rec, int *rc);

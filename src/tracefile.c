@@ -1,7 +1,10 @@
 /* tracefile.c: trace files (.bpt; the format is in api_session.h,
    >>tracefile). Writing is draining: bpt_session_write takes each thread's
    undrained records from the session's lanes (session.c) and writes them as
-   they are, one block a run, with the names they use written before them.
+   they are, one block a run, with the names they use written before them;
+   a thread's records it takes up mid-chunk, where another writer or a
+   drain stopped, start with a copy of the context record in effect there
+   (bpt__lane_read_resume), so that every file reads on its own.
    Reading decodes the blocks with record.c, as a drain does, but with the
    file's names and clock calibration. Both run off the hot path. */
 #include "internal.h"
@@ -209,6 +212,17 @@ static int bpt__file_gap(bpt__lane_reader *rd, bpt__lane *lane, uint64_t count, 
     return bpt__file_take(rd, lane, (const unsigned char *)rec, sizeof rec) == sizeof rec;
 }
 
+/* The writer's reader id, given on its first write: unique in the process
+   (any session's writers, on any thread: an atomic count), so that each
+   file is a stream of its own to the lanes it reads (session.h,
+   bpt__lane_reader): a new writer's file gets each thread's context where
+   it takes up the thread's records. A writer zeroed anew is a new one. */
+static bpt__atomic_u64 bpt__file_writers;
+static uint64_t bpt__file_writer_id(bpt_file_writer *w) {
+    if (!w->reader) w->reader = bpt__fetch_add_u64(&bpt__file_writers, 1) + BPT__READER_DRAIN + 1;
+    return w->reader;
+}
+
 int bpt_session_write(bpt_session handle, bpt_file_writer *w) {
     bpt__file_out fo;
     bpt__thread *rec;
@@ -225,6 +239,7 @@ int bpt_session_write(bpt_session handle, bpt_file_writer *w) {
     fo.err = 0;
     fo.saved_errno = 0;
     fo.rd.records = 0;
+    fo.rd.id = bpt__file_writer_id(w);
     pthread_mutex_lock(&s->drain_lock);
     if (!w->header_written && bpt__write_header(w, s) < 0) bpt__file_out_fail(&fo, -1);
     if (!fo.err) bpt__session_read(s, &fo.rd);
