@@ -45,7 +45,9 @@
    Exit status: 0 done; 1 usage; 2 no such process, or it exited; 3 the
    kernel refused the read (another uid, ptrace_scope); 4 no bptrace in the
    process; 5 a root record or data this reader cannot use (the reason is
-   printed). */
+   printed), or a length whose records would take more memory than one
+   read of the target may hold: BPT_MEM_MB (environment, 1..1048576 MiB,
+   512 unless set) is that budget (reader.h, mem_max). */
 #define _GNU_SOURCE
 #define BPTRACE_IMPLEMENTATION   /* bpt_root_check */
 #include "bptrace.h"
@@ -107,6 +109,9 @@ static int report(int pid, const rd_target *t, int rc) {
     case RD_ETORN:
         fprintf(stderr, "bpt: process %d: the data kept changing while it was read\n", pid);
         return EXIT_BAD;
+    case RD_EBUDGET:
+        fprintf(stderr, "bpt: process %d: refused %s: corrupt data? (BPT_MEM_MB=N sets the budget)\n", pid, t->what);
+        return EXIT_BAD;
     default:
         fprintf(stderr, "bpt: process %d: cannot read %s: corrupt data, or a layout this reader "
                 "does not know\n", pid, t->what);
@@ -116,63 +121,124 @@ static int report(int pid, const rd_target *t, int rc) {
 
 /* ---- Finding the root record: /proc/PID/maps and ELF symbols ---- */
 
+/* A symbol of a file: its name, value and size as in the file, its STT_* type. */
+typedef void (*sym_visit)(const char *name, uint64_t value, uint64_t size, int type, void *user);
+
+/* A target's mapped file is read with pread into heap buffers, never
+   through an mmap: the target (or anyone) may cut the file short while bpt
+   reads it, and a read through a mapping past the new end is SIGBUS (found
+   by review: tests/bpt shrink). A read that comes up short is an error
+   here: the file is skipped or its symbols end there. ELF_BUDGET bounds
+   what one file's tables hold in memory at once; a table past it is
+   skipped. */
+#define ELF_BUDGET ((uint64_t)256 << 20)
+enum { ELF_SYM_CHUNK = 4096 };   /* symbols read at a time */
+
+/* n bytes of fd at off into buf: 0, or -1 when the file ends first (it
+   shrank) or the read fails. */
+static int pread_full(int fd, void *buf, size_t n, uint64_t off) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (unsigned char *)buf + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+/* A file opened for its symbols, with what is left of its ELF_BUDGET. */
+typedef struct elf_file { int fd; uint64_t size, budget; } elf_file;
+
+/* n bytes of the file at off, in a new heap buffer (the caller frees it):
+   NULL when they lie past the size fstat gave, exceed the budget left, or
+   no longer read in full. */
+static void *elf_table(elf_file *ef, uint64_t off, uint64_t n) {
+    void *buf;
+    if (!n || off > ef->size || n > ef->size - off || n > ef->budget || !(buf = malloc((size_t)n))) return NULL;
+    if (pread_full(ef->fd, buf, (size_t)n, off)) { free(buf); return NULL; }
+    ef->budget -= n;
+    return buf;
+}
+
+/* The page of the first PT_LOAD, the lowest (0 if none, or if cut short). */
+static uint64_t elf_bias_from(elf_file *ef, const Elf64_Ehdr *eh) {
+    Elf64_Phdr ph;
+    int i;
+    for (i = 0; i < eh->e_phnum; i++) {
+        if (pread_full(ef->fd, &ph, sizeof ph, eh->e_phoff + (uint64_t)i * sizeof ph)) break;
+        if (ph.p_type == PT_LOAD) return ph.p_vaddr & ~(uint64_t)0xfff;
+    }
+    return 0;
+}
+
+/* One symbol table (sec) and its names (strs) given to visit, symbols
+   read ELF_SYM_CHUNK at a time: how many were visited. */
+static int elf_symtab(elf_file *ef, const Elf64_Shdr *sec, const Elf64_Shdr *strs, sym_visit visit, void *user) {
+    uint64_t count = sec->sh_size / sizeof(Elf64_Sym), j, k;
+    uint64_t names_budget = ef->budget;
+    char *names;
+    Elf64_Sym *syms;
+    int n = 0;
+    if (sec->sh_offset > ef->size || sec->sh_size > ef->size - sec->sh_offset) return 0;
+    if (!(names = (char *)elf_table(ef, strs->sh_offset, strs->sh_size))) return 0;
+    if (names[strs->sh_size - 1] != 0 || !(syms = (Elf64_Sym *)malloc(ELF_SYM_CHUNK * sizeof *syms))) {
+        free(names);
+        ef->budget = names_budget;
+        return 0;
+    }
+    for (j = 0; j < count; j += ELF_SYM_CHUNK) {
+        uint64_t m = count - j < ELF_SYM_CHUNK ? count - j : ELF_SYM_CHUNK;
+        if (pread_full(ef->fd, syms, (size_t)m * sizeof *syms, sec->sh_offset + j * sizeof *syms)) break;   /* it shrank */
+        for (k = 0; k < m; k++) {
+            if (syms[k].st_name >= strs->sh_size || syms[k].st_shndx == SHN_UNDEF) continue;
+            visit(names + syms[k].st_name, syms[k].st_value, syms[k].st_size, ELF64_ST_TYPE(syms[k].st_info), user);
+            n++;
+        }
+    }
+    free(syms);
+    free(names);
+    ef->budget = names_budget;   /* one table's names at a time */
+    return n;
+}
+
 /* Every defined symbol of an ELF64 file (.symtab, or .dynsym when it has
    none), given to visit with its value and size as in the file; *bias_from
    is the lowest PT_LOAD's page, *dyn whether addresses move with the load
    address (ET_DYN). Returns how many were visited; 0 for a file that is not
-   ELF64 or has no symbols. Every offset is checked against the file. */
-typedef void (*sym_visit)(const char *name, uint64_t value, uint64_t size, int type, void *user);
+   ELF64, has no symbols, or is cut short before they read. Every offset is
+   checked against the file's size, and every read against the file as it
+   is then (pread: see ELF_BUDGET). */
 static int elf_symbols(const char *path, sym_visit visit, void *user, uint64_t *bias_from, int *dyn) {
     /* The target names the file: it may be a FIFO, whose open would block
        for good, or a symlink to anything (found by review). Regular files
        only, opened without blocking or following a last link. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW), n = 0;
+    elf_file ef;
     struct stat st;
-    unsigned char *m;
-    const Elf64_Ehdr *eh;
-    const Elf64_Shdr *sh;
-    int i, pass;
-    if (fd < 0) return 0;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr)) { close(fd); return 0; }
-    m = (unsigned char *)mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) return 0;
-    eh = (const Elf64_Ehdr *)m;
-    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
-        eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_phentsize != sizeof(Elf64_Phdr) ||
-        eh->e_shoff > (uint64_t)st.st_size || eh->e_shnum > ((uint64_t)st.st_size - eh->e_shoff) / sizeof(Elf64_Shdr) ||
-        eh->e_phoff > (uint64_t)st.st_size || eh->e_phnum > ((uint64_t)st.st_size - eh->e_phoff) / sizeof(Elf64_Phdr))
+    Elf64_Ehdr eh;
+    Elf64_Shdr *sh = NULL;
+    int i, pass, n = 0;
+    ef.fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW);
+    if (ef.fd < 0) return 0;
+    if (fstat(ef.fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr)) goto out;
+    ef.size = (uint64_t)st.st_size;
+    ef.budget = ELF_BUDGET;
+    if (pread_full(ef.fd, &eh, sizeof eh, 0) ||
+        memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_phentsize != sizeof(Elf64_Phdr) ||
+        eh.e_shoff > ef.size || eh.e_shnum > (ef.size - eh.e_shoff) / sizeof(Elf64_Shdr) ||
+        eh.e_phoff > ef.size || eh.e_phnum > (ef.size - eh.e_phoff) / sizeof(Elf64_Phdr))
         goto out;
-    *bias_from = 0;
-    *dyn = eh->e_type == ET_DYN;
-    for (i = 0; i < eh->e_phnum; i++) {
-        const Elf64_Phdr *ph = (const Elf64_Phdr *)(m + eh->e_phoff) + i;
-        if (ph->p_type == PT_LOAD) { *bias_from = ph->p_vaddr & ~(uint64_t)0xfff; break; }
-    }
-    sh = (const Elf64_Shdr *)(m + eh->e_shoff);
-    for (pass = 0; pass < 2 && !n; pass++) {
-        for (i = 0; i < eh->e_shnum; i++) {
-            const Elf64_Shdr *sec = &sh[i], *strs;
-            const Elf64_Sym *sym;
-            uint64_t j, count;
-            if (sec->sh_type != (pass ? SHT_DYNSYM : SHT_SYMTAB) || sec->sh_link >= eh->e_shnum) continue;
-            strs = &sh[sec->sh_link];
-            if (sec->sh_offset > (uint64_t)st.st_size || sec->sh_size > (uint64_t)st.st_size - sec->sh_offset ||
-                strs->sh_offset > (uint64_t)st.st_size || strs->sh_size > (uint64_t)st.st_size - strs->sh_offset ||
-                !strs->sh_size || m[strs->sh_offset + strs->sh_size - 1] != 0)
-                continue;
-            sym = (const Elf64_Sym *)(m + sec->sh_offset);
-            count = sec->sh_size / sizeof *sym;
-            for (j = 0; j < count; j++) {
-                if (sym[j].st_name >= strs->sh_size || sym[j].st_shndx == SHN_UNDEF) continue;
-                visit((const char *)m + strs->sh_offset + sym[j].st_name, sym[j].st_value, sym[j].st_size,
-                      ELF64_ST_TYPE(sym[j].st_info), user);
-                n++;
-            }
-        }
-    }
+    *bias_from = elf_bias_from(&ef, &eh);
+    *dyn = eh.e_type == ET_DYN;
+    if (!(sh = (Elf64_Shdr *)elf_table(&ef, eh.e_shoff, (uint64_t)eh.e_shnum * sizeof *sh))) goto out;
+    for (pass = 0; pass < 2 && !n; pass++)
+        for (i = 0; i < eh.e_shnum; i++)
+            if (sh[i].sh_type == (pass ? SHT_DYNSYM : SHT_SYMTAB) && sh[i].sh_link < eh.e_shnum)
+                n += elf_symtab(&ef, &sh[i], &sh[sh[i].sh_link], visit, user);
 out:
-    munmap(m, (size_t)st.st_size);
+    free(sh);
+    close(ef.fd);
     return n;
 }
 
@@ -235,6 +301,22 @@ static int find_root(int pid, uint64_t *addr, char *file, size_t file_len) {
     return 0;
 }
 
+/* The memory budget of one walk (reader.h, mem_max): BPT_MEM_MB MiB, or 0
+   for the reader's default when it is unset or not a number in range. */
+static uint64_t mem_budget(void) {
+    const char *env = getenv("BPT_MEM_MB");
+    char *end;
+    unsigned long long mb;
+    if (!env || !*env) return 0;
+    errno = 0;
+    mb = strtoull(env, &end, 10);
+    if (errno || *end || !mb || mb > (1ull << 20)) {
+        fprintf(stderr, "bpt: warning: BPT_MEM_MB=%s is not a number of MiB in 1..1048576: the default is used\n", env);
+        return 0;
+    }
+    return (uint64_t)mb << 20;
+}
+
 /* Open pid's root: 0, or an exit status with its message printed. */
 static int open_target(int pid, rd_target *t, int quiet) {
     uint64_t addr;
@@ -243,6 +325,7 @@ static int open_target(int pid, rd_target *t, int quiet) {
     memset(t, 0, sizeof *t);
     t->read = vm_read;
     t->user = (void *)(intptr_t)pid;
+    t->mem_max = mem_budget();
     if ((rc = find_root(pid, &addr, file, sizeof file))) {
         if (!quiet) {
             if (rc == EXIT_GONE) fprintf(stderr, "bpt: no process %d\n", pid);
@@ -261,9 +344,11 @@ static int open_target(int pid, rd_target *t, int quiet) {
     return 0;
 }
 
+/* A snapshot of pid into s: 0, or an exit status with its message printed
+   and s freed (what a failed walk had read is of no use). */
 static int snapshot(int pid, rd_target *t, rd_snapshot *s) {
     int rc = rd_snapshot_take(t, s, 20);
-    if (rc) return report(pid, t, rc);
+    if (rc) { rd_snapshot_free(s); return report(pid, t, rc); }
     if (s->torn) fprintf(stderr, "bpt: warning: functions or sessions changed during every read; what follows may be torn\n");
     return 0;
 }

@@ -3,8 +3,9 @@
    bytes from the target's address space. bpt.c gives it process_vm_readv;
    the fuzz target (tests/fuzz/fuzz_root.c) gives it a buffer. Nothing here
    follows an address without a read that can fail, trusts a size or an
-   offset that bpt_root_check did not check, or loops without a bound, so a
-   corrupt or moving target gives an error, never a crash.
+   offset that bpt_root_check did not check, loops without a bound, or
+   allocates for a length past its memory budget, so a corrupt or moving
+   target gives an error, never a crash.
 
    Include bptrace.h (the public half is enough) before this file. */
 #ifndef BPT_READER_H
@@ -22,7 +23,8 @@ enum {
     RD_EGONE = -101,      /* the target exited */
     RD_EPERM = -102,      /* the kernel refused to let us read it */
     RD_ETORN = -103,      /* the data kept changing while it was read */
-    RD_ENOMEM = -104
+    RD_ENOMEM = -104,
+    RD_EBUDGET = -105     /* a length whose records would pass the walk's memory budget (corrupt?) */
 };
 
 typedef struct rd_target rd_target;
@@ -38,6 +40,15 @@ struct rd_target {
        still ends soon: rd_open sets 2^24 reads and 1 GiB unless set. */
     uint64_t reads_max, bytes_max;
     uint64_t reads_left, bytes_left;  /* what is left of them: none left refuses every read */
+    /* The memory budget of one walk: bytes of the records it decodes
+       (rd_func, rd_thread and its page addresses, rd_session, rd_pattern),
+       charged before they are allocated (rd_charge), so that a corrupt
+       length whose records all read is refused, not held (found by review:
+       2M functions took 1 GB). rd_open sets RD_MEM_DEFAULT unless set; a
+       walk's records are freed before the next walk of the same kind
+       starts, but a caller that keeps one (bpt top: two snapshots) holds
+       up to one budget for each. */
+    uint64_t mem_max, mem_left;
     char what[200];               /* what the last failure was reading */
 };
 
@@ -82,6 +93,25 @@ static int rd_u32(rd_target *t, uint64_t addr, uint32_t *v, const char *what) {
 static void rd_walk_begin(rd_target *t) {
     t->reads_left = t->reads_max;
     t->bytes_left = t->bytes_max;
+    t->mem_left = t->mem_max;
+}
+
+/* 512 MiB: a registry of a million functions (rd_func is about 500 bytes). */
+#define RD_MEM_DEFAULT ((uint64_t)512 << 20)
+
+/* Room for count more records of size bytes each, charged against the
+   walk's memory budget before the caller allocates it: 0, or RD_EBUDGET
+   with t->what naming the length (what, read at addr) that asked for it. */
+static int rd_charge(rd_target *t, uint64_t count, uint64_t size, const char *what, uint64_t addr) {
+    if (!size || count <= t->mem_left / size) {
+        t->mem_left -= count * size;
+        return 0;
+    }
+    snprintf(t->what, sizeof t->what, "%s at 0x%llx: %llu records of %llu bytes (%llu MiB), more than the "
+             "%llu MiB left of the reader's memory budget of %llu MiB", what, (unsigned long long)addr,
+             (unsigned long long)count, (unsigned long long)size, (unsigned long long)((count * size) >> 20),
+             (unsigned long long)(t->mem_left >> 20), (unsigned long long)(t->mem_max >> 20));
+    return RD_EBUDGET;
 }
 
 /* A NUL-terminated string of at most n - 1 bytes, read byte run by byte run
@@ -110,8 +140,8 @@ static int rd_open(rd_target *t, uint64_t root_addr, char *why, size_t why_len) 
     int rc;
     if (!t->reads_max) t->reads_max = 1u << 24;
     if (!t->bytes_max) t->bytes_max = 1u << 30;
-    t->reads_left = t->reads_max;
-    t->bytes_left = t->bytes_max;
+    if (!t->mem_max) t->mem_max = RD_MEM_DEFAULT;
+    rd_walk_begin(t);
     rc = rd_bytes(t, root_addr, &t->root, sizeof t->root, "the root record");
     if (rc) { snprintf(why, why_len, "cannot read %s", t->what); return rc; }
     t->root_addr = root_addr;
@@ -182,13 +212,18 @@ static int rd_threads(rd_target *t, rd_snapshot *s) {
             return rd_fail(t, RD_EFAULT, "a thread list without an end", a);
         }
         if ((s->nthreads & (s->nthreads - 1)) == 0) {   /* grow at powers of two */
-            rd_thread *g = (rd_thread *)realloc(s->threads, sizeof *g * (s->nthreads ? 2 * s->nthreads : 1));
-            if (!g) { free(buf); return RD_ENOMEM; }
+            rd_thread *g;
+            if ((rc = rd_charge(t, s->nthreads ? s->nthreads : 1, sizeof *g, "the thread list", a))) { free(buf); return rc; }
+            if (!(g = (rd_thread *)realloc(s->threads, sizeof *g * (s->nthreads ? 2 * s->nthreads : 1)))) {
+                free(buf);
+                return RD_ENOMEM;
+            }
             s->threads = g;
         }
         if ((rc = rd_bytes(t, a, buf, rd_size(t, BPT_ROOT_S_THREAD), "a thread record"))) { free(buf); return rc; }
         th = &s->threads[s->nthreads];
         memset(th, 0, sizeof *th);
+        if ((rc = rd_charge(t, pages, 8, "a thread's counter pages", a))) { free(buf); return rc; }
         if (!(th->counts = (uint64_t *)malloc(8ull * pages))) { free(buf); return RD_ENOMEM; }
         s->nthreads++;
         th->addr = a;
@@ -365,15 +400,13 @@ static int rd_funcs(rd_target *t, rd_snapshot *s) {
         return rc;
     if (n > RD_MAX_FUNCS) return rd_fail(t, RD_EFAULT, "a registry of more than 4M functions", rd_global(t, BPT_ROOT_G_NFUNCS));
     if (!n) return 0;
+    /* n records, charged before they are allocated: a corrupt n is refused
+       here. Allocated at once, their pages are touched as records read. */
+    if ((rc = rd_charge(t, n, sizeof *s->funcs, "the registry's length", rd_global(t, BPT_ROOT_G_NFUNCS)))) return rc;
+    if (!(s->funcs = (rd_func *)malloc(sizeof *s->funcs * n))) return RD_ENOMEM;
     if (!(buf = (unsigned char *)malloc(rd_size(t, BPT_ROOT_S_FUNC)))) return RD_ENOMEM;
     for (i = 0; i < n; i++) {
-        rd_func *f;
-        if ((i & (i - 1)) == 0) {   /* grow at powers of two: a corrupt n costs only what reads */
-            rd_func *g = (rd_func *)realloc(s->funcs, sizeof *g * (i ? 2 * i : 1));
-            if (!g) { free(buf); return RD_ENOMEM; }
-            s->funcs = g;
-        }
-        f = &s->funcs[i];
+        rd_func *f = &s->funcs[i];
         memset(f, 0, sizeof *f);
         if ((rc = rd_u64(t, arr + 8ull * i, &f->addr, "the registry's array")) ||
             (rc = rd_bytes(t, f->addr, buf, rd_size(t, BPT_ROOT_S_FUNC), "a function record")) ||
@@ -524,7 +557,8 @@ static int rd_session_at(rd_target *t, uint64_t sa, unsigned char *sb, unsigned 
         rd_pattern *p;
         if (o->npatterns == RD_MAX_PATTERNS) return rd_fail(t, RD_EFAULT, "a pattern list without an end", pa);
         if ((rc = rd_bytes(t, pa, lb, rd_size(t, BPT_ROOT_S_PATTERN), "a pattern"))) return rc;
-        if ((o->npatterns & (o->npatterns - 1)) == 0) {
+        if ((o->npatterns & (o->npatterns - 1)) == 0) {   /* grow at powers of two */
+            if ((rc = rd_charge(t, o->npatterns ? o->npatterns : 1, sizeof *p, "a session's patterns", pa))) return rc;
             p = (rd_pattern *)realloc(o->patterns, sizeof *p * (o->npatterns ? 2 * o->npatterns : 1));
             if (!p) return RD_ENOMEM;
             o->patterns = p;
@@ -558,6 +592,7 @@ static int rd_sessions(rd_target *t, rd_session **out, uint32_t *n, int *torn, i
         *out = NULL; *n = 0;
         if ((rc = rd_u64(t, rd_global(t, BPT_ROOT_G_SEQ), &seq, "the layout count"))) goto out;
         __atomic_thread_fence(__ATOMIC_ACQUIRE);   /* [L1] reader: the count before the data */
+        if ((rc = rd_charge(t, max, sizeof **out, "the session table", rd_global(t, BPT_ROOT_G_SESSIONS)))) goto out;
         if (!(*out = (rd_session *)calloc(max, sizeof **out))) { rc = RD_ENOMEM; goto out; }
         for (i = 0; i < max && !rc; i++) {
             if ((rc = rd_u64(t, rd_global(t, BPT_ROOT_G_SESSIONS) + 8ull * i, &sa, "the session table"))) break;

@@ -23,7 +23,7 @@
   check.py bad BPT TARGET LAYOUT KIND
       bpt against a bad target; it must exit with the expected status and
       message, never a signal, nor hang. KIND: noproc nobptrace magic version
-      size offset wild exits eperm fifo. LAYOUT: the output of root_layout.
+      size offset wild exits eperm fifo shrink registry. LAYOUT: the output of root_layout.
 """
 import os, re, shutil, struct, subprocess, sys, tempfile, threading, time
 
@@ -238,6 +238,22 @@ def patched(target, layout, kind, tmp):
     os.chmod(path, 0o755)
     return path
 
+def write_elf(path):
+    """An ELF64 shared object of 64 KiB whose first page holds only its ELF
+    and program headers: its section headers, symbols and names are past
+    60000 bytes."""
+    shoff, symoff, stroff = 60000, 61000, 62000
+    strs = b"\0bpt_not_root\0"
+    data = bytearray(65536)
+    struct.pack_into("<16sHHIQQQIHHHHHH", data, 0, b"\x7fELF\x02\x01\x01" + b"\0" * 9, 3, 62, 1, 0, 64, shoff, 0,
+                     64, 56, 1, 64, 3, 0)
+    struct.pack_into("<IIQQQQQQ", data, 64, 1, 5, 0, 0, 0, 65536, 65536, 4096)   # PT_LOAD
+    struct.pack_into("<IIQQQQIIQQ", data, shoff + 64, 0, 2, 0, 0, symoff, 48, 2, 1, 8, 24)   # SHT_SYMTAB
+    struct.pack_into("<IIQQQQIIQQ", data, shoff + 128, 0, 3, 0, 0, stroff, len(strs), 0, 0, 1, 0)   # SHT_STRTAB
+    struct.pack_into("<IBBHQQ", data, symoff + 24, 1, 0x12, 0, 1, 0x1000, 16)   # a function
+    data[stroff:stroff + len(strs)] = strs
+    open(path, "wb").write(data)
+
 def bad(bpt, target, layout_file, kind):
     layout = open(layout_file).read()
     tmp = tempfile.mkdtemp()
@@ -281,6 +297,56 @@ def bad(bpt, target, layout_file, kind):
                     fail("bpt hung on the FIFO (%s)" % " ".join(e.cmd))
             finally:
                 p.kill(); p.wait()
+            return
+        if kind == "shrink":
+            # A process (no bptrace in it) maps an ELF file whose section
+            # headers and symbols lie past its first page. bpt finds the
+            # file in /proc/PID/maps and reads its symbols; the shim
+            # (shrink_preload.so) cuts the file to one page as bpt's fstat
+            # of it returns. Read through an mmap of the size fstat gave,
+            # the section headers were past the end: SIGBUS (found by
+            # review). bpt must skip the file and finish: exit 4.
+            elf = os.path.join(os.path.realpath(tmp), "shrinks.so")
+            write_elf(elf)
+            code = ("import mmap, sys, time\n"
+                    "f = open(sys.argv[1], 'rb')\n"
+                    "m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n"
+                    "print('ready', flush=True); time.sleep(60)\n")
+            p = subprocess.Popen([sys.executable, "-c", code, elf], stdout=subprocess.PIPE, text=True)
+            try:
+                if p.stdout.readline().strip() != "ready": fail("the mapping process did not start")
+                env = dict(os.environ, LD_PRELOAD=os.path.join(os.path.dirname(bpt), "shrink_preload.so"),
+                           BPT_TEST_SHRINK=elf, BPT_TEST_SHRINK_TO="4096")
+                r = subprocess.run([bpt, "funcs", str(p.pid)], capture_output=True, text=True, timeout=60, env=env)
+                print("$ bpt funcs %d   (exit %d)\n%s" % (p.pid, r.returncode, r.stdout + r.stderr), end="")
+                if "cut to 4096 bytes" not in r.stderr: fail("the shim did not cut the file: the check proves nothing")
+                if r.returncode < 0: fail("bpt funcs died of signal %d" % -r.returncode)
+                if r.returncode != 4 or "has no bptrace" not in r.stderr:
+                    fail("bpt funcs: expected exit 4, 'has no bptrace'")
+            finally:
+                p.kill(); p.wait()
+            return
+        if kind == "registry":
+            # The registry's length says 2M functions (about 1 GB of bpt's
+            # records) and every one of them reads: bpt held them all (1 GB
+            # resident, found by review). It must refuse the length before
+            # it allocates: exit 5, the length named, and its own peak
+            # memory far below what the length asks for.
+            t = Target([target, "--corrupt-registry", str((1 << 21) + 1)])
+            try:
+                b = subprocess.Popen([bpt, "funcs", str(t.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True)
+                err = b.stderr.read()
+                _, status, usage = os.wait4(b.pid, 0)
+                b.returncode = rc = os.waitstatus_to_exitcode(status)
+                print("$ bpt funcs %d   (exit %d, peak resident %d KiB)\n%s" % (t.pid, rc, usage.ru_maxrss, err), end="")
+                if rc < 0: fail("bpt funcs died of signal %d" % -rc)
+                if rc != 5 or "refused the registry's length" not in err or "memory budget" not in err:
+                    fail("bpt funcs: expected exit 5, 'refused the registry's length ... memory budget'")
+                if usage.ru_maxrss > 128 * 1024:
+                    fail("bpt funcs held %d KiB before it refused the length" % usage.ru_maxrss)
+            finally:
+                t.quit()
             return
         if kind == "exits":
             t = Target([target, "--exit-after", "400"])

@@ -19,7 +19,12 @@
    target that exits while bpt reads it).
    --burn: inside hold(), the workers call burn(), a registered but untraced
    function that computes without calls, instead of tick(): the hottest
-   function, for bpt sample. */
+   function, for bpt sample.
+   --corrupt-registry N: once ready, the registry as the root record shows
+   it says N functions, and its array holds N pointers to the record of
+   target:spare/0, a VM function no session traces: a corrupt length whose
+   every record reads, in four reads (the test of bpt's memory budget).
+   The program's own registry is then unusable: "quit" exits at once. */
 #define _GNU_SOURCE
 #define BPTRACE_IMPLEMENTATION
 #include "bptrace.h"
@@ -87,6 +92,18 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+/* The registry's array and length, where the root record says they are
+   (bptrace.h >>root: the globals FUNCS and NFUNCS), made to claim n copies
+   of record f. */
+static void corrupt_registry(uint32_t n, bpt_func *f) {
+    bpt_func **fake = (bpt_func **)malloc(sizeof *fake * n);
+    uint32_t i;
+    if (!fake) { fprintf(stderr, "target: no memory for %u pointers\n", n); exit(1); }
+    for (i = 0; i < n; i++) fake[i] = f;
+    *(bpt_func ***)(uintptr_t)bpt_root.global[BPT_ROOT_G_FUNCS].p = fake;
+    *(uint32_t *)(uintptr_t)bpt_root.global[BPT_ROOT_G_NFUNCS].p = n;
+}
+
 static int fail(const char *what, int rc) {
     fprintf(stderr, "target: %s: %d %s (%s)\n", what, rc, bpt_strerror(rc), bpt_last_error());
     exit(1);
@@ -101,10 +118,11 @@ int main(int argc, char **argv) {
     bpt_session_desc d;
     pthread_t th[WORKERS];
     char line[64];
-    long exit_after = -1, i;
+    long exit_after = -1, corrupt = 0, i;
     int rc;
     if (argc == 3 && !strcmp(argv[1], "--exit-after")) exit_after = atol(argv[2]);
     if (argc == 2 && !strcmp(argv[1], "--burn")) burning = 1;
+    if (argc == 3 && !strcmp(argv[1], "--corrupt-registry")) corrupt = atol(argv[2]);
     for (i = 0; i < 6; i++)
         if ((rc = bpt_register_native(fns[i].fn, "target", fns[i].name, 1, &f[i])) < 0) fail("register", rc);
     memset(&d, 0, sizeof d);
@@ -131,6 +149,12 @@ int main(int argc, char **argv) {
     for (i = 0; i < 1234; i++) call_once(i);
     for (i = 0; i < WORKERS; i++) pthread_create(&th[i], NULL, worker, (void *)(intptr_t)i);
     while (__atomic_load_n(&inside, __ATOMIC_ACQUIRE) < WORKERS) usleep(1000);
+    if (corrupt > 0) {
+        static bpt_vm_word spare_word = 0x200;
+        bpt_func *spare;
+        if ((rc = bpt_register_vm(&spare_word, 0xBEEF, "target", "spare", 0, &cb_ops, &spare)) < 0) fail("register spare", rc);
+        corrupt_registry((uint32_t)corrupt, spare);
+    }
     printf("ready %d %d %d %d\n", (int)getpid(), tids[0], tids[1], tids[2]);
     fflush(stdout);
     if (exit_after >= 0) {
@@ -154,6 +178,7 @@ int main(int argc, char **argv) {
             printf("paused\n");
             fflush(stdout);
         } else if (!strncmp(line, "quit", 4)) {
+            if (corrupt) _exit(0);   /* its registry is not its own */
             break;
         }
     }

@@ -92,6 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     t.user = &im;
     t.reads_max = 1u << 14;
     t.bytes_max = 16u << 20;
+    t.mem_max = 16u << 20;
     if (rd_open(&t, im.segs[0].addr, why, sizeof why) == 0) walk(&t);
     else FUZZ_CHECK(memchr(why, 0, sizeof why) != NULL, "reason not terminated");
     return 0;
