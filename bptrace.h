@@ -1772,7 +1772,10 @@ typedef struct bpt_info_process {
     uint64_t process;      /* as bpt_process_switch named it (default: the OS thread id) */
     uint64_t calls;        /* calls counted while call_time or call_memory was active */
     uint64_t time_ns;      /* own time, ns: in the function, not in traced callees, not scheduled out */
-    uint64_t memory_bytes; /* bytes bpt_account_memory reported while the function was current */
+    uint64_t memory_bytes; /* bytes bpt_account_memory reported while the function was current:
+                              the net, allocated minus freed, as int64_t's two's complement
+                              (read it as (int64_t)memory_bytes: below zero when the calls freed
+                              more than they allocated) */
 } bpt_info_process;
 
 /* A function's settings and counters in one session. */
@@ -1786,7 +1789,8 @@ typedef struct bpt_info {
                               named: call_time paused, call_memory counting is a state of its own) */
     uint64_t calls;        /* call_time / call_memory: calls, all processes */
     uint64_t time_ns;      /* call_time: own time, all processes, ns */
-    uint64_t memory_bytes; /* call_memory: bytes, all processes */
+    uint64_t memory_bytes; /* call_memory: net bytes, all processes (as bpt_info_process's:
+                              read it as int64_t) */
     uint64_t lost_charges; /* call_time / call_memory: charges dropped, a count, all processes,
                               since the tables were made (BPT_RESTART zeroes it with the rest).
                               A charge is a call's count (then missing from calls) or a return's
@@ -1800,8 +1804,9 @@ typedef struct bpt_info {
     uint32_t procs_cap;    /* in: room in procs, in entries (bpt_trace_info only) */
     bpt_info_process *procs; /* in: an array of procs_cap, or NULL; out: in procs[0..min(nprocs,
                               procs_cap)), the processes with the most time (call_memory alone:
-                              the most memory), most first; ties go to more memory, then to the
-                              lower process id. Entries past those are left as they were */
+                              the most memory, net and signed: a process that freed more than it
+                              allocated ranks last), most first; ties go to more memory, then to
+                              the lower process id. Entries past those are left as they were */
 } bpt_info;
 
 /* bpt_trace_info: the session's settings, call_count, call_time and
@@ -8242,10 +8247,15 @@ BPT__HOT void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t proc
 /* 1 when a ranks before b: more time, then more memory, then the lower
    process id. A total order, since a table holds a process once: which
    processes are kept, and their order, depend on the sums alone, not on
-   where the hash put them. */
+   where the hash put them. Memory is a net count, compared signed (the
+   cell's int64_t, carried in memory_bytes as its two's complement): a
+   process that freed more than it allocated has less than none, and
+   ranks after every one that allocated (compared unsigned, -100 B was
+   2^64 - 100 and ranked first; found by review). */
 static int bpt__proc_before(const bpt_info_process *a, const bpt_info_process *b) {
+    int64_t am = (int64_t)a->memory_bytes, bm = (int64_t)b->memory_bytes;
     if (a->time_ns != b->time_ns) return a->time_ns > b->time_ns;
-    if (a->memory_bytes != b->memory_bytes) return a->memory_bytes > b->memory_bytes;
+    if (am != bm) return am > bm;
     return a->process < b->process;
 }
 

@@ -19,7 +19,10 @@ typedef struct bpt_info_process {
     uint64_t process;      /* as bpt_process_switch named it (default: the OS thread id) */
     uint64_t calls;        /* calls counted while call_time or call_memory was active */
     uint64_t time_ns;      /* own time, ns: in the function, not in traced callees, not scheduled out */
-    uint64_t memory_bytes; /* bytes bpt_account_memory reported while the function was current */
+    uint64_t memory_bytes; /* bytes bpt_account_memory reported while the function was current:
+                              the net, allocated minus freed, as int64_t's two's complement
+                              (read it as (int64_t)memory_bytes: below zero when the calls freed
+                              more than they allocated) */
 } bpt_info_process;
 
 /* A function's settings and counters in one session. */
@@ -33,7 +36,8 @@ typedef struct bpt_info {
                               named: call_time paused, call_memory counting is a state of its own) */
     uint64_t calls;        /* call_time / call_memory: calls, all processes */
     uint64_t time_ns;      /* call_time: own time, all processes, ns */
-    uint64_t memory_bytes; /* call_memory: bytes, all processes */
+    uint64_t memory_bytes; /* call_memory: net bytes, all processes (as bpt_info_process's:
+                              read it as int64_t) */
     uint64_t lost_charges; /* call_time / call_memory: charges dropped, a count, all processes,
                               since the tables were made (BPT_RESTART zeroes it with the rest).
                               A charge is a call's count (then missing from calls) or a return's
@@ -47,8 +51,9 @@ typedef struct bpt_info {
     uint32_t procs_cap;    /* in: room in procs, in entries (bpt_trace_info only) */
     bpt_info_process *procs; /* in: an array of procs_cap, or NULL; out: in procs[0..min(nprocs,
                               procs_cap)), the processes with the most time (call_memory alone:
-                              the most memory), most first; ties go to more memory, then to the
-                              lower process id. Entries past those are left as they were */
+                              the most memory, net and signed: a process that freed more than it
+                              allocated ranks last), most first; ties go to more memory, then to
+                              the lower process id. Entries past those are left as they were */
 } bpt_info;
 
 /* bpt_trace_info: the session's settings, call_count, call_time and

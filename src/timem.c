@@ -375,10 +375,15 @@ BPT__HOT void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t proc
 /* 1 when a ranks before b: more time, then more memory, then the lower
    process id. A total order, since a table holds a process once: which
    processes are kept, and their order, depend on the sums alone, not on
-   where the hash put them. */
+   where the hash put them. Memory is a net count, compared signed (the
+   cell's int64_t, carried in memory_bytes as its two's complement): a
+   process that freed more than it allocated has less than none, and
+   ranks after every one that allocated (compared unsigned, -100 B was
+   2^64 - 100 and ranked first; found by review). */
 static int bpt__proc_before(const bpt_info_process *a, const bpt_info_process *b) {
+    int64_t am = (int64_t)a->memory_bytes, bm = (int64_t)b->memory_bytes;
     if (a->time_ns != b->time_ns) return a->time_ns > b->time_ns;
-    if (a->memory_bytes != b->memory_bytes) return a->memory_bytes > b->memory_bytes;
+    if (am != bm) return am > bm;
     return a->process < b->process;
 }
 

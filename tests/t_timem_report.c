@@ -17,14 +17,19 @@
       (nothing reported it either). A restart zeroes it with the sums.
    3. call_time paused beside call_memory counting: time_paused says 1,
       memory_paused 0, and the other way round (one flag for both said 0
-      while call_time was paused). */
+      while call_time was paused).
+   4. A process that freed more than it allocated (bpt_account_memory with
+      a negative count) has the least memory, not the most: the rank
+      compared memory_bytes unsigned, so -100 B (2^64 - 100) ranked first
+      and pushed the process with the most bytes out of a short procs
+      array (found by review). */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
 #include <string.h>
 
-static bpt_vm_word word_top = 0x100, word_tie = 0x101, word_lost = 0x102, word_other = 0x103;
-static bpt_func *f_top, *f_tie, *f_lost, *f_other;
+static bpt_vm_word word_top = 0x100, word_tie = 0x101, word_lost = 0x102, word_other = 0x103, word_neg = 0x104;
+static bpt_func *f_top, *f_tie, *f_lost, *f_other, *f_neg;
 
 /* One call of f, in the current process, that accounts bytes. */
 static void call_vm(bpt_vm_word *w, bpt_func *f, int64_t bytes) {
@@ -205,18 +210,45 @@ static void test_paused(bpt_session s) {
     CHECK_RC(bpt_trace_pattern(s, "tr:other/0", BPT_TIME | BPT_MEMORY | BPT_OFF, NULL), 1);
 }
 
+/* 4. Net bytes below zero rank last. */
+static void test_negative(bpt_session s) {
+    bpt_info_process procs[3];
+    bpt_info in;
+    static const struct { uint64_t process; int64_t bytes; } acct[3] = { { 3001, 1000 }, { 3002, -100 },
+                                                                        { 3003, 10 } };
+    uint32_t i;
+    for (i = 0; i < 3; i++) {
+        bpt_process_switch(acct[i].process);
+        call_vm(&word_neg, f_neg, acct[i].bytes);
+    }
+    bpt_process_switch(0);
+    in = info_of(s, f_neg, BPT_INFO_MEMORY, procs, 2);
+    printf("4. net bytes below zero: total %lld B;", (long long)(int64_t)in.memory_bytes);
+    for (i = 0; i < 2; i++)
+        printf(" %llu (%lld B)", (unsigned long long)procs[i].process, (long long)(int64_t)procs[i].memory_bytes);
+    printf("\n");
+    CHECK(in.nprocs == 3 && (int64_t)in.memory_bytes == 910, "3 processes, 910 B net: nprocs %u, %lld B",
+          in.nprocs, (long long)(int64_t)in.memory_bytes);
+    CHECK(procs[0].process == 3001 && procs[1].process == 3003,
+          "procs_cap 2: the processes with +1000 B and +10 B, not the one at -100 B: got %llu, %llu",
+          (unsigned long long)procs[0].process, (unsigned long long)procs[1].process);
+    CHECK((int64_t)procs[1].memory_bytes == 10, "procs[1]: 10 B, got %lld", (long long)(int64_t)procs[1].memory_bytes);
+}
+
 int main(void) {
     bpt_session s;
     CHECK_RC(bpt_register_vm(&word_top, 0xBBBB, "tr", "top", 0, NULL, &f_top), 0);
     CHECK_RC(bpt_register_vm(&word_tie, 0xBBBB, "tr", "tie", 0, NULL, &f_tie), 0);
     CHECK_RC(bpt_register_vm(&word_lost, 0xBBBB, "tr", "lost", 0, NULL, &f_lost), 0);
     CHECK_RC(bpt_register_vm(&word_other, 0xBBBB, "tr", "other", 0, NULL, &f_other), 0);
+    CHECK_RC(bpt_register_vm(&word_neg, 0xBBBB, "tr", "neg", 0, NULL, &f_neg), 0);
     CHECK_RC(bpt_session_create(NULL, &s), 0);
     /* call_memory alone: no time is charged, so the rank is the bytes'. */
-    CHECK_RC(bpt_trace_pattern(s, "tr:_/_", BPT_MEMORY, NULL), 4);
+    CHECK_RC(bpt_trace_pattern(s, "tr:_/_", BPT_MEMORY, NULL), 5);
     test_top(s);
     test_lost(s);
     test_paused(s);
+    test_negative(s);
     CHECK_RC(bpt_session_destroy(s), 0);
     return CHECK_DONE();
 }
