@@ -1775,7 +1775,7 @@ typedef struct bpt_info_process {
     uint64_t memory_bytes; /* bytes bpt_account_memory reported while the function was current:
                               the net, allocated minus freed, as int64_t's two's complement
                               (read it as (int64_t)memory_bytes: below zero when the calls freed
-                              more than they allocated) */
+                              more than they allocated); sums wrap modulo 2^64 */
 } bpt_info_process;
 
 /* A function's settings and counters in one session. */
@@ -4006,6 +4006,7 @@ BPT__PRIVATE void bpt__timem_ref(bpt__BpTimem *t);
 BPT__PRIVATE void bpt__timem_unref(bpt__BpTimem *t);
 BPT__PRIVATE bpt__BpTimem *bpt__timem_of(const bpt__GenericBpData *d);
 BPT__PRIVATE void bpt__timem_point(bpt__GenericBpData *d, bpt__BpTimem *t);
+BPT__HOT BPT__INTREGS int64_t bpt__mem_add(int64_t a, int64_t b);   /* net bytes, modulo 2^64 */
 BPT__HOT void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
                                 uint64_t calls, uint64_t ns, int64_t mem);
 BPT__HOT BPT__INTREGS int bpt__timem_charge_try(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
@@ -8014,12 +8015,23 @@ static bpt__timem_cell *bpt__timem_cell_of(bpt__timem_table *t, uint64_t process
     return &t->cell[i];
 }
 
+/* a + b, call_memory's net bytes (bpt_account_memory's signed counts),
+   modulo 2^64: a sum past int64_t's range wraps, as the uint64_t
+   memory_bytes that reports it does (api_info.h), rather than being a
+   signed overflow, undefined behaviour (UBSan stops at it; found by
+   review). The same one add instruction as +: the charges' frames
+   (frames.c), cells and collections sum with it. */
+BPT__HOT BPT__INTREGS int64_t bpt__mem_add(int64_t a, int64_t b) {
+    return (int64_t)((uint64_t)a + (uint64_t)b);   /* the conversion back: two's complement, as every
+                                                      compiler bptrace supports defines it */
+}
+
 /* Add one cell's values into t (which has room). */
 static void bpt__timem_cell_add(bpt__timem_table *t, const bpt__timem_cell *c) {
     bpt__timem_cell *d = bpt__timem_cell_of(t, c->process);
     d->calls += c->calls;
     d->time_ns += c->time_ns;
-    d->mem += c->mem;
+    d->mem = bpt__mem_add(d->mem, c->mem);
 }
 
 /* A hit's new table: t's cells in one twice as large (or a first one):
@@ -8138,7 +8150,7 @@ BPT__PRIVATE void bpt__timem_point(bpt__GenericBpData *d, bpt__BpTimem *t) {
 BPT__HOT BPT__INTREGS void bpt__timem_cell_charge(bpt__timem_cell *c, uint64_t calls, uint64_t ns, int64_t mem) {
     c->calls += calls;
     c->time_ns += ns;
-    c->mem += mem;
+    c->mem = bpt__mem_add(c->mem, mem);
 }
 
 /* [H1] A thread marks the tables it charges while it charges them
@@ -9605,7 +9617,7 @@ static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what
                 seen[nseen++] = fs->id;
                 if (what == BPT__TIMEM_PAUSE) bpt__timem_pause(fs, now);
                 else if (what == BPT__TIMEM_RESUME) bpt__timem_resume(fs, now);
-                else fs->mem += bytes;
+                else fs->mem = bpt__mem_add(fs->mem, bytes);   /* modulo 2^64 (timem.c) */
             }
         }
     }

@@ -22,7 +22,7 @@ typedef struct bpt_info_process {
     uint64_t memory_bytes; /* bytes bpt_account_memory reported while the function was current:
                               the net, allocated minus freed, as int64_t's two's complement
                               (read it as (int64_t)memory_bytes: below zero when the calls freed
-                              more than they allocated) */
+                              more than they allocated); sums wrap modulo 2^64 */
 } bpt_info_process;
 
 /* A function's settings and counters in one session. */

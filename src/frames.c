@@ -1061,7 +1061,7 @@ static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what
                 seen[nseen++] = fs->id;
                 if (what == BPT__TIMEM_PAUSE) bpt__timem_pause(fs, now);
                 else if (what == BPT__TIMEM_RESUME) bpt__timem_resume(fs, now);
-                else fs->mem += bytes;
+                else fs->mem = bpt__mem_add(fs->mem, bytes);   /* modulo 2^64 (timem.c) */
             }
         }
     }

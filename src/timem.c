@@ -142,12 +142,23 @@ static bpt__timem_cell *bpt__timem_cell_of(bpt__timem_table *t, uint64_t process
     return &t->cell[i];
 }
 
+/* a + b, call_memory's net bytes (bpt_account_memory's signed counts),
+   modulo 2^64: a sum past int64_t's range wraps, as the uint64_t
+   memory_bytes that reports it does (api_info.h), rather than being a
+   signed overflow, undefined behaviour (UBSan stops at it; found by
+   review). The same one add instruction as +: the charges' frames
+   (frames.c), cells and collections sum with it. */
+BPT__HOT BPT__INTREGS int64_t bpt__mem_add(int64_t a, int64_t b) {
+    return (int64_t)((uint64_t)a + (uint64_t)b);   /* the conversion back: two's complement, as every
+                                                      compiler bptrace supports defines it */
+}
+
 /* Add one cell's values into t (which has room). */
 static void bpt__timem_cell_add(bpt__timem_table *t, const bpt__timem_cell *c) {
     bpt__timem_cell *d = bpt__timem_cell_of(t, c->process);
     d->calls += c->calls;
     d->time_ns += c->time_ns;
-    d->mem += c->mem;
+    d->mem = bpt__mem_add(d->mem, c->mem);
 }
 
 /* A hit's new table: t's cells in one twice as large (or a first one):
@@ -266,7 +277,7 @@ BPT__PRIVATE void bpt__timem_point(bpt__GenericBpData *d, bpt__BpTimem *t) {
 BPT__HOT BPT__INTREGS void bpt__timem_cell_charge(bpt__timem_cell *c, uint64_t calls, uint64_t ns, int64_t mem) {
     c->calls += calls;
     c->time_ns += ns;
-    c->mem += mem;
+    c->mem = bpt__mem_add(c->mem, mem);
 }
 
 /* [H1] A thread marks the tables it charges while it charges them

@@ -64,6 +64,7 @@ BPT__PRIVATE void bpt__timem_ref(bpt__BpTimem *t);
 BPT__PRIVATE void bpt__timem_unref(bpt__BpTimem *t);
 BPT__PRIVATE bpt__BpTimem *bpt__timem_of(const bpt__GenericBpData *d);
 BPT__PRIVATE void bpt__timem_point(bpt__GenericBpData *d, bpt__BpTimem *t);
+BPT__HOT BPT__INTREGS int64_t bpt__mem_add(int64_t a, int64_t b);   /* net bytes, modulo 2^64 */
 BPT__HOT void bpt__timem_charge(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,
                                 uint64_t calls, uint64_t ns, int64_t mem);
 BPT__HOT BPT__INTREGS int bpt__timem_charge_try(bpt__BpTimem *t, bpt__thread *rec, uint64_t process,

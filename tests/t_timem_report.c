@@ -22,14 +22,21 @@
       a negative count) has the least memory, not the most: the rank
       compared memory_bytes unsigned, so -100 B (2^64 - 100) ranked first
       and pushed the process with the most bytes out of a short procs
-      array (found by review). */
+      array (found by review).
+   5. Net bytes past int64_t's range wrap modulo 2^64, as the unsigned
+      memory_bytes that reports them does: the frame's sum (two accounts
+      in one call), the cell's (a call charged onto one near the top) and
+      a collection's (a carried sum and new bytes) were signed overflows,
+      undefined behaviour, which the asan configuration's UBSan stops at
+      (found by review). */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
 #include <string.h>
 
-static bpt_vm_word word_top = 0x100, word_tie = 0x101, word_lost = 0x102, word_other = 0x103, word_neg = 0x104;
-static bpt_func *f_top, *f_tie, *f_lost, *f_other, *f_neg;
+static bpt_vm_word word_top = 0x100, word_tie = 0x101, word_lost = 0x102, word_other = 0x103, word_neg = 0x104,
+                   word_huge = 0x105;
+static bpt_func *f_top, *f_tie, *f_lost, *f_other, *f_neg, *f_huge;
 
 /* One call of f, in the current process, that accounts bytes. */
 static void call_vm(bpt_vm_word *w, bpt_func *f, int64_t bytes) {
@@ -235,6 +242,34 @@ static void test_negative(bpt_session s) {
     CHECK((int64_t)procs[1].memory_bytes == 10, "procs[1]: 10 B, got %lld", (long long)(int64_t)procs[1].memory_bytes);
 }
 
+/* 5. Sums past int64_t's range. */
+static void test_huge(bpt_session s) {
+    bpt_info in;
+    printf("5. net bytes past int64_t's range wrap\n");
+    call_vm(&word_huge, f_huge, INT64_MAX);       /* a cell at the top */
+    in = info_of(s, f_huge, BPT_INFO_MEMORY, NULL, 0);
+    CHECK((int64_t)in.memory_bytes == INT64_MAX, "one call: INT64_MAX B, got %lld", (long long)(int64_t)in.memory_bytes);
+    call_vm(&word_huge, f_huge, 1);               /* carried INT64_MAX + a new cell's 1: the collection's sum */
+    in = info_of(s, f_huge, BPT_INFO_MEMORY, NULL, 0);
+    printf("   INT64_MAX + 1 across a collection: %lld B\n", (long long)(int64_t)in.memory_bytes);
+    CHECK(in.memory_bytes == (uint64_t)1 << 63, "INT64_MAX + 1 wraps to INT64_MIN: got %lld",
+          (long long)(int64_t)in.memory_bytes);
+    {   /* two accounts in one call: the frame's sum */
+        bpt_vm_token t = 0;
+        if (BPT_VM_FETCH(&word_huge) == 0xBBBB) bpt_vm_breakpoint(f_huge, NULL, &t);
+        bpt_account_memory(INT64_MAX);
+        bpt_account_memory(INT64_MAX);
+        bpt_vm_return(t, 0);
+    }
+    call_vm(&word_huge, f_huge, INT64_MAX);       /* the cell near the top: -2 + INT64_MAX */
+    call_vm(&word_huge, f_huge, 3);               /* then the cell's sum passes it */
+    in = info_of(s, f_huge, BPT_INFO_MEMORY, NULL, 0);
+    printf("   then 2 * INT64_MAX in one call, INT64_MAX, 3: %lld B over %llu calls\n",
+           (long long)(int64_t)in.memory_bytes, (unsigned long long)in.calls);
+    CHECK(in.calls == 5 && in.memory_bytes == 0, "2^64 B in all wraps to 0: %llu calls, %lld B",
+          (unsigned long long)in.calls, (long long)(int64_t)in.memory_bytes);
+}
+
 int main(void) {
     bpt_session s;
     CHECK_RC(bpt_register_vm(&word_top, 0xBBBB, "tr", "top", 0, NULL, &f_top), 0);
@@ -242,13 +277,15 @@ int main(void) {
     CHECK_RC(bpt_register_vm(&word_lost, 0xBBBB, "tr", "lost", 0, NULL, &f_lost), 0);
     CHECK_RC(bpt_register_vm(&word_other, 0xBBBB, "tr", "other", 0, NULL, &f_other), 0);
     CHECK_RC(bpt_register_vm(&word_neg, 0xBBBB, "tr", "neg", 0, NULL, &f_neg), 0);
+    CHECK_RC(bpt_register_vm(&word_huge, 0xBBBB, "tr", "huge", 0, NULL, &f_huge), 0);
     CHECK_RC(bpt_session_create(NULL, &s), 0);
     /* call_memory alone: no time is charged, so the rank is the bytes'. */
-    CHECK_RC(bpt_trace_pattern(s, "tr:_/_", BPT_MEMORY, NULL), 5);
+    CHECK_RC(bpt_trace_pattern(s, "tr:_/_", BPT_MEMORY, NULL), 6);
     test_top(s);
     test_lost(s);
     test_paused(s);
     test_negative(s);
+    test_huge(s);
     CHECK_RC(bpt_session_destroy(s), 0);
     return CHECK_DONE();
 }
