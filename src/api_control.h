@@ -58,6 +58,7 @@
          function it has no such breakpoint on gets no line), then the
          number of lines:
          -> F COUNT CALLS TIME_NS BYTES ARITY MODULE:NAME
+            (BYTES: call_memory's net, allocated minus freed, signed)
          -> OK LINES
      STREAM
          -> OK stream, then the session's trace file (the .bpt format of

@@ -31,13 +31,15 @@ typedef struct bpt_profile_row {
     int arity;
     uint64_t process;      /* 0: the total over processes */
     uint64_t calls;        /* a count of calls */
-    uint64_t value;        /* time in ns (call_time) or bytes (call_memory) */
+    uint64_t value;        /* time in ns (call_time), or bytes (call_memory: the net, allocated
+                              minus freed, as int64_t's two's complement, as bpt_info's) */
 } bpt_profile_row;
 
 /* bpt_format_profile: a table in the style of OTP's tprof,
        FUNCTION                     CALLS   TIME(us)   PER CALL  [    %]
    sorted by value, with a total line, for call_time or call_memory (BYTES
-   instead of TIME). Rows of several processes may be mixed; each is printed
+   instead of TIME: signed, so a function that freed more than it
+   allocated ranks last and shows below zero). Rows of several processes may be mixed; each is printed
    with its process.
 
    Parameters

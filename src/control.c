@@ -185,9 +185,9 @@ static void bpt__ctl_info_line(const bpt_func *f, const char *module, const char
     int n;
     (void)f;
     if (o->failed || !in->flags) return;   /* functions this session counts nothing of */
-    n = snprintf(line, sizeof line, "F %llu %llu %llu %llu %d %s:%s\n", (unsigned long long)in->count,
+    n = snprintf(line, sizeof line, "F %llu %llu %llu %lld %d %s:%s\n", (unsigned long long)in->count,
                  (unsigned long long)in->calls, (unsigned long long)in->time_ns,
-                 (unsigned long long)in->memory_bytes, arity, module, name);
+                 (long long)(int64_t)in->memory_bytes, arity, module, name);   /* net bytes: signed (api_info.h) */
     if (n < 0 || (size_t)n >= sizeof line) return;
     if (o->len + (size_t)n > o->cap) {
         size_t cap = o->cap ? 2 * o->cap : 4096;

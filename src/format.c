@@ -111,14 +111,26 @@ int bpt_format_dbg(const bpt_msg *m, char *buf, size_t size) {
     return (int)b.len;
 }
 
-/* >>profile: tprof's table. Largest value first; ties by name. */
-static int bpt__profile_cmp(const void *a, const void *b) {
-    const bpt_profile_row *x = (const bpt_profile_row *)a, *y = (const bpt_profile_row *)b;
+/* >>profile: tprof's table. Largest value first; ties by name. Bytes
+   are call_memory's net, signed (api_info.h): a function whose calls
+   freed more than they allocated ranks last, and prints below zero (taken
+   unsigned, -100 B ranked first as 18446744073709551516; found by review). */
+static int bpt__profile_tie(const bpt_profile_row *x, const bpt_profile_row *y) {
     int c;
-    if (x->value != y->value) return x->value < y->value ? 1 : -1;
     if ((c = strcmp(x->module ? x->module : "", y->module ? y->module : "")) != 0) return c;
     if ((c = strcmp(x->name ? x->name : "", y->name ? y->name : "")) != 0) return c;
     return x->process < y->process ? -1 : x->process > y->process;
+}
+static int bpt__profile_cmp_time(const void *a, const void *b) {
+    const bpt_profile_row *x = (const bpt_profile_row *)a, *y = (const bpt_profile_row *)b;
+    if (x->value != y->value) return x->value < y->value ? 1 : -1;
+    return bpt__profile_tie(x, y);
+}
+static int bpt__profile_cmp_bytes(const void *a, const void *b) {
+    const bpt_profile_row *x = (const bpt_profile_row *)a, *y = (const bpt_profile_row *)b;
+    int64_t xv = (int64_t)x->value, yv = (int64_t)y->value;
+    if (xv != yv) return xv < yv ? 1 : -1;
+    return bpt__profile_tie(x, y);
 }
 
 int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size_t size) {
@@ -132,9 +144,9 @@ int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size
     b.size = size;
     b.len = 0;
     if (size) buf[0] = '\0';
-    if (n > 1) qsort(rows, (size_t)n, sizeof *rows, bpt__profile_cmp);
+    if (n > 1) qsort(rows, (size_t)n, sizeof *rows, memory ? bpt__profile_cmp_bytes : bpt__profile_cmp_time);
     for (i = 0; i < n; i++) {
-        total += rows[i].value;
+        total += rows[i].value;   /* bytes: modulo 2^64, read back as int64_t */
         calls += rows[i].calls;
         procs |= rows[i].process != 0;
     }
@@ -148,20 +160,21 @@ int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size
                  memory ? "BYTES" : "TIME(us)", memory ? "PER CALL" : "PER CALL");
     for (i = 0; i < n; i++) {
         const bpt_profile_row *r = &rows[i];
-        double pct = total ? 100.0 * (double)r->value / (double)total : 0.0;
+        double v = memory ? (double)(int64_t)r->value : (double)r->value;
+        double pct = total ? 100.0 * v / (memory ? (double)(int64_t)total : (double)total) : 0.0;
         if (procs) snprintf(fn, sizeof fn, "<%llu>  %s:%s/%d", (unsigned long long)r->process,
                             r->module ? r->module : "?", r->name ? r->name : "?", r->arity);
         else snprintf(fn, sizeof fn, "%s:%s/%d", r->module ? r->module : "?", r->name ? r->name : "?", r->arity);
         if (memory)
-            bpt__bprintf(&b, "%-*s %10llu %12llu %10.1f  [%5.1f]\n", width, fn, (unsigned long long)r->calls,
-                         (unsigned long long)r->value, r->calls ? (double)r->value / (double)r->calls : 0.0, pct);
+            bpt__bprintf(&b, "%-*s %10llu %12lld %10.1f  [%5.1f]\n", width, fn, (unsigned long long)r->calls,
+                         (long long)(int64_t)r->value, r->calls ? v / (double)r->calls : 0.0, pct);
         else
             bpt__bprintf(&b, "%-*s %10llu %12.1f %10.2f  [%5.1f]\n", width, fn, (unsigned long long)r->calls,
                          (double)r->value / 1e3, r->calls ? (double)r->value / 1e3 / (double)r->calls : 0.0, pct);
     }
     if (memory)
-        bpt__bprintf(&b, "%-*s %10llu %12llu %10s  [100.0]\n", width, "", (unsigned long long)calls,
-                     (unsigned long long)total, "");
+        bpt__bprintf(&b, "%-*s %10llu %12lld %10s  [100.0]\n", width, "", (unsigned long long)calls,
+                     (long long)(int64_t)total, "");
     else
         bpt__bprintf(&b, "%-*s %10llu %12.1f %10s  [100.0]\n", width, "", (unsigned long long)calls, (double)total / 1e3, "");
     return (int)b.len;

@@ -18,10 +18,13 @@
      7. fork while a client's session traces: in the child (no server, no
         drainer) its buffer does not grow past what it had at the fork, and
         what does not fit is dropped and counted;
-     8. two threads stop the server at once: the second returns 0 when the
+     8. (run last) two threads stop the server at once: the second returns 0 when the
         first has finished (it returned BPT_ENOENT at once, while the
         client's breakpoint was still set). A pinned thread holds up the
-        client's session destroy; test points say when each stop is in.
+        client's session destroy; test points say when each stop is in;
+     9. call_memory's net below zero (the calls freed more than they
+        allocated): INFO's BYTES reads -100, not 18446744073709551516
+        (printed unsigned; found by review).
    BPT_TEST_CONCURRENCY: tests/run runs it under TSAN too. */
 static void t_test_point(const char *where);
 #define BPT_TEST_POINT(where) t_test_point(where)
@@ -191,6 +194,27 @@ static void negative_options(void) {
     CHECK(!strncmp(ctl_ask(fd, "HELLO 1 chunks=-1", buf, sizeof buf, NULL), "ERR -1 ", 7), "chunks=-1: %s", buf);
     CHECK(!strncmp(ctl_ask(fd, "HELLO 1 rate=1/5", buf, sizeof buf, NULL), "OK ", 3), "rate=1/5: %s", buf);
     close(fd);
+}
+
+static void negative_bytes(void) {
+    char buf[256];
+    uint64_t frame[1] = { 7 };
+    bpt_vm_token t = 0;
+    int fd = client("HELLO 1", "PATTERN memory t:f/_");
+    if (fd < 0) return;
+    CHECK(BPT_VM_FETCH(&code) == BP, "t:f traced");
+    if (BPT_VM_FETCH(&code) == BP && bpt_vm_breakpoint(fn, frame, &t) == WORD && t) {
+        bpt_account_memory(50);
+        bpt_account_memory(-150);   /* freed more than it allocated */
+        bpt_vm_return(t, 8);
+    }
+    send(fd, "INFO memory t:f/_\n", 18, MSG_NOSIGNAL);
+    ctl_line(fd, buf, sizeof buf);
+    CHECK(!strcmp(buf, "F 0 1 0 -100 1 t:f"), "INFO memory: '%s', want 'F 0 1 0 -100 1 t:f'", buf);
+    ctl_line(fd, buf, sizeof buf);
+    CHECK(!strcmp(buf, "OK 1"), "INFO's end: '%s'", buf);
+    close(fd);   /* hang up: the session goes */
+    CHECK(word_becomes(WORD), "the site holds %#lx after the client left", (unsigned long)bpt_vm_word_at(fn));
 }
 
 /* A stream's reader thread: the calls it reads, and whether it saw the end. */
@@ -431,6 +455,7 @@ int main(int argc, char **argv) {
     PART(half_closed);
     PART(file_size_limit);
     PART(fork_orphan);
+    PART(negative_bytes);
     PART(two_stops);
     bpt_control_stop();
     CHECK_RC(bpt_control_stop(), BPT_ENOENT);

@@ -206,6 +206,24 @@ int main(void) {
         CHECK(l2 - l1 == l3 - l2 && strchr(tab, '\n') - tab + 1 == l2 - l1, "rows of one width:\n%s", tab);
     }
 
+    /* tprof table of call_memory: bytes are a signed net. A function whose
+       calls freed more than they allocated ranks last and shows below zero
+       (it ranked first, as 18446744073709551516; found by review). */
+    {
+        bpt_profile_row rows[3];
+        char tab[1024], *a, *b, *c;
+        memset(rows, 0, sizeof rows);
+        rows[0].module = "m"; rows[0].name = "frees"; rows[0].calls = 2; rows[0].value = (uint64_t)(int64_t)-100;
+        rows[1].module = "m"; rows[1].name = "grows"; rows[1].calls = 1; rows[1].value = 1000;
+        rows[2].module = "m"; rows[2].name = "small"; rows[2].calls = 1; rows[2].value = 10;
+        CHECK(bpt_format_profile(rows, 3, 1, tab, sizeof tab) > 0, "memory profile");
+        printf("%s", tab);
+        a = strstr(tab, "m:grows/0"); b = strstr(tab, "m:small/0"); c = strstr(tab, "m:frees/0");
+        CHECK(a && b && c && a < b && b < c, "most bytes first, the net below zero last:\n%s", tab);
+        CHECK(c && strstr(c, " -100 ") && strstr(c, " -50.0 "), "-100 B, -50.0 a call:\n%s", tab);
+        CHECK(strstr(tab, "  910 ") && !strstr(tab, "18446744073709551"), "total 910 B, nothing unsigned:\n%s", tab);
+    }
+
     /* Misuse. */
     CHECK_RC(bpt_chrome_open(NULL, stdout), BPT_EINVAL);
     CHECK_RC(bpt_chrome_write(NULL, &m[0]), BPT_EINVAL);

@@ -189,12 +189,14 @@ static void wait_end(void) {
 typedef struct { bpt_profile_row *rows; int n, cap, memory; uint64_t total; } rows_t;
 
 /* "COUNT CALLS TIME_NS BYTES ARITY MODULE:NAME" -> a row: calls (the count,
-   or call_time's calls) and value (ns, or bytes for memory). */
+   or call_time's calls) and value (ns, or for memory the net bytes, signed:
+   carried as int64_t's two's complement, as bpt_profile_row says). */
 static void keep_row(const char *line, void *user) {
     rows_t *r = (rows_t *)user;
-    unsigned long long count, calls, ns, bytes;
+    unsigned long long count, calls, ns;
+    long long bytes;
     int arity, at = 0;
-    if (sscanf(line, "%llu %llu %llu %llu %d %n", &count, &calls, &ns, &bytes, &arity, &at) < 5 || !at) return;
+    if (sscanf(line, "%llu %llu %llu %lld %d %n", &count, &calls, &ns, &bytes, &arity, &at) < 5 || !at) return;
     if (r->n == r->cap) {
         int cap = r->cap ? 2 * r->cap : 256;
         bpt_profile_row *m = (bpt_profile_row *)realloc(r->rows, (size_t)cap * sizeof *m);
@@ -212,7 +214,7 @@ static void keep_row(const char *line, void *user) {
     row->arity = arity;
     row->process = 0;
     row->calls = count ? count : calls;
-    row->value = r->memory ? bytes : ns;
+    row->value = r->memory ? (uint64_t)bytes : ns;
     r->total += row->calls;
 }
 static void free_rows(rows_t *r) {
@@ -227,6 +229,13 @@ static int by_calls(const void *a, const void *b) {
 static int by_value(const void *a, const void *b) {
     const bpt_profile_row *x = (const bpt_profile_row *)a, *y = (const bpt_profile_row *)b;
     return x->value < y->value ? 1 : x->value > y->value ? -1 : by_calls(a, b);
+}
+/* Net bytes, signed: a function whose calls freed more than they
+   allocated ranks last (unsigned, it ranked first). */
+static int by_bytes(const void *a, const void *b) {
+    const bpt_profile_row *x = (const bpt_profile_row *)a, *y = (const bpt_profile_row *)b;
+    int64_t xv = (int64_t)x->value, yv = (int64_t)y->value;
+    return xv < yv ? 1 : xv > yv ? -1 : by_calls(a, b);
 }
 
 /* what: "count", "time" or "memory"; the shown rows of most calls (or time). */
@@ -253,7 +262,7 @@ static int cmd_counting(int pid, const char *pattern, const char *what, double s
         printf("%14llu  total, %d functions\n", (unsigned long long)r.total, r.n);
     } else {   /* the ROWS functions of most time (or bytes) that ran, as tprof shows them */
         int kept = 0;
-        qsort(r.rows, (size_t)r.n, sizeof r.rows[0], by_value);
+        qsort(r.rows, (size_t)r.n, sizeof r.rows[0], r.memory ? by_bytes : by_value);
         for (int i = 0; i < r.n && kept < shown; i++)
             if (r.rows[i].calls) {   /* swap, so that each row's strings are held once */
                 bpt_profile_row keep = r.rows[i];
