@@ -978,7 +978,8 @@ BPT_API int bpt_trace_file_fdopen(int fd, bpt_trace_file **out);
      BPT_EINVAL    f NULL; max < 0; out NULL with max > 0
      BPT_EFORMAT   a corrupt block or record (a truncated file ends cleanly
                    at its last whole block; so does a stream whose writer
-                   broke, bpt_session_write); the reader stops there, and
+                   broke, bpt_session_write); the reader stops there: a
+                   call that decoded messages before it returns them, and
                    every later call returns BPT_EFORMAT
      BPT_ENOMEM    no memory for a block, the names table or a thread's
                    state; nothing is lost: a later call goes on from there
@@ -2002,6 +2003,9 @@ BPT_API int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *b
        unknown, so nothing opened before the loss stays open after it. A
        later return of such a call is skipped and counted in `unmatched`
        (no E without its B); later calls nest from the thread's root.
+   A track's time never goes back: a message stamped before the track's
+   newest event (messages merged from several sources) is written at that
+   event's ts, so that no E is before its B.
    Zero-initialise nothing: bpt_chrome_open fills the struct. */
 typedef struct bpt_chrome {
     FILE *out;             /* the stream written; NULL: not open */
@@ -2064,7 +2068,8 @@ BPT_API int bpt_chrome_close(bpt_chrome *w);
    each have a stack of their own, as the Chrome writer's tracks; they are
    matched as the Chrome writer does: a
    return closes the newest open call of its function, and the calls above
-   it, unwound without a message, count as its own time; a return with no
+   it, unwound without a message, count as its own time (less their traced
+   callees' that returned, which their own stacks have); a return with no
    open call (tracing began inside the call) is ignored; each thread keeps
    its first 64 calls, and the time of deeper ones counts as the 64th's own
    time. A DROPPED message (its thread's ring was full) empties its thread's
@@ -2073,7 +2078,11 @@ BPT_API int bpt_chrome_close(bpt_chrome *w);
    ignored, and calls after it start new stacks at the root, which may lack
    their outer frames but never put a call from after the loss under one
    from before it. Calls still open when the messages end are charged
-   nothing either. Opaque. */
+   nothing either. A stack's time never goes back, as a Chrome track's: a
+   return stamped before its call is charged 0. Stacks are written whole,
+   however deep their kept calls and long their names; a name's ';' is
+   written ':' and its control characters '?' (the format's separators).
+   Opaque. */
 typedef struct bpt_folded bpt_folded;
 
 /* bpt_folded_new: a new, empty folded-stacks object.
@@ -14613,7 +14622,13 @@ int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size
    messages may have returned any of the open calls and opened others, so
    what is kept no longer says where the thread is. The stack starts again
    empty; returns of calls opened before the cut then match nothing, and
-   calls after it start at the root, never under a call from before it. */
+   calls after it start at the root, never under a call from before it.
+   A stack's time never goes back (bpt__stack_ts): a message stamped before
+   the stack's newest (messages merged from several sources, a host's own
+   stamps) counts as at that newest time, so that a return is never before
+   its call: a negative span was charged as 2^64 ns by the folded writer,
+   and made an E before its B, which breaks the nesting, in the Chrome one
+   (found by review). */
 enum { BPT__STACK_KEPT = 64 };
 
 typedef struct bpt__call {
@@ -14626,7 +14641,7 @@ typedef struct bpt__call {
 struct bpt__stack {
     uint32_t tid, depth;           /* depth counts calls beyond the kept ones too */
     uint64_t process;              /* the process its calls ran in: one stack per thread and process */
-    uint64_t last_ns;              /* the thread's newest call or return */
+    uint64_t last_ns;              /* the time of its newest call, return or cut (bpt__stack_ts) */
     bpt__call call[BPT__STACK_KEPT];
 };
 
@@ -14663,17 +14678,24 @@ static struct bpt__stack *bpt__stack_of(struct bpt__stack **v, int *n, int *cap,
     return t;
 }
 
+/* m's time on t: its ts, or t's newest time when m's is earlier (>>stacks:
+   a stack's time never goes back); it becomes t's newest time. */
+static uint64_t bpt__stack_ts(struct bpt__stack *t, const bpt_msg *m) {
+    if (m->ts_ns > t->last_ns) t->last_ns = m->ts_ns;
+    return t->last_ns;
+}
+
 static void bpt__stack_push(struct bpt__stack *t, const bpt_msg *m) {
+    uint64_t ts = bpt__stack_ts(t, m);
     if (t->depth < BPT__STACK_KEPT) {
         bpt__call *c = &t->call[t->depth];
         c->module = m->module;
         c->name = m->name;
         c->arity = m->arity;
-        c->start_ns = m->ts_ns;
+        c->start_ns = ts;
         c->child_ns = 0;
     }
     t->depth++;
-    t->last_ns = m->ts_ns;
 }
 
 static int bpt__text_eq(const char *a, const char *b) {
@@ -14684,10 +14706,11 @@ static int bpt__text_eq(const char *a, const char *b) {
    caller pops (with the calls above it) by setting t->depth to it; -1 when
    no open call of that function is kept (tracing began inside it: nothing
    changes); -2 when t is deeper than it keeps (the return is from the
-   newest call, which was not kept: its count is popped here). */
+   newest call, which was not kept: its count is popped here). Its time
+   is t->last_ns after it (bpt__stack_ts). */
 static int bpt__stack_return(struct bpt__stack *t, const bpt_msg *m) {
     int k;
-    t->last_ns = m->ts_ns;
+    (void)bpt__stack_ts(t, m);
     if (t->depth > BPT__STACK_KEPT) {
         t->depth--;
         return -2;
@@ -14701,10 +14724,11 @@ static int bpt__stack_return(struct bpt__stack *t, const bpt_msg *m) {
 
 /* A DROPPED message on t: forget its open calls (after the Chrome writer
    closed them). The cut is where the loss was announced, which is after it
-   happened: the notice comes with the first message that found room. */
+   happened: the notice comes with the first message that found room. Its
+   time is t->last_ns after it (bpt__stack_ts). */
 static void bpt__stack_cut(struct bpt__stack *t, const bpt_msg *m) {
     t->depth = 0;
-    t->last_ns = m->ts_ns;
+    (void)bpt__stack_ts(t, m);
 }
 
 /* >>chrome: Chrome Trace Event JSON. */
@@ -14808,11 +14832,12 @@ static void bpt__chrome_close_to(bpt_chrome *w, struct bpt__stack *t, uint32_t d
    speedscope show on the thread's track. */
 static void bpt__chrome_dropped(bpt_chrome *w, struct bpt__stack *t, const bpt_msg *m) {
     char ts[32];
-    bpt__chrome_close_to(w, t, 0, m->ts_ns);
+    uint64_t at = bpt__stack_ts(t, m);
+    bpt__chrome_close_to(w, t, 0, at);
     bpt__stack_cut(t, m);
     fprintf(w->out, "%s{\"name\":\"dropped %llu\"", w->events ? "," : "", (unsigned long long)m->value);
     if (fprintf(w->out, ",\"cat\":\"bptrace\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%s,\"pid\":%lld,\"tid\":%u}\n",
-                bpt__json_us(ts, (int64_t)(m->ts_ns - w->base_ns)), bpt__chrome_pid(t), (unsigned)t->tid) < 0)
+                bpt__json_us(ts, (int64_t)(at - w->base_ns)), bpt__chrome_pid(t), (unsigned)t->tid) < 0)
         w->err = 1;
     w->events++;
 }
@@ -14848,13 +14873,13 @@ int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m) {
     } else if (m->type == BPT_MSG_CALL) {
         bpt__stack_push(t, m);
         if (t->depth <= BPT__STACK_KEPT)                   /* too deep: neither it nor its return is written */
-            bpt__chrome_event(w, "B", t, m->ts_ns, m->module, m->name, m->arity);
+            bpt__chrome_event(w, "B", t, t->last_ns, m->module, m->name, m->arity);
     } else if ((k = bpt__stack_return(t, m)) == -1) {
         w->unmatched++;                                    /* also the return of a call opened before a DROPPED */
     } else if (k >= 0) {
-        bpt__chrome_close_to(w, t, (uint32_t)k + 1, m->ts_ns);   /* calls above it, unwound without a message */
+        bpt__chrome_close_to(w, t, (uint32_t)k + 1, t->last_ns);   /* calls above it, unwound without a message */
         t->depth = (uint32_t)k;
-        bpt__chrome_event(w, "E", t, m->ts_ns, m->module, m->name, m->arity);
+        bpt__chrome_event(w, "E", t, t->last_ns, m->module, m->name, m->arity);
     }
     return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_write: write failed: %s", strerror(errno)) : 0;
 }
@@ -14880,6 +14905,8 @@ struct bpt_folded {
     int nthreads, cap;
     bpt__fold_entry *e;
     size_t ecap, used;
+    char *text;                   /* the stack being charged, "a;b;c" (bpt__fold_text); grown */
+    size_t text_cap;
 };
 
 int bpt_folded_new(bpt_folded **out) {
@@ -14897,6 +14924,7 @@ void bpt_folded_free(bpt_folded *f) {
     for (i = 0; i < f->ecap; i++) BPT_FREE(f->e[i].stack);
     BPT_FREE(f->e);
     BPT_FREE(f->threads);
+    BPT_FREE(f->text);
     BPT_FREE(f);
 }
 
@@ -14932,12 +14960,68 @@ static int bpt__fold_charge(bpt_folded *f, const char *stack, uint64_t ns) {
     return 0;
 }
 
+/* A name's byte in a folded line: ';' separates frames and a line ends
+   at '\n', so a name's own ';' is written ':' and its control bytes '?'
+   (a VM's "m(Ljava/lang/String;)V" made two frames, and a name with a
+   newline a line flamegraph.pl cannot read; found by review). */
+static char bpt__fold_char(char c) {
+    return c == ';' ? ':' : (unsigned char)c < 0x20 ? '?' : c;
+}
+
+/* The text of t's stack up to its kept call k, "a;b;c", in f->text (grown
+   as it needs: names from a file may be 65,535 bytes each, and a fixed
+   buffer cut deep stacks short, charging a leaf's time to a stack that
+   never ran it; found by review). 0 or BPT_ENOMEM. */
+static int bpt__fold_text(bpt_folded *f, const struct bpt__stack *t, int k) {
+    size_t need = 1, len = 0;
+    int i;
+    for (i = 0; i <= k; i++) need += strlen(t->call[i].name ? t->call[i].name : "?") + 1;
+    if (need > f->text_cap) {
+        char *p = (char *)BPT_MALLOC(need);
+        if (!p) return BPT_ENOMEM;
+        BPT_FREE(f->text);
+        f->text = p;
+        f->text_cap = need;
+    }
+    for (i = 0; i <= k; i++) {
+        const char *name = t->call[i].name ? t->call[i].name : "?";
+        if (i) f->text[len++] = ';';
+        while (*name) f->text[len++] = bpt__fold_char(*name++);
+    }
+    f->text[len] = '\0';
+    return 0;
+}
+
+/* The time of t's kept call k's traced callees that returned: its own
+   child_ns, and that of the calls above it, which are unwound without a
+   message with it (>>stacks). Their own time is k's; their callees' was
+   charged to their own stacks already, and is not charged again as k's
+   (found by review: it was, and a stack's lines summed to more than its
+   span). */
+static uint64_t bpt__fold_child_ns(const struct bpt__stack *t, int k) {
+    uint64_t ns = 0;
+    uint32_t j, top = t->depth < BPT__STACK_KEPT ? t->depth : (uint32_t)BPT__STACK_KEPT;
+    for (j = (uint32_t)k; j < top; j++) ns += t->call[j].child_ns;
+    return ns;
+}
+
+/* A return on t that matches its kept call k: k's own time charged to its
+   stack, its span added to its caller's callees; then k and the calls
+   above it popped. On BPT_ENOMEM nothing changed but t's time: the
+   message is not counted, and a retry counts it. */
+static int bpt__fold_return(bpt_folded *f, struct bpt__stack *t, int k) {
+    uint64_t elapsed = t->last_ns - t->call[k].start_ns;   /* >= 0: a stack's time never goes back */
+    uint64_t child = bpt__fold_child_ns(t, k);
+    if (bpt__fold_text(f, t, k) < 0 || bpt__fold_charge(f, f->text, elapsed > child ? elapsed - child : 0) < 0)
+        return BPT_ENOMEM;
+    t->depth = (uint32_t)k;
+    if (k > 0) t->call[k - 1].child_ns += elapsed;
+    return 0;
+}
+
 int bpt_folded_add(bpt_folded *f, const bpt_msg *m) {
     struct bpt__stack *t;
-    char stack[BPT__STACK_KEPT * 64];
-    size_t len = 0;
-    uint64_t elapsed;
-    int k, i, created;
+    int k, created;
     if (!f || !m) return bpt__fail(BPT_EINVAL, "bpt_folded_add: f and m must not be NULL");
     if (m->type != BPT_MSG_CALL && m->type != BPT_MSG_RETURN_FROM && m->type != BPT_MSG_EXCEPTION_FROM &&
         m->type != BPT_MSG_DROPPED)
@@ -14957,20 +15041,7 @@ int bpt_folded_add(bpt_folded *f, const bpt_msg *m) {
         return 0;
     }
     if ((k = bpt__stack_return(t, m)) < 0) return 0;   /* not kept, or began before tracing or a drop */
-    elapsed = m->ts_ns - t->call[k].start_ns;
-    for (i = 0; i <= k; i++) {
-        const char *name = t->call[i].name ? t->call[i].name : "?";
-        size_t n = strlen(name);
-        if (len + n + 2 >= sizeof stack) break;
-        if (i) stack[len++] = ';';
-        memcpy(stack + len, name, n);
-        len += n;
-    }
-    stack[len] = '\0';
-    t->depth = (uint32_t)k;                          /* pops it, and calls above it unwound without a message */
-    if (k > 0) t->call[k - 1].child_ns += elapsed;
-    if (bpt__fold_charge(f, stack, elapsed > t->call[k].child_ns ? elapsed - t->call[k].child_ns : 0) < 0)
-        return bpt__fail(BPT_ENOMEM, "bpt_folded_add: no memory for a new stack");
+    if (bpt__fold_return(f, t, k) < 0) return bpt__fail(BPT_ENOMEM, "bpt_folded_add: no memory for a new stack");
     return 0;
 }
 
@@ -15294,7 +15365,8 @@ struct bpt_trace_file {
     uint64_t seed;                /* the lane hash's key: a file cannot pick lanes that all collide */
     uint64_t probes;              /* lane-table slots looked at, rehashing aside: what a lookup
                                      costs (t_tracefile_hostile counts it) */
-    int corrupt;
+    int corrupt;                  /* 1: every read from now on is BPT_EFORMAT */
+    const char *corrupt_why;      /* what was found corrupt, for bpt_last_error */
 };
 
 static const bpt__name *bpt__file_name(void *ctx, uint32_t id) {
@@ -15367,8 +15439,14 @@ static int bpt__file_stream(bpt_trace_file *f, uint64_t lane) {
     return f->last_stream = (int)f->nstreams++;
 }
 
-static int bpt__file_corrupt(bpt_trace_file *f, const char *what) {
+/* The reader stops at what: every read from now on is BPT_EFORMAT. */
+static void bpt__file_stop(bpt_trace_file *f, const char *what) {
     f->corrupt = 1;
+    f->corrupt_why = what;
+}
+
+static int bpt__file_corrupt(bpt_trace_file *f, const char *what) {
+    bpt__file_stop(f, what);
     return bpt__fail(BPT_EFORMAT, "bpt_trace_file_read: %s", what);
 }
 
@@ -15542,7 +15620,7 @@ int bpt_trace_file_read(bpt_trace_file *f, bpt_msg *out, int max) {
     int n = 0, rc;
     if (!f || max < 0 || (max > 0 && !out))
         return bpt__fail(BPT_EINVAL, "bpt_trace_file_read: f is NULL, or out is NULL, or max (%d) < 0", max);
-    if (f->corrupt) return bpt__fail(BPT_EFORMAT, "bpt_trace_file_read: the file is corrupt");
+    if (f->corrupt) return bpt__fail(BPT_EFORMAT, "bpt_trace_file_read: the file is corrupt: %s", f->corrupt_why);
     while (n < max) {
         const bpt__rec *r;
         int bytes;
@@ -15553,7 +15631,17 @@ int bpt_trace_file_read(bpt_trace_file *f, bpt_msg *out, int max) {
             if ((rc = bpt__file_next_block(f)) <= 0) return rc;
         }
         r = (const bpt__rec *)(const void *)(f->block + f->pos);
-        if (!(bytes = bpt__rec_check(r, f->block_bytes - f->pos))) return bpt__file_corrupt(f, "a record is corrupt");
+        if (!(bytes = bpt__rec_check(r, f->block_bytes - f->pos))) {
+            /* The sound records before it in its block are the file's: the
+               messages decoded from them go out now, and the next call
+               says BPT_EFORMAT (this one's error threw them away, as many
+               as out had room for; found by review). */
+            if (n > 0) {
+                bpt__file_stop(f, "a record is corrupt");
+                return n;
+            }
+            return bpt__file_corrupt(f, "a record is corrupt");
+        }
         /* Once a block, at its first record (n is 0 there: nothing is lost). */
         if (f->stream < 0 && (f->stream = bpt__file_stream(f, f->lane)) < 0) {
             if (f->stream == BPT__FILE_TOO_MANY) return bpt__file_corrupt(f, "more threads than a session has");

@@ -84,6 +84,9 @@ BPT_API int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *b
        unknown, so nothing opened before the loss stays open after it. A
        later return of such a call is skipped and counted in `unmatched`
        (no E without its B); later calls nest from the thread's root.
+   A track's time never goes back: a message stamped before the track's
+   newest event (messages merged from several sources) is written at that
+   event's ts, so that no E is before its B.
    Zero-initialise nothing: bpt_chrome_open fills the struct. */
 typedef struct bpt_chrome {
     FILE *out;             /* the stream written; NULL: not open */
@@ -146,7 +149,8 @@ BPT_API int bpt_chrome_close(bpt_chrome *w);
    each have a stack of their own, as the Chrome writer's tracks; they are
    matched as the Chrome writer does: a
    return closes the newest open call of its function, and the calls above
-   it, unwound without a message, count as its own time; a return with no
+   it, unwound without a message, count as its own time (less their traced
+   callees' that returned, which their own stacks have); a return with no
    open call (tracing began inside the call) is ignored; each thread keeps
    its first 64 calls, and the time of deeper ones counts as the 64th's own
    time. A DROPPED message (its thread's ring was full) empties its thread's
@@ -155,7 +159,11 @@ BPT_API int bpt_chrome_close(bpt_chrome *w);
    ignored, and calls after it start new stacks at the root, which may lack
    their outer frames but never put a call from after the loss under one
    from before it. Calls still open when the messages end are charged
-   nothing either. Opaque. */
+   nothing either. A stack's time never goes back, as a Chrome track's: a
+   return stamped before its call is charged 0. Stacks are written whole,
+   however deep their kept calls and long their names; a name's ';' is
+   written ':' and its control characters '?' (the format's separators).
+   Opaque. */
 typedef struct bpt_folded bpt_folded;
 
 /* bpt_folded_new: a new, empty folded-stacks object.

@@ -477,7 +477,8 @@ BPT_API int bpt_trace_file_fdopen(int fd, bpt_trace_file **out);
      BPT_EINVAL    f NULL; max < 0; out NULL with max > 0
      BPT_EFORMAT   a corrupt block or record (a truncated file ends cleanly
                    at its last whole block; so does a stream whose writer
-                   broke, bpt_session_write); the reader stops there, and
+                   broke, bpt_session_write); the reader stops there: a
+                   call that decoded messages before it returns them, and
                    every later call returns BPT_EFORMAT
      BPT_ENOMEM    no memory for a block, the names table or a thread's
                    state; nothing is lost: a later call goes on from there

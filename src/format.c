@@ -193,7 +193,13 @@ int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size
    messages may have returned any of the open calls and opened others, so
    what is kept no longer says where the thread is. The stack starts again
    empty; returns of calls opened before the cut then match nothing, and
-   calls after it start at the root, never under a call from before it. */
+   calls after it start at the root, never under a call from before it.
+   A stack's time never goes back (bpt__stack_ts): a message stamped before
+   the stack's newest (messages merged from several sources, a host's own
+   stamps) counts as at that newest time, so that a return is never before
+   its call: a negative span was charged as 2^64 ns by the folded writer,
+   and made an E before its B, which breaks the nesting, in the Chrome one
+   (found by review). */
 enum { BPT__STACK_KEPT = 64 };
 
 typedef struct bpt__call {
@@ -206,7 +212,7 @@ typedef struct bpt__call {
 struct bpt__stack {
     uint32_t tid, depth;           /* depth counts calls beyond the kept ones too */
     uint64_t process;              /* the process its calls ran in: one stack per thread and process */
-    uint64_t last_ns;              /* the thread's newest call or return */
+    uint64_t last_ns;              /* the time of its newest call, return or cut (bpt__stack_ts) */
     bpt__call call[BPT__STACK_KEPT];
 };
 
@@ -243,17 +249,24 @@ static struct bpt__stack *bpt__stack_of(struct bpt__stack **v, int *n, int *cap,
     return t;
 }
 
+/* m's time on t: its ts, or t's newest time when m's is earlier (>>stacks:
+   a stack's time never goes back); it becomes t's newest time. */
+static uint64_t bpt__stack_ts(struct bpt__stack *t, const bpt_msg *m) {
+    if (m->ts_ns > t->last_ns) t->last_ns = m->ts_ns;
+    return t->last_ns;
+}
+
 static void bpt__stack_push(struct bpt__stack *t, const bpt_msg *m) {
+    uint64_t ts = bpt__stack_ts(t, m);
     if (t->depth < BPT__STACK_KEPT) {
         bpt__call *c = &t->call[t->depth];
         c->module = m->module;
         c->name = m->name;
         c->arity = m->arity;
-        c->start_ns = m->ts_ns;
+        c->start_ns = ts;
         c->child_ns = 0;
     }
     t->depth++;
-    t->last_ns = m->ts_ns;
 }
 
 static int bpt__text_eq(const char *a, const char *b) {
@@ -264,10 +277,11 @@ static int bpt__text_eq(const char *a, const char *b) {
    caller pops (with the calls above it) by setting t->depth to it; -1 when
    no open call of that function is kept (tracing began inside it: nothing
    changes); -2 when t is deeper than it keeps (the return is from the
-   newest call, which was not kept: its count is popped here). */
+   newest call, which was not kept: its count is popped here). Its time
+   is t->last_ns after it (bpt__stack_ts). */
 static int bpt__stack_return(struct bpt__stack *t, const bpt_msg *m) {
     int k;
-    t->last_ns = m->ts_ns;
+    (void)bpt__stack_ts(t, m);
     if (t->depth > BPT__STACK_KEPT) {
         t->depth--;
         return -2;
@@ -281,10 +295,11 @@ static int bpt__stack_return(struct bpt__stack *t, const bpt_msg *m) {
 
 /* A DROPPED message on t: forget its open calls (after the Chrome writer
    closed them). The cut is where the loss was announced, which is after it
-   happened: the notice comes with the first message that found room. */
+   happened: the notice comes with the first message that found room. Its
+   time is t->last_ns after it (bpt__stack_ts). */
 static void bpt__stack_cut(struct bpt__stack *t, const bpt_msg *m) {
     t->depth = 0;
-    t->last_ns = m->ts_ns;
+    (void)bpt__stack_ts(t, m);
 }
 
 /* >>chrome: Chrome Trace Event JSON. */
@@ -388,11 +403,12 @@ static void bpt__chrome_close_to(bpt_chrome *w, struct bpt__stack *t, uint32_t d
    speedscope show on the thread's track. */
 static void bpt__chrome_dropped(bpt_chrome *w, struct bpt__stack *t, const bpt_msg *m) {
     char ts[32];
-    bpt__chrome_close_to(w, t, 0, m->ts_ns);
+    uint64_t at = bpt__stack_ts(t, m);
+    bpt__chrome_close_to(w, t, 0, at);
     bpt__stack_cut(t, m);
     fprintf(w->out, "%s{\"name\":\"dropped %llu\"", w->events ? "," : "", (unsigned long long)m->value);
     if (fprintf(w->out, ",\"cat\":\"bptrace\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%s,\"pid\":%lld,\"tid\":%u}\n",
-                bpt__json_us(ts, (int64_t)(m->ts_ns - w->base_ns)), bpt__chrome_pid(t), (unsigned)t->tid) < 0)
+                bpt__json_us(ts, (int64_t)(at - w->base_ns)), bpt__chrome_pid(t), (unsigned)t->tid) < 0)
         w->err = 1;
     w->events++;
 }
@@ -428,13 +444,13 @@ int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m) {
     } else if (m->type == BPT_MSG_CALL) {
         bpt__stack_push(t, m);
         if (t->depth <= BPT__STACK_KEPT)                   /* too deep: neither it nor its return is written */
-            bpt__chrome_event(w, "B", t, m->ts_ns, m->module, m->name, m->arity);
+            bpt__chrome_event(w, "B", t, t->last_ns, m->module, m->name, m->arity);
     } else if ((k = bpt__stack_return(t, m)) == -1) {
         w->unmatched++;                                    /* also the return of a call opened before a DROPPED */
     } else if (k >= 0) {
-        bpt__chrome_close_to(w, t, (uint32_t)k + 1, m->ts_ns);   /* calls above it, unwound without a message */
+        bpt__chrome_close_to(w, t, (uint32_t)k + 1, t->last_ns);   /* calls above it, unwound without a message */
         t->depth = (uint32_t)k;
-        bpt__chrome_event(w, "E", t, m->ts_ns, m->module, m->name, m->arity);
+        bpt__chrome_event(w, "E", t, t->last_ns, m->module, m->name, m->arity);
     }
     return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_write: write failed: %s", strerror(errno)) : 0;
 }
@@ -460,6 +476,8 @@ struct bpt_folded {
     int nthreads, cap;
     bpt__fold_entry *e;
     size_t ecap, used;
+    char *text;                   /* the stack being charged, "a;b;c" (bpt__fold_text); grown */
+    size_t text_cap;
 };
 
 int bpt_folded_new(bpt_folded **out) {
@@ -477,6 +495,7 @@ void bpt_folded_free(bpt_folded *f) {
     for (i = 0; i < f->ecap; i++) BPT_FREE(f->e[i].stack);
     BPT_FREE(f->e);
     BPT_FREE(f->threads);
+    BPT_FREE(f->text);
     BPT_FREE(f);
 }
 
@@ -512,12 +531,68 @@ static int bpt__fold_charge(bpt_folded *f, const char *stack, uint64_t ns) {
     return 0;
 }
 
+/* A name's byte in a folded line: ';' separates frames and a line ends
+   at '\n', so a name's own ';' is written ':' and its control bytes '?'
+   (a VM's "m(Ljava/lang/String;)V" made two frames, and a name with a
+   newline a line flamegraph.pl cannot read; found by review). */
+static char bpt__fold_char(char c) {
+    return c == ';' ? ':' : (unsigned char)c < 0x20 ? '?' : c;
+}
+
+/* The text of t's stack up to its kept call k, "a;b;c", in f->text (grown
+   as it needs: names from a file may be 65,535 bytes each, and a fixed
+   buffer cut deep stacks short, charging a leaf's time to a stack that
+   never ran it; found by review). 0 or BPT_ENOMEM. */
+static int bpt__fold_text(bpt_folded *f, const struct bpt__stack *t, int k) {
+    size_t need = 1, len = 0;
+    int i;
+    for (i = 0; i <= k; i++) need += strlen(t->call[i].name ? t->call[i].name : "?") + 1;
+    if (need > f->text_cap) {
+        char *p = (char *)BPT_MALLOC(need);
+        if (!p) return BPT_ENOMEM;
+        BPT_FREE(f->text);
+        f->text = p;
+        f->text_cap = need;
+    }
+    for (i = 0; i <= k; i++) {
+        const char *name = t->call[i].name ? t->call[i].name : "?";
+        if (i) f->text[len++] = ';';
+        while (*name) f->text[len++] = bpt__fold_char(*name++);
+    }
+    f->text[len] = '\0';
+    return 0;
+}
+
+/* The time of t's kept call k's traced callees that returned: its own
+   child_ns, and that of the calls above it, which are unwound without a
+   message with it (>>stacks). Their own time is k's; their callees' was
+   charged to their own stacks already, and is not charged again as k's
+   (found by review: it was, and a stack's lines summed to more than its
+   span). */
+static uint64_t bpt__fold_child_ns(const struct bpt__stack *t, int k) {
+    uint64_t ns = 0;
+    uint32_t j, top = t->depth < BPT__STACK_KEPT ? t->depth : (uint32_t)BPT__STACK_KEPT;
+    for (j = (uint32_t)k; j < top; j++) ns += t->call[j].child_ns;
+    return ns;
+}
+
+/* A return on t that matches its kept call k: k's own time charged to its
+   stack, its span added to its caller's callees; then k and the calls
+   above it popped. On BPT_ENOMEM nothing changed but t's time: the
+   message is not counted, and a retry counts it. */
+static int bpt__fold_return(bpt_folded *f, struct bpt__stack *t, int k) {
+    uint64_t elapsed = t->last_ns - t->call[k].start_ns;   /* >= 0: a stack's time never goes back */
+    uint64_t child = bpt__fold_child_ns(t, k);
+    if (bpt__fold_text(f, t, k) < 0 || bpt__fold_charge(f, f->text, elapsed > child ? elapsed - child : 0) < 0)
+        return BPT_ENOMEM;
+    t->depth = (uint32_t)k;
+    if (k > 0) t->call[k - 1].child_ns += elapsed;
+    return 0;
+}
+
 int bpt_folded_add(bpt_folded *f, const bpt_msg *m) {
     struct bpt__stack *t;
-    char stack[BPT__STACK_KEPT * 64];
-    size_t len = 0;
-    uint64_t elapsed;
-    int k, i, created;
+    int k, created;
     if (!f || !m) return bpt__fail(BPT_EINVAL, "bpt_folded_add: f and m must not be NULL");
     if (m->type != BPT_MSG_CALL && m->type != BPT_MSG_RETURN_FROM && m->type != BPT_MSG_EXCEPTION_FROM &&
         m->type != BPT_MSG_DROPPED)
@@ -537,20 +612,7 @@ int bpt_folded_add(bpt_folded *f, const bpt_msg *m) {
         return 0;
     }
     if ((k = bpt__stack_return(t, m)) < 0) return 0;   /* not kept, or began before tracing or a drop */
-    elapsed = m->ts_ns - t->call[k].start_ns;
-    for (i = 0; i <= k; i++) {
-        const char *name = t->call[i].name ? t->call[i].name : "?";
-        size_t n = strlen(name);
-        if (len + n + 2 >= sizeof stack) break;
-        if (i) stack[len++] = ';';
-        memcpy(stack + len, name, n);
-        len += n;
-    }
-    stack[len] = '\0';
-    t->depth = (uint32_t)k;                          /* pops it, and calls above it unwound without a message */
-    if (k > 0) t->call[k - 1].child_ns += elapsed;
-    if (bpt__fold_charge(f, stack, elapsed > t->call[k].child_ns ? elapsed - t->call[k].child_ns : 0) < 0)
-        return bpt__fail(BPT_ENOMEM, "bpt_folded_add: no memory for a new stack");
+    if (bpt__fold_return(f, t, k) < 0) return bpt__fail(BPT_ENOMEM, "bpt_folded_add: no memory for a new stack");
     return 0;
 }
 

@@ -296,7 +296,8 @@ struct bpt_trace_file {
     uint64_t seed;                /* the lane hash's key: a file cannot pick lanes that all collide */
     uint64_t probes;              /* lane-table slots looked at, rehashing aside: what a lookup
                                      costs (t_tracefile_hostile counts it) */
-    int corrupt;
+    int corrupt;                  /* 1: every read from now on is BPT_EFORMAT */
+    const char *corrupt_why;      /* what was found corrupt, for bpt_last_error */
 };
 
 static const bpt__name *bpt__file_name(void *ctx, uint32_t id) {
@@ -369,8 +370,14 @@ static int bpt__file_stream(bpt_trace_file *f, uint64_t lane) {
     return f->last_stream = (int)f->nstreams++;
 }
 
-static int bpt__file_corrupt(bpt_trace_file *f, const char *what) {
+/* The reader stops at what: every read from now on is BPT_EFORMAT. */
+static void bpt__file_stop(bpt_trace_file *f, const char *what) {
     f->corrupt = 1;
+    f->corrupt_why = what;
+}
+
+static int bpt__file_corrupt(bpt_trace_file *f, const char *what) {
+    bpt__file_stop(f, what);
     return bpt__fail(BPT_EFORMAT, "bpt_trace_file_read: %s", what);
 }
 
@@ -544,7 +551,7 @@ int bpt_trace_file_read(bpt_trace_file *f, bpt_msg *out, int max) {
     int n = 0, rc;
     if (!f || max < 0 || (max > 0 && !out))
         return bpt__fail(BPT_EINVAL, "bpt_trace_file_read: f is NULL, or out is NULL, or max (%d) < 0", max);
-    if (f->corrupt) return bpt__fail(BPT_EFORMAT, "bpt_trace_file_read: the file is corrupt");
+    if (f->corrupt) return bpt__fail(BPT_EFORMAT, "bpt_trace_file_read: the file is corrupt: %s", f->corrupt_why);
     while (n < max) {
         const bpt__rec *r;
         int bytes;
@@ -555,7 +562,17 @@ int bpt_trace_file_read(bpt_trace_file *f, bpt_msg *out, int max) {
             if ((rc = bpt__file_next_block(f)) <= 0) return rc;
         }
         r = (const bpt__rec *)(const void *)(f->block + f->pos);
-        if (!(bytes = bpt__rec_check(r, f->block_bytes - f->pos))) return bpt__file_corrupt(f, "a record is corrupt");
+        if (!(bytes = bpt__rec_check(r, f->block_bytes - f->pos))) {
+            /* The sound records before it in its block are the file's: the
+               messages decoded from them go out now, and the next call
+               says BPT_EFORMAT (this one's error threw them away, as many
+               as out had room for; found by review). */
+            if (n > 0) {
+                bpt__file_stop(f, "a record is corrupt");
+                return n;
+            }
+            return bpt__file_corrupt(f, "a record is corrupt");
+        }
         /* Once a block, at its first record (n is 0 there: nothing is lost). */
         if (f->stream < 0 && (f->stream = bpt__file_stream(f, f->lane)) < 0) {
             if (f->stream == BPT__FILE_TOO_MANY) return bpt__file_corrupt(f, "more threads than a session has");

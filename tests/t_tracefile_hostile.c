@@ -21,7 +21,11 @@
      4. BPT_ENOMEM while reading loses nothing: with the k-th allocation
         refused, for every k, reading on after the error gives every
         message of the file;
-     5. a directory: BPT_ENOENT, as the doc says. */
+     5. a directory: BPT_ENOENT, as the doc says;
+     6. a corrupt record after sound ones in its block: a read with room
+        for them all returns their messages, and the next read
+        BPT_EFORMAT, as a read of one message at a time does (the read
+        returned BPT_EFORMAT and threw away the messages it had decoded). */
 #include <stddef.h>
 static void *t_malloc(size_t n);
 static void t_free(void *p);
@@ -322,6 +326,44 @@ static void hostile(void) {
     img_len = img_cap = 0;
 }
 
+/* 6. A corrupt record (type 99) after a context and three DROPPED records
+   in one block: the three messages, then BPT_EFORMAT, whatever the batch. */
+static void corrupt_tail(void) {
+    static const unsigned char ctx[8] = { 15, 2, 0, 0, 7, 0, 0, 0 }, drop[8] = { 2, 1, 0, 0, 0, 0, 0, 0 },
+                               bad[8] = { 99, 0, 0, 0, 0, 0, 0, 0 };
+    char path[300];
+    int batch, i;
+    temp_path(path, sizeof path, "hostile.bpt");
+    put_header();
+    put32('C');
+    put32(8 + 32 + 3 * 24 + 16);
+    put64(3);                                      /* the lane */
+    put64(0); put(ctx, 8); put64(1); put64(0);     /* thread 7, process 1 */
+    for (i = 0; i < 3; i++) { put64(10 + (uint64_t)i); put(drop, 8); put64(100 + (uint64_t)i); }
+    put64(20); put(bad, 8);
+    write_img(path);
+    for (batch = 1; batch <= 16; batch *= 4) {
+        bpt_trace_file *f;
+        bpt_msg m[16];
+        int rc, got = 0, ok = 1;
+        CHECK_RC(bpt_trace_file_open(path, &f), 0);
+        while ((rc = bpt_trace_file_read(f, m, batch)) > 0) {
+            for (i = 0; i < rc; i++)
+                ok &= m[i].type == BPT_MSG_DROPPED && m[i].thread == 7 && m[i].value == 100 + (uint64_t)(got + i);
+            got += rc;
+        }
+        printf("a corrupt record after 3 sound ones, read %d at a time: %d messages, then %d (%s)\n", batch, got, rc,
+               bpt_last_error());
+        CHECK(got == 3 && ok, "read %d at a time: %d messages of 3 (in order, whole: %d)", batch, got, ok);
+        CHECK(rc == BPT_EFORMAT, "read %d at a time: the read at the corrupt record returned %d", batch, rc);
+        CHECK_RC(bpt_trace_file_read(f, m, batch), BPT_EFORMAT);   /* and from then on */
+        bpt_trace_file_close(f);
+    }
+    free(img);
+    img = NULL;
+    img_len = img_cap = 0;
+}
+
 /* 4. BPT_ENOMEM in a read loses nothing: the k-th allocation refused. */
 static void enomem(void) {
     enum { N = 400 };
@@ -377,6 +419,7 @@ int main(void) {
     hostile();
     enomem();
     CHECK_RC(bpt_trace_file_open(tmpdir, &f), BPT_ENOENT);   /* 5. a directory */
+    corrupt_tail();                                          /* 6. */
     {
         char path[300];
         temp_path(path, sizeof path, "partial.bpt");

@@ -1,0 +1,181 @@
+/* t_format_stacks: the folded and Chrome writers' stacks at their edges
+   (review fixes), from hand-made messages, exact figures:
+     1. a call unwound without a message (A calls B, B calls C, C returns,
+        A returns; B's return never comes): C's time is charged to A;B;C
+        once and not again to A, whose own time is its span less C's (A's
+        return charged C's 10 us twice: 110 us of stacks for a 100 us span);
+     2. a stack 40 calls deep of 120-byte names: the leaf's line names all
+        40 frames (a 4096-byte buffer cut it at 33, and charged the leaf's
+        time to a stack that never ran it);
+     3. a thread's time going back (a return stamped before its call, as
+        from messages merged from several sources): the folded writer
+        charges 0, not 2^64 - 50,000 ns, and the Chrome writer's E event is
+        not before its B (a negative duration breaks the nesting);
+     4. BPT_ENOMEM in bpt_folded_add does not count the message, as its doc
+        says: a retry of the return charges the same as with no failure
+        (the failed return had popped the call already: the retry was
+        ignored, and the time lost);
+     5. names with the folded format's separators: a ';' is written ':' and
+        a newline '?', so each stack is one line of its own frames (a
+        "m(Ljava/lang/String;)V" made two frames, a newline a line with no
+        count). */
+#include <stddef.h>
+static void *t_malloc(size_t n);
+static void t_free(void *p);
+#define BPT_MALLOC(n) t_malloc(n)
+#define BPT_FREE(p) t_free(p)
+#define BPTRACE_IMPLEMENTATION
+#include "../bptrace.h"
+#include "check.h"
+#include "format_fixture.h"
+#include <string.h>
+
+static int refuse;   /* 1: every allocation fails */
+static void *t_malloc(size_t n) { return refuse ? NULL : malloc(n); }
+static void t_free(void *p) { free(p); }
+
+static void add(bpt_folded *f, bpt_msg m) { CHECK_RC(bpt_folded_add(f, &m), 0); }
+
+/* The folded lines of f, NUL-terminated (the caller frees it). */
+static char *folded_text(bpt_folded *f) {
+    FILE *t = tmpfile();
+    char *text;
+    CHECK(t != NULL, "tmpfile");
+    if (!t) return NULL;
+    CHECK(bpt_folded_write(f, t) >= 0, "bpt_folded_write: %s", bpt_last_error());
+    text = slurp(t);
+    fclose(t);
+    return text;
+}
+
+static void unwound_callees(void) {
+    bpt_folded *f;
+    char *text;
+    CHECK_RC(bpt_folded_new(&f), 0);
+    add(f, msg(BPT_MSG_CALL, 1, "A", 0));
+    add(f, msg(BPT_MSG_CALL, 1, "B", 10));
+    add(f, msg(BPT_MSG_CALL, 1, "C", 20));
+    add(f, msg(BPT_MSG_RETURN_FROM, 1, "C", 30));
+    add(f, msg(BPT_MSG_RETURN_FROM, 1, "A", 100));   /* B unwound without a message */
+    text = folded_text(f);
+    printf("1. unwound B:\n%s", text ? text : "");
+    CHECK(text && strcmp(text, "A 90\nA;B;C 10\n") == 0, "the folded lines: %s", text ? text : "(none)");
+    free(text);
+    bpt_folded_free(f);
+}
+
+static void deep_long_names(void) {
+    enum { DEPTH = 40, LEN = 120 };
+    static char names[DEPTH][LEN + 1];
+    bpt_folded *f;
+    char *text;
+    int i, frames = 0;
+    CHECK_RC(bpt_folded_new(&f), 0);
+    for (i = 0; i < DEPTH; i++) {
+        memset(names[i], 'a' + i % 26, LEN);
+        names[i][0] = (char)('0' + i % 10);
+        add(f, msg(BPT_MSG_CALL, 1, names[i], (uint64_t)i));
+    }
+    add(f, msg(BPT_MSG_RETURN_FROM, 1, names[DEPTH - 1], 1000));
+    text = folded_text(f);
+    if (text) {
+        const char *p;
+        frames = *text ? 1 : 0;
+        for (p = text; *p && *p != '\n'; p++) frames += *p == ';';
+        printf("2. %d calls of %d-byte names: the leaf's line has %d frames, %zu bytes\n", DEPTH, LEN, frames,
+               strlen(text));
+    }
+    CHECK(frames == DEPTH, "the leaf's line has %d frames, not %d", frames, DEPTH);
+    CHECK(text && strlen(text) == (size_t)DEPTH * LEN + (DEPTH - 1) + strlen(" 961\n"),
+          "the line: %zu bytes", text ? strlen(text) : 0);   /* the leaf's own 1000 - 39 us */
+    free(text);
+    bpt_folded_free(f);
+}
+
+static void time_back(void) {
+    bpt_folded *f;
+    bpt_chrome w;
+    FILE *t = tmpfile();
+    char *text;
+    bpt_msg m;
+    CHECK_RC(bpt_folded_new(&f), 0);
+    add(f, msg(BPT_MSG_CALL, 1, "A", 100));
+    add(f, msg(BPT_MSG_CALL, 1, "B", 110));
+    add(f, msg(BPT_MSG_RETURN_FROM, 1, "B", 50));    /* before its call */
+    add(f, msg(BPT_MSG_RETURN_FROM, 1, "A", 200));
+    text = folded_text(f);
+    printf("3. time going back, folded:\n%s", text ? text : "");
+    CHECK(text && strcmp(text, "A 100\nA;B 0\n") == 0, "the folded lines: %s", text ? text : "(none)");
+    free(text);
+    bpt_folded_free(f);
+
+    CHECK(t != NULL, "tmpfile");
+    if (!t) return;
+    CHECK_RC(bpt_chrome_open(&w, t), 0);
+    m = msg(BPT_MSG_CALL, 1, "A", 100);
+    CHECK_RC(bpt_chrome_write(&w, &m), 0);
+    m = msg(BPT_MSG_CALL, 1, "B", 110);
+    CHECK_RC(bpt_chrome_write(&w, &m), 0);
+    m = msg(BPT_MSG_RETURN_FROM, 1, "B", 50);
+    CHECK_RC(bpt_chrome_write(&w, &m), 0);
+    m = msg(BPT_MSG_CALL, 1, "C", 60);              /* after it, still back */
+    CHECK_RC(bpt_chrome_write(&w, &m), 0);
+    CHECK(bpt_chrome_close(&w) >= 0, "bpt_chrome_close: %s", bpt_last_error());
+    text = slurp(t);
+    fclose(t);
+    printf("3. time going back, Chrome:\n%s", text ? text : "");
+    CHECK(text && count(text, "\"ts\":-") == 0, "an event before the track's first");
+    CHECK(text && count(text, "m:B/1\",\"cat\":\"bptrace\",\"ph\":\"E\",\"ts\":10.000") == 1,
+          "B's E is not at its B's ts (10 us)");
+    CHECK(text && count(text, "m:C/1\",\"cat\":\"bptrace\",\"ph\":\"B\",\"ts\":10.000") == 1 &&
+          count(text, "m:C/1\",\"cat\":\"bptrace\",\"ph\":\"E\",\"ts\":10.000") == 1 &&
+          count(text, "m:A/1\",\"cat\":\"bptrace\",\"ph\":\"E\",\"ts\":10.000") == 1,
+          "C opened and A and C closed at the track's last time");
+    free(text);
+}
+
+static void nomem_not_counted(void) {
+    bpt_folded *f;
+    bpt_msg r = msg(BPT_MSG_RETURN_FROM, 1, "B", 30);
+    char *text;
+    int rc;
+    CHECK_RC(bpt_folded_new(&f), 0);
+    add(f, msg(BPT_MSG_CALL, 1, "A", 0));
+    add(f, msg(BPT_MSG_CALL, 1, "B", 10));
+    refuse = 1;
+    rc = bpt_folded_add(f, &r);   /* the line's first entry: the table's allocation fails */
+    refuse = 0;
+    CHECK(rc == BPT_ENOMEM, "the return with no memory: %d", rc);
+    add(f, r);                    /* the retry counts it */
+    add(f, msg(BPT_MSG_RETURN_FROM, 1, "A", 100));
+    text = folded_text(f);
+    printf("4. a return refused with BPT_ENOMEM, then retried:\n%s", text ? text : "");
+    CHECK(text && strcmp(text, "A 80\nA;B 20\n") == 0, "the folded lines: %s", text ? text : "(none)");
+    free(text);
+    bpt_folded_free(f);
+}
+
+static void separators(void) {
+    bpt_folded *f;
+    char *text;
+    CHECK_RC(bpt_folded_new(&f), 0);
+    add(f, msg(BPT_MSG_CALL, 1, "m(Ljava/lang/String;)V", 0));
+    add(f, msg(BPT_MSG_CALL, 1, "two\nlines", 10));
+    add(f, msg(BPT_MSG_RETURN_FROM, 1, "two\nlines", 30));
+    add(f, msg(BPT_MSG_RETURN_FROM, 1, "m(Ljava/lang/String;)V", 100));
+    text = folded_text(f);
+    printf("5. separators in names:\n%s", text ? text : "");
+    CHECK(text && strcmp(text, "m(Ljava/lang/String:)V 80\nm(Ljava/lang/String:)V;two?lines 20\n") == 0,
+          "the folded lines: %s", text ? text : "(none)");
+    free(text);
+    bpt_folded_free(f);
+}
+
+int main(void) {
+    unwound_callees();
+    deep_long_names();
+    time_back();
+    nomem_not_counted();
+    separators();
+    return CHECK_DONE();
+}
