@@ -94,8 +94,7 @@ typedef struct bpt_chrome {
     long events;           /* records written (thread names included) */
     long unmatched;        /* returns skipped: no open call of theirs */
     long closed;           /* E events the writer added to keep the nesting */
-    struct bpt__stack *threads;   /* private: each thread's open calls */
-    int nthreads, cap;            /* private */
+    struct bpt__tracks *tracks;   /* private: each thread's (and process's) open calls */
     int err;               /* 1: a write failed */
 } bpt_chrome;
 

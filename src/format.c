@@ -216,32 +216,96 @@ struct bpt__stack {
     bpt__call call[BPT__STACK_KEPT];
 };
 
-/* The stack of m's thread and process in (*v)[0..*n), or, with create, a
-   new empty one added (*created set to 1, and *v may move). NULL when it is
-   not there and create is 0, or when it cannot be allocated. One stack per
+/* A writer's stacks, one per track (thread and process), found through a
+   hash index: a lookup costs O(1) expected however many threads a trace
+   has (a scan of them all made a trace of 60,000 threads take 12 s for
+   one call each, quadratic; found by review). */
+struct bpt__tracks {
+    struct bpt__stack *v;          /* the stacks, in the order of their first messages */
+    uint32_t n, cap;
+    uint32_t *ix;                  /* open addressing: a stack's index in v + 1; 0: empty */
+    uint32_t ixcap;                /* a power of two, at least twice n; or 0 */
+    uint64_t seed;                 /* the hash's key: a file cannot pick threads that all collide */
+    uint64_t probes;               /* index slots looked at, rehashing aside: what the lookups
+                                      cost (t_format_stacks counts it) */
+};
+
+/* The slot hash of (thread, process): splitmix64's finalizer, keyed. */
+static uint32_t bpt__tracks_hash(const struct bpt__tracks *s, uint32_t tid, uint64_t process) {
+    uint64_t x = (process * UINT64_C(0x9e3779b97f4a7c15) + tid) ^ s->seed;
+    x ^= x >> 30;
+    x *= UINT64_C(0xbf58476d1ce4e5b9);
+    x ^= x >> 27;
+    x *= UINT64_C(0x94d049bb133111eb);
+    x ^= x >> 31;
+    return (uint32_t)x;
+}
+
+static void bpt__tracks_free(struct bpt__tracks *s) {
+    BPT_FREE(s->v);
+    BPT_FREE(s->ix);
+    s->v = NULL;
+    s->ix = NULL;
+    s->n = s->cap = s->ixcap = 0;
+}
+
+/* Room for one more stack: v and the index grown by doubling (the index
+   rehashed, kept at most half full). 0, or -1 with s as it was. */
+static int bpt__tracks_room(struct bpt__tracks *s) {
+    uint32_t i, k;
+    if (s->n == s->cap) {
+        uint32_t cap = s->cap ? s->cap * 2 : 8;
+        struct bpt__stack *v = (struct bpt__stack *)BPT_MALLOC(sizeof *v * cap);
+        if (!v) return -1;
+        if (s->n) memcpy(v, s->v, sizeof *v * s->n);
+        BPT_FREE(s->v);
+        s->v = v;
+        s->cap = cap;
+    }
+    if ((s->n + 1) * 2 > s->ixcap) {
+        uint32_t cap = s->ixcap ? s->ixcap * 2 : 16, mask = cap - 1;
+        uint32_t *ix = (uint32_t *)BPT_MALLOC(sizeof *ix * cap);
+        struct timespec ts;
+        if (!ix) return -1;
+        memset(ix, 0, sizeof *ix * cap);
+        if (!s->ixcap) {   /* the first index: its key */
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            s->seed = ((uint64_t)(uintptr_t)s * UINT64_C(0x9e3779b97f4a7c15)) ^ (uint64_t)ts.tv_nsec ^
+                      ((uint64_t)ts.tv_sec << 32);
+        }
+        for (i = 0; i < s->n; i++) {
+            for (k = bpt__tracks_hash(s, s->v[i].tid, s->v[i].process) & mask; ix[k]; k = (k + 1) & mask) {}
+            ix[k] = i + 1;
+        }
+        BPT_FREE(s->ix);
+        s->ix = ix;
+        s->ixcap = cap;
+    }
+    return 0;
+}
+
+/* The stack of m's thread and process, or, with create, a new empty one
+   added (*created set to 1; the stacks may move). NULL when it is not
+   there and create is 0, or when it cannot be allocated. One stack per
    thread and process: processes that a host switches on one thread
    (bpt_process_switch) each have a stack of their own, so one's calls
    never nest under another's (a thread's one stack gave paths that never
    ran, and B/E events of two processes interleaved on one track; found by
    review). */
-static struct bpt__stack *bpt__stack_of(struct bpt__stack **v, int *n, int *cap, const bpt_msg *m, int create,
-                                        int *created) {
+static struct bpt__stack *bpt__stack_of(struct bpt__tracks *s, const bpt_msg *m, int create, int *created) {
     struct bpt__stack *t;
-    int i;
+    uint32_t k, i, mask = s->ixcap - 1;
     *created = 0;
-    for (i = 0; i < *n; i++)
-        if ((*v)[i].tid == m->thread && (*v)[i].process == m->process) return &(*v)[i];
-    if (!create) return NULL;
-    if (*n == *cap) {
-        int c = *cap ? *cap * 2 : 8;
-        t = (struct bpt__stack *)BPT_MALLOC(sizeof *t * (size_t)c);
-        if (!t) return NULL;
-        if (*n) memcpy(t, *v, sizeof *t * (size_t)*n);
-        BPT_FREE(*v);
-        *v = t;
-        *cap = c;
-    }
-    t = &(*v)[(*n)++];
+    if (s->ixcap)
+        for (k = bpt__tracks_hash(s, m->thread, m->process) & mask; (i = s->ix[k]) != 0; k = (k + 1) & mask) {
+            s->probes++;
+            if (s->v[i - 1].tid == m->thread && s->v[i - 1].process == m->process) return &s->v[i - 1];
+        }
+    if (!create || bpt__tracks_room(s) < 0) return NULL;
+    mask = s->ixcap - 1;
+    for (k = bpt__tracks_hash(s, m->thread, m->process) & mask; s->ix[k]; k = (k + 1) & mask) s->probes++;
+    s->ix[k] = s->n + 1;
+    t = &s->v[s->n++];
     memset(t, 0, sizeof *t);
     t->tid = m->thread;
     t->process = m->process;
@@ -422,7 +486,9 @@ int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m) {
         return 0;
     if (!w->events && !w->base_ns) w->base_ns = m->ts_ns;
     opens = m->type == BPT_MSG_CALL || m->type == BPT_MSG_DROPPED;   /* both write on the thread's track */
-    t = bpt__stack_of(&w->threads, &w->nthreads, &w->cap, m, opens, &created);
+    if (!w->tracks && (w->tracks = (struct bpt__tracks *)BPT_MALLOC(sizeof *w->tracks)) != NULL)
+        memset(w->tracks, 0, sizeof *w->tracks);
+    t = w->tracks ? bpt__stack_of(w->tracks, m, opens, &created) : NULL;
     if (!t) {
         if (opens)
             return bpt__fail(BPT_ENOMEM, "bpt_chrome_write: no memory for thread %u's state", (unsigned)m->thread);
@@ -456,12 +522,14 @@ int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m) {
 }
 
 int bpt_chrome_close(bpt_chrome *w) {
-    int i;
+    uint32_t i;
     if (!w || !w->out) return bpt__fail(BPT_EINVAL, "bpt_chrome_close: w is NULL or not open");
-    for (i = 0; i < w->nthreads; i++) bpt__chrome_close_to(w, &w->threads[i], 0, w->threads[i].last_ns);
-    BPT_FREE(w->threads);
-    w->threads = NULL;
-    w->nthreads = w->cap = 0;
+    if (w->tracks) {
+        for (i = 0; i < w->tracks->n; i++) bpt__chrome_close_to(w, &w->tracks->v[i], 0, w->tracks->v[i].last_ns);
+        bpt__tracks_free(w->tracks);
+        BPT_FREE(w->tracks);
+        w->tracks = NULL;
+    }
     if (fputs("]}\n", w->out) < 0 || fflush(w->out) != 0) w->err = 1;
     w->out = NULL;
     return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_close: a write failed") : (int)w->events;
@@ -472,8 +540,7 @@ int bpt_chrome_close(bpt_chrome *w) {
 typedef struct bpt__fold_entry { char *stack; uint64_t ns; } bpt__fold_entry;
 
 struct bpt_folded {
-    struct bpt__stack *threads;   /* each thread's open calls */
-    int nthreads, cap;
+    struct bpt__tracks tracks;    /* each thread's (and process's) open calls */
     bpt__fold_entry *e;
     size_t ecap, used;
     char *text;                   /* the stack being charged, "a;b;c" (bpt__fold_text); grown */
@@ -494,7 +561,7 @@ void bpt_folded_free(bpt_folded *f) {
     if (!f) return;
     for (i = 0; i < f->ecap; i++) BPT_FREE(f->e[i].stack);
     BPT_FREE(f->e);
-    BPT_FREE(f->threads);
+    bpt__tracks_free(&f->tracks);
     BPT_FREE(f->text);
     BPT_FREE(f);
 }
@@ -597,7 +664,7 @@ int bpt_folded_add(bpt_folded *f, const bpt_msg *m) {
     if (m->type != BPT_MSG_CALL && m->type != BPT_MSG_RETURN_FROM && m->type != BPT_MSG_EXCEPTION_FROM &&
         m->type != BPT_MSG_DROPPED)
         return 0;
-    t = bpt__stack_of(&f->threads, &f->nthreads, &f->cap, m, m->type == BPT_MSG_CALL, &created);
+    t = bpt__stack_of(&f->tracks, m, m->type == BPT_MSG_CALL, &created);
     if (!t) {
         if (m->type == BPT_MSG_CALL)
             return bpt__fail(BPT_ENOMEM, "bpt_folded_add: no memory for thread %u's stack", (unsigned)m->thread);

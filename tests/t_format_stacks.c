@@ -18,7 +18,11 @@
      5. names with the folded format's separators: a ';' is written ':' and
         a newline '?', so each stack is one line of its own frames (a
         "m(Ljava/lang/String;)V" made two frames, a newline a line with no
-        count). */
+        count);
+     6. 20,000 threads, a call and a return each, through both writers: a
+        few slots of the stacks' hash index looked at a message (the
+        writers scanned every thread's stack for each message: quadratic,
+        12 s for 60,000 threads; counted, not timed). */
 #include <stddef.h>
 static void *t_malloc(size_t n);
 static void t_free(void *p);
@@ -171,11 +175,41 @@ static void separators(void) {
     bpt_folded_free(f);
 }
 
+static void many_threads(void) {
+    enum { THREADS = 20000 };
+    bpt_folded *f;
+    bpt_chrome w;
+    FILE *sink = fopen("/dev/null", "w");
+    uint64_t chrome_probes = 0;
+    uint32_t i;
+    CHECK(sink != NULL, "/dev/null");
+    if (!sink) return;
+    CHECK_RC(bpt_folded_new(&f), 0);
+    CHECK_RC(bpt_chrome_open(&w, sink), 0);
+    for (i = 0; i < THREADS; i++) {
+        bpt_msg c = msg(BPT_MSG_CALL, i + 1, "f", i), r = msg(BPT_MSG_RETURN_FROM, i + 1, "f", i + 1);
+        add(f, c);
+        add(f, r);
+        CHECK_RC(bpt_chrome_write(&w, &c), 0);
+        CHECK_RC(bpt_chrome_write(&w, &r), 0);
+    }
+    if (w.tracks) chrome_probes = w.tracks->probes;
+    printf("6. %d threads: %llu index probes (folded), %llu (Chrome), for %d messages each\n", THREADS,
+           (unsigned long long)f->tracks.probes, (unsigned long long)chrome_probes, 2 * THREADS);
+    CHECK(f->tracks.probes <= 4ull * 2 * THREADS && chrome_probes <= 4ull * 2 * THREADS,
+          "%llu and %llu probes for %d messages: not a lookup in constant time",
+          (unsigned long long)f->tracks.probes, (unsigned long long)chrome_probes, 2 * THREADS);
+    CHECK(bpt_chrome_close(&w) == 3 * THREADS, "Chrome records: a name, a B and an E per thread");
+    bpt_folded_free(f);
+    fclose(sink);
+}
+
 int main(void) {
     unwound_callees();
     deep_long_names();
     time_back();
     nomem_not_counted();
     separators();
+    many_threads();
     return CHECK_DONE();
 }
