@@ -121,8 +121,9 @@ BPT_API int bpt_chrome_open(bpt_chrome *w, FILE *out);
    Errors
      BPT_EINVAL   a NULL; w not open; a write failed (errno's text in
                   bpt_last_error)
-     BPT_ENOMEM   the first call or DROPPED of a new thread, when its state
-                  cannot be allocated: that message is not written
+     BPT_ENOMEM   the first call or DROPPED of a new thread, or a call that
+                  deepens its thread's stack, when the room for it cannot
+                  be allocated: that message is not written
    Thread safety  any thread; one thread per writer at a time
    Source         the Trace Event Format (Chrome's catapult)
 */
@@ -187,8 +188,9 @@ BPT_API int bpt_folded_new(bpt_folded **out);
    Returns        0, or a BPT_E* code
    Errors
      BPT_EINVAL   a NULL
-     BPT_ENOMEM   a new thread's stack or a new line could not be allocated:
-                  the message is not counted; the object stays usable
+     BPT_ENOMEM   a new thread's stack, room for a deeper one, or a new line
+                  could not be allocated: the message is not counted; the
+                  object stays usable
    Thread safety  any thread; one thread per object at a time
    Source         Brendan Gregg's stackcollapse (FlameGraph)
 */

@@ -213,7 +213,11 @@ struct bpt__stack {
     uint32_t tid, depth;           /* depth counts calls beyond the kept ones too */
     uint64_t process;              /* the process its calls ran in: one stack per thread and process */
     uint64_t last_ns;              /* the time of its newest call, return or cut (bpt__stack_ts) */
-    bpt__call call[BPT__STACK_KEPT];
+    bpt__call *call;               /* the kept calls: room for `room`, grown by doubling up to
+                                      BPT__STACK_KEPT as the stack deepens (a fixed 64 cost 2.6 KB
+                                      a thread and process: 260 MB for a host's 100,000 processes
+                                      of a call or two; found by review) */
+    uint32_t room;
 };
 
 /* A writer's stacks, one per track (thread and process), found through a
@@ -242,6 +246,8 @@ static uint32_t bpt__tracks_hash(const struct bpt__tracks *s, uint32_t tid, uint
 }
 
 static void bpt__tracks_free(struct bpt__tracks *s) {
+    uint32_t i;
+    for (i = 0; i < s->n; i++) BPT_FREE(s->v[i].call);
     BPT_FREE(s->v);
     BPT_FREE(s->ix);
     s->v = NULL;
@@ -320,8 +326,28 @@ static uint64_t bpt__stack_ts(struct bpt__stack *t, const bpt_msg *m) {
     return t->last_ns;
 }
 
-static void bpt__stack_push(struct bpt__stack *t, const bpt_msg *m) {
-    uint64_t ts = bpt__stack_ts(t, m);
+/* Room in t for a kept call at t->depth: 0, or -1 (no memory, t as it was). */
+static int bpt__stack_room(struct bpt__stack *t) {
+    uint32_t room;
+    bpt__call *call;
+    if (t->depth >= BPT__STACK_KEPT || t->depth < t->room) return 0;
+    room = t->room ? t->room * 2 : 4;
+    if (room > BPT__STACK_KEPT) room = BPT__STACK_KEPT;
+    if (!(call = (bpt__call *)BPT_MALLOC(sizeof *call * room))) return -1;
+    if (t->depth) memcpy(call, t->call, sizeof *call * t->depth);
+    BPT_FREE(t->call);
+    t->call = call;
+    t->room = room;
+    return 0;
+}
+
+/* A call on t: kept if t is not deeper than it keeps, else only counted.
+   0, or -1 when there is no room for it and no memory for more: nothing
+   changed (the caller does not count the message). */
+static int bpt__stack_push(struct bpt__stack *t, const bpt_msg *m) {
+    uint64_t ts;
+    if (bpt__stack_room(t) < 0) return -1;
+    ts = bpt__stack_ts(t, m);
     if (t->depth < BPT__STACK_KEPT) {
         bpt__call *c = &t->call[t->depth];
         c->module = m->module;
@@ -331,6 +357,7 @@ static void bpt__stack_push(struct bpt__stack *t, const bpt_msg *m) {
         c->child_ns = 0;
     }
     t->depth++;
+    return 0;
 }
 
 static int bpt__text_eq(const char *a, const char *b) {
@@ -508,7 +535,8 @@ int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m) {
     if (m->type == BPT_MSG_DROPPED) {
         bpt__chrome_dropped(w, t, m);
     } else if (m->type == BPT_MSG_CALL) {
-        bpt__stack_push(t, m);
+        if (bpt__stack_push(t, m) < 0)
+            return bpt__fail(BPT_ENOMEM, "bpt_chrome_write: no memory for thread %u's deeper stack", (unsigned)m->thread);
         if (t->depth <= BPT__STACK_KEPT)                   /* too deep: neither it nor its return is written */
             bpt__chrome_event(w, "B", t, t->last_ns, m->module, m->name, m->arity);
     } else if ((k = bpt__stack_return(t, m)) == -1) {
@@ -671,7 +699,8 @@ int bpt_folded_add(bpt_folded *f, const bpt_msg *m) {
         return 0;                                   /* a return or a drop on a thread with no open call */
     }
     if (m->type == BPT_MSG_CALL) {
-        bpt__stack_push(t, m);
+        if (bpt__stack_push(t, m) < 0)
+            return bpt__fail(BPT_ENOMEM, "bpt_folded_add: no memory for thread %u's deeper stack", (unsigned)m->thread);
         return 0;
     }
     if (m->type == BPT_MSG_DROPPED) {               /* the open calls' time is unknown: none is charged */

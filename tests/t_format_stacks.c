@@ -22,7 +22,12 @@
      6. 20,000 threads, a call and a return each, through both writers: a
         few slots of the stacks' hash index looked at a message (the
         writers scanned every thread's stack for each message: quadratic,
-        12 s for 60,000 threads; counted, not timed). */
+        12 s for 60,000 threads; counted, not timed);
+     7. 20,000 processes a host switched onto one thread, a call each: the
+        writers allocate a few hundred bytes a process, the stack of kept
+        calls growing as it deepens (each stack had room for 64 calls: 2.6
+        KB a process, at least; counted by BPT_MALLOC); and a stack that
+        deepens to 70 calls and returns still matches each return. */
 #include <stddef.h>
 static void *t_malloc(size_t n);
 static void t_free(void *p);
@@ -35,7 +40,12 @@ static void t_free(void *p);
 #include <string.h>
 
 static int refuse;   /* 1: every allocation fails */
-static void *t_malloc(size_t n) { return refuse ? NULL : malloc(n); }
+static unsigned long long allocated;   /* bytes asked for, in all */
+static void *t_malloc(size_t n) {
+    if (refuse) return NULL;
+    allocated += n;
+    return malloc(n);
+}
 static void t_free(void *p) { free(p); }
 
 static void add(bpt_folded *f, bpt_msg m) { CHECK_RC(bpt_folded_add(f, &m), 0); }
@@ -204,6 +214,54 @@ static void many_threads(void) {
     fclose(sink);
 }
 
+static void many_processes(void) {
+    enum { PROCESSES = 20000, DEEP = 70 };
+    bpt_folded *f;
+    bpt_chrome w;
+    FILE *sink = fopen("/dev/null", "w");
+    unsigned long long before, folded_bytes, chrome_bytes;
+    char *text;
+    uint32_t i;
+    CHECK(sink != NULL, "/dev/null");
+    if (!sink) return;
+    CHECK_RC(bpt_folded_new(&f), 0);
+    before = allocated;
+    for (i = 0; i < PROCESSES; i++) {
+        bpt_msg c = msg(BPT_MSG_CALL, 1, "f", i);
+        c.process = 1000 + (uint64_t)i;
+        add(f, c);
+    }
+    folded_bytes = allocated - before;
+    bpt_folded_free(f);
+    CHECK_RC(bpt_chrome_open(&w, sink), 0);
+    before = allocated;
+    for (i = 0; i < PROCESSES; i++) {
+        bpt_msg c = msg(BPT_MSG_CALL, 1, "f", i);
+        c.process = 1000 + (uint64_t)i;
+        CHECK_RC(bpt_chrome_write(&w, &c), 0);
+    }
+    chrome_bytes = allocated - before;
+    CHECK(bpt_chrome_close(&w) == 4 * PROCESSES, "Chrome records: a thread and a process name, a B and an E a process");
+    fclose(sink);
+    printf("7. %d processes of a call each: %llu bytes allocated (folded), %llu (Chrome): %llu and %llu a process\n",
+           PROCESSES, folded_bytes, chrome_bytes, folded_bytes / PROCESSES, chrome_bytes / PROCESSES);
+    CHECK(folded_bytes < 1024ull * PROCESSES && chrome_bytes < 1024ull * PROCESSES,
+          "%llu and %llu bytes for %d stacks of one call", folded_bytes, chrome_bytes, PROCESSES);
+
+    CHECK_RC(bpt_folded_new(&f), 0);   /* one stack through every size of its room, and past the kept 64 */
+    for (i = 0; i < DEEP; i++) add(f, msg(BPT_MSG_CALL, 1, i % 2 ? "g" : "f", 10 * (uint64_t)i));
+    for (i = DEEP; i-- > 0;) add(f, msg(BPT_MSG_RETURN_FROM, 1, i % 2 ? "g" : "f", 10 * (uint64_t)(2 * DEEP - i)));
+    text = folded_text(f);
+    printf("7. %d calls deep, then their returns: %ld lines, %ld of 20 us; the heaviest:%s", DEEP,
+           text ? count(text, "\n") : 0, text ? count(text, " 20\n") : 0, text && strchr(text, ' ') ? strchr(text, ' ') : "");
+    /* Each kept call's own time is 20 us (its span less its callee's), the 64th's 140 us (the calls past
+       the kept ones count as its own): 1,400 us in all, the outermost call's span. */
+    CHECK(text && count(text, "\n") == 64 && count(text, " 20\n") == 63 && count(text, " 140\n") == 1,
+          "64 kept calls, each charged on its own stack");
+    free(text);
+    bpt_folded_free(f);
+}
+
 int main(void) {
     unwound_callees();
     deep_long_names();
@@ -211,5 +269,6 @@ int main(void) {
     nomem_not_counted();
     separators();
     many_threads();
+    many_processes();
     return CHECK_DONE();
 }
