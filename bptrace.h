@@ -2023,7 +2023,9 @@ typedef struct bpt_chrome {
      w     the writer to fill; not NULL
      out   an open stream; not NULL; stays the caller's
    Returns        0, or a BPT_E* code
-   Errors         BPT_EINVAL   w or out is NULL; the first write failed
+   Errors
+     BPT_EINVAL   w or out is NULL; the first write failed, or out's error
+                  indicator is set (ferror)
    Thread safety  any thread; one thread per writer at a time
    Source         the Trace Event Format (Chrome's catapult)
 */
@@ -2038,7 +2040,8 @@ BPT_API int bpt_chrome_open(bpt_chrome *w, FILE *out);
      m   the message; not NULL
    Returns        0, or a BPT_E* code
    Errors
-     BPT_EINVAL   a NULL; w not open; a write failed (errno's text in
+     BPT_EINVAL   a NULL; w not open; a write failed, now or earlier (out's
+                  error indicator, ferror, is set; errno's text in
                   bpt_last_error)
      BPT_ENOMEM   the first call or DROPPED of a new thread, or a call that
                   deepens its thread's stack, when the room for it cannot
@@ -2054,7 +2057,9 @@ BPT_API int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m);
 
    Parameters     w   an open writer; not NULL
    Returns        the number of records written (>= 0), or a BPT_E* code
-   Errors         BPT_EINVAL   w is NULL or not open; a write (now or earlier) failed
+   Errors
+     BPT_EINVAL   w is NULL or not open; a write (now or earlier) failed:
+                  the flush, or out's error indicator (ferror) is set
    Thread safety  any thread; one thread per writer at a time
    Source         the Trace Event Format (Chrome's catapult)
 */
@@ -2122,7 +2127,9 @@ BPT_API int bpt_folded_add(bpt_folded *f, const bpt_msg *m);
      out   an open stream; not NULL
    Returns        the number of lines written (>= 0), or a BPT_E* code
    Errors
-     BPT_EINVAL   a NULL; a write failed
+     BPT_EINVAL   a NULL; a write failed (out's error indicator, ferror, is
+                  set after the lines; lines still in out's buffer are the
+                  caller's to flush)
      BPT_ENOMEM   no memory to sort the lines; nothing written
    Thread safety  any thread; one thread per object at a time
    Source         Brendan Gregg's stackcollapse (FlameGraph)
@@ -14867,11 +14874,21 @@ static long long bpt__chrome_pid(const struct bpt__stack *t) {
     return bpt__stack_switched(t) ? (long long)t->process : (long long)getpid();
 }
 
+/* Whether a write to out failed: its error indicator, which a failed
+   write sets and nothing here clears. The calls' own results do not say
+   it: a write that fills the buffer flushes it, and glibc's fprintf and
+   fputc return success when that flush fails (the records in the buffer
+   lost, the JSON torn, and bpt_chrome_close returned success; found by
+   review). */
+static int bpt__stream_failed(FILE *out) {
+    return ferror(out) != 0;
+}
+
 int bpt_chrome_open(bpt_chrome *w, FILE *out) {
     if (!w || !out) return bpt__fail(BPT_EINVAL, "bpt_chrome_open: w and out must not be NULL");
     memset(w, 0, sizeof *w);
     w->out = out;
-    if (fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", out) < 0) w->err = 1;
+    if (fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", out) < 0 || bpt__stream_failed(out)) w->err = 1;
     return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_open: write failed: %s", strerror(errno)) : 0;
 }
 
@@ -14976,6 +14993,7 @@ int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m) {
         t->depth = (uint32_t)k;
         bpt__chrome_event(w, "E", t, t->last_ns, m->module, m->name, m->arity);
     }
+    if (bpt__stream_failed(w->out)) w->err = 1;
     return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_write: write failed: %s", strerror(errno)) : 0;
 }
 
@@ -14988,7 +15006,7 @@ int bpt_chrome_close(bpt_chrome *w) {
         BPT_FREE(w->tracks);
         w->tracks = NULL;
     }
-    if (fputs("]}\n", w->out) < 0 || fflush(w->out) != 0) w->err = 1;
+    if (fputs("]}\n", w->out) < 0 || fflush(w->out) != 0 || bpt__stream_failed(w->out)) w->err = 1;
     w->out = NULL;
     return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_close: a write failed") : (int)w->events;
 }
@@ -15159,6 +15177,7 @@ int bpt_folded_write(bpt_folded *f, FILE *out) {
     qsort(v, n, sizeof *v, bpt__fold_cmp);
     for (i = 0; i < n; i++)
         if (fprintf(out, "%s %llu\n", v[i]->stack, (unsigned long long)((v[i]->ns + 500) / 1000)) < 0) err = 1;
+    if (bpt__stream_failed(out)) err = 1;
     BPT_FREE(v);
     return err ? bpt__fail(BPT_EINVAL, "bpt_folded_write: write failed") : (int)n;
 }

@@ -104,7 +104,9 @@ typedef struct bpt_chrome {
      w     the writer to fill; not NULL
      out   an open stream; not NULL; stays the caller's
    Returns        0, or a BPT_E* code
-   Errors         BPT_EINVAL   w or out is NULL; the first write failed
+   Errors
+     BPT_EINVAL   w or out is NULL; the first write failed, or out's error
+                  indicator is set (ferror)
    Thread safety  any thread; one thread per writer at a time
    Source         the Trace Event Format (Chrome's catapult)
 */
@@ -119,7 +121,8 @@ BPT_API int bpt_chrome_open(bpt_chrome *w, FILE *out);
      m   the message; not NULL
    Returns        0, or a BPT_E* code
    Errors
-     BPT_EINVAL   a NULL; w not open; a write failed (errno's text in
+     BPT_EINVAL   a NULL; w not open; a write failed, now or earlier (out's
+                  error indicator, ferror, is set; errno's text in
                   bpt_last_error)
      BPT_ENOMEM   the first call or DROPPED of a new thread, or a call that
                   deepens its thread's stack, when the room for it cannot
@@ -135,7 +138,9 @@ BPT_API int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m);
 
    Parameters     w   an open writer; not NULL
    Returns        the number of records written (>= 0), or a BPT_E* code
-   Errors         BPT_EINVAL   w is NULL or not open; a write (now or earlier) failed
+   Errors
+     BPT_EINVAL   w is NULL or not open; a write (now or earlier) failed:
+                  the flush, or out's error indicator (ferror) is set
    Thread safety  any thread; one thread per writer at a time
    Source         the Trace Event Format (Chrome's catapult)
 */
@@ -203,7 +208,9 @@ BPT_API int bpt_folded_add(bpt_folded *f, const bpt_msg *m);
      out   an open stream; not NULL
    Returns        the number of lines written (>= 0), or a BPT_E* code
    Errors
-     BPT_EINVAL   a NULL; a write failed
+     BPT_EINVAL   a NULL; a write failed (out's error indicator, ferror, is
+                  set after the lines; lines still in out's buffer are the
+                  caller's to flush)
      BPT_ENOMEM   no memory to sort the lines; nothing written
    Thread safety  any thread; one thread per object at a time
    Source         Brendan Gregg's stackcollapse (FlameGraph)

@@ -437,11 +437,21 @@ static long long bpt__chrome_pid(const struct bpt__stack *t) {
     return bpt__stack_switched(t) ? (long long)t->process : (long long)getpid();
 }
 
+/* Whether a write to out failed: its error indicator, which a failed
+   write sets and nothing here clears. The calls' own results do not say
+   it: a write that fills the buffer flushes it, and glibc's fprintf and
+   fputc return success when that flush fails (the records in the buffer
+   lost, the JSON torn, and bpt_chrome_close returned success; found by
+   review). */
+static int bpt__stream_failed(FILE *out) {
+    return ferror(out) != 0;
+}
+
 int bpt_chrome_open(bpt_chrome *w, FILE *out) {
     if (!w || !out) return bpt__fail(BPT_EINVAL, "bpt_chrome_open: w and out must not be NULL");
     memset(w, 0, sizeof *w);
     w->out = out;
-    if (fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", out) < 0) w->err = 1;
+    if (fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", out) < 0 || bpt__stream_failed(out)) w->err = 1;
     return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_open: write failed: %s", strerror(errno)) : 0;
 }
 
@@ -546,6 +556,7 @@ int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m) {
         t->depth = (uint32_t)k;
         bpt__chrome_event(w, "E", t, t->last_ns, m->module, m->name, m->arity);
     }
+    if (bpt__stream_failed(w->out)) w->err = 1;
     return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_write: write failed: %s", strerror(errno)) : 0;
 }
 
@@ -558,7 +569,7 @@ int bpt_chrome_close(bpt_chrome *w) {
         BPT_FREE(w->tracks);
         w->tracks = NULL;
     }
-    if (fputs("]}\n", w->out) < 0 || fflush(w->out) != 0) w->err = 1;
+    if (fputs("]}\n", w->out) < 0 || fflush(w->out) != 0 || bpt__stream_failed(w->out)) w->err = 1;
     w->out = NULL;
     return w->err ? bpt__fail(BPT_EINVAL, "bpt_chrome_close: a write failed") : (int)w->events;
 }
@@ -729,6 +740,7 @@ int bpt_folded_write(bpt_folded *f, FILE *out) {
     qsort(v, n, sizeof *v, bpt__fold_cmp);
     for (i = 0; i < n; i++)
         if (fprintf(out, "%s %llu\n", v[i]->stack, (unsigned long long)((v[i]->ns + 500) / 1000)) < 0) err = 1;
+    if (bpt__stream_failed(out)) err = 1;
     BPT_FREE(v);
     return err ? bpt__fail(BPT_EINVAL, "bpt_folded_write: write failed") : (int)n;
 }

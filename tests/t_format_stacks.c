@@ -27,7 +27,13 @@
         writers allocate a few hundred bytes a process, the stack of kept
         calls growing as it deepens (each stack had room for 64 calls: 2.6
         KB a process, at least; counted by BPT_MALLOC); and a stack that
-        deepens to 70 calls and returns still matches each return. */
+        deepens to 70 calls and returns still matches each return;
+     8. a stream whose k-th write fails once (a stream buffer of 32 bytes,
+        for every k the output takes): bpt_chrome_close, or a write before
+        it, says BPT_EINVAL, and bpt_folded_write too when the failed write
+        is one of its own (the buffer's flush failed inside fprintf or
+        fputc, which returned success: close returned the record count for
+        a torn JSON). */
 #include <stddef.h>
 static void *t_malloc(size_t n);
 static void t_free(void *p);
@@ -262,6 +268,73 @@ static void many_processes(void) {
     bpt_folded_free(f);
 }
 
+static int writes, fail_at;   /* the stream's writes so far; the one that fails (1, 2, ...) */
+static ssize_t failing_write(void *cookie, const char *buf, size_t n) {
+    (void)cookie;
+    (void)buf;
+    if (++writes == fail_at) {
+        errno = EIO;
+        return -1;
+    }
+    return (ssize_t)n;
+}
+
+/* A stream of a 32-byte buffer over failing_write, its fail_at-th write failing. */
+static FILE *failing_stream(int k) {
+    static char buf[32];
+    cookie_io_functions_t io = { NULL, failing_write, NULL, NULL };
+    FILE *o = fopencookie(NULL, "w", io);
+    CHECK(o != NULL, "fopencookie");
+    if (o) setvbuf(o, buf, _IOFBF, sizeof buf);
+    writes = 0;
+    fail_at = k;
+    return o;
+}
+
+/* Trace 3 nested calls to o with both writers, Chrome first; the writes
+   o took for each (*chrome_writes, *folded_writes); 1 when each writer
+   reported a failed write that happened in its part. */
+static int write_both(FILE *o, int *chrome_writes, int *folded_writes) {
+    static const char *const names[3] = { "first_function", "second_function", "third_function" };
+    bpt_chrome w;
+    bpt_folded *f = NULL;
+    int i, chrome_failed, folded_failed, ok = 1;
+    chrome_failed = bpt_chrome_open(&w, o) < 0;
+    CHECK_RC(bpt_folded_new(&f), 0);
+    for (i = 0; i < 6; i++) {
+        bpt_msg m = msg(i < 3 ? BPT_MSG_CALL : BPT_MSG_RETURN_FROM, 1, names[i < 3 ? i : 5 - i], (uint64_t)i);
+        if (!chrome_failed) chrome_failed = bpt_chrome_write(&w, &m) < 0;
+        add(f, m);
+    }
+    if (w.out && bpt_chrome_close(&w) < 0) chrome_failed = 1;   /* frees the writer, also after a failed write */
+    *chrome_writes = writes;
+    folded_failed = bpt_folded_write(f, o) < 0;
+    *folded_writes = writes - *chrome_writes;
+    bpt_folded_free(f);
+    if (fail_at >= 1 && fail_at <= *chrome_writes) ok &= chrome_failed;
+    if (fail_at > *chrome_writes && fail_at <= writes) ok &= folded_failed;
+    return ok;
+}
+
+static void failed_writes(void) {
+    int k, chrome_writes = 0, folded_writes = 0, cw, fw, missed = 0;
+    FILE *o = failing_stream(0);   /* none fails: how many writes each part takes */
+    if (!o) return;
+    CHECK(write_both(o, &chrome_writes, &folded_writes), "no write failed");
+    fclose(o);
+    for (k = 1; k <= chrome_writes + folded_writes; k++) {
+        if (!(o = failing_stream(k))) return;
+        if (!write_both(o, &cw, &fw)) {
+            missed++;
+            printf("   the write %d failed: not reported\n", k);
+        }
+        fclose(o);
+    }
+    printf("8. a write failing once, at each of %d writes (Chrome %d, folded %d): %d not reported\n",
+           chrome_writes + folded_writes, chrome_writes, folded_writes, missed);
+    CHECK(chrome_writes > 5 && folded_writes > 2 && missed == 0, "%d failed writes not reported", missed);
+}
+
 int main(void) {
     unwound_callees();
     deep_long_names();
@@ -270,5 +343,6 @@ int main(void) {
     separators();
     many_threads();
     many_processes();
+    failed_writes();
     return CHECK_DONE();
 }
