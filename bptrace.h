@@ -4373,6 +4373,13 @@ BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *
 BPT__PRIVATE uint32_t bpt__native_count(void);   /* funcs.c: how many the index must hold */
 #endif
 
+/* Keyed hashes of the readers' tables (intern.c): the writers' tracks
+   (format.c) and a trace file's lanes (tracefile.c), whose keys come from
+   a file or a host: a key per table, so that no input can pick keys that
+   all collide. */
+BPT__PRIVATE uint64_t bpt__hash_seed(const void *table);   /* the table's address and the clock */
+BPT__PRIVATE uint32_t bpt__hash_u64(uint64_t x, uint64_t seed);   /* splitmix64's finalizer */
+
 /* Interned names (intern.c): copied once, kept for the life of the process. */
 BPT__PRIVATE const char *bpt__intern(const char *text);   /* NULL when out of memory */
 
@@ -5274,6 +5281,27 @@ typedef struct bpt__interned {
 enum { BPT__INTERN_BUCKETS = 1024 };
 static bpt__interned *bpt__intern_table[BPT__INTERN_BUCKETS];
 BPT__SHARED pthread_mutex_t bpt__intern_lock = PTHREAD_MUTEX_INITIALIZER;   /* 3rd in the lock order (locks.c) */
+
+/* A key for a table's keyed hash: its address and the monotonic clock,
+   mixed (registry.h). */
+BPT__PRIVATE uint64_t bpt__hash_seed(const void *table) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ((uint64_t)(uintptr_t)table * UINT64_C(0x9e3779b97f4a7c15)) ^ (uint64_t)ts.tv_nsec ^
+           ((uint64_t)ts.tv_sec << 32);
+}
+
+/* x under key seed: splitmix64's finalizer (Steele, Lea and Flood), whose
+   every output bit depends on every input bit. */
+BPT__PRIVATE uint32_t bpt__hash_u64(uint64_t x, uint64_t seed) {
+    x ^= seed;
+    x ^= x >> 30;
+    x *= UINT64_C(0xbf58476d1ce4e5b9);
+    x ^= x >> 27;
+    x *= UINT64_C(0x94d049bb133111eb);
+    x ^= x >> 31;
+    return (uint32_t)x;
+}
 
 BPT__PRIVATE uint32_t bpt__hash_str(const char *s) {
     uint32_t h = 2166136261u;   /* FNV-1a */
@@ -14671,15 +14699,9 @@ struct bpt__tracks {
                                       cost (t_format_stacks counts it) */
 };
 
-/* The slot hash of (thread, process): splitmix64's finalizer, keyed. */
+/* The slot hash of (thread, process), keyed (registry.h). */
 static uint32_t bpt__tracks_hash(const struct bpt__tracks *s, uint32_t tid, uint64_t process) {
-    uint64_t x = (process * UINT64_C(0x9e3779b97f4a7c15) + tid) ^ s->seed;
-    x ^= x >> 30;
-    x *= UINT64_C(0xbf58476d1ce4e5b9);
-    x ^= x >> 27;
-    x *= UINT64_C(0x94d049bb133111eb);
-    x ^= x >> 31;
-    return (uint32_t)x;
+    return bpt__hash_u64(process * UINT64_C(0x9e3779b97f4a7c15) + tid, s->seed);
 }
 
 static void bpt__tracks_free(struct bpt__tracks *s) {
@@ -14708,14 +14730,9 @@ static int bpt__tracks_room(struct bpt__tracks *s) {
     if ((s->n + 1) * 2 > s->ixcap) {
         uint32_t cap = s->ixcap ? s->ixcap * 2 : 16, mask = cap - 1;
         uint32_t *ix = (uint32_t *)BPT_MALLOC(sizeof *ix * cap);
-        struct timespec ts;
         if (!ix) return -1;
         memset(ix, 0, sizeof *ix * cap);
-        if (!s->ixcap) {   /* the first index: its key */
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            s->seed = ((uint64_t)(uintptr_t)s * UINT64_C(0x9e3779b97f4a7c15)) ^ (uint64_t)ts.tv_nsec ^
-                      ((uint64_t)ts.tv_sec << 32);
-        }
+        if (!s->ixcap) s->seed = bpt__hash_seed(s);   /* the first index: its key */
         for (i = 0; i < s->n; i++) {
             for (k = bpt__tracks_hash(s, s->v[i].tid, s->v[i].process) & mask; ix[k]; k = (k + 1) & mask) {}
             ix[k] = i + 1;
@@ -15502,15 +15519,9 @@ static void *bpt__grow_to(void *old, size_t n, size_t to, size_t size) {
     return p;
 }
 
-/* The lane hash: splitmix64's finalizer over the lane and the reader's key. */
+/* The lane hash, keyed by the reader (registry.h). */
 static uint32_t bpt__file_lane_hash(const bpt_trace_file *f, uint64_t lane) {
-    uint64_t x = lane ^ f->seed;
-    x ^= x >> 30;
-    x *= UINT64_C(0xbf58476d1ce4e5b9);
-    x ^= x >> 27;
-    x *= UINT64_C(0x94d049bb133111eb);
-    x ^= x >> 31;
-    return (uint32_t)x;
+    return bpt__hash_u64(lane, f->seed);
 }
 
 /* The index in streams of lane `lane`'s stream, added on its first block:
@@ -15676,7 +15687,6 @@ static int bpt__file_next_block(bpt_trace_file *f) {
 /* A reader over in (which it owns from here, closed on failure too). */
 static int bpt__trace_file_start(FILE *in, const char *what, const char *who, bpt_trace_file **out) {
     bpt_trace_file *f;
-    struct timespec ts;
     if (!(f = (bpt_trace_file *)BPT_MALLOC(sizeof *f))) {
         fclose(in);
         return bpt__fail(BPT_ENOMEM, "%s: no memory for the reader", who);
@@ -15684,9 +15694,7 @@ static int bpt__trace_file_start(FILE *in, const char *what, const char *who, bp
     memset(f, 0, sizeof *f);
     f->in = in;
     f->stream = f->last_stream = BPT__FILE_NO_STREAM;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    f->seed = ((uint64_t)(uintptr_t)f * UINT64_C(0x9e3779b97f4a7c15)) ^ (uint64_t)ts.tv_nsec ^
-              ((uint64_t)ts.tv_sec << 32);
+    f->seed = bpt__hash_seed(f);
     if (fread(&f->h, sizeof f->h, 1, in) != 1 || memcmp(f->h.magic, bpt__file_magic, 8) != 0 ||
         f->h.version < 1 || f->h.version > BPT_FILE_VERSION || f->h.header_bytes != sizeof f->h) {
         bpt_trace_file_close(f);

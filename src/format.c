@@ -234,15 +234,9 @@ struct bpt__tracks {
                                       cost (t_format_stacks counts it) */
 };
 
-/* The slot hash of (thread, process): splitmix64's finalizer, keyed. */
+/* The slot hash of (thread, process), keyed (registry.h). */
 static uint32_t bpt__tracks_hash(const struct bpt__tracks *s, uint32_t tid, uint64_t process) {
-    uint64_t x = (process * UINT64_C(0x9e3779b97f4a7c15) + tid) ^ s->seed;
-    x ^= x >> 30;
-    x *= UINT64_C(0xbf58476d1ce4e5b9);
-    x ^= x >> 27;
-    x *= UINT64_C(0x94d049bb133111eb);
-    x ^= x >> 31;
-    return (uint32_t)x;
+    return bpt__hash_u64(process * UINT64_C(0x9e3779b97f4a7c15) + tid, s->seed);
 }
 
 static void bpt__tracks_free(struct bpt__tracks *s) {
@@ -271,14 +265,9 @@ static int bpt__tracks_room(struct bpt__tracks *s) {
     if ((s->n + 1) * 2 > s->ixcap) {
         uint32_t cap = s->ixcap ? s->ixcap * 2 : 16, mask = cap - 1;
         uint32_t *ix = (uint32_t *)BPT_MALLOC(sizeof *ix * cap);
-        struct timespec ts;
         if (!ix) return -1;
         memset(ix, 0, sizeof *ix * cap);
-        if (!s->ixcap) {   /* the first index: its key */
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            s->seed = ((uint64_t)(uintptr_t)s * UINT64_C(0x9e3779b97f4a7c15)) ^ (uint64_t)ts.tv_nsec ^
-                      ((uint64_t)ts.tv_sec << 32);
-        }
+        if (!s->ixcap) s->seed = bpt__hash_seed(s);   /* the first index: its key */
         for (i = 0; i < s->n; i++) {
             for (k = bpt__tracks_hash(s, s->v[i].tid, s->v[i].process) & mask; ix[k]; k = (k + 1) & mask) {}
             ix[k] = i + 1;

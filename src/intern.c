@@ -14,6 +14,27 @@ enum { BPT__INTERN_BUCKETS = 1024 };
 static bpt__interned *bpt__intern_table[BPT__INTERN_BUCKETS];
 BPT__SHARED pthread_mutex_t bpt__intern_lock = PTHREAD_MUTEX_INITIALIZER;   /* 3rd in the lock order (locks.c) */
 
+/* A key for a table's keyed hash: its address and the monotonic clock,
+   mixed (registry.h). */
+BPT__PRIVATE uint64_t bpt__hash_seed(const void *table) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ((uint64_t)(uintptr_t)table * UINT64_C(0x9e3779b97f4a7c15)) ^ (uint64_t)ts.tv_nsec ^
+           ((uint64_t)ts.tv_sec << 32);
+}
+
+/* x under key seed: splitmix64's finalizer (Steele, Lea and Flood), whose
+   every output bit depends on every input bit. */
+BPT__PRIVATE uint32_t bpt__hash_u64(uint64_t x, uint64_t seed) {
+    x ^= seed;
+    x ^= x >> 30;
+    x *= UINT64_C(0xbf58476d1ce4e5b9);
+    x ^= x >> 27;
+    x *= UINT64_C(0x94d049bb133111eb);
+    x ^= x >> 31;
+    return (uint32_t)x;
+}
+
 BPT__PRIVATE uint32_t bpt__hash_str(const char *s) {
     uint32_t h = 2166136261u;   /* FNV-1a */
     while (*s) h = (h ^ (uint8_t)*s++) * 16777619u;

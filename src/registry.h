@@ -65,6 +65,13 @@ BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *
 BPT__PRIVATE uint32_t bpt__native_count(void);   /* funcs.c: how many the index must hold */
 #endif
 
+/* Keyed hashes of the readers' tables (intern.c): the writers' tracks
+   (format.c) and a trace file's lanes (tracefile.c), whose keys come from
+   a file or a host: a key per table, so that no input can pick keys that
+   all collide. */
+BPT__PRIVATE uint64_t bpt__hash_seed(const void *table);   /* the table's address and the clock */
+BPT__PRIVATE uint32_t bpt__hash_u64(uint64_t x, uint64_t seed);   /* splitmix64's finalizer */
+
 /* Interned names (intern.c): copied once, kept for the life of the process. */
 BPT__PRIVATE const char *bpt__intern(const char *text);   /* NULL when out of memory */
 

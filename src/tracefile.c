@@ -317,15 +317,9 @@ static void *bpt__grow_to(void *old, size_t n, size_t to, size_t size) {
     return p;
 }
 
-/* The lane hash: splitmix64's finalizer over the lane and the reader's key. */
+/* The lane hash, keyed by the reader (registry.h). */
 static uint32_t bpt__file_lane_hash(const bpt_trace_file *f, uint64_t lane) {
-    uint64_t x = lane ^ f->seed;
-    x ^= x >> 30;
-    x *= UINT64_C(0xbf58476d1ce4e5b9);
-    x ^= x >> 27;
-    x *= UINT64_C(0x94d049bb133111eb);
-    x ^= x >> 31;
-    return (uint32_t)x;
+    return bpt__hash_u64(lane, f->seed);
 }
 
 /* The index in streams of lane `lane`'s stream, added on its first block:
@@ -491,7 +485,6 @@ static int bpt__file_next_block(bpt_trace_file *f) {
 /* A reader over in (which it owns from here, closed on failure too). */
 static int bpt__trace_file_start(FILE *in, const char *what, const char *who, bpt_trace_file **out) {
     bpt_trace_file *f;
-    struct timespec ts;
     if (!(f = (bpt_trace_file *)BPT_MALLOC(sizeof *f))) {
         fclose(in);
         return bpt__fail(BPT_ENOMEM, "%s: no memory for the reader", who);
@@ -499,9 +492,7 @@ static int bpt__trace_file_start(FILE *in, const char *what, const char *who, bp
     memset(f, 0, sizeof *f);
     f->in = in;
     f->stream = f->last_stream = BPT__FILE_NO_STREAM;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    f->seed = ((uint64_t)(uintptr_t)f * UINT64_C(0x9e3779b97f4a7c15)) ^ (uint64_t)ts.tv_nsec ^
-              ((uint64_t)ts.tv_sec << 32);
+    f->seed = bpt__hash_seed(f);
     if (fread(&f->h, sizeof f->h, 1, in) != 1 || memcmp(f->h.magic, bpt__file_magic, 8) != 0 ||
         f->h.version < 1 || f->h.version > BPT_FILE_VERSION || f->h.header_bytes != sizeof f->h) {
         bpt_trace_file_close(f);
