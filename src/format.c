@@ -40,14 +40,19 @@ static void bpt__format_time(bpt__buf *b, uint64_t mono_ns) {
 }
 
 /* One value, as its type says; i64 through the site's formatter if it has
-   one. A STR value is an offset into m->str, where the hit copied it. */
+   one. A STR value is an offset into m->str, where the hit copied it; it
+   is printed up to its NUL or the end of str, whichever comes first (a
+   message built by hand without the NUL was read past its end; found by
+   review). */
 static void bpt__format_value(bpt__buf *b, const bpt_msg *m, uint64_t v, int type) {
     char tmp[128];
     double d;
     switch (type) {
     case BPT_ARG_U64: bpt__bprintf(b, "%llu", (unsigned long long)v); break;
     case BPT_ARG_PTR: bpt__bprintf(b, "0x%llx", (unsigned long long)v); break;
-    case BPT_ARG_STR: bpt__bprintf(b, "\"%s\"", v < sizeof m->str ? m->str + v : ""); break;
+    case BPT_ARG_STR:
+        bpt__bprintf(b, "\"%.*s\"", v < sizeof m->str ? (int)(sizeof m->str - v) : 0, v < sizeof m->str ? m->str + v : "");
+        break;
     case BPT_ARG_F64: memcpy(&d, &v, sizeof d); bpt__bprintf(b, "%g", d); break;
     default:
         if (m->format) {

@@ -206,6 +206,26 @@ int main(void) {
         CHECK(l2 - l1 == l3 - l2 && strchr(tab, '\n') - tab + 1 == l2 - l1, "rows of one width:\n%s", tab);
     }
 
+    /* dbg: a STR argument without its NUL in a message built by hand is
+       printed to the end of str, not read past it (found by review). */
+    {
+        struct { bpt_msg m; char after[32]; } w;
+        char line[2 * BPT_MSG_STR_BYTES];
+        const char *q;
+        memset(&w, 'y', sizeof w);
+        w.after[sizeof w.after - 1] = '\0';
+        w.m.type = BPT_MSG_CALL; w.m.nargs = 1; w.m.thread = 1; w.m.process = 1; w.m.ts_ns = 0; w.m.session = 1;
+        w.m.module = "m"; w.m.name = "s"; w.m.arity = 1; w.m.format = NULL; w.m.user = NULL;
+        w.m.caller_module = w.m.caller_name = NULL; w.m.caller = 0; w.m.exception_class = NULL;
+        w.m.args[0] = 0;
+        w.m.argtype[0] = BPT_ARG_STR;
+        memset(w.m.str, 'x', sizeof w.m.str);
+        CHECK(bpt_format_dbg(&w.m, line, sizeof line) > 0, "dbg of an unterminated STR");
+        q = strchr(line, '"');
+        CHECK(q && strspn(q + 1, "x") == sizeof w.m.str && q[1 + sizeof w.m.str] == '"' && !strchr(line, 'y'),
+              "the STR printed to the end of str, nothing after it: %.80s...", line);
+    }
+
     /* tprof table of call_memory: bytes are a signed net. A function whose
        calls freed more than they allocated ranks last and shows below zero
        (it ranked first, as 18446744073709551516; found by review). */
