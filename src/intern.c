@@ -24,15 +24,18 @@ BPT__PRIVATE uint64_t bpt__hash_seed(const void *table) {
 }
 
 /* x under key seed: splitmix64's finalizer (Steele, Lea and Flood), whose
-   every output bit depends on every input bit. */
-BPT__PRIVATE uint32_t bpt__hash_u64(uint64_t x, uint64_t seed) {
+   every output bit depends on every input bit. A key of two fields hashes
+   one under the seed before it meets the other (format.c): combined first,
+   by any fixed invertible step, inputs chosen to combine to one value
+   collide under every seed (found by review). */
+BPT__PRIVATE uint64_t bpt__hash_u64(uint64_t x, uint64_t seed) {
     x ^= seed;
     x ^= x >> 30;
     x *= UINT64_C(0xbf58476d1ce4e5b9);
     x ^= x >> 27;
     x *= UINT64_C(0x94d049bb133111eb);
     x ^= x >> 31;
-    return (uint32_t)x;
+    return x;
 }
 
 BPT__PRIVATE uint32_t bpt__hash_str(const char *s) {

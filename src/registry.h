@@ -70,7 +70,7 @@ BPT__PRIVATE uint32_t bpt__native_count(void);   /* funcs.c: how many the index 
    a file or a host: a key per table, so that no input can pick keys that
    all collide. */
 BPT__PRIVATE uint64_t bpt__hash_seed(const void *table);   /* the table's address and the clock */
-BPT__PRIVATE uint32_t bpt__hash_u64(uint64_t x, uint64_t seed);   /* splitmix64's finalizer */
+BPT__PRIVATE uint64_t bpt__hash_u64(uint64_t x, uint64_t seed);   /* splitmix64's finalizer */
 
 /* Interned names (intern.c): copied once, kept for the life of the process. */
 BPT__PRIVATE const char *bpt__intern(const char *text);   /* NULL when out of memory */

@@ -319,7 +319,7 @@ static void *bpt__grow_to(void *old, size_t n, size_t to, size_t size) {
 
 /* The lane hash, keyed by the reader (registry.h). */
 static uint32_t bpt__file_lane_hash(const bpt_trace_file *f, uint64_t lane) {
-    return bpt__hash_u64(lane, f->seed);
+    return (uint32_t)bpt__hash_u64(lane, f->seed);
 }
 
 /* The index in streams of lane `lane`'s stream, added on its first block:
