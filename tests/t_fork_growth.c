@@ -87,15 +87,28 @@ static int child_grown(void) {
     return 0;
 }
 
-/* Can a fork child of a threaded process start a thread here? */
-static void *idle(void *arg) { (void)arg; while (!forked) usleep(1000); return NULL; }
+/* Can a fork child of a threaded process start a thread here? The fork
+   waits until the idle thread runs its own code: forked while the thread
+   was still starting, inside ASAN's allocator (its stack bounds are read
+   with pthread_getattr_np, which callocs), the child inherited the
+   allocator's lock held, and its own new thread waited on it for good (1
+   run in 7 under asan; the test's 600 s limit ended it). */
+static volatile int idle_running;
+static void *idle(void *arg) {
+    (void)arg;
+    idle_running = 1;
+    while (!forked) usleep(1000);
+    return NULL;
+}
 static void *nothing(void *arg) { return arg; }
 static int threads_in_fork_children(void) {
     pthread_t t;
     int st = -1;
     pid_t p;
     forked = 0;
+    idle_running = 0;
     pthread_create(&t, NULL, idle, NULL);
+    while (!idle_running) sched_yield();
     p = fork();
     if (p == 0) {
         pthread_t u;
