@@ -1585,7 +1585,7 @@ enum bpt_trace_flag {
     /* How (at most one; none means "switch on"): */
     BPT_OFF     = 1u << 16, /* switch the named kinds off (BPT_OFF alone: all kinds) */
     BPT_PAUSE   = 1u << 17, /* call_count, call_time, call_memory: stop counting, keep the values */
-    BPT_RESTART = 1u << 18  /* call_count, call_time, call_memory: set to zero and count */
+    BPT_RESTART = 1u << 18  /* call_count, call_time, call_memory, where on: set to zero and count */
 };
 
 /* Match spec actions. */
@@ -1646,8 +1646,12 @@ typedef struct bpt_match {
                ':' (C++ names, demangled: "prog:game::step(long)/_")
      flags     kinds (BPT_CALL, BPT_COUNT, BPT_TIME, BPT_MEMORY) plus at most
                one of BPT_OFF, BPT_PAUSE, BPT_RESTART (PAUSE and RESTART: the
-               counting kinds only; RESTART of BPT_TIME or BPT_MEMORY zeroes
-               both tables); with BPT_CALL switched on, also BPT_RETURN,
+               counting kinds only, and only on functions where the kind is
+               on: a function not counting stays so; RESTART of BPT_TIME or
+               BPT_MEMORY zeroes both tables). A counting kind switched on
+               where it is already on, paused or not, starts from zero, as a
+               restart does (erlang:trace_pattern's `true` on call_count and
+               call_time); with BPT_CALL switched on, also BPT_RETURN,
                BPT_EXCEPTION, BPT_RETURN_TO, BPT_CALLER (the match spec
                actions of those names; they apply to the calls the match spec
                accepts, as in BEAM)
@@ -3921,7 +3925,7 @@ enum { BPT__INT_ARG_REGS = 8, BPT__FP_ARG_REGS = 8 };
 #endif
 
 /* >>protocol: the set path (bp.c). */
-BPT__PRIVATE int bpt__op_enables(const bpt__op *op);   /* switched on, or restarted */
+BPT__PRIVATE int bpt__op_enables(const bpt__op *op);   /* switched on (how 0) */
 BPT__PRIVATE int bpt__permission_seize(const char *who);   /* 0, BPT_ENOMEM or BPT_EDEADLK */
 BPT__PRIVATE int bpt__set_path_allowed(const char *who);  /* its checks alone: 0, BPT_ENOMEM or BPT_EDEADLK */
 BPT__PRIVATE void bpt__permission_release(void);
@@ -10301,11 +10305,15 @@ BPT__HOT void bpt__kind_call_hit(bpt__hit *h, bpt__session *s, const bpt__Generi
      staged, which step 7's commit publishes [G2] after the zeroing: its
      relaxed load of its counter sees 0 or a later value. A slot never
      taken before is 0 in every page (mmap zeroes).
-   - BPT_RESTART stores the current sum as `base`, which info subtracts,
-     under the permission (info reads it under the permission too). A
-     counter never goes back while its slot is taken, so the count is the
-     calls since the restart: every call that completed before it happens
-     before the restart's loads, and is in base.
+   - BPT_RESTART, and BPT_COUNT on a function already counting (paused or
+     not), store the current sum as `base`, which info subtracts, under
+     the permission (info reads it under the permission too). A counter
+     never goes back while its slot is taken, so the count is the calls
+     since then: every call that completed before it happens before the
+     change's loads, and is in base. Both zero the count, as
+     set_function_break in beam_bp.c does for any operation on a counting
+     breakpoint but a pause (erlang:trace_pattern's `true` and `restart`);
+     BPT_RESTART leaves a function that is not counting alone (bp.c).
    - BPT_PAUSE clears ACTIVE: hits stop at the commit, the counters stay.
    - Off, then on again: the old BpCount gives its slot back; the new one
      takes a fresh or zeroed slot. */
@@ -10432,11 +10440,13 @@ BPT__PRIVATE void bpt__kind_count_stage(bpt__GenericBpData *d, const bpt__op *op
         break;
     default: /* on, restart */
         if (!(d->flags & BPT__BPF_COUNT)) {
+            if (!fresh) break;   /* a restart: it touches only counting functions */
             d->data[BPT__KIX_COUNT] = fresh;
             d->flags |= BPT__BPF_COUNT;
-        } else if (op->how == BPT_RESTART) {
-            /* Shared with the active generation, as in BEAM: the reset is
-               seen at once, the re-activation at the commit. */
+        } else {
+            /* On again, or restarted: from zero. Shared with the active
+               generation, as in BEAM: the reset is seen at once, the
+               re-activation at the commit. */
             bpt__BpCount *c = (bpt__BpCount *)d->data[BPT__KIX_COUNT];
             c->base = bpt__count_sum(c);
         }
@@ -10527,13 +10537,23 @@ BPT__PRIVATE void bpt__kind_count_info(const bpt__GenericBpData *d, unsigned wha
    hooks are the ones the kinds table (BPT_KINDS, api_pattern.h) names;
    breakpoint.h declares them. */
 
-/* Step 2: fresh tables where the change switches a kind on and the staging
-   generation has none, or restarts. When one change switches both kinds,
+/* Step 2: fresh tables where the change switches a kind of the pair on
+   (again) or restarts it. A kind that is on starts from zero whether it is
+   switched on again or restarted, as set_function_break in beam_bp.c
+   resets its table for any operation but a pause; the pair's one table
+   means the other kind starts from zero too. A kind switched on beside
+   the other shares its tables and zeroes nothing; a restart of kinds that
+   are all off changes nothing (bp.c). When one change names both kinds,
    the call_time row allocates for the pair. */
 static int bpt__kind_timem_prepare(const bpt__op *op, const bpt__GenericBpData *staging, void **out) {
+    uint32_t on = staging ? staging->flags : 0, named = 0;
     *out = NULL;
-    if (!bpt__op_enables(op)) return 0;
-    if (op->how != BPT_RESTART && staging && bpt__timem_of(staging)) return 0;
+    if (op->kinds & BPT_TIME) named |= BPT__BPF_ON(BPT__KIX_TIME);
+    if (op->kinds & BPT_MEMORY) named |= BPT__BPF_ON(BPT__KIX_MEMORY);
+    if (op->how == BPT_OFF || op->how == BPT_PAUSE) return 0;
+    if (!(on & named)) {   /* each kind named is off */
+        if (op->how == BPT_RESTART || (staging && bpt__timem_of(staging))) return 0;
+    }
     if (!(*out = bpt__timem_new())) return BPT_ENOMEM;
     return 0;
 }
@@ -10553,11 +10573,13 @@ BPT__PRIVATE void bpt__kind_time_unref(void *data) { bpt__timem_unref((bpt__BpTi
 BPT__PRIVATE void bpt__kind_memory_unref(void *data) { bpt__timem_unref((bpt__BpTimem *)data); }
 
 /* Step 3 for kind k of the pair. `fresh` is step 2's tables, or NULL. On
-   or restart with fresh tables, both kinds of the pair move to them (as the
-   one shared table they are: a restart of one zeroes the other's too);
-   switched on without, k shares the other kind's tables. */
+   or restart with fresh tables, both kinds of the pair that are on move to
+   them (as the one shared table they are: a restart of one zeroes the
+   other's too), and k is switched on unless restarted; switched on
+   without, k shares the other kind's tables. */
 static void bpt__kind_timem_stage(bpt__GenericBpData *d, int k, const bpt__op *op, bpt__BpTimem *fresh) {
     uint32_t on = BPT__BPF_ON(k), active = BPT__BPF_ACTIVE(k);
+    bpt__BpTimem *shared;
     switch (op->how) {
     case BPT_OFF:
         if (d->flags & on) bpt__timem_unref((bpt__BpTimem *)d->data[k]);
@@ -10569,11 +10591,13 @@ static void bpt__kind_timem_stage(bpt__GenericBpData *d, int k, const bpt__op *o
         break;
     default: /* on, restart */
         if (fresh) {
-            d->flags |= on;               /* an off slot is NULL: point() fills it */
+            if (op->how != BPT_RESTART) d->flags |= on;   /* an off slot is NULL: point() fills it */
             bpt__timem_point(d, fresh);   /* each kind that is on: its own reference */
             bpt__timem_unref(fresh);      /* step 2's reference, now held by the slots */
+            if (!(d->flags & on)) break;  /* restarted while off: stays off */
         } else if (!(d->flags & on)) {
-            bpt__BpTimem *shared = bpt__timem_of(d);
+            if (op->how == BPT_RESTART) break;   /* restart touches only kinds that are on */
+            shared = bpt__timem_of(d);
             bpt__timem_ref(shared);
             d->data[k] = shared;
             d->flags |= on;
@@ -12427,7 +12451,12 @@ BPT__PRIVATE int bpt__module_imports(const char *module, const char **module_nam
 unsigned bpt_active_bp_ix(void) { return bpt__active_ix_load(); }   /* [G2] */
 unsigned bpt_staging_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix) ^ 1u; }
 
-BPT__PRIVATE int bpt__op_enables(const bpt__op *op) { return op->how == 0 || op->how == BPT_RESTART; }
+/* Only a switch-on makes breakpoints. BPT_PAUSE and BPT_RESTART change the
+   counting kinds that are on and leave a function without them alone, as
+   set_function_break in beam_bp.c inserts no breakpoint for either (cprof's
+   pause and restart: "the matching functions that have call count
+   breakpoints"). */
+BPT__PRIVATE int bpt__op_enables(const bpt__op *op) { return op->how == 0; }
 
 static bpt_observer_fn bpt__observer;
 static void *bpt__observer_user;

@@ -35,7 +35,7 @@ enum bpt_trace_flag {
     /* How (at most one; none means "switch on"): */
     BPT_OFF     = 1u << 16, /* switch the named kinds off (BPT_OFF alone: all kinds) */
     BPT_PAUSE   = 1u << 17, /* call_count, call_time, call_memory: stop counting, keep the values */
-    BPT_RESTART = 1u << 18  /* call_count, call_time, call_memory: set to zero and count */
+    BPT_RESTART = 1u << 18  /* call_count, call_time, call_memory, where on: set to zero and count */
 };
 
 /* Match spec actions. */
@@ -96,8 +96,12 @@ typedef struct bpt_match {
                ':' (C++ names, demangled: "prog:game::step(long)/_")
      flags     kinds (BPT_CALL, BPT_COUNT, BPT_TIME, BPT_MEMORY) plus at most
                one of BPT_OFF, BPT_PAUSE, BPT_RESTART (PAUSE and RESTART: the
-               counting kinds only; RESTART of BPT_TIME or BPT_MEMORY zeroes
-               both tables); with BPT_CALL switched on, also BPT_RETURN,
+               counting kinds only, and only on functions where the kind is
+               on: a function not counting stays so; RESTART of BPT_TIME or
+               BPT_MEMORY zeroes both tables). A counting kind switched on
+               where it is already on, paused or not, starts from zero, as a
+               restart does (erlang:trace_pattern's `true` on call_count and
+               call_time); with BPT_CALL switched on, also BPT_RETURN,
                BPT_EXCEPTION, BPT_RETURN_TO, BPT_CALLER (the match spec
                actions of those names; they apply to the calls the match spec
                accepts, as in BEAM)

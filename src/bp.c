@@ -12,7 +12,12 @@
 unsigned bpt_active_bp_ix(void) { return bpt__active_ix_load(); }   /* [G2] */
 unsigned bpt_staging_bp_ix(void) { return bpt__load_acquire_u32(&bpt__active_ix) ^ 1u; }
 
-BPT__PRIVATE int bpt__op_enables(const bpt__op *op) { return op->how == 0 || op->how == BPT_RESTART; }
+/* Only a switch-on makes breakpoints. BPT_PAUSE and BPT_RESTART change the
+   counting kinds that are on and leave a function without them alone, as
+   set_function_break in beam_bp.c inserts no breakpoint for either (cprof's
+   pause and restart: "the matching functions that have call count
+   breakpoints"). */
+BPT__PRIVATE int bpt__op_enables(const bpt__op *op) { return op->how == 0; }
 
 static bpt_observer_fn bpt__observer;
 static void *bpt__observer_user;

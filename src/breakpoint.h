@@ -201,7 +201,7 @@ enum { BPT__INT_ARG_REGS = 8, BPT__FP_ARG_REGS = 8 };
 #endif
 
 /* >>protocol: the set path (bp.c). */
-BPT__PRIVATE int bpt__op_enables(const bpt__op *op);   /* switched on, or restarted */
+BPT__PRIVATE int bpt__op_enables(const bpt__op *op);   /* switched on (how 0) */
 BPT__PRIVATE int bpt__permission_seize(const char *who);   /* 0, BPT_ENOMEM or BPT_EDEADLK */
 BPT__PRIVATE int bpt__set_path_allowed(const char *who);  /* its checks alone: 0, BPT_ENOMEM or BPT_EDEADLK */
 BPT__PRIVATE void bpt__permission_release(void);

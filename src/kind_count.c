@@ -46,11 +46,15 @@
      staged, which step 7's commit publishes [G2] after the zeroing: its
      relaxed load of its counter sees 0 or a later value. A slot never
      taken before is 0 in every page (mmap zeroes).
-   - BPT_RESTART stores the current sum as `base`, which info subtracts,
-     under the permission (info reads it under the permission too). A
-     counter never goes back while its slot is taken, so the count is the
-     calls since the restart: every call that completed before it happens
-     before the restart's loads, and is in base.
+   - BPT_RESTART, and BPT_COUNT on a function already counting (paused or
+     not), store the current sum as `base`, which info subtracts, under
+     the permission (info reads it under the permission too). A counter
+     never goes back while its slot is taken, so the count is the calls
+     since then: every call that completed before it happens before the
+     change's loads, and is in base. Both zero the count, as
+     set_function_break in beam_bp.c does for any operation on a counting
+     breakpoint but a pause (erlang:trace_pattern's `true` and `restart`);
+     BPT_RESTART leaves a function that is not counting alone (bp.c).
    - BPT_PAUSE clears ACTIVE: hits stop at the commit, the counters stay.
    - Off, then on again: the old BpCount gives its slot back; the new one
      takes a fresh or zeroed slot. */
@@ -178,11 +182,13 @@ BPT__PRIVATE void bpt__kind_count_stage(bpt__GenericBpData *d, const bpt__op *op
         break;
     default: /* on, restart */
         if (!(d->flags & BPT__BPF_COUNT)) {
+            if (!fresh) break;   /* a restart: it touches only counting functions */
             d->data[BPT__KIX_COUNT] = fresh;
             d->flags |= BPT__BPF_COUNT;
-        } else if (op->how == BPT_RESTART) {
-            /* Shared with the active generation, as in BEAM: the reset is
-               seen at once, the re-activation at the commit. */
+        } else {
+            /* On again, or restarted: from zero. Shared with the active
+               generation, as in BEAM: the reset is seen at once, the
+               re-activation at the commit. */
             bpt__BpCount *c = (bpt__BpCount *)d->data[BPT__KIX_COUNT];
             c->base = bpt__count_sum(c);
         }

@@ -8,13 +8,23 @@
    breakpoint.h declares them. */
 #include "internal.h"
 
-/* Step 2: fresh tables where the change switches a kind on and the staging
-   generation has none, or restarts. When one change switches both kinds,
+/* Step 2: fresh tables where the change switches a kind of the pair on
+   (again) or restarts it. A kind that is on starts from zero whether it is
+   switched on again or restarted, as set_function_break in beam_bp.c
+   resets its table for any operation but a pause; the pair's one table
+   means the other kind starts from zero too. A kind switched on beside
+   the other shares its tables and zeroes nothing; a restart of kinds that
+   are all off changes nothing (bp.c). When one change names both kinds,
    the call_time row allocates for the pair. */
 static int bpt__kind_timem_prepare(const bpt__op *op, const bpt__GenericBpData *staging, void **out) {
+    uint32_t on = staging ? staging->flags : 0, named = 0;
     *out = NULL;
-    if (!bpt__op_enables(op)) return 0;
-    if (op->how != BPT_RESTART && staging && bpt__timem_of(staging)) return 0;
+    if (op->kinds & BPT_TIME) named |= BPT__BPF_ON(BPT__KIX_TIME);
+    if (op->kinds & BPT_MEMORY) named |= BPT__BPF_ON(BPT__KIX_MEMORY);
+    if (op->how == BPT_OFF || op->how == BPT_PAUSE) return 0;
+    if (!(on & named)) {   /* each kind named is off */
+        if (op->how == BPT_RESTART || (staging && bpt__timem_of(staging))) return 0;
+    }
     if (!(*out = bpt__timem_new())) return BPT_ENOMEM;
     return 0;
 }
@@ -34,11 +44,13 @@ BPT__PRIVATE void bpt__kind_time_unref(void *data) { bpt__timem_unref((bpt__BpTi
 BPT__PRIVATE void bpt__kind_memory_unref(void *data) { bpt__timem_unref((bpt__BpTimem *)data); }
 
 /* Step 3 for kind k of the pair. `fresh` is step 2's tables, or NULL. On
-   or restart with fresh tables, both kinds of the pair move to them (as the
-   one shared table they are: a restart of one zeroes the other's too);
-   switched on without, k shares the other kind's tables. */
+   or restart with fresh tables, both kinds of the pair that are on move to
+   them (as the one shared table they are: a restart of one zeroes the
+   other's too), and k is switched on unless restarted; switched on
+   without, k shares the other kind's tables. */
 static void bpt__kind_timem_stage(bpt__GenericBpData *d, int k, const bpt__op *op, bpt__BpTimem *fresh) {
     uint32_t on = BPT__BPF_ON(k), active = BPT__BPF_ACTIVE(k);
+    bpt__BpTimem *shared;
     switch (op->how) {
     case BPT_OFF:
         if (d->flags & on) bpt__timem_unref((bpt__BpTimem *)d->data[k]);
@@ -50,11 +62,13 @@ static void bpt__kind_timem_stage(bpt__GenericBpData *d, int k, const bpt__op *o
         break;
     default: /* on, restart */
         if (fresh) {
-            d->flags |= on;               /* an off slot is NULL: point() fills it */
+            if (op->how != BPT_RESTART) d->flags |= on;   /* an off slot is NULL: point() fills it */
             bpt__timem_point(d, fresh);   /* each kind that is on: its own reference */
             bpt__timem_unref(fresh);      /* step 2's reference, now held by the slots */
+            if (!(d->flags & on)) break;  /* restarted while off: stays off */
         } else if (!(d->flags & on)) {
-            bpt__BpTimem *shared = bpt__timem_of(d);
+            if (op->how == BPT_RESTART) break;   /* restart touches only kinds that are on */
+            shared = bpt__timem_of(d);
             bpt__timem_ref(shared);
             d->data[k] = shared;
             d->flags |= on;

@@ -6,7 +6,9 @@
      exited, so an exited thread's counts are summed; a second round of 200
      threads, on the records the first left, adds exactly its own calls;
    - BPT_RESTART: 0 at once, then exactly the calls after it;
-   - BPT_PAUSE: calls while paused are not counted; BPT_COUNT resumes;
+   - BPT_PAUSE: calls while paused are not counted; BPT_COUNT, on the paused
+     function or on one counting, restarts it from 0 (as BEAM's `true`);
+   - BPT_RESTART and BPT_PAUSE on a function not counting: no breakpoint;
    - off, then on again: from 0, although every thread's counter of the
      breakpoint's slot held counts;
    - a slot given back and taken by another function's breakpoint (checked:
@@ -169,15 +171,38 @@ int main(void) {
     got = count_of(f);
     CHECK(got == expect, "after restart: count %llu, calls %llu", (unsigned long long)got, (unsigned long long)expect);
 
-    /* Pause: not counted; resumed: counted on. */
+    /* Pause: not counted. Switched on again, paused or counting: from 0,
+       then counted on (erlang:trace_pattern's `true` zeroes the counter:
+       set_function_break in beam_bp.c, for any operation but a pause). */
     CHECK_RC(bpt_trace_pattern(s, "cnt:f/1", BPT_COUNT | BPT_PAUSE, NULL), 1);
     run_round(8, 1000, &code[0], f);
     CHECK(count_of(f) == expect, "paused: count %llu, expected %llu", (unsigned long long)count_of(f),
           (unsigned long long)expect);
     CHECK_RC(bpt_trace_pattern(s, "cnt:f/1", BPT_COUNT, NULL), 1);
-    expect += run_round(8, 1000, &code[0], f);
+    CHECK(count_of(f) == 0, "on again while paused: count %llu, not 0", (unsigned long long)count_of(f));
+    expect = run_round(8, 1000, &code[0], f);
     CHECK(count_of(f) == expect, "resumed: count %llu, expected %llu", (unsigned long long)count_of(f),
           (unsigned long long)expect);
+    CHECK_RC(bpt_trace_pattern(s, "cnt:f/1", BPT_COUNT, NULL), 1);
+    CHECK(count_of(f) == 0, "on again while counting: count %llu, not 0", (unsigned long long)count_of(f));
+    expect = run_round(8, 1000, &code[0], f);
+    CHECK(count_of(f) == expect, "on again: count %llu, expected %llu", (unsigned long long)count_of(f),
+          (unsigned long long)expect);
+
+    /* A restart or a pause of a function not counting leaves it so: no
+       breakpoint is made (cprof's restart and pause: "the matching
+       functions that have call count breakpoints"), though the pattern
+       matched it. */
+    CHECK_RC(bpt_trace_pattern(s, "cnt:g/1", BPT_COUNT | BPT_RESTART, NULL), 1);
+    CHECK_RC(bpt_trace_pattern(s, "cnt:g/1", BPT_COUNT | BPT_PAUSE, NULL), 1);
+    CHECK(bpt__load_acquire_ptr(&g->gen_bp) == NULL, "a restart or a pause made g a breakpoint");
+    {
+        bpt_info in;
+        memset(&in, 0, sizeof in);
+        CHECK_RC(bpt_trace_info(s, g, BPT_INFO_FLAGS | BPT_INFO_COUNT, &in), 0);
+        CHECK(in.flags == 0 && in.count == 0, "g restarted while not counting: flags %#x, count %llu", in.flags,
+              (unsigned long long)in.count);
+    }
 
     /* Off, then on: from 0 (the slot is taken again, zeroed). */
     slot = slot_of(f);

@@ -332,8 +332,8 @@ static int nested_round(int full, long n, long us) {
     uint64_t ci, co, ni, no, si, so;
     long i;
     int ok;
-    pattern("tp:inner/1", BPT_TIME | BPT_RESTART);
-    pattern("tp:outer/1", BPT_TIME | BPT_RESTART);
+    pattern("tp:inner/1", BPT_TIME);
+    pattern("tp:outer/1", BPT_TIME);
     if (full) finner->path_hint = fouter->path_hint = BPT__HINT_FULL;   /* the set path is idle */
     else CHECK(finner->path_hint == BPT__HINT_TIME && fouter->path_hint == BPT__HINT_TIME, "the hints are TIME");
     spun_inner = spun_outer = 0;
@@ -378,7 +378,7 @@ static void signals(void) {
     long i, calls = check_scale(200000), bad = 0;
     bpt__thread *rec;
     uint64_t c, ns, lost;
-    pattern("tp:leaf/1", BPT_TIME | BPT_RESTART);
+    pattern("tp:leaf/1", BPT_TIME);
     handler_calls = 0;
     alarms_every(on_alarm, 50);
     for (i = 0; i < calls; i++) bad += p(i) != i + 1;

@@ -8,7 +8,9 @@
    - 4 threads call while another calls bpt_trace_info 1,000 times: counts
      never go down, never exceed the calls made, and end exact; a thread
      held inside a long traced call does not delay bpt_trace_info;
-   - pause, restart, off; a tprof-style table.
+   - pause, restart, off; switched on again (paused): from zero; a restart
+     of a kind that is off leaves it off and zeroes nothing; a tprof-style
+     table.
    Threads past BPT_MAX_THREADS, with tables of their own, are t_timem_threads. */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
@@ -113,6 +115,38 @@ static void test_vm(void) {
     bpt_vm_return(vm_enter(0), 0);
     info_of(s, vm_f[0], 0, &calls, &ns, &mem);
     CHECK(calls == 1, "paused: %llu calls, expected 1", (unsigned long long)calls);
+    /* Switched on again while paused: from zero, then counting, as a
+       restart (erlang:trace_pattern's `true`; set_function_break in
+       beam_bp.c resets the table for any operation but a pause). */
+    CHECK_RC(bpt_trace_pattern(s, "vm:outer/_", BPT_TIME, NULL), 1);
+    info_of(s, vm_f[0], 0, &calls, &ns, &mem);
+    CHECK(calls == 0 && ns == 0, "switched on again: %llu calls, %llu ns, not 0", (unsigned long long)calls,
+          (unsigned long long)ns);
+    bpt_vm_return(vm_enter(0), 0);
+    info_of(s, vm_f[0], 0, &calls, &ns, &mem);
+    CHECK(calls == 1, "switched on again: %llu calls, expected 1", (unsigned long long)calls);
+    /* A restart leaves a kind that is off alone: call_memory off, then
+       restarted, is still off, and call_time's table is not zeroed. */
+    CHECK_RC(bpt_trace_pattern(s, "vm:outer/_", BPT_MEMORY | BPT_OFF, NULL), 1);
+    CHECK_RC(bpt_trace_pattern(s, "vm:outer/_", BPT_MEMORY | BPT_RESTART, NULL), 1);
+    {
+        bpt_info in;
+        memset(&in, 0, sizeof in);
+        CHECK_RC(bpt_trace_info(s, vm_f[0], BPT_INFO_FLAGS, &in), 0);
+        CHECK(in.flags == BPT_TIME, "restart of call_memory while off: flags %#x, expected BPT_TIME alone", in.flags);
+    }
+    info_of(s, vm_f[0], 0, &calls, &ns, &mem);
+    CHECK(calls == 1, "restart of call_memory while off zeroed call_time: %llu calls, expected 1",
+          (unsigned long long)calls);
+    /* And a restart of a function with neither kind on makes nothing. */
+    CHECK_RC(bpt_trace_pattern(s, "vm:inner/_", BPT_TIME | BPT_MEMORY | BPT_OFF, NULL), 1);
+    CHECK_RC(bpt_trace_pattern(s, "vm:inner/_", BPT_TIME | BPT_MEMORY | BPT_RESTART, NULL), 1);
+    {
+        bpt_info in;
+        memset(&in, 0, sizeof in);
+        CHECK_RC(bpt_trace_info(s, vm_f[1], BPT_INFO_FLAGS, &in), 0);
+        CHECK(in.flags == 0, "restart of an untimed function: flags %#x, expected 0", in.flags);
+    }
     CHECK_RC(bpt_trace_pattern(s, "vm:_/_", BPT_OFF, NULL), 3);
     CHECK_RC(bpt_session_destroy(s), 0);
     for (i = 0; i < 3; i++) CHECK_RC(bpt_unregister(vm_f[i]), 0);

@@ -129,9 +129,9 @@ static void time_of(bpt_session in, bpt_func *fn, uint64_t *calls, uint64_t *ns,
 static int pause_round(int full, long us) {
     long (*volatile po)(long) = outer;
     uint64_t calls, ns, lost;
-    pattern_in(s, "tn:outer/1", BPT_TIME | BPT_RESTART);
-    pattern_in(s, "tn:inner/1", BPT_TIME | BPT_RESTART);
-    pattern_in(s, "tn:leaf/1", BPT_TIME | BPT_RESTART);
+    pattern_in(s, "tn:outer/1", BPT_TIME);
+    pattern_in(s, "tn:inner/1", BPT_TIME);
+    pattern_in(s, "tn:leaf/1", BPT_TIME);
     bpt__thread *rec;
     if (full) finner->path_hint = fouter->path_hint = fleaf->path_hint = BPT__HINT_FULL;   /* the set path is idle */
     else CHECK(finner->path_hint == BPT__HINT_TIME, "the hint is TIME");
@@ -176,9 +176,9 @@ static void walk_interrupted(void) {
     int round, ok = 0;
     on(SIGUSR1, call_leaf);
     printf("5. switcher spins 20 ms, then switches process; a handler calls leaf while the switch pauses it\n");
-    pattern_in(s, "tn:leaf/1", BPT_TIME | BPT_RESTART);
+    pattern_in(s, "tn:leaf/1", BPT_TIME);
     for (round = 0; round < 5 && !ok; round++) {
-        pattern_in(s, "tn:switcher/1", BPT_TIME | BPT_RESTART);
+        pattern_in(s, "tn:switcher/1", BPT_TIME);
         CHECK(ps(0) == 0, "switcher(0)");   /* the thread's tables made */
         spun = 0;
         handler_calls = 0;

@@ -135,15 +135,14 @@ static void apply_op(mbp *b, unsigned flags) {
     case BPT_PAUSE:
         if (b->count) b->active = 0;
         break;
-    case BPT_RESTART:
-        if (b->count) b->value = 0;
-        else { b->count = 1; b->value = 0; }
-        b->active = 1;
+    case BPT_RESTART:   /* only a counting function: zeroed and counting */
+        if (b->count) { b->value = 0; b->active = 1; }
         break;
     default:
         if (kinds & BPT_CALL) b->call = 1;
-        if (kinds & BPT_COUNT) {
-            if (!b->count) { b->count = 1; b->value = 0; }
+        if (kinds & BPT_COUNT) {   /* on, or on again (paused or not): from zero */
+            b->count = 1;
+            b->value = 0;
             b->active = 1;
         }
     }
