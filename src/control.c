@@ -176,7 +176,7 @@ static int bpt__ctl_pattern(bpt__ctl_client *c, char *rest) {
 /* INFO's lines, gathered in memory while bpt_trace_info_each holds the
    code modification permission, and sent after it returns: a send that
    blocks (a client that does not read) must not hold the permission. */
-typedef struct { char *text; size_t len, cap; int lines, failed; } bpt__ctl_info_out;
+typedef struct { char *text; size_t len, cap; int lines, failed; unsigned kinds; } bpt__ctl_info_out;
 
 static void bpt__ctl_info_line(const bpt_func *f, const char *module, const char *name, int arity,
                                const bpt_info *in, void *user) {
@@ -184,7 +184,10 @@ static void bpt__ctl_info_line(const bpt_func *f, const char *module, const char
     char line[2 * BPT__NAME_MAX + 128];
     int n;
     (void)f;
-    if (o->failed || !in->flags) return;   /* functions this session counts nothing of */
+    /* Only a function the session has a breakpoint of the asked kinds on
+       (>>control): not one whose calls alone it traces, nor one it times
+       when INFO asks for counts. */
+    if (o->failed || !(in->flags & o->kinds)) return;
     n = snprintf(line, sizeof line, "F %llu %llu %llu %lld %d %s:%s\n", (unsigned long long)in->count,
                  (unsigned long long)in->calls, (unsigned long long)in->time_ns,
                  (long long)(int64_t)in->memory_bytes, arity, module, name);   /* net bytes: signed (api_info.h) */
@@ -207,7 +210,7 @@ static void bpt__ctl_info_line(const bpt_func *f, const char *module, const char
 static int bpt__ctl_info(bpt__ctl_client *c, char *rest) {
     char *kinds = bpt__ctl_word(&rest);
     long flags = bpt__ctl_kinds(kinds);
-    unsigned what = BPT_INFO_FLAGS;   /* flags: to skip functions the session does not count */
+    unsigned what = BPT_INFO_FLAGS;   /* flags: to skip functions with no breakpoint of the kinds asked */
     bpt__ctl_info_out o;
     int rc;
     memset(&o, 0, sizeof o);
@@ -217,6 +220,7 @@ static int bpt__ctl_info(bpt__ctl_client *c, char *rest) {
     if (flags & BPT_TIME) what |= BPT_INFO_TIME;
     if (flags & BPT_MEMORY) what |= BPT_INFO_MEMORY;
     if (!*rest) return bpt__fail(BPT_EPATTERN, "INFO: no pattern after the kinds");
+    o.kinds = (unsigned)flags;
     rc = bpt_trace_info_each(c->session, rest, what, bpt__ctl_info_line, &o);
     if (rc >= 0 && o.failed) rc = bpt__fail(BPT_ENOMEM, "INFO: no memory for the reply");
     if (rc >= 0 && o.len && bpt__ctl_send(c->fd, o.text, o.len) < 0) rc = BPT_EIO;

@@ -24,7 +24,11 @@
         client's session destroy; test points say when each stop is in;
      9. call_memory's net below zero (the calls freed more than they
         allocated): INFO's BYTES reads -100, not 18446744073709551516
-        (printed unsigned; found by review).
+        (printed unsigned; found by review);
+    10. INFO gives a line only for a function the session has a breakpoint
+        of the asked kinds on, as >>control says: a function it only
+        traces calls of gave "F 0 0 0 0 1 t:f" to INFO count (found by
+        review).
    BPT_TEST_CONCURRENCY: tests/run runs it under TSAN too. */
 static void t_test_point(const char *where);
 #define BPT_TEST_POINT(where) t_test_point(where)
@@ -213,6 +217,23 @@ static void negative_bytes(void) {
     CHECK(!strcmp(buf, "F 0 1 0 -100 1 t:f"), "INFO memory: '%s', want 'F 0 1 0 -100 1 t:f'", buf);
     ctl_line(fd, buf, sizeof buf);
     CHECK(!strcmp(buf, "OK 1"), "INFO's end: '%s'", buf);
+    close(fd);   /* hang up: the session goes */
+    CHECK(word_becomes(WORD), "the site holds %#lx after the client left", (unsigned long)bpt_vm_word_at(fn));
+}
+
+static void info_kinds(void) {
+    char buf[256];
+    int rows = 0, fd = client("HELLO 1", "PATTERN call t:f/_");
+    if (fd < 0) return;
+    CHECK(!strcmp(ctl_ask(fd, "INFO count t:f/_", buf, sizeof buf, &rows), "OK 0") && rows == 0,
+          "INFO count of a function only its calls are traced of: %s, %d rows (want OK 0, none)", buf, rows);
+    CHECK(!strcmp(ctl_ask(fd, "PATTERN time t:f/_", buf, sizeof buf, NULL), "OK 1"), "PATTERN time: %s", buf);
+    rows = 0;
+    CHECK(!strcmp(ctl_ask(fd, "INFO count,memory t:f/_", buf, sizeof buf, &rows), "OK 0") && rows == 0,
+          "INFO count,memory of a function timed only: %s, %d rows (want OK 0, none)", buf, rows);
+    rows = 0;
+    CHECK(!strcmp(ctl_ask(fd, "INFO count,time t:f/_", buf, sizeof buf, &rows), "OK 1") && rows == 1,
+          "INFO count,time of a function timed: %s, %d rows (want OK 1)", buf, rows);
     close(fd);   /* hang up: the session goes */
     CHECK(word_becomes(WORD), "the site holds %#lx after the client left", (unsigned long)bpt_vm_word_at(fn));
 }
@@ -456,6 +477,7 @@ int main(int argc, char **argv) {
     PART(file_size_limit);
     PART(fork_orphan);
     PART(negative_bytes);
+    PART(info_kinds);
     PART(two_stops);
     bpt_control_stop();
     CHECK_RC(bpt_control_stop(), BPT_ENOENT);
