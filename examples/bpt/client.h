@@ -238,6 +238,18 @@ static int by_bytes(const void *a, const void *b) {
     return xv < yv ? 1 : xv > yv ? -1 : by_calls(a, b);
 }
 
+/* The tprof table of rows on stdout, whole however long their names: its
+   size from a first call (bpt_format_profile returns the length it wants,
+   as snprintf). A room guessed per row (160 bytes) cut the table of long
+   names (C++'s, up to 2 x 127 bytes) mid-row, its total line lost. */
+static void print_profile(bpt_profile_row *rows, int n, int memory) {
+    int len = bpt_format_profile(rows, n, memory, NULL, 0);
+    char *text = len >= 0 ? (char *)malloc((size_t)len + 1) : NULL;
+    if (text && bpt_format_profile(rows, n, memory, text, (size_t)len + 1) >= 0) fputs(text, stdout);
+    else fprintf(stderr, "bpt: no memory for the table\n");
+    free(text);
+}
+
 /* what: "count", "time" or "memory"; the shown rows of most calls (or time). */
 static int cmd_counting(int pid, const char *pattern, const char *what, double seconds, int shown) {
     char req[8192];
@@ -271,10 +283,7 @@ static int cmd_counting(int pid, const char *pattern, const char *what, double s
             }
         for (int i = kept; i < r.n; i++) free((char *)r.rows[i].module);
         r.n = kept;
-        size_t size = (size_t)(r.n + 4) * 160;
-        char *text = (char *)malloc(size);
-        if (text && bpt_format_profile(r.rows, r.n, !strcmp(what, "memory"), text, size) >= 0) fputs(text, stdout);
-        free(text);
+        print_profile(r.rows, r.n, r.memory);
     }
     free_rows(&r);
     return 0;
@@ -450,8 +459,6 @@ static int cmd_report(const char *path, int shown) {
     if (n < 0) { fprintf(stderr, "bpt: %s\n", bpt_last_error()); rc = EXIT_BAD; }
     {
         bpt_profile_row *rows = (bpt_profile_row *)calloc((size_t)nfns + 1, sizeof *rows);
-        size_t size = (size_t)(nfns + 4) * 160;
-        char *text = (char *)malloc(size);
         int kept = 0;
         for (int i = 0; rows && i < nfns; i++) {
             rows[i].module = fns[i].module; rows[i].name = fns[i].name; rows[i].arity = fns[i].arity;
@@ -459,10 +466,9 @@ static int cmd_report(const char *path, int shown) {
         }
         if (rows) qsort(rows, (size_t)nfns, sizeof *rows, by_value);
         kept = nfns < shown ? nfns : shown;
-        if (rows && text && bpt_format_profile(rows, kept, 0, text, size) >= 0) fputs(text, stdout);
+        if (rows) print_profile(rows, kept, 0);
         if (dropped) printf("(%lld records were dropped: the calls open at each drop have no time)\n", dropped);
         free(rows);
-        free(text);
     }
 out:
     free(fns);
