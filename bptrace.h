@@ -2670,7 +2670,7 @@ BPT_API int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, si
          -> OK bye, and the server closes the connection (and the session).
 
    Errors in a request (an unknown command, a bad pattern, a line over 4095
-   bytes, a command before HELLO) are replied to and the connection goes
+   bytes or holding a NUL byte, a command before HELLO) are replied to and the connection goes
    on; the server and the traced program carry on whatever a client sends.
    A connection beyond max_clients gets "ERR -13 ..." and is closed.
 
@@ -16361,7 +16361,9 @@ static int bpt__ctl_request(bpt__ctl_client *c, char *line) {
 /* ---- Client threads ---- */
 
 /* Read requests line by line. A line over BPT__CTL_LINE bytes is refused
-   and skipped up to its '\n'; the connection goes on. */
+   and skipped up to its '\n'; so is a line holding a NUL byte, which the
+   string code below would read only up to that NUL: another request than
+   the one sent, done and replied OK. The connection goes on. */
 static void bpt__ctl_serve(bpt__ctl_client *c) {
     char buf[BPT__CTL_LINE];
     size_t have = 0;
@@ -16374,10 +16376,17 @@ static void bpt__ctl_serve(bpt__ctl_client *c) {
         have += (size_t)k;
         while ((nl = (char *)memchr(buf, '\n', have)) != NULL) {
             size_t used = (size_t)(nl - buf) + 1;
+            int nul = memchr(buf, '\0', (size_t)(nl - buf)) != NULL;   /* before a '\r' is cut */
             *nl = '\0';
             if (nl > buf && nl[-1] == '\r') nl[-1] = '\0';
-            if (skipping) skipping = 0;
-            else if (!bpt__ctl_request(c, buf)) return;
+            if (skipping) {
+                skipping = 0;
+            } else if (nul) {
+                bpt__fail(BPT_EINVAL, "a request line holds a NUL byte: refused");
+                if (bpt__ctl_error(c->fd, BPT_EINVAL) < 0) return;
+            } else if (!bpt__ctl_request(c, buf)) {
+                return;
+            }
             memmove(buf, buf + used, have - used);
             have -= used;
         }

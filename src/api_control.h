@@ -73,7 +73,7 @@
          -> OK bye, and the server closes the connection (and the session).
 
    Errors in a request (an unknown command, a bad pattern, a line over 4095
-   bytes, a command before HELLO) are replied to and the connection goes
+   bytes or holding a NUL byte, a command before HELLO) are replied to and the connection goes
    on; the server and the traced program carry on whatever a client sends.
    A connection beyond max_clients gets "ERR -13 ..." and is closed.
 

@@ -319,7 +319,9 @@ static int bpt__ctl_request(bpt__ctl_client *c, char *line) {
 /* ---- Client threads ---- */
 
 /* Read requests line by line. A line over BPT__CTL_LINE bytes is refused
-   and skipped up to its '\n'; the connection goes on. */
+   and skipped up to its '\n'; so is a line holding a NUL byte, which the
+   string code below would read only up to that NUL: another request than
+   the one sent, done and replied OK. The connection goes on. */
 static void bpt__ctl_serve(bpt__ctl_client *c) {
     char buf[BPT__CTL_LINE];
     size_t have = 0;
@@ -332,10 +334,17 @@ static void bpt__ctl_serve(bpt__ctl_client *c) {
         have += (size_t)k;
         while ((nl = (char *)memchr(buf, '\n', have)) != NULL) {
             size_t used = (size_t)(nl - buf) + 1;
+            int nul = memchr(buf, '\0', (size_t)(nl - buf)) != NULL;   /* before a '\r' is cut */
             *nl = '\0';
             if (nl > buf && nl[-1] == '\r') nl[-1] = '\0';
-            if (skipping) skipping = 0;
-            else if (!bpt__ctl_request(c, buf)) return;
+            if (skipping) {
+                skipping = 0;
+            } else if (nul) {
+                bpt__fail(BPT_EINVAL, "a request line holds a NUL byte: refused");
+                if (bpt__ctl_error(c->fd, BPT_EINVAL) < 0) return;
+            } else if (!bpt__ctl_request(c, buf)) {
+                return;
+            }
             memmove(buf, buf + used, have - used);
             have -= used;
         }

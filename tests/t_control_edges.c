@@ -28,7 +28,11 @@
     10. INFO gives a line only for a function the session has a breakpoint
         of the asked kinds on, as >>control says: a function it only
         traces calls of gave "F 0 0 0 0 1 t:f" to INFO count (found by
-        review).
+        review);
+    11. a request line holding a NUL byte is refused ("ERR -1 ..."), and
+        the connection goes on: "PATTERN count t:f/_\0junk" set a count
+        breakpoint and replied OK, the server reading the line only up to
+        its NUL (found by review); a line ended by "\r\n" is not refused.
    BPT_TEST_CONCURRENCY: tests/run runs it under TSAN too. */
 static void t_test_point(const char *where);
 #define BPT_TEST_POINT(where) t_test_point(where)
@@ -234,6 +238,25 @@ static void info_kinds(void) {
     rows = 0;
     CHECK(!strcmp(ctl_ask(fd, "INFO count,time t:f/_", buf, sizeof buf, &rows), "OK 1") && rows == 1,
           "INFO count,time of a function timed: %s, %d rows (want OK 1)", buf, rows);
+    close(fd);   /* hang up: the session goes */
+    CHECK(word_becomes(WORD), "the site holds %#lx after the client left", (unsigned long)bpt_vm_word_at(fn));
+}
+
+static void nul_byte(void) {
+    static const char req[] = "PATTERN count t:f/_\0junk\n";
+    char buf[256];
+    int fd = ctl_dial(address);
+    CHECK(fd >= 0, "cannot connect to %s", address);
+    if (fd < 0) return;
+    CHECK(!strncmp(ctl_ask(fd, "HELLO 1", buf, sizeof buf, NULL), "OK bptrace ", 11), "HELLO: %s", buf);
+    CHECK(send(fd, req, sizeof req - 1, MSG_NOSIGNAL) == (ssize_t)sizeof req - 1, "send");
+    ctl_line(fd, buf, sizeof buf);
+    CHECK(!strncmp(buf, "ERR -1 ", 7), "a line with a NUL byte: '%s', want ERR -1", buf);
+    CHECK(bpt_vm_word_at(fn) == WORD, "the site holds %#lx: the line up to its NUL was done",
+          (unsigned long)bpt_vm_word_at(fn));
+    CHECK(!strcmp(ctl_ask(fd, "PATTERN count nosuch:x/_", buf, sizeof buf, NULL), "OK 0"), "after it: %s", buf);
+    /* "\r\n" ends a line as '\n' does: its '\r' is no NUL */
+    CHECK(!strcmp(ctl_ask(fd, "PATTERN count nosuch:x/_\r", buf, sizeof buf, NULL), "OK 0"), "a CRLF line: %s", buf);
     close(fd);   /* hang up: the session goes */
     CHECK(word_becomes(WORD), "the site holds %#lx after the client left", (unsigned long)bpt_vm_word_at(fn));
 }
@@ -478,6 +501,7 @@ int main(int argc, char **argv) {
     PART(fork_orphan);
     PART(negative_bytes);
     PART(info_kinds);
+    PART(nul_byte);
     PART(two_stops);
     bpt_control_stop();
     CHECK_RC(bpt_control_stop(), BPT_ENOENT);
