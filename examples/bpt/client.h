@@ -10,22 +10,38 @@
 
 /* ---- Connecting ---- */
 
-/* VAR's value in /proc/PID/environ, into buf; 0 if found. */
+/* VAR's value in /proc/PID/environ, into buf; 0 if found. The whole
+   environment, however long: read into a fixed 64 KiB, a variable past it
+   (a CI job's environment can be longer) was not found, and bpt did not
+   find the server its BPTRACE_CONTROL names. */
 static int target_env(int pid, const char *var, char *buf, size_t size) {
-    char path[64], env[65536];
-    size_t n, vlen = strlen(var);
+    char path[64], *env = NULL;
+    size_t n = 0, cap = 0, vlen = strlen(var);
+    int rc = -1;
     FILE *f;
     snprintf(path, sizeof path, "/proc/%d/environ", pid);
     if (!(f = fopen(path, "rb"))) return -1;
-    n = fread(env, 1, sizeof env - 1, f);
+    for (;;) {   /* until EOF, keeping a byte for the NUL after it */
+        size_t k;
+        if (cap - n < 2) {
+            char *g = (char *)realloc(env, cap ? 2 * cap : 65536);
+            if (!g) { free(env); fclose(f); return -1; }
+            env = g;
+            cap = cap ? 2 * cap : 65536;
+        }
+        if ((k = fread(env + n, 1, cap - n - 1, f)) == 0) break;
+        n += k;
+    }
     fclose(f);
     env[n] = '\0';
     for (size_t i = 0; i < n; i += strlen(env + i) + 1)
         if (!strncmp(env + i, var, vlen) && env[i + vlen] == '=') {
             snprintf(buf, size, "%s", env + i + vlen + 1);
-            return 0;
+            rc = 0;
+            break;
         }
-    return -1;
+    free(env);
+    return rc;
 }
 
 /* A connection to address, and only if the process at the other end is

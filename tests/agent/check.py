@@ -23,7 +23,8 @@ server (bptrace.h >>control).
       Throughout, a spinner thread's count keeps rising: no thread stops.
   check.py bad BPT AGENT TARGET KIND
       KIND: malformed, pattern, hugeline, midstream, slow, clients, stale,
-      otheruid, noserver. Each bad input gets its error reply (or bpt its
+      otheruid, noserver, bigenv (the target's BPTRACE_CONTROL past the
+      first 64 KiB of its environment: bpt finds it). Each bad input gets its error reply (or bpt its
       message and exit status), and the server and target carry on: a
       HELLO and a count afterwards still work.
 """
@@ -234,6 +235,9 @@ def bad(bpt, agent, target, kind):
     env = {}
     if kind == "noserver":
         env["BPTRACE_CONTROL"] = "off"
+    if kind == "bigenv":   # BPTRACE_CONTROL past the first 64 KiB of the target's environment
+        env["BPTRACE_BIG"] = "x" * 70000
+        env["BPTRACE_CONTROL"] = "@bpt-bigenv-%d" % os.getpid()
     if kind == "stale":
         d = tempfile.mkdtemp()
         path = os.path.join(d, "stale.sock")
@@ -247,6 +251,11 @@ def bad(bpt, agent, target, kind):
     if kind == "noserver":
         r = run([bpt, "count", str(t.pid), "x:y/_"], expect=4)
         if "has no control server" not in r.stderr: fail("no clear message")
+        t.quit(); print("OK"); return
+    if kind == "bigenv":   # bpt reads the whole environment to find the server
+        p = bg([bpt, "count", str(t.pid), os.path.basename(target) + ":work/_", "--duration", "2"])
+        t.ask("run 5")
+        if not re.search(r"^\s+5  ", finish(p, "bpt count"), re.M): fail("count through BPTRACE_CONTROL")
         t.quit(); print("OK"); return
     if kind == "stale":
         if not os.path.exists(path): fail("no socket file")
