@@ -2705,8 +2705,9 @@ typedef struct bpt_control_desc {
                    serves the socket path (or accepts nothing on it: its
                    backlog is full), or a file that is not a socket is
                    there (left as it is)
-     BPT_EIO       socket, bind, chmod or listen failed (errno's text in
-                   bpt_last_error), e.g. a path in a directory that does not exist
+     BPT_EIO       socket, bind, chmod, listen or pipe failed (errno's text
+                   in bpt_last_error), e.g. a path in a directory that does
+                   not exist, or no descriptor left (EMFILE)
      BPT_ENOMEM    no memory or no thread for the server
    Thread safety  any thread; serialized with bpt_control_stop
    Source         bptrace; the idea of Erlang's dbg:n/1 (a remote node traced
@@ -16673,8 +16674,13 @@ int bpt_control_start(const bpt_control_desc *desc) {
         bpt__ctl_unlink();
         goto fail;
     }
-    if (listen(fd, 128) < 0 || pipe2(bpt__ctl.wake, O_CLOEXEC) < 0) {
+    if (listen(fd, 128) < 0) {
         rc = bpt__fail(BPT_EIO, "bpt_control_start: listen: %s", strerror(errno));
+        bpt__ctl_unlink();
+        goto fail;
+    }
+    if (pipe2(bpt__ctl.wake, O_CLOEXEC) < 0) {   /* stop's wake-up of the listener */
+        rc = bpt__fail(BPT_EIO, "bpt_control_start: no pipe to wake the server at stop: %s", strerror(errno));
         bpt__ctl_unlink();
         goto fail;
     }

@@ -631,8 +631,13 @@ int bpt_control_start(const bpt_control_desc *desc) {
         bpt__ctl_unlink();
         goto fail;
     }
-    if (listen(fd, 128) < 0 || pipe2(bpt__ctl.wake, O_CLOEXEC) < 0) {
+    if (listen(fd, 128) < 0) {
         rc = bpt__fail(BPT_EIO, "bpt_control_start: listen: %s", strerror(errno));
+        bpt__ctl_unlink();
+        goto fail;
+    }
+    if (pipe2(bpt__ctl.wake, O_CLOEXEC) < 0) {   /* stop's wake-up of the listener */
+        rc = bpt__fail(BPT_EIO, "bpt_control_start: no pipe to wake the server at stop: %s", strerror(errno));
         bpt__ctl_unlink();
         goto fail;
     }

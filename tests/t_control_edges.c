@@ -32,7 +32,10 @@
     11. a request line holding a NUL byte is refused ("ERR -1 ..."), and
         the connection goes on: "PATTERN count t:f/_\0junk" set a count
         breakpoint and replied OK, the server reading the line only up to
-        its NUL (found by review); a line ended by "\r\n" is not refused.
+        its NUL (found by review); a line ended by "\r\n" is not refused;
+    12. bpt_control_start with room for its socket but not for its wake-up
+        pipe (RLIMIT_NOFILE, in a child): BPT_EIO, and bpt_last_error names
+        the pipe (it said "listen: Too many open files").
    BPT_TEST_CONCURRENCY: tests/run runs it under TSAN too. */
 static void t_test_point(const char *where);
 #define BPT_TEST_POINT(where) t_test_point(where)
@@ -259,6 +262,34 @@ static void nul_byte(void) {
     CHECK(!strcmp(ctl_ask(fd, "PATTERN count nosuch:x/_\r", buf, sizeof buf, NULL), "OK 0"), "a CRLF line: %s", buf);
     close(fd);   /* hang up: the session goes */
     CHECK(word_becomes(WORD), "the site holds %#lx after the client left", (unsigned long)bpt_vm_word_at(fn));
+}
+
+static void no_pipe(void) {
+    int status = -1;
+    pid_t pid = fork();
+    if (pid == 0) {   /* the child: one descriptor more may open, the socket's */
+        bpt_control_desc d;
+        struct rlimit r;
+        char path[64];
+        int fd = open("/dev/null", O_RDONLY);   /* the lowest free number: every one below is open */
+        if (fd < 0) _exit(2);
+        close(fd);
+        r.rlim_cur = r.rlim_max = (rlim_t)fd + 1;
+        if (setrlimit(RLIMIT_NOFILE, &r) < 0) _exit(2);
+        snprintf(path, sizeof path, "@bpt-t-control-edges-nopipe-%d", (int)getpid());
+        memset(&d, 0, sizeof d);
+        d.path = path;
+        if (bpt_control_start(&d) != BPT_EIO) _exit(3);
+        if (!strstr(bpt_last_error(), "pipe")) {
+            fprintf(stderr, "no pipe: '%s'\n", bpt_last_error());
+            _exit(4);
+        }
+        _exit(0);
+    }
+    CHECK(pid > 0, "fork");
+    if (pid > 0) waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's start without room for its pipe: status %d "
+          "(3: not BPT_EIO, 4: its message does not name the pipe)", status);
 }
 
 /* A stream's reader thread: the calls it reads, and whether it saw the end. */
@@ -502,6 +533,7 @@ int main(int argc, char **argv) {
     PART(negative_bytes);
     PART(info_kinds);
     PART(nul_byte);
+    PART(no_pipe);
     PART(two_stops);
     bpt_control_stop();
     CHECK_RC(bpt_control_stop(), BPT_ENOENT);
