@@ -115,7 +115,8 @@ static int ctl_line(int fd, char *buf, size_t size) {
 
 /* Send one request; read its reply up to OK or ERR, handing F lines to
    each (may be NULL). The OK line's text in ok (may be NULL). 0 on OK;
-   EXIT_BAD after printing an ERR reply or a lost connection. */
+   EXIT_BAD after printing an ERR reply; EXIT_GONE after printing that
+   the connection was lost. */
 typedef void (*ctl_row_fn)(const char *line, void *user);
 static int ctl_request(int fd, const char *request, ctl_row_fn each, void *user, char *ok, size_t ok_size) {
     char line[8192];
