@@ -4115,6 +4115,9 @@ BPT__PRIVATE int bpt__frame_mine(const bpt__thread *rec, int stack, const bpt__f
    a fiber switch (fibers.c), as a process switch. */
 BPT__PRIVATE void bpt__frames_fiber_timem(bpt__thread *rec, int resume);
 BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, bpt_vm_token *token);
+/* fork's child: the forking thread's frames of process `from` (its id in
+   the parent) run on in process `to` (its id in the child). */
+BPT__PRIVATE void bpt__frames_atfork_child(bpt__thread *rec, uint64_t from, uint64_t to);
 #if defined(BPT_NATIVE)
 BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h);
 BPT__PRIVATE void bpt__native_settle(bpt__hit *h);
@@ -4710,11 +4713,13 @@ BPT__PRIVATE void bpt__progress_atfork_child(bpt__thread *self) {
         bpt__store_relaxed_u32(&rec->in_use, 0);
     }
     /* The forking thread has a new id in the child, and so has its process
-       unless the host named another (bpt_process_switch). */
+       unless the host named another (bpt_process_switch), and so have the
+       frames it pushed in that process, which run on in the child. */
     if (self) {
         uint32_t parent_tid = self->tid;
         self->tid = bpt__gettid();
         if (self->process == parent_tid) self->process = self->tid;
+        bpt__frames_atfork_child(self, parent_tid, self->tid);
     }
     bpt__store_relaxed_u32(&bpt__progress.futex, bpt__futex_idle());
     pthread_mutex_init(&bpt__progress.wait_lock, NULL);
@@ -9698,6 +9703,23 @@ void bpt_process_switch(uint64_t process) {
     bpt__timem_current_each(rec, rec->process, BPT__TIMEM_PAUSE, &now, 0);
     rec->process = process;
     bpt__timem_current_each(rec, process, BPT__TIMEM_RESUME, &now, 0);
+}
+
+/* A frame names the process its call runs in; the thread's default
+   process is its id, which fork's child changes (progress.c). The frames
+   pushed in the parent's id kept it, so in the child no call of the
+   thread's process found them: a callee's push paused no caller (charged
+   its callee's time as its own), a switch or bpt_account_memory left them
+   alone, and their time went to the parent's id. Called by the fork child
+   handler, with only this thread alive and no handler of bptrace's
+   running on it. */
+BPT__PRIVATE void bpt__frames_atfork_child(bpt__thread *rec, uint64_t from, uint64_t to) {
+    int stack;
+    uint32_t d;
+    if (from == to) return;
+    for (stack = 0; stack < 2; stack++)
+        for (d = 0; d < rec->shadow_depth[stack]; d++)
+            if (rec->shadow[stack][d].process == from) rec->shadow[stack][d].process = to;
 }
 
 void bpt_account_memory(int64_t bytes) {

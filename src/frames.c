@@ -1088,6 +1088,23 @@ void bpt_process_switch(uint64_t process) {
     bpt__timem_current_each(rec, process, BPT__TIMEM_RESUME, &now, 0);
 }
 
+/* A frame names the process its call runs in; the thread's default
+   process is its id, which fork's child changes (progress.c). The frames
+   pushed in the parent's id kept it, so in the child no call of the
+   thread's process found them: a callee's push paused no caller (charged
+   its callee's time as its own), a switch or bpt_account_memory left them
+   alone, and their time went to the parent's id. Called by the fork child
+   handler, with only this thread alive and no handler of bptrace's
+   running on it. */
+BPT__PRIVATE void bpt__frames_atfork_child(bpt__thread *rec, uint64_t from, uint64_t to) {
+    int stack;
+    uint32_t d;
+    if (from == to) return;
+    for (stack = 0; stack < 2; stack++)
+        for (d = 0; d < rec->shadow_depth[stack]; d++)
+            if (rec->shadow[stack][d].process == from) rec->shadow[stack][d].process = to;
+}
+
 void bpt_account_memory(int64_t bytes) {
     bpt__thread *rec = bpt__thread_self_or_null();
     if (!rec || !bytes) return;

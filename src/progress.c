@@ -296,11 +296,13 @@ BPT__PRIVATE void bpt__progress_atfork_child(bpt__thread *self) {
         bpt__store_relaxed_u32(&rec->in_use, 0);
     }
     /* The forking thread has a new id in the child, and so has its process
-       unless the host named another (bpt_process_switch). */
+       unless the host named another (bpt_process_switch), and so have the
+       frames it pushed in that process, which run on in the child. */
     if (self) {
         uint32_t parent_tid = self->tid;
         self->tid = bpt__gettid();
         if (self->process == parent_tid) self->process = self->tid;
+        bpt__frames_atfork_child(self, parent_tid, self->tid);
     }
     bpt__store_relaxed_u32(&bpt__progress.futex, bpt__futex_idle());
     pthread_mutex_init(&bpt__progress.wait_lock, NULL);

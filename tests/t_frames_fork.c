@@ -1,0 +1,117 @@
+/* t_frames_fork: call_time frames that live across a fork().
+   In the child the forking thread has a new id, and so has its process
+   (progress.c, bpt__progress_atfork_child: rec->process was the parent's
+   thread id). The frames it pushed before the fork run on in the child,
+   in that process. They kept the parent's id as their process, so in the
+   child no call of the thread's process found them: a callee's push
+   paused no caller, and outer, the call the fork ran inside, was charged
+   its callee's time as its own, under the parent's thread id (found by
+   review). Claims, with a VM function outer that forks while it runs
+   (call_time, wall clock), and inner, called in the child, that spins
+   60 ms:
+   - in the child, inner is charged >= 60 ms and outer less than 30 ms
+     (it spins 2 ms itself; before: about 62 ms);
+   - outer's time is charged to the child's process (its thread id), not
+     to the parent's (its call was counted at entry, in the parent's);
+   - in the parent, outer returns as it would without the fork. */
+#define BPTRACE_IMPLEMENTATION
+#include "../bptrace.h"
+#include "check.h"
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BP ((bpt_vm_word)0xC9C9)
+static bpt_vm_word wouter = 0x77, winner = 0x77;
+static bpt_func *fouter, *finner;
+static bpt_session s;
+
+static uint64_t wall_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void spin_ms(long ms) {
+    uint64_t end = wall_ns() + (uint64_t)ms * 1000000u;
+    volatile uint64_t x = 0;
+    while (wall_ns() < end) x++;
+}
+
+static void inner(void) {
+    bpt_vm_token t = 0;
+    if (BPT_VM_FETCH(&winner) == BP) bpt_vm_breakpoint(finner, NULL, &t);
+    spin_ms(60);
+    if (t) bpt_vm_return(t, 0);
+}
+
+/* The child's checks, after outer returned in it: exit status 0 when all held. */
+static int child_checks(void) {
+    bpt_info in;
+    bpt_info_process procs[4];
+    uint64_t me = (uint64_t)syscall(SYS_gettid);
+    memset(&in, 0, sizeof in);
+    if (bpt_trace_info(s, finner, BPT_INFO_TIME, &in) != 0) return 10;
+    printf("child: inner %llu call(s), %.1f ms\n", (unsigned long long)in.calls, in.time_ns / 1e6);
+    if (in.calls != 1 || in.time_ns < 60000000u) return 11;
+    memset(&in, 0, sizeof in);
+    in.procs = procs;
+    in.procs_cap = 4;
+    if (bpt_trace_info(s, fouter, BPT_INFO_TIME, &in) != 0) return 12;
+    printf("child: outer %llu call(s), %.1f ms, %u process(es), the most time in %llu (the child's thread: %llu)\n",
+           (unsigned long long)in.calls, in.time_ns / 1e6, in.nprocs,
+           (unsigned long long)(in.nprocs ? procs[0].process : 0), (unsigned long long)me);
+    if (in.calls != 1) return 13;
+    if (in.time_ns >= 30000000u) return 14;   /* inner's 60 ms charged to outer too */
+    /* its call was counted in the parent's process, at entry; its time,
+       at its return, in the child's */
+    if (in.nprocs < 1 || procs[0].process != me || (in.nprocs > 1 && procs[1].time_ns != 0)) return 15;
+    return 0;
+}
+
+/* outer: spins 2 ms, forks; the child calls inner, then outer returns in
+   both. Returns the child's pid in the parent, 0 in the child. */
+static pid_t outer(void) {
+    bpt_vm_token t = 0;
+    pid_t pid;
+    if (BPT_VM_FETCH(&wouter) == BP) bpt_vm_breakpoint(fouter, NULL, &t);
+    spin_ms(2);
+    pid = fork();
+    if (pid == 0) inner();
+    if (t) bpt_vm_return(t, 0);
+    return pid;
+}
+
+int main(void) {
+    bpt_session_desc d;
+    bpt_info in;
+    int status = -1;
+    pid_t pid;
+    CHECK_RC(bpt_register_vm(&wouter, BP, "t", "outer", 0, NULL, &fouter), 0);
+    CHECK_RC(bpt_register_vm(&winner, BP, "t", "inner", 0, NULL, &finner), 0);
+    memset(&d, 0, sizeof d);
+    d.name = "time";
+    CHECK_RC(bpt_session_create(&d, &s), 0);
+    CHECK_RC(bpt_trace_pattern(s, "t:*/0", BPT_TIME, NULL), 2);
+    fflush(stdout);
+    pid = outer();
+    if (pid == 0) {
+        int rc;
+        alarm(20);
+        rc = child_checks();
+        fflush(stdout);
+        _exit(rc);
+    }
+    CHECK(pid > 0, "fork");
+    if (pid > 0) CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's checks held (status 0x%x)", status);
+    memset(&in, 0, sizeof in);
+    CHECK_RC(bpt_trace_info(s, fouter, BPT_INFO_TIME, &in), 0);
+    printf("parent: outer %llu call(s), %.1f ms\n", (unsigned long long)in.calls, in.time_ns / 1e6);
+    CHECK(in.calls == 1 && in.time_ns >= 2000000u, "outer returned in the parent: %llu call(s), %.1f ms",
+          (unsigned long long)in.calls, in.time_ns / 1e6);
+    CHECK_RC(bpt_session_destroy(s), 0);
+    return CHECK_DONE();
+}
