@@ -4116,7 +4116,8 @@ BPT__PRIVATE int bpt__frame_mine(const bpt__thread *rec, int stack, const bpt__f
 BPT__PRIVATE void bpt__frames_fiber_timem(bpt__thread *rec, int resume);
 BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, bpt_vm_token *token);
 /* fork's child: the forking thread's frames of process `from` (its id in
-   the parent) run on in process `to` (its id in the child). */
+   the parent) run on in process `to` (its id in the child), and those
+   timed by the thread's CPU clock by the child's. */
 BPT__PRIVATE void bpt__frames_atfork_child(bpt__thread *rec, uint64_t from, uint64_t to);
 #if defined(BPT_NATIVE)
 BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h);
@@ -9710,16 +9711,26 @@ void bpt_process_switch(uint64_t process) {
    pushed in the parent's id kept it, so in the child no call of the
    thread's process found them: a callee's push paused no caller (charged
    its callee's time as its own), a switch or bpt_account_memory left them
-   alone, and their time went to the parent's id. Called by the fork child
-   handler, with only this thread alive and no handler of bptrace's
-   running on it. */
+   alone, and their time went to the parent's id. And the child's thread
+   has a CPU clock of its own, started near 0 at the fork: a session that
+   times by it (BPT__FRAME_CPU) and runs (since != 0) had its start in the
+   parent's clock, and its spans in the child came out below zero, so 0
+   (bpt__timem_span): it starts again at the child's clock, its span
+   before the fork left to the parent's (the wall clock is one for both:
+   its frames charge that span in both). Called by the fork child handler,
+   with only this thread alive and no handler of bptrace's running on it. */
 BPT__PRIVATE void bpt__frames_atfork_child(bpt__thread *rec, uint64_t from, uint64_t to) {
+    bpt__now2 now = bpt__now2_at(0);
     int stack;
-    uint32_t d;
-    if (from == to) return;
+    uint32_t d, i;
     for (stack = 0; stack < 2; stack++)
-        for (d = 0; d < rec->shadow_depth[stack]; d++)
-            if (rec->shadow[stack][d].process == from) rec->shadow[stack][d].process = to;
+        for (d = 0; d < rec->shadow_depth[stack]; d++) {
+            bpt__frame *fr = &rec->shadow[stack][d];
+            if (fr->process == from) fr->process = to;
+            for (i = 0; i < fr->nsess; i++)
+                if ((fr->sess[i].actions & BPT__FRAME_CPU) && fr->sess[i].since)
+                    fr->sess[i].since = bpt__now_cpu(&now);
+        }
 }
 
 void bpt_account_memory(int64_t bytes) {

@@ -1093,16 +1093,26 @@ void bpt_process_switch(uint64_t process) {
    pushed in the parent's id kept it, so in the child no call of the
    thread's process found them: a callee's push paused no caller (charged
    its callee's time as its own), a switch or bpt_account_memory left them
-   alone, and their time went to the parent's id. Called by the fork child
-   handler, with only this thread alive and no handler of bptrace's
-   running on it. */
+   alone, and their time went to the parent's id. And the child's thread
+   has a CPU clock of its own, started near 0 at the fork: a session that
+   times by it (BPT__FRAME_CPU) and runs (since != 0) had its start in the
+   parent's clock, and its spans in the child came out below zero, so 0
+   (bpt__timem_span): it starts again at the child's clock, its span
+   before the fork left to the parent's (the wall clock is one for both:
+   its frames charge that span in both). Called by the fork child handler,
+   with only this thread alive and no handler of bptrace's running on it. */
 BPT__PRIVATE void bpt__frames_atfork_child(bpt__thread *rec, uint64_t from, uint64_t to) {
+    bpt__now2 now = bpt__now2_at(0);
     int stack;
-    uint32_t d;
-    if (from == to) return;
+    uint32_t d, i;
     for (stack = 0; stack < 2; stack++)
-        for (d = 0; d < rec->shadow_depth[stack]; d++)
-            if (rec->shadow[stack][d].process == from) rec->shadow[stack][d].process = to;
+        for (d = 0; d < rec->shadow_depth[stack]; d++) {
+            bpt__frame *fr = &rec->shadow[stack][d];
+            if (fr->process == from) fr->process = to;
+            for (i = 0; i < fr->nsess; i++)
+                if ((fr->sess[i].actions & BPT__FRAME_CPU) && fr->sess[i].since)
+                    fr->sess[i].since = bpt__now_cpu(&now);
+        }
 }
 
 void bpt_account_memory(int64_t bytes) {

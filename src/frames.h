@@ -72,7 +72,8 @@ BPT__PRIVATE int bpt__frame_mine(const bpt__thread *rec, int stack, const bpt__f
 BPT__PRIVATE void bpt__frames_fiber_timem(bpt__thread *rec, int resume);
 BPT__PRIVATE void bpt__vm_frame_push(bpt__hit *h, bpt_vm_token *token);
 /* fork's child: the forking thread's frames of process `from` (its id in
-   the parent) run on in process `to` (its id in the child). */
+   the parent) run on in process `to` (its id in the child), and those
+   timed by the thread's CPU clock by the child's. */
 BPT__PRIVATE void bpt__frames_atfork_child(bpt__thread *rec, uint64_t from, uint64_t to);
 #if defined(BPT_NATIVE)
 BPT__PRIVATE uintptr_t bpt__native_caller(const bpt__hit *h);

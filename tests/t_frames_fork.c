@@ -8,12 +8,19 @@
    its callee's time as its own, under the parent's thread id (found by
    review). Claims, with a VM function outer that forks while it runs
    (call_time, wall clock), and inner, called in the child, that spins
-   60 ms:
-   - in the child, inner is charged >= 60 ms and outer less than 30 ms
-     (it spins 2 ms itself; before: about 62 ms);
+   80 ms:
+   - in the child, inner is charged >= 80 ms and outer less than 40 ms
+     (it spins 2 ms itself; before: about 82 ms);
    - outer's time is charged to the child's process (its thread id), not
      to the parent's (its call was counted at entry, in the parent's);
-   - in the parent, outer returns as it would without the fork. */
+   - in the parent, outer returns as it would without the fork.
+   Then the thread CPU clock (a session with time_cpu): the child's
+   thread starts with a CPU clock of its own, near 0, while a frame that
+   runs on across the fork started by the parent's. Its span in the child
+   was the child's reading minus the parent's start: below zero, so 0.
+   Claim: solo, entered after the parent burned 150 ms of CPU, forks, and
+   the child spins 40 ms of CPU in it: the child charges solo >= 38 ms
+   (before: 0); the parent charges its own 2 ms or so. */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
@@ -24,9 +31,9 @@
 #include <unistd.h>
 
 #define BP ((bpt_vm_word)0xC9C9)
-static bpt_vm_word wouter = 0x77, winner = 0x77;
-static bpt_func *fouter, *finner;
-static bpt_session s;
+static bpt_vm_word wouter = 0x77, winner = 0x77, wsolo = 0x77;
+static bpt_func *fouter, *finner, *fsolo;
+static bpt_session s, cpu;
 
 static uint64_t wall_ns(void) {
     struct timespec ts;
@@ -40,10 +47,23 @@ static void spin_ms(long ms) {
     while (wall_ns() < end) x++;
 }
 
+static uint64_t cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Spin until this thread has run ms more (a loaded machine may preempt it). */
+static void burn_ms(long ms) {
+    uint64_t end = cpu_ns() + (uint64_t)ms * 1000000u;
+    volatile uint64_t x = 0;
+    while (cpu_ns() < end) x++;
+}
+
 static void inner(void) {
     bpt_vm_token t = 0;
     if (BPT_VM_FETCH(&winner) == BP) bpt_vm_breakpoint(finner, NULL, &t);
-    spin_ms(60);
+    spin_ms(80);
     if (t) bpt_vm_return(t, 0);
 }
 
@@ -55,7 +75,7 @@ static int child_checks(void) {
     memset(&in, 0, sizeof in);
     if (bpt_trace_info(s, finner, BPT_INFO_TIME, &in) != 0) return 10;
     printf("child: inner %llu call(s), %.1f ms\n", (unsigned long long)in.calls, in.time_ns / 1e6);
-    if (in.calls != 1 || in.time_ns < 60000000u) return 11;
+    if (in.calls != 1 || in.time_ns < 80000000u) return 11;
     memset(&in, 0, sizeof in);
     in.procs = procs;
     in.procs_cap = 4;
@@ -64,7 +84,7 @@ static int child_checks(void) {
            (unsigned long long)in.calls, in.time_ns / 1e6, in.nprocs,
            (unsigned long long)(in.nprocs ? procs[0].process : 0), (unsigned long long)me);
     if (in.calls != 1) return 13;
-    if (in.time_ns >= 30000000u) return 14;   /* inner's 60 ms charged to outer too */
+    if (in.time_ns >= 40000000u) return 14;   /* inner's 80 ms charged to outer too */
     /* its call was counted in the parent's process, at entry; its time,
        at its return, in the child's */
     if (in.nprocs < 1 || procs[0].process != me || (in.nprocs > 1 && procs[1].time_ns != 0)) return 15;
@@ -81,6 +101,28 @@ static pid_t outer(void) {
     pid = fork();
     if (pid == 0) inner();
     if (t) bpt_vm_return(t, 0);
+    return pid;
+}
+
+/* solo: the child burns 40 ms of CPU in it. Returns the child's exit
+   status in the child (its checks), the child's pid in the parent. */
+static pid_t solo(int *child_status) {
+    bpt_vm_token t = 0;
+    pid_t pid;
+    if (BPT_VM_FETCH(&wsolo) == BP) bpt_vm_breakpoint(fsolo, NULL, &t);
+    burn_ms(2);
+    pid = fork();
+    if (pid == 0) burn_ms(40);
+    if (t) bpt_vm_return(t, 0);
+    if (pid == 0) {
+        bpt_info in;
+        memset(&in, 0, sizeof in);
+        *child_status = 20;
+        if (bpt_trace_info(cpu, fsolo, BPT_INFO_TIME, &in) == 0) {
+            printf("child: solo %llu call(s), %.1f ms of CPU\n", (unsigned long long)in.calls, in.time_ns / 1e6);
+            *child_status = in.calls == 1 && in.time_ns >= 38000000u ? 0 : 21;
+        }
+    }
     return pid;
 }
 
@@ -112,6 +154,30 @@ int main(void) {
     printf("parent: outer %llu call(s), %.1f ms\n", (unsigned long long)in.calls, in.time_ns / 1e6);
     CHECK(in.calls == 1 && in.time_ns >= 2000000u, "outer returned in the parent: %llu call(s), %.1f ms",
           (unsigned long long)in.calls, in.time_ns / 1e6);
+
+    CHECK_RC(bpt_register_vm(&wsolo, BP, "t", "solo", 0, NULL, &fsolo), 0);
+    d.name = "cpu";
+    d.time_cpu = 1;
+    CHECK_RC(bpt_session_create(&d, &cpu), 0);
+    CHECK_RC(bpt_trace_pattern(cpu, "t:solo/0", BPT_TIME, NULL), 1);
+    burn_ms(150);   /* the parent's CPU clock well past what the child will read */
+    fflush(stdout);
+    pid = solo(&status);
+    if (pid == 0) {
+        alarm(20);
+        fflush(stdout);
+        _exit(status);
+    }
+    CHECK(pid > 0, "fork");
+    status = -1;
+    if (pid > 0) CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's solo checks held (status 0x%x)", status);
+    memset(&in, 0, sizeof in);
+    CHECK_RC(bpt_trace_info(cpu, fsolo, BPT_INFO_TIME, &in), 0);
+    printf("parent: solo %llu call(s), %.1f ms of CPU\n", (unsigned long long)in.calls, in.time_ns / 1e6);
+    CHECK(in.calls == 1 && in.time_ns >= 2000000u && in.time_ns < 30000000u,
+          "solo in the parent: %llu call(s), %.1f ms", (unsigned long long)in.calls, in.time_ns / 1e6);
+    CHECK_RC(bpt_session_destroy(cpu), 0);
     CHECK_RC(bpt_session_destroy(s), 0);
     return CHECK_DONE();
 }
