@@ -8760,7 +8760,9 @@ BPT__PRIVATE int bpt__frame_mine(const bpt__thread *rec, int stack, const bpt__f
 /* >>timem attribution: BEAM charges time at calls and returns. A call
    pauses the function its session was timing in this process (the topmost
    frame of that session and process) and starts its own; a return charges
-   the callee's own time and resumes the caller. */
+   the callee's own time and resumes the caller, unless the callee returns
+   in another process than its own (it switched): then the caller resumes
+   when its process is switched back in. */
 
 /* The topmost frame below depth d of this stack that times session id in
    process, and its session entry; NULL if none. The walk stops at floor:
@@ -8880,9 +8882,14 @@ static void bpt__timem_charge_frame(bpt__thread *rec, bpt__frame *fr, bpt__now2 
 }
 
 /* A frame was popped: resume, for each session it timed, the caller that
-   session was timing in the same process. */
+   session was timing in the same process, if the thread runs that process
+   now. A call that switched process (bpt_process_switch) and returns in
+   another leaves its callers paused: the process they run in is switched
+   out, and its switch back in resumes them (bpt__timem_current_each).
+   Resumed here, they were charged the time the other process ran. */
 static void bpt__timem_resume_callers(bpt__thread *rec, int stack, const bpt__frame *fr, bpt__now2 *now) {
     uint32_t i;
+    if (fr->process != rec->process) return;
     for (i = 0; i < fr->nsess; i++) {
         if (!(fr->sess[i].actions & BPT__FRAME_TIMEM)) continue;
         bpt__timem_resume(bpt__timem_current(rec, stack, rec->shadow_depth[stack], rec->shadow_filling[stack],
@@ -9442,7 +9449,8 @@ static uintptr_t bpt__native_return_plain(bpt__thread *rec, uint32_t k, const bp
    TR3. Release the frame [H1] (its fields were read before).
    TR4. Charge its own time to the function's tables of the session
        (bpt__timem_charge_session: nothing if the session has let go).
-   TR5. Resume the caller, as bpt__timem_resume.
+   TR5. Resume the caller, as bpt__timem_resume, if the thread runs the
+       frame's process now (as bpt__timem_resume_callers).
    Returns the address to continue at, or 0 having changed nothing (the
    general way's). Pinned. */
 static uintptr_t bpt__native_return_timed(bpt__thread *rec, uint32_t k) {
@@ -9460,7 +9468,7 @@ static uintptr_t bpt__native_return_timed(bpt__thread *rec, uint32_t k) {
     bpt__compiler_barrier();   /* [H1] read out before it is released */
     rec->shadow_depth[BPT__STACK_NATIVE] = k;                                             /* TR3 */
     bpt__timem_charge_session(rec, f, bpt_active_bp_ix(), id, process, own, 0);           /* TR4 [G2]: no memory (TR1) */
-    if (caller && !caller->since) caller->since = now;                                    /* TR5 */
+    if (caller && !caller->since && process == rec->process) caller->since = now;        /* TR5 */
     return ret;
 }
 
