@@ -9,9 +9,7 @@
 
    F0. Settle (bpt__native_settle, before a native hit's messages): frames
       at or below the new call's stack pointer, on the same stack, were
-      left by a longjmp or a throw, and frames on the sigaltstack, when
-      the call is not on it, by a handler that siglongjmp'd out:
-      exception_from, newest first.
+      left by a longjmp or a throw: exception_from, newest first.
    F1. Entry (bpt__native_frame_push, from the entry handler): save the
       caller's return address in a shadow frame, with the stack pointer at
       entry, which names the frame, and write the return trampoline's
@@ -590,17 +588,6 @@ BPT__PRIVATE void bpt__altstack_note(bpt__thread *rec) {
     (void)bpt__altstack_bounds(rec, 0, &lo, &hi);
 }
 
-/* Is a frame whose entry sp is fsp on the sigaltstack last seen armed
-   (rec->alt_lo, alt_hi), while sp, a new call's, is not on it? Then the
-   handler that pushed the frame is over (it siglongjmp'd out), wherever
-   its stack lies: F0's look at the top frame must not take it for a live
-   caller because its sp lies above (a sigaltstack placed above the
-   thread's stack). Two compares, no system call: the short paths ask it. */
-static BPT__INTREGS int bpt__frame_left_alt(const bpt__thread *rec, uintptr_t fsp, uintptr_t sp) {
-    uintptr_t size = rec->alt_hi - rec->alt_lo;
-    return fsp - rec->alt_lo < size && !(sp - rec->alt_lo < size);
-}
-
 /* The rare half of bpt__native_settle: the top frame's stack pointer is
    at or below this call's, so it and maybe more are dead. The stack grows
    down: a live caller's frame lies above every call it makes, so a frame
@@ -616,10 +603,6 @@ BPT__NOINLINE int bpt__native_settle_dead(bpt__thread *rec, uintptr_t sp, int ta
     uintptr_t lo, hi;
     int on_alt = bpt__altstack_bounds(rec, sp, &lo, &hi), n = 0;
     uint32_t d;
-    if (!on_alt && lo == hi) {   /* none armed now: a siglongjmp out of an SS_AUTODISARM */
-        lo = rec->alt_lo;        /* stack's handler leaves it disarmed, and its frames there */
-        hi = rec->alt_hi;        /* are dead as well */
-    }
     for (d = rec->shadow_depth[BPT__STACK_NATIVE]; d-- > 0;) {
         const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][d];
         uintptr_t top = fr->sp;
@@ -657,7 +640,7 @@ BPT__PRIVATE void bpt__native_settle(bpt__hit *h) {
         if ((k = bpt__frame_find(rec, d - 1, 0)) < 0) return;
         top = &rec->shadow[BPT__STACK_NATIVE][k];
     }
-    if (top->sp > sp && !bpt__frame_left_alt(rec, top->sp, sp)) return;
+    if (top->sp > sp) return;
     bpt__native_settle_dead(rec, sp, bpt__arch_ret_strip(h->f, *bpt__arch_ret_slot(r)) == BPT__RETURN_TRAMPOLINE,
                             "unwind");
 }
@@ -696,8 +679,7 @@ BPT__NOINLINE void bpt__native_frame_push(bpt__hit *h) {
    no call. bpt__native_frames_settled: would
    F0 find nothing to settle at a call whose stack pointer at entry is sp?
    No frame, or the top one is this fiber's, complete, and a live caller's
-   (above sp, and not left on the sigaltstack: bpt__frame_left_alt).
-   Anything else (a frame left by a longjmp or a throw, a
+   (above sp). Anything else (a frame left by a longjmp or a throw, a
    tail call's shared frame, a suspended fiber's frame on top, a frame
    being pushed) is the full path's. */
 BPT__HOT BPT__INTREGS int bpt__native_frames_settled(const bpt__thread *rec, uintptr_t sp) {
@@ -705,8 +687,7 @@ BPT__HOT BPT__INTREGS int bpt__native_frames_settled(const bpt__thread *rec, uin
     const bpt__frame *top;
     if (BPT__LIKELY(d == 0)) return 1;
     top = &rec->shadow[BPT__STACK_NATIVE][d - 1];
-    return rec->shadow_filling[BPT__STACK_NATIVE] != d && !top->gone && top->fiber == rec->fiber && top->sp > sp &&
-           !bpt__frame_left_alt(rec, top->sp, sp);
+    return rec->shadow_filling[BPT__STACK_NATIVE] != d && !top->gone && top->fiber == rec->fiber && top->sp > sp;
 }
 
 /* May the call-return or time path push a frame here: the shadow stack
