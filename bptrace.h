@@ -1584,7 +1584,8 @@ enum bpt_trace_flag {
     BPT_CALLER    = 1u << 5,  /* caller: the call message names the function it returns to */
     /* How (at most one; none means "switch on"): */
     BPT_OFF     = 1u << 16, /* switch the named kinds off (BPT_OFF alone: all kinds) */
-    BPT_PAUSE   = 1u << 17, /* call_count, call_time, call_memory: stop counting, keep the values */
+    BPT_PAUSE   = 1u << 17, /* call_count, call_time, call_memory: stop counting, keep the values
+                               (a call in flight is charged at its return, as in BEAM) */
     BPT_RESTART = 1u << 18  /* call_count, call_time, call_memory, where on: set to zero and count */
 };
 
@@ -1797,7 +1798,8 @@ typedef struct bpt_info {
     uint64_t memory_bytes; /* call_memory: net bytes, all processes (as bpt_info_process's:
                               read it as int64_t) */
     uint64_t lost_charges; /* call_time / call_memory: charges dropped, a count, all processes,
-                              since the tables were made (BPT_RESTART zeroes it with the rest).
+                              since the tables were made (BPT_RESTART, or the kind switched on
+                              again, zeroes it with the rest).
                               A charge is a call's count (then missing from calls) or a return's
                               own time and bytes (then missing from time_ns and memory_bytes).
                               Dropped rather than waited for: a signal handler's charge nested
@@ -1819,7 +1821,9 @@ typedef struct bpt_info {
    thread. Time is own time, charged as BEAM charges it: a call starts its
    function and pauses the caller's, a return charges the callee and resumes
    the caller; a call still running is counted, but its time is charged
-   when it returns. Native functions need return frames for time and memory
+   when it returns, also if call_time was paused meanwhile (as BEAM's
+   return charges a paused function; the calls after the pause are not
+   counted or timed). Native functions need return frames for time and memory
    (BPT_TIME and BPT_MEMORY work like return trace, with its limits). A
    charge that could only be made by waiting or by risking the tables (a
    signal handler's nested in its thread's charge of the same tables, no
@@ -8848,9 +8852,12 @@ static void bpt__timem_resume(bpt__frame_session *fs, bpt__now2 *now) {
 }
 
 /* Charge own_ns and mem of a call of f in process to f's tables of
-   session id in generation ix, if that session still has them active
-   (pinned: the GenericBp list and the active generation are read as the
-   hit path reads them). */
+   session id in generation ix, if that session still has the kinds on,
+   paused or not (pinned: the GenericBp list and the active generation are
+   read as the hit path reads them). A pause stops new calls from being
+   counted and timed; a call in flight when it came is charged at its
+   return, as erts_trace_time_return in beam_bp.c charges any function
+   that still has a call_time breakpoint (get_time_break), active or not. */
 BPT__HOT void bpt__timem_charge_session(bpt__thread *rec, bpt_func *f, unsigned ix, uint64_t id,
                                       uint64_t process, uint64_t own_ns, int64_t mem) {
     bpt__GenericBp *g;
@@ -8859,10 +8866,10 @@ BPT__HOT void bpt__timem_charge_session(bpt__thread *rec, bpt_func *f, unsigned 
         const bpt__GenericBpData *d = &g->data[ix];
         bpt__BpTimem *t;
         if (g->session->id != id) continue;
-        if (!(d->flags & BPT__BPF_TIMEM_ACTIVE)) return;
+        if (!(d->flags & BPT__BPF_TIMEM_ON)) return;
         t = bpt__timem_of(d);
-        if (!(d->flags & BPT__BPF_TIME_ACTIVE)) own_ns = 0;
-        if (!(d->flags & BPT__BPF_MEM_ACTIVE)) mem = 0;
+        if (!(d->flags & BPT__BPF_TIME_TRACE)) own_ns = 0;
+        if (!(d->flags & BPT__BPF_MEM_TRACE)) mem = 0;
         bpt__timem_charge(t, rec, process, 0, own_ns, mem);
         return;
     }

@@ -39,7 +39,8 @@ typedef struct bpt_info {
     uint64_t memory_bytes; /* call_memory: net bytes, all processes (as bpt_info_process's:
                               read it as int64_t) */
     uint64_t lost_charges; /* call_time / call_memory: charges dropped, a count, all processes,
-                              since the tables were made (BPT_RESTART zeroes it with the rest).
+                              since the tables were made (BPT_RESTART, or the kind switched on
+                              again, zeroes it with the rest).
                               A charge is a call's count (then missing from calls) or a return's
                               own time and bytes (then missing from time_ns and memory_bytes).
                               Dropped rather than waited for: a signal handler's charge nested
@@ -61,7 +62,9 @@ typedef struct bpt_info {
    thread. Time is own time, charged as BEAM charges it: a call starts its
    function and pauses the caller's, a return charges the callee and resumes
    the caller; a call still running is counted, but its time is charged
-   when it returns. Native functions need return frames for time and memory
+   when it returns, also if call_time was paused meanwhile (as BEAM's
+   return charges a paused function; the calls after the pause are not
+   counted or timed). Native functions need return frames for time and memory
    (BPT_TIME and BPT_MEMORY work like return trace, with its limits). A
    charge that could only be made by waiting or by risking the tables (a
    signal handler's nested in its thread's charge of the same tables, no

@@ -34,7 +34,8 @@ enum bpt_trace_flag {
     BPT_CALLER    = 1u << 5,  /* caller: the call message names the function it returns to */
     /* How (at most one; none means "switch on"): */
     BPT_OFF     = 1u << 16, /* switch the named kinds off (BPT_OFF alone: all kinds) */
-    BPT_PAUSE   = 1u << 17, /* call_count, call_time, call_memory: stop counting, keep the values */
+    BPT_PAUSE   = 1u << 17, /* call_count, call_time, call_memory: stop counting, keep the values
+                               (a call in flight is charged at its return, as in BEAM) */
     BPT_RESTART = 1u << 18  /* call_count, call_time, call_memory, where on: set to zero and count */
 };
 

@@ -230,9 +230,12 @@ static void bpt__timem_resume(bpt__frame_session *fs, bpt__now2 *now) {
 }
 
 /* Charge own_ns and mem of a call of f in process to f's tables of
-   session id in generation ix, if that session still has them active
-   (pinned: the GenericBp list and the active generation are read as the
-   hit path reads them). */
+   session id in generation ix, if that session still has the kinds on,
+   paused or not (pinned: the GenericBp list and the active generation are
+   read as the hit path reads them). A pause stops new calls from being
+   counted and timed; a call in flight when it came is charged at its
+   return, as erts_trace_time_return in beam_bp.c charges any function
+   that still has a call_time breakpoint (get_time_break), active or not. */
 BPT__HOT void bpt__timem_charge_session(bpt__thread *rec, bpt_func *f, unsigned ix, uint64_t id,
                                       uint64_t process, uint64_t own_ns, int64_t mem) {
     bpt__GenericBp *g;
@@ -241,10 +244,10 @@ BPT__HOT void bpt__timem_charge_session(bpt__thread *rec, bpt_func *f, unsigned 
         const bpt__GenericBpData *d = &g->data[ix];
         bpt__BpTimem *t;
         if (g->session->id != id) continue;
-        if (!(d->flags & BPT__BPF_TIMEM_ACTIVE)) return;
+        if (!(d->flags & BPT__BPF_TIMEM_ON)) return;
         t = bpt__timem_of(d);
-        if (!(d->flags & BPT__BPF_TIME_ACTIVE)) own_ns = 0;
-        if (!(d->flags & BPT__BPF_MEM_ACTIVE)) mem = 0;
+        if (!(d->flags & BPT__BPF_TIME_TRACE)) own_ns = 0;
+        if (!(d->flags & BPT__BPF_MEM_TRACE)) mem = 0;
         bpt__timem_charge(t, rec, process, 0, own_ns, mem);
         return;
     }

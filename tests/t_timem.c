@@ -8,7 +8,8 @@
    - 4 threads call while another calls bpt_trace_info 1,000 times: counts
      never go down, never exceed the calls made, and end exact; a thread
      held inside a long traced call does not delay bpt_trace_info;
-   - pause, restart, off; switched on again (paused): from zero; a restart
+   - pause, restart, off; a call in flight at a pause is charged at its
+     return (as BEAM); switched on again (paused): from zero; a restart
      of a kind that is off leaves it off and zeroes nothing; a tprof-style
      table.
    Threads past BPT_MAX_THREADS, with tables of their own, are t_timem_threads. */
@@ -138,6 +139,20 @@ static void test_vm(void) {
     info_of(s, vm_f[0], 0, &calls, &ns, &mem);
     CHECK(calls == 1, "restart of call_memory while off zeroed call_time: %llu calls, expected 1",
           (unsigned long long)calls);
+    /* A call in flight when call_time is paused is charged at its return,
+       as erts_trace_time_return (beam_bp.c) charges a paused function; the
+       calls after the pause are not counted. */
+    {
+        bpt_vm_token t = vm_enter(0);
+        uint64_t spun;
+        CHECK_RC(bpt_trace_pattern(s, "vm:outer/_", BPT_TIME | BPT_PAUSE, NULL), 1);
+        spun = spin_for(2000000);
+        bpt_vm_return(t, 0);
+        bpt_vm_return(vm_enter(0), 0);
+        info_of(s, vm_f[0], 0, &calls, &ns, &mem);
+        CHECK(calls == 2 && ns >= spun, "paused in flight: %llu calls, %llu ns for %llu spun; expected 2 calls",
+              (unsigned long long)calls, (unsigned long long)ns, (unsigned long long)spun);
+    }
     /* And a restart of a function with neither kind on makes nothing. */
     CHECK_RC(bpt_trace_pattern(s, "vm:inner/_", BPT_TIME | BPT_MEMORY | BPT_OFF, NULL), 1);
     CHECK_RC(bpt_trace_pattern(s, "vm:inner/_", BPT_TIME | BPT_MEMORY | BPT_RESTART, NULL), 1);
