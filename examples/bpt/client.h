@@ -262,7 +262,8 @@ static int by_bytes(const void *a, const void *b) {
 static void print_profile(bpt_profile_row *rows, int n, int memory) {
     int len = bpt_format_profile(rows, n, memory, NULL, 0);
     char *text = len >= 0 ? (char *)malloc((size_t)len + 1) : NULL;
-    if (text && bpt_format_profile(rows, n, memory, text, (size_t)len + 1) >= 0) fputs(text, stdout);
+    if (len < 0) fprintf(stderr, "bpt: the table: %s\n", bpt_last_error());
+    else if (text && bpt_format_profile(rows, n, memory, text, (size_t)len + 1) >= 0) fputs(text, stdout);
     else fprintf(stderr, "bpt: no memory for the table\n");
     free(text);
 }
