@@ -24,6 +24,7 @@
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
+#include "timing_fixture.h"
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -35,35 +36,10 @@ static bpt_vm_word wouter = 0x77, winner = 0x77, wsolo = 0x77;
 static bpt_func *fouter, *finner, *fsolo;
 static bpt_session s, cpu;
 
-static uint64_t wall_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void spin_ms(long ms) {
-    uint64_t end = wall_ns() + (uint64_t)ms * 1000000u;
-    volatile uint64_t x = 0;
-    while (wall_ns() < end) x++;
-}
-
-static uint64_t cpu_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* Spin until this thread has run ms more (a loaded machine may preempt it). */
-static void burn_ms(long ms) {
-    uint64_t end = cpu_ns() + (uint64_t)ms * 1000000u;
-    volatile uint64_t x = 0;
-    while (cpu_ns() < end) x++;
-}
-
 static void inner(void) {
     bpt_vm_token t = 0;
     if (BPT_VM_FETCH(&winner) == BP) bpt_vm_breakpoint(finner, NULL, &t);
-    spin_ms(80);
+    spin_for(80 * 1000000u);
     if (t) bpt_vm_return(t, 0);
 }
 
@@ -97,7 +73,7 @@ static pid_t outer(void) {
     bpt_vm_token t = 0;
     pid_t pid;
     if (BPT_VM_FETCH(&wouter) == BP) bpt_vm_breakpoint(fouter, NULL, &t);
-    spin_ms(2);
+    spin_for(2 * 1000000u);
     pid = fork();
     if (pid == 0) inner();
     if (t) bpt_vm_return(t, 0);
@@ -110,9 +86,9 @@ static pid_t solo(int *child_status) {
     bpt_vm_token t = 0;
     pid_t pid;
     if (BPT_VM_FETCH(&wsolo) == BP) bpt_vm_breakpoint(fsolo, NULL, &t);
-    burn_ms(2);
+    burn_for(2 * 1000000u);
     pid = fork();
-    if (pid == 0) burn_ms(40);
+    if (pid == 0) burn_for(40 * 1000000u);
     if (t) bpt_vm_return(t, 0);
     if (pid == 0) {
         bpt_info in;
@@ -160,7 +136,7 @@ int main(void) {
     d.time_cpu = 1;
     CHECK_RC(bpt_session_create(&d, &cpu), 0);
     CHECK_RC(bpt_trace_pattern(cpu, "t:solo/0", BPT_TIME, NULL), 1);
-    burn_ms(150);   /* the parent's CPU clock well past what the child will read */
+    burn_for(150 * 1000000u);   /* the parent's CPU clock well past what the child will read */
     fflush(stdout);
     pid = solo(&status);
     if (pid == 0) {

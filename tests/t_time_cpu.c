@@ -11,18 +11,13 @@
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
+#include "timing_fixture.h"
 #include <string.h>
 #include <time.h>
 
 #define BP ((bpt_vm_word)0xC9C9)
 static bpt_vm_word word = 0x77;
 static bpt_func *f;
-
-static uint64_t cpu_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* One call of f: sleep or spin for ms inside it. */
 static void call(int sleep, long ms) {
@@ -33,10 +28,8 @@ static void call(int sleep, long ms) {
         ts.tv_sec = 0;
         ts.tv_nsec = ms * 1000000;
         while (nanosleep(&ts, &ts) != 0) {}
-    } else {   /* spin until this thread has run ms more (a loaded machine may preempt it) */
-        uint64_t end = cpu_ns() + (uint64_t)ms * 1000000u;
-        volatile uint64_t x = 0;
-        while (cpu_ns() < end) x++;
+    } else {
+        burn_for((uint64_t)ms * 1000000u);
     }
     if (t) bpt_vm_return(t, 0);
 }

@@ -19,6 +19,7 @@
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
+#include "timing_fixture.h"
 #include "native_fixture.h"
 #include <string.h>
 #include <time.h>
@@ -26,18 +27,6 @@
 #define BP ((bpt_vm_word)0xC9C9)
 static bpt_vm_word wloop = 0x77, wpick = 0x77, wtask = 0x77, wloop2 = 0x77;
 static bpt_func *floop, *fpick, *ftask, *floop2;
-
-static uint64_t wall_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static void spin_ms(long ms) {
-    uint64_t end = wall_ns() + (uint64_t)ms * 1000000u;
-    volatile uint64_t x = 0;
-    while (wall_ns() < end) x++;
-}
 
 static bpt_vm_token enter(bpt_vm_word *w, bpt_func *f) {
     bpt_vm_token t = 0;
@@ -58,7 +47,7 @@ static void pick(void) {
 
 static void task(void) {
     bpt_vm_token t = enter(&wtask, ftask);
-    spin_ms(60);
+    spin_for(60 * 1000000u);
     leave(t);
 }
 
@@ -66,7 +55,7 @@ static void loop(void) {
     bpt_vm_token t = enter(&wloop, floop);
     pick();
     task();
-    spin_ms(30);   /* 777 runs, in loop's code */
+    spin_for(30 * 1000000u);   /* 777 runs, in loop's code */
     bpt_process_switch(0);
     leave(t);
 }
@@ -78,7 +67,7 @@ static void loop2(void) {
     bpt_process_switch(777);
     bpt_process_switch(0);
     leave(p);
-    spin_ms(30);
+    spin_for(30 * 1000000u);
     leave(t);
 }
 
@@ -88,13 +77,13 @@ BPT_TRACEABLE long npick(long x) {
     return x + 1;
 }
 BPT_TRACEABLE long ntask(long ms) {
-    spin_ms(ms);
+    spin_for((uint64_t)ms * 1000000u);
     return ms;
 }
 BPT_TRACEABLE long nloop(long ms) {
     long (*volatile p)(long) = npick, (*volatile t)(long) = ntask;
     long r = p(1) + t(ms * 2);
-    spin_ms(ms);
+    spin_for((uint64_t)ms * 1000000u);
     bpt_process_switch(0);
     return r;
 }
