@@ -1186,16 +1186,21 @@ static int parse_options(int argc, char **argv, struct options *o)
     return 0;
 }
 
-/* Move everything the session's buffers hold to stdout: the first max_lines
+/* Move what the session's buffers hold to stdout: the first max_lines
    messages as dbg-style lines, the rest only counted. bptrace never makes a
    traced thread wait for us: if we are slow, its buffer fills and it drops
-   messages, and a "dropped" message says how many. */
-static void drain(bpt_session s, long max_lines, struct drain_tally *t)
+   messages, and a "dropped" message says how many. While tracing is on the
+   VM threads may fill buffers as fast as we empty them, so a pass that
+   drained until the buffers were empty might never end, and tracing would
+   never be switched off (it happened: 6 VM threads under qemu, on 2 CPUs).
+   A pass stops at the deadline (now_ns()); 0: only once they are empty,
+   for the last pass, after tracing is off. */
+static void drain(bpt_session s, long max_lines, struct drain_tally *t, uint64_t deadline)
 {
     bpt_msg msgs[64];
     char line[256];
-    int n, i;
-    while ((n = bpt_session_drain(s, msgs, 64)) > 0) {
+    int n = 0, i;
+    while ((deadline == 0 || now_ns() < deadline) && (n = bpt_session_drain(s, msgs, 64)) > 0) {
         for (i = 0; i < n; i++) {
             switch (msgs[i].type) {
             case BPT_MSG_CALL: t->calls++; break;
@@ -1301,6 +1306,9 @@ int main(int argc, char **argv)
     int i, nthreads_ready = 0, nthreads_started = 0, have_session = 0, failed = 0;
     size_t fi, registered = 0;
 
+    /* A line at a time, even into a file or a pipe: what a run printed is
+       there to read even if it is killed (examples/run-tests' time limit). */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     if (parse_options(argc, argv, &o) != 0) {
         usage(argv[0]);
         return 2;
@@ -1439,7 +1447,7 @@ int main(int argc, char **argv)
     while (now_ns() < deadline) {
         uint64_t next = now_ns() + 20000000u;
         sleep_until(next < deadline ? next : deadline);
-        drain(session, o.max_lines, &tally);
+        drain(session, o.max_lines, &tally, deadline);
     }
 
     /* Switch off. Pause the counters first so the table below is one
@@ -1454,7 +1462,7 @@ int main(int argc, char **argv)
     for (i = 0; i < o.ntrace; i++)
         if (set_pattern(session, o.trace[i], BPT_CALL | BPT_OFF, "BPT_CALL | BPT_OFF") < 0)
             failed = 1;
-    drain(session, o.max_lines, &tally);
+    drain(session, o.max_lines, &tally, 0);
     printf("drained %" PRIu64 " trace messages = %" PRIu64 " call + %" PRIu64 " return_from + %" PRIu64
            " exception_from + %" PRIu64 " return_to + %" PRIu64 " other\n",
            tally.calls + tally.returns + tally.exceptions + tally.return_tos + tally.others, tally.calls,

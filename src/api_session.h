@@ -228,6 +228,10 @@ BPT_API int bpt_session_drain(bpt_session s, bpt_msg *out, int max);
    Reading again at once after a short read would chase the traced threads
    through the chunks they are writing, a cache line at a time (call trace
    to a ring: 36 against 90 ns a call, PERFORMANCE.md).
+   Traced threads may fill their buffers as fast as a drainer empties them,
+   so a loop that drains until a call returns 0 may not end while they run.
+   A drainer with other work to do (switching tracing off, say) bounds each
+   pass, by time or by count, as examples/tinyvm.c's drain() does.
 
    Parameters
      s            the session (per-thread buffers: no callback tracer)
