@@ -116,11 +116,18 @@ static int ctl_line(int fd, char *buf, size_t size) {
 /* Send one request; read its reply up to OK or ERR, handing F lines to
    each (may be NULL). The OK line's text in ok (may be NULL). 0 on OK;
    EXIT_BAD after printing an ERR reply; EXIT_GONE after printing that
-   the connection was lost. */
+   the connection was lost; EXIT_USAGE, sending nothing, if the request
+   holds a line break (a pattern or spec from the command line): the
+   server reads one request a line, so the rest would be a request of its
+   own, and its reply would be taken for the next one's. */
 typedef void (*ctl_row_fn)(const char *line, void *user);
 static int ctl_request(int fd, const char *request, ctl_row_fn each, void *user, char *ok, size_t ok_size) {
     char line[8192];
     size_t n = strlen(request);
+    if (strpbrk(request, "\r\n")) {
+        fprintf(stderr, "bpt: a pattern or spec cannot hold a line break (the server reads a request a line)\n");
+        return EXIT_USAGE;
+    }
     if (send(fd, request, n, MSG_NOSIGNAL) != (ssize_t)n || send(fd, "\n", 1, MSG_NOSIGNAL) != 1) {
         fprintf(stderr, "bpt: the control server went away\n");
         return EXIT_GONE;

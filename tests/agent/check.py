@@ -24,7 +24,8 @@ server (bptrace.h >>control).
   check.py bad BPT AGENT TARGET KIND
       KIND: malformed, pattern, hugeline, midstream, slow, clients, stale,
       otheruid, noserver, bigenv (the target's BPTRACE_CONTROL past the
-      first 64 KiB of its environment: bpt finds it). Each bad input gets its error reply (or bpt its
+      first 64 KiB of its environment: bpt finds it), linebreak (a bpt
+      pattern holding a line break: refused, nothing sent). Each bad input gets its error reply (or bpt its
       message and exit status), and the server and target carry on: a
       HELLO and a count afterwards still work.
 """
@@ -251,6 +252,12 @@ def bad(bpt, agent, target, kind):
     if kind == "noserver":
         r = run([bpt, "count", str(t.pid), "x:y/_"], expect=4)
         if "has no control server" not in r.stderr: fail("no clear message")
+        t.quit(); print("OK"); return
+    if kind == "linebreak":   # sent as it was, the line after the break was a request of its own
+        work = os.path.basename(target) + ":work/_"
+        r = run([bpt, "count", str(t.pid), "nosuch:x/_\nPATTERN call " + work, "--duration", "1"], expect=1)
+        if "cannot hold a line break" not in r.stderr: fail("no clear message")
+        still_works(bpt, t)   # also: the client's session is gone
         t.quit(); print("OK"); return
     if kind == "bigenv":   # bpt reads the whole environment to find the server
         p = bg([bpt, "count", str(t.pid), os.path.basename(target) + ":work/_", "--duration", "2"])
