@@ -1192,7 +1192,7 @@ static int parse_options(int argc, char **argv, struct options *o)
    messages, and a "dropped" message says how many. While tracing is on the
    VM threads may fill buffers as fast as we empty them, so a pass that
    drained until the buffers were empty might never end, and tracing would
-   never be switched off (it happened: 6 VM threads under qemu, on 2 CPUs).
+   never be switched off (it happened in CI: 3 VM threads under qemu, 2 CPUs).
    A pass stops at the deadline (now_ns()); 0: only once they are empty,
    for the last pass, after tracing is off. */
 static void drain(bpt_session s, long max_lines, struct drain_tally *t, uint64_t deadline)
