@@ -7113,9 +7113,10 @@ BPT__PRIVATE int bpt__flags_check(unsigned flags) {
     return 0;
 }
 
-/* Parse an argument spec, "i64,ptr,str,f64" (uftrace -A). Returns the count
-   or BPT_EPATTERN. */
-BPT__PRIVATE int bpt__argspec_parse(const char *text, uint8_t *types) {
+/* Parse a list of types, "i64,ptr,str,f64": an argument spec (uftrace -A)
+   or a ret spec (uftrace -R), which `what` names in the error message.
+   Returns the count or BPT_EPATTERN. */
+BPT__PRIVATE int bpt__argspec_parse(const char *what, const char *text, uint8_t *types) {
     static const char *const names[] = { "i64", "u64", "ptr", "str", "f64" };
     const char *p = text;
     int n = 0, k;
@@ -7124,14 +7125,14 @@ BPT__PRIVATE int bpt__argspec_parse(const char *text, uint8_t *types) {
         for (k = 0; k < 5; k++)
             if (len == 3 && strncmp(p, names[k], 3) == 0) break;
         if (k == 5)
-            return bpt__fail(BPT_EPATTERN, "argument spec '%s': '%.*s' is not one of i64, u64, ptr, str, f64",
-                             text, (int)len, p);
+            return bpt__fail(BPT_EPATTERN, "%s '%s': '%.*s' is not one of i64, u64, ptr, str, f64",
+                             what, text, (int)len, p);
         if (n == BPT_MAX_ARGS)
-            return bpt__fail(BPT_EPATTERN, "argument spec '%s': more than %d arguments", text, BPT_MAX_ARGS);
+            return bpt__fail(BPT_EPATTERN, "%s '%s': more than %d types", what, text, BPT_MAX_ARGS);
         types[n++] = (uint8_t)k;
         p += len;
         if (*p == ',' && *++p == '\0')
-            return bpt__fail(BPT_EPATTERN, "argument spec '%s' ends with ','", text);
+            return bpt__fail(BPT_EPATTERN, "%s '%s' ends with ','", what, text);
     }
     return n;
 }
@@ -7150,9 +7151,9 @@ BPT__PRIVATE int bpt__ms_new(const bpt_match *m, unsigned extra, bpt__ms **out) 
     if (m->actions & ~(unsigned)(BPT_MS_SILENT | BPT__CALL_ACTIONS))
         return bpt__fail(BPT_EFLAGS, "bpt_match.actions: unknown bits 0x%x",
                          m->actions & ~(unsigned)(BPT_MS_SILENT | BPT__CALL_ACTIONS));
-    nspec = m->args ? bpt__argspec_parse(m->args, spec) : 0;
+    nspec = m->args ? bpt__argspec_parse("argument spec", m->args, spec) : 0;
     if (nspec < 0) return nspec;
-    if (m->ret && (nret = bpt__argspec_parse(m->ret, ret)) != 1)
+    if (m->ret && (nret = bpt__argspec_parse("ret spec", m->ret, ret)) != 1)
         return nret < 0 ? nret : bpt__fail(BPT_EPATTERN, "ret spec '%s': give exactly one type", m->ret);
     if (!(ms = (bpt__ms *)BPT_MALLOC(sizeof *ms)))
         return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for the match spec");

@@ -142,6 +142,18 @@ static void test_vm(void) {
         CHECK_RC(bpt_trace_pattern(s, "vm:v1/1", BPT_CALL | BPT_RETURN, &m), BPT_EPATTERN);
         m.ret = "dbl";
         CHECK_RC(bpt_trace_pattern(s, "vm:v1/1", BPT_CALL | BPT_RETURN, &m), BPT_EPATTERN);
+        /* The message names the spec at fault: it said "argument spec" for a bad ret. */
+        CHECK(strstr(bpt_last_error(), "ret spec 'dbl'") != NULL, "bad ret's message: %s", bpt_last_error());
+        m.ret = "i64,";
+        CHECK_RC(bpt_trace_pattern(s, "vm:v1/1", BPT_CALL | BPT_RETURN, &m), BPT_EPATTERN);
+        CHECK(strstr(bpt_last_error(), "ret spec 'i64,' ends with ','") != NULL, "bad ret's message: %s",
+              bpt_last_error());
+        m.ret = NULL;
+        m.args = "i64,dbl";
+        CHECK_RC(bpt_trace_pattern(s, "vm:v1/1", BPT_CALL, &m), BPT_EPATTERN);
+        CHECK(strstr(bpt_last_error(), "argument spec 'i64,dbl': 'dbl'") != NULL, "bad args' message: %s",
+              bpt_last_error());
+        m.args = NULL;
         m.ret = NULL;
         m.actions = 1u << 12;
         CHECK_RC(bpt_trace_pattern(s, "vm:v1/1", BPT_CALL, &m), BPT_EFLAGS);
