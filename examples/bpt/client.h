@@ -69,9 +69,63 @@ static int connect_to(const char *address, int pid) {
     return -1;
 }
 
+/* Whether process pid holds the socket of inode ino: one of its
+   /proc/PID/fd links reads "socket:[INO]". */
+static int holds_socket(int pid, unsigned long ino) {
+    char dir[64], want[48], link[48];
+    struct dirent *e;
+    DIR *d;
+    int found = 0;
+    snprintf(dir, sizeof dir, "/proc/%d/fd", pid);
+    snprintf(want, sizeof want, "socket:[%lu]", ino);
+    if (!(d = opendir(dir))) return 0;
+    while (!found && (e = readdir(d))) {
+        ssize_t n = readlinkat(dirfd(d), e->d_name, link, sizeof link - 1);
+        if (n > 0) {
+            link[n] = '\0';
+            found = !strcmp(link, want);
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+/* Where the target listens for a relative BPTRACE_CONTROL (not '/' nor
+   '@'), into buf: 0 if found, else -1 and /proc/PID/cwd/VALUE, the guess
+   left. bpt_control_start binds it against the target's current directory
+   at its start, which bpt cannot know: taken as written it names a file in
+   bpt's own directory (none, or another process's), and /proc/PID/cwd is
+   where the target is now, which a chdir since has changed. The kernel
+   knows the address bound: /proc/PID/net/unix lists each socket's flags,
+   inode and path. Ours is a listening one (__SO_ACCEPTCON) whose path ends
+   in "/" VALUE, of an inode the target holds. */
+static int relative_socket(int pid, const char *value, char *buf, size_t size) {
+    char path[64], line[512];
+    size_t vlen = strlen(value);
+    int found = 0;
+    FILE *f;
+    snprintf(path, sizeof path, "/proc/%d/net/unix", pid);
+    for (f = fopen(path, "r"); f && !found && fgets(line, sizeof line, f);) {
+        unsigned flags;   /* Num RefCount Protocol Flags Type St Inode Path */
+        unsigned long ino;
+        int at = 0;
+        if (sscanf(line, "%*s %*x %*x %x %*x %*x %lu %n", &flags, &ino, &at) < 2 || !at) continue;
+        char *p = line + at;
+        size_t n = strcspn(p, "\n");
+        p[n] = '\0';
+        if ((flags & 0x10000) && n > vlen && p[n - vlen - 1] == '/' && !strcmp(p + n - vlen, value) &&
+            holds_socket(pid, ino))
+            found = snprintf(buf, size, "%s", p) < (int)size;
+    }
+    if (f) fclose(f);
+    if (!found) snprintf(buf, size, "/proc/%d/cwd/%s", pid, value);
+    return found ? 0 : -1;
+}
+
 /* The target's control socket, where bpt_control_start puts it by default
-   (or where the target's BPTRACE_CONTROL says): its XDG_RUNTIME_DIR, ours,
-   then the abstract name. */
+   (or where the target's BPTRACE_CONTROL says: a relative one where the
+   target bound it, relative_socket): its XDG_RUNTIME_DIR, ours, then the
+   abstract name. */
 static int ctl_connect(int pid) {
     char v[4096], addr[4200];
     const char *mine = getenv("XDG_RUNTIME_DIR");
@@ -80,8 +134,11 @@ static int ctl_connect(int pid) {
         fprintf(stderr, "bpt: no process %d\n", pid);
         return -EXIT_GONE;
     }
-    if (target_env(pid, "BPTRACE_CONTROL", v, sizeof v) == 0 && strcmp(v, "off") && (fd = connect_to(v, pid)) >= 0)
-        return fd;
+    if (target_env(pid, "BPTRACE_CONTROL", v, sizeof v) == 0 && strcmp(v, "off")) {
+        if (v[0] != '/' && v[0] != '@') relative_socket(pid, v, addr, sizeof addr);
+        else snprintf(addr, sizeof addr, "%s", v);
+        if ((fd = connect_to(addr, pid)) >= 0) return fd;
+    }
     if (target_env(pid, "XDG_RUNTIME_DIR", v, sizeof v) == 0) {
         snprintf(addr, sizeof addr, "%s/bptrace-%d.sock", v, pid);
         if ((fd = connect_to(addr, pid)) >= 0) return fd;

@@ -25,9 +25,12 @@ server (bptrace.h >>control).
       KIND: malformed, pattern, hugeline, midstream, slow, clients, stale,
       otheruid, noserver, bigenv (the target's BPTRACE_CONTROL past the
       first 64 KiB of its environment: bpt finds it), linebreak (a bpt
-      pattern holding a line break: refused, nothing sent). Each bad input gets its error reply (or bpt its
-      message and exit status), and the server and target carry on: a
-      HELLO and a count afterwards still work.
+      pattern holding a line break: refused, nothing sent), relative (a
+      relative BPTRACE_CONTROL, the target started in a directory of its
+      own and gone elsewhere since: bpt, in another, finds the socket).
+      Each bad input gets its error reply (or bpt its message and exit
+      status), and the server and target carry on: a HELLO and a count
+      afterwards still work.
 """
 import os, re, signal, socket, subprocess, sys, tempfile, time
 
@@ -48,7 +51,7 @@ def run(argv, expect=0, env=None, input=None):
     return r
 
 class Target:
-    def __init__(self, agent, target, runner, env_extra=None):
+    def __init__(self, agent, target, runner, env_extra=None, cwd=None):
         env = dict(os.environ)
         env.update(env_extra or {})
         if runner:   # qemu: the guest's LD_PRELOAD, not qemu's own
@@ -57,7 +60,7 @@ class Target:
             env["LD_PRELOAD"] = agent
             argv = [target]
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, env=env)
+                                  stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
         line = self.p.stdout.readline()
         m = re.match(r"ready (\d+)", line)
         if not m:
@@ -246,7 +249,12 @@ def bad(bpt, agent, target, kind):
         s.bind(path)
         s.close()   # the file stays, nobody serves it: a dead process's
         env["BPTRACE_CONTROL"] = path
-    t = Target(agent, target, None, env)
+    cwd = None
+    if kind == "relative":   # the server binds its directory at start + "/" + the value
+        cwd = tempfile.mkdtemp()
+        path = os.path.join(cwd, "ctl-%d.sock" % os.getpid())
+        env["BPTRACE_CONTROL"] = os.path.basename(path)
+    t = Target(agent, target, None, env, cwd)
     t.target = target
     t.spinning("start")
     if kind == "noserver":
@@ -271,6 +279,16 @@ def bad(bpt, agent, target, kind):
         if not re.search(r"^\s+5  ", finish(p, "bpt count"), re.M): fail("count through the replaced socket")
         t.quit()
         if os.path.exists(path): fail("the socket file was left behind")
+        print("OK"); return
+    if kind == "relative":   # bpt, in another directory, finds where the target bound it
+        if not os.path.exists(path): fail("no socket file at " + path)
+        if t.ask("chdir /") != ["chdir", "ok"]: fail("the target did not chdir")
+        p = bg([bpt, "count", str(t.pid), os.path.basename(target) + ":work/_", "--duration", "2"])
+        t.ask("run 5")
+        if not re.search(r"^\s+5  ", finish(p, "bpt count"), re.M): fail("count through a relative BPTRACE_CONTROL")
+        t.quit()
+        if os.path.exists(path): fail("the socket file was left behind")
+        os.rmdir(cwd)
         print("OK"); return
     s = connect(t.pid)
     if kind == "malformed":

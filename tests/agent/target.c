@@ -7,9 +7,11 @@
      run N          call work(i) for i in 0..N-1  -> done N SUM
      lib PATH N     dlopen PATH, call its lib_work(i) N times -> lib N SUM
      spins          -> spins COUNT
+     chdir DIR      -> chdir ok, or chdir error MESSAGE
      quit           exit 0 */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -55,6 +57,9 @@ int main(void) {
             if (!lib_work) { printf("lib error %s\n", dlerror()); continue; }
             for (long i = 0; i < n; i++) sum += lib_work(i);
             printf("lib %ld %ld\n", n, sum);
+        } else if (sscanf(line, "chdir %3999s", path) == 1) {
+            if (chdir(path) == 0) printf("chdir ok\n");
+            else printf("chdir error %s\n", strerror(errno));
         } else if (!strncmp(line, "spins", 5)) {
             printf("spins %ld\n", (long)atomic_load(&spins));
         } else if (!strncmp(line, "quit", 4)) {
