@@ -3644,6 +3644,10 @@ struct bpt__lane_reader {
 };
 enum { BPT__READER_DRAIN = 1 };   /* a file writer's id is above it; a lane's rreader 0 is no reader */
 
+/* A session's id: its slot in bpt__sessions.slot in the low 16 bits, the
+   slot's generation above (session_life.c). */
+enum { BPT__SESSION_SLOT_BITS = 16 };
+BPT__HOT uint32_t bpt__session_slot(uint64_t id) { return (uint32_t)(id & ((1u << BPT__SESSION_SLOT_BITS) - 1)); }
 BPT__HOT bpt__session *bpt__session_lookup(uint64_t id);   /* pinned or under the permission */
 BPT__PRIVATE bpt__session *bpt__session_pin(bpt_session handle, const char *who, bpt__thread **rec, int *rc);
 BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out);
@@ -5960,7 +5964,7 @@ BPT__PRIVATE void bpt__sessions_atfork_child(void) {
 
 /* The live session of handle `id`, or NULL. The caller is pinned or holds the permission. */
 BPT__HOT bpt__session *bpt__session_lookup(uint64_t id) {
-    uint64_t slot = id & 0xffff;
+    uint32_t slot = bpt__session_slot(id);
     bpt__session *s;
     if (id == 0 || slot >= BPT_MAX_SESSIONS) return NULL;
     s = (bpt__session *)bpt__load_acquire_ptr(&bpt__sessions.slot[slot]);   /* [S1] */
@@ -9673,7 +9677,16 @@ void bpt_vm_unwind(bpt_vm_token token, uint64_t exception) {
    is marked (timem_walking) [H1]: a handler's calls that interrupt it
    pause and resume nothing (bpt__timem_current, bpt__timem_caller_at),
    and a switch that interrupts it does nothing, as a handler's switch
-   and its switch back, both inside the walk, would cancel out. */
+   and its switch back, both inside the walk, would cancel out.
+   The sessions already met are kept by slot, one bit each (every session
+   alive has one), so the walk reaches every session's topmost frame. A
+   slot's higher frames are its live session's: a session reusing a slot
+   was made after the last one in it was destroyed, whose frames were all
+   pushed before that (a push checks the session alive while pinned
+   [S2], and the slot is reused only after thread progress), so they lie
+   below. The walk once kept 16 ids and stopped when they were full: a
+   17th session's frames were neither paused nor charged bytes
+   (t_timem_many_sessions). */
 enum { BPT__TIMEM_PAUSE, BPT__TIMEM_RESUME, BPT__TIMEM_MEMORY };
 static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what, bpt__now2 *now, int64_t bytes) {
     int stack;
@@ -9683,20 +9696,21 @@ static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what
         bpt__compiler_barrier();   /* [H1] marked before any frame is touched */
     }
     for (stack = 0; stack < 2; stack++) {
-        uint64_t seen[BPT_FRAME_SESSIONS * 4];
-        uint32_t nseen = 0, d = rec->shadow_depth[stack], i, k;
+        uint64_t seen[(BPT_MAX_SESSIONS + 63) / 64];   /* by slot (bpt__session_slot) */
+        uint32_t d = rec->shadow_depth[stack], i, slot;
         uint32_t floor = what == BPT__TIMEM_MEMORY ? 0 : rec->shadow_filling[stack];
-        while (d-- > floor && nseen < sizeof seen / sizeof seen[0]) {
+        memset(seen, 0, sizeof seen);
+        while (d-- > floor) {
             bpt__frame *fr = &rec->shadow[stack][d];
             if (bpt__frame_filling(rec, stack, d) || fr->process != process || !bpt__frame_mine(rec, stack, fr))
                 continue;
             for (i = 0; i < fr->nsess; i++) {
                 bpt__frame_session *fs = &fr->sess[i];
                 unsigned need = what == BPT__TIMEM_MEMORY ? BPT_MEMORY : BPT__FRAME_TIMEM;
-                if (!(fs->actions & need)) continue;
-                for (k = 0; k < nseen && seen[k] != fs->id; k++) {}
-                if (k < nseen || nseen == sizeof seen / sizeof seen[0]) continue;
-                seen[nseen++] = fs->id;
+                if (!(fs->actions & need) || (slot = bpt__session_slot(fs->id)) >= BPT_MAX_SESSIONS ||
+                    (seen[slot / 64] >> (slot % 64) & 1))
+                    continue;
+                seen[slot / 64] |= (uint64_t)1 << (slot % 64);
                 if (what == BPT__TIMEM_PAUSE) bpt__timem_pause(fs, now);
                 else if (what == BPT__TIMEM_RESUME) bpt__timem_resume(fs, now);
                 else fs->mem = bpt__mem_add(fs->mem, bytes);   /* modulo 2^64 (timem.c) */
@@ -14216,7 +14230,7 @@ BPT__PRIVATE int bpt__session_create(const bpt_session_desc *desc, bpt_session *
     }
     s->served = served;
     /* Weak id: a per-slot generation, never 0, so a stale handle never matches. */
-    s->id = (++bpt__sessions.generation[slot] << 16) | (uint64_t)slot;
+    s->id = (++bpt__sessions.generation[slot] << BPT__SESSION_SLOT_BITS) | (uint64_t)slot;
     bpt__store_release_ptr(&bpt__sessions.slot[slot], s);   /* [S1] pairs with bpt__session_lookup (session.c) */
     BPT_PROBE(bptrace, session__create, s->id, s->name, s->usdt);   /* under the permission: s is alive */
     bpt__permission_release();

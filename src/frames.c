@@ -1046,7 +1046,16 @@ void bpt_vm_unwind(bpt_vm_token token, uint64_t exception) {
    is marked (timem_walking) [H1]: a handler's calls that interrupt it
    pause and resume nothing (bpt__timem_current, bpt__timem_caller_at),
    and a switch that interrupts it does nothing, as a handler's switch
-   and its switch back, both inside the walk, would cancel out. */
+   and its switch back, both inside the walk, would cancel out.
+   The sessions already met are kept by slot, one bit each (every session
+   alive has one), so the walk reaches every session's topmost frame. A
+   slot's higher frames are its live session's: a session reusing a slot
+   was made after the last one in it was destroyed, whose frames were all
+   pushed before that (a push checks the session alive while pinned
+   [S2], and the slot is reused only after thread progress), so they lie
+   below. The walk once kept 16 ids and stopped when they were full: a
+   17th session's frames were neither paused nor charged bytes
+   (t_timem_many_sessions). */
 enum { BPT__TIMEM_PAUSE, BPT__TIMEM_RESUME, BPT__TIMEM_MEMORY };
 static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what, bpt__now2 *now, int64_t bytes) {
     int stack;
@@ -1056,20 +1065,21 @@ static void bpt__timem_current_each(bpt__thread *rec, uint64_t process, int what
         bpt__compiler_barrier();   /* [H1] marked before any frame is touched */
     }
     for (stack = 0; stack < 2; stack++) {
-        uint64_t seen[BPT_FRAME_SESSIONS * 4];
-        uint32_t nseen = 0, d = rec->shadow_depth[stack], i, k;
+        uint64_t seen[(BPT_MAX_SESSIONS + 63) / 64];   /* by slot (bpt__session_slot) */
+        uint32_t d = rec->shadow_depth[stack], i, slot;
         uint32_t floor = what == BPT__TIMEM_MEMORY ? 0 : rec->shadow_filling[stack];
-        while (d-- > floor && nseen < sizeof seen / sizeof seen[0]) {
+        memset(seen, 0, sizeof seen);
+        while (d-- > floor) {
             bpt__frame *fr = &rec->shadow[stack][d];
             if (bpt__frame_filling(rec, stack, d) || fr->process != process || !bpt__frame_mine(rec, stack, fr))
                 continue;
             for (i = 0; i < fr->nsess; i++) {
                 bpt__frame_session *fs = &fr->sess[i];
                 unsigned need = what == BPT__TIMEM_MEMORY ? BPT_MEMORY : BPT__FRAME_TIMEM;
-                if (!(fs->actions & need)) continue;
-                for (k = 0; k < nseen && seen[k] != fs->id; k++) {}
-                if (k < nseen || nseen == sizeof seen / sizeof seen[0]) continue;
-                seen[nseen++] = fs->id;
+                if (!(fs->actions & need) || (slot = bpt__session_slot(fs->id)) >= BPT_MAX_SESSIONS ||
+                    (seen[slot / 64] >> (slot % 64) & 1))
+                    continue;
+                seen[slot / 64] |= (uint64_t)1 << (slot % 64);
                 if (what == BPT__TIMEM_PAUSE) bpt__timem_pause(fs, now);
                 else if (what == BPT__TIMEM_RESUME) bpt__timem_resume(fs, now);
                 else fs->mem = bpt__mem_add(fs->mem, bytes);   /* modulo 2^64 (timem.c) */

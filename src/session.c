@@ -110,7 +110,7 @@ BPT__PRIVATE void bpt__sessions_atfork_child(void) {
 
 /* The live session of handle `id`, or NULL. The caller is pinned or holds the permission. */
 BPT__HOT bpt__session *bpt__session_lookup(uint64_t id) {
-    uint64_t slot = id & 0xffff;
+    uint32_t slot = bpt__session_slot(id);
     bpt__session *s;
     if (id == 0 || slot >= BPT_MAX_SESSIONS) return NULL;
     s = (bpt__session *)bpt__load_acquire_ptr(&bpt__sessions.slot[slot]);   /* [S1] */

@@ -145,6 +145,10 @@ struct bpt__lane_reader {
 };
 enum { BPT__READER_DRAIN = 1 };   /* a file writer's id is above it; a lane's rreader 0 is no reader */
 
+/* A session's id: its slot in bpt__sessions.slot in the low 16 bits, the
+   slot's generation above (session_life.c). */
+enum { BPT__SESSION_SLOT_BITS = 16 };
+BPT__HOT uint32_t bpt__session_slot(uint64_t id) { return (uint32_t)(id & ((1u << BPT__SESSION_SLOT_BITS) - 1)); }
 BPT__HOT bpt__session *bpt__session_lookup(uint64_t id);   /* pinned or under the permission */
 BPT__PRIVATE bpt__session *bpt__session_pin(bpt_session handle, const char *who, bpt__thread **rec, int *rc);
 BPT__PRIVATE int bpt__session_alloc(const bpt_session_desc *d, bpt__session **out);

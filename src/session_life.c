@@ -55,7 +55,7 @@ BPT__PRIVATE int bpt__session_create(const bpt_session_desc *desc, bpt_session *
     }
     s->served = served;
     /* Weak id: a per-slot generation, never 0, so a stale handle never matches. */
-    s->id = (++bpt__sessions.generation[slot] << 16) | (uint64_t)slot;
+    s->id = (++bpt__sessions.generation[slot] << BPT__SESSION_SLOT_BITS) | (uint64_t)slot;
     bpt__store_release_ptr(&bpt__sessions.slot[slot], s);   /* [S1] pairs with bpt__session_lookup (session.c) */
     BPT_PROBE(bptrace, session__create, s->id, s->name, s->usdt);   /* under the permission: s is alive */
     bpt__permission_release();
