@@ -2680,7 +2680,10 @@ BPT_API int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, si
    Errors in a request (an unknown command, a bad pattern, a line over 4095
    bytes or holding a NUL byte, a command before HELLO) are replied to and the connection goes
    on; the server and the traced program carry on whatever a client sends.
-   A connection beyond max_clients gets "ERR -13 ..." and is closed.
+   A connection beyond max_clients gets "ERR -13 ..." and is closed. A
+   shortage does not end the server: while its listener cannot poll (no
+   memory) or take a connection (no memory, no descriptor left), the
+   connections wait in the socket's queue and it tries again every 100 ms.
 
    fork: the child has no server (threads do not survive fork): fork
    handlers close the inherited sockets in the child, which may start its
@@ -16569,6 +16572,24 @@ static void bpt__ctl_accept(int fd) {
     pthread_mutex_unlock(&bpt__ctl_lock);
 }
 
+/* The listener's back-off after a failure that may pass (no memory, no
+   descriptor): 100 ms, or less when bpt_control_stop writes the wake-up
+   pipe. Returns 1 when stop woke it. Retrying at once would spin, as the
+   condition is likely still there. Should this poll fail as well (the same
+   ENOMEM), it sleeps the 100 ms instead, so that a lasting failure still
+   costs ten tries a second, not a CPU; stop then waits up to 100 ms. */
+static int bpt__ctl_back_off(void) {
+    struct pollfd w;
+    struct timespec t = { 0, 100 * 1000000L };
+    int n;
+    w.fd = bpt__ctl.wake[0];
+    w.events = POLLIN;
+    w.revents = 0;
+    n = poll(&w, 1, 100);
+    if (n < 0 && errno != EINTR) nanosleep(&t, NULL);
+    return n > 0;
+}
+
 static void *bpt__ctl_listener_main(void *arg) {
     (void)arg;
     bpt__own_enter();   /* as the clients' threads */
@@ -16580,7 +16601,23 @@ static void *bpt__ctl_listener_main(void *arg) {
         p[1].fd = bpt__ctl.wake[0];
         p[1].events = POLLIN;
         p[0].revents = p[1].revents = 0;
-        if (poll(p, 2, -1) < 0 && errno != EINTR) return NULL;
+        if (poll(p, 2, -1) < 0) {
+            /* ENOMEM (no memory for the kernel's poll table; EAGAIN, where
+               POSIX has it) passes: back off, then poll again. Returning
+               here left the socket listening with no one to accept, so
+               clients connected (the backlog queued them) and waited for
+               a reply forever. EFAULT and EINVAL mean bad arguments (nfds
+               over RLIMIT_NOFILE), which this array of 2 on the stack is
+               not: should one come, retrying cannot help and the thread
+               ends. Unreported: the server has no channel for its own
+               failures (bpt_last_error is per thread, bpt__ctl keeps no
+               error, the library never writes to stderr); bpt_control_stop
+               still joins the thread and cleans up. */
+            if (errno == EINTR) continue;
+            if (errno != ENOMEM && errno != EAGAIN) return NULL;
+            if (bpt__ctl_back_off()) return NULL;   /* bpt_control_stop */
+            continue;
+        }
         if (p[1].revents) return NULL;   /* bpt_control_stop */
         if (!(p[0].revents & POLLIN)) continue;
         fd = accept4(bpt__ctl.listen_fd, NULL, NULL, SOCK_CLOEXEC);
@@ -16588,12 +16625,8 @@ static void *bpt__ctl_listener_main(void *arg) {
             bpt__ctl_accept(fd);
         } else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
             /* The connection stays queued and poll would report it at once
-               again: wait 100 ms (or for stop) instead of spinning. */
-            struct pollfd w;
-            w.fd = bpt__ctl.wake[0];
-            w.events = POLLIN;
-            w.revents = 0;
-            if (poll(&w, 1, 100) > 0) return NULL;
+               again: back off instead of spinning. */
+            if (bpt__ctl_back_off()) return NULL;   /* bpt_control_stop */
         }
     }
 }

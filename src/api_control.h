@@ -75,7 +75,10 @@
    Errors in a request (an unknown command, a bad pattern, a line over 4095
    bytes or holding a NUL byte, a command before HELLO) are replied to and the connection goes
    on; the server and the traced program carry on whatever a client sends.
-   A connection beyond max_clients gets "ERR -13 ..." and is closed.
+   A connection beyond max_clients gets "ERR -13 ..." and is closed. A
+   shortage does not end the server: while its listener cannot poll (no
+   memory) or take a connection (no memory, no descriptor left), the
+   connections wait in the socket's queue and it tries again every 100 ms.
 
    fork: the child has no server (threads do not survive fork): fork
    handlers close the inherited sockets in the child, which may start its

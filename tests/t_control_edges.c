@@ -35,7 +35,12 @@
         its NUL (found by review); a line ended by "\r\n" is not refused;
     12. bpt_control_start with room for its socket but not for its wake-up
         pipe (RLIMIT_NOFILE, in a child): BPT_EIO, and bpt_last_error names
-        the pipe (it said "listen: Too many open files").
+        the pipe (it said "listen: Too many open files");
+    13. the listener's poll failing with ENOMEM (transient, as poll(2)
+        says) three times in a row: a client connecting then still gets
+        its HELLO reply (the listener returned, silently, at the first
+        failure: the socket stayed, connects were queued, nobody answered).
+        This program's own poll() stands in for libc's to fail them.
    BPT_TEST_CONCURRENCY: tests/run runs it under TSAN too. */
 static void t_test_point(const char *where);
 #define BPT_TEST_POINT(where) t_test_point(where)
@@ -51,6 +56,7 @@ static void t_test_point(const char *where);
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,6 +71,34 @@ static void t_test_point(const char *where) {
 }
 
 #include "control_fixture.h"
+
+/* 13's failures. The implementation is compiled into this program, so its
+   poll calls bind to this poll, not libc's: the listener's wait for a
+   connection (the only poll of 2 descriptors with no timeout) fails with
+   ENOMEM while t_poll_failures is above 0; every other call is the real
+   poll, through ppoll (there is no SYS_poll on aarch64). */
+static pthread_mutex_t t_poll_lock = PTHREAD_MUTEX_INITIALIZER;
+static int t_poll_failures;   /* under t_poll_lock */
+
+int poll(struct pollfd *fds, nfds_t n, int timeout) {
+    struct timespec ts;
+    int fail = 0;
+    if (n == 2 && timeout < 0) {
+        pthread_mutex_lock(&t_poll_lock);
+        if (t_poll_failures > 0) {
+            t_poll_failures--;
+            fail = 1;
+        }
+        pthread_mutex_unlock(&t_poll_lock);
+    }
+    if (fail) {
+        errno = ENOMEM;
+        return -1;
+    }
+    ts.tv_sec = timeout / 1000;
+    ts.tv_nsec = (long)(timeout % 1000) * 1000000L;
+    return ppoll(fds, n, timeout < 0 ? NULL : &ts, NULL);
+}
 
 static char address[64];
 
@@ -290,6 +324,41 @@ static void no_pipe(void) {
     if (pid > 0) waitpid(pid, &status, 0);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's start without room for its pipe: status %d "
           "(3: not BPT_EIO, 4: its message does not name the pipe)", status);
+}
+
+/* 13. The listener's poll fails with ENOMEM 3 times, from its first call
+   on (armed before start: a listener already in poll would not call it
+   again until a connection came). A server of its own: a listener lost
+   here must not leave the later cases' clients waiting forever. */
+static void listener_enomem(void) {
+    char path[64], buf[256] = "";
+    bpt_control_desc d;
+    struct timeval tv;
+    int fd, unused;
+    snprintf(path, sizeof path, "@bpt-t-control-edges-enomem-%d", (int)getpid());
+    memset(&d, 0, sizeof d);
+    d.path = path;
+    pthread_mutex_lock(&t_poll_lock);
+    t_poll_failures = 3;
+    pthread_mutex_unlock(&t_poll_lock);
+    CHECK_RC(bpt_control_start(&d), 0);
+    fd = ctl_dial(path);   /* queued in the backlog whether or not anyone accepts */
+    CHECK(fd >= 0, "cannot connect to %s", path);
+    if (fd >= 0) {
+        tv.tv_sec = 10;   /* a listener gone never answers: give up after 10 s */
+        tv.tv_usec = 0;
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        ctl_ask(fd, "HELLO 1", buf, sizeof buf, NULL);
+        CHECK(!strncmp(buf, "OK bptrace ", 11), "HELLO after the listener's poll failed with ENOMEM 3 times: "
+              "'%s' (empty: no reply in 10 s, the listener is gone)", buf);
+        close(fd);
+    }
+    pthread_mutex_lock(&t_poll_lock);
+    unused = t_poll_failures;
+    t_poll_failures = 0;
+    pthread_mutex_unlock(&t_poll_lock);
+    CHECK(unused == 0, "%d of the 3 ENOMEM failures were never met: the listener stopped polling", unused);
+    CHECK_RC(bpt_control_stop(), 0);
 }
 
 /* A stream's reader thread: the calls it reads, and whether it saw the end. */
@@ -522,6 +591,7 @@ int main(int argc, char **argv) {
     PART(regular_file);
     PART(full_backlog);
     PART(relative_path);
+    PART(listener_enomem);
     snprintf(address, sizeof address, "@bpt-t-control-edges-%d", (int)getpid());
     memset(&d, 0, sizeof d);
     d.path = address;
