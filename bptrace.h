@@ -2686,8 +2686,9 @@ BPT_API int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, si
    connections wait in the socket's queue and it tries again every 100 ms.
 
    fork: the child has no server (threads do not survive fork): fork
-   handlers close the inherited sockets in the child, which may start its
-   own. Sessions its clients had stay in the child, breakpoints and all,
+   handlers close the inherited sockets in the child (the listening one
+   and every connection, one being accepted included), which may start
+   its own. Sessions its clients had stay in the child, breakpoints and all,
    with no one to read or destroy them: each keeps the buffers it had at
    the fork (a thread new in the child gets the session's first chunks)
    and never grows them; what does not fit is dropped and counted. */
@@ -16160,6 +16161,7 @@ static struct {   /* under bpt__ctl_lock; zero until the first start */
     int allow_root;
     uint32_t max_clients, nclients;
     int fds[BPT_MAX_SESSIONS];         /* a client's socket, or -1 */
+    int accepted;                      /* a socket accepted, neither in fds nor closed yet, or -1 */
 } bpt__ctl;
 
 /* ---- Replies ---- */
@@ -16521,7 +16523,17 @@ static void *bpt__ctl_client_main(void *arg) {
     return NULL;
 }
 
-/* A new connection: check who it is, take a slot, start its thread. */
+/* Refuse the connection just accepted: the reply, then the close under
+   the lock, where it leaves the books (bpt__ctl_accept4). */
+static void bpt__ctl_refuse(int fd) {
+    pthread_mutex_lock(&bpt__ctl_lock);
+    close(fd);
+    bpt__ctl.accepted = -1;
+    pthread_mutex_unlock(&bpt__ctl_lock);
+}
+
+/* A new connection (bpt__ctl.accepted): check who it is, take a slot,
+   start its thread. */
 static void bpt__ctl_accept(int fd) {
     struct ucred cred;
     socklen_t len = sizeof cred;
@@ -16533,20 +16545,21 @@ static void bpt__ctl_accept(int fd) {
     if (!known || !(cred.uid == geteuid() || (bpt__ctl.allow_root && cred.uid == 0))) {
         bpt__ctl_reply(fd, "ERR %d uid %d may not control process %d (uid %d)", BPT_EPERM,
                        known ? (int)cred.uid : -1, (int)getpid(), (int)geteuid());
-        close(fd);
+        bpt__ctl_refuse(fd);
         return;
     }
     pthread_mutex_lock(&bpt__ctl_lock);
     if (bpt__ctl.nclients < bpt__ctl.max_clients)
         for (slot = 0; slot < (int)bpt__ctl.max_clients && bpt__ctl.fds[slot] >= 0; slot++) {}
     if (slot >= 0) {
-        bpt__ctl.fds[slot] = fd;
+        bpt__ctl.fds[slot] = fd;   /* in the books as a client's from here on */
+        bpt__ctl.accepted = -1;
         bpt__ctl.nclients++;
     }
     pthread_mutex_unlock(&bpt__ctl_lock);
     if (slot < 0) {
         bpt__ctl_reply(fd, "ERR %d %u clients at once already (max_clients)", BPT_ELIMIT, bpt__ctl.max_clients);
-        close(fd);
+        bpt__ctl_refuse(fd);
         return;
     }
     c = (bpt__ctl_client *)BPT_MALLOC(sizeof *c);
@@ -16590,6 +16603,25 @@ static int bpt__ctl_back_off(void) {
     return n > 0;
 }
 
+/* Accept a connection, under the lock: a fork in between must find the
+   socket in the server's books, or the child (whose handler closes the
+   sockets the server knows) kept it open, with nobody serving it: the
+   client then never saw its connection end while the child lived. The
+   socket stays in bpt__ctl.accepted until bpt__ctl_accept gives it a slot
+   or closes it, also under the lock. The listening socket is non-blocking
+   (bpt_control_start), so accept4 never waits under the lock: a
+   connection poll reported and that is gone since gives EAGAIN. */
+static int bpt__ctl_accept4(void) {
+    int fd, err;
+    pthread_mutex_lock(&bpt__ctl_lock);
+    fd = accept4(bpt__ctl.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    err = errno;
+    bpt__ctl.accepted = fd;
+    pthread_mutex_unlock(&bpt__ctl_lock);
+    errno = err;   /* accept4's, for the caller */
+    return fd;
+}
+
 static void *bpt__ctl_listener_main(void *arg) {
     (void)arg;
     bpt__own_enter();   /* as the clients' threads */
@@ -16620,8 +16652,7 @@ static void *bpt__ctl_listener_main(void *arg) {
         }
         if (p[1].revents) return NULL;   /* bpt_control_stop */
         if (!(p[0].revents & POLLIN)) continue;
-        fd = accept4(bpt__ctl.listen_fd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd >= 0) {
+        if ((fd = bpt__ctl_accept4()) >= 0) {
             bpt__ctl_accept(fd);
         } else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
             /* The connection stays queued and poll would report it at once
@@ -16724,6 +16755,8 @@ static void bpt__ctl_fork_child(void) {
         close(bpt__ctl.wake[1]);
         for (uint32_t i = 0; i < bpt__ctl.max_clients; i++)
             if (bpt__ctl.fds[i] >= 0) close(bpt__ctl.fds[i]);
+        if (bpt__ctl.accepted >= 0) close(bpt__ctl.accepted);   /* accepted, not yet a client's */
+        bpt__ctl.accepted = -1;
         bpt__ctl.running = 0;
         bpt__ctl.stopping = 0;
         bpt__ctl.nclients = 0;
@@ -16756,7 +16789,8 @@ int bpt_control_start(const bpt_control_desc *desc) {
         return bpt__fail(BPT_EEXIST, "bpt_control_start: the server runs already, at %s", bpt__ctl.address);
     }
     if ((rc = bpt__ctl_address(d.path)) < 0) goto fail;
-    if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
+    /* Non-blocking: the listener accepts under the lock (bpt__ctl_accept4). */
+    if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) {
         rc = bpt__fail(BPT_EIO, "bpt_control_start: socket: %s", strerror(errno));
         goto fail;
     }
@@ -16790,6 +16824,7 @@ int bpt_control_start(const bpt_control_desc *desc) {
     bpt__ctl.nclients = 0;
     bpt__ctl.stopping = 0;
     for (uint32_t i = 0; i < BPT_MAX_SESSIONS; i++) bpt__ctl.fds[i] = -1;
+    bpt__ctl.accepted = -1;
     /* The server's threads block every signal (they inherit the mask): the
        program's signals go to its own threads, and SIGPIPE never comes. */
     sigfillset(&all);

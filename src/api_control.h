@@ -81,8 +81,9 @@
    connections wait in the socket's queue and it tries again every 100 ms.
 
    fork: the child has no server (threads do not survive fork): fork
-   handlers close the inherited sockets in the child, which may start its
-   own. Sessions its clients had stay in the child, breakpoints and all,
+   handlers close the inherited sockets in the child (the listening one
+   and every connection, one being accepted included), which may start
+   its own. Sessions its clients had stay in the child, breakpoints and all,
    with no one to read or destroy them: each keeps the buffers it had at
    the fork (a thread new in the child gets the session's first chunks)
    and never grows them; what does not fit is dropped and counted. */

@@ -40,7 +40,14 @@
         says) three times in a row: a client connecting then still gets
         its HELLO reply (the listener returned, silently, at the first
         failure: the socket stayed, connects were queued, nobody answered).
-        This program's own poll() stands in for libc's to fail them.
+        This program's own poll() stands in for libc's to fail them;
+    14. fork while clients connect: no fork child holds a connection the
+        server accepted (its fork handler closes the clients' sockets it
+        knows; one accepted and not yet given a slot stayed open in the
+        child, which kept the client from seeing its connection end).
+        Forks in a loop while a thread connects in a loop; each child looks
+        through its descriptors for a connected socket of the server's
+        address (found by review).
    BPT_TEST_CONCURRENCY: tests/run runs it under TSAN too. */
 static void t_test_point(const char *where);
 #define BPT_TEST_POINT(where) t_test_point(where)
@@ -58,6 +65,7 @@ static void t_test_point(const char *where);
 #include <sys/un.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static pthread_mutex_t t_points_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -520,6 +528,66 @@ static void fork_orphan(void) {
     end_reader(&r, t);
 }
 
+/* 14. Forks while a thread connects. The child: 1 if it holds a
+   connection accepted by the server (a socket named with the server's
+   address that is not listening), else 0. */
+static int fork_accept_stop;   /* under t_points_lock */
+
+static int holds_accepted(void) {
+    struct sockaddr_un want, a;
+    socklen_t wn = ctl_sockaddr(address, &want);
+    for (int fd = 0; fd < 1024; fd++) {
+        socklen_t n = sizeof a;
+        int listening = 0;
+        socklen_t ln = sizeof listening;
+        if (getsockname(fd, (struct sockaddr *)&a, &n) < 0 || a.sun_family != AF_UNIX || n != wn ||
+            memcmp(a.sun_path, want.sun_path, n - offsetof(struct sockaddr_un, sun_path)))
+            continue;
+        if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ln) == 0 && !listening) return 1;
+    }
+    return 0;
+}
+
+static void *connect_loop(void *arg) {
+    long *n = (long *)arg;
+    char buf[256];
+    for (;;) {
+        int fd, stop;
+        pthread_mutex_lock(&t_points_lock);
+        stop = fork_accept_stop;
+        pthread_mutex_unlock(&t_points_lock);
+        if (stop || (fd = ctl_dial(address)) < 0) break;
+        ctl_ask(fd, "HELLO 1", buf, sizeof buf, NULL);
+        close(fd);
+        (*n)++;
+    }
+    return NULL;
+}
+
+static void fork_accept(void) {
+    pthread_t t;
+    long connects = 0, forks = 0, leaks = 0, failed = 0;
+    uint64_t end = (uint64_t)time(NULL) + 2;
+    CHECK(pthread_create(&t, NULL, connect_loop, &connects) == 0, "connect thread");
+    while ((uint64_t)time(NULL) < end && leaks == 0) {
+        int st = 0;
+        pid_t pid = fork();
+        if (pid == 0) _exit(holds_accepted());
+        if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) failed++;
+        else leaks += WEXITSTATUS(st) == 1;
+        forks++;
+    }
+    pthread_mutex_lock(&t_points_lock);
+    fork_accept_stop = 1;
+    pthread_mutex_unlock(&t_points_lock);
+    pthread_join(t, NULL);
+    printf("fork while connecting: %ld forks, %ld connections; %ld children held an accepted connection\n", forks,
+           connects, leaks);
+    CHECK(failed == 0, "%ld fork children failed", failed);
+    CHECK(connects > 0, "no connection made");
+    CHECK(leaks == 0, "a fork child held a connection the server had accepted (%ld of %ld forks)", leaks, forks);
+}
+
 /* 8. Two stops at once. The flags and results: under t_points_lock. */
 static int release_pin, pinned_flag, second_rc = 1, second_done;
 static bpt_vm_word second_word;
@@ -600,6 +668,7 @@ int main(int argc, char **argv) {
     PART(half_closed);
     PART(file_size_limit);
     PART(fork_orphan);
+    PART(fork_accept);
     PART(negative_bytes);
     PART(info_kinds);
     PART(nul_byte);
