@@ -14,7 +14,9 @@
    their first call.
 
    Environment:
-     BPTRACE_CONTROL   the control socket: a path, "@name" (abstract), or
+     BPTRACE_CONTROL   the control socket: a path (a relative one is taken
+                       against the directory the program starts in; bpt
+                       finds it after a chdir too), "@name" (abstract), or
                        "off" for none; default as bpt_control_start's
      BPTRACE_PATTERN   KINDS:PATTERN traced from the start into a file, e.g.
                        "call,return:prog:work/_" (`bpt record` sets it)
