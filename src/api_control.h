@@ -77,8 +77,9 @@
    on; the server and the traced program carry on whatever a client sends.
    A connection beyond max_clients gets "ERR -13 ..." and is closed. A
    shortage does not end the server: while its listener cannot poll (no
-   memory) or take a connection (no memory, no descriptor left), the
-   connections wait in the socket's queue and it tries again every 100 ms.
+   memory, RLIMIT_NOFILE under 2) or take a connection (no memory, no
+   descriptor left), the connections wait in the socket's queue and it
+   tries again every 100 ms; bpt_control_stop still ends it within 100 ms.
 
    fork: the child has no server (threads do not survive fork): fork
    handlers close the inherited sockets in the child (the listening one

@@ -473,20 +473,25 @@ static void bpt__ctl_accept(int fd) {
 
 /* The listener's back-off after a failure that may pass (no memory, no
    descriptor): 100 ms, or less when bpt_control_stop writes the wake-up
-   pipe. Returns 1 when stop woke it. Retrying at once would spin, as the
-   condition is likely still there. Should this poll fail as well (the same
-   ENOMEM), it sleeps the 100 ms instead, so that a lasting failure still
-   costs ten tries a second, not a CPU; stop then waits up to 100 ms. */
+   pipe. Returns 1 when stop was asked. Retrying at once would spin, as the
+   condition is likely still there. Should this poll fail as well, it
+   sleeps the 100 ms instead, so that a lasting failure still costs ten
+   tries a second, not a CPU, and reads stop's flag itself: the wake-up
+   pipe cannot tell it while poll fails, and stop's join would wait as
+   long as the failure lasts. */
 static int bpt__ctl_back_off(void) {
     struct pollfd w;
     struct timespec t = { 0, 100 * 1000000L };
-    int n;
+    int n, stop;
     w.fd = bpt__ctl.wake[0];
     w.events = POLLIN;
     w.revents = 0;
-    n = poll(&w, 1, 100);
-    if (n < 0 && errno != EINTR) nanosleep(&t, NULL);
-    return n > 0;
+    if ((n = poll(&w, 1, 100)) >= 0 || errno == EINTR) return n > 0;
+    nanosleep(&t, NULL);
+    pthread_mutex_lock(&bpt__ctl_lock);
+    stop = bpt__ctl.stopping;
+    pthread_mutex_unlock(&bpt__ctl_lock);
+    return stop;
 }
 
 /* Accept a connection, under the lock: a fork in between must find the
@@ -520,19 +525,20 @@ static void *bpt__ctl_listener_main(void *arg) {
         p[1].events = POLLIN;
         p[0].revents = p[1].revents = 0;
         if (poll(p, 2, -1) < 0) {
-            /* ENOMEM (no memory for the kernel's poll table; EAGAIN, where
-               POSIX has it) passes: back off, then poll again. Returning
-               here left the socket listening with no one to accept, so
-               clients connected (the backlog queued them) and waited for
-               a reply forever. EFAULT and EINVAL mean bad arguments (nfds
-               over RLIMIT_NOFILE), which this array of 2 on the stack is
-               not: should one come, retrying cannot help and the thread
-               ends. Unreported: the server has no channel for its own
-               failures (bpt_last_error is per thread, bpt__ctl keeps no
-               error, the library never writes to stderr); bpt_control_stop
-               still joins the thread and cleans up. */
+            /* A failure that may pass: back off, then poll again. ENOMEM:
+               no memory for the kernel's poll table (EAGAIN, where POSIX
+               has it). EINVAL: nfds over RLIMIT_NOFILE, which the program
+               (or prlimit from outside) may lower below 2 for a while.
+               Returning here left the socket listening with no one to
+               accept, so clients connected (the backlog queued them) and
+               waited for a reply forever. Only EFAULT ends the thread (a
+               bad address, which this array on the stack is not), without
+               a word: the server has no channel for its own failures
+               (bpt_last_error is per thread, bpt__ctl keeps no error, the
+               library never writes to stderr); bpt_control_stop still
+               joins the thread and cleans up. */
             if (errno == EINTR) continue;
-            if (errno != ENOMEM && errno != EAGAIN) return NULL;
+            if (errno == EFAULT) return NULL;
             if (bpt__ctl_back_off()) return NULL;   /* bpt_control_stop */
             continue;
         }

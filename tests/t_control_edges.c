@@ -36,11 +36,16 @@
     12. bpt_control_start with room for its socket but not for its wake-up
         pipe (RLIMIT_NOFILE, in a child): BPT_EIO, and bpt_last_error names
         the pipe (it said "listen: Too many open files");
-    13. the listener's poll failing with ENOMEM (transient, as poll(2)
-        says) three times in a row: a client connecting then still gets
-        its HELLO reply (the listener returned, silently, at the first
-        failure: the socket stayed, connects were queued, nobody answered).
-        This program's own poll() stands in for libc's to fail them;
+    13. the listener's poll failing three times in a row, with ENOMEM
+        (transient, as poll(2) says) and EINVAL (RLIMIT_NOFILE lowered
+        below 2 for a while): a client connecting then still gets its HELLO
+        reply (the listener returned, silently, at the first failure: the
+        socket stayed, connects were queued, nobody answered; then at the
+        EINVAL, found by review). And while every poll of the listener
+        fails, its back-off's too, bpt_control_stop returns within a
+        second (its join waited as long as the failures lasted, found by
+        review). This program's own poll() stands in for libc's to fail
+        them;
     14. fork while clients connect: no fork child holds a connection the
         server accepted (its fork handler closes the clients' sockets it
         knows; one accepted and not yet given a slot stayed open in the
@@ -54,6 +59,7 @@ static void t_test_point(const char *where);
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
+#include "timing_fixture.h"
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
@@ -81,26 +87,30 @@ static void t_test_point(const char *where) {
 #include "control_fixture.h"
 
 /* 13's failures. The implementation is compiled into this program, so its
-   poll calls bind to this poll, not libc's: the listener's wait for a
+   poll calls bind to this poll, not libc's. The listener's wait for a
    connection (the only poll of 2 descriptors with no timeout) fails with
-   ENOMEM while t_poll_failures is above 0; every other call is the real
-   poll, through ppoll (there is no SYS_poll on aarch64). */
+   the errno values t_poll_errs holds, in order, one a call; while
+   t_poll_all is above 0 it fails with ENOMEM, and so does the listener's
+   back-off (its only poll of 1 descriptor for 100 ms). Every other call
+   is the real poll, through ppoll (there is no SYS_poll on aarch64). */
 static pthread_mutex_t t_poll_lock = PTHREAD_MUTEX_INITIALIZER;
-static int t_poll_failures;   /* under t_poll_lock */
+static int t_poll_errs[4], t_poll_nerrs, t_poll_all;   /* under t_poll_lock */
 
 int poll(struct pollfd *fds, nfds_t n, int timeout) {
     struct timespec ts;
     int fail = 0;
-    if (n == 2 && timeout < 0) {
-        pthread_mutex_lock(&t_poll_lock);
-        if (t_poll_failures > 0) {
-            t_poll_failures--;
-            fail = 1;
-        }
-        pthread_mutex_unlock(&t_poll_lock);
+    pthread_mutex_lock(&t_poll_lock);
+    if (n == 2 && timeout < 0 && t_poll_nerrs > 0) {
+        fail = t_poll_errs[0];
+        memmove(t_poll_errs, t_poll_errs + 1, sizeof t_poll_errs - sizeof t_poll_errs[0]);
+        t_poll_nerrs--;
+    } else if (((n == 2 && timeout < 0) || (n == 1 && timeout == 100)) && t_poll_all > 0) {
+        fail = ENOMEM;
+        t_poll_all--;
     }
+    pthread_mutex_unlock(&t_poll_lock);
     if (fail) {
-        errno = ENOMEM;
+        errno = fail;
         return -1;
     }
     ts.tv_sec = timeout / 1000;
@@ -334,20 +344,35 @@ static void no_pipe(void) {
           "(3: not BPT_EIO, 4: its message does not name the pipe)", status);
 }
 
-/* 13. The listener's poll fails with ENOMEM 3 times, from its first call
-   on (armed before start: a listener already in poll would not call it
-   again until a connection came). A server of its own: a listener lost
-   here must not leave the later cases' clients waiting forever. */
+/* 13. The listener's poll fails 3 times, from its first call on (armed
+   before start: a listener already in poll would not call it again until
+   a connection came). A server of its own: a listener lost here must not
+   leave the later cases' clients waiting forever. Then every poll of the
+   listener fails while stop runs in a thread of its own: it must return
+   within a second, the failures disarmed after 5 s if it has not. */
+static void *stop_thread(void *arg) {
+    *(int *)arg = bpt_control_stop();
+    pthread_mutex_lock(&t_poll_lock);
+    t_poll_all = -1;   /* done */
+    pthread_mutex_unlock(&t_poll_lock);
+    return NULL;
+}
+
 static void listener_enomem(void) {
     char path[64], buf[256] = "";
     bpt_control_desc d;
     struct timeval tv;
-    int fd, unused;
+    pthread_t t;
+    int fd, unused, stop_rc = 1, done = 0;
+    uint64_t t0;
     snprintf(path, sizeof path, "@bpt-t-control-edges-enomem-%d", (int)getpid());
     memset(&d, 0, sizeof d);
     d.path = path;
     pthread_mutex_lock(&t_poll_lock);
-    t_poll_failures = 3;
+    t_poll_errs[0] = ENOMEM;
+    t_poll_errs[1] = EINVAL;
+    t_poll_errs[2] = ENOMEM;
+    t_poll_nerrs = 3;
     pthread_mutex_unlock(&t_poll_lock);
     CHECK_RC(bpt_control_start(&d), 0);
     fd = ctl_dial(path);   /* queued in the backlog whether or not anyone accepts */
@@ -357,16 +382,33 @@ static void listener_enomem(void) {
         tv.tv_usec = 0;
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         ctl_ask(fd, "HELLO 1", buf, sizeof buf, NULL);
-        CHECK(!strncmp(buf, "OK bptrace ", 11), "HELLO after the listener's poll failed with ENOMEM 3 times: "
-              "'%s' (empty: no reply in 10 s, the listener is gone)", buf);
+        CHECK(!strncmp(buf, "OK bptrace ", 11), "HELLO after the listener's poll failed with ENOMEM, EINVAL, "
+              "ENOMEM: '%s' (empty: no reply in 10 s, the listener is gone)", buf);
         close(fd);
     }
     pthread_mutex_lock(&t_poll_lock);
-    unused = t_poll_failures;
-    t_poll_failures = 0;
+    unused = t_poll_nerrs;
+    t_poll_nerrs = 0;
+    t_poll_all = 1000000;   /* from now on every poll of the listener fails */
     pthread_mutex_unlock(&t_poll_lock);
-    CHECK(unused == 0, "%d of the 3 ENOMEM failures were never met: the listener stopped polling", unused);
-    CHECK_RC(bpt_control_stop(), 0);
+    CHECK(unused == 0, "%d of the 3 poll failures were never met: the listener stopped polling", unused);
+    fd = ctl_dial(path);   /* wakes the listener, whose next poll fails */
+    t0 = now_ns();
+    CHECK(pthread_create(&t, NULL, stop_thread, &stop_rc) == 0, "stop thread");
+    while (!done && now_ns() - t0 < 5000000000u) {
+        usleep(10000);
+        pthread_mutex_lock(&t_poll_lock);
+        done = t_poll_all < 0;
+        pthread_mutex_unlock(&t_poll_lock);
+    }
+    CHECK(done && now_ns() - t0 < 1000000000u, "bpt_control_stop while every poll of the listener fails: %s after "
+          "%.1f s", done ? "returned" : "still waiting", (now_ns() - t0) / 1e9);
+    pthread_mutex_lock(&t_poll_lock);
+    t_poll_all = 0;   /* let a stop still waiting finish */
+    pthread_mutex_unlock(&t_poll_lock);
+    pthread_join(t, NULL);
+    CHECK_RC(stop_rc, 0);
+    if (fd >= 0) close(fd);
 }
 
 /* A stream's reader thread: the calls it reads, and whether it saw the end. */
