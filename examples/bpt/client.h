@@ -91,21 +91,29 @@ static int holds_socket(int pid, unsigned long ino) {
 }
 
 /* Where the target listens for a relative BPTRACE_CONTROL (not '/' nor
-   '@'), into buf: 0 if found, else -1 and /proc/PID/cwd/VALUE, the guess
-   left. bpt_control_start binds it against the target's current directory
-   at its start, which bpt cannot know: taken as written it names a file in
-   bpt's own directory (none, or another process's), and /proc/PID/cwd is
-   where the target is now, which a chdir since has changed. The kernel
-   knows the address bound: /proc/PID/net/unix lists each socket's flags,
-   inode and path. Ours is a listening one (__SO_ACCEPTCON) whose path ends
-   in "/" VALUE, of an inode the target holds. */
+   '@'), into buf: 0 if found; -1 and /proc/PID/cwd/VALUE, the guess left,
+   if not; -2, having said why, if the target listens on several sockets
+   of that name and none is in its current directory. bpt_control_start
+   binds the value against the target's current directory at its start,
+   which bpt cannot know: taken as written it names a file in bpt's own
+   directory (none, or another process's), and /proc/PID/cwd is where the
+   target is now, which a chdir since has changed. The kernel knows the
+   address bound: /proc/PID/net/unix lists each socket's flags, inode and
+   path. Ours is a listening one (__SO_ACCEPTCON) whose path ends in
+   "/" VALUE, of an inode the target holds. The program may listen on a
+   socket of its own by that name: connect_to's peer check passes it, and
+   bpt would then speak to the program. So of several, the one in the
+   target's current directory (where it most likely started); else none,
+   rather than a guess. */
 static int relative_socket(int pid, const char *value, char *buf, size_t size) {
-    char path[64], line[512];
+    char path[64], line[512], cwd[4096], where[4200];
+    char found[4][256];   /* a socket path fits in 108 bytes */
     size_t vlen = strlen(value);
-    int found = 0;
+    ssize_t cn;
+    int nfound = 0, i;
     FILE *f;
     snprintf(path, sizeof path, "/proc/%d/net/unix", pid);
-    for (f = fopen(path, "r"); f && !found && fgets(line, sizeof line, f);) {
+    for (f = fopen(path, "r"); f && nfound < 4 && fgets(line, sizeof line, f);) {
         unsigned flags;   /* Num RefCount Protocol Flags Type St Inode Path */
         unsigned long ino;
         int at = 0;
@@ -114,12 +122,33 @@ static int relative_socket(int pid, const char *value, char *buf, size_t size) {
         size_t n = strcspn(p, "\n");
         p[n] = '\0';
         if ((flags & 0x10000) && n > vlen && p[n - vlen - 1] == '/' && !strcmp(p + n - vlen, value) &&
-            holds_socket(pid, ino))
-            found = snprintf(buf, size, "%s", p) < (int)size;
+            n < sizeof found[0] && holds_socket(pid, ino))
+            memcpy(found[nfound++], p, n + 1);
     }
     if (f) fclose(f);
-    if (!found) snprintf(buf, size, "/proc/%d/cwd/%s", pid, value);
-    return found ? 0 : -1;
+    if (nfound == 1) {
+        snprintf(buf, size, "%s", found[0]);
+        return 0;
+    }
+    snprintf(path, sizeof path, "/proc/%d/cwd", pid);
+    if (nfound > 1 && (cn = readlink(path, cwd, sizeof cwd - 1)) > 0) {
+        cwd[cn] = '\0';
+        snprintf(where, sizeof where, "%s/%s", strcmp(cwd, "/") ? cwd : "", value);
+        for (i = 0; i < nfound; i++)
+            if (!strcmp(found[i], where)) {
+                snprintf(buf, size, "%s", found[i]);
+                return 0;
+            }
+    }
+    if (nfound > 1) {
+        fprintf(stderr, "bpt: process %d listens on %d sockets named %s, none in its current directory:", pid,
+                nfound, value);
+        for (i = 0; i < nfound; i++) fprintf(stderr, " %s", found[i]);
+        fprintf(stderr, "; give it an absolute BPTRACE_CONTROL\n");
+        return -2;
+    }
+    snprintf(buf, size, "/proc/%d/cwd/%s", pid, value);
+    return -1;
 }
 
 /* The target's control socket, where bpt_control_start puts it by default
@@ -135,8 +164,11 @@ static int ctl_connect(int pid) {
         return -EXIT_GONE;
     }
     if (target_env(pid, "BPTRACE_CONTROL", v, sizeof v) == 0 && strcmp(v, "off")) {
-        if (v[0] != '/' && v[0] != '@') relative_socket(pid, v, addr, sizeof addr);
-        else snprintf(addr, sizeof addr, "%s", v);
+        if (v[0] != '/' && v[0] != '@') {
+            if (relative_socket(pid, v, addr, sizeof addr) == -2) return -EXIT_NOBPT;   /* said why */
+        } else {
+            snprintf(addr, sizeof addr, "%s", v);
+        }
         if ((fd = connect_to(addr, pid)) >= 0) return fd;
     }
     if (target_env(pid, "XDG_RUNTIME_DIR", v, sizeof v) == 0) {

@@ -27,7 +27,9 @@ server (bptrace.h >>control).
       first 64 KiB of its environment: bpt finds it), linebreak (a bpt
       pattern holding a line break: refused, nothing sent), relative (a
       relative BPTRACE_CONTROL, the target started in a directory of its
-      own and gone elsewhere since: bpt, in another, finds the socket).
+      own and gone elsewhere since: bpt, in another, finds the socket; with
+      a listening socket of the program's own by the same name, bpt takes
+      the one in the target's directory, or refuses to guess).
       Each bad input gets its error reply (or bpt its message and exit
       status), and the server and target carry on: a HELLO and a count
       afterwards still work.
@@ -286,8 +288,27 @@ def bad(bpt, agent, target, kind):
         p = bg([bpt, "count", str(t.pid), os.path.basename(target) + ":work/_", "--duration", "2"])
         t.ask("run 5")
         if not re.search(r"^\s+5  ", finish(p, "bpt count"), re.M): fail("count through a relative BPTRACE_CONTROL")
+        # The program listens on a socket of its own by the same name (a
+        # service's): bpt must not speak to it. Back in the directory it
+        # started in, that one is bptrace's; elsewhere bpt cannot tell them
+        # apart and says so (it picked the first listed, and waited for
+        # the program's socket to answer HELLO).
+        other = tempfile.mkdtemp()
+        own = os.path.join(other, os.path.basename(path))
+        if t.ask("listen " + own) != ["listen", "ok"]: fail("the target did not listen at " + own)
+        if t.ask("chdir " + cwd) != ["chdir", "ok"]: fail("the target did not chdir back")
+        p = bg([bpt, "count", str(t.pid), os.path.basename(target) + ":work/_", "--duration", "2"])
+        t.ask("run 6")
+        if not re.search(r"^\s+6  ", finish(p, "bpt count"), re.M): fail("count with a same-named socket of the program's")
+        if t.ask("chdir /") != ["chdir", "ok"]: fail("the target did not chdir")
+        r = run([bpt, "count", str(t.pid), os.path.basename(target) + ":work/_", "--duration", "1"], expect=4)
+        if "sockets named" not in r.stderr or own not in r.stderr or path not in r.stderr:
+            fail("no clear message naming both sockets")
+        t.spinning("after")
         t.quit()
         if os.path.exists(path): fail("the socket file was left behind")
+        os.unlink(own)
+        os.rmdir(other)
         os.rmdir(cwd)
         print("OK"); return
     s = connect(t.pid)

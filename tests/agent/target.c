@@ -8,6 +8,8 @@
      lib PATH N     dlopen PATH, call its lib_work(i) N times -> lib N SUM
      spins          -> spins COUNT
      chdir DIR      -> chdir ok, or chdir error MESSAGE
+     listen PATH    a unix socket of the program's own, listening at PATH
+                    (as a service's) -> listen ok, or listen error MESSAGE
      quit           exit 0 */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -17,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,6 +64,15 @@ int main(void) {
         } else if (sscanf(line, "chdir %3999s", path) == 1) {
             if (chdir(path) == 0) printf("chdir ok\n");
             else printf("chdir error %s\n", strerror(errno));
+        } else if (sscanf(line, "listen %3999s", path) == 1) {
+            struct sockaddr_un a;
+            int fd = socket(AF_UNIX, SOCK_STREAM, 0);   /* kept open until exit */
+            memset(&a, 0, sizeof a);
+            a.sun_family = AF_UNIX;
+            if (strlen(path) >= sizeof a.sun_path) { printf("listen error the path is too long\n"); continue; }
+            memcpy(a.sun_path, path, strlen(path));
+            if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 4) == 0) printf("listen ok\n");
+            else printf("listen error %s\n", strerror(errno));
         } else if (!strncmp(line, "spins", 5)) {
             printf("spins %ld\n", (long)atomic_load(&spins));
         } else if (!strncmp(line, "quit", 4)) {
