@@ -6579,7 +6579,7 @@ BPT__HOT int bpt__session_admit(bpt__session *s, bpt__thread *rec) {
    words are the slot's (bpt__sessions.wake), which outlive the session:
    the drainer sleeps unpinned, while a destroy may free the session. */
 BPT__PRIVATE void bpt__session_wake(bpt__session *s) {
-    bpt__wake_words *w = &bpt__sessions.wake[s->id & 0xffff];
+    bpt__wake_words *w = &bpt__sessions.wake[bpt__session_slot(s->id)];
     bpt__fetch_add_u32(&w->sealed, 1);
     bpt__fence_seq_cst();   /* [W1] the count before the look for sleepers */
     if (bpt__load_relaxed_u32(&w->sleepers)) bpt__futex_wake(&w->sealed, INT_MAX);
@@ -6613,7 +6613,7 @@ int bpt_session_wait(bpt_session handle, uint32_t timeout_us) {
                          "USDT probes: nothing to drain",
                          (unsigned long long)handle.id);
     }
-    w = &bpt__sessions.wake[s->id & 0xffff];   /* the slot's: it outlives s */
+    w = &bpt__sessions.wake[bpt__session_slot(s->id)];   /* the slot's: it outlives s */
     seen = bpt__load_acquire_u32(&w->sealed);   /* [W1] pairs with the destroy's count, after its dead */
     bpt__fetch_add_u32(&w->sleepers, 1);
     bpt__fence_seq_cst();   /* [W1] counted a sleeper before the look for sealed chunks */
@@ -9685,11 +9685,14 @@ void bpt_vm_unwind(bpt_vm_token token, uint64_t exception) {
    and its switch back, both inside the walk, would cancel out.
    The sessions already met are kept by slot, one bit each (every session
    alive has one), so the walk reaches every session's topmost frame. A
-   slot's higher frames are its live session's: a session reusing a slot
-   was made after the last one in it was destroyed, whose frames were all
-   pushed before that (a push checks the session alive while pinned
-   [S2], and the slot is reused only after thread progress), so they lie
-   below. The walk once kept 16 ids and stopped when they were full: a
+   slot's higher frames are its live session's: a frame is filled where it
+   is pushed and never moves, so a higher frame is a later push; and every
+   frame of a destroyed session was pushed before its slot was free again,
+   since destroy switches the session's breakpoints off and waits for
+   thread progress (the 13 steps) before it unpublishes the slot [S1], so
+   no hit still runs on them then, while a session that reuses the slot
+   has its first frame pushed after it was made. The walk once kept 16
+   ids and stopped when they were full: a
    17th session's frames were neither paused nor charged bytes
    (t_timem_many_sessions). */
 enum { BPT__TIMEM_PAUSE, BPT__TIMEM_RESUME, BPT__TIMEM_MEMORY };
@@ -14292,7 +14295,7 @@ int bpt_session_destroy(bpt_session handle) {
     /* From here the session is gone for everyone: late hits see dead, and
        lookups by its weak id fail. */
     bpt__store_release_u32(&s->dead, 1);   /* [S2] */
-    bpt__store_release_ptr(&bpt__sessions.slot[s->id & 0xffff], NULL);   /* [S1] */
+    bpt__store_release_ptr(&bpt__sessions.slot[bpt__session_slot(s->id)], NULL);   /* [S1] */
     bpt__session_wake(s);   /* [W1] a drainer asleep in bpt_session_wait returns, and finds it gone */
     while ((e = s->patterns) != NULL) {
         s->patterns = e->next;

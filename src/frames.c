@@ -1049,11 +1049,14 @@ void bpt_vm_unwind(bpt_vm_token token, uint64_t exception) {
    and its switch back, both inside the walk, would cancel out.
    The sessions already met are kept by slot, one bit each (every session
    alive has one), so the walk reaches every session's topmost frame. A
-   slot's higher frames are its live session's: a session reusing a slot
-   was made after the last one in it was destroyed, whose frames were all
-   pushed before that (a push checks the session alive while pinned
-   [S2], and the slot is reused only after thread progress), so they lie
-   below. The walk once kept 16 ids and stopped when they were full: a
+   slot's higher frames are its live session's: a frame is filled where it
+   is pushed and never moves, so a higher frame is a later push; and every
+   frame of a destroyed session was pushed before its slot was free again,
+   since destroy switches the session's breakpoints off and waits for
+   thread progress (the 13 steps) before it unpublishes the slot [S1], so
+   no hit still runs on them then, while a session that reuses the slot
+   has its first frame pushed after it was made. The walk once kept 16
+   ids and stopped when they were full: a
    17th session's frames were neither paused nor charged bytes
    (t_timem_many_sessions). */
 enum { BPT__TIMEM_PAUSE, BPT__TIMEM_RESUME, BPT__TIMEM_MEMORY };

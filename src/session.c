@@ -720,7 +720,7 @@ BPT__HOT int bpt__session_admit(bpt__session *s, bpt__thread *rec) {
    words are the slot's (bpt__sessions.wake), which outlive the session:
    the drainer sleeps unpinned, while a destroy may free the session. */
 BPT__PRIVATE void bpt__session_wake(bpt__session *s) {
-    bpt__wake_words *w = &bpt__sessions.wake[s->id & 0xffff];
+    bpt__wake_words *w = &bpt__sessions.wake[bpt__session_slot(s->id)];
     bpt__fetch_add_u32(&w->sealed, 1);
     bpt__fence_seq_cst();   /* [W1] the count before the look for sleepers */
     if (bpt__load_relaxed_u32(&w->sleepers)) bpt__futex_wake(&w->sealed, INT_MAX);
@@ -754,7 +754,7 @@ int bpt_session_wait(bpt_session handle, uint32_t timeout_us) {
                          "USDT probes: nothing to drain",
                          (unsigned long long)handle.id);
     }
-    w = &bpt__sessions.wake[s->id & 0xffff];   /* the slot's: it outlives s */
+    w = &bpt__sessions.wake[bpt__session_slot(s->id)];   /* the slot's: it outlives s */
     seen = bpt__load_acquire_u32(&w->sealed);   /* [W1] pairs with the destroy's count, after its dead */
     bpt__fetch_add_u32(&w->sleepers, 1);
     bpt__fence_seq_cst();   /* [W1] counted a sleeper before the look for sealed chunks */

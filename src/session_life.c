@@ -112,7 +112,7 @@ int bpt_session_destroy(bpt_session handle) {
     /* From here the session is gone for everyone: late hits see dead, and
        lookups by its weak id fail. */
     bpt__store_release_u32(&s->dead, 1);   /* [S2] */
-    bpt__store_release_ptr(&bpt__sessions.slot[s->id & 0xffff], NULL);   /* [S1] */
+    bpt__store_release_ptr(&bpt__sessions.slot[bpt__session_slot(s->id)], NULL);   /* [S1] */
     bpt__session_wake(s);   /* [W1] a drainer asleep in bpt_session_wait returns, and finds it gone */
     while ((e = s->patterns) != NULL) {
         s->patterns = e->next;
