@@ -222,15 +222,19 @@ def connect(pid):
     s.connect("\0bptrace-%d" % pid)
     return s
 
+def counts_work(bpt, t, n, what):
+    """bpt count of the target's work while it makes n calls: the count must be n."""
+    p = bg([bpt, "count", str(t.pid), os.path.basename(t.target) + ":work/_", "--duration", "2"])
+    t.ask("run %d" % n)
+    if not re.search(r"^\s+%d  " % n, finish(p, "bpt count"), re.M): fail(what)
+
 def still_works(bpt, t):
     """After a bad input: the server answers a new client, and a count is exact."""
     s = connect(t.pid)
     r = request(s, "HELLO 1")
     if not r.startswith("OK bptrace"): fail("HELLO after the bad input: %r" % r)
     s.close()
-    p = bg([bpt, "count", str(t.pid), os.path.basename(t.target) + ":work/_", "--duration", "2"])
-    t.ask("run 777")
-    if not re.search(r"^\s+777  ", finish(p, "bpt count"), re.M): fail("count after the bad input is not 777")
+    counts_work(bpt, t, 777, "count after the bad input is not 777")
     t.spinning("after")
     deadline = time.time() + 10
     while "bpt-client" in sessions(bpt, t.pid):
@@ -270,24 +274,18 @@ def bad(bpt, agent, target, kind):
         still_works(bpt, t)   # also: the client's session is gone
         t.quit(); print("OK"); return
     if kind == "bigenv":   # bpt reads the whole environment to find the server
-        p = bg([bpt, "count", str(t.pid), os.path.basename(target) + ":work/_", "--duration", "2"])
-        t.ask("run 5")
-        if not re.search(r"^\s+5  ", finish(p, "bpt count"), re.M): fail("count through BPTRACE_CONTROL")
+        counts_work(bpt, t, 5, "count through BPTRACE_CONTROL")
         t.quit(); print("OK"); return
     if kind == "stale":
         if not os.path.exists(path): fail("no socket file")
-        p = bg([bpt, "count", str(t.pid), os.path.basename(target) + ":work/_", "--duration", "2"])
-        t.ask("run 5")
-        if not re.search(r"^\s+5  ", finish(p, "bpt count"), re.M): fail("count through the replaced socket")
+        counts_work(bpt, t, 5, "count through the replaced socket")
         t.quit()
         if os.path.exists(path): fail("the socket file was left behind")
         print("OK"); return
     if kind == "relative":   # bpt, in another directory, finds where the target bound it
         if not os.path.exists(path): fail("no socket file at " + path)
         if t.ask("chdir /") != ["chdir", "ok"]: fail("the target did not chdir")
-        p = bg([bpt, "count", str(t.pid), os.path.basename(target) + ":work/_", "--duration", "2"])
-        t.ask("run 5")
-        if not re.search(r"^\s+5  ", finish(p, "bpt count"), re.M): fail("count through a relative BPTRACE_CONTROL")
+        counts_work(bpt, t, 5, "count through a relative BPTRACE_CONTROL")
         # The program listens on a socket of its own by the same name (a
         # service's): bpt must not speak to it. Back in the directory it
         # started in, that one is bptrace's; elsewhere bpt cannot tell them
@@ -297,9 +295,7 @@ def bad(bpt, agent, target, kind):
         own = os.path.join(other, os.path.basename(path))
         if t.ask("listen " + own) != ["listen", "ok"]: fail("the target did not listen at " + own)
         if t.ask("chdir " + cwd) != ["chdir", "ok"]: fail("the target did not chdir back")
-        p = bg([bpt, "count", str(t.pid), os.path.basename(target) + ":work/_", "--duration", "2"])
-        t.ask("run 6")
-        if not re.search(r"^\s+6  ", finish(p, "bpt count"), re.M): fail("count with a same-named socket of the program's")
+        counts_work(bpt, t, 6, "count with a same-named socket of the program's")
         if t.ask("chdir /") != ["chdir", "ok"]: fail("the target did not chdir")
         r = run([bpt, "count", str(t.pid), os.path.basename(target) + ":work/_", "--duration", "1"], expect=4)
         if "sockets named" not in r.stderr or own not in r.stderr or path not in r.stderr:
