@@ -95,6 +95,7 @@ static void t_test_point(const char *where) {
    is the real poll, through ppoll (there is no SYS_poll on aarch64). */
 static pthread_mutex_t t_poll_lock = PTHREAD_MUTEX_INITIALIZER;
 static int t_poll_errs[4], t_poll_nerrs, t_poll_all;   /* under t_poll_lock */
+static int t_stop_done;   /* under t_poll_lock: 13's stop returned */
 
 int poll(struct pollfd *fds, nfds_t n, int timeout) {
     struct timespec ts;
@@ -353,7 +354,7 @@ static void no_pipe(void) {
 static void *stop_thread(void *arg) {
     *(int *)arg = bpt_control_stop();
     pthread_mutex_lock(&t_poll_lock);
-    t_poll_all = -1;   /* done */
+    t_stop_done = 1;
     pthread_mutex_unlock(&t_poll_lock);
     return NULL;
 }
@@ -398,7 +399,7 @@ static void listener_enomem(void) {
     while (!done && now_ns() - t0 < 5000000000u) {
         usleep(10000);
         pthread_mutex_lock(&t_poll_lock);
-        done = t_poll_all < 0;
+        done = t_stop_done;
         pthread_mutex_unlock(&t_poll_lock);
     }
     CHECK(done && now_ns() - t0 < 1000000000u, "bpt_control_stop while every poll of the listener fails: %s after "
