@@ -47,7 +47,9 @@
    process; 5 a root record or data this reader cannot use (the reason is
    printed), or a length whose records would take more memory than one
    read of the target may hold: BPT_MEM_MB (environment, 1..1048576 MiB,
-   512 unless set) is that budget (reader.h, mem_max). */
+   512 unless set) is that budget (reader.h, mem_max); 6 the target's
+   control server did not answer in BPT_TIMEOUT seconds (environment, 10
+   unless set: a stopped or stuck process; the state is printed). */
 #define _GNU_SOURCE
 #define BPTRACE_IMPLEMENTATION   /* bpt_root_check */
 #include "bptrace.h"
@@ -67,7 +69,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { EXIT_USAGE = 1, EXIT_GONE = 2, EXIT_PERM = 3, EXIT_NOBPT = 4, EXIT_BAD = 5 };
+enum { EXIT_USAGE = 1, EXIT_GONE = 2, EXIT_PERM = 3, EXIT_NOBPT = 4, EXIT_BAD = 5, EXIT_TIMEOUT = 6 };
 
 /* ---- Reading the target ---- */
 

@@ -44,9 +44,66 @@ static int target_env(int pid, const char *var, char *buf, size_t size) {
     return rc;
 }
 
+/* ---- How long a reply may take ----
+   A target that is stopped (SIGSTOP, a debugger) or stuck accepts a
+   connection into its listen backlog, or takes a request, and never
+   answers: bpt waited until Ctrl-C. Every connect, request and reply of
+   the control protocol now waits at most BPT_TIMEOUT seconds (a socket's
+   SO_SNDTIMEO and SO_RCVTIMEO), and bpt then says what state the process
+   is in and exits EXIT_TIMEOUT. A stream's records, once STREAM is
+   answered, may be as far apart as the program's calls: no timeout. */
+
+/* BPT_TIMEOUT (environment, seconds, 0.001..86400), or 10 when it is unset
+   or not a number in range (with a warning). */
+static double reply_timeout(void) {
+    static double secs = -1.0;
+    const char *env;
+    char *end;
+    if (secs > 0.0) return secs;
+    secs = 10.0;
+    if ((env = getenv("BPT_TIMEOUT")) && *env) {
+        double v = strtod(env, &end);
+        if (*end || !(v >= 0.001 && v <= 86400.0))
+            fprintf(stderr, "bpt: warning: BPT_TIMEOUT=%s is not a number of seconds in 0.001..86400: 10 is used\n", env);
+        else
+            secs = v;
+    }
+    return secs;
+}
+
+/* fd's SO_SNDTIMEO and SO_RCVTIMEO: `seconds`, or none for 0. */
+static void socket_timeout(int fd, double seconds) {
+    struct timeval tv;
+    tv.tv_sec = (time_t)seconds;
+    tv.tv_usec = (suseconds_t)((seconds - (double)tv.tv_sec) * 1e6);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+}
+
+/* "... in S s: process PID is stopped (state T) ..." after what went
+   unanswered (a connect, or a request's name). */
+static void say_timed_out(int pid, const char *what) {
+    char path[64], stat[512], state = '?';
+    FILE *f;
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    if ((f = fopen(path, "r"))) {   /* "PID (COMM) S ...": COMM may hold ')' */
+        size_t n = fread(stat, 1, sizeof stat - 1, f);
+        char *close_paren;
+        stat[n] = '\0';
+        if ((close_paren = strrchr(stat, ')')) && close_paren[1] == ' ') state = close_paren[2];
+        fclose(f);
+    }
+    fprintf(stderr, "bpt: no answer to %s from process %d in %g s: %s (state %c); BPT_TIMEOUT=SECONDS waits longer\n",
+            what, pid, reply_timeout(),
+            state == 'T' || state == 't' ? "it is stopped (SIGSTOP or a debugger)" :
+            state == '?' ? "it is gone" : "its control server is busy or stuck", state);
+}
+
 /* A connection to address, and only if the process at the other end is
    the target (a server's SO_PEERCRED): an abstract name can be bound by
-   anyone first, and a path can be stale or another process's. */
+   anyone first, and a path can be stale or another process's. -1 if it
+   is not there (or not the target's); -2, said why, if the connect timed
+   out (the target's listen backlog full: it takes no connections). */
 static int connect_to(const char *address, int pid) {
     struct sockaddr_un a;
     struct ucred who;
@@ -59,8 +116,15 @@ static int connect_to(const char *address, int pid) {
     memcpy(a.sun_path, address, n);
     if (address[0] == '@') a.sun_path[0] = '\0';
     if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) return -1;
-    if (connect(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) == 0 &&
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &who, &len) == 0) {
+    socket_timeout(fd, reply_timeout());   /* an AF_UNIX connect waits for backlog room up to SO_SNDTIMEO */
+    if (connect(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) < 0) {
+        int timed_out = errno == EAGAIN;
+        close(fd);
+        if (!timed_out) return -1;
+        say_timed_out(pid, "a connect");
+        return -2;
+    }
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &who, &len) == 0) {
         if (who.pid == pid && (who.uid == geteuid() || who.uid == 0)) return fd;
         fprintf(stderr, "bpt: %s is served by process %d (uid %d), not by %d: ignored\n", address, (int)who.pid,
                 (int)who.uid, pid);
@@ -169,31 +233,33 @@ static int ctl_connect(int pid) {
         } else {
             snprintf(addr, sizeof addr, "%s", v);
         }
-        if ((fd = connect_to(addr, pid)) >= 0) return fd;
+        if ((fd = connect_to(addr, pid)) != -1) return fd >= 0 ? fd : -EXIT_TIMEOUT;
     }
     if (target_env(pid, "XDG_RUNTIME_DIR", v, sizeof v) == 0) {
         snprintf(addr, sizeof addr, "%s/bptrace-%d.sock", v, pid);
-        if ((fd = connect_to(addr, pid)) >= 0) return fd;
+        if ((fd = connect_to(addr, pid)) != -1) return fd >= 0 ? fd : -EXIT_TIMEOUT;
     }
     if (mine) {
         snprintf(addr, sizeof addr, "%s/bptrace-%d.sock", mine, pid);
-        if ((fd = connect_to(addr, pid)) >= 0) return fd;
+        if ((fd = connect_to(addr, pid)) != -1) return fd >= 0 ? fd : -EXIT_TIMEOUT;
     }
     snprintf(addr, sizeof addr, "@bptrace-%d", pid);
-    if ((fd = connect_to(addr, pid)) >= 0) return fd;
+    if ((fd = connect_to(addr, pid)) != -1) return fd >= 0 ? fd : -EXIT_TIMEOUT;
     fprintf(stderr, "bpt: process %d has no control server (run it under build/libbptrace-agent.so, "
                     "or call bpt_control_start in it)\n", pid);
     return -EXIT_NOBPT;
 }
 
 /* One reply line, read a byte at a time so that nothing after it (a
-   STREAM's file) is taken from the socket. 0, or -1 at EOF or error. */
+   STREAM's file) is taken from the socket. 0; -1 at EOF or error; -2 when
+   no byte came in BPT_TIMEOUT (SO_RCVTIMEO). */
 static int ctl_line(int fd, char *buf, size_t size) {
     size_t n = 0;
     for (;;) {
         char c;
         ssize_t k = recv(fd, &c, 1, 0);
         if (k < 0 && errno == EINTR) continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return -2;
         if (k <= 0) return -1;
         if (c == '\n') break;
         if (n + 1 < size) buf[n++] = c;
@@ -205,11 +271,20 @@ static int ctl_line(int fd, char *buf, size_t size) {
 /* Send one request; read its reply up to OK or ERR, handing F lines to
    each (may be NULL). The OK line's text in ok (may be NULL). 0 on OK;
    EXIT_BAD after printing an ERR reply; EXIT_GONE after printing that
-   the connection was lost; EXIT_USAGE, sending nothing, if the request
+   the connection was lost; EXIT_TIMEOUT after printing that the target
+   did not answer in BPT_TIMEOUT; EXIT_USAGE, sending nothing, if the request
    holds a line break (a pattern or spec from the command line): the
    server reads one request a line, so the rest would be a request of its
    own, and its reply would be taken for the next one's. */
 typedef void (*ctl_row_fn)(const char *line, void *user);
+static int say_request_timed_out(int fd, const char *request) {
+    struct ucred who;
+    socklen_t len = sizeof who;
+    char what[80];
+    snprintf(what, sizeof what, "%.*s", (int)strcspn(request, " "), request);   /* its verb: a pattern may be long */
+    say_timed_out(getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &who, &len) == 0 ? (int)who.pid : 0, what);
+    return EXIT_TIMEOUT;
+}
 static int ctl_request(int fd, const char *request, ctl_row_fn each, void *user, char *ok, size_t ok_size) {
     char line[8192];
     size_t n = strlen(request);
@@ -218,11 +293,14 @@ static int ctl_request(int fd, const char *request, ctl_row_fn each, void *user,
         return EXIT_USAGE;
     }
     if (send(fd, request, n, MSG_NOSIGNAL) != (ssize_t)n || send(fd, "\n", 1, MSG_NOSIGNAL) != 1) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return say_request_timed_out(fd, request);
         fprintf(stderr, "bpt: the control server went away\n");
         return EXIT_GONE;
     }
     for (;;) {
-        if (ctl_line(fd, line, sizeof line) < 0) {
+        int got = ctl_line(fd, line, sizeof line);
+        if (got == -2) return say_request_timed_out(fd, request);
+        if (got < 0) {
             fprintf(stderr, "bpt: the control server closed the connection\n");
             return EXIT_GONE;
         }
@@ -495,6 +573,7 @@ static int cmd_trace(int pid, const trace_opts *o) {
     fprintf(stderr, "bpt: tracing %d functions of process %d%s\n", matched, pid,
             o->seconds > 0 ? "" : " (Ctrl-C ends)");
     if ((rc = ctl_request(fd, "STREAM", NULL, NULL, NULL, 0)) != 0) { close(fd); return rc; }
+    socket_timeout(fd, 0);   /* the records come as the program calls: no timeout */
     end_after(o->seconds, fd);
     rc = o->out ? copy_stream(fd, o->out) : read_stream(fd, o);
     close(fd);   /* the server sees the hang-up and destroys the session */

@@ -29,7 +29,11 @@ server (bptrace.h >>control).
       relative BPTRACE_CONTROL, the target started in a directory of its
       own and gone elsewhere since: bpt, in another, finds the socket; with
       a listening socket of the program's own by the same name, bpt takes
-      the one in the target's directory, or refuses to guess).
+      the one in the target's directory, or refuses to guess), stopped
+      (the target stopped with SIGSTOP: bpt, with BPT_TIMEOUT=1, exits 6
+      within seconds saying the process is stopped, both when HELLO goes
+      unanswered and when the listen backlog is full; after SIGCONT the
+      server serves on).
       Each bad input gets its error reply (or bpt its message and exit
       status), and the server and target carry on: a HELLO and a count
       afterwards still work.
@@ -282,6 +286,51 @@ def bad(bpt, agent, target, kind):
         t.quit()
         if os.path.exists(path): fail("the socket file was left behind")
         print("OK"); return
+    if kind == "stopped":   # a target that does not answer: bpt says so within BPT_TIMEOUT
+        work = os.path.basename(target) + ":work/_"
+        quick = dict(os.environ, BPT_TIMEOUT="1")
+        os.kill(t.pid, signal.SIGSTOP)
+        try:
+            # Its listen backlog takes the connection; HELLO goes unanswered.
+            t0 = time.time()
+            r = run([bpt, "count", str(t.pid), work, "--duration", "1"], expect=6, env=quick)
+            took = time.time() - t0
+            if "no answer to HELLO" not in r.stderr or "it is stopped" not in r.stderr:
+                fail("no clear message for a stopped target")
+            if took > 8: fail("bpt took %.1f s with BPT_TIMEOUT=1" % took)
+            # Its backlog full (128 pending, as listen() was told): the connect waits, then says so.
+            pending = []
+            for i in range(300):
+                c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                c.settimeout(0.2)
+                try:
+                    c.connect("\0bptrace-%d" % t.pid)
+                except (socket.timeout, BlockingIOError):
+                    c.close()
+                    break
+                pending.append(c)
+            print("%d connections pending in the stopped target's backlog" % len(pending))
+            if len(pending) == 300: fail("the backlog never filled")
+            t0 = time.time()
+            r = run([bpt, "count", str(t.pid), work], expect=6, env=quick)
+            took = time.time() - t0
+            if "no answer to a connect" not in r.stderr: fail("no clear message for a full backlog")
+            if took > 8: fail("bpt took %.1f s with BPT_TIMEOUT=1" % took)
+            for c in pending: c.close()
+        finally:
+            os.kill(t.pid, signal.SIGCONT)
+        deadline = time.time() + 30   # the server takes the 128 abandoned connections and closes them
+        while True:
+            try:
+                connect(t.pid).close()
+                break
+            except BlockingIOError:   # Python's connect with a timeout does not wait for backlog room
+                if time.time() > deadline: fail("the backlog was not drained 30 s after SIGCONT")
+                time.sleep(0.05)
+        still_works(bpt, t)
+        r = run([bpt, "count", str(t.pid), work, "--duration", "0.2"], env=dict(os.environ, BPT_TIMEOUT="x"))
+        if "BPT_TIMEOUT=x is not a number" not in r.stderr: fail("no warning for BPT_TIMEOUT=x")
+        t.quit(); print("OK"); return
     if kind == "relative":   # bpt, in another directory, finds where the target bound it
         if not os.path.exists(path): fail("no socket file at " + path)
         if t.ask("chdir /") != ["chdir", "ok"]: fail("the target did not chdir")
