@@ -16742,12 +16742,18 @@ static int bpt__ctl_bind(int fd) {
 }
 
 /* Remove the socket file, if the file at its path is still the one bind
-   made (not one put there since by someone else). */
+   made (not one put there since by someone else). Called while the socket
+   still listens: between the lstat and the unlink, another server's start
+   (bpt__ctl_bind) then finds this path served and leaves it alone. Called
+   after the close, that start found the file stale, put its own in its
+   place, and this unlink removed that one (t_control_edges case 15). */
 static void bpt__ctl_unlink(void) {
     struct stat st;
     if (bpt__ctl.address[0] != '@' && lstat(bpt__ctl.address, &st) == 0 && st.st_dev == bpt__ctl.dev &&
-        st.st_ino == bpt__ctl.ino)
+        st.st_ino == bpt__ctl.ino) {
+        BPT_TEST_POINT("control_unlink: checked");
         unlink(bpt__ctl.address);
+    }
 }
 
 /* fork: the child has none of the server's threads. The prepare handler
@@ -16900,10 +16906,10 @@ int bpt_control_stop(void) {
     bpt__block_end(self);
     rc = bpt__ctl_retry_left();   /* the sessions whose destroy failed: once more */
     pthread_mutex_lock(&bpt__ctl_lock);
+    bpt__ctl_unlink();   /* before the close: while it listens, no one takes the file for stale */
     close(bpt__ctl.listen_fd);
     close(bpt__ctl.wake[0]);
     close(bpt__ctl.wake[1]);
-    bpt__ctl_unlink();
     bpt__ctl.listen_fd = -1;
     bpt__ctl.running = 0;
     bpt__ctl.stopping = 0;

@@ -53,6 +53,12 @@
         Forks in a loop while a thread connects in a loop; each child looks
         through its descriptors for a connected socket of the server's
         address (found by review).
+    15. stop removes its socket file while the socket still listens:
+        another server starting at the same path in that moment finds it
+        served and leaves it (stop closed the socket first, so that start
+        took the file for a dead process's, put its own in its place, and
+        stop's unlink then removed the other server's file). A test point
+        between stop's check of the file and its unlink plays that start.
    BPT_TEST_CONCURRENCY: tests/run runs it under TSAN too. */
 static void t_test_point(const char *where);
 #define BPT_TEST_POINT(where) t_test_point(where)
@@ -76,7 +82,11 @@ static void t_test_point(const char *where);
 
 static pthread_mutex_t t_points_lock = PTHREAD_MUTEX_INITIALIZER;
 static int t_stopping, t_waiting;   /* under t_points_lock */
+static const char *t_rival_path;    /* 15: where another server starts at stop's unlink */
+static int t_rival = -1;            /* 15: its socket, when it took the path */
+static void t_rival_start(void);
 static void t_test_point(const char *where) {
+    if (!strcmp(where, "control_unlink: checked") && t_rival_path) t_rival_start();
     if (strncmp(where, "control_stop: ", 14)) return;   /* the frame code's points: nothing */
     pthread_mutex_lock(&t_points_lock);
     if (!strcmp(where, "control_stop: stopping")) t_stopping = 1;
@@ -246,6 +256,48 @@ static void relative_path(void) {
     if (access("ctl.sock", F_OK) == 0) bpt_control_stop();
     CHECK(chdir(a) == 0 && rmdir(deep) == 0 && chdir(home) == 0 && rmdir(a) == 0 && rmdir(b) == 0,
           "clean up %s, %s", a, b);
+}
+
+/* 15. What another process's bpt_control_start does at the same path
+   (bpt__ctl_bind): a probe connect; if it is refused, the file is a dead
+   process's, and it binds its own there. */
+static void t_rival_start(void) {
+    struct sockaddr_un a;
+    socklen_t n = ctl_sockaddr(t_rival_path, &a);
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0), e;
+    e = connect(probe, (struct sockaddr *)&a, n) == 0 ? 0 : errno;
+    close(probe);
+    t_rival_path = NULL;   /* once */
+    if (e != ECONNREFUSED) return;   /* served: left alone */
+    t_rival = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (unlink(a.sun_path) < 0 || bind(t_rival, (struct sockaddr *)&a, n) < 0 || listen(t_rival, 4) < 0) {
+        close(t_rival);
+        t_rival = -1;
+    }
+}
+
+static void stop_window(void) {
+    char path[96];
+    bpt_control_desc d;
+    struct stat st, rival;
+    snprintf(path, sizeof path, "/tmp/bpt-t-control-edges-%d-window.sock", (int)getpid());
+    unlink(path);
+    memset(&d, 0, sizeof d);
+    d.path = path;
+    CHECK_RC(bpt_control_start(&d), 0);
+    t_rival_path = path;
+    CHECK_RC(bpt_control_stop(), 0);
+    CHECK(t_rival_path == NULL, "stop never reached its unlink's test point");
+    t_rival_path = NULL;
+    if (t_rival >= 0) {   /* it took the path: its file must still be there */
+        CHECK(fstat(t_rival, &rival) == 0 && lstat(path, &st) == 0 && st.st_ino == rival.st_ino,
+              "stop removed the socket file another server bound at %s after stop closed its socket", path);
+        close(t_rival);
+        t_rival = -1;
+    } else {
+        CHECK(access(path, F_OK) != 0, "stop left %s behind", path);
+    }
+    unlink(path);
 }
 
 /* 4. Negative numbers in HELLO's options. */
@@ -702,6 +754,7 @@ int main(int argc, char **argv) {
     PART(regular_file);
     PART(full_backlog);
     PART(relative_path);
+    PART(stop_window);
     PART(listener_enomem);
     snprintf(address, sizeof address, "@bpt-t-control-edges-%d", (int)getpid());
     memset(&d, 0, sizeof d);
