@@ -31,7 +31,10 @@
    mode 0600 before it listens. A socket file left by a dead process (no
    one accepts on it) is replaced; one that someone serves is not (nor one
    whose server accepts nothing, its backlog full: start never blocks),
-   and a file that is not a socket is never touched.
+   and a file that is not a socket is never touched. Servers of bptrace
+   in several processes starting or stopping at one path take turns
+   (flock on the socket's directory, held for a few system calls): the
+   second to start gets BPT_EEXIST, and a stop removes only its own file.
 
    PROTOCOL, version 1. Requests are lines of text (at most 4095 bytes and
    a '\n'); each gets one or more reply lines, the last either "OK ..." or

@@ -15,6 +15,7 @@
    client's departure or bpt_control_stop. */
 #include "internal.h"
 #include <poll.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -592,6 +593,43 @@ static int bpt__ctl_address(const char *path) {
     return 0;
 }
 
+/* The socket file's directory, locked (flock, exclusive) against every
+   other bptrace server's start and stop at a path in it, in any process:
+   bpt__ctl_bind's "refused: a dead process's file, replace it" is a check
+   and then an act, and a server between its bind and its listen is
+   refused too. Unlocked, two servers starting at one path could each take
+   the other's file for stale: one of them was left bound where nobody
+   could reach it, and its stop later removed the other's file
+   (t_control_edges case 16). The lock is the directory's own, so
+   no lock file is left behind. It is held for a few system calls; one
+   held longer than 2 s (a process stopped inside them) is given up on,
+   and the start goes on unlocked, as it did before. The descriptor, or -1
+   (abstract, or a directory this process cannot open: unlocked). */
+static int bpt__ctl_dir_lock(void) {
+    char dir[sizeof bpt__ctl.address];
+    char *slash;
+    int dfd, tries;
+    if (bpt__ctl.address[0] != '/') return -1;
+    memcpy(dir, bpt__ctl.address, sizeof dir);
+    slash = strrchr(dir, '/');
+    slash[slash == dir ? 1 : 0] = '\0';   /* "/x.sock": the root */
+    if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) return -1;
+    for (tries = 0; flock(dfd, LOCK_EX | LOCK_NB) < 0; tries++) {
+        struct timespec ms = { 0, 1000000 };
+        if ((errno != EWOULDBLOCK && errno != EINTR) || tries == 2000) {
+            close(dfd);
+            return -1;
+        }
+        nanosleep(&ms, NULL);
+    }
+    BPT_TEST_POINT("control_dir: locked");
+    return dfd;
+}
+
+static void bpt__ctl_dir_unlock(int dfd) {
+    if (dfd >= 0) close(dfd);   /* the close releases the flock */
+}
+
 /* bind, replacing a socket file that nobody serves (a dead process's). Any
    other file at the path is left alone. The probe connect does not block:
    a server that accepts nothing (its backlog full: EAGAIN) still serves. */
@@ -667,7 +705,7 @@ int bpt_control_start(const bpt_control_desc *desc) {
     bpt_control_desc d;
     sigset_t all, old;
     struct stat st;
-    int fd = -1, rc;
+    int fd = -1, rc, dfd = -1;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
     if (d.max_clients == 0) d.max_clients = BPT__CTL_DEFAULT_CLIENTS;
@@ -687,12 +725,14 @@ int bpt_control_start(const bpt_control_desc *desc) {
         return bpt__fail(BPT_EEXIST, "bpt_control_start: the server runs already, at %s", bpt__ctl.address);
     }
     if ((rc = bpt__ctl_address(d.path)) < 0) goto fail;
+    dfd = bpt__ctl_dir_lock();   /* from bind to listen and on: see bpt__ctl_dir_lock */
     /* Non-blocking: the listener accepts under the lock (bpt__ctl_accept4). */
     if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) {
         rc = bpt__fail(BPT_EIO, "bpt_control_start: socket: %s", strerror(errno));
         goto fail;
     }
     if ((rc = bpt__ctl_bind(fd)) < 0) goto fail;
+    BPT_TEST_POINT("control_start: bound");   /* and not listening: a connect is refused */
     bpt__ctl.dev = 0;
     bpt__ctl.ino = 0;   /* no file has inode 0: bpt__ctl_unlink removes nothing */
     if (bpt__ctl.address[0] != '@' && lstat(bpt__ctl.address, &st) == 0) {
@@ -737,10 +777,12 @@ int bpt_control_start(const bpt_control_desc *desc) {
         goto fail;
     }
     bpt__ctl.running = 1;
+    bpt__ctl_dir_unlock(dfd);
     pthread_mutex_unlock(&bpt__ctl_lock);
     return 0;
 fail:
     if (fd >= 0) close(fd);
+    bpt__ctl_dir_unlock(dfd);
     bpt__ctl.listen_fd = -1;
     pthread_mutex_unlock(&bpt__ctl_lock);
     return rc;
@@ -750,7 +792,7 @@ int bpt_control_stop(void) {
     bpt__thread *self = bpt__thread_self_or_null();
     pthread_t listener;
     uint32_t left;
-    int rc;
+    int rc, dfd;
     /* It waits for the client threads, whose session destroys wait for
        thread progress: not from where this thread would hold that up. */
     if (self && (self->in_tracer || self->holds_permission || bpt__thread_pinned(self)))
@@ -788,7 +830,9 @@ int bpt_control_stop(void) {
     bpt__block_end(self);
     rc = bpt__ctl_retry_left();   /* the sessions whose destroy failed: once more */
     pthread_mutex_lock(&bpt__ctl_lock);
+    dfd = bpt__ctl_dir_lock();
     bpt__ctl_unlink();   /* before the close: while it listens, no one takes the file for stale */
+    bpt__ctl_dir_unlock(dfd);
     close(bpt__ctl.listen_fd);
     close(bpt__ctl.wake[0]);
     close(bpt__ctl.wake[1]);

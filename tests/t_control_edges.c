@@ -59,6 +59,15 @@
         took the file for a dead process's, put its own in its place, and
         stop's unlink then removed the other server's file). A test point
         between stop's check of the file and its unlink plays that start.
+    16. two servers starting at one path at once, in two processes: the
+        second, started while the first is between its bind and its
+        listen, finds the path served once the first listens, and returns
+        BPT_EEXIST; the first is reachable. Unlocked, the second's probe
+        connect was refused (no listen yet), so it took the first's file
+        for a dead process's and put its own in its place: the first was
+        left where nobody could reach it. A forked child
+        is the second server; a test point after the first's bind lets it
+        go.
    BPT_TEST_CONCURRENCY: tests/run runs it under TSAN too. */
 static void t_test_point(const char *where);
 #define BPT_TEST_POINT(where) t_test_point(where)
@@ -85,8 +94,12 @@ static int t_stopping, t_waiting;   /* under t_points_lock */
 static const char *t_rival_path;    /* 15: where another server starts at stop's unlink */
 static int t_rival = -1;            /* 15: its socket, when it took the path */
 static void t_rival_start(void);
+static int t_second_go = -1;        /* 16: the second server's start signal, and */
+static int t_second_rc = -1;        /* its result's pipe */
+static void t_second_starts(void);
 static void t_test_point(const char *where) {
     if (!strcmp(where, "control_unlink: checked") && t_rival_path) t_rival_start();
+    if (!strcmp(where, "control_start: bound") && t_second_go >= 0) t_second_starts();
     if (strncmp(where, "control_stop: ", 14)) return;   /* the frame code's points: nothing */
     pthread_mutex_lock(&t_points_lock);
     if (!strcmp(where, "control_stop: stopping")) t_stopping = 1;
@@ -297,6 +310,68 @@ static void stop_window(void) {
     } else {
         CHECK(access(path, F_OK) != 0, "stop left %s behind", path);
     }
+    unlink(path);
+}
+
+/* 16. The first server is bound, not listening: the second starts now,
+   and is given 300 ms (it waits for the first's lock, or, unlocked, takes
+   the path in that time). */
+static void t_second_starts(void) {
+    struct pollfd p;
+    CHECK(write(t_second_go, "g", 1) == 1, "cannot start the second server");
+    p.fd = t_second_rc;
+    p.events = POLLIN;
+    poll(&p, 1, 300);
+    close(t_second_go);
+    t_second_go = -1;
+}
+
+static void two_starts(void) {
+    char path[96], buf[64];
+    bpt_control_desc d;
+    struct sockaddr_un a;
+    struct ucred who;
+    socklen_t n, len = sizeof who;
+    int go[2], rc[2], quit[2], status, got, c;
+    pid_t child;
+    snprintf(path, sizeof path, "/tmp/bpt-t-control-edges-%d-two.sock", (int)getpid());
+    unlink(path);
+    memset(&d, 0, sizeof d);
+    d.path = path;
+    CHECK(pipe(go) == 0 && pipe(rc) == 0 && pipe(quit) == 0, "pipes");
+    if ((child = fork()) == 0) {   /* the second server: start on "g", say its result, stop on a byte */
+        int r = read(go[0], buf, 1) == 1 ? bpt_control_start(&d) : -100;
+        snprintf(buf, sizeof buf, "%d", r);
+        if (write(rc[1], buf, strlen(buf)) < 0) _exit(2);
+        if (read(quit[0], buf, 1) < 0) _exit(2);
+        if (r == 0) bpt_control_stop();
+        _exit(0);
+    }
+    CHECK(child > 0, "fork");
+    close(go[0]);
+    close(rc[1]);
+    close(quit[0]);
+    t_second_go = go[1];
+    t_second_rc = rc[0];
+    CHECK_RC(bpt_control_start(&d), 0);
+    CHECK(t_second_go < 0, "start never reached its test point after bind");
+    got = (int)read(rc[0], buf, sizeof buf - 1);   /* the second's result, once it has one */
+    buf[got > 0 ? got : 0] = '\0';
+    CHECK(got > 0 && atoi(buf) == BPT_EEXIST, "the second server at the same path: %s, want BPT_EEXIST (%d)",
+          got > 0 ? buf : "no result", BPT_EEXIST);
+    n = ctl_sockaddr(path, &a);   /* the first is the one at the path */
+    c = socket(AF_UNIX, SOCK_STREAM, 0);
+    CHECK(connect(c, (struct sockaddr *)&a, n) == 0 && getsockopt(c, SOL_SOCKET, SO_PEERCRED, &who, &len) == 0 &&
+          who.pid == getpid(), "%s is not this process's server (%s; peer %d)", path, strerror(errno),
+          (int)who.pid);
+    close(c);
+    CHECK(write(quit[1], "q", 1) == 1, "cannot end the second server");
+    CHECK(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "the second server's process: status %d", status);
+    close(rc[0]);
+    close(quit[1]);
+    t_second_rc = -1;
+    CHECK_RC(bpt_control_stop(), 0);
     unlink(path);
 }
 
@@ -755,6 +830,7 @@ int main(int argc, char **argv) {
     PART(full_backlog);
     PART(relative_path);
     PART(stop_window);
+    PART(two_starts);
     PART(listener_enomem);
     snprintf(address, sizeof address, "@bpt-t-control-edges-%d", (int)getpid());
     memset(&d, 0, sizeof d);
