@@ -64,12 +64,13 @@ BPT_API int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *b
    file read back: the reader's), tid the traced thread, and one
    thread_name record per thread. Where a host switched processes on a
    thread (bpt_process_switch), each such process is a pid of its own (its
-   bptrace process id, with a process_name record), and its calls a track
-   of their own. Names are written as JSON strings of valid UTF-8 (a byte
-   that is not is written as U+FFFD). The events nest per track, as the
-   format requires, whatever the messages: the writer keeps each thread's
-   (and process's) open calls (the first 64; deeper calls are not written,
-   nor their returns) and
+   bptrace process id, with one process_name record however many threads
+   ran it), and its calls on each thread a track of their own (with its
+   thread_name record). Names are written as JSON strings of valid UTF-8
+   (a byte that is not is written as U+FFFD). The events nest per track,
+   as the format requires, whatever the messages: the writer keeps each
+   thread's (and process's) open calls (the first 64; deeper calls are not
+   written, nor their returns) and
      - skips a return with no open call of that function (tracing began
        inside the call), counted in `unmatched`;
      - closes, at the same ts, open calls above the one a return matches

@@ -237,6 +237,9 @@ struct bpt__tracks {
     uint64_t seed;                 /* the hash's key: a file cannot pick threads that all collide */
     uint64_t probes;               /* index slots looked at, rehashing aside: what the lookups
                                       cost (t_format_stacks counts it) */
+    uint64_t *named;               /* Chrome: the switched processes named (bpt__tracks_named);
+                                      open addressing, 0: empty */
+    uint32_t named_n, named_cap;   /* named_cap a power of two, at least twice named_n; or 0 */
 };
 
 /* The slot hash of (thread, process), keyed (registry.h): the thread is
@@ -254,9 +257,12 @@ static void bpt__tracks_free(struct bpt__tracks *s) {
     for (i = 0; i < s->n; i++) BPT_FREE(s->v[i].call);
     BPT_FREE(s->v);
     BPT_FREE(s->ix);
+    BPT_FREE(s->named);
     s->v = NULL;
     s->ix = NULL;
+    s->named = NULL;
     s->n = s->cap = s->ixcap = 0;
+    s->named_n = s->named_cap = 0;
 }
 
 /* Room for one more stack: v and the index grown by doubling (the index
@@ -316,6 +322,43 @@ static struct bpt__stack *bpt__stack_of(struct bpt__tracks *s, const bpt_msg *m,
     t->process = m->process;
     *created = 1;
     return t;
+}
+
+/* The slot of process p in the set v of cap slots: p's, or the empty one
+   where it goes. */
+static uint32_t bpt__named_slot(const struct bpt__tracks *s, const uint64_t *v, uint32_t cap, uint64_t p) {
+    uint32_t k, mask = cap - 1;
+    for (k = (uint32_t)bpt__hash_u64(p, s->seed) & mask; v[k] && v[k] != p; k = (k + 1) & mask) {}
+    return k;
+}
+
+/* Whether switched process p needs its process_name record: 1 the first
+   time, which adds p to the set of the processes named, 0 after: each
+   new track of p (each thread that ran it) wrote one, duplicate records.
+   The set is kept at most half full under the index's keyed hash (the
+   seed is set: a track exists), so a check costs O(1) expected, not a
+   scan of the tracks. p is never 0 (bpt__stack_switched): 0 marks an
+   empty slot. */
+static int bpt__tracks_named(struct bpt__tracks *s, uint64_t p) {
+    uint32_t i, k;
+    if (s->named_cap) {
+        k = bpt__named_slot(s, s->named, s->named_cap, p);
+        if (s->named[k] == p) return 0;
+    }
+    if ((s->named_n + 1) * 2 > s->named_cap) {   /* grown by doubling, rehashed */
+        uint32_t cap = s->named_cap ? s->named_cap * 2 : 16;
+        uint64_t *v = (uint64_t *)BPT_MALLOC(sizeof *v * cap);
+        if (!v) return 1;   /* no memory to remember p: a name written twice is better than none */
+        memset(v, 0, sizeof *v * cap);
+        for (i = 0; i < s->named_cap; i++)
+            if (s->named[i]) v[bpt__named_slot(s, v, cap, s->named[i])] = s->named[i];
+        BPT_FREE(s->named);
+        s->named = v;
+        s->named_cap = cap;
+    }
+    s->named[bpt__named_slot(s, s->named, s->named_cap, p)] = p;
+    s->named_n++;
+    return 1;
 }
 
 /* m's time on t: its ts, or t's newest time when m's is earlier (>>stacks:
@@ -531,11 +574,11 @@ int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m) {
         w->unmatched++;                                    /* a return on a thread with no open call */
         return 0;
     }
-    if (created) {   /* the track's names: a switched process names its own (bpt__chrome_pid) */
+    if (created) {   /* the track's names: a switched process names its own (bpt__chrome_pid), once */
         fprintf(w->out, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%lld,\"tid\":%u,\"args\":{\"name\":\"thread %u\"}}\n",
                 w->events ? "," : "", bpt__chrome_pid(t), (unsigned)t->tid, (unsigned)t->tid);
         w->events++;
-        if (bpt__stack_switched(t)) {
+        if (bpt__stack_switched(t) && bpt__tracks_named(w->tracks, t->process)) {
             fprintf(w->out, ",{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%lld,\"args\":{\"name\":\"process %llu\"}}\n",
                     bpt__chrome_pid(t), (unsigned long long)t->process);
             w->events++;

@@ -54,6 +54,49 @@ static int nested(const char *text) {
     return 1;
 }
 
+/* p past blanks. */
+static const char *blanks(const char *p) {
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
+    return p;
+}
+
+/* The end of the JSON value at p (RFC 8259's grammar; a string's escapes
+   and a number's exponent not checked further), or NULL where there is none. */
+static const char *json_value(const char *p) {
+    p = blanks(p);
+    if (*p == '{' || *p == '[') {
+        char end = *p == '{' ? '}' : ']';
+        if (*(p = blanks(p + 1)) == end) return p + 1;
+        for (;;) {
+            if (end == '}' && (*p != '"' || !(p = json_value(p)) || *(p = blanks(p)) != ':')) return NULL;
+            if (end == '}') p++;
+            if (!(p = json_value(p))) return NULL;
+            if (*(p = blanks(p)) == end) return p + 1;
+            if (*p != ',') return NULL;
+            p = blanks(p + 1);
+        }
+    }
+    if (*p == '"') {
+        for (p++; *p != '"'; p++)
+            if ((unsigned char)*p < 0x20 || (*p == '\\' && (unsigned char)*++p < 0x20)) return NULL;   /* a NUL too */
+        return p + 1;
+    }
+    if (*p == '-' || (*p >= '0' && *p <= '9')) {
+        p += *p == '-';
+        if (*p < '0' || *p > '9') return NULL;
+        while ((*p >= '0' && *p <= '9') || *p == '.' || *p == 'e' || *p == 'E' || *p == '+' || *p == '-') p++;
+        return p;
+    }
+    if (strncmp(p, "true", 4) == 0 || strncmp(p, "null", 4) == 0) return p + 4;
+    return strncmp(p, "false", 5) == 0 ? p + 5 : NULL;
+}
+
+/* Whether text is one JSON value and nothing else. */
+static int json_ok(const char *text) {
+    const char *end = json_value(text);
+    return end && *blanks(end) == '\0';
+}
+
 int main(void) {
     static const char A[] = "A", B[] = "B", C[] = "C";
     bpt_msg m[12];
@@ -191,6 +234,47 @@ int main(void) {
         free(text);
         fclose(out);
         bpt_folded_free(f);
+    }
+
+    /* A process switched to on several threads: threads 1 and 2 run
+       process 777, thread 3 process 778, then 777 too, and thread 4 its
+       own (the default: its id). Each track has its thread_name record,
+       each switched process one process_name record: every new track of
+       777 wrote one (3 records of 777, 19 records in all). */
+    {
+        static const char PA[] = "pa", PB[] = "pb", PC[] = "pc", PD[] = "pd";
+        static const struct { int type; uint32_t tid; uint64_t process; const char *name; } sw[10] = {
+            { BPT_MSG_CALL, 1, 777, PA },        { BPT_MSG_CALL, 2, 777, PB },
+            { BPT_MSG_CALL, 3, 778, PC },        { BPT_MSG_RETURN_FROM, 3, 778, PC },
+            { BPT_MSG_CALL, 3, 777, PC },        { BPT_MSG_CALL, 4, 4, PD },
+            { BPT_MSG_RETURN_FROM, 1, 777, PA }, { BPT_MSG_RETURN_FROM, 2, 777, PB },
+            { BPT_MSG_RETURN_FROM, 3, 777, PC }, { BPT_MSG_RETURN_FROM, 4, 4, PD },
+        };
+        char own[64];
+        int records;
+        out = tmpfile();
+        CHECK_RC(bpt_chrome_open(&w, out), 0);
+        for (n = 0; n < 10; n++) {
+            bpt_msg sm = msg(sw[n].type, sw[n].tid, sw[n].name, (uint64_t)n);
+            sm.process = sw[n].process;
+            CHECK_RC(bpt_chrome_write(&w, &sm), 0);
+        }
+        records = bpt_chrome_close(&w);
+        text = slurp(out);
+        printf("%s", text);
+        snprintf(own, sizeof own, "\"pid\":%lld,\"tid\":4", (long long)getpid());
+        CHECK(records == 17, "switched processes: 5 B, 5 E, 5 thread names, 2 process names: %d records", records);
+        CHECK(count(text, "\"process_name\",\"ph\":\"M\",\"pid\":777,") == 1 &&
+              count(text, "\"process_name\",\"ph\":\"M\",\"pid\":778,") == 1 && count(text, "\"process_name\"") == 2,
+              "one process_name record for 777, one for 778, none for thread 4's own process: %ld, %ld, %ld in all",
+              count(text, "\"pid\":777,\"args\""), count(text, "\"pid\":778,\"args\""), count(text, "\"process_name\""));
+        CHECK(count(text, "\"thread_name\"") == 5 && count(text, "\"pid\":777,\"tid\":1") == 3 &&
+              count(text, "\"pid\":777,\"tid\":2") == 3 && count(text, "\"pid\":777,\"tid\":3") == 3 &&
+              count(text, "\"pid\":778,\"tid\":3") == 3 && count(text, own) == 3,
+              "a thread_name record, a B and an E a track");
+        CHECK(json_ok(text) && nested(text) && w.closed == 0 && w.unmatched == 0, "well-formed JSON, nested events");
+        free(text);
+        fclose(out);
     }
 
     /* tprof table: a name wider than the default column keeps the columns aligned. */
