@@ -16796,17 +16796,24 @@ static void bpt__ctl_dir_unlock(int dfd) {
 }
 
 /* bind, replacing a socket file that nobody serves (a dead process's). Any
-   other file at the path is left alone. The probe connect does not block:
+   other file at the path is left alone. A file gone between the failed
+   bind and the look at it (removed by a server that is not bptrace's, as
+   it stopped) is no reason to fail: bind again, up to 3 times (the probe
+   said ENOENT, and start failed with "may be served"; found by review). The probe connect does not block:
    a server that accepts nothing (its backlog full: EAGAIN) still serves. */
 static int bpt__ctl_bind(int fd) {
     const struct sockaddr *a = (const struct sockaddr *)&bpt__ctl.addr;
     struct stat st;
-    int probe, e;
+    int probe, e, tries = 0;
+again:
     if (bind(fd, a, bpt__ctl.addr_len) == 0) return 0;
     if (errno != EADDRINUSE || bpt__ctl.address[0] == '@')
         return bpt__fail(errno == EADDRINUSE ? BPT_EEXIST : BPT_EIO, "bpt_control_start: bind %s: %s",
                          bpt__ctl.address, strerror(errno));
-    if (lstat(bpt__ctl.address, &st) == 0 && !S_ISSOCK(st.st_mode))
+    BPT_TEST_POINT("control_bind: in use");
+    if (lstat(bpt__ctl.address, &st) < 0) {
+        if (errno == ENOENT && tries++ < 3) goto again;   /* removed since the bind: bind again */
+    } else if (!S_ISSOCK(st.st_mode))
         return bpt__fail(BPT_EEXIST, "bpt_control_start: %s exists and is not a socket: left alone",
                          bpt__ctl.address);
     if ((probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
@@ -16814,13 +16821,14 @@ static int bpt__ctl_bind(int fd) {
                          bpt__ctl.address, strerror(errno));
     e = connect(probe, a, bpt__ctl.addr_len) == 0 ? 0 : errno;
     close(probe);
+    if (e == ENOENT && tries++ < 3) goto again;   /* removed between the lstat and the probe */
     if (e == 0 || e == EAGAIN || e == EINPROGRESS)
         return bpt__fail(BPT_EEXIST, "bpt_control_start: %s: another process serves it", bpt__ctl.address);
     if (e != ECONNREFUSED)   /* not known to be stale: leave it */
         return bpt__fail(BPT_EEXIST, "bpt_control_start: %s exists and may be served (connect: %s)",
                          bpt__ctl.address, strerror(e));
     /* refused: nobody listens; a dead process's socket file */
-    if (unlink(bpt__ctl.address) < 0 || bind(fd, a, bpt__ctl.addr_len) < 0)
+    if ((unlink(bpt__ctl.address) < 0 && errno != ENOENT) || bind(fd, a, bpt__ctl.addr_len) < 0)
         return bpt__fail(BPT_EIO, "bpt_control_start: bind %s (a stale socket file): %s", bpt__ctl.address,
                          strerror(errno));
     return 0;

@@ -68,6 +68,10 @@
         left where nobody could reach it. A forked child
         is the second server; a test point after the first's bind lets it
         go.
+    17. a stale socket file removed while start looks at it (between its
+        failed bind and its probe connect; a test point removes it): start
+        binds again and succeeds (the probe's ENOENT was reported as "may
+        be served", BPT_EEXIST; found by review).
    BPT_TEST_CONCURRENCY: tests/run runs it under TSAN too. */
 static void t_test_point(const char *where);
 #define BPT_TEST_POINT(where) t_test_point(where)
@@ -97,9 +101,14 @@ static void t_rival_start(void);
 static int t_second_go = -1;        /* 16: the second server's start signal, and */
 static int t_second_rc = -1;        /* its result's pipe */
 static void t_second_starts(void);
+static const char *t_remove_path;   /* 17: removed at start's look at the file in its way */
 static void t_test_point(const char *where) {
     if (!strcmp(where, "control_unlink: checked") && t_rival_path) t_rival_start();
     if (!strcmp(where, "control_start: bound") && t_second_go >= 0) t_second_starts();
+    if (!strcmp(where, "control_bind: in use") && t_remove_path) {   /* 17 */
+        unlink(t_remove_path);
+        t_remove_path = NULL;
+    }
     if (strncmp(where, "control_stop: ", 14)) return;   /* the frame code's points: nothing */
     pthread_mutex_lock(&t_points_lock);
     if (!strcmp(where, "control_stop: stopping")) t_stopping = 1;
@@ -371,6 +380,29 @@ static void two_starts(void) {
     close(rc[0]);
     close(quit[1]);
     t_second_rc = -1;
+    CHECK_RC(bpt_control_stop(), 0);
+    unlink(path);
+}
+
+/* 17. The stale file in start's way goes while start looks at it. */
+static void file_gone(void) {
+    char path[96];
+    bpt_control_desc d;
+    struct sockaddr_un a;
+    socklen_t n;
+    int s;
+    snprintf(path, sizeof path, "/tmp/bpt-t-control-edges-%d-gone.sock", (int)getpid());
+    unlink(path);
+    n = ctl_sockaddr(path, &a);
+    s = socket(AF_UNIX, SOCK_STREAM, 0);   /* bound, then closed: a dead process's file */
+    CHECK(s >= 0 && bind(s, (struct sockaddr *)&a, n) == 0, "stale file: %s", strerror(errno));
+    close(s);
+    memset(&d, 0, sizeof d);
+    d.path = path;
+    t_remove_path = path;
+    CHECK_RC(bpt_control_start(&d), 0);
+    CHECK(t_remove_path == NULL, "start never reached its test point after a bind in use");
+    t_remove_path = NULL;
     CHECK_RC(bpt_control_stop(), 0);
     unlink(path);
 }
@@ -831,6 +863,7 @@ int main(int argc, char **argv) {
     PART(relative_path);
     PART(stop_window);
     PART(two_starts);
+    PART(file_gone);
     PART(listener_enomem);
     snprintf(address, sizeof address, "@bpt-t-control-edges-%d", (int)getpid());
     memset(&d, 0, sizeof d);

@@ -89,10 +89,10 @@ class Target:
         if rc != 0:
             fail("target exited %d: %s" % (rc, self.p.stderr.read()))
 
-def bg(argv):
+def bg(argv, env=None):
     """bpt in the background; wait for its first line on stderr (the pattern is set)."""
     print("$ " + " ".join(argv) + " &")
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     first = p.stderr.readline()
     print(first, end="")
     if not re.match(r"bpt: (tracing|count|time|memory) ", first):
@@ -298,6 +298,17 @@ def bad(bpt, agent, target, kind):
             if "no answer to HELLO" not in r.stderr or "it is stopped" not in r.stderr:
                 fail("no clear message for a stopped target")
             if took > 8: fail("bpt took %.1f s with BPT_TIMEOUT=1" % took)
+            # Stopped during a count: INFO goes unanswered, and bpt says so once (no BYE after it).
+            os.kill(t.pid, signal.SIGCONT)
+            t0 = time.time()
+            p = bg([bpt, "count", str(t.pid), work, "--duration", "1"], env=quick)
+            os.kill(t.pid, signal.SIGSTOP)
+            out, err = p.communicate(timeout=60)
+            took = time.time() - t0
+            print(out + err, end="")
+            if p.returncode != 6 or "no answer to INFO" not in err: fail("bpt count exited %d, want 6 naming INFO" % p.returncode)
+            if err.count("no answer") != 1: fail("more than one request timed out: BYE was sent after INFO's")
+            if took > 8: fail("bpt count took %.1f s with BPT_TIMEOUT=1" % took)
             # Its backlog full (128 pending, as listen() was told): the connect waits, then says so.
             pending = []
             for i in range(300):
@@ -319,14 +330,21 @@ def bad(bpt, agent, target, kind):
             for c in pending: c.close()
         finally:
             os.kill(t.pid, signal.SIGCONT)
-        deadline = time.time() + 30   # the server takes the 128 abandoned connections and closes them
+        # The server takes the 128 abandoned connections, in order, and
+        # closes them: once a HELLO of ours is answered, every one queued
+        # before it has been taken. (A connect alone that succeeds says
+        # only that one place in the backlog came free.)
+        deadline = time.time() + 30
         while True:
             try:
-                connect(t.pid).close()
-                break
-            except BlockingIOError:   # Python's connect with a timeout does not wait for backlog room
-                if time.time() > deadline: fail("the backlog was not drained 30 s after SIGCONT")
-                time.sleep(0.05)
+                s = connect(t.pid)
+                r = request(s, "HELLO 1")
+                s.close()
+                if r.startswith("OK bptrace"): break
+            except (BlockingIOError, ConnectionError):   # Python's connect with a timeout does not wait for room
+                pass
+            if time.time() > deadline: fail("the backlog was not drained 30 s after SIGCONT")
+            time.sleep(0.05)
         still_works(bpt, t)
         r = run([bpt, "count", str(t.pid), work, "--duration", "0.2"], env=dict(os.environ, BPT_TIMEOUT="x"))
         if "BPT_TIMEOUT=x is not a number" not in r.stderr: fail("no warning for BPT_TIMEOUT=x")
