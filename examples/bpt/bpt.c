@@ -48,8 +48,9 @@
    printed), or a length whose records would take more memory than one
    read of the target may hold: BPT_MEM_MB (environment, 1..1048576 MiB,
    512 unless set) is that budget (reader.h, mem_max); 6 the target's
-   control server did not answer in BPT_TIMEOUT seconds (environment, 10
-   unless set: a stopped or stuck process; the state is printed). */
+   control server went silent for BPT_TIMEOUT seconds (environment, 10
+   unless set) in a connect or a reply: a stopped or stuck process (its
+   state is printed). */
 #define _GNU_SOURCE
 #define BPTRACE_IMPLEMENTATION   /* bpt_root_check */
 #include "bptrace.h"

@@ -47,11 +47,12 @@ static int target_env(int pid, const char *var, char *buf, size_t size) {
 /* ---- How long a reply may take ----
    A target that is stopped (SIGSTOP, a debugger) or stuck accepts a
    connection into its listen backlog, or takes a request, and never
-   answers: bpt waited until Ctrl-C. Every connect, request and reply of
-   the control protocol now waits at most BPT_TIMEOUT seconds (a socket's
-   SO_SNDTIMEO and SO_RCVTIMEO), and bpt then says what state the process
-   is in and exits EXIT_TIMEOUT. A stream's records, once STREAM is
-   answered, may be as far apart as the program's calls: no timeout. */
+   answers: bpt waited until Ctrl-C. Now a connect, a send, and each wait
+   for the next byte of a reply give up after BPT_TIMEOUT seconds of
+   silence (a socket's SO_SNDTIMEO and SO_RCVTIMEO: a long reply that keeps
+   coming is never cut), and bpt then says what state the process is in
+   and exits EXIT_TIMEOUT. A stream's records, once STREAM is answered, may
+   be as far apart as the program's calls: no timeout. */
 
 /* BPT_TIMEOUT (environment, seconds, 0.001..86400), or 10 when it is unset
    or not a number in range (with a warning). */
@@ -80,8 +81,9 @@ static void socket_timeout(int fd, double seconds) {
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 }
 
-/* "... in S s: process PID is stopped (state T) ..." after what went
-   unanswered (a connect, or a request's name). */
+/* "no answer to WHAT from process PID in S s: ..." and why, as far as
+   /proc/PID/stat tells: the state of its main thread (T: stopped; '?' if
+   it cannot be read). what: "a connect", or a request's verb. */
 static void say_timed_out(int pid, const char *what) {
     char path[64], stat[512], state = '?';
     FILE *f;
@@ -93,10 +95,12 @@ static void say_timed_out(int pid, const char *what) {
         if ((close_paren = strrchr(stat, ')')) && close_paren[1] == ' ') state = close_paren[2];
         fclose(f);
     }
-    fprintf(stderr, "bpt: no answer to %s from process %d in %g s: %s (state %c); BPT_TIMEOUT=SECONDS waits longer\n",
-            what, pid, reply_timeout(),
-            state == 'T' || state == 't' ? "it is stopped (SIGSTOP or a debugger)" :
-            state == '?' ? "it is gone" : "its control server is busy or stuck", state);
+    if (state == 'T' || state == 't')
+        fprintf(stderr, "bpt: no answer to %s from process %d in %g s: it is stopped (state %c: SIGSTOP, or a "
+                "debugger); `kill -CONT %d` resumes it\n", what, pid, reply_timeout(), state, pid);
+    else
+        fprintf(stderr, "bpt: no answer to %s from process %d in %g s: its control server is busy or stuck "
+                "(main thread's state %c); BPT_TIMEOUT=SECONDS waits longer\n", what, pid, reply_timeout(), state);
 }
 
 /* A connection to address, and only if the process at the other end is
@@ -292,8 +296,10 @@ static int ctl_request(int fd, const char *request, ctl_row_fn each, void *user,
         fprintf(stderr, "bpt: a pattern or spec cannot hold a line break (the server reads a request a line)\n");
         return EXIT_USAGE;
     }
-    if (send(fd, request, n, MSG_NOSIGNAL) != (ssize_t)n || send(fd, "\n", 1, MSG_NOSIGNAL) != 1) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return say_request_timed_out(fd, request);
+    ssize_t sent = send(fd, request, n, MSG_NOSIGNAL);
+    if (sent == (ssize_t)n) sent = send(fd, "\n", 1, MSG_NOSIGNAL) == 1 ? 0 : -1;
+    if (sent != 0) {   /* -1 with errno; a short send (never, for a request of 8 KiB) as a lost server */
+        if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return say_request_timed_out(fd, request);
         fprintf(stderr, "bpt: the control server went away\n");
         return EXIT_GONE;
     }
@@ -453,7 +459,7 @@ static int cmd_counting(int pid, const char *pattern, const char *what, double s
     wait_end();
     snprintf(req, sizeof req, "INFO %s %s", what, pattern);
     rc = ctl_request(fd, req, keep_row, &r, NULL, 0);
-    ctl_request(fd, "BYE", NULL, NULL, NULL, 0);
+    if (rc == 0) ctl_request(fd, "BYE", NULL, NULL, NULL, 0);   /* after a failure, the close says it */
     close(fd);
     if (rc != 0) { free_rows(&r); return rc; }
     if (!strcmp(what, "count")) {
