@@ -22,6 +22,11 @@
                        "call,return:prog:work/_" (`bpt record` sets it)
      BPTRACE_OUTPUT    that file (.bpt); default bptrace-PID.bpt
      BPTRACE_VERBOSE   1: say on stderr what was registered and started
+     BPTRACE_CONTROL_FORKS
+                       1: every child the program forks (daemon() included)
+                       starts a server of its own, at the default address
+                       of its pid (a prefork server's workers: bpt count
+                       WORKER_PID); unset, a child has none (below)
 
    Libraries loaded by dlopen are kept loaded (RTLD_NODELETE is added):
    bptrace's records of their functions, and any breakpoint set on them,
@@ -30,7 +35,14 @@
    caller glibc sees is the agent): give such a program LD_LIBRARY_PATH.
 
    The server runs in the process the agent was loaded into: a child it
-   forks (daemon() included) has none, as threads do not survive fork.
+   forks (daemon() included) has none, as threads do not survive fork,
+   unless BPTRACE_CONTROL_FORKS=1. Then the child starts one as it returns
+   from fork (a pthread_atfork child handler): a socket, a thread, tens of
+   microseconds a fork; posix_spawn, system() and popen run no fork
+   handlers, so a child that execs at once through them pays nothing. A
+   child that ends with _exit, or execs a program without the agent, leaves
+   its socket file behind in $XDG_RUNTIME_DIR (the abstract name goes with
+   the process); a server later started with that pid replaces it.
 
    A program that has bptrace in it already has its own registry: it starts
    its own server (bpt_control_start) instead of loading the agent. */
@@ -140,6 +152,23 @@ __attribute__((destructor)) static void agent_fini(void) {
     close(rec_out.fd);
 }
 
+/* ---- BPTRACE_CONTROL_FORKS=1: a server in each forked child ---- */
+
+/* The child's fork handler. bptrace's own (registered by the parent's
+   bpt_control_start, before this one, so it runs first) has closed the
+   parent's sockets and forgotten its server; this one starts the child's,
+   at the default address of the child's pid. The child has one thread
+   here, the one that forked. */
+static void child_server(void) {
+    bpt_control_desc d;
+    char where[128];
+    memset(&d, 0, sizeof d);
+    if (bpt_control_start(&d) < 0)
+        fprintf(stderr, "bptrace-agent[%d]: no control server in this child: %s\n", (int)getpid(), bpt_last_error());
+    else if (bpt_control_address(where, sizeof where) >= 0)
+        SAY("control server of the forked child at %s\n", where);
+}
+
 /* ---- Modules ---- */
 
 static void register_module(const char *module) {
@@ -166,6 +195,7 @@ void *dlopen(const char *file, int mode) {
 
 __attribute__((constructor)) static void agent_init(void) {
     const char *v = getenv("BPTRACE_VERBOSE"), *ctl = getenv("BPTRACE_CONTROL"), *pat = getenv("BPTRACE_PATTERN");
+    const char *forks = getenv("BPTRACE_CONTROL_FORKS");
     static char pattern[4096], output[4096], control[4096];
     verbose = v && *v == '1';
     /* A program this one starts inherits LD_PRELOAD, and so its own agent
@@ -185,6 +215,9 @@ __attribute__((constructor)) static void agent_init(void) {
         d.path = ctl && *ctl ? ctl : NULL;
         if (bpt_control_start(&d) < 0) fprintf(stderr, "bptrace-agent: %s\n", bpt_last_error());
         else if (bpt_control_address(where, sizeof where) >= 0) SAY("control server at %s\n", where);
+        /* after the start: its fork handlers are registered, and run first */
+        if (forks && !strcmp(forks, "1") && pthread_atfork(NULL, NULL, child_server) != 0)
+            fprintf(stderr, "bptrace-agent: BPTRACE_CONTROL_FORKS: no memory for the fork handler\n");
     }
     if (*pattern) start_recording(pattern, output);
 }

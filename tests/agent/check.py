@@ -33,7 +33,10 @@ server (bptrace.h >>control).
       (the target stopped with SIGSTOP: bpt, with BPT_TIMEOUT=1, exits 6
       within seconds saying the process is stopped, both when HELLO goes
       unanswered and when the listen backlog is full; after SIGCONT the
-      server serves on).
+      server serves on), forks (BPTRACE_CONTROL_FORKS=1: a child the
+      target forks serves bpt at its own pid, counts its 500 calls
+      exactly, and its socket goes with it; unset, bpt says the child has
+      no server).
       Each bad input gets its error reply (or bpt its message and exit
       status), and the server and target carry on: a HELLO and a count
       afterwards still work.
@@ -226,6 +229,22 @@ def connect(pid):
     s.connect("\0bptrace-%d" % pid)
     return s
 
+def fork_child(t, d):
+    """The target forks a child (target.c's `fork DIR`); its pid."""
+    r = t.ask("fork " + d)
+    if len(r) != 2 or r[0] != "fork" or int(r[1]) <= 0: fail("fork: %s" % r)
+    return int(r[1])
+
+def serving(pid):
+    """Whether a control server of pid listens (/proc/net/unix: @bptrace-PID
+    or .../bptrace-PID.sock, the default addresses)."""
+    with open("/proc/net/unix") as f:
+        for line in f:
+            name = line.split()[-1] if len(line.split()) >= 8 else ""
+            if name in ("@bptrace-%d" % pid,) or name.endswith("/bptrace-%d.sock" % pid):
+                return True
+    return False
+
 def counts_work(bpt, t, n, what):
     """bpt count of the target's work while it makes n calls: the count must be n."""
     p = bg([bpt, "count", str(t.pid), os.path.basename(t.target) + ":work/_", "--duration", "2"])
@@ -260,6 +279,8 @@ def bad(bpt, agent, target, kind):
         s.close()   # the file stays, nobody serves it: a dead process's
         env["BPTRACE_CONTROL"] = path
     cwd = None
+    if kind == "forks":
+        env["BPTRACE_CONTROL_FORKS"] = "1"
     if kind == "relative":   # the server binds its directory at start + "/" + the value
         cwd = tempfile.mkdtemp()
         path = os.path.join(cwd, "ctl-%d.sock" % os.getpid())
@@ -349,6 +370,37 @@ def bad(bpt, agent, target, kind):
         r = run([bpt, "count", str(t.pid), work, "--duration", "0.2"], env=dict(os.environ, BPT_TIMEOUT="x"))
         if "BPT_TIMEOUT=x is not a number" not in r.stderr: fail("no warning for BPT_TIMEOUT=x")
         t.quit(); print("OK"); return
+    if kind == "forks":   # BPTRACE_CONTROL_FORKS=1: a forked child serves bpt at its own pid
+        work = os.path.basename(target) + ":work/_"
+        d = tempfile.mkdtemp()
+        child = fork_child(t, d)
+        deadline = time.time() + 30
+        while not serving(child):
+            if time.time() > deadline: fail("the forked child %d started no control server" % child)
+            time.sleep(0.01)
+        p = bg([bpt, "count", str(child), work, "--duration", "3"])
+        open(os.path.join(d, "go"), "w").close()
+        out = finish(p, "bpt count of the forked child")
+        if not os.path.exists(os.path.join(d, "done")): fail("the child had not made its calls")
+        if not re.search(r"^\s+500  ", out, re.M): fail("the forked child's count is not 500")
+        open(os.path.join(d, "quit"), "w").close()
+        if t.ask("wait") != ["wait", str(child), "0"]: fail("the forked child did not exit 0")
+        if serving(child): fail("the forked child's socket is left behind")
+        still_works(bpt, t)   # the parent's server, after the fork
+        t.quit()
+        # Unset, a child has no server, and bpt says so.
+        t = Target(agent, target, None, {})
+        t.target = target
+        child = fork_child(t, d)
+        time.sleep(0.2)
+        r = run([bpt, "count", str(child), work, "--duration", "0.2"], expect=4)
+        if "has no control server" not in r.stderr: fail("no clear message for a child without a server")
+        open(os.path.join(d, "go"), "w").close()
+        if t.ask("wait") != ["wait", str(child), "0"]: fail("the second child did not exit 0")
+        t.quit()
+        for f in ("go", "done", "quit"): os.unlink(os.path.join(d, f))
+        os.rmdir(d)
+        print("OK"); return
     if kind == "relative":   # bpt, in another directory, finds where the target bound it
         if not os.path.exists(path): fail("no socket file at " + path)
         if t.ask("chdir /") != ["chdir", "ok"]: fail("the target did not chdir")

@@ -10,6 +10,10 @@
      chdir DIR      -> chdir ok, or chdir error MESSAGE
      listen PATH    a unix socket of the program's own, listening at PATH
                     (as a service's) -> listen ok, or listen error MESSAGE
+     fork DIR       fork a child, which waits for DIR/go, calls work(i) for i
+                    in 0..499, creates DIR/done, waits for DIR/quit and
+                    exits 0 (through exit: destructors run) -> fork PID
+     wait           wait for a child -> wait PID STATUS
      quit           exit 0 */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -21,6 +25,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -41,6 +46,26 @@ static void *spinner(void *arg) {
         nanosleep(&ts, NULL);
     }
     return NULL;
+}
+
+/* The forked child of `fork DIR`: it waits for DIR/NAME to exist. */
+static void wait_for_file(const char *dir, const char *name) {
+    char path[4100];
+    struct timespec ms = { 0, 1000000 };
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    while (access(path, F_OK) != 0) nanosleep(&ms, NULL);
+}
+
+static void forked_child(const char *dir) {
+    char path[4100];
+    long sum = 0;
+    FILE *f;
+    wait_for_file(dir, "go");
+    for (long i = 0; i < 500; i++) sum += call_work(i);
+    snprintf(path, sizeof path, "%s/done", dir);
+    if ((f = fopen(path, "w"))) { fprintf(f, "%ld\n", sum); fclose(f); }
+    wait_for_file(dir, "quit");
+    exit(0);
 }
 
 int main(void) {
@@ -73,6 +98,14 @@ int main(void) {
             memcpy(a.sun_path, path, strlen(path));
             if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 4) == 0) printf("listen ok\n");
             else printf("listen error %s\n", strerror(errno));
+        } else if (sscanf(line, "fork %3999s", path) == 1) {
+            pid_t child = fork();
+            if (child == 0) forked_child(path);
+            printf("fork %d\n", (int)child);
+        } else if (!strncmp(line, "wait", 4)) {
+            int status = 0;
+            pid_t who = wait(&status);
+            printf("wait %d %d\n", (int)who, status);
         } else if (!strncmp(line, "spins", 5)) {
             printf("spins %ld\n", (long)atomic_load(&spins));
         } else if (!strncmp(line, "quit", 4)) {
