@@ -51,11 +51,13 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int verbose;
@@ -68,12 +70,46 @@ static bpt_file_writer rec_out;
 static pthread_t rec_thread;
 static _Atomic int recording;
 static pid_t rec_pid;   /* the process that records: a forked child has no drainer */
+static char rec_path[4096];   /* the output file's absolute path, and its identity: */
+static struct stat rec_id;    /* see rec_file */
+
+/* The output file's descriptor, checked before each write. The agent
+   opens it before main, and a program that closes every descriptor it did
+   not open (closefrom(3), as daemons do at start) closes it too, then
+   gives the number to a file of its own: the records went into the
+   program's file (tests/agent kind closefrom). So the
+   descriptor must still name the output file (device and inode); if it
+   does not, the file is opened again by its path, appending where it
+   ends: the writer's state holds, and the file reads on as one. 0, or -1
+   when it cannot be (the file is gone): the records are not written. A
+   check and the write after it are two steps: a program closing the
+   number between them still wins; the check makes that a window of
+   microseconds, not for good. */
+static int rec_file(void) {
+    struct stat st;
+    int fd;
+    if (fstat(rec_out.fd, &st) == 0 && st.st_dev == rec_id.st_dev && st.st_ino == rec_id.st_ino) return 0;
+    fd = open(rec_path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) < 0 || st.st_dev != rec_id.st_dev || st.st_ino != rec_id.st_ino) {
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    SAY("the program closed the output file's descriptor: %s opened again\n", rec_path);
+    rec_out.fd = fd;
+    return 0;
+}
 
 /* The drainer: wait until a chunk is sealed (or 100 ms), write what there is. */
 static void *rec_main(void *arg) {
+    int lost = 0;
     (void)arg;
     while (atomic_load(&recording)) {
         bpt_session_wait(rec, 100000);
+        if (rec_file() < 0) {
+            if (!lost++) fprintf(stderr, "bptrace-agent: %s: its descriptor was closed and the file cannot be "
+                                 "opened again: recording stops\n", rec_path);
+            break;
+        }
         if (bpt_session_write(rec, &rec_out) < 0) SAY("write: %s\n", bpt_last_error());
     }
     return NULL;
@@ -129,6 +165,7 @@ static void start_recording(const char *spec, const char *out) {
     }
     SAY("recording %s (%d functions) to %s\n", colon + 1, rc, out);
     rec_out.fd = fd;
+    if (fstat(fd, &rec_id) < 0 || !realpath(out, rec_path)) rec_path[0] = '\0';   /* then not opened again */
     rec_pid = getpid();
     atomic_store(&recording, 1);
     {   /* the drainer blocks every signal: the program's go to its own threads */
@@ -148,8 +185,10 @@ __attribute__((destructor)) static void agent_fini(void) {
     if (!atomic_load(&recording) || rec_pid != getpid()) return;
     atomic_store(&recording, 0);
     pthread_join(rec_thread, NULL);
-    bpt_session_write(rec, &rec_out);
-    close(rec_out.fd);
+    if (rec_file() == 0) {   /* else the number is the program's */
+        bpt_session_write(rec, &rec_out);
+        close(rec_out.fd);
+    }
 }
 
 /* ---- BPTRACE_CONTROL_FORKS=1: a server in each forked child ---- */

@@ -24,7 +24,12 @@
    the records that do not fit are dropped, counted, and marked in its
    stream. The server's threads block every signal, so the program's
    signals never land on them, and a client gone mid-write gives EPIPE,
-   never SIGPIPE.
+   never SIGPIPE. A program that closes descriptors it did not open
+   (closefrom(3), as daemons do at start) may close the server's: the
+   server never uses a number that has become the program's (it checks
+   each descriptor's identity before it accepts, reads, writes, shuts down
+   or closes), ends the connections whose sockets were closed, and opens
+   its listening socket and wake-up pipe again within a second.
 
    Who may connect: a peer whose effective uid (SO_PEERCRED) is this
    process's, or root when allow_root is set. The socket file is made

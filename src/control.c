@@ -23,8 +23,15 @@
 enum {
     BPT__CTL_LINE = 4096,              /* a request line and its '\n' */
     BPT__CTL_DEFAULT_CLIENTS = 16,
-    BPT__CTL_POLL_MS = 20              /* a stream's wait for records or a hang-up */
+    BPT__CTL_POLL_MS = 20,             /* a stream's wait for records or a hang-up */
+    BPT__CTL_LOOK_MS = 1000            /* the longest a server thread waits before it looks at its
+                                          descriptors and at stop's flag (>>descriptors) */
 };
+
+/* A descriptor's identity: the file it names (fstat's device and inode;
+   sockets, pipes and memory files each have an inode of their own).
+   {0, 0}: none. See >>descriptors below. */
+typedef struct bpt__ctl_fdid { dev_t dev; ino_t ino; } bpt__ctl_fdid;
 
 /* The lock and its condition, apart: a static initializer of the state
    below would have to spell out a sockaddr_un, which C++ warns about. */
@@ -37,6 +44,7 @@ static struct {   /* under bpt__ctl_lock; zero until the first start */
     int atfork;                        /* the fork handlers are registered */
     int stopping, stop_rc;             /* stop_rc: what the last stop returned */
     int listen_fd, wake[2];            /* wake: bpt_control_stop writes, the listener polls */
+    bpt__ctl_fdid listen_id, wake_id[2];
     pthread_t listener;
     struct sockaddr_un addr;
     socklen_t addr_len;
@@ -48,8 +56,56 @@ static struct {   /* under bpt__ctl_lock; zero until the first start */
     int allow_root;
     uint32_t max_clients, nclients;
     int fds[BPT_MAX_SESSIONS];         /* a client's socket, or -1 */
+    bpt__ctl_fdid ids[BPT_MAX_SESSIONS];   /* its identity */
     int accepted;                      /* a socket accepted, neither in fds nor closed yet, or -1 */
+    bpt__ctl_fdid accepted_id;
 } bpt__ctl;
+
+/* >>descriptors: the program's to close. The agent starts the server
+   before main, and a program that closes every descriptor it did not open
+   (closefrom(3), as daemons do at start) closes the server's too; the
+   numbers then come back for the program's own files and sockets. The
+   server used them all the same: the listener polled the program's file
+   (always readable: a spin at 100 % CPU) and could accept from the
+   program's own listening socket, stop wrote its wake-up byte into the
+   program's file and closed it, and a client's thread read and wrote the
+   program's descriptor (tests/agent kind closefrom).
+   So the server keeps each descriptor's identity and uses a number only
+   while it still names that file: it never accepts from, reads, writes,
+   shuts down or closes one that has become the program's. The listener
+   looks once a second, and renews its socket and pipe when they are gone
+   (bpt__ctl_renew). A check and the use after it are two steps: a program
+   closing a number between them still wins; the checks make that a window
+   of microseconds, not for good. */
+static bpt__ctl_fdid bpt__ctl_id(int fd) {
+    bpt__ctl_fdid id = { 0, 0 };
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0) {
+        id.dev = st.st_dev;
+        id.ino = st.st_ino;
+    }
+    return id;
+}
+
+/* Whether fd still names the file of identity id. */
+static int bpt__ctl_ours(int fd, bpt__ctl_fdid id) {
+    bpt__ctl_fdid now = bpt__ctl_id(fd);
+    return fd >= 0 && id.ino != 0 && now.dev == id.dev && now.ino == id.ino;
+}
+
+/* close(fd) if it is still ours: a number the program has taken is its. */
+static void bpt__ctl_close(int fd, bpt__ctl_fdid id) {
+    if (bpt__ctl_ours(fd, id)) close(fd);
+}
+
+/* Whether bpt_control_stop has asked the server to end. */
+static int bpt__ctl_stop_asked(void) {
+    int stop;
+    pthread_mutex_lock(&bpt__ctl_lock);
+    stop = bpt__ctl.stopping;
+    pthread_mutex_unlock(&bpt__ctl_lock);
+    return stop;
+}
 
 /* ---- Replies ---- */
 
@@ -121,6 +177,7 @@ static char *bpt__ctl_word(char **s) {
 
 typedef struct bpt__ctl_client {
     int fd, slot;
+    bpt__ctl_fdid id;                  /* fd's (>>descriptors) */
     pid_t peer;
     bpt_session session;               /* id 0 until HELLO */
 } bpt__ctl_client;
@@ -248,6 +305,7 @@ static int bpt__ctl_stream(bpt__ctl_client *c) {
     bpt_file_writer w;
     char *buf;
     int mfd = (int)syscall(SYS_memfd_create, "bptrace-stream", 1u /* MFD_CLOEXEC */);
+    bpt__ctl_fdid mid = bpt__ctl_id(mfd);
     short events = POLLIN;   /* 0 once the client shut down its writing half */
     const size_t COPY = 65536;
     if (mfd < 0 || !(buf = (char *)BPT_MALLOC(COPY))) {   /* ERR before OK: the connection goes on */
@@ -263,7 +321,9 @@ static int bpt__ctl_stream(bpt__ctl_client *c) {
         struct pollfd p;
         char sink[256];
         off_t end, at;
-        int stop, rc = bpt_session_write(c->session, &w);
+        int stop, rc;
+        if (!bpt__ctl_ours(mfd, mid) || !bpt__ctl_ours(c->fd, c->id)) break;   /* the program's now (>>descriptors) */
+        rc = bpt_session_write(c->session, &w);
         end = lseek(mfd, 0, SEEK_CUR);
         if (rc < 0 && (rc != BPT_EIO || w.broken || end <= 0)) break;   /* no way on */
         for (at = 0; at < end;) {   /* unpinned: this send may block */
@@ -288,7 +348,7 @@ static int bpt__ctl_stream(bpt__ctl_client *c) {
     }
 done:
     BPT_FREE(buf);
-    close(mfd);
+    bpt__ctl_close(mfd, mid);
     return 0;
 }
 
@@ -330,7 +390,19 @@ static void bpt__ctl_serve(bpt__ctl_client *c) {
     int skipping = 0;
     for (;;) {
         char *nl;
-        ssize_t k = recv(c->fd, buf + have, sizeof buf - have, 0);
+        ssize_t k;
+        struct pollfd p;
+        if (!bpt__ctl_ours(c->fd, c->id)) return;   /* the program closed it (>>descriptors) */
+        p.fd = c->fd;   /* a second at most, then look again: a recv on a number the program closed */
+        p.events = POLLIN;   /* would wait on the old file, which stop's shutdown cannot reach */
+        p.revents = 0;
+        if ((k = poll(&p, 1, BPT__CTL_LOOK_MS)) == 0 || (k < 0 && errno == EINTR)) {
+            if (bpt__ctl_stop_asked()) return;
+            continue;
+        }
+        if (k < 0) return;   /* poll failed (no memory): the connection ends, the client may come again */
+        k = recv(c->fd, buf + have, sizeof buf - have, MSG_DONTWAIT);
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) return;   /* closed, reset, or shut down by bpt_control_stop */
         have += (size_t)k;
@@ -393,6 +465,16 @@ static int bpt__ctl_retry_left(void) {
     return rc;
 }
 
+/* A client's slot free again, its socket closed (if still ours) and its
+   count taken back: at its thread's end, or when it got no thread. */
+static void bpt__ctl_release(int slot) {
+    pthread_mutex_lock(&bpt__ctl_lock);
+    bpt__ctl_close(bpt__ctl.fds[slot], bpt__ctl.ids[slot]);
+    bpt__ctl.fds[slot] = -1;
+    if (--bpt__ctl.nclients == 0) pthread_cond_broadcast(&bpt__ctl_gone);
+    pthread_mutex_unlock(&bpt__ctl_lock);
+}
+
 static void *bpt__ctl_client_main(void *arg) {
     bpt__ctl_client *c = (bpt__ctl_client *)arg;
     bpt__own_enter();   /* bptrace's own thread: its calls through traced slots are not traced */
@@ -401,11 +483,7 @@ static void *bpt__ctl_client_main(void *arg) {
        and any an earlier client left behind. */
     if (c->session.id) bpt__ctl_destroy(c->session.id);
     bpt__ctl_retry_left();
-    pthread_mutex_lock(&bpt__ctl_lock);
-    bpt__ctl.fds[c->slot] = -1;
-    close(c->fd);
-    if (--bpt__ctl.nclients == 0) pthread_cond_broadcast(&bpt__ctl_gone);
-    pthread_mutex_unlock(&bpt__ctl_lock);
+    bpt__ctl_release(c->slot);
     BPT_FREE(c);
     return NULL;
 }
@@ -414,7 +492,7 @@ static void *bpt__ctl_client_main(void *arg) {
    the lock, where it leaves the books (bpt__ctl_accept4). */
 static void bpt__ctl_refuse(int fd) {
     pthread_mutex_lock(&bpt__ctl_lock);
-    close(fd);
+    bpt__ctl_close(fd, bpt__ctl.accepted_id);
     bpt__ctl.accepted = -1;
     pthread_mutex_unlock(&bpt__ctl_lock);
 }
@@ -440,6 +518,7 @@ static void bpt__ctl_accept(int fd) {
         for (slot = 0; slot < (int)bpt__ctl.max_clients && bpt__ctl.fds[slot] >= 0; slot++) {}
     if (slot >= 0) {
         bpt__ctl.fds[slot] = fd;   /* in the books as a client's from here on */
+        bpt__ctl.ids[slot] = bpt__ctl.accepted_id;
         bpt__ctl.accepted = -1;
         bpt__ctl.nclients++;
     }
@@ -453,6 +532,7 @@ static void bpt__ctl_accept(int fd) {
     if (c) {
         memset(c, 0, sizeof *c);
         c->fd = fd;
+        c->id = bpt__ctl.ids[slot];   /* set by this thread, under the lock, above */
         c->slot = slot;
         c->peer = cred.pid;
         pthread_attr_init(&attr);
@@ -465,11 +545,7 @@ static void bpt__ctl_accept(int fd) {
         BPT_FREE(c);
     }
     bpt__ctl_reply(fd, "ERR %d no memory or no thread for a client", BPT_ENOMEM);
-    pthread_mutex_lock(&bpt__ctl_lock);
-    bpt__ctl.fds[slot] = -1;
-    close(fd);
-    if (--bpt__ctl.nclients == 0) pthread_cond_broadcast(&bpt__ctl_gone);
-    pthread_mutex_unlock(&bpt__ctl_lock);
+    bpt__ctl_release(slot);
 }
 
 /* The listener's back-off after a failure that may pass (no memory, no
@@ -483,16 +559,13 @@ static void bpt__ctl_accept(int fd) {
 static int bpt__ctl_back_off(void) {
     struct pollfd w;
     struct timespec t = { 0, 100 * 1000000L };
-    int n, stop;
+    int n;
     w.fd = bpt__ctl.wake[0];
     w.events = POLLIN;
     w.revents = 0;
-    if ((n = poll(&w, 1, 100)) >= 0 || errno == EINTR) return n > 0;
+    if ((n = poll(&w, 1, 100)) >= 0 || errno == EINTR) return n > 0 || (n == 0 && bpt__ctl_stop_asked());
     nanosleep(&t, NULL);
-    pthread_mutex_lock(&bpt__ctl_lock);
-    stop = bpt__ctl.stopping;
-    pthread_mutex_unlock(&bpt__ctl_lock);
-    return stop;
+    return bpt__ctl_stop_asked();
 }
 
 /* Accept a connection, under the lock: a fork in between must find the
@@ -506,26 +579,42 @@ static int bpt__ctl_back_off(void) {
 static int bpt__ctl_accept4(void) {
     int fd, err;
     pthread_mutex_lock(&bpt__ctl_lock);
-    fd = accept4(bpt__ctl.listen_fd, NULL, NULL, SOCK_CLOEXEC);
-    err = errno;
+    if (bpt__ctl_ours(bpt__ctl.listen_fd, bpt__ctl.listen_id)) {   /* not the program's socket (>>descriptors) */
+        fd = accept4(bpt__ctl.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        err = errno;
+    } else {
+        fd = -1;
+        err = EBADF;
+    }
     bpt__ctl.accepted = fd;
+    bpt__ctl.accepted_id = bpt__ctl_id(fd);
     pthread_mutex_unlock(&bpt__ctl_lock);
     errno = err;   /* accept4's, for the caller */
     return fd;
 }
+
+static int bpt__ctl_renew(void);   /* with start and stop, below */
 
 static void *bpt__ctl_listener_main(void *arg) {
     (void)arg;
     bpt__own_enter();   /* as the clients' threads */
     for (;;) {
         struct pollfd p[2];
-        int fd;
+        int fd, n;
+        /* Its descriptors, still ours? (>>descriptors; only this thread
+           changes them while the server runs, under the lock) */
+        if ((!bpt__ctl_ours(bpt__ctl.listen_fd, bpt__ctl.listen_id) ||
+             !bpt__ctl_ours(bpt__ctl.wake[0], bpt__ctl.wake_id[0])) && bpt__ctl_renew() < 0)
+            return NULL;
         p[0].fd = bpt__ctl.listen_fd;
         p[0].events = POLLIN;
         p[1].fd = bpt__ctl.wake[0];
         p[1].events = POLLIN;
         p[0].revents = p[1].revents = 0;
-        if (poll(p, 2, -1) < 0) {
+        /* A second at most: the program may close a descriptor this poll
+           waits on (it goes on waiting on the file), and stop's byte may
+           have had no pipe of ours to go to. */
+        if ((n = poll(p, 2, BPT__CTL_LOOK_MS)) < 0) {
             /* A failure that may pass: back off, then poll again. ENOMEM:
                no memory for the kernel's poll table (EAGAIN, where POSIX
                has it). EINVAL: nfds over RLIMIT_NOFILE, which the program
@@ -543,8 +632,15 @@ static void *bpt__ctl_listener_main(void *arg) {
             if (bpt__ctl_back_off()) return NULL;   /* bpt_control_stop */
             continue;
         }
-        if (p[1].revents) return NULL;   /* bpt_control_stop */
-        if (!(p[0].revents & POLLIN)) continue;
+        if (n == 0) {
+            if (bpt__ctl_stop_asked()) return NULL;
+            continue;
+        }
+        if (p[1].revents) {   /* bpt_control_stop's byte; or the number is the program's now */
+            if (bpt__ctl_ours(bpt__ctl.wake[0], bpt__ctl.wake_id[0])) return NULL;
+            continue;
+        }
+        if (!(p[0].revents & POLLIN)) continue;   /* POLLNVAL: closed; the loop's top renews it */
         if ((fd = bpt__ctl_accept4()) >= 0) {
             bpt__ctl_accept(fd);
         } else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -684,6 +780,79 @@ static void bpt__ctl_unlink(void) {
     }
 }
 
+/* The listening socket and the wake-up pipe, opened at bpt__ctl.address
+   (under bpt__ctl_lock and the directory's lock): into bpt__ctl with
+   their identities. 0; or a BPT_E* code, with nothing left open or bound. */
+static int bpt__ctl_open(void) {
+    struct stat st;
+    int fd, rc;
+    bpt__ctl.listen_fd = bpt__ctl.wake[0] = bpt__ctl.wake[1] = -1;
+    /* Non-blocking: the listener accepts under the lock (bpt__ctl_accept4). */
+    if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
+        return bpt__fail(BPT_EIO, "bpt_control_start: socket: %s", strerror(errno));
+    if ((rc = bpt__ctl_bind(fd)) < 0) {
+        close(fd);
+        return rc;
+    }
+    BPT_TEST_POINT("control_start: bound");   /* and not listening: a connect is refused */
+    bpt__ctl.dev = 0;
+    bpt__ctl.ino = 0;   /* no file has inode 0: bpt__ctl_unlink removes nothing */
+    if (bpt__ctl.address[0] != '@' && lstat(bpt__ctl.address, &st) == 0) {
+        bpt__ctl.dev = st.st_dev;
+        bpt__ctl.ino = st.st_ino;
+    }
+    /* 0600 before listen: until listen, a connect is refused, so no one
+       connects through the mode the umask gave. */
+    if (bpt__ctl.address[0] != '@' && chmod(bpt__ctl.address, 0600) < 0)
+        rc = bpt__fail(BPT_EIO, "bpt_control_start: chmod %s: %s", bpt__ctl.address, strerror(errno));
+    else if (listen(fd, 128) < 0)
+        rc = bpt__fail(BPT_EIO, "bpt_control_start: listen: %s", strerror(errno));
+    else if (pipe2(bpt__ctl.wake, O_CLOEXEC) < 0)   /* stop's wake-up of the listener */
+        rc = bpt__fail(BPT_EIO, "bpt_control_start: no pipe to wake the server at stop: %s", strerror(errno));
+    if (rc < 0) {
+        bpt__ctl_unlink();
+        close(fd);
+        bpt__ctl.wake[0] = bpt__ctl.wake[1] = -1;
+        return rc;
+    }
+    bpt__ctl.listen_fd = fd;
+    bpt__ctl.listen_id = bpt__ctl_id(fd);
+    bpt__ctl.wake_id[0] = bpt__ctl_id(bpt__ctl.wake[0]);
+    bpt__ctl.wake_id[1] = bpt__ctl_id(bpt__ctl.wake[1]);
+    return 0;
+}
+
+/* Close the listening socket and the wake-up pipe, those of them that are
+   still ours (>>descriptors). Under bpt__ctl_lock. */
+static void bpt__ctl_close_own(void) {
+    bpt__ctl_close(bpt__ctl.listen_fd, bpt__ctl.listen_id);
+    bpt__ctl_close(bpt__ctl.wake[0], bpt__ctl.wake_id[0]);
+    bpt__ctl_close(bpt__ctl.wake[1], bpt__ctl.wake_id[1]);
+    bpt__ctl.listen_fd = bpt__ctl.wake[0] = bpt__ctl.wake[1] = -1;
+}
+
+/* The listener's, when the program has closed its socket or its wake-up
+   pipe (>>descriptors): what is left of them closed, both opened again at
+   the same address (the old socket file, nobody's now, is replaced as a
+   dead process's would be). 0; -1 when stop was asked or they could not
+   be opened: the listener ends, and the server answers no one until
+   bpt_control_stop. */
+static int bpt__ctl_renew(void) {
+    int dfd, rc;
+    pthread_mutex_lock(&bpt__ctl_lock);
+    if (bpt__ctl.stopping) {
+        pthread_mutex_unlock(&bpt__ctl_lock);
+        return -1;
+    }
+    dfd = bpt__ctl_dir_lock();
+    bpt__ctl_unlink();   /* ours, if the file is still the one we bound */
+    bpt__ctl_close_own();
+    rc = bpt__ctl_open();
+    bpt__ctl_dir_unlock(dfd);
+    pthread_mutex_unlock(&bpt__ctl_lock);
+    return rc < 0 ? -1 : 0;
+}
+
 /* fork: the child has none of the server's threads. The prepare handler
    takes the lock, so that no server thread holds it across the fork; the
    child's handler then closes the inherited sockets and forgets the
@@ -693,13 +862,11 @@ static void bpt__ctl_unlink(void) {
 static void bpt__ctl_fork_prepare(void) { pthread_mutex_lock(&bpt__ctl_lock); }
 static void bpt__ctl_fork_parent(void) { pthread_mutex_unlock(&bpt__ctl_lock); }
 static void bpt__ctl_fork_child(void) {
-    if (bpt__ctl.running) {
-        close(bpt__ctl.listen_fd);
-        close(bpt__ctl.wake[0]);
-        close(bpt__ctl.wake[1]);
+    if (bpt__ctl.running) {   /* fstat and close: async-signal-safe, as a fork child needs */
+        bpt__ctl_close_own();
         for (uint32_t i = 0; i < bpt__ctl.max_clients; i++)
-            if (bpt__ctl.fds[i] >= 0) close(bpt__ctl.fds[i]);
-        if (bpt__ctl.accepted >= 0) close(bpt__ctl.accepted);   /* accepted, not yet a client's */
+            if (bpt__ctl.fds[i] >= 0) bpt__ctl_close(bpt__ctl.fds[i], bpt__ctl.ids[i]);
+        if (bpt__ctl.accepted >= 0) bpt__ctl_close(bpt__ctl.accepted, bpt__ctl.accepted_id);   /* not yet a client's */
         bpt__ctl.accepted = -1;
         bpt__ctl.running = 0;
         bpt__ctl.stopping = 0;
@@ -712,8 +879,7 @@ static void bpt__ctl_fork_child(void) {
 int bpt_control_start(const bpt_control_desc *desc) {
     bpt_control_desc d;
     sigset_t all, old;
-    struct stat st;
-    int fd = -1, rc, dfd = -1;
+    int rc, dfd = -1;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
     if (d.max_clients == 0) d.max_clients = BPT__CTL_DEFAULT_CLIENTS;
@@ -734,37 +900,7 @@ int bpt_control_start(const bpt_control_desc *desc) {
     }
     if ((rc = bpt__ctl_address(d.path)) < 0) goto fail;
     dfd = bpt__ctl_dir_lock();   /* from bind to listen and on: see bpt__ctl_dir_lock */
-    /* Non-blocking: the listener accepts under the lock (bpt__ctl_accept4). */
-    if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) {
-        rc = bpt__fail(BPT_EIO, "bpt_control_start: socket: %s", strerror(errno));
-        goto fail;
-    }
-    if ((rc = bpt__ctl_bind(fd)) < 0) goto fail;
-    BPT_TEST_POINT("control_start: bound");   /* and not listening: a connect is refused */
-    bpt__ctl.dev = 0;
-    bpt__ctl.ino = 0;   /* no file has inode 0: bpt__ctl_unlink removes nothing */
-    if (bpt__ctl.address[0] != '@' && lstat(bpt__ctl.address, &st) == 0) {
-        bpt__ctl.dev = st.st_dev;
-        bpt__ctl.ino = st.st_ino;
-    }
-    /* 0600 before listen: until listen, a connect is refused, so no one
-       connects through the mode the umask gave. */
-    if (bpt__ctl.address[0] != '@' && chmod(bpt__ctl.address, 0600) < 0) {
-        rc = bpt__fail(BPT_EIO, "bpt_control_start: chmod %s: %s", bpt__ctl.address, strerror(errno));
-        bpt__ctl_unlink();
-        goto fail;
-    }
-    if (listen(fd, 128) < 0) {
-        rc = bpt__fail(BPT_EIO, "bpt_control_start: listen: %s", strerror(errno));
-        bpt__ctl_unlink();
-        goto fail;
-    }
-    if (pipe2(bpt__ctl.wake, O_CLOEXEC) < 0) {   /* stop's wake-up of the listener */
-        rc = bpt__fail(BPT_EIO, "bpt_control_start: no pipe to wake the server at stop: %s", strerror(errno));
-        bpt__ctl_unlink();
-        goto fail;
-    }
-    bpt__ctl.listen_fd = fd;
+    if ((rc = bpt__ctl_open()) < 0) goto fail;
     bpt__ctl.allow_root = d.allow_root;
     bpt__ctl.max_clients = d.max_clients;
     bpt__ctl.nclients = 0;
@@ -778,9 +914,8 @@ int bpt_control_start(const bpt_control_desc *desc) {
     rc = pthread_create(&bpt__ctl.listener, NULL, bpt__ctl_listener_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        close(bpt__ctl.wake[0]);
-        close(bpt__ctl.wake[1]);
-        bpt__ctl_unlink();
+        bpt__ctl_unlink();   /* before the close, as stop */
+        bpt__ctl_close_own();
         rc = bpt__fail(BPT_ENOMEM, "bpt_control_start: no thread for the server: %s", strerror(rc));
         goto fail;
     }
@@ -789,9 +924,7 @@ int bpt_control_start(const bpt_control_desc *desc) {
     pthread_mutex_unlock(&bpt__ctl_lock);
     return 0;
 fail:
-    if (fd >= 0) close(fd);
     bpt__ctl_dir_unlock(dfd);
-    bpt__ctl.listen_fd = -1;
     pthread_mutex_unlock(&bpt__ctl_lock);
     return rc;
 }
@@ -825,14 +958,17 @@ int bpt_control_stop(void) {
     }
     bpt__ctl.stopping = 1;
     listener = bpt__ctl.listener;
-    if (write(bpt__ctl.wake[1], "x", 1) < 0) { /* the pipe is empty and ours: cannot fail */ }
+    if (bpt__ctl_ours(bpt__ctl.wake[1], bpt__ctl.wake_id[1]) && write(bpt__ctl.wake[1], "x", 1) < 0) {
+        /* the pipe is empty and ours: cannot fail; not ours, the listener reads the flag within a second */
+    }
     pthread_mutex_unlock(&bpt__ctl_lock);
     BPT_TEST_POINT("control_stop: stopping");
     bpt__block_begin(self);   /* a managed thread goes offline while it waits */
     pthread_join(listener, NULL);   /* no new clients after this */
     pthread_mutex_lock(&bpt__ctl_lock);
     for (uint32_t i = 0; i < bpt__ctl.max_clients; i++)
-        if (bpt__ctl.fds[i] >= 0) shutdown(bpt__ctl.fds[i], SHUT_RDWR);   /* wakes recv, poll, send */
+        if (bpt__ctl_ours(bpt__ctl.fds[i], bpt__ctl.ids[i]))
+            shutdown(bpt__ctl.fds[i], SHUT_RDWR);   /* wakes recv, poll, send; else the thread looks within a second */
     while (bpt__ctl.nclients > 0) pthread_cond_wait(&bpt__ctl_gone, &bpt__ctl_lock);
     pthread_mutex_unlock(&bpt__ctl_lock);
     bpt__block_end(self);
@@ -841,10 +977,7 @@ int bpt_control_stop(void) {
     dfd = bpt__ctl_dir_lock();
     bpt__ctl_unlink();   /* before the close: while it listens, no one takes the file for stale */
     bpt__ctl_dir_unlock(dfd);
-    close(bpt__ctl.listen_fd);
-    close(bpt__ctl.wake[0]);
-    close(bpt__ctl.wake[1]);
-    bpt__ctl.listen_fd = -1;
+    bpt__ctl_close_own();
     bpt__ctl.running = 0;
     bpt__ctl.stopping = 0;
     bpt__ctl.stop_rc = rc;

@@ -120,7 +120,7 @@ static void t_test_point(const char *where) {
 
 /* 13's failures. The implementation is compiled into this program, so its
    poll calls bind to this poll, not libc's. The listener's wait for a
-   connection (the only poll of 2 descriptors with no timeout) fails with
+   connection (the only poll of 2 descriptors) fails with
    the errno values t_poll_errs holds, in order, one a call; while
    t_poll_all is above 0 it fails with ENOMEM, and so does the listener's
    back-off (its only poll of 1 descriptor for 100 ms). Every other call
@@ -133,11 +133,11 @@ int poll(struct pollfd *fds, nfds_t n, int timeout) {
     struct timespec ts;
     int fail = 0;
     pthread_mutex_lock(&t_poll_lock);
-    if (n == 2 && timeout < 0 && t_poll_nerrs > 0) {
+    if (n == 2 && t_poll_nerrs > 0) {
         fail = t_poll_errs[0];
         memmove(t_poll_errs, t_poll_errs + 1, sizeof t_poll_errs - sizeof t_poll_errs[0]);
         t_poll_nerrs--;
-    } else if (((n == 2 && timeout < 0) || (n == 1 && timeout == 100)) && t_poll_all > 0) {
+    } else if ((n == 2 || (n == 1 && timeout == 100)) && t_poll_all > 0) {
         fail = ENOMEM;
         t_poll_all--;
     }

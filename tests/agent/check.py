@@ -36,7 +36,11 @@ server (bptrace.h >>control).
       server serves on), forks (BPTRACE_CONTROL_FORKS=1: a child the
       target forks serves bpt at its own pid, counts its 500 calls
       exactly, and its socket goes with it; unset, bpt says the child has
-      no server).
+      no server), closefrom (the target closes every descriptor from 3 up
+      and opens 16 files that take the numbers: the server opens its
+      socket and pipe again, a count is exact, nothing of bptrace's goes
+      into the program's files; and under bpt record, the recording goes
+      on in its own file: 12 calls, 5 before and 7 after).
       Each bad input gets its error reply (or bpt its message and exit
       status), and the server and target carry on: a HELLO and a count
       afterwards still work.
@@ -229,6 +233,20 @@ def connect(pid):
     s.connect("\0bptrace-%d" % pid)
     return s
 
+def answered(pid, what):
+    """Wait (30 s at most) until the server answers a HELLO."""
+    deadline = time.time() + 30
+    while True:
+        try:
+            s = connect(pid)
+            r = request(s, "HELLO 1")
+            s.close()
+            if r.startswith("OK bptrace"): return
+        except (BlockingIOError, ConnectionError, socket.timeout, FileNotFoundError):
+            pass
+        if time.time() > deadline: fail("%s: the server did not answer a HELLO within 30 s" % what)
+        time.sleep(0.05)
+
 def fork_child(t, d):
     """The target forks a child (target.c's `fork DIR`); its pid."""
     r = t.ask("fork " + d)
@@ -354,18 +372,9 @@ def bad(bpt, agent, target, kind):
         # The server takes the 128 abandoned connections, in order, and
         # closes them: once a HELLO of ours is answered, every one queued
         # before it has been taken. (A connect alone that succeeds says
-        # only that one place in the backlog came free.)
-        deadline = time.time() + 30
-        while True:
-            try:
-                s = connect(t.pid)
-                r = request(s, "HELLO 1")
-                s.close()
-                if r.startswith("OK bptrace"): break
-            except (BlockingIOError, ConnectionError):   # Python's connect with a timeout does not wait for room
-                pass
-            if time.time() > deadline: fail("the backlog was not drained 30 s after SIGCONT")
-            time.sleep(0.05)
+        # only that one place in the backlog came free; and Python's
+        # connect with a timeout does not wait for room.)
+        answered(t.pid, "after SIGCONT")
         still_works(bpt, t)
         r = run([bpt, "count", str(t.pid), work, "--duration", "0.2"], env=dict(os.environ, BPT_TIMEOUT="x"))
         if "BPT_TIMEOUT=x is not a number" not in r.stderr: fail("no warning for BPT_TIMEOUT=x")
@@ -400,6 +409,46 @@ def bad(bpt, agent, target, kind):
         t.quit()
         for f in ("go", "done", "quit"): os.unlink(os.path.join(d, f))
         os.rmdir(d)
+        print("OK"); return
+    if kind == "closefrom":   # the program closes the agent's descriptors and reuses the numbers
+        d = tempfile.mkdtemp()
+        r = t.ask("closefrom " + d)
+        if r[0] != "closefrom" or int(r[1]) < 3: fail("closefrom: %s (the server's socket and pipe were not open?)" % r)
+        print("the target closed %s descriptors and opened 16 files of its own" % r[1])
+        answered(t.pid, "after closefrom")   # the listener opened its socket and pipe again
+        counts_work(bpt, t, 5, "count after closefrom")
+        t.spinning("closefrom")
+        t.quit()   # stop: its wake-up byte must not go into the program's file
+        written = [f for f in sorted(os.listdir(d)) if os.path.getsize(os.path.join(d, f))]
+        if written: fail("bptrace wrote into the program's files: %s" % written)
+        # Recording from the start (bpt record): the output file's descriptor closed under it.
+        out = os.path.join(d, "rec.bpt")
+        d2 = tempfile.mkdtemp()
+        print("$ %s record -o %s 'agent-target:work/_' -- %s  (commands on stdin)" % (bpt, out, target))
+        p = subprocess.Popen([bpt, "record", "-o", out, os.path.basename(target) + ":work/_", "--", target],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=dict(os.environ, BPTRACE_AGENT=agent))
+        def ask(cmd):
+            p.stdin.write(cmd + "\n"); p.stdin.flush()
+            return p.stdout.readline().split()
+        if not p.stdout.readline().startswith("ready"): fail("the recorded target did not start")
+        if ask("run 5")[:2] != ["done", "5"]: fail("run 5")
+        time.sleep(0.3)   # the drainer writes the first calls
+        if ask("closefrom " + d2)[0] != "closefrom": fail("closefrom")
+        if ask("run 7")[:2] != ["done", "7"]: fail("run 7")
+        time.sleep(0.3)
+        p.stdin.write("quit\n"); p.stdin.flush()
+        o, e = p.communicate(timeout=60)
+        print(e, end="")
+        if p.returncode != 0: fail("bpt record exited %d" % p.returncode)
+        r = run([bpt, "replay", out])
+        calls = len(re.findall(r" call ", r.stdout))
+        if calls != 12: fail("the recording has %d calls, not 12 (5 before closefrom, 7 after)" % calls)
+        written = [f for f in sorted(os.listdir(d2)) if os.path.getsize(os.path.join(d2, f))]
+        if written: fail("the recording went into the program's files: %s" % written)
+        for dd in (d, d2):
+            for f in os.listdir(dd): os.unlink(os.path.join(dd, f))
+            os.rmdir(dd)
         print("OK"); return
     if kind == "relative":   # bpt, in another directory, finds where the target bound it
         if not os.path.exists(path): fail("no socket file at " + path)

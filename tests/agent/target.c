@@ -14,10 +14,15 @@
                     in 0..499, creates DIR/done, waits for DIR/quit and
                     exits 0 (through exit: destructors run) -> fork PID
      wait           wait for a child -> wait PID STATUS
+     closefrom DIR  close every descriptor from 3 up (as a daemon does at
+                    start), then open DIR/f0..f15 for writing, kept open:
+                    they take the numbers that came free -> closefrom N
+                    (N: how many were open)
      quit           exit 0 */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -102,6 +107,15 @@ int main(void) {
             pid_t child = fork();
             if (child == 0) forked_child(path);
             printf("fork %d\n", (int)child);
+        } else if (sscanf(line, "closefrom %3999s", path) == 1) {
+            int closed = 0;
+            for (int fd = 3; fd < 1024; fd++) closed += close(fd) == 0;
+            for (int i = 0; i < 16; i++) {
+                char name[4100];
+                snprintf(name, sizeof name, "%s/f%d", path, i);
+                if (open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) < 0) break;
+            }
+            printf("closefrom %d\n", closed);
         } else if (!strncmp(line, "wait", 4)) {
             int status = 0;
             pid_t who = wait(&status);
