@@ -26,10 +26,11 @@
    signals never land on them, and a client gone mid-write gives EPIPE,
    never SIGPIPE. A program that closes descriptors it did not open
    (closefrom(3), as daemons do at start) may close the server's: the
-   server never uses a number that has become the program's (it checks
-   each descriptor's identity before it accepts, reads, writes, shuts down
-   or closes), ends the connections whose sockets were closed, and opens
-   its listening socket and wake-up pipe again within a second.
+   server checks each descriptor's identity (device and inode) before each
+   call on it, and waits on none for more than a second, so a number the
+   program has given to a file of its own gets no call past the next
+   check; it ends the connections whose sockets were closed, and opens its
+   listening socket and wake-up pipe again within a second.
 
    Who may connect: a peer whose effective uid (SO_PEERCRED) is this
    process's, or root when allow_root is set. The socket file is made

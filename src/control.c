@@ -8,9 +8,9 @@
    State and its lock: bpt__ctl (below) is changed only under bpt__ctl_lock.
    The client threads read bpt__ctl.stopping under it too. The clients'
    sockets are in bpt__ctl.fds so that bpt_control_stop can shut them down,
-   which wakes a client thread blocked in recv, poll or write; each client
-   thread destroys its session, removes its own slot, and signals
-   bpt__ctl_gone when it is the last. A session whose destroy failed (no
+   which wakes a client thread waiting in poll (it never waits in recv or
+   send: >>descriptors); each client thread destroys its session, removes
+   its own slot, and signals bpt__ctl_gone when it is the last. A session whose destroy failed (no
    memory) is kept in bpt__ctl.left, and destroyed again at the next
    client's departure or bpt_control_stop. */
 #include "internal.h"
@@ -70,13 +70,14 @@ static struct {   /* under bpt__ctl_lock; zero until the first start */
    program's own listening socket, stop wrote its wake-up byte into the
    program's file and closed it, and a client's thread read and wrote the
    program's descriptor (tests/agent kind closefrom).
-   So the server keeps each descriptor's identity and uses a number only
-   while it still names that file: it never accepts from, reads, writes,
-   shuts down or closes one that has become the program's. The listener
-   looks once a second, and renews its socket and pipe when they are gone
-   (bpt__ctl_renew). A check and the use after it are two steps: a program
-   closing a number between them still wins; the checks make that a window
-   of microseconds, not for good. */
+   So the server keeps each descriptor's identity and checks it before
+   each use: accept, recv, each non-blocking send, pread, ftruncate,
+   shutdown, close. No server thread waits on a descriptor for more than a
+   second (BPT__CTL_LOOK_MS) without checking again, so none holds an old
+   file across the program's close. The listener renews its socket and
+   pipe when they are gone (bpt__ctl_renew). A check and the call after it
+   are two steps: a program that gives the number to a file of its own in
+   between still gets that one call (microseconds), not the ones after. */
 static bpt__ctl_fdid bpt__ctl_id(int fd) {
     bpt__ctl_fdid id = { 0, 0 };
     struct stat st;
@@ -109,10 +110,29 @@ static int bpt__ctl_stop_asked(void) {
 
 /* ---- Replies ---- */
 
-/* Send all of buf: MSG_NOSIGNAL, so a client gone gives EPIPE, not SIGPIPE. */
-static int bpt__ctl_send(int fd, const char *buf, size_t n) {
+/* Send all of buf to fd, while it is still the socket of identity id
+   (>>descriptors): MSG_NOSIGNAL, so a client gone gives EPIPE, not
+   SIGPIPE. Never one long wait: when the client does not read, send waits
+   in poll a second at a time, and looks at the descriptor and at stop's
+   flag in between. (A blocking send held the old socket when the program
+   closed the number; stop, which cannot shut down a number that is not
+   ours, then waited for that client for good; found by review.) 0; -1
+   when the client went away, the number is the program's, or stop asked. */
+static int bpt__ctl_send(int fd, bpt__ctl_fdid id, const char *buf, size_t n) {
     while (n > 0) {
-        ssize_t k = send(fd, buf, n, MSG_NOSIGNAL);
+        ssize_t k;
+        if (!bpt__ctl_ours(fd, id)) return -1;
+        k = send(fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd p;
+            int r;
+            p.fd = fd;
+            p.events = POLLOUT;
+            p.revents = 0;
+            if ((r = poll(&p, 1, BPT__CTL_LOOK_MS)) < 0 && errno != EINTR) return -1;
+            if (r == 0 && bpt__ctl_stop_asked()) return -1;
+            continue;
+        }
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) return -1;
         buf += k;
@@ -121,7 +141,7 @@ static int bpt__ctl_send(int fd, const char *buf, size_t n) {
     return 0;
 }
 
-static int bpt__ctl_reply(int fd, const char *fmt, ...) {
+static int bpt__ctl_reply(int fd, bpt__ctl_fdid id, const char *fmt, ...) {
     char line[BPT__CTL_LINE + 256];
     va_list ap;
     int n;
@@ -131,17 +151,17 @@ static int bpt__ctl_reply(int fd, const char *fmt, ...) {
     if (n < 0) return -1;
     if ((size_t)n > sizeof line - 2) n = (int)sizeof line - 2;
     line[n++] = '\n';
-    return bpt__ctl_send(fd, line, (size_t)n);
+    return bpt__ctl_send(fd, id, line, (size_t)n);
 }
 
 /* ERR CODE TEXT: the code and the calling thread's bpt_last_error, on one
    line (a newline in the text would end the reply early). */
-static int bpt__ctl_error(int fd, int code) {
+static int bpt__ctl_error(int fd, bpt__ctl_fdid id, int code) {
     char text[512];
     snprintf(text, sizeof text, "%s", *bpt_last_error() ? bpt_last_error() : bpt_strerror(code));
     for (char *p = text; *p; p++)
         if (*p == '\n' || *p == '\r') *p = ' ';
-    return bpt__ctl_reply(fd, "ERR %d %s", code, text);
+    return bpt__ctl_reply(fd, id, "ERR %d %s", code, text);
 }
 
 /* ---- Requests ---- */
@@ -282,7 +302,7 @@ static int bpt__ctl_info(bpt__ctl_client *c, char *rest) {
     o.kinds = (unsigned)flags;
     rc = bpt_trace_info_each(c->session, rest, what, bpt__ctl_info_line, &o);
     if (rc >= 0 && o.failed) rc = bpt__fail(BPT_ENOMEM, "INFO: no memory for the reply");
-    if (rc >= 0 && o.len && bpt__ctl_send(c->fd, o.text, o.len) < 0) rc = BPT_EIO;
+    if (rc >= 0 && o.len && bpt__ctl_send(c->fd, c->id, o.text, o.len) < 0) rc = BPT_EIO;
     BPT_FREE(o.text);
     return rc < 0 ? rc : o.lines;
 }
@@ -312,9 +332,9 @@ static int bpt__ctl_stream(bpt__ctl_client *c) {
         int rc = mfd < 0 ? bpt__fail(BPT_EIO, "STREAM: memfd_create: %s", strerror(errno))
                          : bpt__fail(BPT_ENOMEM, "STREAM: no memory for the copy buffer");
         if (mfd >= 0) close(mfd);
-        return bpt__ctl_error(c->fd, rc) == 0;
+        return bpt__ctl_error(c->fd, c->id, rc) == 0;
     }
-    if (bpt__ctl_reply(c->fd, "OK stream") < 0) goto done;
+    if (bpt__ctl_reply(c->fd, c->id, "OK stream") < 0) goto done;
     memset(&w, 0, sizeof w);
     w.fd = mfd;
     for (;;) {
@@ -326,18 +346,21 @@ static int bpt__ctl_stream(bpt__ctl_client *c) {
         rc = bpt_session_write(c->session, &w);
         end = lseek(mfd, 0, SEEK_CUR);
         if (rc < 0 && (rc != BPT_EIO || w.broken || end <= 0)) break;   /* no way on */
-        for (at = 0; at < end;) {   /* unpinned: this send may block */
-            ssize_t k = pread(mfd, buf, (size_t)(end - at) < COPY ? (size_t)(end - at) : COPY, at);
-            if (k <= 0 || bpt__ctl_send(c->fd, buf, (size_t)k) < 0) goto done;   /* EPIPE: the client went away */
+        for (at = 0; at < end;) {   /* unpinned: this send may wait for the client */
+            ssize_t k;
+            if (!bpt__ctl_ours(mfd, mid)) goto done;   /* each use checked: the send above may have waited */
+            k = pread(mfd, buf, (size_t)(end - at) < COPY ? (size_t)(end - at) : COPY, at);
+            if (k <= 0 || bpt__ctl_send(c->fd, c->id, buf, (size_t)k) < 0) goto done;   /* EPIPE: the client went away */
             at += k;
         }
+        if (!bpt__ctl_ours(mfd, mid)) break;
         if (end > 0 && (ftruncate(mfd, 0) < 0 || lseek(mfd, 0, SEEK_SET) < 0)) break;
         if (rc < 0) continue;   /* recovered: the rest at once */
         p.fd = c->fd;
         p.events = events;
         p.revents = 0;
         if (poll(&p, 1, BPT__CTL_POLL_MS) > 0) {
-            ssize_t k = (p.revents & POLLIN) ? recv(c->fd, sink, sizeof sink, MSG_DONTWAIT) : -1;
+            ssize_t k = (p.revents & POLLIN) && bpt__ctl_ours(c->fd, c->id) ? recv(c->fd, sink, sizeof sink, MSG_DONTWAIT) : -1;
             if (p.revents & (POLLHUP | POLLERR)) break;   /* hung up */
             if (k == 0) events = 0;                       /* half-closed: it still reads */
         }
@@ -357,25 +380,25 @@ static int bpt__ctl_request(bpt__ctl_client *c, char *line) {
     char *rest = line, *cmd = bpt__ctl_word(&rest);
     int rc;
     if (!strcmp(cmd, "HELLO")) {
-        if ((rc = bpt__ctl_hello(c, rest)) < 0) return bpt__ctl_error(c->fd, rc) == 0;
-        return bpt__ctl_reply(c->fd, "OK bptrace %s 1 %d", BPTRACE_VERSION, (int)getpid()) == 0;
+        if ((rc = bpt__ctl_hello(c, rest)) < 0) return bpt__ctl_error(c->fd, c->id, rc) == 0;
+        return bpt__ctl_reply(c->fd, c->id, "OK bptrace %s 1 %d", BPTRACE_VERSION, (int)getpid()) == 0;
     }
     if (!strcmp(cmd, "BYE")) {
-        bpt__ctl_reply(c->fd, "OK bye");
+        bpt__ctl_reply(c->fd, c->id, "OK bye");
         return 0;
     }
     if (strcmp(cmd, "PATTERN") && strcmp(cmd, "INFO") && strcmp(cmd, "STREAM")) {
         bpt__fail(BPT_EINVAL, "unknown request '%.64s' (HELLO, PATTERN, INFO, STREAM, BYE)", cmd);
-        return bpt__ctl_error(c->fd, BPT_EINVAL) == 0;
+        return bpt__ctl_error(c->fd, c->id, BPT_EINVAL) == 0;
     }
     if (!c->session.id) {
         bpt__fail(BPT_ESESSION, "%s before HELLO", cmd);
-        return bpt__ctl_error(c->fd, BPT_ESESSION) == 0;
+        return bpt__ctl_error(c->fd, c->id, BPT_ESESSION) == 0;
     }
     if (!strcmp(cmd, "STREAM")) return bpt__ctl_stream(c);   /* OK stream and the stream, or ERR */
     rc = !strcmp(cmd, "PATTERN") ? bpt__ctl_pattern(c, rest) : bpt__ctl_info(c, rest);
-    if (rc < 0) return bpt__ctl_error(c->fd, rc) == 0;
-    return bpt__ctl_reply(c->fd, "OK %d", rc) == 0;
+    if (rc < 0) return bpt__ctl_error(c->fd, c->id, rc) == 0;
+    return bpt__ctl_reply(c->fd, c->id, "OK %d", rc) == 0;
 }
 
 /* ---- Client threads ---- */
@@ -401,6 +424,7 @@ static void bpt__ctl_serve(bpt__ctl_client *c) {
             continue;
         }
         if (k < 0) return;   /* poll failed (no memory): the connection ends, the client may come again */
+        if (!bpt__ctl_ours(c->fd, c->id)) return;   /* taken during the poll, whose last look saw the new file */
         k = recv(c->fd, buf + have, sizeof buf - have, MSG_DONTWAIT);
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;
         if (k < 0 && errno == EINTR) continue;
@@ -415,7 +439,7 @@ static void bpt__ctl_serve(bpt__ctl_client *c) {
                 skipping = 0;
             } else if (nul) {
                 bpt__fail(BPT_EINVAL, "a request line holds a NUL byte: refused");
-                if (bpt__ctl_error(c->fd, BPT_EINVAL) < 0) return;
+                if (bpt__ctl_error(c->fd, c->id, BPT_EINVAL) < 0) return;
             } else if (!bpt__ctl_request(c, buf)) {
                 return;
             }
@@ -425,7 +449,7 @@ static void bpt__ctl_serve(bpt__ctl_client *c) {
         if (have == sizeof buf) {   /* no '\n' in a whole buffer */
             if (!skipping) {
                 bpt__fail(BPT_ELIMIT, "a request line is longer than %d bytes: refused", BPT__CTL_LINE - 1);
-                if (bpt__ctl_error(c->fd, BPT_ELIMIT) < 0) return;
+                if (bpt__ctl_error(c->fd, c->id, BPT_ELIMIT) < 0) return;
             }
             skipping = 1;
             have = 0;
@@ -508,7 +532,7 @@ static void bpt__ctl_accept(int fd) {
     int slot = -1;
     int known = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof cred;
     if (!known || !(cred.uid == geteuid() || (bpt__ctl.allow_root && cred.uid == 0))) {
-        bpt__ctl_reply(fd, "ERR %d uid %d may not control process %d (uid %d)", BPT_EPERM,
+        bpt__ctl_reply(fd, bpt__ctl.accepted_id, "ERR %d uid %d may not control process %d (uid %d)", BPT_EPERM,
                        known ? (int)cred.uid : -1, (int)getpid(), (int)geteuid());
         bpt__ctl_refuse(fd);
         return;
@@ -524,7 +548,7 @@ static void bpt__ctl_accept(int fd) {
     }
     pthread_mutex_unlock(&bpt__ctl_lock);
     if (slot < 0) {
-        bpt__ctl_reply(fd, "ERR %d %u clients at once already (max_clients)", BPT_ELIMIT, bpt__ctl.max_clients);
+        bpt__ctl_reply(fd, bpt__ctl.accepted_id, "ERR %d %u clients at once already (max_clients)", BPT_ELIMIT, bpt__ctl.max_clients);
         bpt__ctl_refuse(fd);
         return;
     }
@@ -544,7 +568,7 @@ static void bpt__ctl_accept(int fd) {
         pthread_attr_destroy(&attr);
         BPT_FREE(c);
     }
-    bpt__ctl_reply(fd, "ERR %d no memory or no thread for a client", BPT_ENOMEM);
+    bpt__ctl_reply(fd, bpt__ctl.ids[slot], "ERR %d no memory or no thread for a client", BPT_ENOMEM);
     bpt__ctl_release(slot);
 }
 
@@ -559,13 +583,11 @@ static void bpt__ctl_accept(int fd) {
 static int bpt__ctl_back_off(void) {
     struct pollfd w;
     struct timespec t = { 0, 100 * 1000000L };
-    int n;
     w.fd = bpt__ctl.wake[0];
     w.events = POLLIN;
     w.revents = 0;
-    if ((n = poll(&w, 1, 100)) >= 0 || errno == EINTR) return n > 0 || (n == 0 && bpt__ctl_stop_asked());
-    nanosleep(&t, NULL);
-    return bpt__ctl_stop_asked();
+    if (poll(&w, 1, 100) < 0 && errno != EINTR) nanosleep(&t, NULL);
+    return bpt__ctl_stop_asked();   /* its byte woke the poll: its flag was set first */
 }
 
 /* Accept a connection, under the lock: a fork in between must find the
@@ -602,10 +624,19 @@ static void *bpt__ctl_listener_main(void *arg) {
         struct pollfd p[2];
         int fd, n;
         /* Its descriptors, still ours? (>>descriptors; only this thread
-           changes them while the server runs, under the lock) */
-        if ((!bpt__ctl_ours(bpt__ctl.listen_fd, bpt__ctl.listen_id) ||
-             !bpt__ctl_ours(bpt__ctl.wake[0], bpt__ctl.wake_id[0])) && bpt__ctl_renew() < 0)
-            return NULL;
+           changes them while the server runs, under the lock) Renewed
+           when not; when that fails (an abstract name still held by a
+           process that has the old socket: a fork child before its
+           handler ran, a spawned child before its exec), again a second
+           later, until stop. */
+        if (!bpt__ctl_ours(bpt__ctl.listen_fd, bpt__ctl.listen_id) ||
+            !bpt__ctl_ours(bpt__ctl.wake[0], bpt__ctl.wake_id[0]) ||
+            !bpt__ctl_ours(bpt__ctl.wake[1], bpt__ctl.wake_id[1])) {
+            struct timespec t = { BPT__CTL_LOOK_MS / 1000, (BPT__CTL_LOOK_MS % 1000) * 1000000L };
+            if (bpt__ctl_stop_asked()) return NULL;
+            if (bpt__ctl_renew() < 0) nanosleep(&t, NULL);
+            continue;
+        }
         p[0].fd = bpt__ctl.listen_fd;
         p[0].events = POLLIN;
         p[1].fd = bpt__ctl.wake[0];
@@ -636,9 +667,9 @@ static void *bpt__ctl_listener_main(void *arg) {
             if (bpt__ctl_stop_asked()) return NULL;
             continue;
         }
-        if (p[1].revents) {   /* bpt_control_stop's byte; or the number is the program's now */
-            if (bpt__ctl_ours(bpt__ctl.wake[0], bpt__ctl.wake_id[0])) return NULL;
-            continue;
+        if (p[1].revents) {   /* stop's byte (its flag is set first); or POLLHUP: the write end was closed */
+            if (bpt__ctl_stop_asked()) return NULL;
+            continue;   /* the loop's top renews the pipe */
         }
         if (!(p[0].revents & POLLIN)) continue;   /* POLLNVAL: closed; the loop's top renews it */
         if ((fd = bpt__ctl_accept4()) >= 0) {
@@ -834,16 +865,11 @@ static void bpt__ctl_close_own(void) {
 /* The listener's, when the program has closed its socket or its wake-up
    pipe (>>descriptors): what is left of them closed, both opened again at
    the same address (the old socket file, nobody's now, is replaced as a
-   dead process's would be). 0; -1 when stop was asked or they could not
-   be opened: the listener ends, and the server answers no one until
-   bpt_control_stop. */
+   dead process's would be). 0; -1 when they could not be opened (the
+   listener tries again a second later). */
 static int bpt__ctl_renew(void) {
     int dfd, rc;
     pthread_mutex_lock(&bpt__ctl_lock);
-    if (bpt__ctl.stopping) {
-        pthread_mutex_unlock(&bpt__ctl_lock);
-        return -1;
-    }
     dfd = bpt__ctl_dir_lock();
     bpt__ctl_unlink();   /* ours, if the file is still the one we bound */
     bpt__ctl_close_own();

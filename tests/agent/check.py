@@ -228,9 +228,16 @@ def request(s, line):
     return reply.decode(errors="replace")
 
 def connect(pid):
+    """A connection to pid's server at its default address: the target's
+    $XDG_RUNTIME_DIR/bptrace-PID.sock, or the abstract @bptrace-PID."""
+    addr = "\0bptrace-%d" % pid
+    with open("/proc/%d/environ" % pid, "rb") as f:
+        for var in f.read().split(b"\0"):
+            if var.startswith(b"XDG_RUNTIME_DIR=/"):
+                addr = os.path.join(var[16:].decode(), "bptrace-%d.sock" % pid)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(30)
-    s.connect("\0bptrace-%d" % pid)
+    s.connect(addr)
     return s
 
 def answered(pid, what):
@@ -297,8 +304,9 @@ def bad(bpt, agent, target, kind):
         s.close()   # the file stays, nobody serves it: a dead process's
         env["BPTRACE_CONTROL"] = path
     cwd = None
-    if kind == "forks":
+    if kind == "forks":   # the servers bind files there: a child's must go with it
         env["BPTRACE_CONTROL_FORKS"] = "1"
+        env["XDG_RUNTIME_DIR"] = tempfile.mkdtemp()
     if kind == "relative":   # the server binds its directory at start + "/" + the value
         cwd = tempfile.mkdtemp()
         path = os.path.join(cwd, "ctl-%d.sock" % os.getpid())
@@ -394,21 +402,26 @@ def bad(bpt, agent, target, kind):
         if not re.search(r"^\s+500  ", out, re.M): fail("the forked child's count is not 500")
         open(os.path.join(d, "quit"), "w").close()
         if t.ask("wait") != ["wait", str(child), "0"]: fail("the forked child did not exit 0")
-        if serving(child): fail("the forked child's socket is left behind")
+        sock = os.path.join(env["XDG_RUNTIME_DIR"], "bptrace-%d.sock" % child)
+        if serving(child) or os.path.exists(sock): fail("the forked child's socket is left behind")
         still_works(bpt, t)   # the parent's server, after the fork
         t.quit()
-        # Unset, a child has no server, and bpt says so.
-        t = Target(agent, target, None, {})
+        for f in ("go", "done", "quit"): os.unlink(os.path.join(d, f))
+        # Unset, a child has no server, and bpt says so (asked while the child lives).
+        t = Target(agent, target, None, {"XDG_RUNTIME_DIR": env["XDG_RUNTIME_DIR"]})
         t.target = target
         child = fork_child(t, d)
-        time.sleep(0.2)
+        time.sleep(0.3)
+        if not os.path.exists("/proc/%d" % child) or serving(child): fail("the second child: gone, or serving")
         r = run([bpt, "count", str(child), work, "--duration", "0.2"], expect=4)
         if "has no control server" not in r.stderr: fail("no clear message for a child without a server")
         open(os.path.join(d, "go"), "w").close()
+        open(os.path.join(d, "quit"), "w").close()
         if t.ask("wait") != ["wait", str(child), "0"]: fail("the second child did not exit 0")
         t.quit()
         for f in ("go", "done", "quit"): os.unlink(os.path.join(d, f))
         os.rmdir(d)
+        os.rmdir(env["XDG_RUNTIME_DIR"])
         print("OK"); return
     if kind == "closefrom":   # the program closes the agent's descriptors and reuses the numbers
         d = tempfile.mkdtemp()
