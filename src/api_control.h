@@ -122,7 +122,7 @@ typedef struct bpt_control_desc {
                    serves the socket path (or accepts nothing on it: its
                    backlog is full), or a file that is not a socket is
                    there (left as it is)
-     BPT_EIO       socket, bind, chmod, listen or pipe failed (errno's text
+     BPT_EIO       socket, bind, chmod, listen or socketpair failed (errno's text
                    in bpt_last_error), e.g. a path in a directory that does
                    not exist, or no descriptor left (EMFILE)
      BPT_ENOMEM    no memory or no thread for the server

@@ -77,7 +77,9 @@ static struct {   /* under bpt__ctl_lock; zero until the first start */
    file across the program's close. The listener renews its socket and
    pipe when they are gone (bpt__ctl_renew). A check and the call after it
    are two steps: a program that gives the number to a file of its own in
-   between still gets that one call (microseconds), not the ones after. */
+   between still gets that one call, not the ones after; and the stream's
+   bpt_session_write into its memory file is one use of many write(2)
+   calls. */
 static bpt__ctl_fdid bpt__ctl_id(int fd) {
     bpt__ctl_fdid id = { 0, 0 };
     struct stat st;
@@ -671,6 +673,14 @@ static void *bpt__ctl_listener_main(void *arg) {
             if (bpt__ctl_stop_asked()) return NULL;
             continue;   /* the loop's top renews the pipe */
         }
+        if (p[0].revents & (POLLHUP | POLLERR)) {
+            /* Not listening any more: shut down by another holder of the
+               socket (a fork child before its exec). poll reports it at
+               once, for good, and accept4 finds nothing: open it again (a
+               spin before; found by review). */
+            if (bpt__ctl_renew() < 0 && bpt__ctl_back_off()) return NULL;
+            continue;
+        }
         if (!(p[0].revents & POLLIN)) continue;   /* POLLNVAL: closed; the loop's top renews it */
         if ((fd = bpt__ctl_accept4()) >= 0) {
             bpt__ctl_accept(fd);
@@ -818,6 +828,9 @@ static int bpt__ctl_open(void) {
     struct stat st;
     int fd, rc;
     bpt__ctl.listen_fd = bpt__ctl.wake[0] = bpt__ctl.wake[1] = -1;
+    bpt__ctl.dev = 0;
+    bpt__ctl.ino = 0;   /* no file has inode 0: until bind made one, bpt__ctl_unlink removes nothing (a
+                           renew that fails after its unlink must not remove a file put there since) */
     /* Non-blocking: the listener accepts under the lock (bpt__ctl_accept4). */
     if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
         return bpt__fail(BPT_EIO, "bpt_control_start: socket: %s", strerror(errno));
@@ -826,8 +839,6 @@ static int bpt__ctl_open(void) {
         return rc;
     }
     BPT_TEST_POINT("control_start: bound");   /* and not listening: a connect is refused */
-    bpt__ctl.dev = 0;
-    bpt__ctl.ino = 0;   /* no file has inode 0: bpt__ctl_unlink removes nothing */
     if (bpt__ctl.address[0] != '@' && lstat(bpt__ctl.address, &st) == 0) {
         bpt__ctl.dev = st.st_dev;
         bpt__ctl.ino = st.st_ino;
@@ -838,8 +849,14 @@ static int bpt__ctl_open(void) {
         rc = bpt__fail(BPT_EIO, "bpt_control_start: chmod %s: %s", bpt__ctl.address, strerror(errno));
     else if (listen(fd, 128) < 0)
         rc = bpt__fail(BPT_EIO, "bpt_control_start: listen: %s", strerror(errno));
-    else if (pipe2(bpt__ctl.wake, O_CLOEXEC) < 0)   /* stop's wake-up of the listener */
-        rc = bpt__fail(BPT_EIO, "bpt_control_start: no pipe to wake the server at stop: %s", strerror(errno));
+    /* stop's wake-up of the listener: a "pipe" made of a socket pair, whose
+       two ends have inodes of their own (a pipe's share one, and the
+       program's dup2 of the read end onto the write end passed the
+       identity check: POLLHUP at once, a spin; found by review), and a
+       send to it with MSG_NOSIGNAL never raises SIGPIPE in stop's thread. */
+    else if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, bpt__ctl.wake) < 0)
+        rc = bpt__fail(BPT_EIO, "bpt_control_start: no pipe (socket pair) to wake the server at stop: %s",
+                       strerror(errno));
     if (rc < 0) {
         bpt__ctl_unlink();
         close(fd);
@@ -984,8 +1001,9 @@ int bpt_control_stop(void) {
     }
     bpt__ctl.stopping = 1;
     listener = bpt__ctl.listener;
-    if (bpt__ctl_ours(bpt__ctl.wake[1], bpt__ctl.wake_id[1]) && write(bpt__ctl.wake[1], "x", 1) < 0) {
-        /* the pipe is empty and ours: cannot fail; not ours, the listener reads the flag within a second */
+    if (bpt__ctl_ours(bpt__ctl.wake[1], bpt__ctl.wake_id[1]) &&
+        send(bpt__ctl.wake[1], "x", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+        /* its reader gone (the program's doing): the listener reads the flag within a second */
     }
     pthread_mutex_unlock(&bpt__ctl_lock);
     BPT_TEST_POINT("control_stop: stopping");

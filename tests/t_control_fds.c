@@ -24,7 +24,14 @@
      5. a client's number replaced by the program's socket, a message
         waiting in it, while the client's thread waits for a request: the
         program's message stays where it is, and its peer gets no reply
-        (the thread read it and answered ERR into the program's socket).
+        (the thread read it and answered ERR into the program's socket);
+     6. the wake-up pipe's read end dup2()ed onto its write end: a HELLO is
+        still answered (a pipe's two ends share an inode, so the identity
+        check passed while the read end had POLLHUP for good: the listener
+        spun, and accepted nothing; found by review of 257a1ae);
+     7. the listening socket shut down (shutdown(2) by another holder, as a
+        fork child before its exec may): a HELLO is answered again (poll
+        reported it at once and accept4 failed with EINVAL: a spin).
    Not a concurrency test for TSAN: a descriptor closed in one thread while
    another fstats it is what this test does on purpose, and TSAN reports
    that. */
@@ -106,6 +113,22 @@ static void wake_write_end(void) {
     close(devnull);
     usleep(100000);
     CHECK(answered(5), "the wake-up pipe's write end replaced: no HELLO answered within 5 s");
+    CHECK_RC(bpt_control_stop(), 0);
+}
+
+/* 6. */
+static void wake_ends_one(void) {
+    start();
+    CHECK(dup2(bpt__ctl.wake[0], bpt__ctl.wake[1]) >= 0, "dup2: %s", strerror(errno));
+    CHECK(answered(5), "the wake-up pipe's read end on its write end: no HELLO answered within 5 s");
+    CHECK_RC(bpt_control_stop(), 0);
+}
+
+/* 7. */
+static void listener_shut_down(void) {
+    start();
+    CHECK(shutdown(bpt__ctl.listen_fd, SHUT_RDWR) == 0, "shutdown: %s", strerror(errno));
+    CHECK(answered(5), "the listening socket shut down: no HELLO answered within 5 s");
     CHECK_RC(bpt_control_stop(), 0);
 }
 
@@ -271,5 +294,7 @@ int main(int argc, char **argv) {
     PART(client_number_during_send);
     PART(memfd_number_during_send);
     PART(client_number_during_poll);
+    PART(wake_ends_one);
+    PART(listener_shut_down);
     return CHECK_DONE();
 }
