@@ -16182,9 +16182,9 @@ int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, size_t why
    sockets are in bpt__ctl.fds so that bpt_control_stop can shut them down,
    which wakes a client thread waiting in poll (it never waits in recv or
    send: >>descriptors); each client thread destroys its session, removes
-   its own slot, and signals bpt__ctl_gone when it is the last. A session whose destroy failed (no
-   memory) is kept in bpt__ctl.left, and destroyed again at the next
-   client's departure or bpt_control_stop. */
+   its own slot, and signals bpt__ctl_gone when it is the last. A session
+   whose destroy failed (no memory) is kept in bpt__ctl.left, and destroyed
+   again at the next client's departure or bpt_control_stop. */
 #include <poll.h>
 #include <sys/file.h>
 #include <sys/socket.h>
@@ -16515,7 +16515,7 @@ static int bpt__ctl_stream(bpt__ctl_client *c) {
         char sink[256];
         off_t end, at;
         int stop, rc;
-        if (!bpt__ctl_ours(mfd, mid) || !bpt__ctl_ours(c->fd, c->id)) break;   /* the program's now (>>descriptors) */
+        if (!bpt__ctl_ours(mfd, mid) || !bpt__ctl_ours(c->fd, c->id)) break;   /* the program's (>>descriptors) */
         rc = bpt_session_write(c->session, &w);
         end = lseek(mfd, 0, SEEK_CUR);
         if (rc < 0 && (rc != BPT_EIO || w.broken || end <= 0)) break;   /* no way on */
@@ -16523,7 +16523,7 @@ static int bpt__ctl_stream(bpt__ctl_client *c) {
             ssize_t k;
             if (!bpt__ctl_ours(mfd, mid)) goto done;   /* each use checked: the send above may have waited */
             k = pread(mfd, buf, (size_t)(end - at) < COPY ? (size_t)(end - at) : COPY, at);
-            if (k <= 0 || bpt__ctl_send(c->fd, c->id, buf, (size_t)k) < 0) goto done;   /* EPIPE: the client went away */
+            if (k <= 0 || bpt__ctl_send(c->fd, c->id, buf, (size_t)k) < 0) goto done;   /* EPIPE: the client left */
             at += k;
         }
         if (!bpt__ctl_ours(mfd, mid)) break;
@@ -16533,7 +16533,8 @@ static int bpt__ctl_stream(bpt__ctl_client *c) {
         p.events = events;
         p.revents = 0;
         if (poll(&p, 1, BPT__CTL_POLL_MS) > 0) {
-            ssize_t k = (p.revents & POLLIN) && bpt__ctl_ours(c->fd, c->id) ? recv(c->fd, sink, sizeof sink, MSG_DONTWAIT) : -1;
+            ssize_t k = (p.revents & POLLIN) && bpt__ctl_ours(c->fd, c->id)
+                            ? recv(c->fd, sink, sizeof sink, MSG_DONTWAIT) : -1;
             if (p.revents & (POLLHUP | POLLERR)) break;   /* hung up */
             if (k == 0) events = 0;                       /* half-closed: it still reads */
         }
@@ -16705,8 +16706,8 @@ static void bpt__ctl_accept(int fd) {
     int slot = -1;
     int known = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof cred;
     if (!known || !(cred.uid == geteuid() || (bpt__ctl.allow_root && cred.uid == 0))) {
-        bpt__ctl_reply(fd, bpt__ctl.accepted_id, "ERR %d uid %d may not control process %d (uid %d)", BPT_EPERM,
-                       known ? (int)cred.uid : -1, (int)getpid(), (int)geteuid());
+        bpt__ctl_reply(fd, bpt__ctl.accepted_id, "ERR %d uid %d may not control process %d (uid %d)",
+                       BPT_EPERM, known ? (int)cred.uid : -1, (int)getpid(), (int)geteuid());
         bpt__ctl_refuse(fd);
         return;
     }
@@ -16721,7 +16722,8 @@ static void bpt__ctl_accept(int fd) {
     }
     pthread_mutex_unlock(&bpt__ctl_lock);
     if (slot < 0) {
-        bpt__ctl_reply(fd, bpt__ctl.accepted_id, "ERR %d %u clients at once already (max_clients)", BPT_ELIMIT, bpt__ctl.max_clients);
+        bpt__ctl_reply(fd, bpt__ctl.accepted_id, "ERR %d %u clients at once already (max_clients)", BPT_ELIMIT,
+                       bpt__ctl.max_clients);
         bpt__ctl_refuse(fd);
         return;
     }
@@ -16939,11 +16941,12 @@ static void bpt__ctl_dir_unlock(int dfd) {
 }
 
 /* bind, replacing a socket file that nobody serves (a dead process's). Any
-   other file at the path is left alone. A file gone between the failed
-   bind and the look at it (removed by a server that is not bptrace's, as
-   it stopped) is no reason to fail: bind again, up to 3 times (the probe
-   said ENOENT, and start failed with "may be served"; found by review). The probe connect does not block:
-   a server that accepts nothing (its backlog full: EAGAIN) still serves. */
+   other file at the path is left alone. The probe connect does not block:
+   a server that accepts nothing (its backlog full: EAGAIN) still serves.
+   A file gone between the failed bind and the look at it (removed by a
+   server that is not bptrace's, as it stopped) is no reason to fail: bind
+   again, up to 3 times (the probe said ENOENT, and start failed with "may
+   be served"; found by review, t_control_edges case 17). */
 static int bpt__ctl_bind(int fd) {
     const struct sockaddr *a = (const struct sockaddr *)&bpt__ctl.addr;
     struct stat st;
@@ -17080,7 +17083,8 @@ static void bpt__ctl_fork_child(void) {
         bpt__ctl_close_own();
         for (uint32_t i = 0; i < bpt__ctl.max_clients; i++)
             if (bpt__ctl.fds[i] >= 0) bpt__ctl_close(bpt__ctl.fds[i], bpt__ctl.ids[i]);
-        if (bpt__ctl.accepted >= 0) bpt__ctl_close(bpt__ctl.accepted, bpt__ctl.accepted_id);   /* not yet a client's */
+        if (bpt__ctl.accepted >= 0)   /* accepted, not yet a client's */
+            bpt__ctl_close(bpt__ctl.accepted, bpt__ctl.accepted_id);
         bpt__ctl.accepted = -1;
         bpt__ctl.running = 0;
         bpt__ctl.stopping = 0;
@@ -17183,7 +17187,7 @@ int bpt_control_stop(void) {
     pthread_mutex_lock(&bpt__ctl_lock);
     for (uint32_t i = 0; i < bpt__ctl.max_clients; i++)
         if (bpt__ctl_ours(bpt__ctl.fds[i], bpt__ctl.ids[i]))
-            shutdown(bpt__ctl.fds[i], SHUT_RDWR);   /* wakes recv, poll, send; else the thread looks within a second */
+            shutdown(bpt__ctl.fds[i], SHUT_RDWR);   /* wakes its poll; else it looks within a second */
     while (bpt__ctl.nclients > 0) pthread_cond_wait(&bpt__ctl_gone, &bpt__ctl_lock);
     pthread_mutex_unlock(&bpt__ctl_lock);
     bpt__block_end(self);

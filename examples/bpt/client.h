@@ -65,7 +65,8 @@ static double reply_timeout(void) {
     if ((env = getenv("BPT_TIMEOUT")) && *env) {
         double v = strtod(env, &end);
         if (*end || !(v >= 0.001 && v <= 86400.0))
-            fprintf(stderr, "bpt: warning: BPT_TIMEOUT=%s is not a number of seconds in 0.001..86400: 10 is used\n", env);
+            fprintf(stderr, "bpt: warning: BPT_TIMEOUT=%s is not a number of seconds in 0.001..86400: 10 is used\n",
+                    env);
         else
             secs = v;
     }
