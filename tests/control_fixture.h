@@ -15,6 +15,18 @@ static bpt_func *fn;
 static uint64_t arg(const void *frame, int i) { return ((const uint64_t *)frame)[i]; }
 static const bpt_vm_ops ops = { arg, NULL, NULL };
 
+/* One call of t:f with argument a0, as a VM makes it: the breakpoint's
+   handler when one is set, then the return. The word the VM executed
+   (WORD, unless the breakpoint mechanism is broken). */
+static inline bpt_vm_word ctl_vm_call(uint64_t a0) {
+    uint64_t frame[1] = { a0 };
+    bpt_vm_token t = 0;
+    bpt_vm_word w = BPT_VM_FETCH(&code);
+    if (w == BP) w = bpt_vm_breakpoint(fn, frame, &t);
+    if (t) bpt_vm_return(t, a0 + 1);
+    return w;
+}
+
 /* The socket address of path; its length for bind and connect. */
 static inline socklen_t ctl_sockaddr(const char *path, struct sockaddr_un *a) {
     size_t n = strlen(path);

@@ -32,12 +32,8 @@
 #include "control_fixture.h"
 
 static void vm_call(uint64_t a0) {
-    uint64_t frame[1] = { a0 };
-    bpt_vm_token t = 0;
-    bpt_vm_word w = BPT_VM_FETCH(&code);
-    if (w == BP) w = bpt_vm_breakpoint(fn, frame, &t);
+    bpt_vm_word w = ctl_vm_call(a0);
     CHECK(w == WORD, "executed %#lx", (unsigned long)w);
-    if (t) bpt_vm_return(t, a0 + 1);
 }
 
 static void settings_and_errors(void) {

@@ -154,12 +154,7 @@ int poll(struct pollfd *fds, nfds_t n, int timeout) {
 static char address[64];
 
 static void vm_call(uint64_t a0) {
-    uint64_t frame[1] = { a0 };
-    bpt_vm_token t = 0;
-    bpt_vm_word w = BPT_VM_FETCH(&code);
-    if (w == BP) w = bpt_vm_breakpoint(fn, frame, &t);
-    if (w != WORD) _exit(3);
-    if (t) bpt_vm_return(t, a0 + 1);
+    if (ctl_vm_call(a0) != WORD) _exit(3);
 }
 
 /* A client with a session that traces t:f with `kinds`; -1 if it could not. */

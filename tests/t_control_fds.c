@@ -53,14 +53,6 @@
 
 static char address[64];
 
-static void vm_call(uint64_t a0) {
-    uint64_t frame[1] = { a0 };
-    bpt_vm_token t = 0;
-    bpt_vm_word w = BPT_VM_FETCH(&code);
-    if (w == BP) w = bpt_vm_breakpoint(fn, frame, &t);
-    if (t) bpt_vm_return(t, a0 + 1);
-}
-
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -150,7 +142,7 @@ static void renew_retried(void) {
 static volatile int calls_on;
 static void *caller(void *arg) {
     (void)arg;
-    for (uint64_t i = 0; calls_on; i++) vm_call(i);
+    for (uint64_t i = 0; calls_on; i++) (void)ctl_vm_call(i);
     return NULL;
 }
 static int stalled_stream(pthread_t *t) {
