@@ -16514,7 +16514,7 @@ static int bpt__ctl_stream(bpt__ctl_client *c) {
         struct pollfd p;
         char sink[256];
         off_t end, at;
-        int stop, rc;
+        int rc;
         if (!bpt__ctl_ours(mfd, mid) || !bpt__ctl_ours(c->fd, c->id)) break;   /* the program's (>>descriptors) */
         rc = bpt_session_write(c->session, &w);
         end = lseek(mfd, 0, SEEK_CUR);
@@ -16538,10 +16538,7 @@ static int bpt__ctl_stream(bpt__ctl_client *c) {
             if (p.revents & (POLLHUP | POLLERR)) break;   /* hung up */
             if (k == 0) events = 0;                       /* half-closed: it still reads */
         }
-        pthread_mutex_lock(&bpt__ctl_lock);
-        stop = bpt__ctl.stopping;
-        pthread_mutex_unlock(&bpt__ctl_lock);
-        if (stop) break;
+        if (bpt__ctl_stop_asked()) break;
     }
 done:
     BPT_FREE(buf);

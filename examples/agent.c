@@ -192,21 +192,28 @@ __attribute__((destructor)) static void agent_fini(void) {
     }
 }
 
-/* ---- BPTRACE_CONTROL_FORKS=1: a server in each forked child ---- */
+/* ---- The control server ---- */
 
-/* The child's fork handler. bptrace's own (registered by the parent's
-   bpt_control_start, before this one, so it runs first) has closed the
-   parent's sockets and forgotten its server; this one starts the child's,
-   at the default address of the child's pid. The child has one thread
-   here, the one that forked. */
-static void child_server(void) {
+/* Start it at path (NULL: the default address of this process's pid),
+   saying why on stderr if it cannot be. */
+static void start_server(const char *path) {
     bpt_control_desc d;
     char where[128];
     memset(&d, 0, sizeof d);
+    d.path = path;
     if (bpt_control_start(&d) < 0)
-        fprintf(stderr, "bptrace-agent[%d]: no control server in this child: %s\n", (int)getpid(), bpt_last_error());
+        fprintf(stderr, "bptrace-agent[%d]: no control server: %s\n", (int)getpid(), bpt_last_error());
     else if (bpt_control_address(where, sizeof where) >= 0)
-        SAY("control server of the forked child at %s\n", where);
+        SAY("control server at %s\n", where);
+}
+
+/* BPTRACE_CONTROL_FORKS=1: the child's fork handler. bptrace's own
+   (registered by the parent's bpt_control_start, before this one, so it
+   runs first) has closed the parent's sockets and forgotten its server;
+   this one starts the child's, at the default address of the child's pid.
+   The child has one thread here, the one that forked. */
+static void child_server(void) {
+    start_server(NULL);
 }
 
 /* ---- Modules ---- */
@@ -249,12 +256,7 @@ __attribute__((constructor)) static void agent_init(void) {
     ctl = ctl ? control : NULL;
     register_module(NULL);
     if (!ctl || strcmp(ctl, "off")) {
-        bpt_control_desc d;
-        char where[128];
-        memset(&d, 0, sizeof d);
-        d.path = ctl && *ctl ? ctl : NULL;
-        if (bpt_control_start(&d) < 0) fprintf(stderr, "bptrace-agent: %s\n", bpt_last_error());
-        else if (bpt_control_address(where, sizeof where) >= 0) SAY("control server at %s\n", where);
+        start_server(ctl && *ctl ? ctl : NULL);
         /* after the start: its fork handlers are registered, and run first */
         if (forks && !strcmp(forks, "1") && pthread_atfork(NULL, NULL, child_server) != 0)
             fprintf(stderr, "bptrace-agent: BPTRACE_CONTROL_FORKS: no memory for the fork handler\n");
