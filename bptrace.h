@@ -2647,6 +2647,10 @@ BPT_API int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, si
    in several processes starting or stopping at one path take turns
    (flock on the socket's directory, held for a few system calls): the
    second to start gets BPT_EEXIST, and a stop removes only its own file.
+   A start at the default address also removes, from that directory, the
+   bptrace-PID.sock files of this user that dead processes left (killed,
+   or a fork child's _exit): each one's pid is gone and its connect is
+   refused. Nothing else there is touched (>>stale files in control.c).
 
    PROTOCOL, version 1. Requests are lines of text (at most 4095 bytes and
    a '\n'); each gets one or more reply lines, the last either "OK ..." or
@@ -16185,6 +16189,7 @@ int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, size_t why
    its own slot, and signals bpt__ctl_gone when it is the last. A session
    whose destroy failed (no memory) is kept in bpt__ctl.left, and destroyed
    again at the next client's departure or bpt_control_stop. */
+#include <dirent.h>
 #include <poll.h>
 #include <sys/file.h>
 #include <sys/socket.h>
@@ -16937,6 +16942,56 @@ static void bpt__ctl_dir_unlock(int dfd) {
     if (dfd >= 0) close(dfd);   /* the close releases the flock */
 }
 
+/* >>stale files: a process that ends without its stop (killed, or a fork
+   child's _exit under the agent's BPTRACE_CONTROL_FORKS) leaves its socket
+   file behind, and nothing removed it but a later server of the same pid:
+   a prefork server's workers filled $XDG_RUNTIME_DIR with them. A server
+   starting at its default address (dfd: that directory, locked) removes
+   from it each bptrace-PID.sock of another pid that is this user's socket,
+   whose process is gone (kill: ESRCH) and whose connect is refused (nobody
+   listens; a server between its bind and its listen holds the lock). Any
+   other file is left alone; at most 1,024 entries are looked at, so that
+   a crowded directory costs a start little. */
+static int bpt__ctl_default_pid(const char *name) {   /* PID of "bptrace-PID.sock", or 0 */
+    const char *p = name + 8;
+    int pid = 0;
+    if (strncmp(name, "bptrace-", 8) != 0 || *p < '1' || *p > '9') return 0;
+    for (; *p >= '0' && *p <= '9' && pid < INT_MAX / 10 - 1; p++) pid = pid * 10 + (*p - '0');
+    return strcmp(p, ".sock") == 0 ? pid : 0;
+}
+
+static void bpt__ctl_sweep(int dfd) {
+    struct sockaddr_un a;
+    struct dirent *e;
+    struct stat st;
+    size_t dir_len, n;
+    int fd, probe, pid, refused, looked = 0;
+    DIR *d;
+    /* dfd >= 0: the address is a file's, "DIR/bptrace-PID.sock" (bpt__ctl_dir_lock) */
+    if (dfd < 0 || (fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) return;
+    dir_len = (size_t)(strrchr(bpt__ctl.address, '/') - bpt__ctl.address) + 1;
+    if (!(d = fdopendir(fd))) {
+        close(fd);
+        return;
+    }
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    memcpy(a.sun_path, bpt__ctl.address, dir_len);   /* "DIR/" */
+    while (looked++ < 1024 && (e = readdir(d)) != NULL) {
+        if ((pid = bpt__ctl_default_pid(e->d_name)) == 0 || pid == (int)getpid() ||
+            (n = strlen(e->d_name)) + dir_len >= sizeof a.sun_path ||
+            fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISSOCK(st.st_mode) ||
+            st.st_uid != geteuid() || kill(pid, 0) == 0 || errno != ESRCH)
+            continue;
+        memcpy(a.sun_path + dir_len, e->d_name, n + 1);
+        if ((probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) break;
+        refused = connect(probe, (const struct sockaddr *)&a, (socklen_t)sizeof a) < 0 && errno == ECONNREFUSED;
+        close(probe);
+        if (refused) unlinkat(dfd, e->d_name, 0);
+    }
+    closedir(d);
+}
+
 /* bind, replacing a socket file that nobody serves (a dead process's). Any
    other file at the path is left alone. The probe connect does not block:
    a server that accepts nothing (its backlog full: EAGAIN) still serves.
@@ -17115,6 +17170,7 @@ int bpt_control_start(const bpt_control_desc *desc) {
     }
     if ((rc = bpt__ctl_address(d.path)) < 0) goto fail;
     dfd = bpt__ctl_dir_lock();   /* from bind to listen and on: see bpt__ctl_dir_lock */
+    if (!d.path) bpt__ctl_sweep(dfd);   /* >>stale files */
     if ((rc = bpt__ctl_open()) < 0) goto fail;
     bpt__ctl.allow_root = d.allow_root;
     bpt__ctl.max_clients = d.max_clients;

@@ -43,7 +43,8 @@
    handlers, so a child that execs at once through them pays nothing. A
    child that ends with _exit, or execs a program without the agent, leaves
    its socket file behind in $XDG_RUNTIME_DIR (the abstract name goes with
-   the process); a server later started with that pid replaces it.
+   the process), until the next server starts there: a start at the default
+   address removes the files of processes that are gone (>>stale files).
 
    A program that has bptrace in it already has its own registry: it starts
    its own server (bpt_control_start) instead of loading the agent. */

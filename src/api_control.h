@@ -41,6 +41,10 @@
    in several processes starting or stopping at one path take turns
    (flock on the socket's directory, held for a few system calls): the
    second to start gets BPT_EEXIST, and a stop removes only its own file.
+   A start at the default address also removes, from that directory, the
+   bptrace-PID.sock files of this user that dead processes left (killed,
+   or a fork child's _exit): each one's pid is gone and its connect is
+   refused. Nothing else there is touched (>>stale files in control.c).
 
    PROTOCOL, version 1. Requests are lines of text (at most 4095 bytes and
    a '\n'); each gets one or more reply lines, the last either "OK ..." or

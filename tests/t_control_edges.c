@@ -72,6 +72,12 @@
         failed bind and its probe connect; a test point removes it): start
         binds again and succeeds (the probe's ENOENT was reported as "may
         be served", BPT_EEXIST; found by review).
+    18. a start at the default address removes the socket files that dead
+        processes of bptrace left in $XDG_RUNTIME_DIR (a prefork server's
+        workers that end with _exit under BPTRACE_CONTROL_FORKS filled it
+        with them), and nothing else there: not another pid's file that a
+        socket still listens at, not a live process's, not a regular file,
+        not a name of another form.
    BPT_TEST_CONCURRENCY: tests/run runs it under TSAN too. */
 static void t_test_point(const char *where);
 #define BPT_TEST_POINT(where) t_test_point(where)
@@ -400,6 +406,66 @@ static void file_gone(void) {
     t_remove_path = NULL;
     CHECK_RC(bpt_control_stop(), 0);
     unlink(path);
+}
+
+/* 18. Stale default-address files in $XDG_RUNTIME_DIR. */
+static pid_t dead_pid(void) {   /* a pid that was a process's and is no more */
+    pid_t p = fork();
+    if (p == 0) _exit(0);
+    CHECK(p > 0 && waitpid(p, NULL, 0) == p, "fork: %s", strerror(errno));
+    return p;
+}
+
+static int bound_at(const char *path, int listening) {   /* a socket file at path; the socket, or -1 closed */
+    struct sockaddr_un a;
+    socklen_t n = ctl_sockaddr(path, &a);
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    CHECK(s >= 0 && bind(s, (struct sockaddr *)&a, n) == 0 && (!listening || listen(s, 4) == 0),
+          "socket file %s: %s", path, strerror(errno));
+    if (!listening) {
+        close(s);
+        s = -1;
+    }
+    return s;
+}
+
+static void stale_files(void) {
+    char dir[64], stale[128], served[128], alive[128], regular[128], other[128], mine[128];
+    const char *old = getenv("XDG_RUNTIME_DIR");
+    char *saved = old ? strdup(old) : NULL;
+    int listener;
+    snprintf(dir, sizeof dir, "/tmp/bpt-t-control-edges-%d-xdg-XXXXXX", (int)getpid());
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp: %s", strerror(errno));
+    snprintf(stale, sizeof stale, "%s/bptrace-%d.sock", dir, (int)dead_pid());
+    snprintf(served, sizeof served, "%s/bptrace-%d.sock", dir, (int)dead_pid());
+    snprintf(alive, sizeof alive, "%s/bptrace-%d.sock", dir, (int)getppid());
+    snprintf(regular, sizeof regular, "%s/bptrace-%d.sock", dir, (int)dead_pid());
+    snprintf(other, sizeof other, "%s/bptrace-%d.sock.old", dir, (int)dead_pid());
+    snprintf(mine, sizeof mine, "%s/bptrace-%d.sock", dir, (int)getpid());
+    bound_at(stale, 0);
+    listener = bound_at(served, 1);   /* a dead pid's name, but someone listens */
+    bound_at(alive, 0);               /* refused, but its process lives */
+    put_file(regular, "not a socket");
+    bound_at(other, 0);
+    CHECK(setenv("XDG_RUNTIME_DIR", dir, 1) == 0, "setenv");
+    CHECK_RC(bpt_control_start(NULL), 0);
+    CHECK(access(stale, F_OK) < 0 && errno == ENOENT, "a dead process's socket file is still there: %s", stale);
+    CHECK(access(served, F_OK) == 0, "a socket file someone listens at was removed: %s", served);
+    CHECK(access(alive, F_OK) == 0, "a live process's socket file was removed: %s", alive);
+    CHECK(file_holds(regular, "not a socket"), "a regular file at a default name was touched: %s", regular);
+    CHECK(access(other, F_OK) == 0, "a file of another name was removed: %s", other);
+    CHECK(access(mine, F_OK) == 0, "the server's own file is missing: %s", mine);
+    CHECK_RC(bpt_control_stop(), 0);
+    CHECK(access(mine, F_OK) < 0, "stop left its file: %s", mine);
+    if (saved) setenv("XDG_RUNTIME_DIR", saved, 1);
+    else unsetenv("XDG_RUNTIME_DIR");
+    free(saved);
+    close(listener);
+    unlink(served);
+    unlink(alive);
+    unlink(regular);
+    unlink(other);
+    CHECK(rmdir(dir) == 0, "rmdir %s: %s", dir, strerror(errno));
 }
 
 /* 4. Negative numbers in HELLO's options. */
@@ -859,6 +925,7 @@ int main(int argc, char **argv) {
     PART(stop_window);
     PART(two_starts);
     PART(file_gone);
+    PART(stale_files);
     PART(listener_enomem);
     snprintf(address, sizeof address, "@bpt-t-control-edges-%d", (int)getpid());
     memset(&d, 0, sizeof d);
