@@ -555,6 +555,12 @@ typedef struct bpt_msg {
     int arity;
     bpt_format_fn format;  /* the site's argument formatter, or NULL for decimal */
     const char *user;      /* the match spec's message, or NULL */
+    uint8_t no_return;     /* CALL: 1 when its session does not trace this call's return
+                              (neither BPT_RETURN nor BPT_EXCEPTION, whose exception_trace
+                              sends return_from too): no RETURN_FROM will end it; the stack writers
+                              take it for a moment, not an open call. 0: a RETURN_FROM or
+                              EXCEPTION_FROM ends it, unless it unwinds untraced or its frame
+                              was skipped (a full shadow stack); a file before version 3 says 0 */
     uint64_t value;        /* DROPPED: count; LIMIT: rate_max; RETURN_FROM: the return value;
                               EXCEPTION_FROM: the exception */
     uint8_t  value_type;   /* RETURN_FROM: enum bpt_arg_type of value (F64: the double's bits) */
@@ -821,7 +827,7 @@ BPT_API int bpt_clock_info(bpt_clock *out);
 
      header (144 bytes)
        char     magic[8]       "BPTRACE\0"
-       uint32_t version        2 (BPT_FILE_VERSION); readers take 1 too
+       uint32_t version        3 (BPT_FILE_VERSION); readers take 1 and 2 too
        uint32_t header_bytes   144
        uint32_t machine        the traced process's ELF e_machine (62 x86-64, 183 aarch64)
        uint32_t pid
@@ -845,7 +851,8 @@ BPT_API int bpt_clock_info(bpt_clock *out);
      a record: uint64_t ticks; uint8_t type; uint8_t words; uint16_t info;
        uint32_t id; then `words` 8-byte words:
        CALL            id: the function; info: nargs (bits 0-3), caller
-                       (bit 4), message (bit 5); words: [arg types, 4 bits
+                       (bit 4), message (bit 5), no return traced (bit 6,
+                       version 3: bpt_msg.no_return); words: [arg types, 4 bits
                        each, | nargs << 32 | string bytes << 40] [args]
                        [string bytes, padded] [caller address, caller id]
                        [message id]
@@ -862,7 +869,7 @@ BPT_API int bpt_clock_info(bpt_clock *out);
                        when the counter went back); a copy of the one in
                        effect opens a thread's first block in a file that
                        takes up its records mid-chunk (bpt_session_write) */
-enum { BPT_FILE_VERSION = 2 };
+enum { BPT_FILE_VERSION = 3 };
 
 /* Where bpt_session_write writes, and what it has written. Zero-initialise
    it and set fd; keep it for every write to that file. */
@@ -2045,8 +2052,10 @@ typedef struct bpt_chrome {
 BPT_API int bpt_chrome_open(bpt_chrome *w, FILE *out);
 
 /* bpt_chrome_write: write one message: a call, return_from or
-   exception_from as a B or E event, a DROPPED as the thread's cut (see
-   bpt_chrome). Other types are ignored.
+   exception_from as a B or E event, a call whose return is not traced
+   (bpt_msg.no_return) as the thread's instant event ("i": nothing would
+   end it), a DROPPED as the thread's cut (see bpt_chrome). Other types are
+   ignored.
 
    Parameters
      w   an open writer; not NULL
@@ -2116,8 +2125,9 @@ typedef struct bpt_folded bpt_folded;
 BPT_API int bpt_folded_new(bpt_folded **out);
 
 /* bpt_folded_add: add one message: a call, return_from, exception_from, or
-   a DROPPED (the thread's stack is emptied; see bpt_folded). Other types
-   are ignored.
+   a DROPPED (the thread's stack is emptied; see bpt_folded). Other types,
+   and a call whose return is not traced (bpt_msg.no_return: it has no
+   time to charge), are ignored.
 
    Parameters
      f   the object; not NULL
@@ -3336,6 +3346,10 @@ enum {
     BPT__REC_CALL_NARGS = 0x0f,   /* CALL info: argument count */
     BPT__REC_CALL_CALLER = 0x10,  /* CALL info: caller address and id follow */
     BPT__REC_CALL_USER = 0x20,    /* CALL info: a match spec message id follows */
+    BPT__REC_CALL_NO_RETURN = 0x40,   /* CALL info: its session does not trace this call's return
+                                         (neither BPT_RETURN nor BPT_EXCEPTION): no RETURN_FROM
+                                         will end it (version 3) */
+    BPT__REC_CALL_INFO = 0x7f,    /* CALL info: every bit a record may set */
     BPT__REC_MAX_WORDS = 1 + BPT_MAX_ARGS + BPT_MSG_STR_BYTES / 8 + 2 + 1,
     BPT__REC_MAX_BYTES = (int)sizeof(bpt__rec) + 8 * BPT__REC_MAX_WORDS,
     /* What a plain call record is written with (>>plain call in kind_call.c):
@@ -3989,9 +4003,10 @@ BPT__HOT void bpt__kind_count_add(bpt__thread *rec, void *count);
 BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, uintptr_t dir, uintptr_t off, void *count);   /* 0: page not mapped */
 #if defined(BPT_NATIVE)
 /* The call kind's plain record (>>plain call in kind_call.c), for the call
-   path: written in place at p, which has BPT__CALL_PLAIN_ROOM bytes. */
+   path: written in place at p, which has BPT__CALL_PLAIN_ROOM bytes;
+   flags: BPT__REC_CALL_NO_RETURN or 0. */
 BPT__HOT BPT__INTREGS uint32_t bpt__call_rec_plain(unsigned char *p, const bpt_func *f, const uint64_t *gpr,
-                                                   uint64_t ticks);
+                                                   uint64_t ticks, uint16_t flags);
 #endif
 /*** End of breakpoint.h ***/
 
@@ -5582,7 +5597,7 @@ BPT__PRIVATE int bpt__rec_check(const void *p, uint32_t avail) {
     if (bytes > avail) return 0;
     switch (r->type) {
     case BPT_MSG_CALL:
-        if ((r->info & BPT__REC_CALL_NARGS) > BPT_MAX_ARGS || (r->info & ~0x3fu)) return 0;
+        if ((r->info & BPT__REC_CALL_NARGS) > BPT_MAX_ARGS || (r->info & ~(unsigned)BPT__REC_CALL_INFO)) return 0;
         if ((r->info & BPT__REC_CALL_NARGS) && (r->words == 0 || ((w[0] >> 40) & 0xffff) > BPT_MSG_STR_BYTES)) return 0;
         return bpt__rec_call_words(r, w) == r->words ? (int)bytes : 0;
     case BPT_MSG_RETURN_FROM:
@@ -5629,6 +5644,7 @@ static void bpt__rec_decode_call(const bpt__decoder *d, const bpt__rec *r, bpt_m
     const bpt__name *fn = bpt__rec_function(d, r->id);
     bpt__rec_names(d, r->id, &m->module, &m->name, &m->arity);
     m->format = fn ? fn->format : NULL;
+    m->no_return = (r->info & BPT__REC_CALL_NO_RETURN) != 0;
     if (n) {
         uint32_t strbytes = (uint32_t)((w[0] >> 40) & 0xffff);
         m->nargs = (uint16_t)n;
@@ -10222,15 +10238,16 @@ BPT__HOT BPT__INTREGS uint32_t bpt__call_args_plain(const bpt_func *f, const uin
 /* The call path's record (CALL_PLAIN, site_native.c), written in place at
    p, which has BPT__CALL_PLAIN_ROOM bytes: the header, then
    bpt__call_args_plain's words. The same record the call kind's hit
-   sends for a call with no match spec. Returns its bytes. */
+   sends for a call with no match spec. flags: BPT__REC_CALL_NO_RETURN, or
+   0 when the return is traced (the call-return path). Returns its bytes. */
 BPT__HOT BPT__INTREGS uint32_t bpt__call_rec_plain(unsigned char *p, const bpt_func *f, const uint64_t *gpr,
-                                                   uint64_t ticks) {
+                                                   uint64_t ticks, uint16_t flags) {
     bpt__rec *h = (bpt__rec *)(void *)p;   /* chunk memory: 8-aligned, no declared type */
     uint32_t words = bpt__call_args_plain(f, gpr, (uint64_t *)(void *)(h + 1));
     h->ticks = ticks;
     h->type = BPT_MSG_CALL;
     h->words = (uint8_t)words;
-    h->info = (uint16_t)(words ? words - 1 : 0);   /* the argument count */
+    h->info = (uint16_t)((words ? words - 1 : 0) | flags);   /* the argument count */
     h->id = f->fid;
     return (uint32_t)sizeof *h + 8u * words;
 }
@@ -10336,6 +10353,8 @@ BPT__HOT void bpt__kind_call_hit(bpt__hit *h, bpt__session *s, const bpt__Generi
         b.w[words++] = ms->message_id;
         b.h.info |= BPT__REC_CALL_USER;
     }
+    if (!(ms && (ms->actions & (BPT_RETURN | BPT_EXCEPTION))))   /* no return_from will end it */
+        b.h.info |= BPT__REC_CALL_NO_RETURN;
     b.h.ticks = bpt__now_ticks();
     b.h.type = BPT_MSG_CALL;
     b.h.words = (uint8_t)words;
@@ -11108,9 +11127,11 @@ BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_c
    (one function for both saved 5 registers a call event, 164.9 -> 184.8
    instructions; callgrind, bench_overhead call). */
 
-/* CL4 and CL5, for both paths: 1 when the call record is written. */
+/* CL4 and CL5, for both paths: 1 when the call record is written.
+   flags: the record's BPT__REC_CALL_NO_RETURN (the call path), or 0 (the
+   call-return path: its return_from ends the call). */
 BPT__HOT BPT__INTREGS int bpt__call_path_record(bpt__thread *rec, bpt_func *f, bpt__session *s,
-                                                const uint64_t *args) {
+                                                const uint64_t *args, uint16_t flags) {
     uint64_t ticks;
     bpt__lane *lane;
     int done = 0;
@@ -11118,7 +11139,7 @@ BPT__HOT BPT__INTREGS int bpt__call_path_record(bpt__thread *rec, bpt_func *f, b
                     bpt__now_ticks_counter(&ticks)) &&
         BPT__LIKELY(bpt__send_begin(rec))) {                                /* CL5 [H1] */
         if (BPT__LIKELY((lane = bpt__lane_room(s, rec, ticks, BPT__CALL_PLAIN_ROOM)) != NULL)) {
-            bpt__lane_publish(lane, bpt__call_rec_plain(lane->wp, f, args, ticks));   /* [R2] */
+            bpt__lane_publish(lane, bpt__call_rec_plain(lane->wp, f, args, ticks, flags));   /* [R2] */
             done = 1;
         }
         bpt__send_end(rec);
@@ -11134,7 +11155,8 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_path(bpt_fun
     bpt__pin_rec(rec);                                                    /* CL2 */
     sc = &f->shortcut[bpt__active_ix_load()];
     if (BPT__LIKELY(sc->kind == BPT__SHORTCUT_CALL_PLAIN) && BPT__LIKELY(bpt__native_frames_settled(rec, sp)))   /* CL3 */
-        done = bpt__call_path_record(rec, f, ((const bpt__GenericBp *)sc->data)->session, args);   /* CL4, CL5 */
+        done = bpt__call_path_record(rec, f, ((const bpt__GenericBp *)sc->data)->session, args,
+                                     BPT__REC_CALL_NO_RETURN);                                     /* CL4, CL5 */
     else
         done = sc->kind == BPT__SHORTCUT_NONE && bpt__native_frames_settled(rec, sp);
     return bpt__short_path_unpin(rec, done);                               /* CL6 */
@@ -11172,7 +11194,7 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_return_path(
     if (BPT__LIKELY(sc->kind == BPT__SHORTCUT_CALL_RETURN) && BPT__LIKELY(bpt__native_frames_settled(rec, sp)) &&
         BPT__LIKELY(bpt__native_frame_plain_ok(rec, f, slot))) {                                  /* CR3 */
         const bpt__GenericBp *g = (const bpt__GenericBp *)sc->data;
-        if ((done = bpt__call_path_record(rec, f, g->session, args))) {                            /* CR4, CR5 */
+        if ((done = bpt__call_path_record(rec, f, g->session, args, 0))) {                         /* CR4, CR5 */
             const bpt__ms *ms = (const bpt__ms *)g->data[ix].data[BPT__KIX_CALL];   /* the same generation [G2] */
             bpt__native_frame_push_plain(rec, f, g->session, ms->actions, ms->rettype, sp, slot, NULL, 0);   /* CR6 */
         }
@@ -14781,6 +14803,12 @@ int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size
    by text when a message's names were copied); the calls above that one
    were unwound without a message (BPT_RETURN without BPT_EXCEPTION, a
    longjmp past untraced frames).
+   A call whose return is not traced (bpt_msg.no_return) opens nothing:
+   nothing would end it, and each such call left one more open call on the
+   stack, so that past BPT__STACK_KEPT of them the stack kept none of the
+   calls after, and a traced caller's return was taken for the newest
+   call's (its E never written). The Chrome writer shows it as an instant
+   event, the folded writer charges it nothing.
    A DROPPED message cuts its thread's stack (bpt__stack_cut): the lost
    messages may have returned any of the open calls and opened others, so
    what is kept no longer says where the thread is. The stack starts again
@@ -15102,7 +15130,8 @@ static void bpt__json_chars(FILE *out, const char *s) {
 }
 
 /* One event on t's track; its name "module:function/arity" written whole
-   (a fixed buffer cut long C++ names, sometimes inside a character). */
+   (a fixed buffer cut long C++ names, sometimes inside a character). An
+   instant event ("i") is the thread's own ("s":"t"). */
 static void bpt__chrome_event(bpt_chrome *w, const char *ph, const struct bpt__stack *t, uint64_t ts_ns,
                               const char *module, const char *name, int arity) {
     char ts[32];
@@ -15110,8 +15139,9 @@ static void bpt__chrome_event(bpt_chrome *w, const char *ph, const struct bpt__s
     bpt__json_chars(w->out, module ? module : "?");
     fputc(':', w->out);
     bpt__json_chars(w->out, name ? name : "?");
-    if (fprintf(w->out, "/%d\",\"cat\":\"bptrace\",\"ph\":\"%s\",\"ts\":%s,\"pid\":%lld,\"tid\":%u}\n", arity, ph,
-                bpt__json_us(ts, (int64_t)(ts_ns - w->base_ns)), bpt__chrome_pid(t), (unsigned)t->tid) < 0)
+    if (fprintf(w->out, "/%d\",\"cat\":\"bptrace\",\"ph\":\"%s\"%s,\"ts\":%s,\"pid\":%lld,\"tid\":%u}\n", arity, ph,
+                ph[0] == 'i' ? ",\"s\":\"t\"" : "", bpt__json_us(ts, (int64_t)(ts_ns - w->base_ns)),
+                bpt__chrome_pid(t), (unsigned)t->tid) < 0)
         w->err = 1;
     w->events++;
 }
@@ -15173,6 +15203,8 @@ int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m) {
     }
     if (m->type == BPT_MSG_DROPPED) {
         bpt__chrome_dropped(w, t, m);
+    } else if (m->type == BPT_MSG_CALL && m->no_return) {   /* nothing will end it: a moment (>>stacks) */
+        bpt__chrome_event(w, "i", t, bpt__stack_ts(t, m), m->module, m->name, m->arity);
     } else if (m->type == BPT_MSG_CALL) {
         if (bpt__stack_push(t, m) < 0)
             return bpt__fail(BPT_ENOMEM, "bpt_chrome_write: no memory for thread %u's deeper stack", (unsigned)m->thread);
@@ -15332,6 +15364,7 @@ int bpt_folded_add(bpt_folded *f, const bpt_msg *m) {
     if (m->type != BPT_MSG_CALL && m->type != BPT_MSG_RETURN_FROM && m->type != BPT_MSG_EXCEPTION_FROM &&
         m->type != BPT_MSG_DROPPED)
         return 0;
+    if (m->type == BPT_MSG_CALL && m->no_return) return 0;   /* nothing will end it: no time to charge (>>stacks) */
     t = bpt__stack_of(&f->tracks, m, m->type == BPT_MSG_CALL, &created);
     if (!t) {
         if (m->type == BPT_MSG_CALL)

@@ -114,8 +114,10 @@ typedef struct bpt_chrome {
 BPT_API int bpt_chrome_open(bpt_chrome *w, FILE *out);
 
 /* bpt_chrome_write: write one message: a call, return_from or
-   exception_from as a B or E event, a DROPPED as the thread's cut (see
-   bpt_chrome). Other types are ignored.
+   exception_from as a B or E event, a call whose return is not traced
+   (bpt_msg.no_return) as the thread's instant event ("i": nothing would
+   end it), a DROPPED as the thread's cut (see bpt_chrome). Other types are
+   ignored.
 
    Parameters
      w   an open writer; not NULL
@@ -185,8 +187,9 @@ typedef struct bpt_folded bpt_folded;
 BPT_API int bpt_folded_new(bpt_folded **out);
 
 /* bpt_folded_add: add one message: a call, return_from, exception_from, or
-   a DROPPED (the thread's stack is emptied; see bpt_folded). Other types
-   are ignored.
+   a DROPPED (the thread's stack is emptied; see bpt_folded). Other types,
+   and a call whose return is not traced (bpt_msg.no_return: it has no
+   time to charge), are ignored.
 
    Parameters
      f   the object; not NULL

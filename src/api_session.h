@@ -54,6 +54,12 @@ typedef struct bpt_msg {
     int arity;
     bpt_format_fn format;  /* the site's argument formatter, or NULL for decimal */
     const char *user;      /* the match spec's message, or NULL */
+    uint8_t no_return;     /* CALL: 1 when its session does not trace this call's return
+                              (neither BPT_RETURN nor BPT_EXCEPTION, whose exception_trace
+                              sends return_from too): no RETURN_FROM will end it; the stack writers
+                              take it for a moment, not an open call. 0: a RETURN_FROM or
+                              EXCEPTION_FROM ends it, unless it unwinds untraced or its frame
+                              was skipped (a full shadow stack); a file before version 3 says 0 */
     uint64_t value;        /* DROPPED: count; LIMIT: rate_max; RETURN_FROM: the return value;
                               EXCEPTION_FROM: the exception */
     uint8_t  value_type;   /* RETURN_FROM: enum bpt_arg_type of value (F64: the double's bits) */
@@ -320,7 +326,7 @@ BPT_API int bpt_clock_info(bpt_clock *out);
 
      header (144 bytes)
        char     magic[8]       "BPTRACE\0"
-       uint32_t version        2 (BPT_FILE_VERSION); readers take 1 too
+       uint32_t version        3 (BPT_FILE_VERSION); readers take 1 and 2 too
        uint32_t header_bytes   144
        uint32_t machine        the traced process's ELF e_machine (62 x86-64, 183 aarch64)
        uint32_t pid
@@ -344,7 +350,8 @@ BPT_API int bpt_clock_info(bpt_clock *out);
      a record: uint64_t ticks; uint8_t type; uint8_t words; uint16_t info;
        uint32_t id; then `words` 8-byte words:
        CALL            id: the function; info: nargs (bits 0-3), caller
-                       (bit 4), message (bit 5); words: [arg types, 4 bits
+                       (bit 4), message (bit 5), no return traced (bit 6,
+                       version 3: bpt_msg.no_return); words: [arg types, 4 bits
                        each, | nargs << 32 | string bytes << 40] [args]
                        [string bytes, padded] [caller address, caller id]
                        [message id]
@@ -361,7 +368,7 @@ BPT_API int bpt_clock_info(bpt_clock *out);
                        when the counter went back); a copy of the one in
                        effect opens a thread's first block in a file that
                        takes up its records mid-chunk (bpt_session_write) */
-enum { BPT_FILE_VERSION = 2 };
+enum { BPT_FILE_VERSION = 3 };
 
 /* Where bpt_session_write writes, and what it has written. Zero-initialise
    it and set fd; keep it for every write to that file. */

@@ -233,7 +233,8 @@ BPT__HOT void bpt__kind_count_add(bpt__thread *rec, void *count);
 BPT__HOT BPT__INTREGS int bpt__kind_count_try_add(bpt__thread *rec, uintptr_t dir, uintptr_t off, void *count);   /* 0: page not mapped */
 #if defined(BPT_NATIVE)
 /* The call kind's plain record (>>plain call in kind_call.c), for the call
-   path: written in place at p, which has BPT__CALL_PLAIN_ROOM bytes. */
+   path: written in place at p, which has BPT__CALL_PLAIN_ROOM bytes;
+   flags: BPT__REC_CALL_NO_RETURN or 0. */
 BPT__HOT BPT__INTREGS uint32_t bpt__call_rec_plain(unsigned char *p, const bpt_func *f, const uint64_t *gpr,
-                                                   uint64_t ticks);
+                                                   uint64_t ticks, uint16_t flags);
 #endif

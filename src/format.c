@@ -194,6 +194,12 @@ int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *buf, size
    by text when a message's names were copied); the calls above that one
    were unwound without a message (BPT_RETURN without BPT_EXCEPTION, a
    longjmp past untraced frames).
+   A call whose return is not traced (bpt_msg.no_return) opens nothing:
+   nothing would end it, and each such call left one more open call on the
+   stack, so that past BPT__STACK_KEPT of them the stack kept none of the
+   calls after, and a traced caller's return was taken for the newest
+   call's (its E never written). The Chrome writer shows it as an instant
+   event, the folded writer charges it nothing.
    A DROPPED message cuts its thread's stack (bpt__stack_cut): the lost
    messages may have returned any of the open calls and opened others, so
    what is kept no longer says where the thread is. The stack starts again
@@ -515,7 +521,8 @@ static void bpt__json_chars(FILE *out, const char *s) {
 }
 
 /* One event on t's track; its name "module:function/arity" written whole
-   (a fixed buffer cut long C++ names, sometimes inside a character). */
+   (a fixed buffer cut long C++ names, sometimes inside a character). An
+   instant event ("i") is the thread's own ("s":"t"). */
 static void bpt__chrome_event(bpt_chrome *w, const char *ph, const struct bpt__stack *t, uint64_t ts_ns,
                               const char *module, const char *name, int arity) {
     char ts[32];
@@ -523,8 +530,9 @@ static void bpt__chrome_event(bpt_chrome *w, const char *ph, const struct bpt__s
     bpt__json_chars(w->out, module ? module : "?");
     fputc(':', w->out);
     bpt__json_chars(w->out, name ? name : "?");
-    if (fprintf(w->out, "/%d\",\"cat\":\"bptrace\",\"ph\":\"%s\",\"ts\":%s,\"pid\":%lld,\"tid\":%u}\n", arity, ph,
-                bpt__json_us(ts, (int64_t)(ts_ns - w->base_ns)), bpt__chrome_pid(t), (unsigned)t->tid) < 0)
+    if (fprintf(w->out, "/%d\",\"cat\":\"bptrace\",\"ph\":\"%s\"%s,\"ts\":%s,\"pid\":%lld,\"tid\":%u}\n", arity, ph,
+                ph[0] == 'i' ? ",\"s\":\"t\"" : "", bpt__json_us(ts, (int64_t)(ts_ns - w->base_ns)),
+                bpt__chrome_pid(t), (unsigned)t->tid) < 0)
         w->err = 1;
     w->events++;
 }
@@ -586,6 +594,8 @@ int bpt_chrome_write(bpt_chrome *w, const bpt_msg *m) {
     }
     if (m->type == BPT_MSG_DROPPED) {
         bpt__chrome_dropped(w, t, m);
+    } else if (m->type == BPT_MSG_CALL && m->no_return) {   /* nothing will end it: a moment (>>stacks) */
+        bpt__chrome_event(w, "i", t, bpt__stack_ts(t, m), m->module, m->name, m->arity);
     } else if (m->type == BPT_MSG_CALL) {
         if (bpt__stack_push(t, m) < 0)
             return bpt__fail(BPT_ENOMEM, "bpt_chrome_write: no memory for thread %u's deeper stack", (unsigned)m->thread);
@@ -745,6 +755,7 @@ int bpt_folded_add(bpt_folded *f, const bpt_msg *m) {
     if (m->type != BPT_MSG_CALL && m->type != BPT_MSG_RETURN_FROM && m->type != BPT_MSG_EXCEPTION_FROM &&
         m->type != BPT_MSG_DROPPED)
         return 0;
+    if (m->type == BPT_MSG_CALL && m->no_return) return 0;   /* nothing will end it: no time to charge (>>stacks) */
     t = bpt__stack_of(&f->tracks, m, m->type == BPT_MSG_CALL, &created);
     if (!t) {
         if (m->type == BPT_MSG_CALL)

@@ -81,15 +81,16 @@ BPT__HOT BPT__INTREGS uint32_t bpt__call_args_plain(const bpt_func *f, const uin
 /* The call path's record (CALL_PLAIN, site_native.c), written in place at
    p, which has BPT__CALL_PLAIN_ROOM bytes: the header, then
    bpt__call_args_plain's words. The same record the call kind's hit
-   sends for a call with no match spec. Returns its bytes. */
+   sends for a call with no match spec. flags: BPT__REC_CALL_NO_RETURN, or
+   0 when the return is traced (the call-return path). Returns its bytes. */
 BPT__HOT BPT__INTREGS uint32_t bpt__call_rec_plain(unsigned char *p, const bpt_func *f, const uint64_t *gpr,
-                                                   uint64_t ticks) {
+                                                   uint64_t ticks, uint16_t flags) {
     bpt__rec *h = (bpt__rec *)(void *)p;   /* chunk memory: 8-aligned, no declared type */
     uint32_t words = bpt__call_args_plain(f, gpr, (uint64_t *)(void *)(h + 1));
     h->ticks = ticks;
     h->type = BPT_MSG_CALL;
     h->words = (uint8_t)words;
-    h->info = (uint16_t)(words ? words - 1 : 0);   /* the argument count */
+    h->info = (uint16_t)((words ? words - 1 : 0) | flags);   /* the argument count */
     h->id = f->fid;
     return (uint32_t)sizeof *h + 8u * words;
 }
@@ -195,6 +196,8 @@ BPT__HOT void bpt__kind_call_hit(bpt__hit *h, bpt__session *s, const bpt__Generi
         b.w[words++] = ms->message_id;
         b.h.info |= BPT__REC_CALL_USER;
     }
+    if (!(ms && (ms->actions & (BPT_RETURN | BPT_EXCEPTION))))   /* no return_from will end it */
+        b.h.info |= BPT__REC_CALL_NO_RETURN;
     b.h.ticks = bpt__now_ticks();
     b.h.type = BPT_MSG_CALL;
     b.h.words = (uint8_t)words;

@@ -43,7 +43,7 @@ BPT__PRIVATE int bpt__rec_check(const void *p, uint32_t avail) {
     if (bytes > avail) return 0;
     switch (r->type) {
     case BPT_MSG_CALL:
-        if ((r->info & BPT__REC_CALL_NARGS) > BPT_MAX_ARGS || (r->info & ~0x3fu)) return 0;
+        if ((r->info & BPT__REC_CALL_NARGS) > BPT_MAX_ARGS || (r->info & ~(unsigned)BPT__REC_CALL_INFO)) return 0;
         if ((r->info & BPT__REC_CALL_NARGS) && (r->words == 0 || ((w[0] >> 40) & 0xffff) > BPT_MSG_STR_BYTES)) return 0;
         return bpt__rec_call_words(r, w) == r->words ? (int)bytes : 0;
     case BPT_MSG_RETURN_FROM:
@@ -90,6 +90,7 @@ static void bpt__rec_decode_call(const bpt__decoder *d, const bpt__rec *r, bpt_m
     const bpt__name *fn = bpt__rec_function(d, r->id);
     bpt__rec_names(d, r->id, &m->module, &m->name, &m->arity);
     m->format = fn ? fn->format : NULL;
+    m->no_return = (r->info & BPT__REC_CALL_NO_RETURN) != 0;
     if (n) {
         uint32_t strbytes = (uint32_t)((w[0] >> 40) & 0xffff);
         m->nargs = (uint16_t)n;

@@ -221,9 +221,11 @@ BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_c
    (one function for both saved 5 registers a call event, 164.9 -> 184.8
    instructions; callgrind, bench_overhead call). */
 
-/* CL4 and CL5, for both paths: 1 when the call record is written. */
+/* CL4 and CL5, for both paths: 1 when the call record is written.
+   flags: the record's BPT__REC_CALL_NO_RETURN (the call path), or 0 (the
+   call-return path: its return_from ends the call). */
 BPT__HOT BPT__INTREGS int bpt__call_path_record(bpt__thread *rec, bpt_func *f, bpt__session *s,
-                                                const uint64_t *args) {
+                                                const uint64_t *args, uint16_t flags) {
     uint64_t ticks;
     bpt__lane *lane;
     int done = 0;
@@ -231,7 +233,7 @@ BPT__HOT BPT__INTREGS int bpt__call_path_record(bpt__thread *rec, bpt_func *f, b
                     bpt__now_ticks_counter(&ticks)) &&
         BPT__LIKELY(bpt__send_begin(rec))) {                                /* CL5 [H1] */
         if (BPT__LIKELY((lane = bpt__lane_room(s, rec, ticks, BPT__CALL_PLAIN_ROOM)) != NULL)) {
-            bpt__lane_publish(lane, bpt__call_rec_plain(lane->wp, f, args, ticks));   /* [R2] */
+            bpt__lane_publish(lane, bpt__call_rec_plain(lane->wp, f, args, ticks, flags));   /* [R2] */
             done = 1;
         }
         bpt__send_end(rec);
@@ -247,7 +249,8 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_path(bpt_fun
     bpt__pin_rec(rec);                                                    /* CL2 */
     sc = &f->shortcut[bpt__active_ix_load()];
     if (BPT__LIKELY(sc->kind == BPT__SHORTCUT_CALL_PLAIN) && BPT__LIKELY(bpt__native_frames_settled(rec, sp)))   /* CL3 */
-        done = bpt__call_path_record(rec, f, ((const bpt__GenericBp *)sc->data)->session, args);   /* CL4, CL5 */
+        done = bpt__call_path_record(rec, f, ((const bpt__GenericBp *)sc->data)->session, args,
+                                     BPT__REC_CALL_NO_RETURN);                                     /* CL4, CL5 */
     else
         done = sc->kind == BPT__SHORTCUT_NONE && bpt__native_frames_settled(rec, sp);
     return bpt__short_path_unpin(rec, done);                               /* CL6 */
@@ -285,7 +288,7 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_call_return_path(
     if (BPT__LIKELY(sc->kind == BPT__SHORTCUT_CALL_RETURN) && BPT__LIKELY(bpt__native_frames_settled(rec, sp)) &&
         BPT__LIKELY(bpt__native_frame_plain_ok(rec, f, slot))) {                                  /* CR3 */
         const bpt__GenericBp *g = (const bpt__GenericBp *)sc->data;
-        if ((done = bpt__call_path_record(rec, f, g->session, args))) {                            /* CR4, CR5 */
+        if ((done = bpt__call_path_record(rec, f, g->session, args, 0))) {                         /* CR4, CR5 */
             const bpt__ms *ms = (const bpt__ms *)g->data[ix].data[BPT__KIX_CALL];   /* the same generation [G2] */
             bpt__native_frame_push_plain(rec, f, g->session, ms->actions, ms->rettype, sp, slot, NULL, 0);   /* CR6 */
         }

@@ -7,7 +7,7 @@
 
 /* A message of module "m", arity 1, at ts_us microseconds (a DROPPED one
    names no function). */
-static bpt_msg msg(int type, uint32_t tid, const char *name, uint64_t ts_us) {
+static inline bpt_msg msg(int type, uint32_t tid, const char *name, uint64_t ts_us) {
     bpt_msg m;
     memset(&m, 0, sizeof m);
     m.type = (uint16_t)type;
@@ -20,7 +20,7 @@ static bpt_msg msg(int type, uint32_t tid, const char *name, uint64_t ts_us) {
 }
 
 /* How many times `what` occurs in text. */
-static long count(const char *text, const char *what) {
+static inline long count(const char *text, const char *what) {
     long n = 0;
     const char *p = text;
     while ((p = strstr(p, what)) != NULL) { n++; p += strlen(what); }
@@ -28,7 +28,7 @@ static long count(const char *text, const char *what) {
 }
 
 /* Everything written to f so far, NUL-terminated (the caller frees it). */
-static char *slurp(FILE *f) {
+static inline char *slurp(FILE *f) {
     long n;
     char *buf;
     fflush(f);

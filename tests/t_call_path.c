@@ -210,6 +210,8 @@ static void direct(void) {
     CHECK(n == 1 && msgs[0].type == BPT_MSG_CALL && strcmp(msgs[0].name, "leaf") == 0 && msgs[0].nargs == 1 &&
               msgs[0].args[0] == 4242 && msgs[0].argtype[0] == BPT_ARG_I64,
           "one call record of leaf(4242)");
+    CHECK(n == 1 && msgs[0].no_return == 1, "the call path's record says no return is traced (no_return %d)",
+          n ? msgs[0].no_return : -1);
 
     memset(&m, 0, sizeof m);
     m.pred = match_all;
@@ -692,6 +694,10 @@ static void call_return_same_as_full(void) {
            "same (%d calls, %d return_from)\n", na, nb, same, calls, rets);
     CHECK(na == 24 && nb == 24 && same == 24 && calls == 12 && rets == 12,
           "the short paths' messages are the full path's, timestamps aside");
+    for (i = 0; i < na; i++)
+        if (a[i].type == BPT_MSG_CALL && a[i].no_return) break;
+    CHECK(i == na, "the call-return path's call records say their returns are traced (exception_trace's "
+          "too): message %d says no_return", i);
     CHECK(na == 24 && a[1].type == BPT_MSG_CALL && a[2].type == BPT_MSG_RETURN_FROM && a[2].value == 1 &&
               a[3].type == BPT_MSG_RETURN_FROM && a[3].value == 2 && a[5].type == BPT_MSG_RETURN_FROM,
           "leaf's return_from (1), then outer's (2), then half's");

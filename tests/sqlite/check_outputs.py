@@ -29,7 +29,7 @@ def check_trace(path):
         fail("%s: not valid JSON: %s" % (path, e))
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         fail("%s: no traceEvents list" % path)
-    stacks, last_ts, pairs, names, drops = {}, {}, 0, 0, 0
+    stacks, last_ts, pairs, names, drops, moments = {}, {}, 0, 0, 0, 0
     for i, ev in enumerate(doc["traceEvents"]):
         ph = ev.get("ph")
         key = (ev.get("pid"), ev.get("tid"))
@@ -44,9 +44,11 @@ def check_trace(path):
             fail("%s: event %d goes back in time on thread %r: %r after %r" % (path, i, key, ev["ts"], last_ts[key]))
         last_ts[key] = ev["ts"]
         st = stacks.setdefault(key, [])
-        if ph == "i":
-            if ev.get("s") != "t" or not ev["name"].startswith("dropped "):
-                fail("%s: event %d: an instant event other than a thread's \"dropped N\": %r" % (path, i, ev))
+        if ph == "i" and ev.get("s") == "t" and not ev["name"].startswith("dropped "):
+            moments += 1   # a call whose return is not traced: a moment, inside any B
+        elif ph == "i":
+            if ev.get("s") != "t":
+                fail("%s: event %d: an instant event not the thread's: %r" % (path, i, ev))
             if st:
                 fail("%s: event %d: %s on thread %r inside open B events %r" % (path, i, ev["name"], key, st[-3:]))
             drops += 1
@@ -64,8 +66,8 @@ def check_trace(path):
         fail("%s: B events still open at the end: %r" % (path, {k: v[-3:] for k, v in open_.items()}))
     if pairs == 0:
         fail("%s: no B/E pair at all" % path)
-    print("%s: valid JSON, %d B/E pairs on %d threads (%d thread names, %d drop marks), nested per thread" %
-          (path, pairs, len(stacks), names, drops))
+    print("%s: valid JSON, %d B/E pairs on %d threads (%d thread names, %d drop marks, %d calls with no "
+          "return traced), nested per thread" % (path, pairs, len(stacks), names, drops, moments))
 
 
 def check_folded(path):
