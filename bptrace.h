@@ -2646,7 +2646,11 @@ BPT_API int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, si
    call on it, and waits on none for more than a second, so a number the
    program has given to a file of its own gets no call past the next
    check; it ends the connections whose sockets were closed, and opens its
-   listening socket and wake-up pipe again within a second.
+   listening socket and wake-up pipe again within a second. Its
+   descriptors live at high numbers (from half the soft RLIMIT_NOFILE, at
+   most 1024, when that is 128 or more), so that the program's own opens,
+   which take the lowest free numbers, reach them only when it holds
+   hundreds of descriptors.
 
    Who may connect: a peer whose effective uid (SO_PEERCRED) is this
    process's, or root when allow_root is set. The socket file is made
@@ -16225,6 +16229,7 @@ int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, size_t why
 #include <dirent.h>
 #include <poll.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -16288,7 +16293,11 @@ static struct {   /* under bpt__ctl_lock; zero until the first start */
    are two steps: a program that gives the number to a file of its own in
    between still gets that one call, not the ones after; and the stream's
    bpt_session_write into its memory file is one use of many write(2)
-   calls. */
+   calls. So the server's descriptors live at high numbers
+   (bpt__ctl_high): a program's open takes the lowest free number, and
+   after a closefrom it reaches the server's old ones only once it holds
+   hundreds of descriptors (the window then took the server's reply into
+   the program's file; t_control_fds case 8). */
 static bpt__ctl_fdid bpt__ctl_id(int fd) {
     bpt__ctl_fdid id = { 0, 0 };
     struct stat st;
@@ -16297,6 +16306,22 @@ static bpt__ctl_fdid bpt__ctl_id(int fd) {
         id.ino = st.st_ino;
     }
     return id;
+}
+
+/* fd moved to a high number, at or above half the descriptor limit
+   (RLIMIT_NOFILE's soft one) and at most 1024, so that the kernel's table
+   grows by a few KiB at most; fd itself when the limit is below 128 or
+   the move fails (EMFILE: the low number serves). A new descriptor of the
+   server's goes through it before its identity is taken (>>descriptors). */
+static int bpt__ctl_high(int fd) {
+    struct rlimit rl;
+    rlim_t floor;
+    int h;
+    if (fd < 0 || getrlimit(RLIMIT_NOFILE, &rl) < 0) return fd;
+    floor = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 2 > 1024 ? 1024 : rl.rlim_cur / 2;
+    if (floor < 64 || (rlim_t)fd >= floor || (h = fcntl(fd, F_DUPFD_CLOEXEC, (int)floor)) < 0) return fd;
+    close(fd);
+    return h;
 }
 
 /* Whether fd still names the file of identity id. */
@@ -16333,6 +16358,7 @@ static int bpt__ctl_send(int fd, bpt__ctl_fdid id, const char *buf, size_t n) {
     while (n > 0) {
         ssize_t k;
         if (!bpt__ctl_ours(fd, id)) return -1;
+        BPT_TEST_POINT("control_send: checked");
         k = send(fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             struct pollfd p;
@@ -16535,7 +16561,7 @@ static int bpt__ctl_info(bpt__ctl_client *c, char *rest) {
 static int bpt__ctl_stream(bpt__ctl_client *c) {
     bpt_file_writer w;
     char *buf;
-    int mfd = (int)syscall(SYS_memfd_create, "bptrace-stream", 1u /* MFD_CLOEXEC */);
+    int mfd = bpt__ctl_high((int)syscall(SYS_memfd_create, "bptrace-stream", 1u /* MFD_CLOEXEC */));
     bpt__ctl_fdid mid = bpt__ctl_id(mfd);
     short events = POLLIN;   /* 0 once the client shut down its writing half */
     const size_t COPY = 65536;
@@ -16814,6 +16840,7 @@ static int bpt__ctl_accept4(void) {
     if (bpt__ctl_ours(bpt__ctl.listen_fd, bpt__ctl.listen_id)) {   /* not the program's socket (>>descriptors) */
         fd = accept4(bpt__ctl.listen_fd, NULL, NULL, SOCK_CLOEXEC);
         err = errno;
+        fd = bpt__ctl_high(fd);
     } else {
         fd = -1;
         err = EBADF;
@@ -17091,7 +17118,7 @@ static int bpt__ctl_open(void) {
     bpt__ctl.ino = 0;   /* no file has inode 0: until bind made one, bpt__ctl_unlink removes nothing (a
                            renew that fails after its unlink must not remove a file put there since) */
     /* Non-blocking: the listener accepts under the lock (bpt__ctl_accept4). */
-    if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
+    if ((fd = bpt__ctl_high(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0))) < 0)
         return bpt__fail(BPT_EIO, "bpt_control_start: socket: %s", strerror(errno));
     if ((rc = bpt__ctl_bind(fd)) < 0) {
         close(fd);
@@ -17124,6 +17151,8 @@ static int bpt__ctl_open(void) {
     }
     bpt__ctl.listen_fd = fd;
     bpt__ctl.listen_id = bpt__ctl_id(fd);
+    bpt__ctl.wake[0] = bpt__ctl_high(bpt__ctl.wake[0]);
+    bpt__ctl.wake[1] = bpt__ctl_high(bpt__ctl.wake[1]);
     bpt__ctl.wake_id[0] = bpt__ctl_id(bpt__ctl.wake[0]);
     bpt__ctl.wake_id[1] = bpt__ctl_id(bpt__ctl.wake[1]);
     return 0;

@@ -30,7 +30,11 @@
    call on it, and waits on none for more than a second, so a number the
    program has given to a file of its own gets no call past the next
    check; it ends the connections whose sockets were closed, and opens its
-   listening socket and wake-up pipe again within a second.
+   listening socket and wake-up pipe again within a second. Its
+   descriptors live at high numbers (from half the soft RLIMIT_NOFILE, at
+   most 1024, when that is 128 or more), so that the program's own opens,
+   which take the lowest free numbers, reach them only when it holds
+   hundreds of descriptors.
 
    Who may connect: a peer whose effective uid (SO_PEERCRED) is this
    process's, or root when allow_root is set. The socket file is made

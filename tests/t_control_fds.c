@@ -32,18 +32,30 @@
      7. the listening socket shut down (shutdown(2) by another holder, as a
         fork child before its exec may): a HELLO is answered again (poll
         reported it at once and accept4 failed with EINVAL: a spin).
+     8. a client's number closed by the program between the server's
+        check of it and its send (a test point there), the program holding
+        a few dozen descriptors (every number below 64) and making a socket
+        pair next: the program's peer does not get the server's reply, and
+        the server answers on. The server's descriptors lived at low
+        numbers, so the program's socket took the client's, and the reply
+        went to the program's peer (the window >>descriptors left open; now
+        they live at high numbers, bpt__ctl_high).
    Not a concurrency test for TSAN: a descriptor closed in one thread while
    another fstats it is what this test does on purpose, and TSAN reports
    that. */
+static void t_test_point(const char *where);   /* 8: the program's close and open there */
+#define BPT_TEST_POINT(where) t_test_point(where)
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -276,6 +288,62 @@ static void client_number_during_poll(void) {
     close(sv[1]);
 }
 
+/* 8. */
+static volatile int window_armed, window_done;   /* done: the program's part at the test point is over */
+static int window_number = -1, window_sv[2] = { -1, -1 };   /* the server's client number; the program's pair */
+static void t_test_point(const char *where) {
+    int held[64], n = 0, fd = -1;
+    if (!window_armed || strcmp(where, "control_send: checked") != 0) return;
+    window_armed = 0;
+    window_number = bpt__ctl.fds[0];   /* this thread's client: the only one (slot 0) */
+    while (n < 64 && (fd = dup(0)) >= 0 && fd < 64) held[n++] = fd;   /* the program's descriptors */
+    if (fd >= 64) close(fd);
+    close(window_number);              /* the program closes the server's number ... */
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, window_sv) < 0) window_sv[0] = window_sv[1] = -1;   /* ... and makes sockets */
+    while (n > 0) close(held[--n]);
+    window_done = 1;
+}
+
+static void reply_window(void) {
+    char buf[256] = "", got[256] = "";
+    struct timeval tv = { 5, 0 };
+    struct rlimit rl;
+    ssize_t k;
+    int fd;
+    /* A soft descriptor limit under 128 leaves the server's numbers low (bpt__ctl_high): raise it. */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 1024 && rl.rlim_max > rl.rlim_cur) {
+        rl.rlim_cur = rl.rlim_max < 1024 ? rl.rlim_max : 1024;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 128) {   /* the other cases still run */
+        printf("8. not run: the descriptor limit is %llu here, under the 128 the server needs to move its "
+               "descriptors up\n", (unsigned long long)rl.rlim_cur);
+        return;
+    }
+    start();
+    fd = ctl_dial(address);
+    CHECK(fd >= 0, "connect");
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    window_armed = 1;
+    ctl_ask(fd, "HELLO 1", buf, sizeof buf, NULL);   /* ends when the program closes the server's socket */
+    for (k = 0; k < 500 && !window_done; k++) usleep(10000);
+    CHECK(window_done && window_sv[1] >= 0, "the test point was not reached, or no socket pair");
+    if (window_sv[1] >= 0) {   /* the server's send comes after the test point: give it a second */
+        struct pollfd p = { window_sv[1], POLLIN, 0 };
+        poll(&p, 1, 1000);
+    }
+    k = window_sv[1] >= 0 ? recv(window_sv[1], got, sizeof got - 1, MSG_DONTWAIT) : -1;
+    got[k > 0 ? k : 0] = '\0';
+    printf("8. the client's number %d, the program's socket %d; its peer got %zd bytes\n", window_number,
+           window_sv[0], k);
+    CHECK(k < 0, "the server's reply went to the program's socket (number %d): '%s'", window_sv[0], got);
+    close(fd);
+    CHECK(answered(5), "no HELLO answered after case 8");
+    CHECK(stops_within(5), "stop after case 8");
+    close(window_sv[0]);
+    close(window_sv[1]);
+}
+
 int main(int argc, char **argv) {
 #define PART(f) if (argc < 2 || !strcmp(argv[1], #f)) f()
     signal(SIGPIPE, SIG_IGN);
@@ -288,5 +356,6 @@ int main(int argc, char **argv) {
     PART(client_number_during_poll);
     PART(wake_ends_one);
     PART(listener_shut_down);
+    PART(reply_window);
     return CHECK_DONE();
 }

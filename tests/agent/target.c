@@ -20,6 +20,7 @@
                     (N: how many were open)
      quit           exit 0 */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -108,8 +109,13 @@ int main(void) {
             if (child == 0) forked_child(path);
             printf("fork %d\n", (int)child);
         } else if (sscanf(line, "closefrom %3999s", path) == 1) {
-            int closed = 0;
-            for (int fd = 3; fd < 1024; fd++) closed += close(fd) == 0;
+            int closed = 0, fds[4096], n = 0;
+            DIR *dir = opendir("/proc/self/fd");   /* every open number, as glibc's closefrom finds them */
+            struct dirent *e;
+            while (dir && (e = readdir(dir)) != NULL && n < 4096)
+                if (atoi(e->d_name) >= 3 && atoi(e->d_name) != dirfd(dir)) fds[n++] = atoi(e->d_name);
+            if (dir) closedir(dir);
+            while (n > 0) closed += close(fds[--n]) == 0;
             for (int i = 0; i < 16; i++) {
                 char name[4100];
                 snprintf(name, sizeof name, "%s/f%d", path, i);
