@@ -555,12 +555,14 @@ typedef struct bpt_msg {
     int arity;
     bpt_format_fn format;  /* the site's argument formatter, or NULL for decimal */
     const char *user;      /* the match spec's message, or NULL */
-    uint8_t no_return;     /* CALL: 1 when its session does not trace this call's return
-                              (neither BPT_RETURN nor BPT_EXCEPTION, whose exception_trace
-                              sends return_from too): no RETURN_FROM will end it; the stack writers
-                              take it for a moment, not an open call. 0: a RETURN_FROM or
-                              EXCEPTION_FROM ends it, unless it unwinds untraced or its frame
-                              was skipped (a full shadow stack); a file before version 3 says 0 */
+    uint8_t no_return;     /* CALL: 1 when no RETURN_FROM will end this call: its session does
+                              not trace its return (neither BPT_RETURN nor BPT_EXCEPTION, whose
+                              exception_trace sends return_from too), or it cannot (a VM hit
+                              with no token, a full shadow stack, a hit already serving
+                              BPT_FRAME_SESSIONS sessions). The stack writers take it for a
+                              moment, not an open call. 0: a RETURN_FROM or EXCEPTION_FROM ends
+                              it, unless it unwinds untraced or a signal handler filled the
+                              shadow stack meanwhile; a file before version 3 says 0 */
     uint64_t value;        /* DROPPED: count; LIMIT: rate_max; RETURN_FROM: the return value;
                               EXCEPTION_FROM: the exception */
     uint8_t  value_type;   /* RETURN_FROM: enum bpt_arg_type of value (F64: the double's bits) */
@@ -1997,7 +1999,8 @@ BPT_API int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *b
 
 /* A Chrome Trace Event JSON writer (chrome://tracing, Perfetto, speedscope):
    call messages become "B" events, return_from and exception_from "E"
-   events, with ts in microseconds (three decimals, written without the
+   events, a call no return ends (bpt_msg.no_return: trace a pattern with
+   its returns for slices) the thread's instant event, with ts in microseconds (three decimals, written without the
    locale) from the first event, pid the id of the process writing (for a
    file read back: the reader's), tid the traced thread, and one
    thread_name record per thread. Where a host switched processes on a
@@ -3350,9 +3353,9 @@ enum {
     BPT__REC_CALL_NARGS = 0x0f,   /* CALL info: argument count */
     BPT__REC_CALL_CALLER = 0x10,  /* CALL info: caller address and id follow */
     BPT__REC_CALL_USER = 0x20,    /* CALL info: a match spec message id follows */
-    BPT__REC_CALL_NO_RETURN = 0x40,   /* CALL info: its session does not trace this call's return
-                                         (neither BPT_RETURN nor BPT_EXCEPTION): no RETURN_FROM
-                                         will end it (version 3) */
+    BPT__REC_CALL_NO_RETURN = 0x40,   /* CALL info: no RETURN_FROM will end it: its session does
+                                         not trace its return (neither BPT_RETURN nor
+                                         BPT_EXCEPTION), or cannot (bpt__hit_frame_room) (version 3) */
     BPT__REC_CALL_INFO = 0x7f,    /* CALL info: every bit a record may set */
     BPT__REC_MAX_WORDS = 1 + BPT_MAX_ARGS + BPT_MSG_STR_BYTES / 8 + 2 + 1,
     BPT__REC_MAX_BYTES = (int)sizeof(bpt__rec) + 8 * BPT__REC_MAX_WORDS,
@@ -4149,6 +4152,7 @@ struct bpt__hit {
     bpt__thread *rec;
     bpt_func *f;
     const void *frame;            /* VM frame, or the stub's bpt__regs */
+    int no_frame;                 /* the site keeps no return frame (a VM hit with no token) */
     uint32_t nwant;
     unsigned wanted;              /* every want[i].actions or'ed: what any of them asked for */
     bpt__frame_session want[BPT_FRAME_SESSIONS];
@@ -4156,6 +4160,7 @@ struct bpt__hit {
 };
 
 BPT__HOT void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype);
+BPT__HOT int bpt__hit_frame_room(const bpt__hit *h, const bpt__session *s);
 BPT__HOT int bpt__breakpoint(bpt__hit *h);   /* hit.c: the hit path; 1: pinned, push h's frame, then unpin */
 BPT__PRIVATE int bpt__frame_filling(const bpt__thread *rec, int stack, uint32_t d);   /* being pushed [H1] */
 /* A frame of the stack the thread runs on now, not ended (native frames of
@@ -8754,6 +8759,23 @@ BPT__HOT void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions
     h->want_s[h->nwant++] = s;
 }
 
+/* Whether a frame that session s wants of this hit now would be pushed:
+   the site keeps frames (a VM hit has a token), the hit has room for s,
+   and the shadow stack is not full. The call record says when it would
+   not (BPT__REC_CALL_NO_RETURN): no return_from will end that call. Not
+   foreseen, and counted as skipped at the push as before: a signal
+   handler that fills the stack in between, a stack that cannot be
+   mapped, a native tail call with no frame to share. */
+BPT__HOT int bpt__hit_frame_room(const bpt__hit *h, const bpt__session *s) {
+    int stack = h->f->kind == BPT__SITE_VM ? BPT__STACK_VM : BPT__STACK_NATIVE;
+    uint32_t i;
+    if (h->no_frame || h->rec->shadow_depth[stack] >= BPT_SHADOW_FRAMES) return 0;
+    if (h->nwant < BPT_FRAME_SESSIONS) return 1;
+    for (i = 0; i < h->nwant; i++)
+        if (h->want[i].id == s->id) return 1;   /* its entry is there: bpt__hit_want_frame adds to it */
+    return 0;
+}
+
 /* A shadow stack's first use: one mapping per thread record (BPT_HIT_MAP:
    the call may be a traced malloc's), kept for its life (records are
    reused, never freed), so a thread that exits with live frames leaks
@@ -10357,8 +10379,8 @@ BPT__HOT void bpt__kind_call_hit(bpt__hit *h, bpt__session *s, const bpt__Generi
         b.w[words++] = ms->message_id;
         b.h.info |= BPT__REC_CALL_USER;
     }
-    if (!(ms && (ms->actions & (BPT_RETURN | BPT_EXCEPTION))))   /* no return_from will end it */
-        b.h.info |= BPT__REC_CALL_NO_RETURN;
+    if (!(ms && (ms->actions & (BPT_RETURN | BPT_EXCEPTION))) || !bpt__hit_frame_room(h, s))
+        b.h.info |= BPT__REC_CALL_NO_RETURN;   /* no return_from will end it */
     b.h.ticks = bpt__now_ticks();
     b.h.type = BPT_MSG_CALL;
     b.h.words = (uint8_t)words;
@@ -10866,6 +10888,7 @@ bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame, bpt_vm_token *toke
     if (token) *token = 0;
     h.f = f;
     h.frame = frame;
+    h.no_frame = token == NULL;   /* the VM keeps no frames: return trace of its calls is skipped */
     bpt__own_enter();   /* its calls into libc through traced slots are bptrace's own (site_native.c) */
     if (bpt__breakpoint(&h)) {
         if (h.nwant) bpt__vm_frame_push(&h, token);
@@ -11270,6 +11293,7 @@ BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted
     } else {
         h.f = f;
         h.frame = regs;
+        h.no_frame = 0;
         if (bpt__breakpoint(&h)) {
             if (h.nwant) bpt__native_frame_push(&h);
             bpt__unpin(h.rec);

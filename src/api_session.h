@@ -54,12 +54,14 @@ typedef struct bpt_msg {
     int arity;
     bpt_format_fn format;  /* the site's argument formatter, or NULL for decimal */
     const char *user;      /* the match spec's message, or NULL */
-    uint8_t no_return;     /* CALL: 1 when its session does not trace this call's return
-                              (neither BPT_RETURN nor BPT_EXCEPTION, whose exception_trace
-                              sends return_from too): no RETURN_FROM will end it; the stack writers
-                              take it for a moment, not an open call. 0: a RETURN_FROM or
-                              EXCEPTION_FROM ends it, unless it unwinds untraced or its frame
-                              was skipped (a full shadow stack); a file before version 3 says 0 */
+    uint8_t no_return;     /* CALL: 1 when no RETURN_FROM will end this call: its session does
+                              not trace its return (neither BPT_RETURN nor BPT_EXCEPTION, whose
+                              exception_trace sends return_from too), or it cannot (a VM hit
+                              with no token, a full shadow stack, a hit already serving
+                              BPT_FRAME_SESSIONS sessions). The stack writers take it for a
+                              moment, not an open call. 0: a RETURN_FROM or EXCEPTION_FROM ends
+                              it, unless it unwinds untraced or a signal handler filled the
+                              shadow stack meanwhile; a file before version 3 says 0 */
     uint64_t value;        /* DROPPED: count; LIMIT: rate_max; RETURN_FROM: the return value;
                               EXCEPTION_FROM: the exception */
     uint8_t  value_type;   /* RETURN_FROM: enum bpt_arg_type of value (F64: the double's bits) */

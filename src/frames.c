@@ -84,6 +84,23 @@ BPT__HOT void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions
     h->want_s[h->nwant++] = s;
 }
 
+/* Whether a frame that session s wants of this hit now would be pushed:
+   the site keeps frames (a VM hit has a token), the hit has room for s,
+   and the shadow stack is not full. The call record says when it would
+   not (BPT__REC_CALL_NO_RETURN): no return_from will end that call. Not
+   foreseen, and counted as skipped at the push as before: a signal
+   handler that fills the stack in between, a stack that cannot be
+   mapped, a native tail call with no frame to share. */
+BPT__HOT int bpt__hit_frame_room(const bpt__hit *h, const bpt__session *s) {
+    int stack = h->f->kind == BPT__SITE_VM ? BPT__STACK_VM : BPT__STACK_NATIVE;
+    uint32_t i;
+    if (h->no_frame || h->rec->shadow_depth[stack] >= BPT_SHADOW_FRAMES) return 0;
+    if (h->nwant < BPT_FRAME_SESSIONS) return 1;
+    for (i = 0; i < h->nwant; i++)
+        if (h->want[i].id == s->id) return 1;   /* its entry is there: bpt__hit_want_frame adds to it */
+    return 0;
+}
+
 /* A shadow stack's first use: one mapping per thread record (BPT_HIT_MAP:
    the call may be a traced malloc's), kept for its life (records are
    reused, never freed), so a thread that exits with live frames leaks

@@ -55,6 +55,7 @@ struct bpt__hit {
     bpt__thread *rec;
     bpt_func *f;
     const void *frame;            /* VM frame, or the stub's bpt__regs */
+    int no_frame;                 /* the site keeps no return frame (a VM hit with no token) */
     uint32_t nwant;
     unsigned wanted;              /* every want[i].actions or'ed: what any of them asked for */
     bpt__frame_session want[BPT_FRAME_SESSIONS];
@@ -62,6 +63,7 @@ struct bpt__hit {
 };
 
 BPT__HOT void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype);
+BPT__HOT int bpt__hit_frame_room(const bpt__hit *h, const bpt__session *s);
 BPT__HOT int bpt__breakpoint(bpt__hit *h);   /* hit.c: the hit path; 1: pinned, push h's frame, then unpin */
 BPT__PRIVATE int bpt__frame_filling(const bpt__thread *rec, int stack, uint32_t d);   /* being pushed [H1] */
 /* A frame of the stack the thread runs on now, not ended (native frames of

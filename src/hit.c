@@ -101,6 +101,7 @@ bpt_vm_word bpt_vm_breakpoint(bpt_func *f, const void *frame, bpt_vm_token *toke
     if (token) *token = 0;
     h.f = f;
     h.frame = frame;
+    h.no_frame = token == NULL;   /* the VM keeps no frames: return trace of its calls is skipped */
     bpt__own_enter();   /* its calls into libc through traced slots are bptrace's own (site_native.c) */
     if (bpt__breakpoint(&h)) {
         if (h.nwant) bpt__vm_frame_push(&h, token);

@@ -196,8 +196,8 @@ BPT__HOT void bpt__kind_call_hit(bpt__hit *h, bpt__session *s, const bpt__Generi
         b.w[words++] = ms->message_id;
         b.h.info |= BPT__REC_CALL_USER;
     }
-    if (!(ms && (ms->actions & (BPT_RETURN | BPT_EXCEPTION))))   /* no return_from will end it */
-        b.h.info |= BPT__REC_CALL_NO_RETURN;
+    if (!(ms && (ms->actions & (BPT_RETURN | BPT_EXCEPTION))) || !bpt__hit_frame_room(h, s))
+        b.h.info |= BPT__REC_CALL_NO_RETURN;   /* no return_from will end it */
     b.h.ticks = bpt__now_ticks();
     b.h.type = BPT_MSG_CALL;
     b.h.words = (uint8_t)words;

@@ -18,9 +18,9 @@ enum {
     BPT__REC_CALL_NARGS = 0x0f,   /* CALL info: argument count */
     BPT__REC_CALL_CALLER = 0x10,  /* CALL info: caller address and id follow */
     BPT__REC_CALL_USER = 0x20,    /* CALL info: a match spec message id follows */
-    BPT__REC_CALL_NO_RETURN = 0x40,   /* CALL info: its session does not trace this call's return
-                                         (neither BPT_RETURN nor BPT_EXCEPTION): no RETURN_FROM
-                                         will end it (version 3) */
+    BPT__REC_CALL_NO_RETURN = 0x40,   /* CALL info: no RETURN_FROM will end it: its session does
+                                         not trace its return (neither BPT_RETURN nor
+                                         BPT_EXCEPTION), or cannot (bpt__hit_frame_room) (version 3) */
     BPT__REC_CALL_INFO = 0x7f,    /* CALL info: every bit a record may set */
     BPT__REC_MAX_WORDS = 1 + BPT_MAX_ARGS + BPT_MSG_STR_BYTES / 8 + 2 + 1,
     BPT__REC_MAX_BYTES = (int)sizeof(bpt__rec) + 8 * BPT__REC_MAX_WORDS,

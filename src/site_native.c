@@ -360,6 +360,7 @@ BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted
     } else {
         h.f = f;
         h.frame = regs;
+        h.no_frame = 0;
         if (bpt__breakpoint(&h)) {
             if (h.nwant) bpt__native_frame_push(&h);
             bpt__unpin(h.rec);

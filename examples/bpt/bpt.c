@@ -27,7 +27,9 @@
      bpt trace PID PATTERN [--return] [--exception] [--caller] [--args SPEC]
                [--ret TYPE] [--limit N/MS] [--duration S] [-o FILE.bpt]
                [--chrome FILE] [--folded FILE]
-                                 call trace, live, as dbg prints it (or into files)
+                                 call trace, live, as dbg prints it (or into files;
+                                 Chrome slices and folded time need --return: a
+                                 call no return ends is an instant event)
      bpt count PID PATTERN [--duration S] [-r ROWS]
                                  call_count over S seconds, exact
      bpt profile PID PATTERN [--duration S] [--memory] [-r ROWS]
