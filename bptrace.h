@@ -2651,7 +2651,7 @@ BPT_API int bpt_root_check(const bpt_root_record *r, size_t bytes, char *why, si
    check; it ends the connections whose sockets were closed, and opens its
    listening socket and wake-up pipe again within a second. Its
    descriptors live at high numbers (from half the soft RLIMIT_NOFILE, at
-   most 1024, when that is 128 or more), so that the program's own opens,
+   most 512, when that is 128 or more), so that the program's own opens,
    which take the lowest free numbers, reach them only when it holds
    hundreds of descriptors.
 
@@ -16333,8 +16333,10 @@ static bpt__ctl_fdid bpt__ctl_id(int fd) {
 }
 
 /* fd moved to a high number, at or above half the descriptor limit
-   (RLIMIT_NOFILE's soft one) and at most 1024, so that the kernel's table
-   grows by a few KiB at most; fd itself when the limit is below 128 or
+   (RLIMIT_NOFILE's soft one) and at most 512, so that the kernel's table
+   has 1,024 slots at most, 8 KiB of pointers (from 1024 it took 2,048
+   once a client came: 16 KiB, copied at every fork; found by review);
+   fd itself when the limit is below 128 or
    the move fails (EMFILE: the low number serves). A new descriptor of the
    server's goes through it before its identity is taken (>>descriptors). */
 static int bpt__ctl_high(int fd) {
@@ -16342,7 +16344,7 @@ static int bpt__ctl_high(int fd) {
     rlim_t floor;
     int h;
     if (fd < 0 || getrlimit(RLIMIT_NOFILE, &rl) < 0) return fd;
-    floor = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 2 > 1024 ? 1024 : rl.rlim_cur / 2;
+    floor = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 2 > 512 ? 512 : rl.rlim_cur / 2;
     if (floor < 64 || (rlim_t)fd >= floor || (h = fcntl(fd, F_DUPFD_CLOEXEC, (int)floor)) < 0) return fd;
     close(fd);
     return h;

@@ -32,7 +32,7 @@
    check; it ends the connections whose sockets were closed, and opens its
    listening socket and wake-up pipe again within a second. Its
    descriptors live at high numbers (from half the soft RLIMIT_NOFILE, at
-   most 1024, when that is 128 or more), so that the program's own opens,
+   most 512, when that is 128 or more), so that the program's own opens,
    which take the lowest free numbers, reach them only when it holds
    hundreds of descriptors.
 

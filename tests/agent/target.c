@@ -16,8 +16,10 @@
      wait           wait for a child -> wait PID STATUS
      closefrom DIR  close every descriptor from 3 up (as a daemon does at
                     start), then open DIR/f0..f15 for writing, kept open:
-                    they take the numbers that came free -> closefrom N
-                    (N: how many were open)
+                    they take the numbers that came free, the first ones
+                    put on the closed numbers themselves (dup3), the
+                    server's high ones included -> closefrom N (N: how
+                    many were open)
      quit           exit 0 */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -109,17 +111,19 @@ int main(void) {
             if (child == 0) forked_child(path);
             printf("fork %d\n", (int)child);
         } else if (sscanf(line, "closefrom %3999s", path) == 1) {
-            int closed = 0, fds[4096], n = 0;
+            int closed = 0, fds[4096], n = 0, f;
             DIR *dir = opendir("/proc/self/fd");   /* every open number, as glibc's closefrom finds them */
             struct dirent *e;
             while (dir && (e = readdir(dir)) != NULL && n < 4096)
                 if (atoi(e->d_name) >= 3 && atoi(e->d_name) != dirfd(dir)) fds[n++] = atoi(e->d_name);
             if (dir) closedir(dir);
-            while (n > 0) closed += close(fds[--n]) == 0;
-            for (int i = 0; i < 16; i++) {
+            for (int i = 0; i < n; i++)
+                if (close(fds[i]) == 0) fds[closed++] = fds[i];
+            for (int i = 0; i < 16; i++) {   /* the files take the closed numbers, the server's (high) too */
                 char name[4100];
                 snprintf(name, sizeof name, "%s/f%d", path, i);
-                if (open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) < 0) break;
+                if ((f = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0) break;
+                if (i < closed && f != fds[i] && dup3(f, fds[i], O_CLOEXEC) == fds[i]) close(f);
             }
             printf("closefrom %d\n", closed);
         } else if (!strncmp(line, "wait", 4)) {
