@@ -10273,7 +10273,7 @@ BPT__HOT BPT__INTREGS uint32_t bpt__call_rec_plain(unsigned char *p, const bpt_f
     h->ticks = ticks;
     h->type = BPT_MSG_CALL;
     h->words = (uint8_t)words;
-    h->info = (uint16_t)((words ? words - 1 : 0) | flags);   /* the argument count */
+    h->info = (uint16_t)((words ? words - 1 : 0) | flags);   /* the argument count, the flag */
     h->id = f->fid;
     return (uint32_t)sizeof *h + 8u * words;
 }
@@ -16320,8 +16320,8 @@ static struct {   /* under bpt__ctl_lock; zero until the first start */
    calls. So the server's descriptors live at high numbers
    (bpt__ctl_high): a program's open takes the lowest free number, and
    after a closefrom it reaches the server's old ones only once it holds
-   hundreds of descriptors (the window then took the server's reply into
-   the program's file; t_control_fds case 8). */
+   hundreds of descriptors (the window then sent the server's reply to the
+   program's own socket; t_control_fds case 8). */
 static bpt__ctl_fdid bpt__ctl_id(int fd) {
     bpt__ctl_fdid id = { 0, 0 };
     struct stat st;
@@ -16335,10 +16335,10 @@ static bpt__ctl_fdid bpt__ctl_id(int fd) {
 /* fd moved to a high number, at or above half the descriptor limit
    (RLIMIT_NOFILE's soft one) and at most 512, so that the kernel's table
    has 1,024 slots at most, 8 KiB of pointers (from 1024 it took 2,048
-   once a client came: 16 KiB, copied at every fork; found by review);
-   fd itself when the limit is below 128 or
-   the move fails (EMFILE: the low number serves). A new descriptor of the
-   server's goes through it before its identity is taken (>>descriptors). */
+   once a client came: 16 KiB, copied at every fork; found by review). fd
+   itself when the limit is below 128 or the move fails (EMFILE: the low
+   number serves). A new descriptor of the server's goes through it before
+   its identity is taken (>>descriptors). */
 static int bpt__ctl_high(int fd) {
     struct rlimit rl;
     rlim_t floor;

@@ -90,7 +90,7 @@ BPT__HOT BPT__INTREGS uint32_t bpt__call_rec_plain(unsigned char *p, const bpt_f
     h->ticks = ticks;
     h->type = BPT_MSG_CALL;
     h->words = (uint8_t)words;
-    h->info = (uint16_t)((words ? words - 1 : 0) | flags);   /* the argument count */
+    h->info = (uint16_t)((words ? words - 1 : 0) | flags);   /* the argument count, the flag */
     h->id = f->fid;
     return (uint32_t)sizeof *h + 8u * words;
 }
