@@ -792,6 +792,18 @@ static void bpt__ctl_dir_unlock(int dfd) {
     if (dfd >= 0) close(dfd);   /* the close releases the flock */
 }
 
+/* A probe of the socket file at a (len bytes): 0 when a connect is taken
+   (a server, even one whose backlog is full: the probe does not block, and
+   EAGAIN or EINPROGRESS count as taken too), else connect's errno
+   (ECONNREFUSED: nobody listens); -1 with errno when no socket. */
+static int bpt__ctl_probe(const struct sockaddr *a, socklen_t len) {
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), e;
+    if (probe < 0) return -1;
+    e = connect(probe, a, len) == 0 ? 0 : errno;
+    close(probe);
+    return e == EAGAIN || e == EINPROGRESS ? 0 : e;
+}
+
 /* >>stale files: a process that ends without its stop (killed, or a fork
    child's _exit under the agent's BPTRACE_CONTROL_FORKS) leaves its socket
    file behind, and nothing removed it but a later server of the same pid:
@@ -812,10 +824,10 @@ static int bpt__ctl_default_pid(const char *name) {   /* PID of "bptrace-PID.soc
 
 static void bpt__ctl_sweep(int dfd) {
     struct sockaddr_un a;
-    struct dirent *e;
+    struct dirent *ent;
     struct stat st;
     size_t dir_len, n;
-    int fd, probe, pid, refused, looked = 0;
+    int fd, pid, e, looked = 0;
     DIR *d;
     /* dfd >= 0: the address is a file's, "DIR/bptrace-PID.sock" (bpt__ctl_dir_lock) */
     if (dfd < 0 || (fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) return;
@@ -827,17 +839,15 @@ static void bpt__ctl_sweep(int dfd) {
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
     memcpy(a.sun_path, bpt__ctl.address, dir_len);   /* "DIR/" */
-    while (looked++ < 1024 && (e = readdir(d)) != NULL) {
-        if ((pid = bpt__ctl_default_pid(e->d_name)) == 0 || pid == (int)getpid() ||
-            (n = strlen(e->d_name)) + dir_len >= sizeof a.sun_path ||
-            fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISSOCK(st.st_mode) ||
+    while (looked++ < 1024 && (ent = readdir(d)) != NULL) {
+        if ((pid = bpt__ctl_default_pid(ent->d_name)) == 0 || pid == (int)getpid() ||
+            (n = strlen(ent->d_name)) + dir_len >= sizeof a.sun_path ||
+            fstatat(dfd, ent->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISSOCK(st.st_mode) ||
             st.st_uid != geteuid() || kill(pid, 0) == 0 || errno != ESRCH)
             continue;
-        memcpy(a.sun_path + dir_len, e->d_name, n + 1);
-        if ((probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) break;
-        refused = connect(probe, (const struct sockaddr *)&a, (socklen_t)sizeof a) < 0 && errno == ECONNREFUSED;
-        close(probe);
-        if (refused) unlinkat(dfd, e->d_name, 0);
+        memcpy(a.sun_path + dir_len, ent->d_name, n + 1);
+        if ((e = bpt__ctl_probe((const struct sockaddr *)&a, (socklen_t)sizeof a)) < 0) break;
+        if (e == ECONNREFUSED) unlinkat(dfd, ent->d_name, 0);
     }
     closedir(d);
 }
@@ -852,7 +862,7 @@ static void bpt__ctl_sweep(int dfd) {
 static int bpt__ctl_bind(int fd) {
     const struct sockaddr *a = (const struct sockaddr *)&bpt__ctl.addr;
     struct stat st;
-    int probe, e, tries = 0;
+    int e, tries = 0;
 again:
     if (bind(fd, a, bpt__ctl.addr_len) == 0) return 0;
     if (errno != EADDRINUSE || bpt__ctl.address[0] == '@')
@@ -864,13 +874,11 @@ again:
     } else if (!S_ISSOCK(st.st_mode))
         return bpt__fail(BPT_EEXIST, "bpt_control_start: %s exists and is not a socket: left alone",
                          bpt__ctl.address);
-    if ((probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
+    if ((e = bpt__ctl_probe(a, bpt__ctl.addr_len)) < 0)
         return bpt__fail(BPT_EIO, "bpt_control_start: %s exists, and no socket to probe it: %s",
                          bpt__ctl.address, strerror(errno));
-    e = connect(probe, a, bpt__ctl.addr_len) == 0 ? 0 : errno;
-    close(probe);
     if (e == ENOENT && tries++ < 3) goto again;   /* removed between the lstat and the probe */
-    if (e == 0 || e == EAGAIN || e == EINPROGRESS)
+    if (e == 0)
         return bpt__fail(BPT_EEXIST, "bpt_control_start: %s: another process serves it", bpt__ctl.address);
     if (e != ECONNREFUSED)   /* not known to be stale: leave it */
         return bpt__fail(BPT_EEXIST, "bpt_control_start: %s exists and may be served (connect: %s)",

@@ -63,17 +63,25 @@
    frames) has the call's return untraced, counted. */
 static BPT__INTREGS void bpt__frame_skipped(bpt__session *s) { bpt__fetch_add_u64(&s->frames_skipped, 1); }
 
+/* The hit's entry for session s (call trace and call_time of one session
+   share one), or -1. */
+static BPT__INTREGS int bpt__hit_want_of(const bpt__hit *h, const bpt__session *s) {
+    uint32_t i;
+    for (i = 0; i < h->nwant; i++)
+        if (h->want[i].id == s->id) return (int)i;
+    return -1;
+}
+
 BPT__HOT void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions, uint8_t rettype) {
     bpt__frame_session *w;
-    uint32_t i;
+    int i;
     actions &= BPT__FRAME_ACTIONS | BPT__KINDS | BPT__FRAME_CPU;   /* a kind that wants a frame keeps its bit */
     h->wanted |= actions;
-    for (i = 0; i < h->nwant; i++)   /* call trace and call_time of one session: one entry */
-        if (h->want[i].id == s->id) {
-            h->want[i].actions |= actions;
-            if (actions & (BPT_RETURN | BPT_EXCEPTION)) h->want[i].rettype = rettype;
-            return;
-        }
+    if ((i = bpt__hit_want_of(h, s)) >= 0) {   /* call trace and call_time of one session: one entry */
+        h->want[i].actions |= actions;
+        if (actions & (BPT_RETURN | BPT_EXCEPTION)) h->want[i].rettype = rettype;
+        return;
+    }
     if (h->nwant == BPT_FRAME_SESSIONS) { bpt__frame_skipped(s); return; }
     w = &h->want[h->nwant];
     w->id = s->id;
@@ -93,12 +101,8 @@ BPT__HOT void bpt__hit_want_frame(bpt__hit *h, bpt__session *s, unsigned actions
    mapped, a native tail call with no frame to share. */
 BPT__HOT int bpt__hit_frame_room(const bpt__hit *h, const bpt__session *s) {
     int stack = h->f->kind == BPT__SITE_VM ? BPT__STACK_VM : BPT__STACK_NATIVE;
-    uint32_t i;
     if (h->no_frame || h->rec->shadow_depth[stack] >= BPT_SHADOW_FRAMES) return 0;
-    if (h->nwant < BPT_FRAME_SESSIONS) return 1;
-    for (i = 0; i < h->nwant; i++)
-        if (h->want[i].id == s->id) return 1;   /* its entry is there: bpt__hit_want_frame adds to it */
-    return 0;
+    return h->nwant < BPT_FRAME_SESSIONS || bpt__hit_want_of(h, s) >= 0;   /* room, or its entry to add to */
 }
 
 /* A shadow stack's first use: one mapping per thread record (BPT_HIT_MAP:
