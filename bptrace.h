@@ -2000,8 +2000,9 @@ BPT_API int bpt_format_profile(bpt_profile_row *rows, int n, int memory, char *b
 /* A Chrome Trace Event JSON writer (chrome://tracing, Perfetto, speedscope):
    call messages become "B" events, return_from and exception_from "E"
    events, a call no return ends (bpt_msg.no_return: trace a pattern with
-   its returns for slices) the thread's instant event, with ts in microseconds (three decimals, written without the
-   locale) from the first event, pid the id of the process writing (for a
+   its returns for slices) the thread's instant event, with ts in
+   microseconds (three decimals, written without the locale) from the
+   first event, pid the id of the process writing (for a
    file read back: the reader's), tid the traced thread, and one
    thread_name record per thread. Where a host switched processes on a
    thread (bpt_process_switch), each such process is a pid of its own (its
