@@ -7435,6 +7435,8 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
 __asm__(
     "    .text\n"
     "    .p2align 6\n"                   /* a cache line (>>line aligned, port.h) */
+    "    .globl bpt__x86_64_stub\n    .hidden bpt__x86_64_stub\n"   /* global, hidden: gcc's -flto may put this */
+                                    /* assembly in a partition of its own (tests/lto_check.sh) */
     "    .type bpt__x86_64_stub, @function\n"
     "bpt__x86_64_stub:\n"
     BPT__X86_SHORT_ROUTES
@@ -7523,6 +7525,7 @@ extern __attribute__((visibility("hidden"))) char bpt__x86_64_stub[];
 __asm__(
     "    .text\n"
     "    .p2align 4\n"
+    "    .globl bpt__x86_64_return_trampoline\n    .hidden bpt__x86_64_return_trampoline\n"
     "    .type bpt__x86_64_return_trampoline, @function\n"
     "bpt__x86_64_return_trampoline:\n"
     "    pushq %rbp\n"                    /* lands on the dead return slot */
@@ -7753,6 +7756,8 @@ typedef char bpt__regs_224[sizeof(bpt__regs) == 224 ? 1 : -1];   /* the stub's f
 __asm__(
     "    .text\n"
     "    .p2align 6\n"                   /* a cache line (>>line aligned, port.h) */
+    "    .globl bpt__aarch64_stub\n    .hidden bpt__aarch64_stub\n"   /* global, hidden: gcc's -flto may put this */
+                                    /* assembly in a partition of its own (tests/lto_check.sh) */
     "    .type bpt__aarch64_stub, %function\n"
     "bpt__aarch64_stub:\n"
     "    hint #34\n"
@@ -7829,6 +7834,7 @@ extern __attribute__((visibility("hidden"))) char bpt__aarch64_stub[];
 __asm__(
     "    .text\n"
     "    .p2align 4\n"
+    "    .globl bpt__aarch64_return_trampoline\n    .hidden bpt__aarch64_return_trampoline\n"
     "    .type bpt__aarch64_return_trampoline, %function\n"
     "bpt__aarch64_return_trampoline:\n"
     "    sub sp, sp, #128\n"

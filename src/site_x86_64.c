@@ -189,6 +189,8 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
 __asm__(
     "    .text\n"
     "    .p2align 6\n"                   /* a cache line (>>line aligned, port.h) */
+    "    .globl bpt__x86_64_stub\n    .hidden bpt__x86_64_stub\n"   /* global, hidden: gcc's -flto may put this */
+                                    /* assembly in a partition of its own (tests/lto_check.sh) */
     "    .type bpt__x86_64_stub, @function\n"
     "bpt__x86_64_stub:\n"
     BPT__X86_SHORT_ROUTES
@@ -277,6 +279,7 @@ extern __attribute__((visibility("hidden"))) char bpt__x86_64_stub[];
 __asm__(
     "    .text\n"
     "    .p2align 4\n"
+    "    .globl bpt__x86_64_return_trampoline\n    .hidden bpt__x86_64_return_trampoline\n"
     "    .type bpt__x86_64_return_trampoline, @function\n"
     "bpt__x86_64_return_trampoline:\n"
     "    pushq %rbp\n"                    /* lands on the dead return slot */
