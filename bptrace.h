@@ -2904,6 +2904,22 @@ BPT_API int bpt_control_address(char *buf, size_t size);
 #  define BPT__SHARED static
 #  define BPT__DATA(type, name) struct bpt__data_##name   /* a tag, no object: see above */
 #endif
+/* An object the assembly stubs read by name (the x86-64 count route,
+   site_x86_64.c): BPT__ASM_READ at its definition instead of BPT__SHARED,
+   BPT__ASM_NAME(its name) after the name. A hidden global that is kept
+   (used), as a function the stubs call is (BPT__ASM_CALLED): gcc's
+   link-time optimization renames a static it moves between partitions
+   (bpt__active_ix.lto_priv.0), which a reference by name in assembly
+   cannot follow. The asm label fixes the name a C++ build would mangle.
+   Elsewhere, and in a part compiled alone, what BPT__SHARED makes. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__) && defined(__x86_64__) && \
+    !defined(BPT__PART_ALONE)
+#  define BPT__ASM_READ __attribute__((used, visibility("hidden")))
+#  define BPT__ASM_NAME(name) __asm__(#name)
+#else
+#  define BPT__ASM_READ BPT__SHARED
+#  define BPT__ASM_NAME(name)
+#endif
 /* bpt__hide_provenance(p): p, as a pointer the optimizer can no longer
    trace to the object it came from. A native site reads and writes the
    bytes before a function's entry (its pad) through a pointer made from
@@ -4534,7 +4550,7 @@ BPT__PRIVATE int bpt__module_imports(const char *module, const char **module_nam
 
 #define BPT__WAIT_SPINS 200
 
-BPT__SHARED struct bpt__progress_state bpt__progress = {
+BPT__ASM_READ struct bpt__progress_state bpt__progress BPT__ASM_NAME(bpt__progress) = {   /* and the count route */
     1, (uint64_t)1 << BPT__NEST_BITS | 1 | BPT__PIN_FENCE, BPT__FUTEX_FENCE, NULL, 0, 0, 0,
     PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, 0
 };
@@ -4542,7 +4558,7 @@ BPT__SHARED struct bpt__progress_state bpt__progress = {
 static pthread_once_t bpt__progress_once = PTHREAD_ONCE_INIT;
 
 #if !defined(BPT__TLS_BY_KEY)
-static BPT__THREAD_LOCAL bpt__thread *bpt__tls_thread;
+BPT__ASM_READ BPT__THREAD_LOCAL bpt__thread *bpt__tls_thread BPT__ASM_NAME(bpt__tls_thread);   /* read by the count route */
 #endif
 
 BPT__HOT BPT__INTREGS bpt__thread *bpt__thread_self_or_null(void) {
@@ -7342,6 +7358,107 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
     "    shlq $16, %rdi\n" \
     "    shrq $16, %rdi\n"
 #if defined(BPT__COUNT_KEEPS_REGS)
+/* >>count route: the count path's common case in the stub itself, steps
+   CA1-CA5 for CP1-CP5 (>>count path in site_native.c, whose C is the
+   reference): the thread has its record, is quiescent, and pins need no
+   fence (membarrier is registered); the active generation counts and no
+   return-traced frame is open; the counter page is mapped. Then pin, add
+   one to the thread's counter, unpin and return to fn-4, with rax and rdi
+   saved and r11 used, and no call: 31 instructions where the call of the
+   C path took 51 (a save of 3 registers, the call, its checks of cases
+   that are rare here). Anything else goes to the C path with nothing
+   changed (label 10: a first hit, a nested pin, a managed thread, pins
+   that fence), or, once pinned, unpins and leaves the hit to the full
+   path as the C path does (label 12). Entered with r11 the record and
+   rax and rdi saved; reads bpt__tls_thread, bpt__progress and
+   bpt__active_ix by name (BPT__ASM_READ in port.h) and the structures at
+   the offsets checked below. x86-64 only: aarch64 has no add to memory
+   that a signal handler cannot split (BPT__SIGNAL_ATOMIC_INC, port.h), so
+   a route there would also need the count's mark; its stub calls the C
+   path. */
+#  define BPT__X86_REC_STATE 0       /* bpt__thread.state */
+#  define BPT__X86_REC_DEPTH 96      /* bpt__thread.shadow_depth[BPT__STACK_NATIVE] */
+#  define BPT__X86_F_SHORTCUT 120    /* bpt_func.shortcut[0] */
+#  define BPT__X86_SC_SHIFT 5        /* sizeof(bpt__shortcut) == 1 << 5 */
+#  define BPT__X86_SC_KIND 120       /* + .kind */
+#  define BPT__X86_SC_DIR 136        /* + .count_dir */
+#  define BPT__X86_SC_OFF 144        /* + .count_off */
+#  define BPT__X86_KIND_NONE 0       /* BPT__SHORTCUT_NONE */
+#  define BPT__X86_KIND_COUNT 1      /* BPT__SHORTCUT_COUNT */
+#  define BPT__X86_PIN_WORD 8        /* bpt__progress.pin_word */
+#  define BPT__X86_FUTEX 16          /* bpt__progress.futex */
+typedef char bpt__x86_route_rec[offsetof(bpt__thread, state) == BPT__X86_REC_STATE &&
+                                offsetof(bpt__thread, shadow_depth) + 4 * BPT__STACK_NATIVE == BPT__X86_REC_DEPTH &&
+                                sizeof(((bpt__thread *)0)->shadow_depth[0]) == 4 ? 1 : -1];
+typedef char bpt__x86_route_sc[offsetof(struct bpt_func, shortcut) == BPT__X86_F_SHORTCUT &&
+                               sizeof(bpt__shortcut) == 1u << BPT__X86_SC_SHIFT &&
+                               BPT__X86_F_SHORTCUT + offsetof(bpt__shortcut, kind) == BPT__X86_SC_KIND &&
+                               BPT__X86_F_SHORTCUT + offsetof(bpt__shortcut, count_dir) == BPT__X86_SC_DIR &&
+                               BPT__X86_F_SHORTCUT + offsetof(bpt__shortcut, count_off) == BPT__X86_SC_OFF &&
+                               BPT__SHORTCUT_NONE == BPT__X86_KIND_NONE && BPT__SHORTCUT_COUNT == BPT__X86_KIND_COUNT ? 1 : -1];
+typedef char bpt__x86_route_progress[offsetof(struct bpt__progress_state, pin_word) == BPT__X86_PIN_WORD &&
+                                     offsetof(struct bpt__progress_state, futex) == BPT__X86_FUTEX &&
+                                     BPT__NEST_MASK == 0xffff && BPT__PIN_FENCE == (uint64_t)1 << 63 ? 1 : -1];
+#  define BPT__X86_COUNT_ROUTE \
+    /* CA1. The thread's record (initial-exec TLS, as the C path's). */ \
+    "    movq bpt__tls_thread@gottpoff(%rip), %rax\n" \
+    "    movq %fs:(%rax), %rax\n" \
+    "    testq %rax, %rax\n" \
+    "    jz 10f\n" \
+    /* CA2. Pin, as bpt__pin_rec's quiescent case: the state's open pins */ \
+    /* are 0, the pin word (acquire: an x86 load) has no fence flag; store */ \
+    /* it [B1], the light barrier being this order (membarrier is registered). */ \
+    "    cmpw $0, " BPT__STR(BPT__X86_REC_STATE) "(%rax)\n"      /* the low 16 bits: BPT__NEST_MASK */ \
+    "    jne 10f\n" \
+    "    movq bpt__progress+" BPT__STR(BPT__X86_PIN_WORD) "(%rip), %rdi\n" \
+    "    testq %rdi, %rdi\n"             /* BPT__PIN_FENCE, bit 63 */ \
+    "    js 10f\n" \
+    "    movq %rdi, " BPT__STR(BPT__X86_REC_STATE) "(%rax)\n" \
+    /* CA3. The active generation's shortcut [G2] (acquire: an x86 load) */ \
+    /* is COUNT or NONE, and no return-traced frame is open. */ \
+    "    movl bpt__active_ix(%rip), %edi\n" \
+    "    shlq $" BPT__STR(BPT__X86_SC_SHIFT) ", %rdi\n" \
+    "    addq %r11, %rdi\n"              /* the shortcut, less BPT__X86_F_SHORTCUT */ \
+    "    cmpl $0, " BPT__STR(BPT__X86_REC_DEPTH) "(%rax)\n" \
+    "    jne 12f\n" \
+    "    cmpl $" BPT__STR(BPT__X86_KIND_COUNT) ", " BPT__STR(BPT__X86_SC_KIND) "(%rdi)\n" \
+    "    jne 11f\n" \
+    /* CA4. Add one to the thread's counter, if its page is mapped: one */ \
+    /* instruction, which a signal handler cannot split [H1] */ \
+    /* (bpt__owner_inc1_u64, port.h). */ \
+    "    movq " BPT__STR(BPT__X86_SC_DIR) "(%rdi), %r11\n" \
+    "    movq (%rax,%r11), %r11\n"       /* the page, at the record's offset count_dir */ \
+    "    testq %r11, %r11\n" \
+    "    jz 12f\n" \
+    "    movq " BPT__STR(BPT__X86_SC_OFF) "(%rdi), %rdi\n" \
+    "    addq $1, (%r11,%rdi,8)\n" \
+    /* CA5. Unpin, as bpt__state_store: store 0 [B3], the light barrier */ \
+    /* (this order) [B2], and a look at the futex word: a sleeper (or any */ \
+    /* flag) leaves the wake to the full path, every register saved. The */ \
+    /* state is still the one CA2 stored: a signal handler that pins in */ \
+    /* between restores it, and none can make the thread managed or online */ \
+    /* while it is pinned (progress.c). */ \
+    "13:\n" \
+    "    movq $0, " BPT__STR(BPT__X86_REC_STATE) "(%rax)\n" \
+    "    cmpl $0, bpt__progress+" BPT__STR(BPT__X86_FUTEX) "(%rip)\n" \
+    "    jne 14f\n" \
+    "    popq %rdi\n" \
+    "    popq %rax\n" \
+    "    ret\n" \
+    "11:\n"                              /* not COUNT: NONE is done as well */ \
+    "    cmpl $" BPT__STR(BPT__X86_KIND_NONE) ", " BPT__STR(BPT__X86_SC_KIND) "(%rdi)\n" \
+    "    je 13b\n" \
+    "12:\n"                              /* declined once pinned: unpin; the full path's own */ \
+    "    movq $0, " BPT__STR(BPT__X86_REC_STATE) "(%rax)\n"    /* unpin wakes a sleeper */ \
+    "    movl $" BPT__STR(BPT__PATH_FULL) ", %r11d\n" \
+    "    jmp 15f\n" \
+    "14:\n" \
+    "    movl $" BPT__STR(BPT__PATH_DONE_WAKE) ", %r11d\n" \
+    "15:\n" \
+    "    popq %rdi\n" \
+    "    popq %rax\n" \
+    "    jmp 5f\n" \
+    "10:\n"
 /* The short routes, where the count and call paths keep every register
    but rax (>>keeps regs in port.h). The record and its hint are read with
    r11 alone (free: the entry holds nothing in it), so a function neither
@@ -7372,6 +7489,7 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
     "    jne 6f\n" \
     "    pushq %rax\n" \
     "    pushq %rdi\n"                    /* 2 words: 16-aligned at the call */ \
+    BPT__X86_COUNT_ROUTE                  /* >>count route; else on to the C path */ \
     "    movq %r11, %rdi\n" \
     "    call bpt__native_count_path\n" \
     "    cmpl $" BPT__STR(BPT__PATH_DONE) ", %eax\n" \
@@ -10814,7 +10932,7 @@ BPT__PRIVATE void bpt__kind_memory_info(const bpt__GenericBpData *d, unsigned wh
    with a release store; a hit reads it once, with an acquire load [G2].
    Defined with the hit, ahead of the count path (site_native.c), which
    inlines its load. */
-BPT__SHARED bpt__atomic_u32 bpt__active_ix;
+BPT__ASM_READ bpt__atomic_u32 bpt__active_ix BPT__ASM_NAME(bpt__active_ix);   /* read by the count route */
 BPT__HOT BPT__INTREGS unsigned bpt__active_ix_load(void) { return bpt__load_acquire_u32(&bpt__active_ix); }
 
 /* One session's breakpoint g in generation ix: run each active kind, in
@@ -11108,12 +11226,15 @@ BPT__HOT BPT__INTREGS int bpt__short_path_unpin(bpt__thread *rec, int done) {
    CP5. Unpin; a waiter sleeping on the futex is woken by the stub's second
        call, a system call being no place for the integer registers alone.
    Returns BPT__PATH_DONE, BPT__PATH_DONE_WAKE, or BPT__PATH_FULL having
-   changed nothing but a pin it took back. */
+   changed nothing but a pin it took back.
+   On x86-64 the stub runs the common case itself first (>>count route in
+   site_x86_64.c) and calls this for the rest. */
 BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_count_path(bpt_func *f) {
     bpt__thread *rec = bpt__thread_self_or_null();
     const bpt__shortcut *sc;
     uint32_t kind;
     int done = 0;
+    BPT_TEST_POINT("Count path: the C one");   /* t_count_path counts its entries (no call) */
     if (BPT__UNLIKELY(!rec)) return BPT__PATH_FULL;                      /* CP1 */
     bpt__pin_rec(rec);                                                    /* CP2 */
     sc = &f->shortcut[bpt__active_ix_load()];

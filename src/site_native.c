@@ -164,12 +164,15 @@ BPT__HOT BPT__INTREGS int bpt__short_path_unpin(bpt__thread *rec, int done) {
    CP5. Unpin; a waiter sleeping on the futex is woken by the stub's second
        call, a system call being no place for the integer registers alone.
    Returns BPT__PATH_DONE, BPT__PATH_DONE_WAKE, or BPT__PATH_FULL having
-   changed nothing but a pin it took back. */
+   changed nothing but a pin it took back.
+   On x86-64 the stub runs the common case itself first (>>count route in
+   site_x86_64.c) and calls this for the rest. */
 BPT__ASM_CALLED BPT__INTREGS BPT__KEEPS_REGS BPT__LINE_ALIGNED int bpt__native_count_path(bpt_func *f) {
     bpt__thread *rec = bpt__thread_self_or_null();
     const bpt__shortcut *sc;
     uint32_t kind;
     int done = 0;
+    BPT_TEST_POINT("Count path: the C one");   /* t_count_path counts its entries (no call) */
     if (BPT__UNLIKELY(!rec)) return BPT__PATH_FULL;                      /* CP1 */
     bpt__pin_rec(rec);                                                    /* CP2 */
     sc = &f->shortcut[bpt__active_ix_load()];
