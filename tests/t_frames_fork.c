@@ -9,8 +9,12 @@
    review). Claims, with a VM function outer that forks while it runs
    (call_time, wall clock), and inner, called in the child, that spins
    80 ms:
-   - in the child, inner is charged >= 80 ms and outer less than 40 ms
-     (it spins 2 ms itself; before: about 82 ms);
+   - in the child, inner is charged >= 80 ms, and outer's own time and
+     inner's add up to no more than outer's whole call as the test timed it
+     (outer spins 2 ms itself; before: outer about 82 ms, inner's time
+     counted twice). Not a bound on outer alone: on a loaded machine the
+     child may wait tens of ms for a CPU between the fork and inner's call,
+     which is outer's own time (a bound of 40 ms failed that way);
    - outer's time is charged to the child's process (its thread id), not
      to the parent's (its call was counted at entry, in the parent's);
    - in the parent, outer returns as it would without the fork.
@@ -43,8 +47,10 @@ static void inner(void) {
     if (t) bpt_vm_return(t, 0);
 }
 
-/* The child's checks, after outer returned in it: exit status 0 when all held. */
-static int child_checks(void) {
+/* The child's checks, after outer returned in it, total_ns after outer's
+   call began in the parent: exit status 0 when all held. */
+static int child_checks(uint64_t total_ns) {
+    uint64_t inner_ns;
     bpt_info in;
     bpt_info_process procs[4];
     uint64_t me = (uint64_t)syscall(SYS_gettid);
@@ -52,6 +58,7 @@ static int child_checks(void) {
     if (bpt_trace_info(s, finner, BPT_INFO_TIME, &in) != 0) return 10;
     printf("child: inner %llu call(s), %.1f ms\n", (unsigned long long)in.calls, in.time_ns / 1e6);
     if (in.calls != 1 || in.time_ns < 80000000u) return 11;
+    inner_ns = in.time_ns;
     memset(&in, 0, sizeof in);
     in.procs = procs;
     in.procs_cap = 4;
@@ -60,7 +67,11 @@ static int child_checks(void) {
            (unsigned long long)in.calls, in.time_ns / 1e6, in.nprocs,
            (unsigned long long)(in.nprocs ? procs[0].process : 0), (unsigned long long)me);
     if (in.calls != 1) return 13;
-    if (in.time_ns >= 40000000u) return 14;   /* inner's 80 ms charged to outer too */
+    /* inner's 80 ms charged to outer too; the slack covers the two clocks'
+       rates (bptrace's counter, calibrated; CLOCK_MONOTONIC here) */
+    printf("child: outer's own %.1f ms + inner's %.1f ms, outer's whole call %.1f ms\n", in.time_ns / 1e6,
+           inner_ns / 1e6, total_ns / 1e6);
+    if (in.time_ns + inner_ns > total_ns + total_ns / 50 + 2000000u) return 14;
     /* its call was counted in the parent's process, at entry; its time,
        at its return, in the child's */
     if (in.nprocs < 1 || procs[0].process != me || (in.nprocs > 1 && procs[1].time_ns != 0)) return 15;
@@ -106,6 +117,7 @@ int main(void) {
     bpt_session_desc d;
     bpt_info in;
     int status = -1;
+    uint64_t t0;
     pid_t pid;
     CHECK_RC(bpt_register_vm(&wouter, BP, "t", "outer", 0, NULL, &fouter), 0);
     CHECK_RC(bpt_register_vm(&winner, BP, "t", "inner", 0, NULL, &finner), 0);
@@ -114,11 +126,13 @@ int main(void) {
     CHECK_RC(bpt_session_create(&d, &s), 0);
     CHECK_RC(bpt_trace_pattern(s, "t:*/0", BPT_TIME, NULL), 2);
     fflush(stdout);
+    t0 = now_ns();
     pid = outer();
     if (pid == 0) {
         int rc;
+        uint64_t total = now_ns() - t0;
         alarm(20);
-        rc = child_checks();
+        rc = child_checks(total);
         fflush(stdout);
         _exit(rc);
     }
