@@ -2904,22 +2904,6 @@ BPT_API int bpt_control_address(char *buf, size_t size);
 #  define BPT__SHARED static
 #  define BPT__DATA(type, name) struct bpt__data_##name   /* a tag, no object: see above */
 #endif
-/* An object the assembly stubs read by name (the x86-64 count route,
-   site_x86_64.c): BPT__ASM_READ at its definition instead of BPT__SHARED,
-   BPT__ASM_NAME(its name) after the name. A hidden global that is kept
-   (used), as a function the stubs call is (BPT__ASM_CALLED): gcc's
-   link-time optimization renames a static it moves between partitions
-   (bpt__active_ix.lto_priv.0), which a reference by name in assembly
-   cannot follow. The asm label fixes the name a C++ build would mangle.
-   Elsewhere, and in a part compiled alone, what BPT__SHARED makes. */
-#if (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__) && defined(__x86_64__) && \
-    !defined(BPT__PART_ALONE)
-#  define BPT__ASM_READ __attribute__((used, visibility("hidden")))
-#  define BPT__ASM_NAME(name) __asm__(#name)
-#else
-#  define BPT__ASM_READ BPT__SHARED
-#  define BPT__ASM_NAME(name)
-#endif
 /* bpt__hide_provenance(p): p, as a pointer the optimizer can no longer
    trace to the object it came from. A native site reads and writes the
    bytes before a function's entry (its pad) through a pointer made from
@@ -3032,6 +3016,23 @@ BPT_API int bpt_control_address(char *buf, size_t size);
 #endif
 #if !defined(BPT__KEEPS_REGS)
 #  define BPT__KEEPS_REGS
+#endif
+/* An object the x86-64 stub's count route reads by name (site_x86_64.c):
+   BPT__ASM_READ at its definition instead of BPT__SHARED, after an extern
+   declaration (BPT__ASM_READ_DECL). Where the route is built, a hidden
+   global that is kept (used), as a function the stubs call is
+   (BPT__ASM_CALLED): gcc's link-time optimization renames a static it
+   moves between partitions (bpt__active_ix.lto_priv.0), which a reference
+   by name in assembly cannot follow. A global's name is the same in C and
+   C++. Elsewhere (no route, BPTRACE_STATIC's copies side by side in a
+   program without native sites, a part compiled alone), what BPT__SHARED
+   makes. */
+#if defined(BPT_NATIVE) && defined(__x86_64__) && defined(BPT__COUNT_KEEPS_REGS) && !defined(BPT__PART_ALONE)
+#  define BPT__ASM_READ __attribute__((used, visibility("hidden")))
+#  define BPT__ASM_READ_DECL(decl) extern __attribute__((visibility("hidden"))) decl;
+#else
+#  define BPT__ASM_READ BPT__SHARED
+#  define BPT__ASM_READ_DECL(decl)
 #endif
 /* >>line aligned: the count path starts on a cache line, as the entry
    stub does (.p2align 6, site_x86_64.c and site_aarch64.c). Its common
@@ -4550,7 +4551,8 @@ BPT__PRIVATE int bpt__module_imports(const char *module, const char **module_nam
 
 #define BPT__WAIT_SPINS 200
 
-BPT__ASM_READ struct bpt__progress_state bpt__progress BPT__ASM_NAME(bpt__progress) = {   /* and the count route */
+BPT__ASM_READ_DECL(struct bpt__progress_state bpt__progress)
+BPT__ASM_READ struct bpt__progress_state bpt__progress = {   /* read by the count route too */
     1, (uint64_t)1 << BPT__NEST_BITS | 1 | BPT__PIN_FENCE, BPT__FUTEX_FENCE, NULL, 0, 0, 0,
     PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, 0
 };
@@ -4558,7 +4560,8 @@ BPT__ASM_READ struct bpt__progress_state bpt__progress BPT__ASM_NAME(bpt__progre
 static pthread_once_t bpt__progress_once = PTHREAD_ONCE_INIT;
 
 #if !defined(BPT__TLS_BY_KEY)
-BPT__ASM_READ BPT__THREAD_LOCAL bpt__thread *bpt__tls_thread BPT__ASM_NAME(bpt__tls_thread);   /* read by the count route */
+BPT__ASM_READ_DECL(BPT__THREAD_LOCAL bpt__thread *bpt__tls_thread)
+BPT__ASM_READ BPT__THREAD_LOCAL bpt__thread *bpt__tls_thread;   /* read by the count route too */
 #endif
 
 BPT__HOT BPT__INTREGS bpt__thread *bpt__thread_self_or_null(void) {
@@ -7364,12 +7367,15 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
    fence (membarrier is registered); the active generation counts and no
    return-traced frame is open; the counter page is mapped. Then pin, add
    one to the thread's counter, unpin and return to fn-4, with rax and rdi
-   saved and r11 used, and no call: 31 instructions where the call of the
-   C path took 51 (a save of 3 registers, the call, its checks of cases
-   that are rare here). Anything else goes to the C path with nothing
+   saved and r11 used, and no call: a counted call runs 37 instructions in
+   the stub, the hint's dispatch included, where the stub and the C path
+   ran 57 (its save of 3 registers, the call, its checks of cases that are
+   rare here; callgrind). Anything else goes to the C path with nothing
    changed (label 10: a first hit, a nested pin, a managed thread, pins
-   that fence), or, once pinned, unpins and leaves the hit to the full
-   path as the C path does (label 12). Entered with r11 the record and
+   that fence: no membarrier), or, once pinned, unpins and leaves the hit
+   to the full path as the C path does (label 12: a frame open, a kind
+   other than COUNT or NONE while the hint is COUNT, a counter page not
+   mapped). Entered with r11 the record and
    rax and rdi saved; reads bpt__tls_thread, bpt__progress and
    bpt__active_ix by name (BPT__ASM_READ in port.h) and the structures at
    the offsets checked below. x86-64 only: aarch64 has no add to memory
@@ -7387,16 +7393,25 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
 #  define BPT__X86_KIND_COUNT 1      /* BPT__SHORTCUT_COUNT */
 #  define BPT__X86_PIN_WORD 8        /* bpt__progress.pin_word */
 #  define BPT__X86_FUTEX 16          /* bpt__progress.futex */
+/* Each offset the assembly uses, and each field's width as it reads it. */
 typedef char bpt__x86_route_rec[offsetof(bpt__thread, state) == BPT__X86_REC_STATE &&
+                                sizeof(((bpt__thread *)0)->state) == 8 &&
+                                sizeof(((bpt__thread *)0)->counts[0]) == 8 &&
                                 offsetof(bpt__thread, shadow_depth) + 4 * BPT__STACK_NATIVE == BPT__X86_REC_DEPTH &&
                                 sizeof(((bpt__thread *)0)->shadow_depth[0]) == 4 ? 1 : -1];
 typedef char bpt__x86_route_sc[offsetof(struct bpt_func, shortcut) == BPT__X86_F_SHORTCUT &&
                                sizeof(bpt__shortcut) == 1u << BPT__X86_SC_SHIFT &&
+                               sizeof(((struct bpt_func *)0)->shortcut[0]) == sizeof(bpt__shortcut) &&
+                               sizeof(((bpt__shortcut *)0)->kind) == 4 &&
+                               sizeof(((bpt__shortcut *)0)->count_dir) == 8 &&
+                               sizeof(((bpt__shortcut *)0)->count_off) == 8 &&
                                BPT__X86_F_SHORTCUT + offsetof(bpt__shortcut, kind) == BPT__X86_SC_KIND &&
                                BPT__X86_F_SHORTCUT + offsetof(bpt__shortcut, count_dir) == BPT__X86_SC_DIR &&
                                BPT__X86_F_SHORTCUT + offsetof(bpt__shortcut, count_off) == BPT__X86_SC_OFF &&
                                BPT__SHORTCUT_NONE == BPT__X86_KIND_NONE && BPT__SHORTCUT_COUNT == BPT__X86_KIND_COUNT ? 1 : -1];
 typedef char bpt__x86_route_progress[offsetof(struct bpt__progress_state, pin_word) == BPT__X86_PIN_WORD &&
+                                     sizeof(bpt__progress.pin_word) == 8 && sizeof(bpt__progress.futex) == 4 &&
+                                     sizeof(bpt__atomic_u32) == 4 &&   /* bpt__active_ix (hit.c) */
                                      offsetof(struct bpt__progress_state, futex) == BPT__X86_FUTEX &&
                                      BPT__NEST_MASK == 0xffff && BPT__PIN_FENCE == (uint64_t)1 << 63 ? 1 : -1];
 #  define BPT__X86_COUNT_ROUTE \
@@ -7464,8 +7479,10 @@ typedef char bpt__x86_route_progress[offsetof(struct bpt__progress_state, pin_wo
    r11 alone (free: the entry holds nothing in it), so a function neither
    path can finish goes to the full path at once.
    The count route (BPT__HINT_COUNT): save rax (a variadic callee's count
-   of vector arguments) and rdi (the argument), call, and on DONE restore
-   the two and return to fn-4. The stub is entered with rsp 16-aligned
+   of vector arguments) and rdi, run the common case (>>count route, above;
+   it returns to fn-4 or goes to the full path itself), else call the C
+   path with the record in rdi, and on DONE restore the two and return to
+   fn-4. The stub is entered with rsp 16-aligned
    (below), so two words keep it so at the call, as the ABI has it
    (tests/stub_align_check.sh reads rsp at each C function the stub and
    the trampoline call; a third word of padding here had the count path
@@ -10932,7 +10949,8 @@ BPT__PRIVATE void bpt__kind_memory_info(const bpt__GenericBpData *d, unsigned wh
    with a release store; a hit reads it once, with an acquire load [G2].
    Defined with the hit, ahead of the count path (site_native.c), which
    inlines its load. */
-BPT__ASM_READ bpt__atomic_u32 bpt__active_ix BPT__ASM_NAME(bpt__active_ix);   /* read by the count route */
+BPT__ASM_READ_DECL(bpt__atomic_u32 bpt__active_ix)
+BPT__ASM_READ bpt__atomic_u32 bpt__active_ix;   /* read by the count route too */
 BPT__HOT BPT__INTREGS unsigned bpt__active_ix_load(void) { return bpt__load_acquire_u32(&bpt__active_ix); }
 
 /* One session's breakpoint g in generation ix: run each active kind, in
@@ -11419,6 +11437,7 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_time_path(bpt_fun
 BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted) {
     bpt__hit h;
     if (bpt__own_call(f)) return;   /* >>own calls */
+    BPT_TEST_POINT("Full path: entered");   /* t_count_path counts its entries */
     bpt__own_enter();
     if (counted == BPT__PATH_DONE_WAKE) {
         bpt__progress_wake();

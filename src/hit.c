@@ -16,7 +16,8 @@
    with a release store; a hit reads it once, with an acquire load [G2].
    Defined with the hit, ahead of the count path (site_native.c), which
    inlines its load. */
-BPT__ASM_READ bpt__atomic_u32 bpt__active_ix BPT__ASM_NAME(bpt__active_ix);   /* read by the count route */
+BPT__ASM_READ_DECL(bpt__atomic_u32 bpt__active_ix)
+BPT__ASM_READ bpt__atomic_u32 bpt__active_ix;   /* read by the count route too */
 BPT__HOT BPT__INTREGS unsigned bpt__active_ix_load(void) { return bpt__load_acquire_u32(&bpt__active_ix); }
 
 /* One session's breakpoint g in generation ix: run each active kind, in

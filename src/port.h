@@ -88,22 +88,6 @@
 #  define BPT__SHARED static
 #  define BPT__DATA(type, name) struct bpt__data_##name   /* a tag, no object: see above */
 #endif
-/* An object the assembly stubs read by name (the x86-64 count route,
-   site_x86_64.c): BPT__ASM_READ at its definition instead of BPT__SHARED,
-   BPT__ASM_NAME(its name) after the name. A hidden global that is kept
-   (used), as a function the stubs call is (BPT__ASM_CALLED): gcc's
-   link-time optimization renames a static it moves between partitions
-   (bpt__active_ix.lto_priv.0), which a reference by name in assembly
-   cannot follow. The asm label fixes the name a C++ build would mangle.
-   Elsewhere, and in a part compiled alone, what BPT__SHARED makes. */
-#if (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__) && defined(__x86_64__) && \
-    !defined(BPT__PART_ALONE)
-#  define BPT__ASM_READ __attribute__((used, visibility("hidden")))
-#  define BPT__ASM_NAME(name) __asm__(#name)
-#else
-#  define BPT__ASM_READ BPT__SHARED
-#  define BPT__ASM_NAME(name)
-#endif
 /* bpt__hide_provenance(p): p, as a pointer the optimizer can no longer
    trace to the object it came from. A native site reads and writes the
    bytes before a function's entry (its pad) through a pointer made from
@@ -216,6 +200,23 @@
 #endif
 #if !defined(BPT__KEEPS_REGS)
 #  define BPT__KEEPS_REGS
+#endif
+/* An object the x86-64 stub's count route reads by name (site_x86_64.c):
+   BPT__ASM_READ at its definition instead of BPT__SHARED, after an extern
+   declaration (BPT__ASM_READ_DECL). Where the route is built, a hidden
+   global that is kept (used), as a function the stubs call is
+   (BPT__ASM_CALLED): gcc's link-time optimization renames a static it
+   moves between partitions (bpt__active_ix.lto_priv.0), which a reference
+   by name in assembly cannot follow. A global's name is the same in C and
+   C++. Elsewhere (no route, BPTRACE_STATIC's copies side by side in a
+   program without native sites, a part compiled alone), what BPT__SHARED
+   makes. */
+#if defined(BPT_NATIVE) && defined(__x86_64__) && defined(BPT__COUNT_KEEPS_REGS) && !defined(BPT__PART_ALONE)
+#  define BPT__ASM_READ __attribute__((used, visibility("hidden")))
+#  define BPT__ASM_READ_DECL(decl) extern __attribute__((visibility("hidden"))) decl;
+#else
+#  define BPT__ASM_READ BPT__SHARED
+#  define BPT__ASM_READ_DECL(decl)
 #endif
 /* >>line aligned: the count path starts on a cache line, as the entry
    stub does (.p2align 6, site_x86_64.c and site_aarch64.c). Its common

@@ -60,7 +60,8 @@
 
 #define BPT__WAIT_SPINS 200
 
-BPT__ASM_READ struct bpt__progress_state bpt__progress BPT__ASM_NAME(bpt__progress) = {   /* and the count route */
+BPT__ASM_READ_DECL(struct bpt__progress_state bpt__progress)
+BPT__ASM_READ struct bpt__progress_state bpt__progress = {   /* read by the count route too */
     1, (uint64_t)1 << BPT__NEST_BITS | 1 | BPT__PIN_FENCE, BPT__FUTEX_FENCE, NULL, 0, 0, 0,
     PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, 0
 };
@@ -68,7 +69,8 @@ BPT__ASM_READ struct bpt__progress_state bpt__progress BPT__ASM_NAME(bpt__progre
 static pthread_once_t bpt__progress_once = PTHREAD_ONCE_INIT;
 
 #if !defined(BPT__TLS_BY_KEY)
-BPT__ASM_READ BPT__THREAD_LOCAL bpt__thread *bpt__tls_thread BPT__ASM_NAME(bpt__tls_thread);   /* read by the count route */
+BPT__ASM_READ_DECL(BPT__THREAD_LOCAL bpt__thread *bpt__tls_thread)
+BPT__ASM_READ BPT__THREAD_LOCAL bpt__thread *bpt__tls_thread;   /* read by the count route too */
 #endif
 
 BPT__HOT BPT__INTREGS bpt__thread *bpt__thread_self_or_null(void) {

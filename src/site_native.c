@@ -357,6 +357,7 @@ BPT__ASM_CALLED BPT__INTREGS BPT__LINE_ALIGNED int bpt__native_time_path(bpt_fun
 BPT__ASM_CALLED void bpt__native_entry(bpt_func *f, bpt__regs *regs, int counted) {
     bpt__hit h;
     if (bpt__own_call(f)) return;   /* >>own calls */
+    BPT_TEST_POINT("Full path: entered");   /* t_count_path counts its entries */
     bpt__own_enter();
     if (counted == BPT__PATH_DONE_WAKE) {
         bpt__progress_wake();

@@ -102,12 +102,15 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
    fence (membarrier is registered); the active generation counts and no
    return-traced frame is open; the counter page is mapped. Then pin, add
    one to the thread's counter, unpin and return to fn-4, with rax and rdi
-   saved and r11 used, and no call: 31 instructions where the call of the
-   C path took 51 (a save of 3 registers, the call, its checks of cases
-   that are rare here). Anything else goes to the C path with nothing
+   saved and r11 used, and no call: a counted call runs 37 instructions in
+   the stub, the hint's dispatch included, where the stub and the C path
+   ran 57 (its save of 3 registers, the call, its checks of cases that are
+   rare here; callgrind). Anything else goes to the C path with nothing
    changed (label 10: a first hit, a nested pin, a managed thread, pins
-   that fence), or, once pinned, unpins and leaves the hit to the full
-   path as the C path does (label 12). Entered with r11 the record and
+   that fence: no membarrier), or, once pinned, unpins and leaves the hit
+   to the full path as the C path does (label 12: a frame open, a kind
+   other than COUNT or NONE while the hint is COUNT, a counter page not
+   mapped). Entered with r11 the record and
    rax and rdi saved; reads bpt__tls_thread, bpt__progress and
    bpt__active_ix by name (BPT__ASM_READ in port.h) and the structures at
    the offsets checked below. x86-64 only: aarch64 has no add to memory
@@ -125,16 +128,25 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
 #  define BPT__X86_KIND_COUNT 1      /* BPT__SHORTCUT_COUNT */
 #  define BPT__X86_PIN_WORD 8        /* bpt__progress.pin_word */
 #  define BPT__X86_FUTEX 16          /* bpt__progress.futex */
+/* Each offset the assembly uses, and each field's width as it reads it. */
 typedef char bpt__x86_route_rec[offsetof(bpt__thread, state) == BPT__X86_REC_STATE &&
+                                sizeof(((bpt__thread *)0)->state) == 8 &&
+                                sizeof(((bpt__thread *)0)->counts[0]) == 8 &&
                                 offsetof(bpt__thread, shadow_depth) + 4 * BPT__STACK_NATIVE == BPT__X86_REC_DEPTH &&
                                 sizeof(((bpt__thread *)0)->shadow_depth[0]) == 4 ? 1 : -1];
 typedef char bpt__x86_route_sc[offsetof(struct bpt_func, shortcut) == BPT__X86_F_SHORTCUT &&
                                sizeof(bpt__shortcut) == 1u << BPT__X86_SC_SHIFT &&
+                               sizeof(((struct bpt_func *)0)->shortcut[0]) == sizeof(bpt__shortcut) &&
+                               sizeof(((bpt__shortcut *)0)->kind) == 4 &&
+                               sizeof(((bpt__shortcut *)0)->count_dir) == 8 &&
+                               sizeof(((bpt__shortcut *)0)->count_off) == 8 &&
                                BPT__X86_F_SHORTCUT + offsetof(bpt__shortcut, kind) == BPT__X86_SC_KIND &&
                                BPT__X86_F_SHORTCUT + offsetof(bpt__shortcut, count_dir) == BPT__X86_SC_DIR &&
                                BPT__X86_F_SHORTCUT + offsetof(bpt__shortcut, count_off) == BPT__X86_SC_OFF &&
                                BPT__SHORTCUT_NONE == BPT__X86_KIND_NONE && BPT__SHORTCUT_COUNT == BPT__X86_KIND_COUNT ? 1 : -1];
 typedef char bpt__x86_route_progress[offsetof(struct bpt__progress_state, pin_word) == BPT__X86_PIN_WORD &&
+                                     sizeof(bpt__progress.pin_word) == 8 && sizeof(bpt__progress.futex) == 4 &&
+                                     sizeof(bpt__atomic_u32) == 4 &&   /* bpt__active_ix (hit.c) */
                                      offsetof(struct bpt__progress_state, futex) == BPT__X86_FUTEX &&
                                      BPT__NEST_MASK == 0xffff && BPT__PIN_FENCE == (uint64_t)1 << 63 ? 1 : -1];
 #  define BPT__X86_COUNT_ROUTE \
@@ -202,8 +214,10 @@ typedef char bpt__x86_route_progress[offsetof(struct bpt__progress_state, pin_wo
    r11 alone (free: the entry holds nothing in it), so a function neither
    path can finish goes to the full path at once.
    The count route (BPT__HINT_COUNT): save rax (a variadic callee's count
-   of vector arguments) and rdi (the argument), call, and on DONE restore
-   the two and return to fn-4. The stub is entered with rsp 16-aligned
+   of vector arguments) and rdi, run the common case (>>count route, above;
+   it returns to fn-4 or goes to the full path itself), else call the C
+   path with the record in rdi, and on DONE restore the two and return to
+   fn-4. The stub is entered with rsp 16-aligned
    (below), so two words keep it so at the call, as the ABI has it
    (tests/stub_align_check.sh reads rsp at each C function the stub and
    the trampoline call; a third word of padding here had the count path

@@ -24,24 +24,33 @@
    5. Counting threads keep the protocol's waits short: switches while 2
       threads call counted functions complete, the counts within bounds.
    6. On x86-64 the stub's count route (>>count route in site_x86_64.c)
-      finishes the common case without the C path, and hands each other
-      case on with nothing changed: a counted call and a paused one end
-      in the stub; a call inside a pinned section and one while pins fence
-      go to the C path; one under a return-traced frame, and one while a
-      waiter sleeps (DONE_WAKE: the full path wakes it), to the full path,
-      as does one under a frame a longjmp left, which the full path settles
-      (thrower's exception_from). Each is counted exactly once. Where the stub has no route (aarch64,
-      the sanitizers) every call goes to the C path, and the counts are the
+      finishes the common case with no call, and hands each other case on
+      with nothing changed. Through the stub, with the entries of the C
+      count path and of the full path counted (their test points):
+      - a counted call and a paused one end in the stub (neither path);
+      - a call inside a pinned section and one while pins fence go to the
+        C path, which finishes them;
+      - a call while a waiter sleeps (DONE_WAKE: the full path wakes it),
+        one under a return-traced frame, one under a frame a longjmp left
+        (the full path settles it: thrower's exception_from), and one whose
+        active kind is not COUNT while its hint still says COUNT (as during
+        a change: its call record arrives) go to the full path.
+      Each is counted exactly once. Where the stub has no route (aarch64,
+      the sanitizers) or pins fence (membarrier refused), every call goes
+      to the C path first; the full path's entries and the counts are the
       same.
    tests/count_path_check.sh checks the compiled path itself. */
 /* The C count path's entries on this thread: its test point, with no
    call (the path saves no vector register and makes none). */
 #if defined(__TINYC__)
-static unsigned long c_path_entries;   /* no __thread; tcc builds no native sites */
+static unsigned long c_path_entries, full_path_entries;   /* no __thread; tcc builds no native sites */
 #else
-static __thread unsigned long c_path_entries;
+static __thread unsigned long c_path_entries, full_path_entries;   /* and of the full path */
 #endif
-#define BPT_TEST_POINT(where) ((void)(c_path_entries += (where)[0] == 'C'))
+#define T_IS(where, name) ((where)[0] == (name)[0] && sizeof(where) == sizeof(name))
+#define BPT_TEST_POINT(where) \
+    ((void)(c_path_entries += T_IS(where, "Count path: the C one"), \
+            full_path_entries += T_IS(where, "Full path: entered")))
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
@@ -234,51 +243,54 @@ static void switches(void) {
 }
 
 /* 6. The stub's count route, case by case: calls of leaf through the stub
-   with the C path's entries and the count before and after. */
-static void route_case(const char *what, int calls, int counted, int c_path_on_route, int pinned) {
+   with the entries of the C path and of the full path, and the count,
+   before and after. route_on: the stub has the route and pins need no
+   fence. */
+static int route_on;
+static void route_case(const char *what, int calls, int counted, int want_c_on_route, int want_full, int pinned) {
     long (*volatile p)(long) = leaf;
-    unsigned long e0 = c_path_entries, e1;
+    unsigned long e0 = c_path_entries, f0 = full_path_entries, e1, f1;
     uint64_t c0 = count_of(fleaf);
     bpt__thread *rec = pinned ? bpt__pin() : NULL;   /* bpt_trace_info refuses to run pinned: outside */
-    int i, bad = 0;
-#if defined(BPT__X86_COUNT_ROUTE)
-    int want_c = c_path_on_route ? calls : 0;
-#else
-    int want_c = calls;   /* no route: each call goes to the C path */
-    (void)c_path_on_route;
-#endif
+    int i, bad = 0, want_c = route_on ? want_c_on_route : calls;
     for (i = 0; i < calls; i++) bad += p(i) != i + 1;
     e1 = c_path_entries;
+    f1 = full_path_entries;
     if (pinned) bpt__unpin(rec);
-    printf("   %s: %d calls, %lu entries of the C path, count +%llu\n", what, calls, e1 - e0,
+    printf("   %s: %d calls; entries: C path %lu, full path %lu; count +%llu\n", what, calls, e1 - e0, f1 - f0,
            (unsigned long long)(count_of(fleaf) - c0));
     CHECK(bad == 0, "%s: %d wrong results", what, bad);
     CHECK(e1 - e0 == (unsigned long)want_c, "%s: the C path entered %lu times, expected %d", what, e1 - e0, want_c);
+    CHECK(f1 - f0 == (unsigned long)want_full, "%s: the full path entered %lu times, expected %d", what, f1 - f0,
+          want_full);
     CHECK(count_of(fleaf) - c0 == (uint64_t)(counted ? calls : 0), "%s: count +%llu, expected %d", what,
           (unsigned long long)(count_of(fleaf) - c0), counted ? calls : 0);
 }
 
 static void route(void) {
     bpt__thread *rec;
+    bpt_progress_stats ps;
     uint64_t word, wakes;
     uint32_t idle;
     long (*volatile po)(long) = outer;
     int i;
+    CHECK_RC(bpt_thread_progress_stats(&ps), 0);
 #if defined(BPT__X86_COUNT_ROUTE)
-    printf("6. the stub's count route (x86-64)\n");
+    route_on = ps.membarrier;
+    printf("6. the stub's count route (x86-64)%s\n", route_on ? "" : ": pins fence (no membarrier), so none taken");
 #else
     printf("6. no count route in this build's stub: every case through the C path\n");
 #endif
     CHECK_RC(bpt_trace_pattern(s, "cp:leaf/1", BPT_COUNT | BPT_RESTART, NULL), 1);
     CHECK(leaf(0) == 1, "leaf(0)");   /* this thread's record and page exist (claims 1-2 made them) */
-    route_case("counted", 1000, 1, 0, 0);
+    route_case("counted", 1000, 1, 0, 0, 0);
     CHECK_RC(bpt_trace_pattern(s, "cp:leaf/1", BPT_COUNT | BPT_PAUSE, NULL), 1);
-    route_case("paused (NONE)", 100, 0, 0, 0);
+    route_case("paused (NONE)", 100, 0, 0, 0, 0);
     CHECK_RC(bpt_trace_pattern(s, "cp:leaf/1", BPT_COUNT | BPT_RESTART, NULL), 1);
-    route_case("inside a pinned section (nested pin)", 10, 1, 1, 1);
+    route_case("inside a pinned section (nested pin)", 10, 1, 10, 0, 1);
     word = bpt__load_relaxed_u64(&bpt__progress.pin_word);
     bpt__store_relaxed_u64(&bpt__progress.pin_word, word | BPT__PIN_FENCE);
-    route_case("while pins fence (no membarrier)", 10, 1, 1, 0);
+    route_case("while pins fence (no membarrier)", 10, 1, 10, 0, 0);
     bpt__store_relaxed_u64(&bpt__progress.pin_word, word);
     rec = bpt__thread_self_or_null();
     CHECK(rec && bpt__load_relaxed_u64(&rec->state) == 0, "the thread is quiescent after the cases: %#llx",
@@ -287,47 +299,70 @@ static void route(void) {
     idle = bpt__load_relaxed_u32(&bpt__progress.futex);
     wakes = bpt__load_relaxed_u64(&bpt__progress.futex_wakes);
     bpt__store_relaxed_u32(&bpt__progress.futex, 1 | idle);
-    route_case("a waiter sleeps", 1, 1, 0, 0);
+    route_case("a waiter sleeps", 1, 1, 0, 1, 0);
     CHECK(bpt__load_relaxed_u32(&bpt__progress.futex) == idle, "the sleeper was woken: futex word %#x",
           (unsigned)bpt__load_relaxed_u32(&bpt__progress.futex));
     CHECK(bpt__load_relaxed_u64(&bpt__progress.futex_wakes) == wakes + 1, "one wake");
     /* Under a return-traced frame: the full path counts (claim 4's case). */
     {
-        unsigned long e0 = c_path_entries;
+        unsigned long e0 = c_path_entries, f0 = full_path_entries;
         uint64_t c0 = count_of(fleaf);
         bpt_msg m[64];
         CHECK_RC(bpt_trace_pattern(s, "cp:outer/1", BPT_CALL | BPT_RETURN, NULL), 1);
         for (i = 0; i < 10; i++) CHECK(po(i) == (i + 1) * 2, "outer(%d)", i);
         CHECK_RC(bpt_trace_pattern(s, "cp:outer/1", BPT_OFF, NULL), 1);
         while (bpt_session_drain(s, m, 64) > 0) {}
-        printf("   under a return-traced frame: 10 calls, %lu entries of the C path, count +%llu\n",
-               c_path_entries - e0, (unsigned long long)(count_of(fleaf) - c0));
+        printf("   under a return-traced frame: 10 calls of outer; entries: C path %lu, full path %lu (outer's "
+               "and leaf's); leaf's count +%llu\n", c_path_entries - e0, full_path_entries - f0,
+               (unsigned long long)(count_of(fleaf) - c0));
         CHECK(count_of(fleaf) - c0 == 10, "under a frame: count +%llu, expected 10",
               (unsigned long long)(count_of(fleaf) - c0));
-#if defined(BPT__X86_COUNT_ROUTE)
-        CHECK(c_path_entries == e0, "under a frame: the route went to the C path %lu times", c_path_entries - e0);
-#endif
+        CHECK(c_path_entries - e0 == (route_on ? 0u : 10u), "under a frame: the C path entered %lu times",
+              c_path_entries - e0);
+        CHECK(full_path_entries - f0 <= 20 && full_path_entries - f0 >= 10,
+              "under a frame: the full path entered %lu times: leaf's 10 and outer's first ones",
+              full_path_entries - f0);
     }
-    /* Under a frame a longjmp left: the counted call goes on to a path
-       that settles it (CP3), which sends thrower's exception_from. */
+    /* Under a frame a longjmp left: the counted call goes on to the full
+       path, which settles it (CP3): thrower's exception_from. */
     {
         long (*volatile pt)(long) = thrower, (*volatile pl)(long) = leaf;
         uint64_t c0 = count_of(fleaf);
+        unsigned long f0;
         int before = 0, after = 0, n;
         bpt_msg m[64];
         CHECK_RC(bpt_trace_pattern(s, "cp:thrower/1", BPT_CALL | BPT_EXCEPTION, NULL), 1);
         if (!setjmp(route_jump)) (void)pt(1);
         while ((n = bpt_session_drain(s, m, 64)) > 0)
             for (i = 0; i < n; i++) before += m[i].type == BPT_MSG_EXCEPTION_FROM;
+        f0 = full_path_entries;
         CHECK(pl(1) == 2, "leaf(1) after the longjmp");
+        f0 = full_path_entries - f0;
         while ((n = bpt_session_drain(s, m, 64)) > 0)
             for (i = 0; i < n; i++) after += m[i].type == BPT_MSG_EXCEPTION_FROM && !strcmp(m[i].name, "thrower");
         printf("   a counted call after a longjmp left thrower's frame: exception_from %d before it, %d after; "
-               "count +%llu\n", before, after, (unsigned long long)(count_of(fleaf) - c0));
+               "full path %lu; count +%llu\n", before, after, f0, (unsigned long long)(count_of(fleaf) - c0));
         CHECK(before == 0 && after == 1, "the counted call settles the frame: exception_from %d before, %d after",
               before, after);
+        CHECK(f0 == 1, "after a longjmp: the full path entered %lu times, expected 1", f0);
         CHECK(count_of(fleaf) - c0 == 1, "counted once: +%llu", (unsigned long long)(count_of(fleaf) - c0));
         CHECK_RC(bpt_trace_pattern(s, "cp:thrower/1", BPT_OFF, NULL), 1);
+    }
+    /* The hint says COUNT, the active kind is another (as while a change
+       is under way: the hint is COUNT if either generation counts, bp.c):
+       the call goes to the full path, which sends the call record. */
+    {
+        int calls = 0, n;
+        bpt_msg m[64];
+        CHECK_RC(bpt_trace_pattern(s, "cp:leaf/1", BPT_COUNT | BPT_OFF, NULL), 1);
+        CHECK_RC(bpt_trace_pattern(s, "cp:leaf/1", BPT_CALL, NULL), 1);
+        while (bpt_session_drain(s, m, 64) > 0) {}
+        fleaf->path_hint = BPT__HINT_COUNT;   /* nothing else runs: the set path is done */
+        route_case("call trace under a COUNT hint", 1, 0, 0, 1, 0);
+        while ((n = bpt_session_drain(s, m, 64)) > 0)
+            for (i = 0; i < n; i++) calls += m[i].type == BPT_MSG_CALL && !strcmp(m[i].name, "leaf");
+        CHECK(calls == 1, "call trace under a COUNT hint: %d call records, expected 1", calls);
+        CHECK_RC(bpt_trace_pattern(s, "cp:leaf/1", BPT_CALL | BPT_OFF, NULL), 1);
     }
 }
 
