@@ -7375,10 +7375,9 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
    that fence: no membarrier), or, once pinned, unpins and leaves the hit
    to the full path as the C path does (label 12: a frame open, a kind
    other than COUNT or NONE while the hint is COUNT, a counter page not
-   mapped). Entered with r11 the record and
-   rax and rdi saved; reads bpt__tls_thread, bpt__progress and
-   bpt__active_ix by name (BPT__ASM_READ in port.h) and the structures at
-   the offsets checked below. x86-64 only: aarch64 has no add to memory
+   mapped). Entered with r11 the record and rax and rdi saved; reads
+   bpt__tls_thread, bpt__progress and bpt__active_ix by name (BPT__ASM_READ
+   in port.h) and the structures at the offsets checked below. x86-64 only: aarch64 has no add to memory
    that a signal handler cannot split (BPT__SIGNAL_ATOMIC_INC, port.h), so
    a route there would also need the count's mark; its stub calls the C
    path. */
@@ -7420,9 +7419,10 @@ typedef char bpt__x86_route_progress[offsetof(struct bpt__progress_state, pin_wo
     "    movq %fs:(%rax), %rax\n" \
     "    testq %rax, %rax\n" \
     "    jz 10f\n" \
-    /* CA2. Pin, as bpt__pin_rec's quiescent case: the state's open pins */ \
-    /* are 0, the pin word (acquire: an x86 load) has no fence flag; store */ \
-    /* it [B1], the light barrier being this order (membarrier is registered). */ \
+    /* CA2. Pin, as bpt__pin_rec's quiescent case: the state's low 16 bits */ \
+    /* (open pins, ONLINE) are 0, the pin word (acquire: an x86 load) has */ \
+    /* no fence flag; store it [B1], the light barrier being this order */ \
+    /* (membarrier is registered). */ \
     "    cmpw $0, " BPT__STR(BPT__X86_REC_STATE) "(%rax)\n"      /* the low 16 bits: BPT__NEST_MASK */ \
     "    jne 10f\n" \
     "    movq bpt__progress+" BPT__STR(BPT__X86_PIN_WORD) "(%rip), %rdi\n" \
