@@ -13370,11 +13370,12 @@ BPT__PRIVATE int bpt__registry_reserve(uint32_t extra) {
 /* A new, unregistered function record with interned names and no site yet
    (addr: a native function's entry, or NULL, for its name entry). The
    caller holds the permission. Returns 0, BPT_ENOMEM or BPT_ELIMIT (the
-   name table is full). */
+   name table is full); *out is NULL on an error. */
 BPT__PRIVATE int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
                          const void *addr, const char *who, bpt_func **out) {
     bpt_func *f = (bpt_func *)BPT_MALLOC(sizeof *f);
     int rc;
+    *out = NULL;   /* on every failure too: a caller's f is never left unset */
     if (!f || bpt__registry_reserve(1) < 0) {
         BPT_FREE(f);
         return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
@@ -14686,7 +14687,8 @@ static int bpt__info_of(const bpt__GenericBp *g, unsigned what, bpt_info *out, b
 }
 
 /* The session's breakpoints on the registered functions matching mfa (or f
-   alone), and the nine-step collection when time or memory is asked for. */
+   alone), and the nine-step collection when time or memory is asked for.
+   On an error the outputs are NULL, NULL and 0. */
 static int bpt__info_gather(const bpt__session *s, const bpt__mfa *mfa, const bpt_func *f, unsigned what,
                             bpt_func ***fs_out, bpt__GenericBp ***gs_out, int *n_out, const char *who) {
     bpt_func **fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (bpt__registry.len + 1));
@@ -14695,6 +14697,9 @@ static int bpt__info_gather(const bpt__session *s, const bpt__mfa *mfa, const bp
     unsigned ix = bpt_active_bp_ix();
     uint32_t i;
     int n = 0, nt = 0, rc = 0;
+    *fs_out = NULL;
+    *gs_out = NULL;
+    *n_out = 0;
     if (!fs || !gs || !timed) {
         BPT_FREE(fs); BPT_FREE(gs); BPT_FREE(timed);
         return bpt__fail(BPT_ENOMEM, "%s: no memory", who);

@@ -32,11 +32,12 @@ BPT__PRIVATE int bpt__registry_reserve(uint32_t extra) {
 /* A new, unregistered function record with interned names and no site yet
    (addr: a native function's entry, or NULL, for its name entry). The
    caller holds the permission. Returns 0, BPT_ENOMEM or BPT_ELIMIT (the
-   name table is full). */
+   name table is full); *out is NULL on an error. */
 BPT__PRIVATE int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
                          const void *addr, const char *who, bpt_func **out) {
     bpt_func *f = (bpt_func *)BPT_MALLOC(sizeof *f);
     int rc;
+    *out = NULL;   /* on every failure too: a caller's f is never left unset */
     if (!f || bpt__registry_reserve(1) < 0) {
         BPT_FREE(f);
         return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);

@@ -23,7 +23,8 @@ static int bpt__info_of(const bpt__GenericBp *g, unsigned what, bpt_info *out, b
 }
 
 /* The session's breakpoints on the registered functions matching mfa (or f
-   alone), and the nine-step collection when time or memory is asked for. */
+   alone), and the nine-step collection when time or memory is asked for.
+   On an error the outputs are NULL, NULL and 0. */
 static int bpt__info_gather(const bpt__session *s, const bpt__mfa *mfa, const bpt_func *f, unsigned what,
                             bpt_func ***fs_out, bpt__GenericBp ***gs_out, int *n_out, const char *who) {
     bpt_func **fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (bpt__registry.len + 1));
@@ -32,6 +33,9 @@ static int bpt__info_gather(const bpt__session *s, const bpt__mfa *mfa, const bp
     unsigned ix = bpt_active_bp_ix();
     uint32_t i;
     int n = 0, nt = 0, rc = 0;
+    *fs_out = NULL;
+    *gs_out = NULL;
+    *n_out = 0;
     if (!fs || !gs || !timed) {
         BPT_FREE(fs); BPT_FREE(gs); BPT_FREE(timed);
         return bpt__fail(BPT_ENOMEM, "%s: no memory", who);
