@@ -23,7 +23,9 @@
    The consumer (one drainer at a time: drain_lock) owns `tail`, the chunk it
    reads, and its read position. The tail word has a BUSY bit: whoever sets
    it with a CAS owns the read position until it stores the word back
-   (release [R3]). The drainer takes it for a read; a flight recorder's
+   (release [R3]). The drainer takes it for a read, and hands each chunk it
+   has read to the end back at once, by a release store of the next
+   chunk's number with the bit still set [R3]; a flight recorder's
    producer takes it to take a chunk back, and never waits for it: a busy
    tail means the drainer is reading the oldest chunk, so the record is
    dropped instead. A traced thread never waits, in any case.
@@ -836,18 +838,28 @@ static int bpt__lane_read_resume(bpt__lane *lane, bpt__lane_reader *rd, bpt__chu
    room is full); rd->gap gets the records a flight recorder took back
    before the next run (bpt__lane_read_gap). Holds the tail's BUSY bit
    throughout; a flight recorder's producer that finds it busy drops rather
-   than waits. Returns 0, or 1 when the reader is full. */
+   than waits. Returns 0, or 1 when the reader is full.
+   The read ends at the chunks opened when it began: a producer that
+   writes as fast as the reader reads would otherwise keep it in this
+   lane, and the other lanes, unread, would grow. And each chunk read to
+   its end is handed back at once, by a release of the tail that keeps the
+   BUSY bit [R3]: the producer reuses it while the read goes on. (The tail
+   moved only when the read ended: a long read, e.g. of a lane that had
+   grown while the drainer waited for a CPU, left the producer no chunk to
+   reuse, so its lane grew by the whole read, every new chunk a page fault
+   on the hot path: bench section 2's buffers grew to 47 MiB, and its run
+   took 1.4x as long. t_drain_handback.) */
 static int bpt__lane_read(bpt__lane *lane, bpt__lane_reader *rd) {
-    uint64_t t = bpt__load_acquire_u64(&lane->tail), i, drained = 0;   /* [R3] */
+    uint64_t t = bpt__load_acquire_u64(&lane->tail), i, end, drained = 0;   /* [R3] */
     int full = 0;
     if ((t & BPT__TAIL_BUSY) || !bpt__cas_u64(&lane->tail, t, t | BPT__TAIL_BUSY))
         return 0;   /* a flight recorder is taking its oldest chunk back: next time */
     i = t >> 1;
+    end = bpt__load_acquire_u64(&lane->opened);   /* [R2] first: a chunk sealed by then has its final fill */
     for (;;) {
-        uint64_t opened = bpt__load_acquire_u64(&lane->opened);   /* [R2] first: a sealed chunk's fill is final */
         bpt__chunk *c;
         uint32_t fill;
-        if (i >= opened) break;   /* no chunk opened since the last read (or none yet) */
+        if (i >= end) break;   /* no chunk opened since the last read (or none yet) */
         c = bpt__lane_chunk(lane, i);
         fill = bpt__load_acquire_u32(&c->fill);   /* [R2] pairs with the producer's release */
         if ((lane->unreported_overwritten || lane->rpos < fill) && !bpt__lane_read_resume(lane, rd, c))
@@ -873,10 +885,15 @@ static int bpt__lane_read(bpt__lane *lane, bpt__lane_reader *rd) {
             lane->rpos += used;
             if (lane->rpos < fill) goto out_full;
         }
-        if (i + 1 >= opened) break;   /* the chunk being written: read up to its fill */
+        if (i + 1 >= end) break;   /* the last chunk opened when the read began: up to its fill */
         i++;
         lane->rpos = lane->rrec = 0;
         lane->rmarked = 0;
+        bpt__owner_inc_u64(&lane->drained, drained);   /* one drainer at a time (drain_lock) */
+        rd->records += drained;
+        drained = 0;
+        bpt__store_release_u64(&lane->tail, i << 1 | BPT__TAIL_BUSY);   /* [R3] chunk i - 1 is read: reusable */
+        BPT_TEST_POINT("lane_read: a chunk handed back, the read goes on");   /* t_drain_handback */
     }
     goto out;
 out_full:
