@@ -247,24 +247,40 @@ static void switches(void) {
    before and after. route_on: the stub has the route and pins need no
    fence. */
 static int route_on;
+typedef struct route_mark { unsigned long c_path, full_path; uint64_t count; } route_mark;
+/* The entries of both paths so far, and leaf's count (outside a pinned
+   section: bpt_trace_info refuses to run pinned). */
+static route_mark route_now(void) {
+    route_mark m;
+    m.c_path = c_path_entries;
+    m.full_path = full_path_entries;
+    m.count = count_of(fleaf);
+    return m;
+}
+/* What happened since m: the entries of each path, and leaf's count. */
+static route_mark route_since(route_mark m) {
+    route_mark now = route_now();
+    now.c_path -= m.c_path;
+    now.full_path -= m.full_path;
+    now.count -= m.count;
+    return now;
+}
 static void route_case(const char *what, int calls, int counted, int want_c_on_route, int want_full, int pinned) {
     long (*volatile p)(long) = leaf;
-    unsigned long e0 = c_path_entries, f0 = full_path_entries, e1, f1;
-    uint64_t c0 = count_of(fleaf);
-    bpt__thread *rec = pinned ? bpt__pin() : NULL;   /* bpt_trace_info refuses to run pinned: outside */
+    route_mark m = route_now(), d;
+    bpt__thread *rec = pinned ? bpt__pin() : NULL;
     int i, bad = 0, want_c = route_on ? want_c_on_route : calls;
     for (i = 0; i < calls; i++) bad += p(i) != i + 1;
-    e1 = c_path_entries;
-    f1 = full_path_entries;
     if (pinned) bpt__unpin(rec);
-    printf("   %s: %d calls; entries: C path %lu, full path %lu; count +%llu\n", what, calls, e1 - e0, f1 - f0,
-           (unsigned long long)(count_of(fleaf) - c0));
+    d = route_since(m);   /* the unpin and the count's read enter neither path */
+    printf("   %s: %d calls; entries: C path %lu, full path %lu; count +%llu\n", what, calls, d.c_path, d.full_path,
+           (unsigned long long)d.count);
     CHECK(bad == 0, "%s: %d wrong results", what, bad);
-    CHECK(e1 - e0 == (unsigned long)want_c, "%s: the C path entered %lu times, expected %d", what, e1 - e0, want_c);
-    CHECK(f1 - f0 == (unsigned long)want_full, "%s: the full path entered %lu times, expected %d", what, f1 - f0,
-          want_full);
-    CHECK(count_of(fleaf) - c0 == (uint64_t)(counted ? calls : 0), "%s: count +%llu, expected %d", what,
-          (unsigned long long)(count_of(fleaf) - c0), counted ? calls : 0);
+    CHECK(d.c_path == (unsigned long)want_c, "%s: the C path entered %lu times, expected %d", what, d.c_path, want_c);
+    CHECK(d.full_path == (unsigned long)want_full, "%s: the full path entered %lu times, expected %d", what,
+          d.full_path, want_full);
+    CHECK(d.count == (uint64_t)(counted ? calls : 0), "%s: count +%llu, expected %d", what,
+          (unsigned long long)d.count, counted ? calls : 0);
 }
 
 static void route(void) {
@@ -305,47 +321,42 @@ static void route(void) {
     CHECK(bpt__load_relaxed_u64(&bpt__progress.futex_wakes) == wakes + 1, "one wake");
     /* Under a return-traced frame: the full path counts (claim 4's case). */
     {
-        unsigned long e0 = c_path_entries, f0 = full_path_entries;
-        uint64_t c0 = count_of(fleaf);
+        route_mark m0 = route_now(), d;
         bpt_msg m[64];
         CHECK_RC(bpt_trace_pattern(s, "cp:outer/1", BPT_CALL | BPT_RETURN, NULL), 1);
         for (i = 0; i < 10; i++) CHECK(po(i) == (i + 1) * 2, "outer(%d)", i);
         CHECK_RC(bpt_trace_pattern(s, "cp:outer/1", BPT_OFF, NULL), 1);
         while (bpt_session_drain(s, m, 64) > 0) {}
+        d = route_since(m0);
         printf("   under a return-traced frame: 10 calls of outer; entries: C path %lu, full path %lu (outer's "
-               "and leaf's); leaf's count +%llu\n", c_path_entries - e0, full_path_entries - f0,
-               (unsigned long long)(count_of(fleaf) - c0));
-        CHECK(count_of(fleaf) - c0 == 10, "under a frame: count +%llu, expected 10",
-              (unsigned long long)(count_of(fleaf) - c0));
-        CHECK(c_path_entries - e0 == (route_on ? 0u : 10u), "under a frame: the C path entered %lu times",
-              c_path_entries - e0);
-        CHECK(full_path_entries - f0 <= 20 && full_path_entries - f0 >= 10,
-              "under a frame: the full path entered %lu times: leaf's 10 and outer's first ones",
-              full_path_entries - f0);
+               "and leaf's); leaf's count +%llu\n", d.c_path, d.full_path, (unsigned long long)d.count);
+        CHECK(d.count == 10, "under a frame: count +%llu, expected 10", (unsigned long long)d.count);
+        CHECK(d.c_path == (route_on ? 0u : 10u), "under a frame: the C path entered %lu times", d.c_path);
+        CHECK(d.full_path <= 20 && d.full_path >= 10,
+              "under a frame: the full path entered %lu times: leaf's 10 and outer's first ones", d.full_path);
     }
     /* Under a frame a longjmp left: the counted call goes on to the full
        path, which settles it (CP3): thrower's exception_from. */
     {
         long (*volatile pt)(long) = thrower, (*volatile pl)(long) = leaf;
-        uint64_t c0 = count_of(fleaf);
-        unsigned long f0;
+        route_mark m0, d;
         int before = 0, after = 0, n;
         bpt_msg m[64];
         CHECK_RC(bpt_trace_pattern(s, "cp:thrower/1", BPT_CALL | BPT_EXCEPTION, NULL), 1);
         if (!setjmp(route_jump)) (void)pt(1);
         while ((n = bpt_session_drain(s, m, 64)) > 0)
             for (i = 0; i < n; i++) before += m[i].type == BPT_MSG_EXCEPTION_FROM;
-        f0 = full_path_entries;
+        m0 = route_now();
         CHECK(pl(1) == 2, "leaf(1) after the longjmp");
-        f0 = full_path_entries - f0;
+        d = route_since(m0);
         while ((n = bpt_session_drain(s, m, 64)) > 0)
             for (i = 0; i < n; i++) after += m[i].type == BPT_MSG_EXCEPTION_FROM && !strcmp(m[i].name, "thrower");
         printf("   a counted call after a longjmp left thrower's frame: exception_from %d before it, %d after; "
-               "full path %lu; count +%llu\n", before, after, f0, (unsigned long long)(count_of(fleaf) - c0));
+               "full path %lu; count +%llu\n", before, after, d.full_path, (unsigned long long)d.count);
         CHECK(before == 0 && after == 1, "the counted call settles the frame: exception_from %d before, %d after",
               before, after);
-        CHECK(f0 == 1, "after a longjmp: the full path entered %lu times, expected 1", f0);
-        CHECK(count_of(fleaf) - c0 == 1, "counted once: +%llu", (unsigned long long)(count_of(fleaf) - c0));
+        CHECK(d.full_path == 1, "after a longjmp: the full path entered %lu times, expected 1", d.full_path);
+        CHECK(d.count == 1, "counted once: +%llu", (unsigned long long)d.count);
         CHECK_RC(bpt_trace_pattern(s, "cp:thrower/1", BPT_OFF, NULL), 1);
     }
     /* The hint says COUNT, the active kind is another (as while a change
