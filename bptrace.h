@@ -5232,8 +5232,8 @@ BPT__HOT uint64_t bpt__now_ticks(void) {
 
 /* The counter for a path that keeps to the integer registers and makes
    no call (>>intregs in port.h; the call path, site_native.c): 1 and the
-   reading in *ticks where the CPU's counter is the clock, else 0 and
-   nothing read (the full path reads clock_gettime). */
+   reading in *ticks where the CPU's counter is the clock, else 0 and 0 in
+   *ticks, nothing read (the full path reads clock_gettime). */
 BPT__HOT BPT__INTREGS int bpt__now_ticks_counter(uint64_t *ticks) {
 #if defined(BPT__CLOCK_COUNTER)
     if (BPT__LIKELY(bpt__load_acquire_u32(&bpt__clock.on_counter))) {   /* [K1] */
@@ -5241,7 +5241,7 @@ BPT__HOT BPT__INTREGS int bpt__now_ticks_counter(uint64_t *ticks) {
         return 1;
     }
 #endif
-    (void)ticks;
+    *ticks = 0;   /* set on every path: gcc -Og cannot tell that callers read it only after a 1 */
     return 0;
 }
 
@@ -5944,10 +5944,12 @@ BPT__PRIVATE void bpt__recycle_give(bpt__recycle *r, void *p) {
    it with a CAS owns the read position until it stores the word back
    (release [R3]). The drainer takes it for a read, and hands each chunk it
    has read to the end back at once, by a release store of the next
-   chunk's number with the bit still set [R3]; a flight recorder's
-   producer takes it to take a chunk back, and never waits for it: a busy
-   tail means the drainer is reading the oldest chunk, so the record is
-   dropped instead. A traced thread never waits, in any case.
+   chunk's number with the bit still set [R3]: a producer that finds its
+   lane full at the cap looks at the tail again before it drops. A flight
+   recorder's producer takes the bit to take a chunk back, and never waits
+   for it: a busy tail that has not moved means the drainer is reading the
+   oldest chunk, so the record is dropped instead. A traced thread never
+   waits, in any case.
 
    Lanes are per thread record (bpt__thread.index), created on a thread's
    first record in the session, in a directory that grows without a limit
@@ -6187,23 +6189,30 @@ static unsigned char *bpt__put_context(bpt__lane *lane, unsigned char *p, uint32
     return p + sizeof r + 16;
 }
 
+/* Has the drainer handed chunk next - budget back, tail t being the
+   tail's word? It moves the tail while it reads, the BUSY bit set [R3]:
+   a lane found full a moment ago may not be any more. */
+static int bpt__lane_handed_back(bpt__lane *lane, uint64_t next, uint64_t t) {
+    return next - (t >> 1) < bpt__load_relaxed_u32(&lane->budget);
+}
+
 /* A flight recorder takes back the oldest unread chunk, unless the drainer
    is reading it. Taking the tail's BUSY bit makes the read position ours
    [R3]: what was read of that chunk is not overwritten news, the rest is
    (its records, and the counts of its DROPPED records, not yet read).
-   The drainer may have read past a chunk since the caller found the lane
-   full: then nothing is taken back. Returns 1 when chunk next - budget
-   may be reused (read, or taken back), 0 when the drainer holds the tail. */
+   The drainer may have handed a chunk back since the caller found the
+   lane full (while it reads, too): then nothing is taken back. Returns 1
+   when chunk next - budget may be reused (handed back, or taken back), 0
+   when the drainer holds the tail on it. */
 static int bpt__lane_take_back(bpt__lane *lane, uint64_t next) {
     uint64_t t = bpt__load_acquire_u64(&lane->tail), lost;   /* [R3] */
     bpt__chunk *c;
+    /* Handed back since the caller looked: the drainer's reads of it are
+       over (the acquire above); the rest of the one it reads is unread
+       news. (The BUSY bit alone was taken for "the drainer is reading the
+       oldest chunk", and the record dropped: helper-45, t_drain_handback.) */
+    if (bpt__lane_handed_back(lane, next, t)) return 1;
     if ((t & BPT__TAIL_BUSY) || !bpt__cas_u64(&lane->tail, t, t | BPT__TAIL_BUSY)) return 0;
-    if (next - (t >> 1) < bpt__load_relaxed_u32(&lane->budget)) {
-        /* The drainer read a chunk since the caller found none free: take
-           nothing back (the rest of the one it stopped in is unread news). */
-        bpt__store_release_u64(&lane->tail, t);   /* [R3] */
-        return 1;
-    }
     c = bpt__lane_chunk(lane, t >> 1);
     lost = c->nrec - lane->rrec;
     lane->unreported_overwritten += lost + c->marked - lane->rmarked;
@@ -6281,8 +6290,10 @@ static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
         c = bpt__lane_chunk(lane, next + lane->cap - budget);   /* number next - budget, read */
     } else if (s->orphan || !(c = bpt__lane_grow(lane))) {   /* full, and at the cap (an orphan's: now) */
         BPT_TEST_POINT("lane_advance: full, a flight recorder takes a chunk back");
-        if (!(s->flight_recorder && bpt__lane_take_back(lane, next))) return 0;
-        c = bpt__lane_chunk(lane, next + lane->cap - budget);   /* the one taken back, or one read since */
+        if (!(s->flight_recorder ? bpt__lane_take_back(lane, next)
+                                 : bpt__lane_handed_back(lane, next, bpt__load_acquire_u64(&lane->tail))))   /* [R3] */
+            return 0;
+        c = bpt__lane_chunk(lane, next + lane->cap - budget);   /* the one taken back, or one handed back since */
     }
     bpt__store_relaxed_u32(&c->fill, 0);   /* published by the release below */
     c->nrec = 0;
@@ -8951,7 +8962,8 @@ BPT__NOINLINE int bpt__frame_stack_map(bpt__thread *rec, int stack) {
 
 /* Reserve the next frame of a shadow stack that is mapped (F1's first
    half), marked as being filled; NULL when the stack is full. *mark gets
-   the mark to put back when the frame is filled (bpt__frame_filled).
+   the mark to put back when the frame is filled (bpt__frame_filled), 0
+   with NULL.
    Room is checked here, on the depth it reserves at, and nowhere else
    counts: a signal handler can leave a frame behind between a caller's
    own look at the depth and this (it longjmps out of a return-traced
@@ -8959,7 +8971,7 @@ BPT__NOINLINE int bpt__frame_stack_map(bpt__thread *rec, int stack) {
    one frame past the stack. */
 BPT__HOT BPT__INTREGS bpt__frame *bpt__frame_reserve_mapped(bpt__thread *rec, int stack, uint32_t *mark) {
     uint32_t d = rec->shadow_depth[stack];
-    if (BPT__UNLIKELY(d >= BPT_SHADOW_FRAMES)) return NULL;
+    if (BPT__UNLIKELY(d >= BPT_SHADOW_FRAMES)) return (*mark = 0, (bpt__frame *)NULL);   /* gcc -Og: set on every path */
     rec->shadow[stack][d].gone = 0;   /* whose it is holds from the start (bpt__frame_mine) */
     rec->shadow[stack][d].fiber = rec->fiber;
     *mark = rec->shadow_filling[stack];

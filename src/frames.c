@@ -117,7 +117,8 @@ BPT__NOINLINE int bpt__frame_stack_map(bpt__thread *rec, int stack) {
 
 /* Reserve the next frame of a shadow stack that is mapped (F1's first
    half), marked as being filled; NULL when the stack is full. *mark gets
-   the mark to put back when the frame is filled (bpt__frame_filled).
+   the mark to put back when the frame is filled (bpt__frame_filled), 0
+   with NULL.
    Room is checked here, on the depth it reserves at, and nowhere else
    counts: a signal handler can leave a frame behind between a caller's
    own look at the depth and this (it longjmps out of a return-traced
@@ -125,7 +126,7 @@ BPT__NOINLINE int bpt__frame_stack_map(bpt__thread *rec, int stack) {
    one frame past the stack. */
 BPT__HOT BPT__INTREGS bpt__frame *bpt__frame_reserve_mapped(bpt__thread *rec, int stack, uint32_t *mark) {
     uint32_t d = rec->shadow_depth[stack];
-    if (BPT__UNLIKELY(d >= BPT_SHADOW_FRAMES)) return NULL;
+    if (BPT__UNLIKELY(d >= BPT_SHADOW_FRAMES)) return (*mark = 0, (bpt__frame *)NULL);   /* gcc -Og: set on every path */
     rec->shadow[stack][d].gone = 0;   /* whose it is holds from the start (bpt__frame_mine) */
     rec->shadow[stack][d].fiber = rec->fiber;
     *mark = rec->shadow_filling[stack];

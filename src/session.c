@@ -25,10 +25,12 @@
    it with a CAS owns the read position until it stores the word back
    (release [R3]). The drainer takes it for a read, and hands each chunk it
    has read to the end back at once, by a release store of the next
-   chunk's number with the bit still set [R3]; a flight recorder's
-   producer takes it to take a chunk back, and never waits for it: a busy
-   tail means the drainer is reading the oldest chunk, so the record is
-   dropped instead. A traced thread never waits, in any case.
+   chunk's number with the bit still set [R3]: a producer that finds its
+   lane full at the cap looks at the tail again before it drops. A flight
+   recorder's producer takes the bit to take a chunk back, and never waits
+   for it: a busy tail that has not moved means the drainer is reading the
+   oldest chunk, so the record is dropped instead. A traced thread never
+   waits, in any case.
 
    Lanes are per thread record (bpt__thread.index), created on a thread's
    first record in the session, in a directory that grows without a limit
@@ -269,23 +271,30 @@ static unsigned char *bpt__put_context(bpt__lane *lane, unsigned char *p, uint32
     return p + sizeof r + 16;
 }
 
+/* Has the drainer handed chunk next - budget back, tail t being the
+   tail's word? It moves the tail while it reads, the BUSY bit set [R3]:
+   a lane found full a moment ago may not be any more. */
+static int bpt__lane_handed_back(bpt__lane *lane, uint64_t next, uint64_t t) {
+    return next - (t >> 1) < bpt__load_relaxed_u32(&lane->budget);
+}
+
 /* A flight recorder takes back the oldest unread chunk, unless the drainer
    is reading it. Taking the tail's BUSY bit makes the read position ours
    [R3]: what was read of that chunk is not overwritten news, the rest is
    (its records, and the counts of its DROPPED records, not yet read).
-   The drainer may have read past a chunk since the caller found the lane
-   full: then nothing is taken back. Returns 1 when chunk next - budget
-   may be reused (read, or taken back), 0 when the drainer holds the tail. */
+   The drainer may have handed a chunk back since the caller found the
+   lane full (while it reads, too): then nothing is taken back. Returns 1
+   when chunk next - budget may be reused (handed back, or taken back), 0
+   when the drainer holds the tail on it. */
 static int bpt__lane_take_back(bpt__lane *lane, uint64_t next) {
     uint64_t t = bpt__load_acquire_u64(&lane->tail), lost;   /* [R3] */
     bpt__chunk *c;
+    /* Handed back since the caller looked: the drainer's reads of it are
+       over (the acquire above); the rest of the one it reads is unread
+       news. (The BUSY bit alone was taken for "the drainer is reading the
+       oldest chunk", and the record dropped: helper-45, t_drain_handback.) */
+    if (bpt__lane_handed_back(lane, next, t)) return 1;
     if ((t & BPT__TAIL_BUSY) || !bpt__cas_u64(&lane->tail, t, t | BPT__TAIL_BUSY)) return 0;
-    if (next - (t >> 1) < bpt__load_relaxed_u32(&lane->budget)) {
-        /* The drainer read a chunk since the caller found none free: take
-           nothing back (the rest of the one it stopped in is unread news). */
-        bpt__store_release_u64(&lane->tail, t);   /* [R3] */
-        return 1;
-    }
     c = bpt__lane_chunk(lane, t >> 1);
     lost = c->nrec - lane->rrec;
     lane->unreported_overwritten += lost + c->marked - lane->rmarked;
@@ -363,8 +372,10 @@ static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
         c = bpt__lane_chunk(lane, next + lane->cap - budget);   /* number next - budget, read */
     } else if (s->orphan || !(c = bpt__lane_grow(lane))) {   /* full, and at the cap (an orphan's: now) */
         BPT_TEST_POINT("lane_advance: full, a flight recorder takes a chunk back");
-        if (!(s->flight_recorder && bpt__lane_take_back(lane, next))) return 0;
-        c = bpt__lane_chunk(lane, next + lane->cap - budget);   /* the one taken back, or one read since */
+        if (!(s->flight_recorder ? bpt__lane_take_back(lane, next)
+                                 : bpt__lane_handed_back(lane, next, bpt__load_acquire_u64(&lane->tail))))   /* [R3] */
+            return 0;
+        c = bpt__lane_chunk(lane, next + lane->cap - budget);   /* the one taken back, or one handed back since */
     }
     bpt__store_relaxed_u32(&c->fill, 0);   /* published by the release below */
     c->nrec = 0;

@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$@" -std=c11 -O2 -flto -Wall -Wextra -Werror -pthread -I. -o "$tmp/t_count_path" tests/t_count_path.c > "$tmp/build.log" 2>&1 ||
-    { echo "FAIL: does not build with -flto: $*"; grep -v 'lto-wrapper' "$tmp/build.log" | tail -n 8; exit 1; }
+    { echo "FAIL: does not build (warning-free) with -O2 -flto: $*"; grep -v 'lto-wrapper' "$tmp/build.log" | tail -n 8; exit 1; }
 if "$@" -dM -E -x c /dev/null | grep -q '__aarch64__'; then
     command -v qemu-aarch64 >/dev/null || { echo "SKIPPED: built, but no qemu-aarch64 to run it"; exit 77; }
     (cd tests && qemu-aarch64 -L /usr/aarch64-linux-gnu "$tmp/t_count_path") > "$tmp/run.log" 2>&1
