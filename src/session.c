@@ -273,7 +273,8 @@ static unsigned char *bpt__put_context(bpt__lane *lane, unsigned char *p, uint32
 
 /* Has the drainer handed chunk next - budget back, tail t being the
    tail's word? It moves the tail while it reads, the BUSY bit set [R3]:
-   a lane found full a moment ago may not be any more. */
+   a lane found full a moment ago may not be any more, so a producer at
+   the cap asks again before it drops (bpt__lane_advance). */
 static int bpt__lane_handed_back(bpt__lane *lane, uint64_t next, uint64_t t) {
     return next - (t >> 1) < bpt__load_relaxed_u32(&lane->budget);
 }
@@ -368,7 +369,7 @@ static int bpt__lane_advance(bpt__session *s, bpt__lane *lane) {
     uint32_t budget = bpt__load_relaxed_u32(&lane->budget);
     bpt__chunk *c;
     /* [R3] acquire: the drainer's reads of chunks before tail are over. */
-    if (next - (bpt__load_acquire_u64(&lane->tail) >> 1) < budget) {
+    if (bpt__lane_handed_back(lane, next, bpt__load_acquire_u64(&lane->tail))) {
         c = bpt__lane_chunk(lane, next + lane->cap - budget);   /* number next - budget, read */
     } else if (s->orphan || !(c = bpt__lane_grow(lane))) {   /* full, and at the cap (an orphan's: now) */
         BPT_TEST_POINT("lane_advance: full, a flight recorder takes a chunk back");
@@ -844,12 +845,18 @@ static int bpt__lane_read_resume(bpt__lane *lane, bpt__lane_reader *rd, bpt__chu
     return 1;
 }
 
+/* Count n records read from lane, in the lane and in the reader. */
+static void bpt__lane_read_count(bpt__lane *lane, bpt__lane_reader *rd, uint64_t n) {
+    bpt__owner_inc_u64(&lane->drained, n);   /* one drainer at a time (drain_lock) */
+    rd->records += n;
+}
+
 /* Read lane's undrained records: rd->take gets each run of whole records,
    in order, and says how many bytes of it it used (it may stop short: its
    room is full); rd->gap gets the records a flight recorder took back
    before the next run (bpt__lane_read_gap). Holds the tail's BUSY bit
-   throughout; a flight recorder's producer that finds it busy drops rather
-   than waits. Returns 0, or 1 when the reader is full.
+   throughout; a flight recorder's producer that finds it busy, and not
+   moved, drops rather than waits. Returns 0, or 1 when the reader is full.
    The read ends at the chunks opened when it began: a producer that
    writes as fast as the reader reads would otherwise keep it in this
    lane, and the other lanes, unread, would grow. And each chunk read to
@@ -900,8 +907,7 @@ static int bpt__lane_read(bpt__lane *lane, bpt__lane_reader *rd) {
         i++;
         lane->rpos = lane->rrec = 0;
         lane->rmarked = 0;
-        bpt__owner_inc_u64(&lane->drained, drained);   /* one drainer at a time (drain_lock) */
-        rd->records += drained;
+        bpt__lane_read_count(lane, rd, drained);
         drained = 0;
         bpt__store_release_u64(&lane->tail, i << 1 | BPT__TAIL_BUSY);   /* [R3] chunk i - 1 is read: reusable */
         BPT_TEST_POINT("lane_read: a chunk handed back, the read goes on");   /* t_drain_handback */
@@ -910,8 +916,7 @@ static int bpt__lane_read(bpt__lane *lane, bpt__lane_reader *rd) {
 out_full:
     full = 1;
 out:
-    bpt__owner_inc_u64(&lane->drained, drained);   /* one drainer at a time (drain_lock) */
-    rd->records += drained;
+    bpt__lane_read_count(lane, rd, drained);
     bpt__store_release_u64(&lane->tail, i << 1);   /* [R3] pairs with the producer's acquire of tail */
     return full;
 }
