@@ -152,12 +152,20 @@ if command -v valgrind >/dev/null; then
               valgrind --tool=callgrind --smc-check=all --separate-threads=yes --callgrind-out-file="$out" \
                   "$@" >/dev/null 2>&1
               grep '^summary:' "$out-01" | awk '{print $2}'; }
+    # A row counts the whole call: the loop's, the call's and the leaf's own
+    # instructions with bptrace's. A traced mode's row also gives what
+    # tracing adds: its count over `off` (the same calls, traceable and
+    # untraced), as the time rows give ns over untraced.
+    off=""
     for m in plain off count call return time; do
         a=$(cg_ir "$B/bench_callgrind/cg.$m" "$B/bench_overhead" "$m" "$N")
         z=$(cg_ir "$B/bench_callgrind/cg0.$m" "$B/bench_overhead" "$m" 0)
-        printf '%-4s %-46s %11s  %-24s %-9s %s\n' cg "leaf mix: $m" \
-            "$(echo "$a $z $N" | awk '{printf "%.1f", ($1-$2)/$3}')" "" "Ir/call" \
-            "callgrind_annotate $B/bench_callgrind/cg.$m-01"
+        ir=$(echo "$a $z $N" | awk '{printf "%.1f", ($1-$2)/$3}')
+        [ "$m" = off ] && off=$ir
+        over=""
+        case $m in plain|off) ;; *) [ -n "$off" ] && over="$(echo "$ir $off" | awk '{printf "%.1f", $1-$2}') over off; " ;; esac
+        printf '%-4s %-46s %11s  %-24s %-9s %s\n' cg "leaf mix: $m" "$ir" "" "Ir/call" \
+            "${over}callgrind_annotate $B/bench_callgrind/cg.$m-01"
     done
     # The probes' share (section 7): the same two modes built without them.
     for m in count call; do
