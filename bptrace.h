@@ -8879,7 +8879,8 @@ BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *
       tail call and no return_to, copies out only what it sends
       (bpt__native_return_one), or, when it asks for return_from alone,
       writes that straight into the thread's chunk (the plain return,
-      bpt__native_return_plain, PR1-PR3), or, when it only times the
+      bpt__native_return_plain, PR1-PR3, taken first, by the return route
+      RR1-RR4, in bpt__native_return), or, when it only times the
       call, charges its own time and resumes its caller at a look (the
       timed return, bpt__native_return_timed, TR1-TR5); the rest go the
       general way (bpt__native_return_chain).
@@ -9644,23 +9645,30 @@ BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_fu
     *slot = BPT__RETURN_TRAMPOLINE;
 }
 
-/* F2, the plain return: a common return (bpt__native_return_one, below,
-   has checked the frame) whose session asks for return_from alone (return
+/* F2, the plain return, taken by the return route (below): a common
+   return (bpt__return_is_one) whose session asks for return_from alone (return
    or exception trace: no call_time, call_memory or string value), buffers
    its records with no rate limit, on the CPU's counter clock. The record
    goes straight into the thread's current chunk, as the call path writes
-   a call's (site_native.c), where bpt__native_return_one copies the
-   frame out, builds the record on the stack and copies it there: the
-   same record, the same protocol.
-   PR1. The frame asks for that, and the thread is not inside a tracer.
+   a call's (site_native.c), where the general way
+   (bpt__native_return_one) copies the frame out, builds the record on
+   the stack and copies it there: the same record, the same protocol.
+   PR1. The frame asks for that, and the thread is not inside a tracer
+       (bpt__return_plain_asks: the route's test, before it pins).
    PR2. Its session lives [S1] [S2] and takes records plainly; read the clock.
    PR3. Mark the send [H1]; if the current chunk has room as it is (>>fits
        in session.c), write return_from at its end and publish it with the
        chunk's fill [R2]. Release the frame [H1] (its fields were read
        before), unmark.
    Returns the address to continue at, or 0 having changed nothing (a
-   nested send, a first record, a full chunk, a stale anchor): then
-   bpt__native_return_one's own way. Pinned. */
+   nested send, a first record, a full chunk, a stale anchor): then the
+   general way's. Pinned. */
+static int bpt__return_plain_asks(const bpt__thread *rec, const bpt__frame *fr) {   /* PR1 */
+    const bpt__frame_session *fs = &fr->sess[0];
+    return !(fs->actions & BPT__FRAME_TIMEM) && (fs->actions & (BPT_RETURN | BPT_EXCEPTION)) &&
+           fs->rettype != BPT_ARG_STR && !rec->in_tracer;
+}
+
 static uintptr_t bpt__native_return_plain(bpt__thread *rec, uint32_t k, const bpt__retregs *r) {
     const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][k];
     const bpt__frame_session *fs = &fr->sess[0];
@@ -9669,9 +9677,6 @@ static uintptr_t bpt__native_return_plain(bpt__thread *rec, uint32_t k, const bp
     bpt__lane *lane;
     bpt__rec *h;
     uint64_t ticks;
-    if ((fs->actions & BPT__FRAME_TIMEM) || !(fs->actions & (BPT_RETURN | BPT_EXCEPTION)) ||   /* PR1 */
-        fs->rettype == BPT_ARG_STR || rec->in_tracer)
-        return 0;
     if (!(s = bpt__session_lookup(fs->id)) || !s->buffered || s->rate_max ||   /* PR2 */
         !bpt__now_ticks_counter(&ticks) || !bpt__send_begin(rec))              /* PR3 [H1] */
         return 0;
@@ -9710,14 +9715,18 @@ static uintptr_t bpt__native_return_plain(bpt__thread *rec, uint32_t k, const bp
        frame's process now (as bpt__timem_resume_callers).
    Returns the address to continue at, or 0 having changed nothing (the
    general way's). Pinned. */
-static uintptr_t bpt__native_return_timed(bpt__thread *rec, uint32_t k) {
+static int bpt__return_timed_asks(const bpt__frame_session *fs) {   /* TR1's first half */
+    return (fs->actions & (BPT__FRAME_ACTIONS | BPT__KINDS | BPT__FRAME_CPU)) == BPT_TIME;
+}
+
+BPT__HOT uintptr_t bpt__native_return_timed(bpt__thread *rec, uint32_t k) {
     const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][k];
     const bpt__frame_session *fs = &fr->sess[0];
     bpt__frame_session *caller;
     uintptr_t ret = fr->ret;
     uint64_t now, own, id = fs->id, process = fr->process;
     bpt_func *f = fr->f;
-    if ((fs->actions & (BPT__FRAME_ACTIONS | BPT__KINDS | BPT__FRAME_CPU)) != BPT_TIME ||   /* TR1 */
+    if (!bpt__return_timed_asks(fs) ||   /* TR1 */
         !bpt__timem_caller_at(rec, k, id, process, &caller))
         return 0;
     now = bpt__now_ticks();                                                               /* TR2 */
@@ -9732,20 +9741,25 @@ static uintptr_t bpt__native_return_timed(bpt__thread *rec, uint32_t k) {
 /* F2, the common return, without copying the whole frame out: the frame
    is on top, ends its chain (no tail call shares it: ret != 0), serves one
    session, which does not ask for return_to, and no tombstone lies under
-   it. The plain return and the timed return (above) first; else it
+   it (bpt__return_is_one). The timed return (above) first; else it
    copies out what the frame's end (call_time, call_memory) and the
-   return_from read, releases the frame [H1], then ends it and sends.
+   return_from read, releases the frame [H1], then ends it and sends. The
+   plain return is the return route's (bpt__native_return): when it
+   declined one it would take, this way sends the same return_from.
    Returns the address to continue at, or 0 when the frame is not such a
    one (bpt__native_return_chain's). Pinned. */
+BPT__HOT int bpt__return_is_one(const bpt__thread *rec, uint32_t k) {
+    const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][k];
+    return k + 1 == rec->shadow_depth[BPT__STACK_NATIVE] && fr->ret && fr->nsess == 1 &&
+           !(fr->sess[0].actions & BPT_RETURN_TO) && !(k > 0 && fr[-1].gone);
+}
+
 static uintptr_t bpt__native_return_one(bpt__thread *rec, uint32_t k, const bpt__retregs *r) {
     const bpt__frame *fr = &rec->shadow[BPT__STACK_NATIVE][k];
     bpt__frame one;   /* only what bpt__frame_end and the return_from read */
     uintptr_t ret;
-    if (k + 1 != rec->shadow_depth[BPT__STACK_NATIVE] || !fr->ret || fr->nsess != 1 ||
-        (fr->sess[0].actions & BPT_RETURN_TO) || (k > 0 && fr[-1].gone))
-        return 0;
-    if ((ret = bpt__native_return_plain(rec, k, r)) != 0 || (ret = bpt__native_return_timed(rec, k)) != 0)
-        return ret;
+    if (!bpt__return_is_one(rec, k)) return 0;
+    if ((ret = bpt__native_return_timed(rec, k)) != 0) return ret;
     one.sess[0] = fr->sess[0];
     one.nsess = 1;
     one.fid = fr->fid;
@@ -9809,10 +9823,11 @@ BPT__NOINLINE uintptr_t bpt__native_return_chain(bpt__thread *rec, long k, uintp
     return ret;
 }
 
-/* F2: called by the return trampoline with the stack pointer the
-   traced function had at entry and its return registers; returns where to
-   continue. Not static: the trampoline's assembly calls it by name. */
-BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
+/* F2, every return the route below does not take: the frame of sp found
+   (adopted from another stack, or lost), pinned, bptrace's own calls
+   marked (>>own calls in site_native.c), the common return or the
+   general way. Returns where to continue. */
+BPT__NOINLINE uintptr_t bpt__native_return_general(uintptr_t sp, bpt__retregs *r) {
     bpt__thread *rec = bpt__thread_self_or_null();
     long k = rec ? bpt__frame_find(rec, rec->shadow_depth[BPT__STACK_NATIVE], sp) : -1;
     uintptr_t ret;
@@ -9824,6 +9839,80 @@ BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
     bpt__unpin(rec);
     bpt__own_leave();
     return ret;
+}
+
+/* The route's timed return (RR2), out of line: it calls (the charge may
+   map a table), so it is pinned here, with bptrace's own calls marked as
+   the general way marks them; when it declines, the general way.
+   Returns where to continue. */
+BPT__NOINLINE uintptr_t bpt__native_return_timed_route(bpt__thread *rec, uint32_t k, uintptr_t sp,
+                                                        bpt__retregs *r) {
+    uintptr_t ret;
+    bpt__own_enter();
+    bpt__pin_rec(rec);
+    ret = bpt__native_return_timed(rec, k);
+    bpt__unpin(rec);
+    bpt__own_leave();
+    return ret ? ret : bpt__native_return_general(sp, r);
+}
+
+/* The route's wake of a waiter (RR4), out of line: a system call, made
+   with bptrace's own calls marked as the general way makes it. */
+BPT__NOINLINE uintptr_t bpt__native_return_woke(uintptr_t ret) {
+    bpt__own_enter();
+    bpt__progress_wake();
+    bpt__own_leave();
+    return ret;
+}
+
+/* F2: called by the return trampoline with the stack pointer the
+   traced function had at entry and its return registers; returns where to
+   continue. Not static: the trampoline's assembly calls it by name.
+   >>return route: the plain return (PR1-PR3) and the timed return
+   (TR1-TR5) are taken first, with no call but tail calls, so that the
+   function saves few registers; every other return goes the general way
+   (bpt__native_return_general), a tail call too. With the general way
+   inlined here (a frame's copy on the stack, calls), every return pushed
+   6 registers and reserved 312 bytes first (callgrind, bench_overhead:
+   call+return 432.9 instructions a call; call_time 389.8).
+   RR1. The thread has its record; its newest native frame is sp's (on the
+       stack it runs on now, bpt__frame_mine), is the common return
+       (bpt__return_is_one: no tail call, one session, no return_to, the
+       frame below not left), and asks for the plain return (PR1) or the
+       timed one (TR1's first half): else the general way. Read only: the
+       thread's own frames, which only a signal handler nested on it
+       changes, and such a handler leaves them as it found them.
+   RR2. Pin, as bpt__pin_rec. A timed return goes on out of line, pinned
+       there (bpt__native_return_timed_route: TR1-TR5).
+   RR3. The plain return, PR2-PR3; when it declines (a nested send, a
+       first record, a full chunk, a stale anchor), the general way, which
+       finds the frame again.
+   RR4. Unpin; a waiter to wake is woken out of line
+       (bpt__native_return_woke). When RR3 declined, the wake is left to
+       the general way's unpin, as the short paths leave theirs to the
+       full path (site_native.c): the futex word keeps its flag until a
+       wake clears it. */
+BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
+    bpt__thread *rec = bpt__thread_self_or_null();
+    const bpt__frame *fr;
+    uint32_t k;
+    uintptr_t ret;
+    int wake;
+    if (BPT__UNLIKELY(!rec) || rec->shadow_depth[BPT__STACK_NATIVE] == 0)                     /* RR1 */
+        return bpt__native_return_general(sp, r);
+    k = rec->shadow_depth[BPT__STACK_NATIVE] - 1;
+    fr = &rec->shadow[BPT__STACK_NATIVE][k];
+    if (!bpt__frame_mine(rec, BPT__STACK_NATIVE, fr) || fr->sp != sp || !bpt__return_is_one(rec, k))
+        return bpt__native_return_general(sp, r);
+    if (!bpt__return_plain_asks(rec, fr))
+        return bpt__return_timed_asks(&fr->sess[0]) ? bpt__native_return_timed_route(rec, k, sp, r)
+                                                     : bpt__native_return_general(sp, r);
+    bpt__pin_rec(rec);                                                                         /* RR2 */
+    ret = bpt__native_return_plain(rec, k, r);                                                 /* RR3 */
+    wake = bpt__unpin_quiet(rec);                                                              /* RR4 */
+    if (BPT__UNLIKELY(!ret)) return bpt__native_return_general(sp, r);
+    BPT_TEST_POINT("Return route: done");   /* t_call_path counts them (no call) */
+    return BPT__UNLIKELY(wake) ? bpt__native_return_woke(ret) : ret;
 }
 #endif /* BPT_NATIVE */
 
@@ -11230,7 +11319,8 @@ static void bpt__batch_close(bpt__code_batch *b) {
    where there is no cycle counter) through its module's GOT: with those
    slots traced, a hit would hit again, without end. So a thread notes
    while it runs bptrace's own code: a native entry's full path, a traced
-   return, a VM breakpoint, the set path (under the code modification
+   return (but the return route's plain return, which makes no call:
+   frames.c), a VM breakpoint, the set path (under the code modification
    permission) and bptrace's own threads (the control server's). A slot
    reached meanwhile is not traced: the call goes straight on to its
    target. Not covered: a drainer's bpt_session_drain, the formatters and

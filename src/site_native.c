@@ -116,7 +116,8 @@ static void bpt__batch_close(bpt__code_batch *b) {
    where there is no cycle counter) through its module's GOT: with those
    slots traced, a hit would hit again, without end. So a thread notes
    while it runs bptrace's own code: a native entry's full path, a traced
-   return, a VM breakpoint, the set path (under the code modification
+   return (but the return route's plain return, which makes no call:
+   frames.c), a VM breakpoint, the set path (under the code modification
    permission) and bptrace's own threads (the control server's). A slot
    reached meanwhile is not traced: the call goes straight on to its
    target. Not covered: a drainer's bpt_session_drain, the formatters and
