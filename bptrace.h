@@ -8879,11 +8879,11 @@ BPT__PRIVATE void bpt__addr_index_publish(bpt__addr_index *ix, bpt_func *const *
       tail call and no return_to, copies out only what it sends
       (bpt__native_return_one), or, when it asks for return_from alone,
       writes that straight into the thread's chunk (the plain return,
-      bpt__native_return_plain, PR1-PR3, taken first, by the return route
-      RR1-RR4, in bpt__native_return), or, when it only times the
+      bpt__native_return_plain, PR1-PR3), or, when it only times the
       call, charges its own time and resumes its caller at a look (the
-      timed return, bpt__native_return_timed, TR1-TR5); the rest go the
-      general way (bpt__native_return_chain).
+      timed return, bpt__native_return_timed, TR1-TR5): those two are
+      taken first, by the return route (RR1-RR4, in bpt__native_return);
+      the rest go the general way (bpt__native_return_chain).
    F3. Unwind (bpt_unwind_to): the host says how far it unwound.
    Every step looks only at the frames of the stack the thread runs on now:
    a thread that switches stacks (fibers.c) tags each frame with its
@@ -9660,9 +9660,10 @@ BPT__HOT BPT__INTREGS void bpt__native_frame_push_plain(bpt__thread *rec, bpt_fu
        in session.c), write return_from at its end and publish it with the
        chunk's fill [R2]. Release the frame [H1] (its fields were read
        before), unmark.
-   Returns the address to continue at, or 0 having changed nothing (a
-   nested send, a first record, a full chunk, a stale anchor): then the
-   general way's. Pinned. */
+   Returns the address to continue at, or 0 having changed nothing (the
+   session gone, a tracer's or a USDT session, a rate limit, no counter
+   clock, a nested send, a first record, a full chunk, a stale anchor):
+   then the general way's. Pinned. */
 static int bpt__return_plain_asks(const bpt__thread *rec, const bpt__frame *fr) {   /* PR1 */
     const bpt__frame_session *fs = &fr->sess[0];
     return !(fs->actions & BPT__FRAME_TIMEM) && (fs->actions & (BPT_RETURN | BPT_EXCEPTION)) &&
@@ -9698,8 +9699,8 @@ static uintptr_t bpt__native_return_plain(bpt__thread *rec, uint32_t k, const bp
     return ret;
 }
 
-/* F2, the timed return: a common return (bpt__native_return_one has
-   checked the frame) whose session times the call by the wall clock and
+/* F2, the timed return: a common return (bpt__return_is_one: the return
+   route or bpt__native_return_one checked the frame) whose session times the call by the wall clock and
    asks for nothing else (call_time alone: no return_from, call_memory or
    CPU clock), with its caller at a look (bpt__timem_caller_at): what
    bpt__frame_end does for such a frame, without its copy, its walks or
@@ -9850,7 +9851,7 @@ BPT__NOINLINE uintptr_t bpt__native_return_timed_route(bpt__thread *rec, uint32_
     uintptr_t ret;
     bpt__own_enter();
     bpt__pin_rec(rec);
-    ret = bpt__native_return_timed(rec, k);
+    ret = rec->shadow_depth[BPT__STACK_NATIVE] == k + 1 ? bpt__native_return_timed(rec, k) : 0;   /* again: RR2 */
     bpt__unpin(rec);
     bpt__own_leave();
     return ret ? ret : bpt__native_return_general(sp, r);
@@ -9879,14 +9880,20 @@ BPT__NOINLINE uintptr_t bpt__native_return_woke(uintptr_t ret) {
        stack it runs on now, bpt__frame_mine), is the common return
        (bpt__return_is_one: no tail call, one session, no return_to, the
        frame below not left), and asks for the plain return (PR1) or the
-       timed one (TR1's first half): else the general way. Read only: the
-       thread's own frames, which only a signal handler nested on it
-       changes, and such a handler leaves them as it found them.
-   RR2. Pin, as bpt__pin_rec. A timed return goes on out of line, pinned
-       there (bpt__native_return_timed_route: TR1-TR5).
-   RR3. The plain return, PR2-PR3; when it declines (a nested send, a
-       first record, a full chunk, a stale anchor), the general way, which
-       finds the frame again.
+       timed one (TR1's first half): else the general way. Read only, and
+       unpinned: the thread's own frames, which only a signal handler
+       nested on it changes.
+   RR2. Pin, as bpt__pin_rec, and look again: a handler that landed
+       since RR1 may have left a frame of its own above sp's (it longjmped
+       out of a traced function), whose exception_from only the general
+       way sends (its step 2a). A timed return goes on out of line, and
+       pins and looks there (bpt__native_return_timed_route: TR1-TR5).
+       (A handler that lands inside the plain or the timed return, after
+       this look, is not covered: its frame is dropped with ours. Found by
+       review; as before the route.)
+   RR3. The plain return, PR2-PR3; when it declines (see
+       bpt__native_return_plain), the general way, which finds the frame
+       again.
    RR4. Unpin; a waiter to wake is woken out of line
        (bpt__native_return_woke). When RR3 declined, the wake is left to
        the general way's unpin, as the short paths leave theirs to the
@@ -9907,8 +9914,9 @@ BPT__ASM_CALLED uintptr_t bpt__native_return(uintptr_t sp, bpt__retregs *r) {
     if (!bpt__return_plain_asks(rec, fr))
         return bpt__return_timed_asks(&fr->sess[0]) ? bpt__native_return_timed_route(rec, k, sp, r)
                                                      : bpt__native_return_general(sp, r);
+    BPT_TEST_POINT("Return route: looked, not pinned");   /* t_call_path claim 13 raises a signal here */
     bpt__pin_rec(rec);                                                                         /* RR2 */
-    ret = bpt__native_return_plain(rec, k, r);                                                 /* RR3 */
+    ret = rec->shadow_depth[BPT__STACK_NATIVE] == k + 1 ? bpt__native_return_plain(rec, k, r) : 0;   /* RR3 */
     wake = bpt__unpin_quiet(rec);                                                              /* RR4 */
     if (BPT__UNLIKELY(!ret)) return bpt__native_return_general(sp, r);
     BPT_TEST_POINT("Return route: done");   /* t_call_path counts them (no call) */

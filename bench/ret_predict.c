@@ -9,7 +9,7 @@
    - "pop + jmp": the stub pops its return address and jumps past it.
    Then the return of a return-traced call, the function called from 4
    call sites in turn:
-   - "return trace, swapped return address": the stub swaps the caller's
+   - "return trace, swapped slot": the stub swaps the caller's
      return address for a trampoline's and keeps it aside; the function's
      ret goes to the trampoline, which jumps to the kept address, as
      bptrace's return trace does (frames.c, F1). The return stack
@@ -117,7 +117,7 @@ int main(void) {
     enum { K = 5 };
     static void (*const loops[K])(long) = { ret_loop_norm, ret_loop_skip, ret_loop_pj, ret_loop_swap, ret_loop_body };
     static const char *const names[K] = { "stub ret to its call, then a jmp", "stub ret to +2 (mispredicted)",
-                                          "stub pop + jmp to +2", "return trace, swapped return address",
+                                          "stub pop + jmp to +2", "return trace, swapped slot",
                                           "return trace, body called" };
     double v[K][RUNS];
     bench_stat s[K];
