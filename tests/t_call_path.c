@@ -796,6 +796,22 @@ static void frame_left_by_handler(void) {
     pattern("cp:leaf/1", BPT_OFF, NULL);
 }
 
+/* Leaf's call through the call-return path called directly, with x in
+   its first argument and ret in its return slot: past a stale anchor, up
+   to 50 tries (as claim 7). Returns the path's last result; *sp, the
+   entry sp of the frame it pushed. */
+static int leaf_frame_pushed(long x, uintptr_t ret, uintptr_t *sp) {
+    uint64_t args[BPT__INT_ARG_REGS];
+    int r = BPT__PATH_FULL, tries;
+    memset(args, 0, sizeof args);
+    args[0] = (uint64_t)x;
+    for (tries = 0; tries < 50 && r != BPT__PATH_DONE; tries++) {
+        fresh_anchor();
+        r = path_at(fleaf, args, ret, sp);
+    }
+    return r;
+}
+
 /* 11. The return route, directly: c = 0 the route's return, c = 1 the
    general way's (a stale anchor). Under qemu a loaded machine may take
    the anchor's 1 ms between the call and the return, which the route
@@ -863,17 +879,10 @@ static void route_checks(void) {
     pattern("cp:leaf/1", BPT_CALL | BPT_RETURN, NULL);
     if (!rec) return;
     for (c = 0; c < 2; c++) {
-        uint64_t args[BPT__INT_ARG_REGS];
         bpt__retregs rr;
         uintptr_t sp = 0, to;
         bpt__frame *f0, *f1;
-        int r = BPT__PATH_FULL, n, tries;
-        memset(args, 0, sizeof args);
-        args[0] = 31;
-        for (tries = 0; tries < 50 && r != BPT__PATH_DONE; tries++) {
-            fresh_anchor();
-            r = path_at(fleaf, args, 0xabce0, &sp);
-        }
+        int r = leaf_frame_pushed(31, 0xabce0, &sp), n;
         drain_all(s);
         f0 = &rec->shadow[BPT__STACK_NATIVE][rec->shadow_depth[BPT__STACK_NATIVE] - 1];
         f1 = f0 + 1;
@@ -897,20 +906,15 @@ static void route_checks(void) {
    frame and its pin (RR2). */
 static void frame_left_at_return(void) {
     bpt__thread *rec = bpt__thread_self_or_null();
-    uint64_t args[BPT__INT_ARG_REGS];
     bpt__retregs rr;
     uintptr_t sp = 0, to;
-    int r = BPT__PATH_FULL, n, tries, q, exc = 0, ret = 0;
+    int r, n, q, exc = 0, ret = 0;
     pattern("cp:leaf/1", BPT_CALL | BPT_RETURN, NULL);
     pattern("cp:jumper/1", BPT_CALL | BPT_EXCEPTION, NULL);
     if (!rec) return;
     signal(SIGUSR1, leave_a_frame);
-    memset(args, 0, sizeof args);
-    args[0] = 31;
-    for (tries = 0; tries < 50 && r != BPT__PATH_DONE; tries++) {
-        fresh_anchor();
-        r = path_at(fleaf, args, 0xabce0, &sp);
-    }
+    r = leaf_frame_pushed(31, 0xabce0, &sp);
+    CHECK(r == BPT__PATH_DONE, "the call-return path pushed leaf's frame (%d)", r);
     sp = (uintptr_t)__builtin_frame_address(0);   /* on this stack, above the handler's calls: alive to F0 */
     rec->shadow[BPT__STACK_NATIVE][rec->shadow_depth[BPT__STACK_NATIVE] - 1].sp = sp;
     drain_all(s);
