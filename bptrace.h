@@ -3920,6 +3920,15 @@ typedef struct bpt__shortcut {
     uintptr_t count_dir, count_off;
 } bpt__shortcut;
 
+/* A function's record, in cache lines by who reads them (>>working set in
+   bp.c): the first line holds what the entry stubs read first and what
+   the set path reads and writes for every function of a change; the
+   shortcuts follow, which the short paths read; the rest is read when a
+   pattern is matched, a record is formatted, or a function registered.
+   Records start on a line of their own (bpt__func_alloc, funcs.c): laid
+   out as they were (the shortcuts first, `installed` beside them, and
+   malloc's 16-byte alignment), a change over 10,000 functions took 1.13
+   ms instead of 0.89 (bench/pattern_scale.c steps, no worker). */
 struct bpt_func {
     /* First, at offset 0, where the entry stubs read it: which short path
        the stub tries before the full one (site_native.c), BPT__HINT_*
@@ -3937,10 +3946,13 @@ struct bpt_func {
        PROT_WRITE: never 0). Fixed while registered: hits read it as "a
        slot". */
     uint32_t slot_prot;
-    const char *module, *name;    /* interned */
-    int arity;
-    uint32_t fid;                 /* its name id (names.c): what its records carry */
     int kind;                     /* enum bpt__site_kind */
+    int installed;                /* set path: the breakpoint word is in place */
+    unsigned word_size;           /* 8, 4 or 2 bytes */
+    int code_guarded;             /* native aarch64: its page is BTI-guarded (bpt__module_code_guarded) */
+    unsigned page_prot;           /* slot: its page's protection at the current change's step 2 (set path) */
+    int padding_fresh;            /* set path, native: the padding written since the last SYNC_CORE
+                                     wait; its first install's step 4 waits with SYNC_CORE (bp.c) */
     /* The site: the one word that switches between the original and the
        breakpoint. VM: an 8-byte instruction word. Native: the 2-byte entry
        NOP (x86-64) or the 4-byte entry NOP (aarch64). Slot: the 8-byte
@@ -3948,20 +3960,19 @@ struct bpt_func {
     void *site;
     uint64_t orig_word;           /* the site's original content */
     uint64_t bp_word;             /* what it holds while a breakpoint is installed */
-    unsigned word_size;           /* 8, 4 or 2 bytes */
+    bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */
+    /* The second line: the short paths' summary of each generation. */
+    bpt__shortcut shortcut[2];    /* per generation, as GenericBp's data (>>shortcut above) */
+    const char *module, *name;    /* interned */
+    int arity;
+    uint32_t fid;                 /* its name id (names.c): what its records carry */
     void *fn;                     /* native: the function's address; slot: its trampoline's entry */
     uint64_t code_size;           /* native: bytes of code from the ELF symbol (0: unknown) */
     int signs_lr;                 /* native aarch64: the entry signs the return address (paciasp) */
-    int code_guarded;             /* native aarch64: its page is BTI-guarded (bpt__module_code_guarded) */
-    unsigned page_prot;           /* slot: its page's protection at the current change's step 2 (set path) */
-    const bpt_vm_ops *ops;        /* VM: argument access and formatting */
-    bpt__atomic_ptr gen_bp;       /* bpt__GenericBp *: list head, BEAM's ci->gen_bp */
-    bpt__shortcut shortcut[2];    /* per generation, as GenericBp's data (>>shortcut above) */
-    int installed;                /* set path: the breakpoint word is in place */
-    int padding_fresh;            /* set path, native: the padding written since the last SYNC_CORE
-                                     wait; its first install's step 4 waits with SYNC_CORE (bp.c) */
     uint32_t registry_ix;         /* set path: position in the registry */
+    const bpt_vm_ops *ops;        /* VM: argument access and formatting */
     struct bpt_func *next_retired;/* set path: native records are retired, never freed */
+    void *alloc_base;             /* what BPT_MALLOC gave (bpt__func_alloc): what BPT_FREE takes */
 };
 
 #if defined(BPT_NATIVE)
@@ -4436,6 +4447,7 @@ BPT__PRIVATE int bpt__register_args_check(const char *who, const char *what, con
                                           const char *name, int arity, bpt_func **out);
 BPT__PRIVATE int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
                                const void *addr, const char *who, bpt_func **out);
+BPT__PRIVATE void bpt__func_free(bpt_func *f);   /* a record of bpt__func_new's */
 BPT__PRIVATE void bpt__registry_add(bpt_func *f, const void *site_key);
 BPT__PRIVATE const void *bpt__site_key(const bpt_func *f);
 BPT__PRIVATE int bpt__apply_patterns(bpt_func *f, uint64_t *t);
@@ -7416,11 +7428,11 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
    path. */
 #  define BPT__X86_REC_STATE 0       /* bpt__thread.state */
 #  define BPT__X86_REC_DEPTH 96      /* bpt__thread.shadow_depth[BPT__STACK_NATIVE] */
-#  define BPT__X86_F_SHORTCUT 120    /* bpt_func.shortcut[0] */
+#  define BPT__X86_F_SHORTCUT 64     /* bpt_func.shortcut[0] */
 #  define BPT__X86_SC_SHIFT 5        /* sizeof(bpt__shortcut) == 1 << 5 */
-#  define BPT__X86_SC_KIND 120       /* + .kind */
-#  define BPT__X86_SC_DIR 136        /* + .count_dir */
-#  define BPT__X86_SC_OFF 144        /* + .count_off */
+#  define BPT__X86_SC_KIND 64        /* + .kind */
+#  define BPT__X86_SC_DIR 80         /* + .count_dir */
+#  define BPT__X86_SC_OFF 88         /* + .count_off */
 #  define BPT__X86_KIND_NONE 0       /* BPT__SHORTCUT_NONE */
 #  define BPT__X86_KIND_COUNT 1      /* BPT__SHORTCUT_COUNT */
 #  define BPT__X86_PIN_WORD 8        /* bpt__progress.pin_word */
@@ -13025,7 +13037,16 @@ static void bpt__kinds_discard(void **prepared) {
 #undef BPT__KIND_DISCARD
 }
 
-/* >>steps: one function per step of the protocol, in order. */
+/* >>steps: one function per step of the protocol, in order.
+
+   >>working set: a change over many functions is bound by memory, not by
+   instructions. Each step passes over every item, and each function's
+   record and breakpoint span several cache lines: 10,000 of them (3.4 MB)
+   do not fit in a core's L2, and a step that reads them all fetches them
+   again (a change over 1,000 functions took 50 ns a function, over 10,000
+   136 ns; bench/pattern_scale.c `steps`, BENCH_WORKERS=0). So what a later
+   step needs to decide is noted in the item when it is learnt, and a step
+   reads f or g only for the functions it changes. */
 
 /* One affected function of a change. */
 typedef struct bpt__change_item {
@@ -13033,6 +13054,12 @@ typedef struct bpt__change_item {
     bpt__GenericBp *g;            /* the session's breakpoint on f */
     void *prepared[BPT__NKINDS];  /* step 2's allocations, taken by step 3 */
     int fresh;                    /* g was allocated by this change and is not linked yet */
+    /* What the later steps need to know of the item, noted where it is
+       learnt, so that they pass over the items without reading f and g
+       (>>working set below). */
+    int parked;                   /* step 2 parked g in the head's to_insert: step 5 publishes it */
+    int installs;                 /* step 3: step 5 writes f's breakpoint word */
+    uint32_t staged;              /* step 3: g's staged flags, active from step 7 (0 when no g) */
 } bpt__change_item;
 
 /* A change in flight: what the steps hand on to each other. */
@@ -13139,6 +13166,7 @@ static int bpt__allocate(bpt__change *c, bpt__session *s, bpt_func **fs, int n, 
         } else {
             bpt__store_relaxed_ptr(&it->g->next, head);
             head->to_insert = it->g;
+            it->parked = 1;
         }
         it->fresh = 0;   /* linked: freed by steps 11 and 12 if left unused */
     }
@@ -13251,7 +13279,9 @@ static int bpt__stage(bpt__change *c) {
         if (!it->g) continue;   /* only a word to restore (step 2) */
         bpt__kinds_stage(&it->g->data[staging], c->op, it->prepared);
         memset(it->prepared, 0, sizeof it->prepared);   /* owned by the breakpoint now */
-        if (!it->f->installed && it->g->data[staging].flags) {
+        it->staged = it->g->data[staging].flags;
+        if (!it->f->installed && it->staged) {
+            it->installs = 1;
             c->installs++;
             c->fresh |= it->f->padding_fresh;
         }
@@ -13293,17 +13323,16 @@ static int bpt__wait_staged(bpt__change *c) {
    untraced; the settings commit anyway, so the state stays consistent, and
    the caller learns why. */
 static int bpt__install(bpt__change *c) {
-    unsigned staging = bpt_staging_bp_ix();
     int i, nsites = 0, published = 0, written, rc;
     for (i = 0; i < c->n; i++) {
         bpt_func *f = c->items[i].f;
-        bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp);
-        if (head && head->to_insert) {
+        if (c->items[i].parked) {   /* only step 2 parks, and only step 5 publishes */
+            bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp);
             bpt__store_release_ptr(&f->gen_bp, head->to_insert);   /* [G1] */
             head->to_insert = NULL;
             published++;
         }
-        if (!f->installed && c->items[i].g && c->items[i].g->data[staging].flags) c->sites[nsites++] = f;
+        if (c->items[i].installs) c->sites[nsites++] = f;   /* as step 3 found it */
     }
     if ((rc = bpt__sites_write(c->sites, nsites, 1, &c->wrote_code, &c->batch, &written)) < 0) c->rc = rc;
     c->installs = written;
@@ -13354,6 +13383,7 @@ static int bpt__uninstall(bpt__change *c) {
         bpt_func *f = c->items[i].f;
         bpt__GenericBp *g;
         uint32_t all = 0;
+        if (c->items[i].staged) continue;   /* its own breakpoint's active flags: the word stays */
         if (!f->installed) continue;
         for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp); g;
              g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&g->next))
@@ -13503,22 +13533,42 @@ BPT__PRIVATE int bpt__registry_reserve(uint32_t extra) {
    (addr: a native function's entry, or NULL, for its name entry). The
    caller holds the permission. Returns 0, BPT_ENOMEM or BPT_ELIMIT (the
    name table is full); *out is NULL on an error. */
+/* A zeroed record that starts a cache line (the layout in breakpoint.h
+   counts on it), from BPT_MALLOC; or NULL. */
+static bpt_func *bpt__func_alloc(void) {
+    void *base = BPT_MALLOC(sizeof(bpt_func) + BPT__CACHE_LINE - 1);
+    bpt_func *f;
+    if (!base) return NULL;
+    f = (bpt_func *)(((uintptr_t)base + BPT__CACHE_LINE - 1) & ~(uintptr_t)(BPT__CACHE_LINE - 1));
+    memset(f, 0, sizeof *f);
+    f->alloc_base = base;
+    return f;
+}
+
+/* Free a record of bpt__func_alloc (NULL: nothing). */
+BPT__PRIVATE void bpt__func_free(bpt_func *f) {
+    if (f) BPT_FREE(f->alloc_base);
+}
+
+/* The shortcuts start the record's second line (breakpoint.h). */
+typedef char bpt__func_shortcut_line[offsetof(struct bpt_func, shortcut) == BPT__CACHE_LINE || sizeof(void *) != 8
+                                     ? 1 : -1];
+
 BPT__PRIVATE int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
                          const void *addr, const char *who, bpt_func **out) {
-    bpt_func *f = (bpt_func *)BPT_MALLOC(sizeof *f);
+    bpt_func *f = bpt__func_alloc();
     int rc;
     *out = NULL;   /* on every failure too: a caller's f is never left unset */
     if (!f || bpt__registry_reserve(1) < 0) {
-        BPT_FREE(f);
+        bpt__func_free(f);
         return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
     }
-    memset(f, 0, sizeof *f);
     if (!(f->module = bpt__intern(module)) || !(f->name = bpt__intern(name))) {
-        BPT_FREE(f);
+        bpt__func_free(f);
         return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
     }
     if ((rc = bpt__names_id(f->module, f->name, arity, format, addr, &f->fid)) < 0) {
-        BPT_FREE(f);
+        bpt__func_free(f);
         return bpt__fail(rc, "%s: cannot register %s:%s/%d: %s", who, module, name, arity, bpt__names_why(rc));
     }
     f->arity = arity;
@@ -13552,7 +13602,7 @@ static void bpt__func_release(bpt_func *f) {
         return;
     }
     bpt_thread_progress_wait();   /* a thread still inside bpt_vm_breakpoint(f) */
-    BPT_FREE(f);
+    bpt__func_free(f);
 }
 
 #if defined(BPT_NATIVE)
@@ -13587,7 +13637,11 @@ BPT__PRIVATE int bpt__func_renew(bpt_func *f, const char *module, const char *na
         bpt__retired = f;
         return bpt__fail(rc, "%s: cannot register %s:%s/%d: %s", who, module, name, arity, bpt__names_why(rc));
     }
-    memset(f, 0, sizeof *f);
+    {
+        void *base = f->alloc_base;
+        memset(f, 0, sizeof *f);
+        f->alloc_base = base;
+    }
     f->module = m;
     f->name = nm;
     f->arity = arity;
@@ -13700,7 +13754,7 @@ BPT__PRIVATE void bpt__native_discard(bpt_func *f) {
         f->next_retired = bpt__retired;
         bpt__retired = f;
     } else {
-        BPT_FREE(f);
+        bpt__func_free(f);
     }
 }
 
@@ -14427,7 +14481,7 @@ static int bpt__slots_register(bpt__slot_reqs *reqs, const bpt__maps *maps, cons
         /* No slot points at the new trampolines yet: they and their
            records go. A reused record goes back to the retired list. */
         for (i = 0; i < n; i++) {
-            if (fresh[i]) BPT_FREE(fs[i]);
+            if (fresh[i]) bpt__func_free(fs[i]);
             else bpt__native_discard(fs[i]);
         }
         if (pages) munmap(pages, bytes);

@@ -163,7 +163,16 @@ static void bpt__kinds_discard(void **prepared) {
 #undef BPT__KIND_DISCARD
 }
 
-/* >>steps: one function per step of the protocol, in order. */
+/* >>steps: one function per step of the protocol, in order.
+
+   >>working set: a change over many functions is bound by memory, not by
+   instructions. Each step passes over every item, and each function's
+   record and breakpoint span several cache lines: 10,000 of them (3.4 MB)
+   do not fit in a core's L2, and a step that reads them all fetches them
+   again (a change over 1,000 functions took 50 ns a function, over 10,000
+   136 ns; bench/pattern_scale.c `steps`, BENCH_WORKERS=0). So what a later
+   step needs to decide is noted in the item when it is learnt, and a step
+   reads f or g only for the functions it changes. */
 
 /* One affected function of a change. */
 typedef struct bpt__change_item {
@@ -171,6 +180,12 @@ typedef struct bpt__change_item {
     bpt__GenericBp *g;            /* the session's breakpoint on f */
     void *prepared[BPT__NKINDS];  /* step 2's allocations, taken by step 3 */
     int fresh;                    /* g was allocated by this change and is not linked yet */
+    /* What the later steps need to know of the item, noted where it is
+       learnt, so that they pass over the items without reading f and g
+       (>>working set below). */
+    int parked;                   /* step 2 parked g in the head's to_insert: step 5 publishes it */
+    int installs;                 /* step 3: step 5 writes f's breakpoint word */
+    uint32_t staged;              /* step 3: g's staged flags, active from step 7 (0 when no g) */
 } bpt__change_item;
 
 /* A change in flight: what the steps hand on to each other. */
@@ -277,6 +292,7 @@ static int bpt__allocate(bpt__change *c, bpt__session *s, bpt_func **fs, int n, 
         } else {
             bpt__store_relaxed_ptr(&it->g->next, head);
             head->to_insert = it->g;
+            it->parked = 1;
         }
         it->fresh = 0;   /* linked: freed by steps 11 and 12 if left unused */
     }
@@ -389,7 +405,9 @@ static int bpt__stage(bpt__change *c) {
         if (!it->g) continue;   /* only a word to restore (step 2) */
         bpt__kinds_stage(&it->g->data[staging], c->op, it->prepared);
         memset(it->prepared, 0, sizeof it->prepared);   /* owned by the breakpoint now */
-        if (!it->f->installed && it->g->data[staging].flags) {
+        it->staged = it->g->data[staging].flags;
+        if (!it->f->installed && it->staged) {
+            it->installs = 1;
             c->installs++;
             c->fresh |= it->f->padding_fresh;
         }
@@ -431,17 +449,16 @@ static int bpt__wait_staged(bpt__change *c) {
    untraced; the settings commit anyway, so the state stays consistent, and
    the caller learns why. */
 static int bpt__install(bpt__change *c) {
-    unsigned staging = bpt_staging_bp_ix();
     int i, nsites = 0, published = 0, written, rc;
     for (i = 0; i < c->n; i++) {
         bpt_func *f = c->items[i].f;
-        bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp);
-        if (head && head->to_insert) {
+        if (c->items[i].parked) {   /* only step 2 parks, and only step 5 publishes */
+            bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp);
             bpt__store_release_ptr(&f->gen_bp, head->to_insert);   /* [G1] */
             head->to_insert = NULL;
             published++;
         }
-        if (!f->installed && c->items[i].g && c->items[i].g->data[staging].flags) c->sites[nsites++] = f;
+        if (c->items[i].installs) c->sites[nsites++] = f;   /* as step 3 found it */
     }
     if ((rc = bpt__sites_write(c->sites, nsites, 1, &c->wrote_code, &c->batch, &written)) < 0) c->rc = rc;
     c->installs = written;
@@ -492,6 +509,7 @@ static int bpt__uninstall(bpt__change *c) {
         bpt_func *f = c->items[i].f;
         bpt__GenericBp *g;
         uint32_t all = 0;
+        if (c->items[i].staged) continue;   /* its own breakpoint's active flags: the word stays */
         if (!f->installed) continue;
         for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp); g;
              g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&g->next))

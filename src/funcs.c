@@ -33,22 +33,42 @@ BPT__PRIVATE int bpt__registry_reserve(uint32_t extra) {
    (addr: a native function's entry, or NULL, for its name entry). The
    caller holds the permission. Returns 0, BPT_ENOMEM or BPT_ELIMIT (the
    name table is full); *out is NULL on an error. */
+/* A zeroed record that starts a cache line (the layout in breakpoint.h
+   counts on it), from BPT_MALLOC; or NULL. */
+static bpt_func *bpt__func_alloc(void) {
+    void *base = BPT_MALLOC(sizeof(bpt_func) + BPT__CACHE_LINE - 1);
+    bpt_func *f;
+    if (!base) return NULL;
+    f = (bpt_func *)(((uintptr_t)base + BPT__CACHE_LINE - 1) & ~(uintptr_t)(BPT__CACHE_LINE - 1));
+    memset(f, 0, sizeof *f);
+    f->alloc_base = base;
+    return f;
+}
+
+/* Free a record of bpt__func_alloc (NULL: nothing). */
+BPT__PRIVATE void bpt__func_free(bpt_func *f) {
+    if (f) BPT_FREE(f->alloc_base);
+}
+
+/* The shortcuts start the record's second line (breakpoint.h). */
+typedef char bpt__func_shortcut_line[offsetof(struct bpt_func, shortcut) == BPT__CACHE_LINE || sizeof(void *) != 8
+                                     ? 1 : -1];
+
 BPT__PRIVATE int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
                          const void *addr, const char *who, bpt_func **out) {
-    bpt_func *f = (bpt_func *)BPT_MALLOC(sizeof *f);
+    bpt_func *f = bpt__func_alloc();
     int rc;
     *out = NULL;   /* on every failure too: a caller's f is never left unset */
     if (!f || bpt__registry_reserve(1) < 0) {
-        BPT_FREE(f);
+        bpt__func_free(f);
         return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
     }
-    memset(f, 0, sizeof *f);
     if (!(f->module = bpt__intern(module)) || !(f->name = bpt__intern(name))) {
-        BPT_FREE(f);
+        bpt__func_free(f);
         return bpt__fail(BPT_ENOMEM, "%s: no memory to register %s:%s/%d", who, module, name, arity);
     }
     if ((rc = bpt__names_id(f->module, f->name, arity, format, addr, &f->fid)) < 0) {
-        BPT_FREE(f);
+        bpt__func_free(f);
         return bpt__fail(rc, "%s: cannot register %s:%s/%d: %s", who, module, name, arity, bpt__names_why(rc));
     }
     f->arity = arity;
@@ -82,7 +102,7 @@ static void bpt__func_release(bpt_func *f) {
         return;
     }
     bpt_thread_progress_wait();   /* a thread still inside bpt_vm_breakpoint(f) */
-    BPT_FREE(f);
+    bpt__func_free(f);
 }
 
 #if defined(BPT_NATIVE)
@@ -117,7 +137,11 @@ BPT__PRIVATE int bpt__func_renew(bpt_func *f, const char *module, const char *na
         bpt__retired = f;
         return bpt__fail(rc, "%s: cannot register %s:%s/%d: %s", who, module, name, arity, bpt__names_why(rc));
     }
-    memset(f, 0, sizeof *f);
+    {
+        void *base = f->alloc_base;
+        memset(f, 0, sizeof *f);
+        f->alloc_base = base;
+    }
     f->module = m;
     f->name = nm;
     f->arity = arity;
@@ -230,7 +254,7 @@ BPT__PRIVATE void bpt__native_discard(bpt_func *f) {
         f->next_retired = bpt__retired;
         bpt__retired = f;
     } else {
-        BPT_FREE(f);
+        bpt__func_free(f);
     }
 }
 

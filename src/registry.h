@@ -46,6 +46,7 @@ BPT__PRIVATE int bpt__register_args_check(const char *who, const char *what, con
                                           const char *name, int arity, bpt_func **out);
 BPT__PRIVATE int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
                                const void *addr, const char *who, bpt_func **out);
+BPT__PRIVATE void bpt__func_free(bpt_func *f);   /* a record of bpt__func_new's */
 BPT__PRIVATE void bpt__registry_add(bpt_func *f, const void *site_key);
 BPT__PRIVATE const void *bpt__site_key(const bpt_func *f);
 BPT__PRIVATE int bpt__apply_patterns(bpt_func *f, uint64_t *t);

@@ -118,11 +118,11 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
    path. */
 #  define BPT__X86_REC_STATE 0       /* bpt__thread.state */
 #  define BPT__X86_REC_DEPTH 96      /* bpt__thread.shadow_depth[BPT__STACK_NATIVE] */
-#  define BPT__X86_F_SHORTCUT 120    /* bpt_func.shortcut[0] */
+#  define BPT__X86_F_SHORTCUT 64     /* bpt_func.shortcut[0] */
 #  define BPT__X86_SC_SHIFT 5        /* sizeof(bpt__shortcut) == 1 << 5 */
-#  define BPT__X86_SC_KIND 120       /* + .kind */
-#  define BPT__X86_SC_DIR 136        /* + .count_dir */
-#  define BPT__X86_SC_OFF 144        /* + .count_off */
+#  define BPT__X86_SC_KIND 64        /* + .kind */
+#  define BPT__X86_SC_DIR 80         /* + .count_dir */
+#  define BPT__X86_SC_OFF 88         /* + .count_off */
 #  define BPT__X86_KIND_NONE 0       /* BPT__SHORTCUT_NONE */
 #  define BPT__X86_KIND_COUNT 1      /* BPT__SHORTCUT_COUNT */
 #  define BPT__X86_PIN_WORD 8        /* bpt__progress.pin_word */

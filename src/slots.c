@@ -381,7 +381,7 @@ static int bpt__slots_register(bpt__slot_reqs *reqs, const bpt__maps *maps, cons
         /* No slot points at the new trampolines yet: they and their
            records go. A reused record goes back to the retired list. */
         for (i = 0; i < n; i++) {
-            if (fresh[i]) BPT_FREE(fs[i]);
+            if (fresh[i]) bpt__func_free(fs[i]);
             else bpt__native_discard(fs[i]);
         }
         if (pages) munmap(pages, bytes);
