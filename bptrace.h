@@ -13269,24 +13269,29 @@ static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
 }
 
 /* Step 3: stage. Only staging generations change; running code reads the
-   active ones. A breakpoint to be removed gets flags 0 here. Then each
-   function's shortcut for the staging generation is worked out anew. */
+   active ones. A breakpoint to be removed gets flags 0 here, and then its
+   function's shortcut for the staging generation is worked out anew (in
+   one pass: a second pass over 10,000 functions fetched their lines
+   again: step 3 took 225 us where one takes 160). */
 static int bpt__stage(bpt__change *c) {
     unsigned staging = bpt_staging_bp_ix();
     int i;
     for (i = 0; i < c->n; i++) {
         bpt__change_item *it = &c->items[i];
-        if (!it->g) continue;   /* only a word to restore (step 2) */
-        bpt__kinds_stage(&it->g->data[staging], c->op, it->prepared);
-        memset(it->prepared, 0, sizeof it->prepared);   /* owned by the breakpoint now */
-        it->staged = it->g->data[staging].flags;
-        if (!it->f->installed && it->staged) {
-            it->installs = 1;
-            c->installs++;
-            c->fresh |= it->f->padding_fresh;
+        if (it->g) {   /* else only a word to restore (step 2) */
+            bpt__kinds_stage(&it->g->data[staging], c->op, it->prepared);
+            memset(it->prepared, 0, sizeof it->prepared);   /* owned by the breakpoint now */
+            it->staged = it->g->data[staging].flags;
+            if (!it->f->installed && it->staged) {
+                it->installs = 1;
+                c->installs++;
+                c->fresh |= it->f->padding_fresh;
+            }
         }
+        /* f's list is final for this generation (each item is another
+           function): its summary now, while its lines are at hand. */
+        bpt__shortcut_choose(it->f, staging);
     }
-    for (i = 0; i < c->n; i++) bpt__shortcut_choose(c->items[i].f, staging);
     return 1;
 }
 
