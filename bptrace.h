@@ -3921,10 +3921,13 @@ typedef struct bpt__shortcut {
 } bpt__shortcut;
 
 /* A function's record, in cache lines by who reads them (>>working set in
-   bp.c): the first line holds what the entry stubs read first and what
-   the set path reads and writes for every function of a change; the
-   shortcuts follow, which the short paths read; the rest is read when a
-   pattern is matched, a record is formatted, or a function registered.
+   bp.c): the first line holds what the entry stubs read first (the hint)
+   and what the set path reads and writes of every function it installs,
+   removes or links (its word, list head, flags); the second line the
+   shortcuts, which the short paths read and steps 3 and 11 write; the rest
+   is read when a pattern is matched, a record formatted, or a function
+   registered. The set path stores into the first line only what changes
+   (as path_hint, bp.c), since every stub reads it.
    Records start on a line of their own (bpt__func_alloc, funcs.c): laid
    out as they were (the shortcuts first, `installed` beside them, and
    malloc's 16-byte alignment), a change over 10,000 functions took 1.13
@@ -13045,8 +13048,11 @@ static void bpt__kinds_discard(void **prepared) {
    do not fit in a core's L2, and a step that reads them all fetches them
    again (a change over 1,000 functions took 50 ns a function, over 10,000
    136 ns; bench/pattern_scale.c `steps`, BENCH_WORKERS=0). So what a later
-   step needs to decide is noted in the item when it is learnt, and a step
-   reads f or g only for the functions it changes. */
+   step needs to decide is noted in the item when it is learnt: step 5
+   reads a function's record only to write its word or publish a parked
+   breakpoint, and step 9 only where this session's breakpoint has no flag
+   left (another session's may). Step 3 stages a breakpoint and works out
+   its function's shortcut in one pass. */
 
 /* One affected function of a change. */
 typedef struct bpt__change_item {
@@ -13269,10 +13275,10 @@ static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
 }
 
 /* Step 3: stage. Only staging generations change; running code reads the
-   active ones. A breakpoint to be removed gets flags 0 here, and then its
-   function's shortcut for the staging generation is worked out anew (in
-   one pass: a second pass over 10,000 functions fetched their lines
-   again: step 3 took 225 us where one takes 160). */
+   active ones; a breakpoint to be removed gets flags 0 here. Each item's
+   function then gets its shortcut for the staging generation worked out
+   anew, in the same pass (a second pass over 10,000 functions fetched
+   their lines again: step 3 took 225 us where one takes 160). */
 static int bpt__stage(bpt__change *c) {
     unsigned staging = bpt_staging_bp_ix();
     int i;
@@ -13315,7 +13321,8 @@ static int bpt__wait_staged(bpt__change *c) {
         return 1;
     }
     bpt_thread_progress_wait_sync_core();
-    for (i = 0; i < c->n; i++) c->items[i].f->padding_fresh = 0;
+    for (i = 0; i < c->n; i++)   /* stored where it changes: the line is the stubs' (breakpoint.h) */
+        if (c->items[i].f->padding_fresh) c->items[i].f->padding_fresh = 0;
     return 1;
 }
 
@@ -13534,10 +13541,6 @@ BPT__PRIVATE int bpt__registry_reserve(uint32_t extra) {
     return 0;
 }
 
-/* A new, unregistered function record with interned names and no site yet
-   (addr: a native function's entry, or NULL, for its name entry). The
-   caller holds the permission. Returns 0, BPT_ENOMEM or BPT_ELIMIT (the
-   name table is full); *out is NULL on an error. */
 /* A zeroed record that starts a cache line (the layout in breakpoint.h
    counts on it), from BPT_MALLOC; or NULL. */
 static bpt_func *bpt__func_alloc(void) {
@@ -13559,6 +13562,10 @@ BPT__PRIVATE void bpt__func_free(bpt_func *f) {
 typedef char bpt__func_shortcut_line[offsetof(struct bpt_func, shortcut) == BPT__CACHE_LINE || sizeof(void *) != 8
                                      ? 1 : -1];
 
+/* A new, unregistered function record with interned names and no site yet
+   (addr: a native function's entry, or NULL, for its name entry). The
+   caller holds the permission. Returns 0, BPT_ENOMEM or BPT_ELIMIT (the
+   name table is full); *out is NULL on an error. */
 BPT__PRIVATE int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
                          const void *addr, const char *who, bpt_func **out) {
     bpt_func *f = bpt__func_alloc();
@@ -14236,8 +14243,9 @@ BPT__PRIVATE int bpt__slots_prot_refresh(bpt_func **fs, int n, int switch_off) {
     for (i = 0; i < n && rc == 0; i++) {
         int p;
         if (fs[i]->kind != BPT__SITE_NATIVE || !fs[i]->slot_prot) continue;
-        if ((p = bpt__maps_prot(&maps, (uintptr_t)fs[i]->site, sizeof(void *))) > 0)
-            fs[i]->page_prot = (unsigned)p;
+        if ((p = bpt__maps_prot(&maps, (uintptr_t)fs[i]->site, sizeof(void *))) > 0) {
+            if (fs[i]->page_prot != (unsigned)p) fs[i]->page_prot = (unsigned)p;   /* the stubs' line: where it changes */
+        }
         else if (p == 0)   /* mapped with no access now: its word stays, until the program gives access back */
             rc = bpt__fail(BPT_EINVAL, "%s:%s: its slot %p is mapped with no access now (PROT_NONE); nothing "
                            "changed: change it again once the program gives access back", fs[i]->module,

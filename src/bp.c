@@ -171,8 +171,11 @@ static void bpt__kinds_discard(void **prepared) {
    do not fit in a core's L2, and a step that reads them all fetches them
    again (a change over 1,000 functions took 50 ns a function, over 10,000
    136 ns; bench/pattern_scale.c `steps`, BENCH_WORKERS=0). So what a later
-   step needs to decide is noted in the item when it is learnt, and a step
-   reads f or g only for the functions it changes. */
+   step needs to decide is noted in the item when it is learnt: step 5
+   reads a function's record only to write its word or publish a parked
+   breakpoint, and step 9 only where this session's breakpoint has no flag
+   left (another session's may). Step 3 stages a breakpoint and works out
+   its function's shortcut in one pass. */
 
 /* One affected function of a change. */
 typedef struct bpt__change_item {
@@ -395,10 +398,10 @@ static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
 }
 
 /* Step 3: stage. Only staging generations change; running code reads the
-   active ones. A breakpoint to be removed gets flags 0 here, and then its
-   function's shortcut for the staging generation is worked out anew (in
-   one pass: a second pass over 10,000 functions fetched their lines
-   again: step 3 took 225 us where one takes 160). */
+   active ones; a breakpoint to be removed gets flags 0 here. Each item's
+   function then gets its shortcut for the staging generation worked out
+   anew, in the same pass (a second pass over 10,000 functions fetched
+   their lines again: step 3 took 225 us where one takes 160). */
 static int bpt__stage(bpt__change *c) {
     unsigned staging = bpt_staging_bp_ix();
     int i;
@@ -441,7 +444,8 @@ static int bpt__wait_staged(bpt__change *c) {
         return 1;
     }
     bpt_thread_progress_wait_sync_core();
-    for (i = 0; i < c->n; i++) c->items[i].f->padding_fresh = 0;
+    for (i = 0; i < c->n; i++)   /* stored where it changes: the line is the stubs' (breakpoint.h) */
+        if (c->items[i].f->padding_fresh) c->items[i].f->padding_fresh = 0;
     return 1;
 }
 

@@ -29,10 +29,6 @@ BPT__PRIVATE int bpt__registry_reserve(uint32_t extra) {
     return 0;
 }
 
-/* A new, unregistered function record with interned names and no site yet
-   (addr: a native function's entry, or NULL, for its name entry). The
-   caller holds the permission. Returns 0, BPT_ENOMEM or BPT_ELIMIT (the
-   name table is full); *out is NULL on an error. */
 /* A zeroed record that starts a cache line (the layout in breakpoint.h
    counts on it), from BPT_MALLOC; or NULL. */
 static bpt_func *bpt__func_alloc(void) {
@@ -54,6 +50,10 @@ BPT__PRIVATE void bpt__func_free(bpt_func *f) {
 typedef char bpt__func_shortcut_line[offsetof(struct bpt_func, shortcut) == BPT__CACHE_LINE || sizeof(void *) != 8
                                      ? 1 : -1];
 
+/* A new, unregistered function record with interned names and no site yet
+   (addr: a native function's entry, or NULL, for its name entry). The
+   caller holds the permission. Returns 0, BPT_ENOMEM or BPT_ELIMIT (the
+   name table is full); *out is NULL on an error. */
 BPT__PRIVATE int bpt__func_new(const char *module, const char *name, int arity, bpt_format_fn format,
                          const void *addr, const char *who, bpt_func **out) {
     bpt_func *f = bpt__func_alloc();

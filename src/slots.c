@@ -131,8 +131,9 @@ BPT__PRIVATE int bpt__slots_prot_refresh(bpt_func **fs, int n, int switch_off) {
     for (i = 0; i < n && rc == 0; i++) {
         int p;
         if (fs[i]->kind != BPT__SITE_NATIVE || !fs[i]->slot_prot) continue;
-        if ((p = bpt__maps_prot(&maps, (uintptr_t)fs[i]->site, sizeof(void *))) > 0)
-            fs[i]->page_prot = (unsigned)p;
+        if ((p = bpt__maps_prot(&maps, (uintptr_t)fs[i]->site, sizeof(void *))) > 0) {
+            if (fs[i]->page_prot != (unsigned)p) fs[i]->page_prot = (unsigned)p;   /* the stubs' line: where it changes */
+        }
         else if (p == 0)   /* mapped with no access now: its word stays, until the program gives access back */
             rc = bpt__fail(BPT_EINVAL, "%s:%s: its slot %p is mapped with no access now (PROT_NONE); nothing "
                            "changed: change it again once the program gives access back", fs[i]->module,
