@@ -11721,13 +11721,26 @@ static void bpt__slot_pages_close(bpt__slot_pages *d) {
    as ftrace_modify_code does: a site that holds something else was
    changed behind bptrace's back (a debugger's breakpoint, another patcher,
    the dynamic linker binding a slot lazily: see bpt_register_imports) and
-   is left alone. *written counts the sites written (the caller waits after
-   writes, with SYNC_CORE if *wrote_code: a slot is data, and needs no
-   SYNC_CORE). Returns 0; BPT_EPERM (mprotect refused) with nothing
+   is left alone. *written counts the sites written, and fs[0..*written)
+   are they (fs is the caller's scratch, reordered); the caller waits
+   after writes, with SYNC_CORE if *wrote_code: a slot is data, and needs
+   no SYNC_CORE. Returns 0; BPT_EPERM (mprotect refused) with nothing
    written; or BPT_ENOTPATCHABLE when some site held an unexpected word
-   (the others are written). */
+   (the others are written).
+   In three passes: W1 checks every site (and swaps a slot, whose check
+   and write are one compare-and-swap), W2 stores the code and VM words
+   (on aarch64 each with its cache maintenance), W3 marks the records
+   installed. While a thread runs the functions being switched off, it
+   reads their records' first line at every call. With one loop, each
+   site's stores (its word, its record's line) stood between the loads of
+   the next site and record, which waited on them; grouped, the stores
+   overlap and so do the loads. Switching 10,000 counted functions off
+   took step 9 0.63 ms with one loop and 0.45 with the three passes
+   (bench/pattern_scale.c steps, one worker), switching them on took step
+   5 0.41 ms and 0.30; without the worker the passes cost 0.05 ms more
+   each (0.20 and 0.14 ms before, 0.25 and 0.19 after). */
 BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, bpt__sites_batch *sb, int *written) {
-    int i, rc = 0;
+    int i, k = 0, rc = 0;
     *written = 0;
 #if defined(BPT_NATIVE)
     for (i = 0; i < n; i++)
@@ -11745,6 +11758,7 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
     (void)sb;
 #endif
     *wrote_code = 0;
+    /* W1. Check each site; keep those to write in fs[0..k). */
     for (i = 0; i < n; i++) {
         bpt_func *f = fs[i];
         uint64_t w = install ? f->bp_word : f->orig_word, expect = install ? f->orig_word : f->bp_word;
@@ -11793,17 +11807,22 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
             if (forget) f->installed = 0;
             continue;
         }
-        if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, w);
+        fs[k++] = f;   /* a slot gets here only swapped: bpt__slot_swap wrote it */
+    }
+    /* W2. The words, one store after another. */
+    for (i = 0; i < k; i++) {
+        bpt_func *f = fs[i];
+        if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, install ? f->bp_word : f->orig_word);
 #if defined(BPT_NATIVE)
-        else if (f->slot_prot) {}   /* a slot gets here only swapped: bpt__slot_swap wrote it */
-        else {
-            bpt__arch_write_site((uint8_t *)f->site, w);
+        else if (!f->slot_prot) {
+            bpt__arch_write_site((uint8_t *)f->site, install ? f->bp_word : f->orig_word);
             *wrote_code = 1;
         }
 #endif
-        f->installed = install;
-        (*written)++;
     }
+    /* W3. Then the records. */
+    for (i = 0; i < k; i++) fs[i]->installed = install;
+    *written = k;
 #if defined(BPT_NATIVE)
     if (sb->code.n) bpt__batch_reprotect(&sb->code);
     bpt__slot_pages_close(&sb->data);

@@ -6,7 +6,10 @@
    same change are written. Checked in both directions, on VM words (every
    compiler) and on native entries (where the compiler has them):
    - install over a changed word: refused, the foreign word kept, the other
-     function traced;
+     function traced; a change whose every site holds a foreign word writes
+     nothing, and so does not wait for written words (its step 6 does not
+     run: a writer that counted the sites it was given rather than those it
+     wrote passed every other test, found by review);
    - with the word back, the same pattern installs;
    - uninstall over a changed word: refused, the foreign word kept (the
      function stays installed, so bpt_unregister says BPT_EBUSY), and once
@@ -31,6 +34,12 @@
 #define FOREIGN ((bpt_vm_word)0xDEB6)   /* what "a debugger" writes */
 static bpt_vm_word code[2] = { 0x100, 0x101 };
 
+static int step_did[14];   /* the protocol observer's did, by step */
+static void observer(int step, int did, uint64_t ns, void *user) {
+    (void)ns; (void)user;
+    if (step > 0 && step < 14) step_did[step] = did;
+}
+
 static void vm_sites(void) {
     bpt_func *f, *g;
     bpt_session s;
@@ -39,6 +48,12 @@ static void vm_sites(void) {
     CHECK_RC(bpt_session_create(NULL, &s), 0);
 
     code[0] = FOREIGN;   /* behind bptrace's back */
+    CHECK_RC(bpt_set_protocol_observer(observer, NULL), 0);
+    CHECK_RC(bpt_trace_pattern(s, "vm:f/0", BPT_COUNT, NULL), BPT_ENOTPATCHABLE);
+    CHECK_RC(bpt_set_protocol_observer(NULL, NULL), 0);
+    CHECK(code[0] == FOREIGN && !step_did[5] && !step_did[6],
+          "its only site foreign: nothing written (step 5 did %d), no wait for it (step 6 did %d)", step_did[5],
+          step_did[6]);
     CHECK_RC(bpt_trace_pattern(s, "vm:_/_", BPT_COUNT, NULL), BPT_ENOTPATCHABLE);
     printf("install over a foreign word: %s\n", bpt_last_error());
     CHECK(strstr(bpt_last_error(), "vm:f/0") != NULL, "the error names the function: %s", bpt_last_error());
