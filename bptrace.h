@@ -13081,7 +13081,7 @@ typedef struct bpt__change_item {
     int fresh;                    /* g was allocated by this change and is not linked yet */
     /* What the later steps need to know of the item, noted where it is
        learnt, so that they pass over the items without reading f and g
-       (>>working set below). */
+       (>>working set above). */
     int parked;                   /* step 2 parked g in the head's to_insert: step 5 publishes it */
     int installs;                 /* step 3: step 5 writes f's breakpoint word */
     uint32_t staged;              /* step 3: g's staged flags, active from step 7 (0 when no g) */
