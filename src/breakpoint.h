@@ -128,15 +128,16 @@ typedef struct bpt__shortcut {
 /* A function's record, in cache lines by who reads them (>>working set in
    bp.c): the first line holds what the entry stubs read first (the hint)
    and what the set path reads and writes of every function it installs,
-   removes or links (its word, list head, flags); the second line the
+   removes or links (its site and words, list head, installed); the second line the
    shortcuts, which the short paths read and steps 3 and 11 write; the rest
    is read when a pattern is matched, a record formatted, or a function
    registered. The set path stores into the first line only what changes
    (as path_hint, bp.c), since every stub reads it.
    Records start on a line of their own (bpt__func_alloc, funcs.c): laid
-   out as they were (the shortcuts first, `installed` beside them, and
-   malloc's 16-byte alignment), a change over 10,000 functions took 1.13
-   ms instead of 0.89 (bench/pattern_scale.c steps, no worker). */
+   out as they were (these fields spread over three lines, `installed`
+   beside the shortcuts, at malloc's 16-byte alignment), a change over
+   10,000 functions took 1.13 ms instead of 0.89 (bench/pattern_scale.c
+   steps, no worker). */
 struct bpt_func {
     /* First, at offset 0, where the entry stubs read it: which short path
        the stub tries before the full one (site_native.c), BPT__HINT_*
