@@ -57,7 +57,11 @@ BPT_API int bpt_thread_progress_wait(void);
 /* bpt_thread_progress_wait_sync_core: as bpt_thread_progress_wait, and in
    addition every running thread of the process has serialized its
    instruction stream, so that every thread executes code written before the
-   call. Use after writing code.
+   call. Use after writing code. Where the kernel has membarrier
+   PRIVATE_EXPEDITED_SYNC_CORE, one such call (one round of IPIs) is both
+   the serialization and the wait's heavy barrier; elsewhere each thread
+   with a record gets a signal (BPT_SYNC_CORE_SIGNAL), whose return
+   serializes it.
 
    Parameters     none
    Returns        0, or a BPT_E* code

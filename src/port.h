@@ -448,6 +448,8 @@ enum {
 };
 
 BPT__PRIVATE long bpt__membarrier(int cmd) {
+    if (cmd == BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED) BPT_TEST_POINT("membarrier: PRIVATE_EXPEDITED");
+    if (cmd == BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) BPT_TEST_POINT("membarrier: SYNC_CORE");
 #if defined(SYS_membarrier)
     return syscall(SYS_membarrier, cmd, 0, 0);
 #else

@@ -430,6 +430,7 @@ static void bpt__sync_core_by_signal(bpt__thread *self) {
 static int bpt__progress_wait(int sync_core) {
     bpt__thread *self = bpt__thread_self_or_null(), *rec;
     uint64_t target, t0;
+    int sync_by_ipi;
     const char *who = sync_core ? "bpt_thread_progress_wait_sync_core" : "bpt_thread_progress_wait";
     if (self && self->in_tracer) return bpt__fail(BPT_EDEADLK, "%s: called from inside a tracer callback", who);
     if (bpt__thread_pinned(self)) return bpt__fail(BPT_EDEADLK, "%s: called while pinned: it would wait for itself", who);
@@ -449,17 +450,28 @@ static int bpt__progress_wait(int sync_core) {
                            (bpt__load_relaxed_u64(&bpt__progress.pin_word) & BPT__PIN_FENCE));
     t0 = bpt__now_ns();
     BPT_PROBE(bptrace, progress__wait__start, bpt__gettid(), target, sync_core);
-    bpt__heavy_barrier();                       /* [B1] pairs with the pin's light barrier */
+    /* [B1] pairs with the pin's light barrier. A wait that serializes the
+       instruction streams makes it with membarrier SYNC_CORE, which is also
+       the full barrier on every running thread that PRIVATE_EXPEDITED is
+       (membarrier(2)): one round of IPIs, where a heavy barrier here and
+       SYNC_CORE after the records' wait took two, each about 14 us on a
+       KVM guest with one other thread running (twice a step 6 or 10 of
+       the protocol). Serializing first serializes no less: the code was
+       written before the call, and a stream serialized after that fetches
+       it anew. Without SYNC_CORE, the signals come after the records'
+       wait, as each thread's handler runs when it runs. */
+    sync_by_ipi = sync_core && bpt__load_relaxed_u32(&bpt__progress.sync_core);
+    if (sync_by_ipi) {
+        bpt__fence_seq_cst();
+        bpt__membarrier(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE);   /* [B1] */
+    } else {
+        bpt__heavy_barrier();                   /* [B1] */
+    }
     for (rec = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records); rec; rec = rec->next) {
         if (rec == self) continue;              /* not pinned (checked above) */
         bpt__wait_for_record(rec, target);
     }
-    if (sync_core) {
-        if (bpt__load_relaxed_u32(&bpt__progress.sync_core))
-            bpt__membarrier(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE);
-        else
-            bpt__sync_core_by_signal(self);
-    }
+    if (sync_core && !sync_by_ipi) bpt__sync_core_by_signal(self);
     bpt__fetch_add_u64(&bpt__progress.waits, 1);
     if (sync_core) bpt__fetch_add_u64(&bpt__progress.sync_core_waits, 1);
     BPT_PROBE(bptrace, progress__wait__done, bpt__gettid(), target, sync_core, bpt__now_ns() - t0);
