@@ -415,7 +415,11 @@ BPT_API int bpt_thread_progress_wait(void);
 /* bpt_thread_progress_wait_sync_core: as bpt_thread_progress_wait, and in
    addition every running thread of the process has serialized its
    instruction stream, so that every thread executes code written before the
-   call. Use after writing code.
+   call. Use after writing code. Where the kernel has membarrier
+   PRIVATE_EXPEDITED_SYNC_CORE, one such call (one round of IPIs) is both
+   the serialization and the wait's heavy barrier; elsewhere each thread
+   with a record gets a signal (BPT_SYNC_CORE_SIGNAL), whose return
+   serializes it.
 
    Parameters     none
    Returns        0, or a BPT_E* code
@@ -3264,6 +3268,8 @@ enum {
 };
 
 BPT__PRIVATE long bpt__membarrier(int cmd) {
+    if (cmd == BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED) BPT_TEST_POINT("membarrier: PRIVATE_EXPEDITED");
+    if (cmd == BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) BPT_TEST_POINT("membarrier: SYNC_CORE");
 #if defined(SYS_membarrier)
     return syscall(SYS_membarrier, cmd, 0, 0);
 #else
@@ -4937,6 +4943,7 @@ static void bpt__sync_core_by_signal(bpt__thread *self) {
 static int bpt__progress_wait(int sync_core) {
     bpt__thread *self = bpt__thread_self_or_null(), *rec;
     uint64_t target, t0;
+    int sync_by_ipi;
     const char *who = sync_core ? "bpt_thread_progress_wait_sync_core" : "bpt_thread_progress_wait";
     if (self && self->in_tracer) return bpt__fail(BPT_EDEADLK, "%s: called from inside a tracer callback", who);
     if (bpt__thread_pinned(self)) return bpt__fail(BPT_EDEADLK, "%s: called while pinned: it would wait for itself", who);
@@ -4956,17 +4963,28 @@ static int bpt__progress_wait(int sync_core) {
                            (bpt__load_relaxed_u64(&bpt__progress.pin_word) & BPT__PIN_FENCE));
     t0 = bpt__now_ns();
     BPT_PROBE(bptrace, progress__wait__start, bpt__gettid(), target, sync_core);
-    bpt__heavy_barrier();                       /* [B1] pairs with the pin's light barrier */
+    /* [B1] pairs with the pin's light barrier. A wait that serializes the
+       instruction streams makes it with membarrier SYNC_CORE, which is also
+       the full barrier on every running thread that PRIVATE_EXPEDITED is
+       (membarrier(2)): one round of IPIs, where a heavy barrier here and
+       SYNC_CORE after the records' wait took two, each about 14 us on a
+       KVM guest with one other thread running (twice a step 6 or 10 of
+       the protocol). Serializing first serializes no less: the code was
+       written before the call, and a stream serialized after that fetches
+       it anew. Without SYNC_CORE, the signals come after the records'
+       wait, as each thread's handler runs when it runs. */
+    sync_by_ipi = sync_core && bpt__load_relaxed_u32(&bpt__progress.sync_core);
+    if (sync_by_ipi) {
+        bpt__fence_seq_cst();
+        bpt__membarrier(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE);   /* [B1] */
+    } else {
+        bpt__heavy_barrier();                   /* [B1] */
+    }
     for (rec = (bpt__thread *)bpt__load_acquire_ptr(&bpt__progress.records); rec; rec = rec->next) {
         if (rec == self) continue;              /* not pinned (checked above) */
         bpt__wait_for_record(rec, target);
     }
-    if (sync_core) {
-        if (bpt__load_relaxed_u32(&bpt__progress.sync_core))
-            bpt__membarrier(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE);
-        else
-            bpt__sync_core_by_signal(self);
-    }
+    if (sync_core && !sync_by_ipi) bpt__sync_core_by_signal(self);
     bpt__fetch_add_u64(&bpt__progress.waits, 1);
     if (sync_core) bpt__fetch_add_u64(&bpt__progress.sync_core_waits, 1);
     BPT_PROBE(bptrace, progress__wait__done, bpt__gettid(), target, sync_core, bpt__now_ns() - t0);
@@ -13070,9 +13088,10 @@ static void bpt__kinds_discard(void **prepared) {
    136 ns; bench/pattern_scale.c `steps`, BENCH_WORKERS=0). So what a later
    step needs to decide is noted in the item when it is learnt: step 5
    reads a function's record only to write its word or publish a parked
-   breakpoint, and step 9 only where this session's breakpoint has no flag
-   left (another session's may). Step 3 stages a breakpoint and works out
-   its function's shortcut in one pass. */
+   breakpoint, and step 9 reads a function's list only where this
+   session's breakpoint has no flag left and another session's may. Step 3
+   stages a breakpoint and works out its function's shortcut in one
+   pass. */
 
 /* One affected function of a change. */
 typedef struct bpt__change_item {
@@ -13086,6 +13105,8 @@ typedef struct bpt__change_item {
     int parked;                   /* step 2 parked g in the head's to_insert: step 5 publishes it */
     int installs;                 /* step 3: step 5 writes f's breakpoint word */
     uint32_t staged;              /* step 3: g's staged flags, active from step 7 (0 when no g) */
+    int alone;                    /* step 2: no other session's breakpoint is on f's list (one
+                                     session per change, under the permission: it stays so) */
 } bpt__change_item;
 
 /* A change in flight: what the steps hand on to each other. */
@@ -13168,6 +13189,7 @@ static int bpt__allocate(bpt__change *c, bpt__session *s, bpt_func **fs, int n, 
         memset(it, 0, sizeof *it);
         it->f = fs[i];
         it->g = g;
+        it->alone = bpt__load_relaxed_ptr(&fs[i]->gen_bp) == (void *)g && (!g || !bpt__load_relaxed_ptr(&g->next));
         c->n++;
         if (!g && !bpt__op_enables(op)) continue;
         if (!g) {
@@ -13405,9 +13427,12 @@ static int bpt__wait_committed(void) {
 }
 
 /* Step 9: uninstall: restore the original word where no session's active
-   generation has any flag left (the OR over all sessions is 0). A refused
-   mprotect leaves the words: their breakpoints find no active flag and do
-   nothing. */
+   generation has any flag left (the OR over all sessions is 0). Where
+   this session's breakpoint is alone on the list (step 2), its staged
+   flags are that OR: switching 10,000 counted functions off, reading
+   their lists took 60 us of step 9's 270 (bench/pattern_scale.c steps,
+   no worker). A refused mprotect leaves the words: their breakpoints find
+   no active flag and do nothing. */
 static int bpt__uninstall(bpt__change *c) {
     unsigned active = bpt_active_bp_ix();
     int i, nsites = 0, written, rc;
@@ -13417,6 +13442,10 @@ static int bpt__uninstall(bpt__change *c) {
         uint32_t all = 0;
         if (c->items[i].staged) continue;   /* its own breakpoint's active flags: the word stays */
         if (!f->installed) continue;
+        if (c->items[i].alone) {   /* the OR is this breakpoint's flags: 0 */
+            c->sites[nsites++] = f;
+            continue;
+        }
         for (g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp); g;
              g = (bpt__GenericBp *)bpt__load_relaxed_ptr(&g->next))
             all |= g->data[active].flags;
