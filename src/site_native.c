@@ -488,6 +488,40 @@ static void bpt__slot_pages_close(bpt__slot_pages *d) {
 }
 #endif
 
+/* Does site f, which is to be written, hold the word it replaces (W1 and
+   W1s below)? `now` is what it holds. Else says why in bpt_last_error and
+   returns 0, having switched a slot off where nothing is lost by it. */
+static int bpt__site_expected(bpt_func *f, int install, uint64_t now) {
+    uint64_t w = install ? f->bp_word : f->orig_word, expect = install ? f->orig_word : f->bp_word;
+    int forget;
+    if (now == expect) return 1;
+    if (f->slot_prot && !install && now == w) {
+        /* A slot switched back behind bptrace's back (slots.c, SL3): off
+           already, and the calls since went untraced. Said. */
+        bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its slot %p already held its target again: the dynamic linker "
+                  "binding it lazily, or the program, wrote it while traced, and the calls through it since "
+                  "were not traced", f->module, f->name, f->arity, f->site);
+        f->installed = 0;
+        return 0;
+    }
+    /* A slot switched off that no longer leads to its trampoline (the
+       program stored another function there, or its module was unloaded
+       and another mapped at the address) is off: nothing is lost if a call
+       still reaches the trampoline, which stays, as its record does
+       (slots.c, SL2), and runs it untraced. Else it could never be switched
+       off, nor unregistered (found by review; t_slot_swap). A code site is
+       left installed: its word may still be in place beside the foreign
+       one. */
+    forget = f->slot_prot && !install;
+    bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its site %p holds 0x%llx where bptrace expects 0x%llx: something "
+              "else changed it (a debugger's breakpoint, another patcher%s); left alone%s", f->module, f->name,
+              f->arity, f->site, (unsigned long long)now, (unsigned long long)expect,
+              f->slot_prot ? ", the program itself, or the dynamic linker binding it lazily" : "",
+              forget ? ", and its breakpoint is off" : "");
+    if (forget) f->installed = 0;
+    return 0;
+}
+
 /* Write the breakpoint word (install) or the original (uninstall) into
    every site of fs[0..n) that needs it: one batch (sb, prepared for these
    sites), each code page and each read-only slot page opened once. Before
@@ -501,88 +535,90 @@ static void bpt__slot_pages_close(bpt__slot_pages *d) {
    no SYNC_CORE. Returns 0; BPT_EPERM (mprotect refused) with nothing
    written; or BPT_ENOTPATCHABLE when some site held an unexpected word
    (the others are written).
-   In three passes: W1 checks every site (and swaps a slot, whose check
-   and write are one compare-and-swap), W2 stores the code and VM words
-   (on aarch64 each with its cache maintenance), W3 marks the records
-   installed. While a thread runs the functions being switched off, it
-   reads their records' first line at every call. With one loop, each
+   In passes, each over the records it needs (>>working set in bp.c):
+   W1. One pass over fs: keep the sites to write in fs[0..m), checking
+       each code and VM site as it goes (a check only reads: no page need
+       be open for it) and noting its code page; slots are kept unchecked.
+   Then the code pages and the slots' pages are made writable.
+   W1s. Only where slots were kept: swap each (its check and its write are
+       one compare-and-swap), compacting fs[0..k).
+   W2. Store the code and VM words (on aarch64 each with its cache
+       maintenance).
+   W3. Mark the records installed.
+   Before, a pass noted the pages and another opened the slots' pages
+   before the checks: three reads of 10,000 records' first lines where one
+   does (step 5 or 9 of a change over 10,000 counted functions: 0.19 and
+   0.19 ms instead of 0.21 and 0.21, bench/pattern_scale.c steps, no
+   worker; step 5 0.29 instead of 0.32 with one). Stores are grouped apart
+   from loads: while a thread runs the functions being switched off, it
+   reads their records' first line at every call, and with one loop each
    site's stores (its word, its record's line) stood between the loads of
    the next site and record, which waited on them; grouped, the stores
-   overlap and so do the loads. Switching 10,000 counted functions off
-   took step 9 0.63 ms with one loop and 0.45 with the three passes
-   (bench/pattern_scale.c steps, one worker), switching them on took step
-   5 0.41 ms and 0.30; without the worker the passes cost 0.05 ms more
-   each (0.20 and 0.14 ms before, 0.25 and 0.19 after). */
+   overlap and so do the loads (switching them off took step 9 0.63 ms
+   with one loop and 0.45 with the passes, one worker). */
 BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, bpt__sites_batch *sb, int *written) {
-    int i, k = 0, rc = 0;
+    int i, m = 0, k, slots = 0, rc = 0;
     *written = 0;
+    *wrote_code = 0;
+    /* W1. */
+    for (i = 0; i < n; i++) {
+        bpt_func *f = fs[i];
+        if (f->installed == install) continue;
 #if defined(BPT_NATIVE)
-    for (i = 0; i < n; i++)
-        if (fs[i]->kind == BPT__SITE_NATIVE && !fs[i]->slot_prot && fs[i]->installed != install)
-            bpt__batch_add(&sb->code, fs[i]->site, fs[i]->word_size, fs[i]->code_guarded);   /* fits: see bpt__sites_batch_prepare */
+        if (f->slot_prot) {
+            fs[m++] = f;   /* checked and swapped at W1s, once its page is open */
+            slots++;
+            continue;
+        }
+#endif
+        if (!bpt__site_expected(f, install, bpt__site_read(f))) {
+            rc = BPT_ENOTPATCHABLE;
+            continue;
+        }
+#if defined(BPT_NATIVE)
+        if (f->kind == BPT__SITE_NATIVE)   /* fits: see bpt__sites_batch_prepare */
+            bpt__batch_add(&sb->code, f->site, f->word_size, f->code_guarded);
+#endif
+        fs[m++] = f;
+    }
+#if defined(BPT_NATIVE)
     if (sb->code.n && bpt__batch_open(&sb->code, install ? "install breakpoints" : "uninstall breakpoints") < 0) {
         sb->code.n = 0;
         return BPT_EPERM;
     }
-    if (bpt__slot_pages_open(&sb->data, fs, n, install) < 0) {
+    if (slots && bpt__slot_pages_open(&sb->data, fs, m, install) < 0) {
         if (sb->code.n) bpt__batch_reprotect(&sb->code);
         return BPT_EPERM;
     }
-#else
-    (void)sb;
-#endif
-    *wrote_code = 0;
-    /* W1. Check each site; keep those to write in fs[0..k). */
-    for (i = 0; i < n; i++) {
+    /* W1s. */
+    for (i = k = 0; i < m && slots; i++) {
         bpt_func *f = fs[i];
-        uint64_t w = install ? f->bp_word : f->orig_word, expect = install ? f->orig_word : f->bp_word;
-        uint64_t now;
-        if (f->installed == install) continue;
-#if defined(BPT_NATIVE)
-        if (f->slot_prot && f->page_prot == BPT__SLOT_UNMAPPED) {
-            /* Its page is gone (a switch-off only: bpt__slots_prot_refresh):
-               nothing to read or write, and nobody to call through it. Off. */
-            rc = bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its slot %p is no longer mapped (its module unloaded "
-                           "without bpt_unregister_module?): nothing written, its breakpoint is off", f->module,
-                           f->name, f->arity, f->site);
-            if (!install) f->installed = 0;
-            continue;
-        }
-#endif
-        now = bpt__site_read(f);
-#if defined(BPT_NATIVE)
-        if (f->slot_prot && now == expect) (void)bpt__slot_swap(f, expect, w, &now);   /* written, or now != expect */
-#endif
-        if (now != expect && f->slot_prot && !install && now == w) {
-            /* A slot switched back behind bptrace's back (slots.c, SL3):
-               off already, and the calls since went untraced. Said. */
-            rc = bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its slot %p already held its target again: the "
-                           "dynamic linker binding it lazily, or the program, wrote it while traced, and the "
-                           "calls through it since were not traced", f->module, f->name, f->arity, f->site);
-            f->installed = 0;
-            continue;
-        }
-        if (now != expect) {
-            /* A slot switched off that no longer leads to its trampoline
-               (the program stored another function there, or its module was
-               unloaded and another mapped at the address) is off: nothing
-               is lost if a call still reaches the trampoline, which stays,
-               as its record does (slots.c, SL2), and runs it untraced. Else
-               it could never be switched off, nor unregistered (found by
-               review; t_slot_swap). A code site is left installed: its word
-               may still be in place beside the foreign one. */
-            int forget = f->slot_prot && !install;
-            rc = bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its site %p holds 0x%llx where bptrace expects "
-                           "0x%llx: something else changed it (a debugger's breakpoint, another patcher%s); "
-                           "left alone%s", f->module, f->name, f->arity, f->site,
-                           (unsigned long long)now, (unsigned long long)expect,
-                           f->slot_prot ? ", the program itself, or the dynamic linker binding it lazily" : "",
-                           forget ? ", and its breakpoint is off" : "");
-            if (forget) f->installed = 0;
-            continue;
+        uint64_t now, w = install ? f->bp_word : f->orig_word, expect = install ? f->orig_word : f->bp_word;
+        if (f->slot_prot) {
+            if (f->page_prot == BPT__SLOT_UNMAPPED) {
+                /* Its page is gone (a switch-off only: bpt__slots_prot_refresh):
+                   nothing to read or write, and nobody to call through it. Off. */
+                rc = bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its slot %p is no longer mapped (its module "
+                               "unloaded without bpt_unregister_module?): nothing written, its breakpoint is off",
+                               f->module, f->name, f->arity, f->site);
+                if (!install) f->installed = 0;
+                continue;
+            }
+            now = bpt__site_read(f);
+            if (now == expect) (void)bpt__slot_swap(f, expect, w, &now);   /* written, or now != expect */
+            if (!bpt__site_expected(f, install, now)) {
+                rc = BPT_ENOTPATCHABLE;
+                continue;
+            }
         }
         fs[k++] = f;   /* a slot gets here only swapped: bpt__slot_swap wrote it */
     }
+    if (!slots) k = m;   /* nothing to swap: fs[0..m) stands as W1 left it */
+#else
+    (void)sb;
+    (void)slots;
+    k = m;
+#endif
     /* W2. The words, one store after another. */
     for (i = 0; i < k; i++) {
         bpt_func *f = fs[i];
