@@ -7,9 +7,9 @@
    (>>renop); afterwards only the 2-byte entry word ever changes. Both
    entries share the padding; only the resume jump's displacement differs:
 
-   fn-24  bpt_func *, its low 6 bytes (a user-space address fits in 48 bits)
-   fn-18  &bpt__x86_64_stub (8 bytes)
-   fn-10  FF 15 F2 FF FF FF  call *[fn-18]       the stub returns to fn-4
+   fn-24  &bpt__x86_64_stub (8 bytes; its top two, fn-18 and fn-17, are 0)
+   fn-16  bpt_func *, its low 6 bytes (a user-space address fits in 48 bits)
+   fn-10  FF 15 EC FF FF FF  call *[fn-24]       the stub returns to fn-4
    fn-4   EB 04 | EB 08      jmp fn+2 | fn+6     on to the word after the site
    fn-2   EB F6              jmp fn-10           the bounce the site jumps to
 
@@ -30,6 +30,11 @@
      instruction. A stub that rewrote its return slot to skip ahead instead
      mispredicted every hit: 6.5 ns a call more on the AMD EPYC of
      PERFORMANCE.md (bench/ret_predict.c, `make bench` section 1).
+   - The stub finds the record with one 8-byte load from fn-18 and one
+     shift: the stub's address above it gives the load its two zero bytes.
+     The record first and the stub's address after it (until 2026-12-01)
+     took a shift each way to clear the address's two low bytes: one
+     instruction more in every hit (callgrind: bench/overhead.c).
    - The 2-byte store is atomic as long as it stays within one cache line
      (Intel SDM vol. 3, 9.1.1), which registration checks. The indirect call
      reaches the stub from any distance, and the stub finds the record at a
@@ -91,9 +96,8 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
 #  define BPT__X86_XMM_AFTER_COUNT ""
 #  define BPT__X86_XMM_FOR_ENTRY BPT__X86_SAVE_XMM
 #endif
-#define BPT__X86_RECORD_TO_RDI   /* fn-24: the record's 6 bytes, 2 of the stub's above */ \
-    "    movq -20(%r11), %rdi\n" \
-    "    shlq $16, %rdi\n" \
+#define BPT__X86_RECORD_TO_RDI   /* fn-18: the stub's top 2 bytes (0), then the record's 6 */ \
+    "    movq -14(%r11), %rdi\n" \
     "    shrq $16, %rdi\n"
 #if defined(BPT__COUNT_KEEPS_REGS)
 /* >>count route: the count path's common case in the stub itself, steps
@@ -102,7 +106,7 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
    fence (membarrier is registered); the active generation counts and no
    return-traced frame is open; the counter page is mapped. Then pin, add
    one to the thread's counter, unpin and return to fn-4, with rax and rdi
-   saved and r11 used, and no call: a counted call runs 37 instructions in
+   saved and r11 used, and no call: a counted call runs 36 instructions in
    the stub, the hint's dispatch included, where the stub and the C path
    ran 57 (its save of 3 registers, the call, its checks of cases that are
    rare here; callgrind). Anything else goes to the C path with nothing
@@ -234,8 +238,7 @@ typedef char bpt__x86_route_progress[offsetof(struct bpt__progress_state, pin_wo
    The full path gets what the short path said in r11d. */
 #  define BPT__X86_SHORT_ROUTES \
     "    movq (%rsp), %r11\n"             /* return address = fn-4 */ \
-    "    movq -20(%r11), %r11\n"          /* fn-24: the record's 6 bytes, 2 of the stub's above */ \
-    "    shlq $16, %r11\n" \
+    "    movq -14(%r11), %r11\n"          /* fn-18: the stub's top 2 bytes (0), then the record's 6 */ \
     "    shrq $16, %r11\n" \
     "    cmpl $" BPT__STR(BPT__HINT_COUNT) ", (%r11)\n"   /* the record's path_hint, at its offset 0 */ \
     "    jne 6f\n" \
@@ -438,16 +441,17 @@ static const uint8_t bpt__endbr64[4] = { 0xF3, 0x0F, 0x1E, 0xFA };
 
 /* The padding's code from fn-10: the call, the resume jump (its
    displacement set per entry) and the bounce. */
-static const uint8_t bpt__x86_pad_code[10] = { 0xFF, 0x15, 0xF2, 0xFF, 0xFF, 0xFF, 0xEB, 0x00, 0xEB, 0xF6 };
-enum { BPT__X86_RECORD_BYTES = 6, BPT__X86_CODE_AT = 14 };   /* pre[]: record, stub, code */
+static const uint8_t bpt__x86_pad_code[10] = { 0xFF, 0x15, 0xEC, 0xFF, 0xFF, 0xFF, 0xEB, 0x00, 0xEB, 0xF6 };
+enum { BPT__X86_RECORD_AT = 8, BPT__X86_RECORD_BYTES = 6, BPT__X86_CODE_AT = 14 };   /* pre[]: stub, record, code */
 
 /* Is the padding fresh (24 NOPs) or already ours (registered before)? The
    record bytes may differ: a new registration writes its own. */
 static int bpt__x86_pad_ok(const uint8_t *fn, const uint8_t *want) {
     int i, fresh = 1;
     for (i = 0; i < BPT__PAD_BYTES; i++) fresh &= fn[i - BPT__PAD_BYTES] == 0x90;
-    return fresh || memcmp(fn - BPT__PAD_BYTES + BPT__X86_RECORD_BYTES, want + BPT__X86_RECORD_BYTES,
-                           BPT__PAD_BYTES - BPT__X86_RECORD_BYTES) == 0;
+    return fresh || (memcmp(fn - BPT__PAD_BYTES, want, BPT__X86_RECORD_AT) == 0 &&
+                     memcmp(fn - BPT__PAD_BYTES + BPT__X86_CODE_AT, want + BPT__X86_CODE_AT,
+                            BPT__PAD_BYTES - BPT__X86_CODE_AT) == 0);
 }
 
 BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l) {
@@ -462,7 +466,10 @@ BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_
     if (((uintptr_t)site & 63) == 63)
         return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: the entry word crosses a cache line, so it "
                          "cannot be written atomically", name, fnp);
-    memcpy(l->pre + BPT__X86_RECORD_BYTES, &stub, 8);
+    if (stub >> 48)   /* the record's load takes the address's top two bytes for zeros */
+        return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: bptrace's entry stub lies at %p, above 2^48, where "
+                         "the padding's layout needs it below", name, fnp, (void *)stub);
+    memcpy(l->pre, &stub, 8);
     memcpy(l->pre + BPT__X86_CODE_AT, bpt__x86_pad_code, sizeof bpt__x86_pad_code);
     l->pre[BPT__X86_CODE_AT + 7] = (uint8_t)(site + 2 - (fn - 2));   /* jmp fn+2 or fn+6: site+2, from fn-2 */
     if (!bpt__x86_pad_ok(fn, l->pre))
@@ -508,7 +515,7 @@ BPT__PRIVATE uint8_t *bpt__arch_tramp_init(uint8_t *block, uintptr_t target) {
     return fn;
 }
 
-/* Where the record goes in the padding: its low 6 bytes at fn-24. Returns 0,
+/* Where the record goes in the padding: its low 6 bytes at fn-16. Returns 0,
    or BPT_ENOTPATCHABLE when it lies above 2^48 (a BPT_MALLOC that maps
    there, with 5-level paging). */
 BPT__PRIVATE int bpt__arch_put_record(uint8_t *pre, const bpt_func *f) {
@@ -516,13 +523,13 @@ BPT__PRIVATE int bpt__arch_put_record(uint8_t *pre, const bpt_func *f) {
     if (p >> 48)
         return bpt__fail(BPT_ENOTPATCHABLE, "%s:%s: its record at %p lies above 2^48; the entry padding holds "
                          "48 bits of it", f->module, f->name, (const void *)f);
-    memcpy(pre, &p, BPT__X86_RECORD_BYTES);   /* little-endian: the low bytes */
+    memcpy(pre + BPT__X86_RECORD_AT, &p, BPT__X86_RECORD_BYTES);   /* little-endian: the low bytes */
     return 0;
 }
 
 BPT__PRIVATE const bpt_func *bpt__arch_padding_record(const void *fn) {
     uintptr_t p = 0;
-    memcpy(&p, (const uint8_t *)fn - BPT__PAD_BYTES, BPT__X86_RECORD_BYTES);
+    memcpy(&p, (const uint8_t *)fn - BPT__PAD_BYTES + BPT__X86_RECORD_AT, BPT__X86_RECORD_BYTES);
     return (const bpt_func *)p;
 }
 

@@ -50,7 +50,7 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
 
 #if defined(BPT_NATIVE)
 #  if defined(__x86_64__)
-#    define BPT__PAD_BYTES 24      /* fn-24: the record, the stub's address, call/jmp/jmp */
+#    define BPT__PAD_BYTES 24      /* fn-24: the stub's address, the record, call/jmp/jmp */
 extern __attribute__((visibility("hidden"))) char bpt__x86_64_return_trampoline[];
 #    define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__x86_64_return_trampoline)
 #    define BPT__TRAMP_ENTRY (-10)   /* straight to the padding's call: no jump to take first */
