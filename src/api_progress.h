@@ -55,13 +55,15 @@ BPT_API void bpt_thread_progress_unpin(void);
 BPT_API int bpt_thread_progress_wait(void);
 
 /* bpt_thread_progress_wait_sync_core: as bpt_thread_progress_wait, and in
-   addition every running thread of the process has serialized its
+   addition every thread of the process that runs has serialized its
    instruction stream, so that every thread executes code written before the
    call. Use after writing code. Where the kernel has membarrier
-   PRIVATE_EXPEDITED_SYNC_CORE, one such call (one round of IPIs) is both
-   the serialization and the wait's heavy barrier; elsewhere each thread
-   with a record gets a signal (BPT_SYNC_CORE_SIGNAL), whose return
-   serializes it.
+   PRIVATE_EXPEDITED_SYNC_CORE, one such call serializes every running
+   thread and is also the wait's first heavy barrier [B1] (a thread that is
+   not running serializes on its way back to user space); elsewhere, or
+   when that call fails, each thread that has a thread progress record
+   (one that ever pinned) gets a signal (BPT_SYNC_CORE_SIGNAL), whose
+   return serializes it, and a thread without one never ran a breakpoint.
 
    Parameters     none
    Returns        0, or a BPT_E* code

@@ -453,7 +453,8 @@ static int bpt__progress_wait(int sync_core) {
     /* [B1] pairs with the pin's light barrier. A wait that serializes the
        instruction streams makes it with membarrier SYNC_CORE, which is also
        the full barrier on every running thread that PRIVATE_EXPEDITED is
-       (membarrier(2)): one round of IPIs, where a heavy barrier here and
+       (membarrier(2)): one round of IPIs for [B1] and the serialization
+       (a sleep's announcement [B2] makes its own), where a heavy barrier here and
        SYNC_CORE after the records' wait took two, each about 14 us on a
        KVM guest with one other thread running (twice a step 6 or 10 of
        the protocol). Serializing first serializes no less: the code was
@@ -463,7 +464,13 @@ static int bpt__progress_wait(int sync_core) {
     sync_by_ipi = sync_core && bpt__load_relaxed_u32(&bpt__progress.sync_core);
     if (sync_by_ipi) {
         bpt__fence_seq_cst();
-        bpt__membarrier(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE);   /* [B1] */
+        /* A refused call (ENOMEM for the kernel's CPU mask, a seccomp rule
+           added since init) gave neither: [B1] by the heavy barrier, and
+           the streams by the signals (found by review). */
+        if (bpt__membarrier(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) != 0) {   /* [B1] */
+            sync_by_ipi = 0;
+            bpt__heavy_barrier();
+        }
     } else {
         bpt__heavy_barrier();                   /* [B1] */
     }
