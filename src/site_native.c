@@ -537,8 +537,9 @@ static int bpt__site_expected(bpt_func *f, int install, uint64_t now) {
    (the others are written).
    In passes, each over the records it needs (>>working set in bp.c):
    W1. One pass over fs: keep the sites to write in fs[0..m), checking
-       each code and VM site as it goes (a check only reads: no page need
-       be open for it) and noting its code page; slots are kept unchecked.
+       each code and VM site as it goes (a check only reads, and code
+       pages are readable: no page need be open for it) and noting its
+       code page; slots are kept unchecked.
    Then the code pages and the slots' pages are made writable.
    W1s. Only where slots were kept: swap each (its check and its write are
        one compare-and-swap), compacting fs[0..k).
@@ -555,7 +556,7 @@ static int bpt__site_expected(bpt_func *f, int install, uint64_t now) {
    site's stores (its word, its record's line) stood between the loads of
    the next site and record, which waited on them; grouped, the stores
    overlap and so do the loads (switching them off took step 9 0.63 ms
-   with one loop and 0.45 with the passes, one worker). */
+   with one loop and 0.45 with the first passes, one worker, 1613a23). */
 BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, bpt__sites_batch *sb, int *written) {
     int i, m = 0, k, slots = 0, rc = 0;
     *written = 0;

@@ -17,6 +17,12 @@
      word returns; bpt_unregister_module refuses such a function too
      (BPT_EBUSY; it forgot it, its entry left running the stub for good
      and refusing a new registration: found by review);
+   - a refused uninstall leaves the word with no breakpoint of its session
+     behind it; once another session traces the function, that session's
+     switch-off again must keep the word for the other one (step 9 may skip
+     the list walk only where no other session's breakpoint is on it: a
+     mutant that skipped it wherever its own breakpoint was gone passed
+     every other test, found by review);
    - the pattern memory after such a change, which committed the settings
      everywhere else: a function registered after an ON that said
      BPT_ENOTPATCHABLE is traced, and one registered after such an OFF is
@@ -86,6 +92,29 @@ static int counted(bpt_session s, bpt_func *fn, const bpt_vm_word *word) {
     CHECK(!!(in.flags & BPT_COUNT) == (*word == BP), "the word says what the flags say (0x%x, %#lx)", in.flags,
           (unsigned long)*word);
     return (in.flags & BPT_COUNT) != 0;
+}
+
+/* The word a refused uninstall left, then another session on the function. */
+static void left_word_then_other_session(void) {
+    static bpt_vm_word lw[1] = { 0x300 };
+    bpt_func *f;
+    bpt_session s1, s2;
+    CHECK_RC(bpt_register_vm(&lw[0], BP, "lw", "f", 0, NULL, &f), 0);
+    CHECK_RC(bpt_session_create(NULL, &s1), 0);
+    CHECK_RC(bpt_session_create(NULL, &s2), 0);
+    CHECK_RC(bpt_trace_pattern(s1, "lw:f/0", BPT_COUNT, NULL), 1);
+    lw[0] = FOREIGN;
+    CHECK_RC(bpt_trace_pattern(s1, "lw:f/0", BPT_COUNT | BPT_OFF, NULL), BPT_ENOTPATCHABLE);
+    lw[0] = BP;   /* the word back: installed, and no breakpoint of s1's behind it */
+    CHECK_RC(bpt_trace_pattern(s2, "lw:f/0", BPT_COUNT, NULL), 1);
+    CHECK_RC(bpt_trace_pattern(s1, "lw:f/0", BPT_COUNT | BPT_OFF, NULL), 1);   /* nothing of s1's left on f */
+    CHECK(lw[0] == BP, "s1's switch-off kept the word s2 traces by: %#lx", (unsigned long)lw[0]);
+    CHECK(counted(s2, f, &lw[0]), "s2 still counts f");
+    CHECK_RC(bpt_trace_pattern(s2, "lw:f/0", BPT_COUNT | BPT_OFF, NULL), 1);
+    CHECK(lw[0] == 0x300, "the original word is back: %#lx", (unsigned long)lw[0]);
+    CHECK_RC(bpt_unregister(f), 0);
+    CHECK_RC(bpt_session_destroy(s1), 0);
+    CHECK_RC(bpt_session_destroy(s2), 0);
 }
 
 static void pattern_memory(void) {
@@ -208,6 +237,7 @@ static void native_sites(void) {
 
 int main(void) {
     vm_sites();
+    left_word_then_other_session();
     pattern_memory();
 #if defined(BPT_NATIVE)
     native_sites();

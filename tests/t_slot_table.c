@@ -23,12 +23,18 @@
      and the session's other function is switched off with it. Found by
      review: the switch-off refused too, and destroy then freed a session
      still linked on its functions (a use after free at their next hit);
+   - one change over a native entry, a slot and a VM word: each is written
+     and counted, and each gets its word back (the site writer checks code
+     and VM sites in one pass and swaps slots in another: a writer whose
+     slot pass dropped the native entries passed every other test, found
+     by review);
    - refusals: NULL, misaligned, outside any mapping, a shared mapping, a
      slot holding data, a slot in code, twice; and BPT_ENOTSUP where there
      are no native sites (tcc). */
 #define BPTRACE_IMPLEMENTATION
 #include "../bptrace.h"
 #include "check.h"
+#include "native_fixture.h"
 #include <string.h>
 
 typedef long (*system_fn)(long, long);
@@ -128,6 +134,46 @@ static uint64_t count_of(bpt_session s, bpt_func *f) {
     CHECK_RC(bpt_trace_info(s, f, BPT_INFO_COUNT, &info), 0);
     return info.count;
 }
+
+#if defined(BPT_NATIVE)
+/* One change over the three kinds of site. */
+BPT_TRACEABLE long mixed_entry(long a) { return a + 1; }
+static long (*volatile mixed_entry_ptr)(long) = mixed_entry;   /* called as the program would */
+static system_fn systems_mix[1] = { render };
+static system_fn *volatile table_mix = systems_mix;
+__attribute__((noinline)) static void mixed_change(void) {
+    static bpt_vm_word vm_word = 0x700;
+    unsigned char entry[6], now[6];
+    bpt_func *fn, *fs, *fv;
+    bpt_session s;
+    int i;
+    long r = 0;
+    code_bytes((const void *)mixed_entry, entry, 6);
+    entry_as_registered(entry);
+    fn = native_reg((void *)mixed_entry, "mix", "entry", 1);
+    CHECK_RC(bpt_register_slot((void **)(void *)&systems_mix[0], "mix", "render", 2, &fs), 0);
+    CHECK_RC(bpt_register_vm(&vm_word, 0xB0B0, "mix", "vm", 0, NULL, &fv), 0);
+    CHECK_RC(bpt_session_create(NULL, &s), 0);
+    CHECK_RC(bpt_trace_pattern(s, "mix:_/_", BPT_COUNT, NULL), 3);
+    CHECK(fn && fn->installed && fs->installed && fv->installed && systems_mix[0] != render && vm_word == 0xB0B0,
+          "one change installed all three (entry %d, slot %d, vm %d)", fn ? fn->installed : -1, fs->installed,
+          fv->installed);
+    for (i = 0; i < 3; i++) r += mixed_entry_ptr(i);
+    for (i = 0; i < 2; i++) r += LOAD_SLOT(&table_mix[0])(5, i);
+    CHECK(r == 6 + 9, "the calls returned right (%ld)", r);
+    if (fn) CHECK(count_of(s, fn) == 3, "the entry counted %llu of 3", (unsigned long long)count_of(s, fn));
+    CHECK(count_of(s, fs) == 2, "the slot counted %llu of 2", (unsigned long long)count_of(s, fs));
+    CHECK_RC(bpt_trace_pattern(s, "mix:_/_", BPT_OFF, NULL), 3);
+    code_bytes((const void *)mixed_entry, now, 6);
+    CHECK(memcmp(entry, now, 6) == 0 && systems_mix[0] == render && vm_word == 0x700,
+          "one change gave each its word back (entry %s, slot %s, vm %#lx)", memcmp(entry, now, 6) ? "not" : "yes",
+          systems_mix[0] == render ? "yes" : "not", (unsigned long)vm_word);
+    CHECK_RC(bpt_session_destroy(s), 0);
+    if (fn) CHECK_RC(bpt_unregister(fn), 0);
+    CHECK_RC(bpt_unregister(fs), 0);
+    CHECK_RC(bpt_unregister(fv), 0);
+}
+#endif
 
 /* Four threads calling through both tables while the trace flips. */
 static int stop_callers;                      /* atomic */
@@ -343,6 +389,7 @@ int main(void) {
     CHECK_RC(bpt_register_slot((void **)(void *)&systems[0], "engine", "physics", 2, &dup), 0);
     CHECK(dup == f_rw, "the retired record is reused");
     CHECK_RC(bpt_unregister(dup), 0);
+    mixed_change();
     printf("sum %ld\n", sum);
     return CHECK_DONE();
 }
