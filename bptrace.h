@@ -413,13 +413,15 @@ BPT_API void bpt_thread_progress_unpin(void);
 BPT_API int bpt_thread_progress_wait(void);
 
 /* bpt_thread_progress_wait_sync_core: as bpt_thread_progress_wait, and in
-   addition every running thread of the process has serialized its
+   addition every thread of the process that runs has serialized its
    instruction stream, so that every thread executes code written before the
    call. Use after writing code. Where the kernel has membarrier
-   PRIVATE_EXPEDITED_SYNC_CORE, one such call (one round of IPIs) is both
-   the serialization and the wait's heavy barrier; elsewhere each thread
-   with a record gets a signal (BPT_SYNC_CORE_SIGNAL), whose return
-   serializes it.
+   PRIVATE_EXPEDITED_SYNC_CORE, one such call serializes every running
+   thread and is also the wait's first heavy barrier [B1] (a thread that is
+   not running serializes on its way back to user space); elsewhere, or
+   when that call fails, each thread that has a thread progress record
+   (one that ever pinned) gets a signal (BPT_SYNC_CORE_SIGNAL), whose
+   return serializes it, and a thread without one never ran a breakpoint.
 
    Parameters     none
    Returns        0, or a BPT_E* code
@@ -2934,6 +2936,15 @@ BPT_API int bpt_control_address(char *buf, size_t size);
 #  define BPT__LIKELY(x) (x)
 #  define BPT__UNLIKELY(x) (x)
 #endif
+/* A hint for the set path's passes over many records (>>working set in
+   bp.c): start fetching the line at p, which a later iteration reads or
+   writes. No fault, and no behaviour: a compiler without the builtin
+   (tcc) drops it. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__)
+#  define BPT__PREFETCH(p) __builtin_prefetch((const void *)(p), 1)
+#else
+#  define BPT__PREFETCH(p) ((void)0)
+#endif
 /* >>trap: stop the process where a state cannot be represented (a pin
    nested past its count's bits), in every build: an assert would let
    NDEBUG run on and corrupt the state. On gcc and clang it is one trap
@@ -4292,7 +4303,7 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
 
 #if defined(BPT_NATIVE)
 #  if defined(__x86_64__)
-#    define BPT__PAD_BYTES 24      /* fn-24: the record, the stub's address, call/jmp/jmp */
+#    define BPT__PAD_BYTES 24      /* fn-24: the stub's address, the record, call/jmp/jmp */
 extern __attribute__((visibility("hidden"))) char bpt__x86_64_return_trampoline[];
 #    define BPT__RETURN_TRAMPOLINE ((uintptr_t)bpt__x86_64_return_trampoline)
 #    define BPT__TRAMP_ENTRY (-10)   /* straight to the padding's call: no jump to take first */
@@ -4966,7 +4977,8 @@ static int bpt__progress_wait(int sync_core) {
     /* [B1] pairs with the pin's light barrier. A wait that serializes the
        instruction streams makes it with membarrier SYNC_CORE, which is also
        the full barrier on every running thread that PRIVATE_EXPEDITED is
-       (membarrier(2)): one round of IPIs, where a heavy barrier here and
+       (membarrier(2)): one round of IPIs for [B1] and the serialization
+       (a sleep's announcement [B2] makes its own), where a heavy barrier here and
        SYNC_CORE after the records' wait took two, each about 14 us on a
        KVM guest with one other thread running (twice a step 6 or 10 of
        the protocol). Serializing first serializes no less: the code was
@@ -4976,7 +4988,13 @@ static int bpt__progress_wait(int sync_core) {
     sync_by_ipi = sync_core && bpt__load_relaxed_u32(&bpt__progress.sync_core);
     if (sync_by_ipi) {
         bpt__fence_seq_cst();
-        bpt__membarrier(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE);   /* [B1] */
+        /* A refused call (ENOMEM for the kernel's CPU mask, a seccomp rule
+           added since init) gave neither: [B1] by the heavy barrier, and
+           the streams by the signals (found by review). */
+        if (bpt__membarrier(BPT__MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE) != 0) {   /* [B1] */
+            sync_by_ipi = 0;
+            bpt__heavy_barrier();
+        }
     } else {
         bpt__heavy_barrier();                   /* [B1] */
     }
@@ -7340,9 +7358,9 @@ BPT__PRIVATE void bpt__pattern_entry_free(bpt__pattern_entry *e) {
    (>>renop); afterwards only the 2-byte entry word ever changes. Both
    entries share the padding; only the resume jump's displacement differs:
 
-   fn-24  bpt_func *, its low 6 bytes (a user-space address fits in 48 bits)
-   fn-18  &bpt__x86_64_stub (8 bytes)
-   fn-10  FF 15 F2 FF FF FF  call *[fn-18]       the stub returns to fn-4
+   fn-24  &bpt__x86_64_stub (8 bytes; its top two, fn-18 and fn-17, are 0)
+   fn-16  bpt_func *, its low 6 bytes (a user-space address fits in 48 bits)
+   fn-10  FF 15 EC FF FF FF  call *[fn-24]       the stub returns to fn-4
    fn-4   EB 04 | EB 08      jmp fn+2 | fn+6     on to the word after the site
    fn-2   EB F6              jmp fn-10           the bounce the site jumps to
 
@@ -7363,6 +7381,11 @@ BPT__PRIVATE void bpt__pattern_entry_free(bpt__pattern_entry *e) {
      instruction. A stub that rewrote its return slot to skip ahead instead
      mispredicted every hit: 6.5 ns a call more on the AMD EPYC of
      PERFORMANCE.md (bench/ret_predict.c, `make bench` section 1).
+   - The stub finds the record with one 8-byte load from fn-18 and one
+     shift: the stub's address above it gives the load its two zero bytes.
+     The record first and the stub's address after it (until 2026-12-01)
+     took a shift each way to clear the address's two low bytes: one
+     instruction more in every hit (callgrind: bench/overhead.c).
    - The 2-byte store is atomic as long as it stays within one cache line
      (Intel SDM vol. 3, 9.1.1), which registration checks. The indirect call
      reaches the stub from any distance, and the stub finds the record at a
@@ -7423,9 +7446,8 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
 #  define BPT__X86_XMM_AFTER_COUNT ""
 #  define BPT__X86_XMM_FOR_ENTRY BPT__X86_SAVE_XMM
 #endif
-#define BPT__X86_RECORD_TO_RDI   /* fn-24: the record's 6 bytes, 2 of the stub's above */ \
-    "    movq -20(%r11), %rdi\n" \
-    "    shlq $16, %rdi\n" \
+#define BPT__X86_RECORD_TO_RDI   /* fn-18: the stub's top 2 bytes (0), then the record's 6 */ \
+    "    movq -14(%r11), %rdi\n" \
     "    shrq $16, %rdi\n"
 #if defined(BPT__COUNT_KEEPS_REGS)
 /* >>count route: the count path's common case in the stub itself, steps
@@ -7434,7 +7456,7 @@ typedef char bpt__path_hint_at_0[offsetof(struct bpt_func, path_hint) == 0 ? 1 :
    fence (membarrier is registered); the active generation counts and no
    return-traced frame is open; the counter page is mapped. Then pin, add
    one to the thread's counter, unpin and return to fn-4, with rax and rdi
-   saved and r11 used, and no call: a counted call runs 37 instructions in
+   saved and r11 used, and no call: a counted call runs 36 instructions in
    the stub, the hint's dispatch included, where the stub and the C path
    ran 57 (its save of 3 registers, the call, its checks of cases that are
    rare here; callgrind). Anything else goes to the C path with nothing
@@ -7566,8 +7588,7 @@ typedef char bpt__x86_route_progress[offsetof(struct bpt__progress_state, pin_wo
    The full path gets what the short path said in r11d. */
 #  define BPT__X86_SHORT_ROUTES \
     "    movq (%rsp), %r11\n"             /* return address = fn-4 */ \
-    "    movq -20(%r11), %r11\n"          /* fn-24: the record's 6 bytes, 2 of the stub's above */ \
-    "    shlq $16, %r11\n" \
+    "    movq -14(%r11), %r11\n"          /* fn-18: the stub's top 2 bytes (0), then the record's 6 */ \
     "    shrq $16, %r11\n" \
     "    cmpl $" BPT__STR(BPT__HINT_COUNT) ", (%r11)\n"   /* the record's path_hint, at its offset 0 */ \
     "    jne 6f\n" \
@@ -7770,16 +7791,17 @@ static const uint8_t bpt__endbr64[4] = { 0xF3, 0x0F, 0x1E, 0xFA };
 
 /* The padding's code from fn-10: the call, the resume jump (its
    displacement set per entry) and the bounce. */
-static const uint8_t bpt__x86_pad_code[10] = { 0xFF, 0x15, 0xF2, 0xFF, 0xFF, 0xFF, 0xEB, 0x00, 0xEB, 0xF6 };
-enum { BPT__X86_RECORD_BYTES = 6, BPT__X86_CODE_AT = 14 };   /* pre[]: record, stub, code */
+static const uint8_t bpt__x86_pad_code[10] = { 0xFF, 0x15, 0xEC, 0xFF, 0xFF, 0xFF, 0xEB, 0x00, 0xEB, 0xF6 };
+enum { BPT__X86_RECORD_AT = 8, BPT__X86_RECORD_BYTES = 6, BPT__X86_CODE_AT = 14 };   /* pre[]: stub, record, code */
 
 /* Is the padding fresh (24 NOPs) or already ours (registered before)? The
    record bytes may differ: a new registration writes its own. */
 static int bpt__x86_pad_ok(const uint8_t *fn, const uint8_t *want) {
     int i, fresh = 1;
     for (i = 0; i < BPT__PAD_BYTES; i++) fresh &= fn[i - BPT__PAD_BYTES] == 0x90;
-    return fresh || memcmp(fn - BPT__PAD_BYTES + BPT__X86_RECORD_BYTES, want + BPT__X86_RECORD_BYTES,
-                           BPT__PAD_BYTES - BPT__X86_RECORD_BYTES) == 0;
+    return fresh || (memcmp(fn - BPT__PAD_BYTES, want, BPT__X86_RECORD_AT) == 0 &&
+                     memcmp(fn - BPT__PAD_BYTES + BPT__X86_CODE_AT, want + BPT__X86_CODE_AT,
+                            BPT__PAD_BYTES - BPT__X86_CODE_AT) == 0);
 }
 
 BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_layout *l) {
@@ -7794,7 +7816,10 @@ BPT__PRIVATE int bpt__arch_entry_layout(void *fnp, const char *name, bpt__entry_
     if (((uintptr_t)site & 63) == 63)
         return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: the entry word crosses a cache line, so it "
                          "cannot be written atomically", name, fnp);
-    memcpy(l->pre + BPT__X86_RECORD_BYTES, &stub, 8);
+    if (stub >> 48)   /* the record's load takes the address's top two bytes for zeros */
+        return bpt__fail(BPT_ENOTPATCHABLE, "%s at %p: bptrace's entry stub lies at %p, above 2^48, where "
+                         "the padding's layout needs it below", name, fnp, (void *)stub);
+    memcpy(l->pre, &stub, 8);
     memcpy(l->pre + BPT__X86_CODE_AT, bpt__x86_pad_code, sizeof bpt__x86_pad_code);
     l->pre[BPT__X86_CODE_AT + 7] = (uint8_t)(site + 2 - (fn - 2));   /* jmp fn+2 or fn+6: site+2, from fn-2 */
     if (!bpt__x86_pad_ok(fn, l->pre))
@@ -7840,7 +7865,7 @@ BPT__PRIVATE uint8_t *bpt__arch_tramp_init(uint8_t *block, uintptr_t target) {
     return fn;
 }
 
-/* Where the record goes in the padding: its low 6 bytes at fn-24. Returns 0,
+/* Where the record goes in the padding: its low 6 bytes at fn-16. Returns 0,
    or BPT_ENOTPATCHABLE when it lies above 2^48 (a BPT_MALLOC that maps
    there, with 5-level paging). */
 BPT__PRIVATE int bpt__arch_put_record(uint8_t *pre, const bpt_func *f) {
@@ -7848,13 +7873,13 @@ BPT__PRIVATE int bpt__arch_put_record(uint8_t *pre, const bpt_func *f) {
     if (p >> 48)
         return bpt__fail(BPT_ENOTPATCHABLE, "%s:%s: its record at %p lies above 2^48; the entry padding holds "
                          "48 bits of it", f->module, f->name, (const void *)f);
-    memcpy(pre, &p, BPT__X86_RECORD_BYTES);   /* little-endian: the low bytes */
+    memcpy(pre + BPT__X86_RECORD_AT, &p, BPT__X86_RECORD_BYTES);   /* little-endian: the low bytes */
     return 0;
 }
 
 BPT__PRIVATE const bpt_func *bpt__arch_padding_record(const void *fn) {
     uintptr_t p = 0;
-    memcpy(&p, (const uint8_t *)fn - BPT__PAD_BYTES, BPT__X86_RECORD_BYTES);
+    memcpy(&p, (const uint8_t *)fn - BPT__PAD_BYTES + BPT__X86_RECORD_AT, BPT__X86_RECORD_BYTES);
     return (const bpt_func *)p;
 }
 
@@ -11733,6 +11758,40 @@ static void bpt__slot_pages_close(bpt__slot_pages *d) {
 }
 #endif
 
+/* Does site f, which is to be written, hold the word it replaces (W1 and
+   W1s below)? `now` is what it holds. Else says why in bpt_last_error and
+   returns 0, having switched a slot off where nothing is lost by it. */
+static int bpt__site_expected(bpt_func *f, int install, uint64_t now) {
+    uint64_t w = install ? f->bp_word : f->orig_word, expect = install ? f->orig_word : f->bp_word;
+    int forget;
+    if (now == expect) return 1;
+    if (f->slot_prot && !install && now == w) {
+        /* A slot switched back behind bptrace's back (slots.c, SL3): off
+           already, and the calls since went untraced. Said. */
+        bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its slot %p already held its target again: the dynamic linker "
+                  "binding it lazily, or the program, wrote it while traced, and the calls through it since "
+                  "were not traced", f->module, f->name, f->arity, f->site);
+        f->installed = 0;
+        return 0;
+    }
+    /* A slot switched off that no longer leads to its trampoline (the
+       program stored another function there, or its module was unloaded
+       and another mapped at the address) is off: nothing is lost if a call
+       still reaches the trampoline, which stays, as its record does
+       (slots.c, SL2), and runs it untraced. Else it could never be switched
+       off, nor unregistered (found by review; t_slot_swap). A code site is
+       left installed: its word may still be in place beside the foreign
+       one. */
+    forget = f->slot_prot && !install;
+    bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its site %p holds 0x%llx where bptrace expects 0x%llx: something "
+              "else changed it (a debugger's breakpoint, another patcher%s); left alone%s", f->module, f->name,
+              f->arity, f->site, (unsigned long long)now, (unsigned long long)expect,
+              f->slot_prot ? ", the program itself, or the dynamic linker binding it lazily" : "",
+              forget ? ", and its breakpoint is off" : "");
+    if (forget) f->installed = 0;
+    return 0;
+}
+
 /* Write the breakpoint word (install) or the original (uninstall) into
    every site of fs[0..n) that needs it: one batch (sb, prepared for these
    sites), each code page and each read-only slot page opened once. Before
@@ -11746,88 +11805,91 @@ static void bpt__slot_pages_close(bpt__slot_pages *d) {
    no SYNC_CORE. Returns 0; BPT_EPERM (mprotect refused) with nothing
    written; or BPT_ENOTPATCHABLE when some site held an unexpected word
    (the others are written).
-   In three passes: W1 checks every site (and swaps a slot, whose check
-   and write are one compare-and-swap), W2 stores the code and VM words
-   (on aarch64 each with its cache maintenance), W3 marks the records
-   installed. While a thread runs the functions being switched off, it
-   reads their records' first line at every call. With one loop, each
+   In passes, each over the records it needs (>>working set in bp.c):
+   W1. One pass over fs: keep the sites to write in fs[0..m), checking
+       each code and VM site as it goes (a check only reads, and code
+       pages are readable: no page need be open for it) and noting its
+       code page; slots are kept unchecked.
+   Then the code pages and the slots' pages are made writable.
+   W1s. Only where slots were kept: swap each (its check and its write are
+       one compare-and-swap), compacting fs[0..k).
+   W2. Store the code and VM words (on aarch64 each with its cache
+       maintenance).
+   W3. Mark the records installed.
+   Before, a pass noted the pages and another opened the slots' pages
+   before the checks: three reads of 10,000 records' first lines where one
+   does (step 5 or 9 of a change over 10,000 counted functions: 0.19 and
+   0.19 ms instead of 0.21 and 0.21, bench/pattern_scale.c steps, no
+   worker; step 5 0.29 instead of 0.32 with one). Stores are grouped apart
+   from loads: while a thread runs the functions being switched off, it
+   reads their records' first line at every call, and with one loop each
    site's stores (its word, its record's line) stood between the loads of
    the next site and record, which waited on them; grouped, the stores
-   overlap and so do the loads. Switching 10,000 counted functions off
-   took step 9 0.63 ms with one loop and 0.45 with the three passes
-   (bench/pattern_scale.c steps, one worker), switching them on took step
-   5 0.41 ms and 0.30; without the worker the passes cost 0.05 ms more
-   each (0.20 and 0.14 ms before, 0.25 and 0.19 after). */
+   overlap and so do the loads (switching them off took step 9 0.63 ms
+   with one loop and 0.45 with the first passes, one worker, 1613a23). */
 BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_code, bpt__sites_batch *sb, int *written) {
-    int i, k = 0, rc = 0;
+    int i, m = 0, k, slots = 0, rc = 0;
     *written = 0;
+    *wrote_code = 0;
+    /* W1. */
+    for (i = 0; i < n; i++) {
+        bpt_func *f = fs[i];
+        if (f->installed == install) continue;
 #if defined(BPT_NATIVE)
-    for (i = 0; i < n; i++)
-        if (fs[i]->kind == BPT__SITE_NATIVE && !fs[i]->slot_prot && fs[i]->installed != install)
-            bpt__batch_add(&sb->code, fs[i]->site, fs[i]->word_size, fs[i]->code_guarded);   /* fits: see bpt__sites_batch_prepare */
+        if (f->slot_prot) {
+            fs[m++] = f;   /* checked and swapped at W1s, once its page is open */
+            slots++;
+            continue;
+        }
+#endif
+        if (!bpt__site_expected(f, install, bpt__site_read(f))) {
+            rc = BPT_ENOTPATCHABLE;
+            continue;
+        }
+#if defined(BPT_NATIVE)
+        if (f->kind == BPT__SITE_NATIVE)   /* fits: see bpt__sites_batch_prepare */
+            bpt__batch_add(&sb->code, f->site, f->word_size, f->code_guarded);
+#endif
+        fs[m++] = f;
+    }
+#if defined(BPT_NATIVE)
     if (sb->code.n && bpt__batch_open(&sb->code, install ? "install breakpoints" : "uninstall breakpoints") < 0) {
         sb->code.n = 0;
         return BPT_EPERM;
     }
-    if (bpt__slot_pages_open(&sb->data, fs, n, install) < 0) {
+    if (slots && bpt__slot_pages_open(&sb->data, fs, m, install) < 0) {
         if (sb->code.n) bpt__batch_reprotect(&sb->code);
         return BPT_EPERM;
     }
-#else
-    (void)sb;
-#endif
-    *wrote_code = 0;
-    /* W1. Check each site; keep those to write in fs[0..k). */
-    for (i = 0; i < n; i++) {
+    /* W1s. */
+    for (i = k = 0; i < m && slots; i++) {
         bpt_func *f = fs[i];
-        uint64_t w = install ? f->bp_word : f->orig_word, expect = install ? f->orig_word : f->bp_word;
-        uint64_t now;
-        if (f->installed == install) continue;
-#if defined(BPT_NATIVE)
-        if (f->slot_prot && f->page_prot == BPT__SLOT_UNMAPPED) {
-            /* Its page is gone (a switch-off only: bpt__slots_prot_refresh):
-               nothing to read or write, and nobody to call through it. Off. */
-            rc = bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its slot %p is no longer mapped (its module unloaded "
-                           "without bpt_unregister_module?): nothing written, its breakpoint is off", f->module,
-                           f->name, f->arity, f->site);
-            if (!install) f->installed = 0;
-            continue;
-        }
-#endif
-        now = bpt__site_read(f);
-#if defined(BPT_NATIVE)
-        if (f->slot_prot && now == expect) (void)bpt__slot_swap(f, expect, w, &now);   /* written, or now != expect */
-#endif
-        if (now != expect && f->slot_prot && !install && now == w) {
-            /* A slot switched back behind bptrace's back (slots.c, SL3):
-               off already, and the calls since went untraced. Said. */
-            rc = bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its slot %p already held its target again: the "
-                           "dynamic linker binding it lazily, or the program, wrote it while traced, and the "
-                           "calls through it since were not traced", f->module, f->name, f->arity, f->site);
-            f->installed = 0;
-            continue;
-        }
-        if (now != expect) {
-            /* A slot switched off that no longer leads to its trampoline
-               (the program stored another function there, or its module was
-               unloaded and another mapped at the address) is off: nothing
-               is lost if a call still reaches the trampoline, which stays,
-               as its record does (slots.c, SL2), and runs it untraced. Else
-               it could never be switched off, nor unregistered (found by
-               review; t_slot_swap). A code site is left installed: its word
-               may still be in place beside the foreign one. */
-            int forget = f->slot_prot && !install;
-            rc = bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its site %p holds 0x%llx where bptrace expects "
-                           "0x%llx: something else changed it (a debugger's breakpoint, another patcher%s); "
-                           "left alone%s", f->module, f->name, f->arity, f->site,
-                           (unsigned long long)now, (unsigned long long)expect,
-                           f->slot_prot ? ", the program itself, or the dynamic linker binding it lazily" : "",
-                           forget ? ", and its breakpoint is off" : "");
-            if (forget) f->installed = 0;
-            continue;
+        uint64_t now, w = install ? f->bp_word : f->orig_word, expect = install ? f->orig_word : f->bp_word;
+        if (f->slot_prot) {
+            if (f->page_prot == BPT__SLOT_UNMAPPED) {
+                /* Its page is gone (a switch-off only: bpt__slots_prot_refresh):
+                   nothing to read or write, and nobody to call through it. Off. */
+                rc = bpt__fail(BPT_ENOTPATCHABLE, "%s:%s/%d: its slot %p is no longer mapped (its module "
+                               "unloaded without bpt_unregister_module?): nothing written, its breakpoint is off",
+                               f->module, f->name, f->arity, f->site);
+                if (!install) f->installed = 0;
+                continue;
+            }
+            now = bpt__site_read(f);
+            if (now == expect) (void)bpt__slot_swap(f, expect, w, &now);   /* written, or now != expect */
+            if (!bpt__site_expected(f, install, now)) {
+                rc = BPT_ENOTPATCHABLE;
+                continue;
+            }
         }
         fs[k++] = f;   /* a slot gets here only swapped: bpt__slot_swap wrote it */
     }
+    if (!slots) k = m;   /* nothing to swap: fs[0..m) stands as W1 left it */
+#else
+    (void)sb;
+    (void)slots;
+    k = m;
+#endif
     /* W2. The words, one store after another. */
     for (i = 0; i < k; i++) {
         bpt_func *f = fs[i];
@@ -13091,7 +13153,12 @@ static void bpt__kinds_discard(void **prepared) {
    breakpoint, and step 9 reads a function's list only where this
    session's breakpoint has no flag left and another session's may. Step 3
    stages a breakpoint and works out its function's shortcut in one
-   pass. */
+   pass. And the passes of steps 2, 3 and 11 ask for the lines of the
+   item BPT__SET_AHEAD places on while they work on this one
+   (BPT__PREFETCH): each item's lines are a few misses that depend on
+   nothing the pass computes, and the processor alone overlaps only
+   those of the next item or two. */
+enum { BPT__SET_AHEAD = 8 };
 
 /* One affected function of a change. */
 typedef struct bpt__change_item {
@@ -13181,7 +13248,9 @@ static int bpt__allocate(bpt__change *c, bpt__session *s, bpt_func **fs, int n, 
     }
     for (i = 0; i < n; i++) {
         bpt__change_item *it = &c->items[c->n];
-        bpt__GenericBp *g = bpt__find_bp(fs[i], s);
+        bpt__GenericBp *g;
+        if (i + BPT__SET_AHEAD < n) BPT__PREFETCH(fs[i + BPT__SET_AHEAD]);   /* its first line: the list head */
+        g = bpt__find_bp(fs[i], s);
         /* Nothing to switch off, unless an earlier uninstall was refused
            (mprotect, or a site holding a foreign word) and left the word
            with no breakpoint behind it: step 9 tries again (g stays NULL). */
@@ -13326,6 +13395,10 @@ static int bpt__stage(bpt__change *c) {
     int i;
     for (i = 0; i < c->n; i++) {
         bpt__change_item *it = &c->items[i];
+        if (i + BPT__SET_AHEAD < c->n) {   /* the breakpoint to stage, the shortcut line to write */
+            BPT__PREFETCH(c->items[i + BPT__SET_AHEAD].g);
+            BPT__PREFETCH(&c->items[i + BPT__SET_AHEAD].f->shortcut[0]);
+        }
         if (it->g) {   /* else only a word to restore (step 2) */
             bpt__kinds_stage(&it->g->data[staging], c->op, it->prepared);
             memset(it->prepared, 0, sizeof it->prepared);   /* owned by the breakpoint now */
@@ -13477,6 +13550,11 @@ static int bpt__consolidate(bpt__change *c) {
         bpt__atomic_ptr *prev = &c->items[i].f->gen_bp;
         bpt__GenericBp *g;
         bpt_func *f = c->items[i].f;
+        if (i + BPT__SET_AHEAD < c->n) {   /* as step 3, and the list head's line */
+            BPT__PREFETCH(c->items[i + BPT__SET_AHEAD].g);
+            BPT__PREFETCH(&c->items[i + BPT__SET_AHEAD].f->shortcut[0]);
+            BPT__PREFETCH(c->items[i + BPT__SET_AHEAD].f);
+        }
         if (f->shortcut[active ^ 1].kind != f->shortcut[active].kind ||
             f->shortcut[active ^ 1].data != f->shortcut[active].data)   /* dir and off follow data */
             f->shortcut[active ^ 1] = f->shortcut[active];   /* only when it differs, as the hint */

@@ -49,7 +49,11 @@ static void *reader(void *arg) {
     return NULL;
 }
 
-static bench_stat waits(int urcu, int readers) {
+/* Grace periods with `readers` busy readers: urcu's, bptrace's plain wait,
+   or (sync_core) bptrace's wait that also serializes every thread's
+   instruction stream, as the protocol's steps 6 and 10 do after code
+   writes: one round of IPIs, as the plain wait's (progress.c). */
+static bench_stat waits(int urcu, int readers, int sync_core) {
     static double v[WAITS];
     pthread_t th[2];
     atomic_store(&running, 1);
@@ -58,7 +62,9 @@ static bench_stat waits(int urcu, int readers) {
     while (atomic_load(&ready) < readers) ;
     for (int i = 0; i < WAITS; i++) {
         uint64_t t0 = bench_now();
-        if (urcu) urcu_memb_synchronize_rcu(); else bpt_thread_progress_wait();
+        if (urcu) urcu_memb_synchronize_rcu();
+        else if (sync_core) bpt_thread_progress_wait_sync_core();
+        else bpt_thread_progress_wait();
         v[i] = (double)(bench_now() - t0) / 1000.0;
     }
     atomic_store(&running, 0);
@@ -82,9 +88,12 @@ int main(void) {
     urcu_memb_unregister_thread();
     for (int readers = 1; readers <= 2; readers++) {
         char what[80];
-        bench_stat bw = waits(0, readers), uw = waits(1, readers);
+        bench_stat bw = waits(0, readers, 0), uw = waits(1, readers, 0), sw = waits(0, readers, 1);
         snprintf(what, sizeof what, "bpt_thread_progress_wait, %d busy reader%s", readers, readers > 1 ? "s" : "");
         bench_row("3", what, bw, "us/wait", "");
+        snprintf(what, sizeof what, "bpt ..._wait_sync_core, %d busy reader%s", readers, readers > 1 ? "s" : "");
+        snprintf(ratio, sizeof ratio, "over the plain wait %.2fx", sw.med / bw.med);
+        bench_row("3", what, sw, "us/wait", ratio);
         snprintf(what, sizeof what, "urcu synchronize_rcu, %d busy reader%s", readers, readers > 1 ? "s" : "");
         snprintf(ratio, sizeof ratio, "bpt/urcu %.2fx", bw.med / uw.med);
         bench_row("3", what, uw, "us/wait", ratio);
