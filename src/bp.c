@@ -74,6 +74,9 @@ BPT__PRIVATE int bpt__permission_seize(const char *who) {
     rec = bpt__thread_self_or_null();
     bpt__block_begin(rec);   /* a managed thread stays offline while it holds the permission */
     pthread_mutex_lock(&bpt__code_mod_permission);
+#if defined(BPT_NATIVE)
+    bpt__arch_prefetch_setup();   /* >>prefetch in port.h: what the passes may ask for */
+#endif
     bpt__own_enter();        /* its calls into libc (mprotect, malloc) are bptrace's own (site_native.c) */
     rec->holds_permission = 1;
     /* [L1] writer, opening: the count goes odd before any change an outside
@@ -175,24 +178,25 @@ static void bpt__kinds_discard(void **prepared) {
    reads a function's record only to write its word or publish a parked
    breakpoint, and step 9 reads a function's list only where this
    session's breakpoint has no flag left and another session's may. Step 3
-   stages a breakpoint and works out its function's shortcut in one
-   pass. And the passes of steps 2, 3 and 11 ask for the lines of the
-   item BPT__SET_AHEAD places on while they work on this one
-   (BPT__PREFETCH): each item's lines are a few misses that depend on
-   nothing the pass computes, and the processor alone overlaps only
-   those of the next item or two. */
-enum { BPT__SET_AHEAD = 8 };
+   links a fresh breakpoint, stages it and works out its function's
+   shortcut in one pass. And the passes of steps 2, 3 and 11, and the
+   writer's W2 and W3 (site_native.c), ask for the lines of the item
+   BPT__SET_AHEAD places on while they work on this one (>>prefetch in
+   port.h: for reading, or for writing where the pass stores): each
+   item's lines are a few misses that depend on nothing the pass
+   computes, and the processor alone overlaps only those of the next
+   item or two. */
 
 /* One affected function of a change. */
 typedef struct bpt__change_item {
     bpt_func *f;
     bpt__GenericBp *g;            /* the session's breakpoint on f */
     void *prepared[BPT__NKINDS];  /* step 2's allocations, taken by step 3 */
-    int fresh;                    /* g was allocated by this change and is not linked yet */
+    int fresh;                    /* g was allocated by step 2 and is not linked yet (step 3 links it) */
     /* What the later steps need to know of the item, noted where it is
        learnt, so that they pass over the items without reading f and g
        (>>working set above). */
-    int parked;                   /* step 2 parked g in the head's to_insert: step 5 publishes it */
+    int parked;                   /* step 3 parked g in the head's to_insert: step 5 publishes it */
     int installs;                 /* step 3: step 5 writes f's breakpoint word */
     uint32_t staged;              /* step 3: g's staged flags, active from step 7 (0 when no g) */
     int alone;                    /* step 2: no other session's breakpoint is on f's list (one
@@ -244,18 +248,14 @@ BPT__PRIVATE int bpt__change_begin(const char *who, uint64_t *t) {
 /* Step 2: allocate. Everything this change needs is allocated before
    anything shared is touched, so running out of memory changes nothing.
    Fresh breakpoints have both generations disabled (flags 0) and the
-   original instruction saved. Then they are linked: the first session on a
-   function writes its list head [G1], which nobody reaches before step 5
-   installs the word (or at once, where an earlier uninstall was refused
-   and left the word in place: a hit then finds both generations' flags 0
-   and does nothing, the store being a release); a later session's
-   breakpoint is parked in the head's to_insert, already pointing at the
-   head, for step 5 to publish.
+   original instruction saved; step 3 links them (bpt__link). The page
+   arrays of steps 5 and 9 are sized by the native sites this pass counts
+   (a pass of their own over 10,000 records' first lines took 27 us).
    Returns 0, BPT_ENOMEM, or a slot's refusal (bpt__sites_batch_prepare),
    with nothing changed. */
 static int bpt__allocate(bpt__change *c, bpt__session *s, bpt_func **fs, int n, const bpt__op *op) {
     unsigned staging = bpt_staging_bp_ix();
-    int i, rc;
+    int i, rc, code = 0, slots = 0;
     memset(c, 0, sizeof *c);
     c->s = s;
     c->op = op;
@@ -265,14 +265,14 @@ static int bpt__allocate(bpt__change *c, bpt__session *s, bpt_func **fs, int n, 
         bpt__change_free(c);
         return bpt__fail(BPT_ENOMEM, "bpt_trace_pattern: no memory for %d changes", n);
     }
-    if ((rc = bpt__sites_batch_prepare(&c->batch, fs, n, !bpt__op_enables(op))) < 0) {   /* with its reason */
-        bpt__change_free(c);
-        return rc;
-    }
     for (i = 0; i < n; i++) {
         bpt__change_item *it = &c->items[c->n];
         bpt__GenericBp *g;
-        if (i + BPT__SET_AHEAD < n) BPT__PREFETCH(fs[i + BPT__SET_AHEAD]);   /* its first line: the list head */
+        if (i + BPT__SET_AHEAD < n) BPT__PREFETCH_R(fs[i + BPT__SET_AHEAD]);   /* its first line: the list head */
+        if (fs[i]->kind == BPT__SITE_NATIVE) {
+            if (fs[i]->slot_prot) slots++;
+            else code++;
+        }
         g = bpt__find_bp(fs[i], s);
         /* Nothing to switch off, unless an earlier uninstall was refused
            (mprotect, or a site holding a foreign word) and left the word
@@ -296,19 +296,9 @@ static int bpt__allocate(bpt__change *c, bpt__session *s, bpt_func **fs, int n, 
         if (bpt__kinds_prepare(op, it->fresh ? NULL : &g->data[staging], it->prepared) < 0) goto enomem;
         c->allocated |= bpt__kinds_prepared_any(it->prepared);
     }
-    for (i = 0; i < c->n; i++) {
-        bpt__change_item *it = &c->items[i];
-        bpt__GenericBp *head;
-        if (!it->fresh) continue;
-        head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&it->f->gen_bp);
-        if (!head) {
-            bpt__store_release_ptr(&it->f->gen_bp, it->g);   /* [G1] */
-        } else {
-            bpt__store_relaxed_ptr(&it->g->next, head);
-            head->to_insert = it->g;
-            it->parked = 1;
-        }
-        it->fresh = 0;   /* linked: freed by steps 11 and 12 if left unused */
+    if ((rc = bpt__sites_batch_prepare(&c->batch, fs, n, code, slots, !bpt__op_enables(op))) < 0) {
+        bpt__change_free(c);   /* with its reason */
+        return rc;
     }
     return 0;
 enomem:
@@ -408,6 +398,30 @@ static void bpt__shortcut_choose(bpt_func *f, unsigned ix) {
     bpt__path_hint_update(f);
 }
 
+/* Step 3, first for a fresh breakpoint: link it. The first session on a
+   function writes its list head [G1], which nobody reaches before step 5
+   installs the word (or at once, where an earlier uninstall was refused
+   and left the word in place: a hit then finds both generations' flags 0
+   and does nothing, the store being a release); a later session's
+   breakpoint is parked in the head's to_insert, already pointing at the
+   head, for step 5 to publish. Linked here, in step 3's pass, not in a
+   pass of step 2's own, as set_function_break in beam_bp.c allocates,
+   links and stages a function's breakpoint at once: that pass read
+   10,000 records' first lines again (55 us). Step 2 has allocated
+   everything by then, and step 3 cannot fail, so nothing is linked that
+   running out of memory would have to unlink. */
+static void bpt__link(bpt__change_item *it) {
+    bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&it->f->gen_bp);
+    if (!head) {
+        bpt__store_release_ptr(&it->f->gen_bp, it->g);   /* [G1] */
+    } else {
+        bpt__store_relaxed_ptr(&it->g->next, head);
+        head->to_insert = it->g;
+        it->parked = 1;
+    }
+    it->fresh = 0;   /* linked: freed by steps 11 and 12 if left unused */
+}
+
 /* Step 3: stage. Only staging generations change; running code reads the
    active ones; a breakpoint to be removed gets flags 0 here. Each item's
    function then gets its shortcut for the staging generation worked out
@@ -418,10 +432,14 @@ static int bpt__stage(bpt__change *c) {
     int i;
     for (i = 0; i < c->n; i++) {
         bpt__change_item *it = &c->items[i];
-        if (i + BPT__SET_AHEAD < c->n) {   /* the breakpoint to stage, the shortcut line to write */
-            BPT__PREFETCH(c->items[i + BPT__SET_AHEAD].g);
-            BPT__PREFETCH(&c->items[i + BPT__SET_AHEAD].f->shortcut[0]);
+        if (i + BPT__SET_AHEAD < c->n) {   /* the breakpoint to stage, the lines to write */
+            const bpt__change_item *ahead = &c->items[i + BPT__SET_AHEAD];
+            BPT__PREFETCH_W(ahead->g);
+            BPT__PREFETCH_W(&ahead->f->shortcut[0]);
+            if (ahead->fresh) BPT__PREFETCH_W(ahead->f);   /* its list head, to link */
+            else BPT__PREFETCH_R(ahead->f);
         }
+        if (it->fresh) bpt__link(it);
         if (it->g) {   /* else only a word to restore (step 2) */
             bpt__kinds_stage(&it->g->data[staging], c->op, it->prepared);
             memset(it->prepared, 0, sizeof it->prepared);   /* owned by the breakpoint now */
@@ -440,7 +458,7 @@ static int bpt__stage(bpt__change *c) {
 }
 
 /* Step 4: wait for thread progress, so that every thread sees the new list
-   heads (step 2) before an instruction word leads it there: a VM's fetch
+   heads (step 3) before an instruction word leads it there: a VM's fetch
    of the word is not an acquire load. Only when step 5 installs. Where a
    native function to install has padding written since the last
    SYNC_CORE wait (registration, bpt__native_prepare), the wait serializes
@@ -476,7 +494,7 @@ static int bpt__install(bpt__change *c) {
     int i, nsites = 0, published = 0, written, rc;
     for (i = 0; i < c->n; i++) {
         bpt_func *f = c->items[i].f;
-        if (c->items[i].parked) {   /* only step 2 parks, and only step 5 publishes */
+        if (c->items[i].parked) {   /* only step 3 parks, and only step 5 publishes */
             bpt__GenericBp *head = (bpt__GenericBp *)bpt__load_relaxed_ptr(&f->gen_bp);
             bpt__store_release_ptr(&f->gen_bp, head->to_insert);   /* [G1] */
             head->to_insert = NULL;
@@ -574,9 +592,9 @@ static int bpt__consolidate(bpt__change *c) {
         bpt__GenericBp *g;
         bpt_func *f = c->items[i].f;
         if (i + BPT__SET_AHEAD < c->n) {   /* as step 3, and the list head's line */
-            BPT__PREFETCH(c->items[i + BPT__SET_AHEAD].g);
-            BPT__PREFETCH(&c->items[i + BPT__SET_AHEAD].f->shortcut[0]);
-            BPT__PREFETCH(c->items[i + BPT__SET_AHEAD].f);
+            BPT__PREFETCH_W(c->items[i + BPT__SET_AHEAD].g);
+            BPT__PREFETCH_W(&c->items[i + BPT__SET_AHEAD].f->shortcut[0]);
+            BPT__PREFETCH_R(c->items[i + BPT__SET_AHEAD].f);
         }
         if (f->shortcut[active ^ 1].kind != f->shortcut[active].kind ||
             f->shortcut[active ^ 1].data != f->shortcut[active].data)   /* dir and off follow data */

@@ -296,6 +296,10 @@ BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len) {
     __builtin___clear_cache((char *)start, (char *)start + len);
 }
 
+/* >>prefetch (port.h) for writing: prfm pstl1keep, in every ARMv8-A. */
+BPT__PRIVATE void bpt__arch_prefetch_setup(void) {}
+BPT__PRIVATE void bpt__arch_prefetch_w(const void *p) { __builtin_prefetch(p, 1); }
+
 /* A guarded control stack (prctl PR_GET_SHADOW_STACK_STATUS, Linux 6.13)
    would fault on return trace's swapped return address. The entry stub
    returns where its blr came from, which a GCS accepts, but no machine here

@@ -382,19 +382,15 @@ BPT__PRIVATE void bpt__own_leave(void) {}
    for every native site of the change (a site's word never crosses a
    page: it stays within a cache line, or is an aligned pointer), so that
    steps 5 and 9 allocate nothing: running out of memory must happen before
-   anything changes. Slots' protections are read again here (slots.c;
-   switch_off: the change switches nothing on, and forgets a slot whose
-   page is gone). Returns 0, BPT_ENOMEM, or a slot's refusal (BPT_EINVAL:
-   no longer mapped; BPT_ENOTSUP: no /proc/self/maps), with nothing
-   changed. */
-BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n, int switch_off) {
-    int i, code = 0, slots = 0;
+   anything changes. code and slots count fs[0..n)'s native code sites
+   and slots (step 2 counts them in its pass). Slots' protections are read
+   again here (slots.c; switch_off: the change switches nothing on, and
+   forgets a slot whose page is gone). Returns 0, BPT_ENOMEM, or a slot's
+   refusal (BPT_EINVAL: no longer mapped; BPT_ENOTSUP: no
+   /proc/self/maps), with nothing changed. */
+BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n, int code, int slots,
+                                          int switch_off) {
     memset(sb, 0, sizeof *sb);
-    for (i = 0; i < n; i++)
-        if (fs[i]->kind == BPT__SITE_NATIVE) {
-            if (fs[i]->slot_prot) slots++;
-            else code++;
-        }
 #if defined(BPT_NATIVE)
     if (slots) {
         int rc = bpt__slots_prot_refresh(fs, n, switch_off);   /* their pages as they are now (slots.c) */
@@ -410,7 +406,7 @@ BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, i
     }
     sb->data.cap = slots;
 #else
-    (void)code; (void)slots; (void)switch_off;
+    (void)fs; (void)n; (void)code; (void)slots; (void)switch_off;
 #endif
     return 0;
 }
@@ -620,9 +616,11 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
     (void)slots;
     k = m;
 #endif
-    /* W2. The words, one store after another. */
+    /* W2. The words, one store after another, each line asked for
+       BPT__SET_AHEAD sites before (>>prefetch in port.h). */
     for (i = 0; i < k; i++) {
         bpt_func *f = fs[i];
+        if (i + BPT__SET_AHEAD < k) BPT__PREFETCH_W(fs[i + BPT__SET_AHEAD]->site);
         if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, install ? f->bp_word : f->orig_word);
 #if defined(BPT_NATIVE)
         else if (!f->slot_prot) {
@@ -631,8 +629,11 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
         }
 #endif
     }
-    /* W3. Then the records. */
-    for (i = 0; i < k; i++) fs[i]->installed = install;
+    /* W3. Then the records, the same way. */
+    for (i = 0; i < k; i++) {
+        if (i + BPT__SET_AHEAD < k) BPT__PREFETCH_W(fs[i + BPT__SET_AHEAD]);
+        fs[i]->installed = install;
+    }
     *written = k;
 #if defined(BPT_NATIVE)
     if (sb->code.n) bpt__batch_reprotect(&sb->code);

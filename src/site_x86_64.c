@@ -544,6 +544,34 @@ BPT__PRIVATE void bpt__arch_write_site(uint8_t *site, uint64_t word) {
 
 BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len) { (void)start; (void)len; }   /* coherent on x86 */
 
+/* >>prefetch (port.h) for writing: prefetchw (0F 0D /1) where CPUID
+   0x80000001 says PRFCHW (ECX bit 8), else prefetcht0. Some early x86-64
+   processors fault on prefetchw (64-bit Windows before 8.1 caught the #UD
+   and patched the instruction out), so it runs only where CPUID says so.
+   bpt__arch_prefetch_setup asks once, at the permission's seizure (bp.c);
+   until then, and elsewhere, the hint is prefetcht0. Only the permission's
+   holder reads the answer. */
+static bpt__atomic_u32 bpt__x86_64_prefetchw;
+static pthread_once_t bpt__x86_64_prefetchw_once = PTHREAD_ONCE_INIT;
+
+static void bpt__x86_64_prefetchw_probe(void) {
+    uint32_t a = 0x80000000u, b, c, d;
+    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d));
+    if (a < 0x80000001u) return;
+    a = 0x80000001u;
+    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d));
+    bpt__store_relaxed_u32(&bpt__x86_64_prefetchw, (c >> 8) & 1);
+}
+
+BPT__PRIVATE void bpt__arch_prefetch_setup(void) { pthread_once(&bpt__x86_64_prefetchw_once, bpt__x86_64_prefetchw_probe); }
+
+BPT__PRIVATE void bpt__arch_prefetch_w(const void *p) {
+    if (bpt__load_relaxed_u32(&bpt__x86_64_prefetchw))
+        __asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)p));
+    else
+        __builtin_prefetch(p, 0);
+}
+
 /* A CET user shadow stack (arch_prctl ARCH_SHSTK_STATUS, Linux 6.6) would
    fault on return trace's swapped return address. The entry stub returns
    where its call came from, which a shadow stack accepts, but no machine

@@ -30,7 +30,11 @@ typedef struct bpt__sites_batch {
 
 BPT__PRIVATE void bpt__site_vm_write(bpt_func *f, uint64_t w);
 BPT__PRIVATE int bpt__site_vm_check(const bpt_vm_word *word, bpt_vm_word bp_word);
-BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n, int switch_off);
+BPT__PRIVATE int bpt__sites_batch_prepare(bpt__sites_batch *sb, bpt_func **fs, int n, int code, int slots,
+                                          int switch_off);
+/* How many items on the set path's passes ask for the lines of
+   (>>working set in bp.c, >>prefetch in port.h). */
+enum { BPT__SET_AHEAD = 8 };
 BPT__PRIVATE void bpt__sites_batch_free(bpt__sites_batch *sb);
 /* While a thread runs bptrace's own code, its calls through traced slots
    are not traced (>>own calls, site_native.c). */
@@ -90,6 +94,8 @@ BPT__PRIVATE int bpt__arch_put_record(uint8_t *pre, const bpt_func *f);   /* the
 BPT__PRIVATE const bpt_func *bpt__arch_padding_record(const void *fn);     /* and back */
 BPT__PRIVATE void bpt__arch_write_site(uint8_t *site, uint64_t word);
 BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len);
+BPT__PRIVATE void bpt__arch_prefetch_setup(void);            /* once, before bpt__arch_prefetch_w's first use */
+BPT__PRIVATE void bpt__arch_prefetch_w(const void *p);       /* >>prefetch in port.h: p's line, for writing */
 BPT__PRIVATE int bpt__arch_native_usable(const char *who);
 
 BPT__PRIVATE int bpt__native_prepare(bpt_func **fs, bpt__entry_layout *ls, int n, const char *who);

@@ -92,12 +92,13 @@ int main(void) {
     CHECK_RC(bpt_trace_pattern(a, "unit:f/0", BPT_COUNT, NULL), 1);
     for (step = 1; step <= 13; step++)
         CHECK(obs.did[step] == (step != 9 && step != 10 && step != 12), "enable: step %d did=%d", step, obs.did[step]);
-    /* Step 2 allocates with the active half disabled and links the head. */
-    CHECK(obs.head_at[2] != NULL && obs.active_flags[2] == 0 && obs.staging_flags[2] == 0,
-          "step 2: head linked %p, both generations disabled", (void *)obs.head_at[2]);
-    /* Step 3 writes only the staging half. */
-    CHECK(obs.active_flags[3] == 0 && obs.staging_flags[3] == (BPT__BPF_COUNT | BPT__BPF_COUNT_ACTIVE),
-          "step 3: active %#x staging %#x", obs.active_flags[3], obs.staging_flags[3]);
+    /* Step 2 allocates and touches nothing shared; step 3 links the head
+       (as set_function_break in beam_bp.c) and writes only the staging half. */
+    CHECK(obs.did[2] && obs.head_at[2] == NULL, "step 2: allocated, nothing linked yet (head %p)",
+          (void *)obs.head_at[2]);
+    CHECK(obs.head_at[3] != NULL && obs.active_flags[3] == 0 && obs.staging_flags[3] == (BPT__BPF_COUNT | BPT__BPF_COUNT_ACTIVE),
+          "step 3: head linked %p, active %#x staging %#x", (void *)obs.head_at[3], obs.active_flags[3],
+          obs.staging_flags[3]);
     CHECK(obs.word_at[4] == 0x1001 && obs.word_at[5] == BP, "step 5 installs the word: %#lx -> %#lx",
           (unsigned long)obs.word_at[4], (unsigned long)obs.word_at[5]);
     CHECK(obs.waits_at[4] == obs.waits_at[3] + 1, "step 4 waits");
@@ -113,13 +114,14 @@ int main(void) {
     CHECK(obs.staging_flags[11] == obs.active_flags[11], "step 11: staging %#x == active %#x",
           obs.staging_flags[11], obs.active_flags[11]);
 
-    /* 2. A second session on the same function: parked in to_insert at step 2,
+    /* 2. A second session on the same function: parked in to_insert at step 3,
        published by one store at step 5; no install and no wait before it. */
     reset_obs(a);
     CHECK_RC(bpt_trace_pattern(b, "unit:f/0", BPT_CALL, NULL), 1);
     gb = bpt__find_bp(f, bpt__session_lookup(b.id));
-    CHECK(obs.head_at[2] == ga && obs.to_insert_at[2] == gb && gb && bpt__load_relaxed_ptr(&gb->next) == (void *)ga,
-          "step 2 parks B's GenericBp in to_insert, pointing at A's");
+    CHECK(obs.head_at[2] == ga && obs.to_insert_at[2] == NULL, "step 2 parks nothing yet");
+    CHECK(obs.head_at[3] == ga && obs.to_insert_at[3] == gb && gb && bpt__load_relaxed_ptr(&gb->next) == (void *)ga,
+          "step 3 parks B's GenericBp in to_insert, pointing at A's");
     CHECK(obs.head_at[5] == gb && obs.to_insert_at[5] == NULL, "step 5 publishes it as the new head");
     CHECK(!obs.did[4] && obs.did[5] && !obs.did[6],
           "no wait around step 5: it publishes without writing a word (%d %d %d)", obs.did[4], obs.did[5], obs.did[6]);
