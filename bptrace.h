@@ -2947,18 +2947,22 @@ BPT_API int bpt_control_address(char *buf, size_t size);
    clang make __builtin_prefetch(p, 1) a plain prefetcht0 on x86-64
    unless built for PREFETCHW (-mprfchw), which some early x86-64
    processors lack (#UD), so on native x86-64 the write hint is
-   bpt__arch_prefetch_w (site_x86_64.c): prefetchw where CPUID says so.
-   A change over 10,000 counted functions with one worker calling them:
-   installing (step 5) took 215 us instead of 254 and removing (step 9)
-   254 instead of 314 with the write hint in W2 and W3 (site_native.c);
-   prefetcht0 there made them slower (bench/pattern_scale.c steps, the
-   medians of 5 interleaved runs; issue #16). */
+   bpt__arch_prefetch_w (site_x86_64.c): prefetchw where CPUID says so,
+   and no hint elsewhere. A change over 10,000 counted functions with one
+   worker calling them: installing (step 5) took 215 us instead of 254
+   and removing (step 9) 254 instead of 314 with prefetchw in W2 and W3
+   (site_native.c); prefetcht0 there made them slower, so it is not the
+   fallback (bench/pattern_scale.c steps, the medians of 5 interleaved
+   runs; issue #16). aarch64's prfm pstl1keep is a write hint in every
+   ARMv8-A. */
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__)
 #  define BPT__PREFETCH_R(p) __builtin_prefetch((const void *)(p), 0)
 #  if defined(BPT_NATIVE)
 #    define BPT__PREFETCH_W(p) bpt__arch_prefetch_w((const void *)(p))
-#  else
+#  elif defined(__aarch64__)
 #    define BPT__PREFETCH_W(p) __builtin_prefetch((const void *)(p), 1)
+#  else
+#    define BPT__PREFETCH_W(p) ((void)(p))
 #  endif
 #else
 #  define BPT__PREFETCH_R(p) ((void)0)
@@ -7920,12 +7924,13 @@ BPT__PRIVATE void bpt__arch_write_site(uint8_t *site, uint64_t word) {
 BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len) { (void)start; (void)len; }   /* coherent on x86 */
 
 /* >>prefetch (port.h) for writing: prefetchw (0F 0D /1) where CPUID
-   0x80000001 says PRFCHW (ECX bit 8), else prefetcht0. Some early x86-64
-   processors fault on prefetchw (64-bit Windows before 8.1 caught the #UD
-   and patched the instruction out), so it runs only where CPUID says so.
+   0x80000001 says PRFCHW (ECX bit 8), else nothing (prefetcht0 made the
+   writer's stores slower). Some early x86-64 processors fault on
+   prefetchw (64-bit Windows before 8.1 caught the #UD and patched the
+   instruction out), so it runs only where CPUID says so.
    bpt__arch_prefetch_setup asks once, at the permission's seizure (bp.c);
-   until then, and elsewhere, the hint is prefetcht0. Only the permission's
-   holder reads the answer. */
+   until then there is no hint. Only the permission's holder reads the
+   answer. */
 static bpt__atomic_u32 bpt__x86_64_prefetchw;
 static pthread_once_t bpt__x86_64_prefetchw_once = PTHREAD_ONCE_INIT;
 
@@ -7941,10 +7946,7 @@ static void bpt__x86_64_prefetchw_probe(void) {
 BPT__PRIVATE void bpt__arch_prefetch_setup(void) { pthread_once(&bpt__x86_64_prefetchw_once, bpt__x86_64_prefetchw_probe); }
 
 BPT__PRIVATE void bpt__arch_prefetch_w(const void *p) {
-    if (bpt__load_relaxed_u32(&bpt__x86_64_prefetchw))
-        __asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)p));
-    else
-        __builtin_prefetch(p, 0);
+    if (bpt__load_relaxed_u32(&bpt__x86_64_prefetchw)) __asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)p));
 }
 
 /* A CET user shadow stack (arch_prctl ARCH_SHSTK_STATUS, Linux 6.6) would
@@ -11811,11 +11813,16 @@ static void bpt__slot_pages_close(bpt__slot_pages *d) {
 }
 #endif
 
+/* The word a write puts at f's site (install: the breakpoint word; else
+   the original), and the word it replaces. */
+static uint64_t bpt__site_word(const bpt_func *f, int install) { return install ? f->bp_word : f->orig_word; }
+static uint64_t bpt__site_replaced(const bpt_func *f, int install) { return bpt__site_word(f, !install); }
+
 /* Does site f, which is to be written, hold the word it replaces (W1 and
    W1s below)? `now` is what it holds. Else says why in bpt_last_error and
    returns 0, having switched a slot off where nothing is lost by it. */
 static int bpt__site_expected(bpt_func *f, int install, uint64_t now) {
-    uint64_t w = install ? f->bp_word : f->orig_word, expect = install ? f->orig_word : f->bp_word;
+    uint64_t w = bpt__site_word(f, install), expect = bpt__site_replaced(f, install);
     int forget;
     if (now == expect) return 1;
     if (f->slot_prot && !install && now == w) {
@@ -11917,7 +11924,7 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
     /* W1s. */
     for (i = k = 0; i < m && slots; i++) {
         bpt_func *f = fs[i];
-        uint64_t now, w = install ? f->bp_word : f->orig_word, expect = install ? f->orig_word : f->bp_word;
+        uint64_t now;
         if (f->slot_prot) {
             if (f->page_prot == BPT__SLOT_UNMAPPED) {
                 /* Its page is gone (a switch-off only: bpt__slots_prot_refresh):
@@ -11929,7 +11936,8 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
                 continue;
             }
             now = bpt__site_read(f);
-            if (now == expect) (void)bpt__slot_swap(f, expect, w, &now);   /* written, or now != expect */
+            if (now == bpt__site_replaced(f, install))   /* written, or now is another word */
+                (void)bpt__slot_swap(f, bpt__site_replaced(f, install), bpt__site_word(f, install), &now);
             if (!bpt__site_expected(f, install, now)) {
                 rc = BPT_ENOTPATCHABLE;
                 continue;
@@ -11948,10 +11956,10 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
     for (i = 0; i < k; i++) {
         bpt_func *f = fs[i];
         if (i + BPT__SET_AHEAD < k) BPT__PREFETCH_W(fs[i + BPT__SET_AHEAD]->site);
-        if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, install ? f->bp_word : f->orig_word);
+        if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, bpt__site_word(f, install));
 #if defined(BPT_NATIVE)
         else if (!f->slot_prot) {
-            bpt__arch_write_site((uint8_t *)f->site, install ? f->bp_word : f->orig_word);
+            bpt__arch_write_site((uint8_t *)f->site, bpt__site_word(f, install));
             *wrote_code = 1;
         }
 #endif
@@ -13109,10 +13117,10 @@ BPT__PRIVATE int bpt__permission_seize(const char *who) {
     rec = bpt__thread_self_or_null();
     bpt__block_begin(rec);   /* a managed thread stays offline while it holds the permission */
     pthread_mutex_lock(&bpt__code_mod_permission);
-#if defined(BPT_NATIVE)
-    bpt__arch_prefetch_setup();   /* >>prefetch in port.h: what the passes may ask for */
-#endif
     bpt__own_enter();        /* its calls into libc (mprotect, malloc) are bptrace's own (site_native.c) */
+#if defined(BPT_NATIVE)
+    bpt__arch_prefetch_setup();   /* >>prefetch in port.h; a pthread_once, so after own_enter (t_imports_own) */
+#endif
     rec->holds_permission = 1;
     /* [L1] writer, opening: the count goes odd before any change an outside
        reader could see (api_root.h); the fence orders it before them. */

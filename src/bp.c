@@ -74,10 +74,10 @@ BPT__PRIVATE int bpt__permission_seize(const char *who) {
     rec = bpt__thread_self_or_null();
     bpt__block_begin(rec);   /* a managed thread stays offline while it holds the permission */
     pthread_mutex_lock(&bpt__code_mod_permission);
-#if defined(BPT_NATIVE)
-    bpt__arch_prefetch_setup();   /* >>prefetch in port.h: what the passes may ask for */
-#endif
     bpt__own_enter();        /* its calls into libc (mprotect, malloc) are bptrace's own (site_native.c) */
+#if defined(BPT_NATIVE)
+    bpt__arch_prefetch_setup();   /* >>prefetch in port.h; a pthread_once, so after own_enter (t_imports_own) */
+#endif
     rec->holds_permission = 1;
     /* [L1] writer, opening: the count goes odd before any change an outside
        reader could see (api_root.h); the fence orders it before them. */

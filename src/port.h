@@ -125,18 +125,22 @@
    clang make __builtin_prefetch(p, 1) a plain prefetcht0 on x86-64
    unless built for PREFETCHW (-mprfchw), which some early x86-64
    processors lack (#UD), so on native x86-64 the write hint is
-   bpt__arch_prefetch_w (site_x86_64.c): prefetchw where CPUID says so.
-   A change over 10,000 counted functions with one worker calling them:
-   installing (step 5) took 215 us instead of 254 and removing (step 9)
-   254 instead of 314 with the write hint in W2 and W3 (site_native.c);
-   prefetcht0 there made them slower (bench/pattern_scale.c steps, the
-   medians of 5 interleaved runs; issue #16). */
+   bpt__arch_prefetch_w (site_x86_64.c): prefetchw where CPUID says so,
+   and no hint elsewhere. A change over 10,000 counted functions with one
+   worker calling them: installing (step 5) took 215 us instead of 254
+   and removing (step 9) 254 instead of 314 with prefetchw in W2 and W3
+   (site_native.c); prefetcht0 there made them slower, so it is not the
+   fallback (bench/pattern_scale.c steps, the medians of 5 interleaved
+   runs; issue #16). aarch64's prfm pstl1keep is a write hint in every
+   ARMv8-A. */
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(__TINYC__)
 #  define BPT__PREFETCH_R(p) __builtin_prefetch((const void *)(p), 0)
 #  if defined(BPT_NATIVE)
 #    define BPT__PREFETCH_W(p) bpt__arch_prefetch_w((const void *)(p))
-#  else
+#  elif defined(__aarch64__)
 #    define BPT__PREFETCH_W(p) __builtin_prefetch((const void *)(p), 1)
+#  else
+#    define BPT__PREFETCH_W(p) ((void)(p))
 #  endif
 #else
 #  define BPT__PREFETCH_R(p) ((void)0)

@@ -484,11 +484,16 @@ static void bpt__slot_pages_close(bpt__slot_pages *d) {
 }
 #endif
 
+/* The word a write puts at f's site (install: the breakpoint word; else
+   the original), and the word it replaces. */
+static uint64_t bpt__site_word(const bpt_func *f, int install) { return install ? f->bp_word : f->orig_word; }
+static uint64_t bpt__site_replaced(const bpt_func *f, int install) { return bpt__site_word(f, !install); }
+
 /* Does site f, which is to be written, hold the word it replaces (W1 and
    W1s below)? `now` is what it holds. Else says why in bpt_last_error and
    returns 0, having switched a slot off where nothing is lost by it. */
 static int bpt__site_expected(bpt_func *f, int install, uint64_t now) {
-    uint64_t w = install ? f->bp_word : f->orig_word, expect = install ? f->orig_word : f->bp_word;
+    uint64_t w = bpt__site_word(f, install), expect = bpt__site_replaced(f, install);
     int forget;
     if (now == expect) return 1;
     if (f->slot_prot && !install && now == w) {
@@ -590,7 +595,7 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
     /* W1s. */
     for (i = k = 0; i < m && slots; i++) {
         bpt_func *f = fs[i];
-        uint64_t now, w = install ? f->bp_word : f->orig_word, expect = install ? f->orig_word : f->bp_word;
+        uint64_t now;
         if (f->slot_prot) {
             if (f->page_prot == BPT__SLOT_UNMAPPED) {
                 /* Its page is gone (a switch-off only: bpt__slots_prot_refresh):
@@ -602,7 +607,8 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
                 continue;
             }
             now = bpt__site_read(f);
-            if (now == expect) (void)bpt__slot_swap(f, expect, w, &now);   /* written, or now != expect */
+            if (now == bpt__site_replaced(f, install))   /* written, or now is another word */
+                (void)bpt__slot_swap(f, bpt__site_replaced(f, install), bpt__site_word(f, install), &now);
             if (!bpt__site_expected(f, install, now)) {
                 rc = BPT_ENOTPATCHABLE;
                 continue;
@@ -621,10 +627,10 @@ BPT__PRIVATE int bpt__sites_write(bpt_func **fs, int n, int install, int *wrote_
     for (i = 0; i < k; i++) {
         bpt_func *f = fs[i];
         if (i + BPT__SET_AHEAD < k) BPT__PREFETCH_W(fs[i + BPT__SET_AHEAD]->site);
-        if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, install ? f->bp_word : f->orig_word);
+        if (f->kind == BPT__SITE_VM) bpt__site_vm_write(f, bpt__site_word(f, install));
 #if defined(BPT_NATIVE)
         else if (!f->slot_prot) {
-            bpt__arch_write_site((uint8_t *)f->site, install ? f->bp_word : f->orig_word);
+            bpt__arch_write_site((uint8_t *)f->site, bpt__site_word(f, install));
             *wrote_code = 1;
         }
 #endif

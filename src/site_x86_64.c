@@ -545,12 +545,13 @@ BPT__PRIVATE void bpt__arch_write_site(uint8_t *site, uint64_t word) {
 BPT__PRIVATE void bpt__arch_sync_icache(void *start, size_t len) { (void)start; (void)len; }   /* coherent on x86 */
 
 /* >>prefetch (port.h) for writing: prefetchw (0F 0D /1) where CPUID
-   0x80000001 says PRFCHW (ECX bit 8), else prefetcht0. Some early x86-64
-   processors fault on prefetchw (64-bit Windows before 8.1 caught the #UD
-   and patched the instruction out), so it runs only where CPUID says so.
+   0x80000001 says PRFCHW (ECX bit 8), else nothing (prefetcht0 made the
+   writer's stores slower). Some early x86-64 processors fault on
+   prefetchw (64-bit Windows before 8.1 caught the #UD and patched the
+   instruction out), so it runs only where CPUID says so.
    bpt__arch_prefetch_setup asks once, at the permission's seizure (bp.c);
-   until then, and elsewhere, the hint is prefetcht0. Only the permission's
-   holder reads the answer. */
+   until then there is no hint. Only the permission's holder reads the
+   answer. */
 static bpt__atomic_u32 bpt__x86_64_prefetchw;
 static pthread_once_t bpt__x86_64_prefetchw_once = PTHREAD_ONCE_INIT;
 
@@ -566,10 +567,7 @@ static void bpt__x86_64_prefetchw_probe(void) {
 BPT__PRIVATE void bpt__arch_prefetch_setup(void) { pthread_once(&bpt__x86_64_prefetchw_once, bpt__x86_64_prefetchw_probe); }
 
 BPT__PRIVATE void bpt__arch_prefetch_w(const void *p) {
-    if (bpt__load_relaxed_u32(&bpt__x86_64_prefetchw))
-        __asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)p));
-    else
-        __builtin_prefetch(p, 0);
+    if (bpt__load_relaxed_u32(&bpt__x86_64_prefetchw)) __asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)p));
 }
 
 /* A CET user shadow stack (arch_prctl ARCH_SHSTK_STATUS, Linux 6.6) would

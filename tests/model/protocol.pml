@@ -98,7 +98,7 @@ typedef GenericBp {
     byte state;         /* UNUSED, LIVE, FREED: the allocator's view */
     byte sess;          /* g->session: fixed at allocation */
     byte next;          /* g->next: walked by readers */
-    byte to_insert;     /* g->to_insert: set path only; a further session parked at step 2 */
+    byte to_insert;     /* g->to_insert: set path only; a further session parked at step 3 */
     byte flags[2];      /* g->data[0].flags, g->data[1].flags: the two generations */
 };
 GenericBp bp[NG];
@@ -345,7 +345,7 @@ proctype Writer() {
     bit act, stg;       /* the active and the staging index, as the writer knows them */
     byte g, p, all;
     bit installed;      /* f->installed: set path only */
-    bit installs, uninstalls, unlinked;
+    bit fresh, installs, uninstalls, unlinked;
     byte t, w;          /* progress_wait's */
 
     /* Each atomic block ends with at most one store a reader can see. Only
@@ -378,11 +378,8 @@ proctype Writer() {
             od;
 
             /* Step 2: allocate a GenericBp for a session new on f, both
-               generations disabled (flags 0), and link it. The first session
-               on f writes the list head (a release store: nobody reaches the
-               GenericBp before step 5 installs the word). A further session
-               is parked in the head's to_insert, already pointing at the head,
-               and published at step 5 with one store. */
+               generations disabled (flags 0). Nothing shared is touched. */
+            fresh = 0;
             if
             :: g == NIL ->
                 g = 0;
@@ -393,18 +390,28 @@ proctype Writer() {
                 assert(g < NG);
                 bp[g].state = LIVE; bp[g].sess = sess; bp[g].next = NIL;
                 bp[g].to_insert = NIL; bp[g].flags[0] = 0; bp[g].flags[1] = 0;
+                fresh = 1
+            :: else
+            fi
+        };
+
+        /* Step 3: link a fresh GenericBp (bpt__link), then stage: write the
+           new settings into the staging generation. The first session on f
+           writes the list head (a release store: nobody reaches the
+           GenericBp before step 5 installs the word). A further session is
+           parked in the head's to_insert, already pointing at the head, and
+           published at step 5 with one store. Running hits read the active
+           generation. None reads staging: the last run's step 8 waited for
+           every hit that had chosen it. */
+        atomic {
+            if
+            :: fresh ->
                 if
                 :: gen_bp == NIL -> gen_bp = g                  /* release store of the head */
                 :: else -> bp[g].next = gen_bp; bp[gen_bp].to_insert = g
                 fi
             :: else
-            fi
-        };
-
-        /* Step 3: stage: write the new settings into the staging generation.
-           Running hits read the active one. None reads staging: the last
-           run's step 8 waited for every hit that had chosen it. */
-        atomic {
+            fi;
             assert(users[stg] == 0);                            /* (b) */
             bp[g].flags[stg] = v;
             installs = (!installed && v != 0)
