@@ -422,6 +422,20 @@ static void bpt__link(bpt__change_item *it) {
     it->fresh = 0;   /* linked: freed by steps 11 and 12 if left unused */
 }
 
+/* Steps 3 and 11 on item i: ask for the lines of the item BPT__SET_AHEAD
+   places on (>>working set above): its breakpoint and its shortcuts, which
+   both steps write, and its record's first line, which step 3 writes to
+   link a fresh breakpoint and otherwise reads (the list head). */
+static void bpt__item_prefetch(const bpt__change *c, int i) {
+    const bpt__change_item *ahead;
+    if (i + BPT__SET_AHEAD >= c->n) return;
+    ahead = &c->items[i + BPT__SET_AHEAD];
+    BPT__PREFETCH_W(ahead->g);
+    BPT__PREFETCH_W(&ahead->f->shortcut[0]);
+    if (ahead->fresh) BPT__PREFETCH_W(ahead->f);
+    else BPT__PREFETCH_R(ahead->f);
+}
+
 /* Step 3: stage. Only staging generations change; running code reads the
    active ones; a breakpoint to be removed gets flags 0 here. Each item's
    function then gets its shortcut for the staging generation worked out
@@ -432,13 +446,7 @@ static int bpt__stage(bpt__change *c) {
     int i;
     for (i = 0; i < c->n; i++) {
         bpt__change_item *it = &c->items[i];
-        if (i + BPT__SET_AHEAD < c->n) {   /* the breakpoint to stage, the lines to write */
-            const bpt__change_item *ahead = &c->items[i + BPT__SET_AHEAD];
-            BPT__PREFETCH_W(ahead->g);
-            BPT__PREFETCH_W(&ahead->f->shortcut[0]);
-            if (ahead->fresh) BPT__PREFETCH_W(ahead->f);   /* its list head, to link */
-            else BPT__PREFETCH_R(ahead->f);
-        }
+        bpt__item_prefetch(c, i);
         if (it->fresh) bpt__link(it);
         if (it->g) {   /* else only a word to restore (step 2) */
             bpt__kinds_stage(&it->g->data[staging], c->op, it->prepared);
@@ -591,11 +599,7 @@ static int bpt__consolidate(bpt__change *c) {
         bpt__atomic_ptr *prev = &c->items[i].f->gen_bp;
         bpt__GenericBp *g;
         bpt_func *f = c->items[i].f;
-        if (i + BPT__SET_AHEAD < c->n) {   /* as step 3, and the list head's line */
-            BPT__PREFETCH_W(c->items[i + BPT__SET_AHEAD].g);
-            BPT__PREFETCH_W(&c->items[i + BPT__SET_AHEAD].f->shortcut[0]);
-            BPT__PREFETCH_R(c->items[i + BPT__SET_AHEAD].f);
-        }
+        bpt__item_prefetch(c, i);   /* nothing is fresh by now: step 3 linked it */
         if (f->shortcut[active ^ 1].kind != f->shortcut[active].kind ||
             f->shortcut[active ^ 1].data != f->shortcut[active].data)   /* dir and off follow data */
             f->shortcut[active ^ 1] = f->shortcut[active];   /* only when it differs, as the hint */
