@@ -4478,9 +4478,17 @@ typedef struct bpt__recycle {
 BPT__PRIVATE void *bpt__recycle_take(bpt__recycle *r);           /* NULL: out of memory */
 BPT__PRIVATE void bpt__recycle_give(bpt__recycle *r, void *p);   /* p may be NULL */
 
+/* What a pattern matches of a registered function: its names and arity,
+   copied from its record (>>match in funcs.c). */
+typedef struct bpt__reg_key {
+    const char *module, *name;    /* interned, as the record's */
+    int arity;
+} bpt__reg_key;
+
 /* Every registered function (funcs.c). */
 struct bpt__registry {
     bpt_func **funcs;             /* the registered functions, in registration order */
+    bpt__reg_key *keys;           /* keys[i]: funcs[i]'s names and arity (>>match in funcs.c) */
     uint32_t len, cap;
     bpt__ptrset records;          /* bpt_func pointers */
     bpt__ptrset sites;            /* site addresses */
@@ -4499,6 +4507,7 @@ BPT__PRIVATE int bpt__func_new(const char *module, const char *name, int arity, 
                                const void *addr, const char *who, bpt_func **out);
 BPT__PRIVATE void bpt__func_free(bpt_func *f);   /* a record of bpt__func_new's */
 BPT__PRIVATE void bpt__registry_add(bpt_func *f, const void *site_key);
+BPT__PRIVATE int bpt__registry_match(const bpt__mfa *mfa, bpt_func **fs);   /* how many, into fs */
 BPT__PRIVATE const void *bpt__site_key(const bpt_func *f);
 BPT__PRIVATE int bpt__apply_patterns(bpt_func *f, uint64_t *t);
 #if defined(BPT_NATIVE)
@@ -8349,9 +8358,10 @@ static size_t bpt__timem_table_bytes(uint32_t cap) {
    popper), put it in some breakpoint's tables, and the set path must then
    free those tables and push it. The set path frees tables only once no
    generation leads to them, after a thread progress wait that began then:
-   C4's for a collection (C8 pushes); step 8's for a change that switches
-   call_time off or restarts it, a session's destroy included (steps 11
-   and 12 push, bp.c). The pop, and the handler's charge that found those
+   C4's for a collection (C8 pushes); the commit's for a change that
+   switches call_time off or restarts it, a session's destroy included
+   (step 8's, or step 10's where step 8 defers it; steps 11 and 12 push,
+   bp.c). The pop, and the handler's charge that found those
    tables reachable, run in one pinned section, which began before that
    wait did; the wait waits for the section to end [B1][B3], so the push
    comes after the pop's CAS. One wait suffices because the pop is pinned. */
@@ -10826,7 +10836,8 @@ BPT__HOT void bpt__kind_call_hit(bpt__hit *h, bpt__session *s, const bpt__Generi
    Exactness.
    - A reused slot starts from 0. Its previous BpCount gave it back at its
      last unref, which runs after a wait for thread progress: step 11 after
-     step 8's wait, step 12 after its own (step 3's unref of a switch-off
+     the commit's wait (step 8's, or step 10's where step 8 defers it:
+     >>deferred wait in bp.c), step 12 after its own (step 3's unref of a switch-off
      never is the last: the active generation still holds one). Every hit
      that could reach the old BpCount ended its pinned section before that
      wait returned [B3], and the permission orders the wait before the next
@@ -13257,6 +13268,8 @@ typedef struct bpt__change {
     int allocated;                /* step 2 allocated something */
     int installs;                 /* sites that step 5 writes (counted at step 3, then written) */
     int fresh;                    /* some of them have padding written since the last SYNC_CORE wait */
+    int switched_off;             /* step 3: items whose staged flags are 0 (step 9 may restore their words) */
+    int wait_deferred;            /* step 8 left its wait to step 10 */
     int uninstalls;               /* sites that step 9 wrote */
     int wrote_code;               /* step 5 or 9 wrote native code, not only VM words */
     bpt__GenericBp *to_free;      /* unlinked at step 11, freed at step 12 */
@@ -13501,6 +13514,7 @@ static int bpt__stage(bpt__change *c) {
                 c->fresh |= it->f->padding_fresh;
             }
         }
+        c->switched_off += !it->staged;
         /* f's list is final for this generation (each item is another
            function): its summary now, while its lines are at hand. */
         bpt__shortcut_choose(it->f, staging);
@@ -13584,9 +13598,13 @@ BPT__PRIVATE void bpt__commit(void) {
     bpt__store_release_u32(&bpt__active_ix, bpt__load_relaxed_u32(&bpt__active_ix) ^ 1u);   /* [G2] */
 }
 
-/* Step 8: wait, so that no thread still reads the old generation: step 9
-   may remove words it relies on, and step 11 overwrites it. */
-static int bpt__wait_committed(void) {
+/* Step 8: wait, so that no thread still reads the old generation: step 11
+   overwrites it, and unrefs what it held (>>deferred wait). */
+static int bpt__wait_committed(bpt__change *c) {
+    if (c->switched_off) {
+        c->wait_deferred = 1;
+        return 0;
+    }
     bpt_thread_progress_wait();
     return 1;
 }
@@ -13625,10 +13643,26 @@ static int bpt__uninstall(bpt__change *c) {
    inside a pinned section. A thread that fetched the word before step 9 but
    pins only after this wait began is not covered: it is step 12's wait,
    and the hit's reading of the list head after its pin, that keep it off
-   freed breakpoints (the model's no-step-12 mutant shows it). */
+   freed breakpoints (the model's no-step-12 mutant shows it). Also step
+   8's wait, where step 8 deferred it, even if step 9 wrote nothing.
+   >>deferred wait: Tracing.md waits at step 8 so that no word is restored
+   while a thread still uses the old generation's enabled part of its
+   breakpoint. Here nothing a hit does depends on the word once fetched:
+   a native hit goes on through the padding and the stub, which stay, a
+   slot's trampoline jumps to the target it holds itself, a VM runs the
+   word bpt_vm_breakpoint returns, and step 9 reads only the new active
+   generation's flags. What needs every thread off the old generation is
+   step 11, which overwrites it and drops its references (the last one of
+   a BpCount or a call_time table: kind_count.c, timem.c). So where step 9
+   may restore words (some item's staged flags are 0), step 8 leaves its
+   wait here, and one wait serves both: a switch-off of 10,000 counted
+   functions with one worker waited twice, 55 and 15 us, and now once
+   (bench/pattern_scale.c steps). Every wait after the commit still
+   begins after it, and step 11 still runs after one. */
 static int bpt__wait_uninstalled(bpt__change *c) {
     if (c->uninstalls) bpt__wait_after_write(c->wrote_code);
-    return c->uninstalls != 0;
+    else if (c->wait_deferred) bpt_thread_progress_wait();
+    return c->uninstalls != 0 || c->wait_deferred;
 }
 
 /* Step 11: consolidate: make staging equal to active again, as
@@ -13715,7 +13749,7 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
     bpt__step_done(6, bpt__wait_installed(&c), t);
     bpt__commit();
     bpt__step_done(7, 1, t);
-    bpt__step_done(8, bpt__wait_committed(), t);
+    bpt__step_done(8, bpt__wait_committed(&c), t);
     bpt__step_done(9, bpt__uninstall(&c), t);
     bpt__step_done(10, bpt__wait_uninstalled(&c), t);
     bpt__step_done(11, bpt__consolidate(&c), t);
@@ -13745,10 +13779,20 @@ BPT__PRIVATE int bpt__registry_reserve(uint32_t extra) {
         uint32_t cap = bpt__registry.cap ? bpt__registry.cap : 256;
         while (cap < bpt__registry.len + extra) cap *= 2;
         bpt_func **funcs = (bpt_func **)BPT_MALLOC(cap * sizeof *funcs);
-        if (!funcs) return BPT_ENOMEM;
-        if (bpt__registry.len) memcpy(funcs, bpt__registry.funcs, bpt__registry.len * sizeof *funcs);
+        bpt__reg_key *keys = (bpt__reg_key *)BPT_MALLOC(cap * sizeof *keys);
+        if (!funcs || !keys) {
+            BPT_FREE(funcs);
+            BPT_FREE(keys);
+            return BPT_ENOMEM;
+        }
+        if (bpt__registry.len) {
+            memcpy(funcs, bpt__registry.funcs, bpt__registry.len * sizeof *funcs);
+            memcpy(keys, bpt__registry.keys, bpt__registry.len * sizeof *keys);
+        }
         BPT_FREE(bpt__registry.funcs);
+        BPT_FREE(bpt__registry.keys);
         bpt__registry.funcs = funcs;
+        bpt__registry.keys = keys;
         bpt__registry.cap = cap;
     }
     if (bpt__ptrset_reserve(&bpt__registry.records, extra) < 0 || bpt__ptrset_reserve(&bpt__registry.sites, extra) < 0)
@@ -13805,10 +13849,36 @@ BPT__PRIVATE int bpt__func_new(const char *module, const char *name, int arity, 
 
 /* Make f known: after bpt__registry_reserve, so it cannot fail. */
 BPT__PRIVATE void bpt__registry_add(bpt_func *f, const void *site_key) {
+    bpt__reg_key *k = &bpt__registry.keys[bpt__registry.len];
+    k->module = f->module;
+    k->name = f->name;
+    k->arity = f->arity;
     f->registry_ix = bpt__registry.len;
     bpt__registry.funcs[bpt__registry.len++] = f;
     bpt__ptrset_add(&bpt__registry.records, f);
     bpt__ptrset_add(&bpt__registry.sites, site_key);
+}
+
+/* The registered functions that mfa matches, in registration order, into
+   fs (room for bpt__registry.len). Returns how many.
+   >>match: a pass over every registered function, which bpt_trace_pattern
+   and bpt_trace_info make. It reads the registry's keys, not the records:
+   a record's names sit on a line of its own, a miss per function once
+   there are 10,000 (>>working set in bp.c), where the keys are one array
+   that the processor streams in. What stays a miss is each name's bytes,
+   asked for BPT__SET_AHEAD functions on (>>prefetch in port.h). Over
+   10,000 functions with no worker, the match took 85 us reading the
+   records (with their lines asked for ahead), and takes 45 reading the
+   keys (bench/pattern_scale.c steps, an instrumented copy). */
+BPT__PRIVATE int bpt__registry_match(const bpt__mfa *mfa, bpt_func **fs) {
+    const bpt__reg_key *keys = bpt__registry.keys;
+    uint32_t i, len = bpt__registry.len;
+    int n = 0;
+    for (i = 0; i < len; i++) {
+        if (i + BPT__SET_AHEAD < len) BPT__PREFETCH_R(keys[i + BPT__SET_AHEAD].name);
+        if (bpt__mfa_match(mfa, keys[i].module, keys[i].name, keys[i].arity)) fs[n++] = bpt__registry.funcs[i];
+    }
+    return n;
 }
 
 /* Records of native functions are never freed. A thread can be between the
@@ -14183,6 +14253,7 @@ static void bpt__registry_remove(bpt_func *f) {
     uint32_t ix = f->registry_ix;
     if (f->kind == BPT__SITE_NATIVE && !f->slot_prot) bpt__names_release(f->fid, f->fn);
     bpt__registry.funcs[ix] = bpt__registry.funcs[--bpt__registry.len];
+    bpt__registry.keys[ix] = bpt__registry.keys[bpt__registry.len];
     bpt__registry.funcs[ix]->registry_ix = ix;
     bpt__ptrset_remove(&bpt__registry.records, f);
     bpt__ptrset_remove(&bpt__registry.sites, bpt__site_key(f));
@@ -14989,28 +15060,6 @@ static void bpt__remember_pattern(bpt__session *s, bpt__pattern_entry *e) {
     *pp = e;
 }
 
-/* The registered functions that mfa matches, in registration order, into
-   fs (room for bpt__registry.len). Returns how many. A pass over every
-   record's third line (module, name, arity) and its name's bytes, which
-   are elsewhere: each record's a miss once there are 10,000 (>>working
-   set in bp.c). So it asks for the line of the record twice
-   BPT__SET_AHEAD on, and for the name of the record BPT__SET_AHEAD on,
-   whose line is there by then (>>prefetch in port.h). Step 2's time,
-   which includes the match, over 10,000 functions with no worker: 250
-   us instead of 288 enabling, 181 instead of 217 disabling
-   (bench/pattern_scale.c steps, medians of 5 interleaved runs). */
-static int bpt__registry_match(const bpt__mfa *mfa, bpt_func **fs) {
-    bpt_func *const *funcs = bpt__registry.funcs;
-    uint32_t i, len = bpt__registry.len;
-    int n = 0;
-    for (i = 0; i < len; i++) {
-        if (i + 2 * BPT__SET_AHEAD < len) BPT__PREFETCH_R(&funcs[i + 2 * BPT__SET_AHEAD]->module);
-        if (i + BPT__SET_AHEAD < len) BPT__PREFETCH_R(funcs[i + BPT__SET_AHEAD]->name);
-        if (bpt__mfa_match(mfa, funcs[i]->module, funcs[i]->name, funcs[i]->arity)) fs[n++] = funcs[i];
-    }
-    return n;
-}
-
 static int bpt__trace_pattern(bpt_session handle, const char *pattern, unsigned flags, const bpt_match *match,
                               uint64_t *change) {
     bpt__mfa mfa;
@@ -15121,16 +15170,16 @@ static int bpt__info_of(const bpt__GenericBp *g, unsigned what, bpt_info *out, b
 }
 
 /* The session's breakpoints on the registered functions matching mfa (or f
-   alone), and the nine-step collection when time or memory is asked for.
-   On an error the outputs are NULL, NULL and 0. */
+   alone, which the caller found registered), and the nine-step collection
+   when time or memory is asked for. On an error the outputs are NULL, NULL
+   and 0. */
 static int bpt__info_gather(const bpt__session *s, const bpt__mfa *mfa, const bpt_func *f, unsigned what,
                             bpt_func ***fs_out, bpt__GenericBp ***gs_out, int *n_out, const char *who) {
     bpt_func **fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (bpt__registry.len + 1));
     bpt__GenericBp **gs = (bpt__GenericBp **)BPT_MALLOC(sizeof *gs * (bpt__registry.len + 1));
     bpt__GenericBp **timed = (bpt__GenericBp **)BPT_MALLOC(sizeof *timed * (bpt__registry.len + 1));
     unsigned ix = bpt_active_bp_ix();
-    uint32_t i;
-    int n = 0, nt = 0, rc = 0;
+    int i, matched, n = 0, nt = 0, rc = 0;
     *fs_out = NULL;
     *gs_out = NULL;
     *n_out = 0;
@@ -15138,10 +15187,15 @@ static int bpt__info_gather(const bpt__session *s, const bpt__mfa *mfa, const bp
         BPT_FREE(fs); BPT_FREE(gs); BPT_FREE(timed);
         return bpt__fail(BPT_ENOMEM, "%s: no memory", who);
     }
-    for (i = 0; i < bpt__registry.len; i++) {
-        bpt_func *fi = bpt__registry.funcs[i];
+    if (f) {
+        fs[0] = bpt__registry.funcs[f->registry_ix];
+        matched = 1;
+    } else {
+        matched = bpt__registry_match(mfa, fs);
+    }
+    for (i = 0; i < matched; i++) {   /* fs[0..n) keeps the matched functions with a breakpoint */
+        bpt_func *fi = fs[i];
         bpt__GenericBp *g;
-        if (f ? fi != f : !bpt__mfa_match(mfa, fi->module, fi->name, fi->arity)) continue;
         if (!(g = bpt__find_bp(fi, s)) && !f) continue;
         fs[n] = fi;
         gs[n++] = g;

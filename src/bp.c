@@ -214,6 +214,8 @@ typedef struct bpt__change {
     int allocated;                /* step 2 allocated something */
     int installs;                 /* sites that step 5 writes (counted at step 3, then written) */
     int fresh;                    /* some of them have padding written since the last SYNC_CORE wait */
+    int switched_off;             /* step 3: items whose staged flags are 0 (step 9 may restore their words) */
+    int wait_deferred;            /* step 8 left its wait to step 10 */
     int uninstalls;               /* sites that step 9 wrote */
     int wrote_code;               /* step 5 or 9 wrote native code, not only VM words */
     bpt__GenericBp *to_free;      /* unlinked at step 11, freed at step 12 */
@@ -458,6 +460,7 @@ static int bpt__stage(bpt__change *c) {
                 c->fresh |= it->f->padding_fresh;
             }
         }
+        c->switched_off += !it->staged;
         /* f's list is final for this generation (each item is another
            function): its summary now, while its lines are at hand. */
         bpt__shortcut_choose(it->f, staging);
@@ -541,9 +544,13 @@ BPT__PRIVATE void bpt__commit(void) {
     bpt__store_release_u32(&bpt__active_ix, bpt__load_relaxed_u32(&bpt__active_ix) ^ 1u);   /* [G2] */
 }
 
-/* Step 8: wait, so that no thread still reads the old generation: step 9
-   may remove words it relies on, and step 11 overwrites it. */
-static int bpt__wait_committed(void) {
+/* Step 8: wait, so that no thread still reads the old generation: step 11
+   overwrites it, and unrefs what it held (>>deferred wait). */
+static int bpt__wait_committed(bpt__change *c) {
+    if (c->switched_off) {
+        c->wait_deferred = 1;
+        return 0;
+    }
     bpt_thread_progress_wait();
     return 1;
 }
@@ -582,10 +589,26 @@ static int bpt__uninstall(bpt__change *c) {
    inside a pinned section. A thread that fetched the word before step 9 but
    pins only after this wait began is not covered: it is step 12's wait,
    and the hit's reading of the list head after its pin, that keep it off
-   freed breakpoints (the model's no-step-12 mutant shows it). */
+   freed breakpoints (the model's no-step-12 mutant shows it). Also step
+   8's wait, where step 8 deferred it, even if step 9 wrote nothing.
+   >>deferred wait: Tracing.md waits at step 8 so that no word is restored
+   while a thread still uses the old generation's enabled part of its
+   breakpoint. Here nothing a hit does depends on the word once fetched:
+   a native hit goes on through the padding and the stub, which stay, a
+   slot's trampoline jumps to the target it holds itself, a VM runs the
+   word bpt_vm_breakpoint returns, and step 9 reads only the new active
+   generation's flags. What needs every thread off the old generation is
+   step 11, which overwrites it and drops its references (the last one of
+   a BpCount or a call_time table: kind_count.c, timem.c). So where step 9
+   may restore words (some item's staged flags are 0), step 8 leaves its
+   wait here, and one wait serves both: a switch-off of 10,000 counted
+   functions with one worker waited twice, 55 and 15 us, and now once
+   (bench/pattern_scale.c steps). Every wait after the commit still
+   begins after it, and step 11 still runs after one. */
 static int bpt__wait_uninstalled(bpt__change *c) {
     if (c->uninstalls) bpt__wait_after_write(c->wrote_code);
-    return c->uninstalls != 0;
+    else if (c->wait_deferred) bpt_thread_progress_wait();
+    return c->uninstalls != 0 || c->wait_deferred;
 }
 
 /* Step 11: consolidate: make staging equal to active again, as
@@ -672,7 +695,7 @@ BPT__PRIVATE int bpt__protocol_run(bpt__session *s, bpt_func **fs, int n, const 
     bpt__step_done(6, bpt__wait_installed(&c), t);
     bpt__commit();
     bpt__step_done(7, 1, t);
-    bpt__step_done(8, bpt__wait_committed(), t);
+    bpt__step_done(8, bpt__wait_committed(&c), t);
     bpt__step_done(9, bpt__uninstall(&c), t);
     bpt__step_done(10, bpt__wait_uninstalled(&c), t);
     bpt__step_done(11, bpt__consolidate(&c), t);

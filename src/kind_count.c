@@ -37,7 +37,8 @@
    Exactness.
    - A reused slot starts from 0. Its previous BpCount gave it back at its
      last unref, which runs after a wait for thread progress: step 11 after
-     step 8's wait, step 12 after its own (step 3's unref of a switch-off
+     the commit's wait (step 8's, or step 10's where step 8 defers it:
+     >>deferred wait in bp.c), step 12 after its own (step 3's unref of a switch-off
      never is the last: the active generation still holds one). Every hit
      that could reach the old BpCount ended its pinned section before that
      wait returned [B3], and the permission orders the wait before the next

@@ -27,9 +27,17 @@ typedef struct bpt__recycle {
 BPT__PRIVATE void *bpt__recycle_take(bpt__recycle *r);           /* NULL: out of memory */
 BPT__PRIVATE void bpt__recycle_give(bpt__recycle *r, void *p);   /* p may be NULL */
 
+/* What a pattern matches of a registered function: its names and arity,
+   copied from its record (>>match in funcs.c). */
+typedef struct bpt__reg_key {
+    const char *module, *name;    /* interned, as the record's */
+    int arity;
+} bpt__reg_key;
+
 /* Every registered function (funcs.c). */
 struct bpt__registry {
     bpt_func **funcs;             /* the registered functions, in registration order */
+    bpt__reg_key *keys;           /* keys[i]: funcs[i]'s names and arity (>>match in funcs.c) */
     uint32_t len, cap;
     bpt__ptrset records;          /* bpt_func pointers */
     bpt__ptrset sites;            /* site addresses */
@@ -48,6 +56,7 @@ BPT__PRIVATE int bpt__func_new(const char *module, const char *name, int arity, 
                                const void *addr, const char *who, bpt_func **out);
 BPT__PRIVATE void bpt__func_free(bpt_func *f);   /* a record of bpt__func_new's */
 BPT__PRIVATE void bpt__registry_add(bpt_func *f, const void *site_key);
+BPT__PRIVATE int bpt__registry_match(const bpt__mfa *mfa, bpt_func **fs);   /* how many, into fs */
 BPT__PRIVATE const void *bpt__site_key(const bpt_func *f);
 BPT__PRIVATE int bpt__apply_patterns(bpt_func *f, uint64_t *t);
 #if defined(BPT_NATIVE)

@@ -64,9 +64,10 @@ static size_t bpt__timem_table_bytes(uint32_t cap) {
    popper), put it in some breakpoint's tables, and the set path must then
    free those tables and push it. The set path frees tables only once no
    generation leads to them, after a thread progress wait that began then:
-   C4's for a collection (C8 pushes); step 8's for a change that switches
-   call_time off or restarts it, a session's destroy included (steps 11
-   and 12 push, bp.c). The pop, and the handler's charge that found those
+   C4's for a collection (C8 pushes); the commit's for a change that
+   switches call_time off or restarts it, a session's destroy included
+   (step 8's, or step 10's where step 8 defers it; steps 11 and 12 push,
+   bp.c). The pop, and the handler's charge that found those
    tables reachable, run in one pinned section, which began before that
    wait did; the wait waits for the section to end [B1][B3], so the push
    comes after the pop's CAS. One wait suffices because the pop is pinned. */

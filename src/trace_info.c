@@ -23,16 +23,16 @@ static int bpt__info_of(const bpt__GenericBp *g, unsigned what, bpt_info *out, b
 }
 
 /* The session's breakpoints on the registered functions matching mfa (or f
-   alone), and the nine-step collection when time or memory is asked for.
-   On an error the outputs are NULL, NULL and 0. */
+   alone, which the caller found registered), and the nine-step collection
+   when time or memory is asked for. On an error the outputs are NULL, NULL
+   and 0. */
 static int bpt__info_gather(const bpt__session *s, const bpt__mfa *mfa, const bpt_func *f, unsigned what,
                             bpt_func ***fs_out, bpt__GenericBp ***gs_out, int *n_out, const char *who) {
     bpt_func **fs = (bpt_func **)BPT_MALLOC(sizeof *fs * (bpt__registry.len + 1));
     bpt__GenericBp **gs = (bpt__GenericBp **)BPT_MALLOC(sizeof *gs * (bpt__registry.len + 1));
     bpt__GenericBp **timed = (bpt__GenericBp **)BPT_MALLOC(sizeof *timed * (bpt__registry.len + 1));
     unsigned ix = bpt_active_bp_ix();
-    uint32_t i;
-    int n = 0, nt = 0, rc = 0;
+    int i, matched, n = 0, nt = 0, rc = 0;
     *fs_out = NULL;
     *gs_out = NULL;
     *n_out = 0;
@@ -40,10 +40,15 @@ static int bpt__info_gather(const bpt__session *s, const bpt__mfa *mfa, const bp
         BPT_FREE(fs); BPT_FREE(gs); BPT_FREE(timed);
         return bpt__fail(BPT_ENOMEM, "%s: no memory", who);
     }
-    for (i = 0; i < bpt__registry.len; i++) {
-        bpt_func *fi = bpt__registry.funcs[i];
+    if (f) {
+        fs[0] = bpt__registry.funcs[f->registry_ix];
+        matched = 1;
+    } else {
+        matched = bpt__registry_match(mfa, fs);
+    }
+    for (i = 0; i < matched; i++) {   /* fs[0..n) keeps the matched functions with a breakpoint */
+        bpt_func *fi = fs[i];
         bpt__GenericBp *g;
-        if (f ? fi != f : !bpt__mfa_match(mfa, fi->module, fi->name, fi->arity)) continue;
         if (!(g = bpt__find_bp(fi, s)) && !f) continue;
         fs[n] = fi;
         gs[n++] = g;

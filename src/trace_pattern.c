@@ -47,28 +47,6 @@ static void bpt__remember_pattern(bpt__session *s, bpt__pattern_entry *e) {
     *pp = e;
 }
 
-/* The registered functions that mfa matches, in registration order, into
-   fs (room for bpt__registry.len). Returns how many. A pass over every
-   record's third line (module, name, arity) and its name's bytes, which
-   are elsewhere: each record's a miss once there are 10,000 (>>working
-   set in bp.c). So it asks for the line of the record twice
-   BPT__SET_AHEAD on, and for the name of the record BPT__SET_AHEAD on,
-   whose line is there by then (>>prefetch in port.h). Step 2's time,
-   which includes the match, over 10,000 functions with no worker: 250
-   us instead of 288 enabling, 181 instead of 217 disabling
-   (bench/pattern_scale.c steps, medians of 5 interleaved runs). */
-static int bpt__registry_match(const bpt__mfa *mfa, bpt_func **fs) {
-    bpt_func *const *funcs = bpt__registry.funcs;
-    uint32_t i, len = bpt__registry.len;
-    int n = 0;
-    for (i = 0; i < len; i++) {
-        if (i + 2 * BPT__SET_AHEAD < len) BPT__PREFETCH_R(&funcs[i + 2 * BPT__SET_AHEAD]->module);
-        if (i + BPT__SET_AHEAD < len) BPT__PREFETCH_R(funcs[i + BPT__SET_AHEAD]->name);
-        if (bpt__mfa_match(mfa, funcs[i]->module, funcs[i]->name, funcs[i]->arity)) fs[n++] = funcs[i];
-    }
-    return n;
-}
-
 static int bpt__trace_pattern(bpt_session handle, const char *pattern, unsigned flags, const bpt_match *match,
                               uint64_t *change) {
     bpt__mfa mfa;

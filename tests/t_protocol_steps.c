@@ -137,6 +137,8 @@ int main(void) {
     CHECK_RC(bpt_trace_info(a, f, BPT_INFO_FLAGS, &info), 0);
     CHECK(info.count_paused == 1 && info.flags == BPT_COUNT, "paused: flags %u paused %d", info.flags, info.count_paused);
     CHECK(bpt_vm_word_at(f) == BP, "still installed");
+    CHECK(obs.did[8] && obs.waits_at[8] == obs.waits_at[7] + 1 && !obs.did[10],
+          "a pause switches nothing off: step 8 waits, step 10 has nothing to do");
 
     /* 4. Remove A's breakpoint: B keeps the word installed (OR of flags != 0);
        A's GenericBp is unlinked at step 11 and freed only after step 12's wait. */
@@ -144,6 +146,15 @@ int main(void) {
     watched = ga;
     CHECK_RC(bpt_trace_pattern(a, "unit:f/0", BPT_OFF, NULL), 1);
     CHECK(!obs.did[9] && bpt_vm_word_at(f) == BP, "step 9 keeps the word: session B still traces f");
+    /* A's flags are staged 0, so step 9 might have restored the word: step
+       8 leaves its wait to step 10 (>>deferred wait in bp.c), which must
+       wait though step 9 wrote nothing, before step 11 overwrites the old
+       generation. */
+    CHECK(!obs.did[8] && obs.waits_at[9] == obs.waits_at[7], "step 8 defers its wait (%d, %llu waits since the commit)",
+          obs.did[8], (unsigned long long)(obs.waits_at[9] - obs.waits_at[7]));
+    CHECK(obs.did[10] && obs.waits_at[10] == obs.waits_at[7] + 1,
+          "step 10 waits for step 8 though step 9 wrote nothing (%d, %llu waits since the commit)", obs.did[10],
+          (unsigned long long)(obs.waits_at[10] - obs.waits_at[7]));
     CHECK(obs.did[12], "step 12 ran (something was unlinked)");
     CHECK(watched_freed_after_step == 11, "A's GenericBp freed during step 12 (after step %d)", watched_freed_after_step);
     CHECK(watched_freed_at_waits == obs.waits_at[11] + 1, "freed after step 12's wait (waits %llu, at step 11 %llu)",
@@ -158,6 +169,9 @@ int main(void) {
     CHECK_RC(bpt_trace_pattern(b, "unit:f/0", BPT_OFF | BPT_CALL, NULL), 1);
     CHECK(obs.did[9] && obs.did[10] && obs.word_at[8] == BP && obs.word_at[9] == 0x1001,
           "step 9 restores the original word, step 10 waits");
+    CHECK(!obs.did[8] && obs.waits_at[10] == obs.waits_at[7] + 1,
+          "one wait between the commit and step 11, step 10's, for steps 8 and 10 (%d, %llu)", obs.did[8],
+          (unsigned long long)(obs.waits_at[10] - obs.waits_at[7]));
     CHECK(watched_freed_after_step == 11, "B's GenericBp freed in step 12");
     CHECK(bpt__load_relaxed_ptr(&f->gen_bp) == NULL, "no GenericBp left on f");
 

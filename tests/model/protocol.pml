@@ -27,14 +27,20 @@
      (a) no reader touches a freed GenericBp;
      (b) a reader uses one generation consistently within one hit: nobody
          writes the half of data[] a running hit has chosen;
-     (c) after the commit and its wait (step 8), a call uses the new settings;
+     (c) after the commit and its wait (step 8, or step 10 where step 8
+         defers it), a call uses the new settings;
      (d) the original word is restored only when no session is active;
      and, spin's own check, no deadlock: a lost futex wake-up would leave the
      writer asleep forever once the readers are done.
 
    Mutants: this file with one thing broken, each chosen by a -D flag to spin
    (spin -DMUTANT_NO_STEP8_WAIT -a protocol.pml). Spin must reject each.
-     MUTANT_NO_STEP8_WAIT         step 8's wait removed: breaks (b)
+     MUTANT_NO_STEP8_WAIT         step 8's wait removed, and step 10 waits
+                                  only after restoring the word: breaks (b)
+     MUTANT_DEFERRED_WAIT_LOST    step 8 defers its wait for a switch-off,
+                                  and step 10 waits only after restoring
+                                  the word: breaks (b) when another
+                                  session keeps the word
      MUTANT_NO_STEP12_WAIT        step 12's wait removed: breaks (a)
      MUTANT_FRAME_KEEPS_BP        the return frame keeps the call's GenericBp
                                   pointer, not a weak id: breaks (a)
@@ -346,6 +352,7 @@ proctype Writer() {
     byte g, p, all;
     bit installed;      /* f->installed: set path only */
     bit fresh, installs, uninstalls, unlinked;
+    bit deferred;       /* step 8 left its wait to step 10 */
     byte t, w;          /* progress_wait's */
 
     /* Each atomic block ends with at most one store a reader can see. Only
@@ -468,11 +475,19 @@ proctype Writer() {
         };
 
         /* Step 8: wait, so that no thread still reads the old generation:
-           step 9 may remove the word that led it here, step 11 overwrites the
-           old generation, and the next run's step 3 writes it again. */
+           step 11 overwrites the old generation, and the next run's step 3
+           writes it again. Where the change switches the session off (v is
+           0: step 9 may restore the word), step 8 leaves its wait to step
+           10, and one wait serves both (>>deferred wait in src/bp.c):
+           nothing a call does depends on the word once fetched. */
+        if
+        :: v == 0 -> deferred = 1
+        :: else ->
 #ifndef MUTANT_NO_STEP8_WAIT
-        progress_wait();
+            progress_wait();
 #endif
+            skip
+        fi;
 
         /* Step 9: uninstall: restore the original word if no session's
            active generation has a flag left (the OR over sessions is 0). */
@@ -512,14 +527,18 @@ proctype Writer() {
 #endif
 
         /* Step 10: wait after restoring the word (for native sites it also
-           serializes every CPU's instruction stream). It cannot catch a
-           thread that fetched the word before step 9 and has not pinned
-           yet: such a thread is not pinned, so the waiter does not see it.
-           That thread is safe anyway: it reads the list head only after it
-           pins, and step 12 waits for it if it then stands on an unlinked
-           GenericBp. (Spin verifies this model with this wait removed.) */
+           serializes every CPU's instruction stream), and step 8's wait if
+           step 8 deferred it, whether or not step 9 restored the word. The
+           wait after restoring cannot catch a thread that fetched the word
+           before step 9 and has not pinned yet: such a thread is not
+           pinned, so the waiter does not see it. That thread is safe
+           anyway: it reads the list head only after it pins, and step 12
+           waits for it if it then stands on an unlinked GenericBp. */
         if
         :: uninstalls -> progress_wait()
+#if !defined(MUTANT_DEFERRED_WAIT_LOST) && !defined(MUTANT_NO_STEP8_WAIT)
+        :: !uninstalls && deferred -> progress_wait()
+#endif
         :: else
         fi;
 
@@ -569,7 +588,7 @@ proctype Writer() {
             :: else
             fi;
             /* Step 13: release the permission. */
-            runs++; g = 0; v = 0; sess = 0; installs = 0; uninstalls = 0; unlinked = 0
+            runs++; g = 0; v = 0; sess = 0; installs = 0; uninstalls = 0; unlinked = 0; deferred = 0
         }
     :: else -> break
     od
