@@ -3232,6 +3232,26 @@ BPT__HOT BPT__INTREGS void bpt__owner_inc1_u64(bpt__atomic_u64 *p) {
        puts the address in a register first instead of indexing. */
     __asm__ __volatile__("addq $1, %0" : "=m"(*q) : "m"(*q));
 }
+
+/* >>cpuid: CPUID's extended leaf `leaf` (0x80000001 and up) into r: eax,
+   ebx, ecx, edx. Leaf 0x80000000 says the highest extended leaf the
+   processor has, so it is asked first (Intel SDM vol. 2A, CPUID; AMD's
+   APM vol. 3). Returns 1, or 0 with r all 0 where there is no such leaf.
+   For the TSC's invariance (clock.c) and prefetchw (site_x86_64.c). */
+BPT__PRIVATE int bpt__cpuid_ext(uint32_t leaf, uint32_t r[4]) {
+    uint32_t a = 0x80000000u, b, c = 0, d;
+    r[0] = r[1] = r[2] = r[3] = 0;
+    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+    if (a < leaf) return 0;
+    a = leaf;
+    c = 0;
+    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+    r[0] = a;
+    r[1] = b;
+    r[2] = c;
+    r[3] = d;
+    return 1;
+}
 #endif
 
 /* >>tls: thread-locals. tcc has no __thread, so it keeps the one per-thread
@@ -5226,12 +5246,8 @@ BPT__HOT BPT__INTREGS uint64_t bpt__clock_ticks(void) {
    matter: the anchors bound what a jump or a disagreement between cores can
    do; the comment at the top says how.) */
 static int bpt__clock_counter_usable(void) {
-    uint32_t a = 0x80000000u, b, c, d;
-    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d));
-    if (a < 0x80000007u) return 0;
-    a = 0x80000007u;
-    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d));
-    return (d & (1u << 8)) != 0;
+    uint32_t r[4];
+    return bpt__cpuid_ext(0x80000007u, r) && (r[3] & (1u << 8)) != 0;   /* EDX bit 8: invariant TSC */
 }
 
 static uint64_t bpt__clock_nominal_hz(void) { return 0; }   /* measured (bpt__clock_rate) */
@@ -7944,12 +7960,8 @@ static bpt__atomic_u32 bpt__x86_64_prefetchw;
 static pthread_once_t bpt__x86_64_prefetchw_once = PTHREAD_ONCE_INIT;
 
 static void bpt__x86_64_prefetchw_probe(void) {
-    uint32_t a = 0x80000000u, b, c, d;
-    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d));
-    if (a < 0x80000001u) return;
-    a = 0x80000001u;
-    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d));
-    bpt__store_relaxed_u32(&bpt__x86_64_prefetchw, (c >> 8) & 1);
+    uint32_t r[4];
+    if (bpt__cpuid_ext(0x80000001u, r)) bpt__store_relaxed_u32(&bpt__x86_64_prefetchw, (r[2] >> 8) & 1);   /* ECX bit 8 */
 }
 
 BPT__PRIVATE void bpt__arch_prefetch_setup(void) { pthread_once(&bpt__x86_64_prefetchw_once, bpt__x86_64_prefetchw_probe); }

@@ -68,12 +68,8 @@ BPT__HOT BPT__INTREGS uint64_t bpt__clock_ticks(void) {
    matter: the anchors bound what a jump or a disagreement between cores can
    do; the comment at the top says how.) */
 static int bpt__clock_counter_usable(void) {
-    uint32_t a = 0x80000000u, b, c, d;
-    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d));
-    if (a < 0x80000007u) return 0;
-    a = 0x80000007u;
-    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d));
-    return (d & (1u << 8)) != 0;
+    uint32_t r[4];
+    return bpt__cpuid_ext(0x80000007u, r) && (r[3] & (1u << 8)) != 0;   /* EDX bit 8: invariant TSC */
 }
 
 static uint64_t bpt__clock_nominal_hz(void) { return 0; }   /* measured (bpt__clock_rate) */

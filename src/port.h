@@ -410,6 +410,26 @@ BPT__HOT BPT__INTREGS void bpt__owner_inc1_u64(bpt__atomic_u64 *p) {
        puts the address in a register first instead of indexing. */
     __asm__ __volatile__("addq $1, %0" : "=m"(*q) : "m"(*q));
 }
+
+/* >>cpuid: CPUID's extended leaf `leaf` (0x80000001 and up) into r: eax,
+   ebx, ecx, edx. Leaf 0x80000000 says the highest extended leaf the
+   processor has, so it is asked first (Intel SDM vol. 2A, CPUID; AMD's
+   APM vol. 3). Returns 1, or 0 with r all 0 where there is no such leaf.
+   For the TSC's invariance (clock.c) and prefetchw (site_x86_64.c). */
+BPT__PRIVATE int bpt__cpuid_ext(uint32_t leaf, uint32_t r[4]) {
+    uint32_t a = 0x80000000u, b, c = 0, d;
+    r[0] = r[1] = r[2] = r[3] = 0;
+    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+    if (a < leaf) return 0;
+    a = leaf;
+    c = 0;
+    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+    r[0] = a;
+    r[1] = b;
+    r[2] = c;
+    r[3] = d;
+    return 1;
+}
 #endif
 
 /* >>tls: thread-locals. tcc has no __thread, so it keeps the one per-thread

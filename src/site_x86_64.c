@@ -556,12 +556,8 @@ static bpt__atomic_u32 bpt__x86_64_prefetchw;
 static pthread_once_t bpt__x86_64_prefetchw_once = PTHREAD_ONCE_INIT;
 
 static void bpt__x86_64_prefetchw_probe(void) {
-    uint32_t a = 0x80000000u, b, c, d;
-    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d));
-    if (a < 0x80000001u) return;
-    a = 0x80000001u;
-    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "=c"(c), "=d"(d));
-    bpt__store_relaxed_u32(&bpt__x86_64_prefetchw, (c >> 8) & 1);
+    uint32_t r[4];
+    if (bpt__cpuid_ext(0x80000001u, r)) bpt__store_relaxed_u32(&bpt__x86_64_prefetchw, (r[2] >> 8) & 1);   /* ECX bit 8 */
 }
 
 BPT__PRIVATE void bpt__arch_prefetch_setup(void) { pthread_once(&bpt__x86_64_prefetchw_once, bpt__x86_64_prefetchw_probe); }
